@@ -1,0 +1,273 @@
+// One trace session's native state, free of erl_nif: its limits, its event queue and
+// its accounting. Many scheduler threads produce (the traced processes), one consumer
+// drains (the session process). No locks: atomics and moodycamel's lock-free queue.
+//
+// Life of an event:
+//   precheck()  in the VM's `enabled` callbacks: cheap, no side effect but counting the
+//               drop, so a rejected event costs almost nothing (no trace term is built);
+//   admit()     in `trace`: takes a rate token, a queue slot and a max_events ticket;
+//   commit()    after encoding: checks the byte cap and enqueues (or abandon());
+//   drain()     in the session process: hands out events in batches.
+//
+// Accounting: every offered event ends as accepted or dropped with one reason, and
+//   accepted == delivered + queued + discarded    (discarded: freed by close())
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "rate_limiter.hpp"
+#include "term_codec.hpp"
+
+namespace kino_trace {
+
+enum class EventKind : std::uint8_t {
+  Call = 1,
+  ReturnFrom = 2,
+  ExceptionFrom = 3,
+  ReturnTo = 4,
+  Send = 5,
+  SendToNonExisting = 6,
+  Receive = 7,
+  Spawn = 8,
+  Spawned = 9,
+  Exit = 10,
+  Link = 11,
+  Unlink = 12,
+  GettingLinked = 13,
+  GettingUnlinked = 14,
+  Register = 15,
+  Unregister = 16,
+  Other = 17,
+};
+
+// A self-contained event. Words (pid, module, function) are raw immediate terms, which
+// stay valid outside any process; everything else is in the encoded payload.
+struct Event {
+  EventKind kind = EventKind::Other;
+  std::uint32_t scheduler = 0;
+  std::uint32_t arity = 0;
+  std::uint64_t pid = 0;
+  std::uint64_t module = 0;    // 0 when the event has no MFA
+  std::uint64_t function = 0;
+  std::uint64_t tag = 0;       // the VM's trace tag, for kinds we do not name
+  std::int64_t time_ns = 0;    // monotonic
+  PayloadBuffer payload;       // encoded: args, return value, exception, message, ...
+
+  std::size_t footprint() const { return sizeof(Event) + (payload.on_heap() ? payload.capacity() : 0); }
+};
+
+struct Limits {
+  std::uint64_t max_events = 0;           // total accepted, then the session closes; 0: none
+  std::uint64_t rate_count = 0;           // rate: rate_count events per rate_period_ns; 0: none
+  std::int64_t rate_period_ns = 0;
+  std::uint64_t queue_events = 100000;    // events held at once
+  std::uint64_t queue_bytes = 64u << 20;  // bytes held at once
+  TermCaps caps;
+};
+
+enum class Verdict : std::uint8_t { Accept = 0, DropClosed, DropRate, DropQueueFull, DropMaxEvents };
+
+struct Counters {
+  std::uint64_t accepted = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t queued = 0;
+  std::uint64_t discarded = 0;
+  std::uint64_t bytes_queued = 0;
+  std::uint64_t dropped_closed = 0;
+  std::uint64_t dropped_rate = 0;
+  std::uint64_t dropped_queue_full = 0;
+  std::uint64_t dropped_max_events = 0;
+  std::uint64_t wakeups = 0;
+  bool closed = false;
+  bool limit_reached = false;
+};
+
+// What commit() tells the caller to do.
+struct CommitResult {
+  Verdict verdict = Verdict::Accept;
+  bool wake_consumer = false;   // the queue went from empty to non-empty
+  bool limit_reached = false;   // this event was the max_events-th: the session closed
+};
+
+class SessionCore {
+ public:
+  SessionCore(const Limits& limits, std::int64_t epoch_ns) : limits_(limits), epoch_ns_(epoch_ns) {
+    rate_.configure(limits.rate_count, limits.rate_period_ns);
+  }
+  SessionCore(const SessionCore&) = delete;
+  SessionCore& operator=(const SessionCore&) = delete;
+
+  const Limits& limits() const { return limits_; }
+  bool rate_limited() const { return rate_.limited(); }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // For `enabled`: would an event now be accepted? Counts the drop when not.
+  Verdict precheck(std::int64_t now_ns) {
+    Verdict v = peek(now_ns);
+    if (v != Verdict::Accept) count_drop(v);
+    return v;
+  }
+
+  // For `enabled`'s trace_status: the same question without counting anything.
+  Verdict peek(std::int64_t now_ns) const {
+    if (closed()) return Verdict::DropClosed;
+    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
+      return Verdict::DropMaxEvents;
+    if (!rate_.would_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
+    if (slots_.load(std::memory_order_relaxed) >= limits_.queue_events ||
+        bytes_.load(std::memory_order_relaxed) >= limits_.queue_bytes)
+      return Verdict::DropQueueFull;
+    return Verdict::Accept;
+  }
+
+  // For `trace`, before encoding: reserves a rate token, a queue slot and a ticket.
+  // On Accept the caller must follow with commit() or abandon().
+  Verdict admit(std::int64_t now_ns) {
+    Verdict v = reserve(now_ns);
+    if (v != Verdict::Accept) count_drop(v);
+    return v;
+  }
+
+  // Releases what admit() reserved, without counting anything (the event never was).
+  void abandon() {
+    slots_.fetch_sub(1, std::memory_order_relaxed);
+    if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  CommitResult commit(Event&& event) {
+    CommitResult r;
+    std::uint64_t bytes = event.footprint();
+    std::uint64_t before = bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
+      bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+      abandon();
+      count_drop(Verdict::DropQueueFull);
+      r.verdict = Verdict::DropQueueFull;
+      return r;
+    }
+    // Counted before it becomes visible, so delivered can never overtake accepted.
+    std::uint64_t accepted = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    queue_.enqueue(std::move(event));
+    if (limits_.max_events && accepted == limits_.max_events) {
+      closed_.store(true, std::memory_order_release);
+      limit_reached_.store(true, std::memory_order_release);
+      r.limit_reached = true;
+    }
+    if (unnotified_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      r.wake_consumer = true;
+    }
+    return r;
+  }
+
+  // Moves up to `max` events into `out` (default-constructed Events). Returns how many;
+  // `more` tells whether events may remain (the consumer should drain again).
+  std::size_t drain(Event* out, std::size_t max, bool& more) {
+    std::size_t n = queue_.try_dequeue_bulk(out, max);
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) bytes += out[i].footprint();
+    settle(n, bytes, delivered_);
+    std::int64_t left = unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel) -
+                        static_cast<std::int64_t>(n);
+    more = left > 0;
+    return n;
+  }
+
+  // Closes the session: nothing more is accepted. Frees what is still queued (counted
+  // as discarded). Safe to call more than once.
+  void close() {
+    closed_.store(true, std::memory_order_release);
+    Event scratch[64];
+    for (;;) {
+      std::size_t n = queue_.try_dequeue_bulk(scratch, 64);
+      if (n == 0) break;
+      std::uint64_t bytes = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        bytes += scratch[i].footprint();
+        scratch[i] = Event{};
+      }
+      settle(n, bytes, discarded_);
+      unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel);
+    }
+  }
+
+  Counters counters() const {
+    Counters c;
+    // Read the consumer's side first: accepted only grows, and never lags it.
+    c.delivered = delivered_.load(std::memory_order_acquire);
+    c.discarded = discarded_.load(std::memory_order_acquire);
+    c.accepted = accepted_.load(std::memory_order_acquire);
+    c.queued = c.accepted - c.delivered - c.discarded;
+    c.bytes_queued = bytes_.load(std::memory_order_relaxed);
+    c.dropped_closed = dropped_closed_.load(std::memory_order_relaxed);
+    c.dropped_rate = dropped_rate_.load(std::memory_order_relaxed);
+    c.dropped_queue_full = dropped_queue_full_.load(std::memory_order_relaxed);
+    c.dropped_max_events = dropped_max_events_.load(std::memory_order_relaxed);
+    c.wakeups = wakeups_.load(std::memory_order_relaxed);
+    c.closed = closed();
+    c.limit_reached = limit_reached_.load(std::memory_order_acquire);
+    return c;
+  }
+
+ private:
+  Verdict reserve(std::int64_t now_ns) {
+    if (closed()) return Verdict::DropClosed;
+    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
+      return Verdict::DropMaxEvents;
+    if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
+    if (slots_.fetch_add(1, std::memory_order_relaxed) >= limits_.queue_events) {
+      slots_.fetch_sub(1, std::memory_order_relaxed);
+      return Verdict::DropQueueFull;
+    }
+    if (limits_.max_events && tickets_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_events) {
+      tickets_.fetch_sub(1, std::memory_order_relaxed);
+      slots_.fetch_sub(1, std::memory_order_relaxed);
+      return Verdict::DropMaxEvents;
+    }
+    return Verdict::Accept;
+  }
+
+  void settle(std::size_t n, std::uint64_t bytes, std::atomic<std::uint64_t>& into) {
+    if (n == 0) return;
+    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    slots_.fetch_sub(n, std::memory_order_relaxed);
+    into.fetch_add(n, std::memory_order_acq_rel);
+  }
+
+  void count_drop(Verdict v) {
+    switch (v) {
+      case Verdict::DropClosed: dropped_closed_.fetch_add(1, std::memory_order_relaxed); break;
+      case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;
+      case Verdict::DropQueueFull: dropped_queue_full_.fetch_add(1, std::memory_order_relaxed); break;
+      case Verdict::DropMaxEvents: dropped_max_events_.fetch_add(1, std::memory_order_relaxed); break;
+      case Verdict::Accept: break;
+    }
+  }
+
+  const Limits limits_;
+  const std::int64_t epoch_ns_;
+  RateLimiter rate_;
+  moodycamel::ConcurrentQueue<Event> queue_;
+
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> limit_reached_{false};
+  std::atomic<std::uint64_t> slots_{0};    // queue slots reserved or held
+  std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<std::int64_t> unnotified_{0};
+
+  std::atomic<std::uint64_t> accepted_{0};
+  std::atomic<std::uint64_t> delivered_{0};
+  std::atomic<std::uint64_t> discarded_{0};
+  std::atomic<std::uint64_t> dropped_closed_{0};
+  std::atomic<std::uint64_t> dropped_rate_{0};
+  std::atomic<std::uint64_t> dropped_queue_full_{0};
+  std::atomic<std::uint64_t> dropped_max_events_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
+};
+
+}  // namespace kino_trace

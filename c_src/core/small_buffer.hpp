@@ -1,0 +1,79 @@
+// A growable byte buffer that keeps small contents inline, so most encoded events
+// need no heap allocation at all. Move-only; RAII for the heap part.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+namespace kino_trace {
+
+template <std::size_t InlineCapacity>
+class SmallBuffer {
+ public:
+  SmallBuffer() = default;
+  SmallBuffer(const SmallBuffer&) = delete;
+  SmallBuffer& operator=(const SmallBuffer&) = delete;
+
+  SmallBuffer(SmallBuffer&& other) noexcept { take(std::move(other)); }
+  SmallBuffer& operator=(SmallBuffer&& other) noexcept {
+    if (this != &other) {
+      heap_.reset();
+      take(std::move(other));
+    }
+    return *this;
+  }
+
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return heap_ ? heap_capacity_ : InlineCapacity; }
+  bool on_heap() const { return static_cast<bool>(heap_); }
+  const std::uint8_t* data() const { return heap_ ? heap_.get() : inline_; }
+  std::uint8_t* data() { return heap_ ? heap_.get() : inline_; }
+
+  void clear() { size_ = 0; }
+
+  // Appends n bytes and returns a pointer to them (valid until the next append).
+  std::uint8_t* extend(std::size_t n) {
+    reserve(size_ + n);
+    std::uint8_t* p = data() + size_;
+    size_ += n;
+    return p;
+  }
+
+  void append(const void* src, std::size_t n) {
+    if (n == 0) return;
+    std::memcpy(extend(n), src, n);
+  }
+
+  void reserve(std::size_t wanted) {
+    if (wanted <= capacity()) return;
+    std::size_t cap = capacity() * 2;
+    while (cap < wanted) cap *= 2;
+    auto bigger = std::make_unique<std::uint8_t[]>(cap);
+    if (size_ > 0) std::memcpy(bigger.get(), data(), size_);
+    heap_ = std::move(bigger);
+    heap_capacity_ = cap;
+  }
+
+ private:
+  void take(SmallBuffer&& other) {
+    size_ = other.size_;
+    if (other.heap_) {
+      heap_ = std::move(other.heap_);
+      heap_capacity_ = other.heap_capacity_;
+    } else if (size_ > 0) {
+      std::memcpy(inline_, other.inline_, size_);
+    }
+    other.size_ = 0;
+    other.heap_capacity_ = 0;
+  }
+
+  std::size_t size_ = 0;
+  std::size_t heap_capacity_ = 0;
+  std::unique_ptr<std::uint8_t[]> heap_;
+  std::uint8_t inline_[InlineCapacity];
+};
+
+}  // namespace kino_trace

@@ -1,0 +1,377 @@
+// Bounded term encoding, free of erl_nif.
+//
+// `TermEncoder<Source>` walks a term through a *Source* adapter (the NIF's adapter reads
+// real Erlang terms with enif_*, the tests' adapter reads a small C++ term type) and writes
+// a compact format into a byte buffer, honouring `TermCaps`: nesting depth, items per
+// list/tuple/map, bytes per binary and bytes per event. Whatever is cut is recorded in
+// the format, so the decoder can show `...` exactly where something was left out.
+// The walk never looks past the caps: a 10 MB list costs what its first `max_items`
+// elements cost.
+//
+// `TermDecoder<Builder>` reads the format back and hands each piece to a *Builder*
+// (the NIF builds Erlang terms, the tests build C++ terms).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "small_buffer.hpp"
+
+namespace kino_trace {
+
+// Per-event limits on what is copied out of the traced process.
+struct TermCaps {
+  std::uint32_t max_depth = 10;     // nesting levels below the payload's root
+  std::uint32_t max_items = 50;     // elements per list, tuple or map
+  std::uint32_t max_binary = 512;   // bytes kept per binary
+  std::uint32_t max_bytes = 16384;  // encoded bytes per event (soft: checked between items)
+};
+
+enum class Tag : std::uint8_t {
+  Immediate = 1,  // raw 8-byte immediate word (atom, small int, local pid/port, [])
+  Int64 = 2,
+  Float = 3,
+  Binary = 4,     // u64 total size, u32 kept, bytes
+  Tuple = 5,      // u32 total arity, u32 kept, elements
+  List = 6,       // u32 kept, u8 ListEnd, elements, [tail term when Improper]
+  Map = 7,        // u32 total size, u32 kept, key/value pairs
+  External = 8,   // u32 length, external term format bytes
+  Cut = 9,        // u8 CutReason: a whole subterm left out
+};
+
+enum class ListEnd : std::uint8_t { Proper = 0, Improper = 1, Cut = 2 };
+enum class CutReason : std::uint8_t { Depth = 1, Items = 2, Bytes = 3 };
+
+// What a Source says a term is.
+enum class TermKind {
+  Immediate,  // can be kept as its raw word: valid in any environment, never freed
+  Integer,    // boxed integer: int64 if it fits, else External
+  Float,
+  Binary,     // byte-aligned binary
+  Tuple,
+  List,       // a non-empty list cell
+  Map,
+  Other,      // anything else (bignums, refs, funs, remote pids, bitstrings): External
+};
+
+using PayloadBuffer = SmallBuffer<112>;
+
+// Low-level writer of the format. Tracks the event's byte budget.
+class TermWriter {
+ public:
+  TermWriter(PayloadBuffer& out, const TermCaps& caps) : out_(out), caps_(caps) {}
+
+  const TermCaps& caps() const { return caps_; }
+  std::size_t size() const { return out_.size(); }
+  bool over_budget() const { return out_.size() >= caps_.max_bytes; }
+  std::size_t room() const { return over_budget() ? 0 : caps_.max_bytes - out_.size(); }
+
+  void immediate(std::uint64_t word) { tag(Tag::Immediate); put(word); }
+  void int64(std::int64_t v) { tag(Tag::Int64); put(v); }
+  void float64(double v) { tag(Tag::Float); put(v); }
+
+  void binary(const std::uint8_t* data, std::size_t size) {
+    std::size_t keep = size;
+    if (keep > caps_.max_binary) keep = caps_.max_binary;
+    if (keep > room()) keep = room();
+    tag(Tag::Binary);
+    put(static_cast<std::uint64_t>(size));
+    put(static_cast<std::uint32_t>(keep));
+    out_.append(data, keep);
+  }
+
+  std::size_t begin_tuple(std::uint32_t arity) {
+    tag(Tag::Tuple);
+    put(arity);
+    return placeholder();
+  }
+  std::size_t begin_map(std::uint32_t total) {
+    tag(Tag::Map);
+    put(total);
+    return placeholder();
+  }
+  std::size_t begin_list() {
+    tag(Tag::List);
+    std::size_t at = placeholder();
+    put(static_cast<std::uint8_t>(ListEnd::Proper));
+    return at;
+  }
+  // Writes the number of kept items into a container's placeholder.
+  void end_container(std::size_t at, std::uint32_t kept) {
+    std::memcpy(out_.data() + at, &kept, sizeof kept);
+  }
+  void end_list(std::size_t at, std::uint32_t kept, ListEnd end) {
+    end_container(at, kept);
+    out_.data()[at + sizeof(std::uint32_t)] = static_cast<std::uint8_t>(end);
+  }
+
+  void external(const std::uint8_t* data, std::size_t size) {
+    tag(Tag::External);
+    put(static_cast<std::uint32_t>(size));
+    out_.append(data, size);
+  }
+
+  void cut(CutReason why) {
+    tag(Tag::Cut);
+    put(static_cast<std::uint8_t>(why));
+  }
+
+ private:
+  void tag(Tag t) { put(static_cast<std::uint8_t>(t)); }
+  template <class T>
+  void put(T v) { out_.append(&v, sizeof v); }
+  std::size_t placeholder() {
+    std::size_t at = out_.size();
+    put(std::uint32_t{0});
+    return at;
+  }
+
+  PayloadBuffer& out_;
+  const TermCaps& caps_;
+};
+
+// Walks a term through a Source and writes it with a TermWriter, within the caps.
+//
+// Source must provide, for its `Term` type:
+//   TermKind kind(Term)
+//   std::uint64_t word(Term)                          // Immediate
+//   bool int64(Term, std::int64_t&)                   // Integer
+//   double float64(Term)                              // Float
+//   void binary(Term, const std::uint8_t*&, std::size_t&)
+//   const Term* tuple(Term, std::uint32_t& arity)
+//   bool list_cell(Term, Term& head, Term& tail)       // false when Term is not a cell
+//   bool is_nil(Term)                                 // the empty list, a proper tail
+//   std::uint32_t map_size(Term)
+//   template <class F> void map_each(Term, std::uint32_t limit, F&& f)  // f(key, value) -> bool (continue)
+//   template <class F> bool external(Term, F&& sink)  // sink(data, size); false if impossible
+template <class Source>
+class TermEncoder {
+ public:
+  using Term = typename Source::Term;
+
+  TermEncoder(Source& source, TermWriter& writer) : src_(source), w_(writer), caps_(writer.caps()) {}
+
+  void encode(Term t, std::uint32_t depth = 0) {
+    if (w_.over_budget()) {
+      w_.cut(CutReason::Bytes);
+      return;
+    }
+    switch (src_.kind(t)) {
+      case TermKind::Immediate:
+        w_.immediate(src_.word(t));
+        return;
+      case TermKind::Integer: {
+        std::int64_t v;
+        if (src_.int64(t, v)) {
+          w_.int64(v);
+        } else {
+          encode_external(t);
+        }
+        return;
+      }
+      case TermKind::Float:
+        w_.float64(src_.float64(t));
+        return;
+      case TermKind::Binary: {
+        const std::uint8_t* data = nullptr;
+        std::size_t size = 0;
+        src_.binary(t, data, size);
+        w_.binary(data, size);
+        return;
+      }
+      case TermKind::Tuple:
+        if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
+        return encode_tuple(t, depth);
+      case TermKind::List:
+        if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
+        return encode_list(t, depth);
+      case TermKind::Map:
+        if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
+        return encode_map(t, depth);
+      case TermKind::Other:
+        if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
+        encode_external(t);
+        return;
+    }
+  }
+
+  // Encodes a list whose elements are at `depth + 1` (e.g. a call's arguments at depth 0).
+  void encode_list(Term t, std::uint32_t depth) {
+    std::size_t at = w_.begin_list();
+    std::uint32_t kept = 0;
+    Term head, tail;
+    Term cell = t;
+    while (src_.list_cell(cell, head, tail)) {
+      if (kept >= caps_.max_items || w_.over_budget()) {
+        w_.end_list(at, kept, ListEnd::Cut);
+        return;
+      }
+      encode(head, depth + 1);
+      ++kept;
+      cell = tail;
+    }
+    if (src_.kind(cell) == TermKind::Immediate && src_.is_nil(cell)) {
+      w_.end_list(at, kept, ListEnd::Proper);
+    } else {
+      w_.end_list(at, kept, ListEnd::Improper);
+      encode(cell, depth + 1);
+    }
+  }
+
+ private:
+  void encode_tuple(Term t, std::uint32_t depth) {
+    std::uint32_t arity = 0;
+    const Term* elems = src_.tuple(t, arity);
+    std::size_t at = w_.begin_tuple(arity);
+    std::uint32_t kept = 0;
+    while (kept < arity && kept < caps_.max_items && !w_.over_budget()) {
+      encode(elems[kept], depth + 1);
+      ++kept;
+    }
+    w_.end_container(at, kept);
+  }
+
+  void encode_map(Term t, std::uint32_t depth) {
+    std::uint32_t total = src_.map_size(t);
+    std::size_t at = w_.begin_map(total);
+    std::uint32_t kept = 0;
+    std::uint32_t limit = total < caps_.max_items ? total : caps_.max_items;
+    src_.map_each(t, limit, [&](Term k, Term v) {
+      if (w_.over_budget()) return false;
+      encode(k, depth + 1);
+      encode(v, depth + 1);
+      ++kept;
+      return kept < limit;
+    });
+    w_.end_container(at, kept);
+  }
+
+  void encode_external(Term t) {
+    bool written = src_.external(t, [&](const std::uint8_t* data, std::size_t size) {
+      if (size > w_.room()) {
+        w_.cut(CutReason::Bytes);
+      } else {
+        w_.external(data, size);
+      }
+    });
+    if (!written) w_.cut(CutReason::Bytes);
+  }
+
+  Source& src_;
+  TermWriter& w_;
+  const TermCaps& caps_;
+};
+
+// Reads the format back. Builder provides, for its `Term` type:
+//   Term immediate(std::uint64_t)
+//   Term int64(std::int64_t)
+//   Term float64(double)
+//   Term binary(const std::uint8_t*, std::size_t kept, std::uint64_t total)
+//   Term tuple(std::vector<Term>& elems, std::uint32_t total)       // total > size: cut
+//   Term list(std::vector<Term>& elems, ListEnd end, const Term* tail)
+//   Term map(std::vector<Term>& keys_and_values, std::uint32_t total)
+//   Term external(const std::uint8_t*, std::size_t)
+//   Term cut(CutReason)
+//   Term malformed()                                                // never for our own output
+template <class Builder>
+class TermDecoder {
+ public:
+  using Term = typename Builder::Term;
+
+  TermDecoder(Builder& builder, const std::uint8_t* data, std::size_t size)
+      : b_(builder), p_(data), end_(data + size) {}
+
+  bool at_end() const { return p_ >= end_; }
+
+  Term decode() {
+    std::uint8_t tag;
+    if (!get(tag)) return b_.malformed();
+    switch (static_cast<Tag>(tag)) {
+      case Tag::Immediate: {
+        std::uint64_t w;
+        return get(w) ? b_.immediate(w) : b_.malformed();
+      }
+      case Tag::Int64: {
+        std::int64_t v;
+        return get(v) ? b_.int64(v) : b_.malformed();
+      }
+      case Tag::Float: {
+        double v;
+        return get(v) ? b_.float64(v) : b_.malformed();
+      }
+      case Tag::Binary: {
+        std::uint64_t total;
+        std::uint32_t kept;
+        if (!get(total) || !get(kept) || remaining() < kept) return b_.malformed();
+        const std::uint8_t* data = p_;
+        p_ += kept;
+        return b_.binary(data, kept, total);
+      }
+      case Tag::Tuple: {
+        std::uint32_t total, kept;
+        if (!get(total) || !get(kept) || kept > total) return b_.malformed();
+        std::vector<Term> elems;
+        if (!items(kept, elems)) return b_.malformed();
+        return b_.tuple(elems, total);
+      }
+      case Tag::List: {
+        std::uint32_t kept;
+        std::uint8_t end;
+        if (!get(kept) || !get(end) || end > 2) return b_.malformed();
+        std::vector<Term> elems;
+        if (!items(kept, elems)) return b_.malformed();
+        if (static_cast<ListEnd>(end) == ListEnd::Improper) {
+          Term tail = decode();
+          return b_.list(elems, ListEnd::Improper, &tail);
+        }
+        return b_.list(elems, static_cast<ListEnd>(end), nullptr);
+      }
+      case Tag::Map: {
+        std::uint32_t total, kept;
+        if (!get(total) || !get(kept) || kept > total) return b_.malformed();
+        std::vector<Term> kvs;
+        if (!items(2ull * kept, kvs)) return b_.malformed();
+        return b_.map(kvs, total);
+      }
+      case Tag::External: {
+        std::uint32_t len;
+        if (!get(len) || remaining() < len) return b_.malformed();
+        const std::uint8_t* data = p_;
+        p_ += len;
+        return b_.external(data, len);
+      }
+      case Tag::Cut: {
+        std::uint8_t why;
+        return get(why) ? b_.cut(static_cast<CutReason>(why)) : b_.malformed();
+      }
+    }
+    return b_.malformed();
+  }
+
+ private:
+  std::size_t remaining() const { return static_cast<std::size_t>(end_ - p_); }
+
+  template <class T>
+  bool get(T& v) {
+    if (remaining() < sizeof v) return false;
+    std::memcpy(&v, p_, sizeof v);
+    p_ += sizeof v;
+    return true;
+  }
+
+  bool items(std::uint64_t n, std::vector<Term>& out) {
+    // Every encoded item takes at least 2 bytes: refuse counts the data cannot hold.
+    if (n > remaining() / 2) return false;
+    out.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i) out.push_back(decode());
+    return true;
+  }
+
+  Builder& b_;
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+};
+
+}  // namespace kino_trace

@@ -1,0 +1,13 @@
+defmodule Kino.Trace.Application do
+  @moduledoc false
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    children = [
+      {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
+    ]
+
+    Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor)
+  end
+end

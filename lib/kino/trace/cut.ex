@@ -1,0 +1,75 @@
+defmodule Kino.Trace.Cut do
+  @moduledoc """
+  Marks the part of a traced term that was too large to copy.
+
+  The native tracer copies arguments, return values and messages out of the traced
+  process within caps (nesting depth, items per collection, bytes per binary, bytes per
+  event). Where it stops, the decoded term holds a `Kino.Trace.Cut`:
+
+    * `kind: :depth` - a term nested too deep (`value` and `size` are `nil`)
+    * `kind: :bytes` - the event's byte budget ran out here
+    * `kind: :items` - the last element of a list that had more elements than kept
+    * `kind: :binary` - a binary cut short: `value` holds the first bytes, `size` the full size
+    * `kind: :tuple` - a tuple with too many elements: `value` is the list of the first
+      elements, `size` the tuple's arity
+    * `kind: :map` - a map with too many keys: `value` is a map of some of them, `size` the
+      map's size
+
+  `inspect/2` shows each as Elixir code with `...` where something was left out:
+
+      iex> inspect([1, 2, %Kino.Trace.Cut{kind: :items}])
+      "[1, 2, ...]"
+      iex> inspect(%Kino.Trace.Cut{kind: :tuple, value: [:ok, 1], size: 5})
+      "{:ok, 1, ...}"
+      iex> inspect(%Kino.Trace.Cut{kind: :binary, value: "abc", size: 1000})
+      ~S("abc" <> ...)
+  """
+
+  @type t :: %__MODULE__{
+          kind: :depth | :bytes | :items | :binary | :tuple | :map,
+          value: term(),
+          size: non_neg_integer() | nil
+        }
+
+  defstruct [:kind, :value, :size]
+
+  @doc "Returns true when `term` contains a cut anywhere."
+  @spec cut?(term()) :: boolean()
+  def cut?(%__MODULE__{}), do: true
+  def cut?(list) when is_list(list), do: any_cut_in_list?(list)
+  def cut?(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> any_cut_in_list?()
+  def cut?(%_{} = struct), do: struct |> Map.from_struct() |> cut?()
+  def cut?(map) when is_map(map), do: Enum.any?(map, fn {k, v} -> cut?(k) or cut?(v) end)
+  def cut?(_), do: false
+
+  defp any_cut_in_list?([h | t]), do: cut?(h) or any_cut_in_list?(t)
+  defp any_cut_in_list?(tail), do: cut?(tail)
+
+  defimpl Inspect do
+    import Inspect.Algebra
+
+    def inspect(%{kind: :binary, value: prefix}, opts) when is_binary(prefix) do
+      concat([Inspect.BitString.inspect(prefix, opts), " <> ..."])
+    end
+
+    def inspect(%{kind: :tuple, value: elems}, opts) when is_list(elems) do
+      container_doc("{", elems ++ [:__kino_trace_more__], "}", opts, &item/2, separator: ",")
+    end
+
+    def inspect(%{kind: :map, value: map}, opts) when is_map(map) do
+      pairs = Enum.map(map, & &1) ++ [:__kino_trace_more__]
+      container_doc("%{", pairs, "}", opts, &pair/2, separator: ",")
+    end
+
+    def inspect(_cut, _opts), do: "..."
+
+    defp item(:__kino_trace_more__, _opts), do: "..."
+    defp item(term, opts), do: to_doc(term, opts)
+
+    defp pair(:__kino_trace_more__, _opts), do: "..."
+
+    defp pair({key, value}, opts) do
+      concat([to_doc(key, opts), " => ", to_doc(value, opts)])
+    end
+  end
+end

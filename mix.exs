@@ -1,0 +1,61 @@
+# kino_trace needs OTP 27+: it runs every trace in its own isolated `:trace` session,
+# a module added in OTP 27. Fail at once, before anything compiles, when it is older.
+otp_release = String.to_integer(System.otp_release())
+
+if otp_release < 27 do
+  Mix.raise("""
+  kino_trace needs Erlang/OTP 27 or newer, but this is OTP #{otp_release}.
+
+  It runs each trace in its own isolated trace session (the `:trace` module, new in OTP 27),
+  so several traces, :dbg and other tools can run at once without touching each other.
+  Run `scripts/setup.sh` to build OTP 27 and Elixir 1.18, then `source scripts/env.sh`.
+  """)
+end
+
+unless Version.match?(System.version(), ">= 1.17.0") do
+  Mix.raise("kino_trace needs Elixir 1.17 or newer (this is #{System.version()}); run scripts/setup.sh")
+end
+
+Code.require_file("mix/compile.kino_trace_nif.ex", __DIR__)
+
+defmodule KinoTrace.MixProject do
+  use Mix.Project
+
+  @version "0.1.0"
+
+  def project do
+    [
+      app: :kino_trace,
+      version: @version,
+      elixir: "~> 1.17",
+      start_permanent: Mix.env() == :prod,
+      compilers: [:kino_trace_nif] ++ Mix.compilers(),
+      deps: deps(),
+      elixirc_paths: elixirc_paths(Mix.env()),
+      description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
+      docs: [main: "Kino.Trace"],
+      package: [files: ~w(lib mix c_src CMakeLists.txt assets/build priv/.gitkeep mix.exs README.md)]
+    ]
+  end
+
+  def application do
+    [
+      mod: {Kino.Trace.Application, []},
+      extra_applications: [:logger, :runtime_tools, :tools]
+    ]
+  end
+
+  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(_), do: ["lib"]
+
+  # Kino is optional: the core, the console printer and the ExUnit assertions need no
+  # Kino. It is declared only when Hex is loaded (real users have it), so the offline
+  # build here, with no Hex and no registry, still works.
+  defp deps do
+    if Code.ensure_loaded?(Hex) do
+      [{:kino, "~> 0.14", optional: true}]
+    else
+      []
+    end
+  end
+end

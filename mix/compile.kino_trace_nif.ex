@@ -1,0 +1,104 @@
+defmodule Mix.Tasks.Compile.KinoTraceNif do
+  @moduledoc """
+  Builds kino_trace's native tracer (`c_src/`) with CMake and puts the shared library
+  where `:code.priv_dir(:kino_trace)` finds it.
+
+  Incremental: when no file under `c_src/` nor `CMakeLists.txt` is newer than the built
+  library, nothing runs. `mix clean` removes the library and the CMake build directory.
+
+  Environment:
+    * `KINO_TRACE_CMAKE_ARGS` - extra arguments for the CMake configure step
+    * `CI=true` - builds with `-Werror`
+  """
+  use Mix.Task.Compiler
+
+  @lib "kino_trace_nif.so"
+
+  @impl true
+  def run(_args) do
+    root = project_root()
+    target = Path.join(priv_dir(), @lib)
+    sources = sources(root)
+
+    if up_to_date?(target, sources) do
+      {:noop, []}
+    else
+      build(root, target)
+      {:ok, []}
+    end
+  end
+
+  @impl true
+  def clean do
+    File.rm_rf!(build_dir())
+    File.rm(Path.join(priv_dir(), @lib))
+    :ok
+  end
+
+  defp project_root, do: Path.expand("..", __DIR__)
+  defp priv_dir, do: Path.join(Mix.Project.app_path(), "priv")
+  defp build_dir, do: Path.join(Mix.Project.build_path(), "kino_trace_cmake")
+
+  defp sources(root) do
+    [Path.join(root, "CMakeLists.txt") | Path.wildcard(Path.join(root, "c_src/**/*.{h,hpp,cpp}"))]
+  end
+
+  defp up_to_date?(target, sources) do
+    case File.stat(target, time: :posix) do
+      {:ok, %{mtime: built}} ->
+        Enum.all?(sources, fn s -> File.stat!(s, time: :posix).mtime <= built end)
+
+      {:error, _} ->
+        false
+    end
+  end
+
+  defp build(root, target) do
+    build_dir = build_dir()
+    File.mkdir_p!(build_dir)
+    File.mkdir_p!(Path.dirname(target))
+
+    erts_include =
+      Path.join([:code.root_dir(), "erts-#{:erlang.system_info(:version)}", "include"])
+
+    werror = if System.get_env("CI") in ["true", "1"], do: "ON", else: "OFF"
+
+    configure =
+      [
+        "-S",
+        root,
+        "-B",
+        build_dir,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DKINO_TRACE_ERTS_INCLUDE=#{erts_include}",
+        "-DKINO_TRACE_NIF_OUTPUT=#{Path.dirname(target)}",
+        "-DKINO_TRACE_WERROR=#{werror}",
+        "-DKINO_TRACE_TESTS=OFF"
+      ] ++ OptionParser.split(System.get_env("KINO_TRACE_CMAKE_ARGS", ""))
+
+    Mix.shell().info("==> kino_trace: building native tracer (CMake)")
+    cmd!("cmake", configure)
+    cmd!("cmake", ["--build", build_dir, "--target", "kino_trace_nif", "-j", "#{System.schedulers_online()}"])
+
+    unless File.exists?(target) do
+      Mix.raise("kino_trace: CMake finished but #{target} was not produced")
+    end
+
+    # CMake only relinks when objects change; touch so the mtime check above holds.
+    File.touch!(target)
+  end
+
+  defp cmd!(exe, args) do
+    unless System.find_executable(exe) do
+      Mix.raise("kino_trace: #{exe} not found; run scripts/setup.sh to install the build tools")
+    end
+
+    case System.cmd(exe, args, stderr_to_stdout: true) do
+      {_out, 0} ->
+        :ok
+
+      {out, status} ->
+        Mix.raise("kino_trace: `#{exe} #{Enum.join(args, " ")}` failed (exit #{status}):\n#{out}")
+    end
+  end
+end
