@@ -1,0 +1,464 @@
+defmodule Kino.Trace.Pattern do
+  @moduledoc """
+  Turns what a user writes into trace targets and match specs.
+
+  A pattern names the functions to trace and, optionally, which calls of them
+  to keep. These forms can be mixed freely in one list:
+
+    * strings: `"Enum"`, `"Enum.map"`, `"Enum.map/2"`, `"Enum.map/*"`,
+      `":ets.insert/2"`, `":ets"`, and calls with argument patterns and guards
+      in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
+      `"Enum.map(list, _) when length(list) > 100"`
+    * a module atom: `Enum`, `:ets`
+    * a function capture: `&Enum.map/2`
+    * a tuple: `{Enum, :map, 2}`, `{Enum, :map, :_}`, `{Enum, :_, :_}`
+
+  `parse/1` checks the syntax only. `check/2` is the pre-flight check run
+  before anything is traced: the module exists, the function exists with that
+  arity, it is not a macro, and the pattern does not trace everything or the
+  tracer itself. `parse_each/2` and `parse_all!/2` do both.
+
+  ## Examples
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Enum.map/2")
+      iex> Kino.Trace.Pattern.mfa(pattern)
+      {Enum, :map, 2}
+      iex> Kino.Trace.Pattern.match_spec(pattern, [{:return_trace}])
+      [{:_, [], [{:return_trace}]}]
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Map.get(%{id: id}, _) when is_integer(id) and id > 0")
+      iex> Kino.Trace.Pattern.mfa(pattern)
+      {Map, :get, 2}
+      iex> Kino.Trace.Pattern.match_spec(pattern, [])
+      [{[%{id: :"$1"}, :_], [{:andalso, {:is_integer, :"$1"}, {:>, :"$1", 0}}], []}]
+
+  A variable used twice must match equal values:
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar({:ok, x}, x)")
+      iex> pattern.head
+      [{:ok, :"$1"}, :"$1"]
+
+  The pre-flight check explains what is wrong:
+
+      iex> Kino.Trace.Pattern.parse("Enum.mpa/2") |> elem(1) |> Kino.Trace.Pattern.check()
+      {:error, "Enum.mpa/2 is not a function; did you mean Enum.map/2?"}
+
+      iex> Kino.Trace.Pattern.parse_each(["Enum.map/2", "Enumm"])
+      [
+        {"Enum.map/2", {:ok, %Kino.Trace.Pattern{source: "Enum.map/2", module: Enum, function: :map, arity: 2, head: :_, guards: []}, []}},
+        {"Enumm", {:error, "unknown module Enumm; did you mean Enum?"}}
+      ]
+
+  ## Argument patterns
+
+  Arguments may be literals (numbers, atoms, strings, charlists, literal
+  binaries such as `<<1, 2>>`), `_`, variables, tuples, lists (also
+  `[head | tail]`), maps and structs. Guards may use comparisons, `and`, `or`,
+  `not`, `in` with a literal list or integer range, the `is_*` type checks,
+  arithmetic and the guard-safe functions `elem/2`, `hd/1`, `tl/1`,
+  `length/1`, `tuple_size/1`, `map_size/1`, `byte_size/1`, `bit_size/1`,
+  `binary_part/3`, `is_map_key/2`, `map_get/2` (map first, like
+  `is_map_key/2`), `map.field`, `abs/1`, `div/2`, `rem/2`, `min/2`, `max/2`,
+  `round/1`, `trunc/1`, `floor/1`, `ceil/1`, `node/0`, `self/0` (the traced
+  process) and remote calls of guard functions of `:erlang`.
+  """
+
+  alias Kino.Trace.Pattern.{MatchSpec, Preflight}
+
+  defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
+
+  @typedoc """
+  A parsed pattern.
+
+    * `:source` - what the user wrote
+    * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard
+    * `:head` - the match spec head: a list with one pattern per argument, or
+      `:_` for any arguments
+    * `:guards` - the match spec guards
+    * `:call_text` - the argument patterns and guard as written (`nil` when
+      there are none), used by `to_string/1`
+  """
+  @type t :: %__MODULE__{
+          source: term,
+          module: module | :_,
+          function: atom | :_,
+          arity: non_neg_integer | :_,
+          head: [term] | :_,
+          guards: [term],
+          call_text: String.t() | nil
+        }
+
+  @type input :: String.t() | module | function | {module, atom, non_neg_integer | :_} | t
+
+  @type check_opts :: [local: boolean, force: boolean]
+
+  @doc """
+  Parses one pattern, checking its syntax only.
+
+  Returns `{:ok, pattern}` or `{:error, message}`.
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse(":ets.insert/2")
+      iex> {pattern.module, pattern.function, pattern.arity}
+      {:ets, :insert, 2}
+
+      iex> Kino.Trace.Pattern.parse("Foo.bar(^x)")
+      {:error, "the pin operator is not supported in trace patterns: ^x (write the value itself)"}
+  """
+  @spec parse(input | term) :: {:ok, t} | {:error, String.t()}
+  def parse(%__MODULE__{} = pattern), do: {:ok, pattern}
+  def parse(text) when is_binary(text), do: parse_text(text)
+  def parse(:_), do: {:ok, %__MODULE__{source: :_, module: :_, function: :_, arity: :_}}
+  def parse(module) when is_atom(module), do: build(module, module, :_, :_)
+  def parse(fun) when is_function(fun), do: parse_function(fun)
+
+  def parse({module, function, arity} = tuple) when is_atom(module) and is_atom(function) do
+    if arity == :_ or (is_integer(arity) and arity >= 0) do
+      build(tuple, module, function, arity)
+    else
+      {:error, "the arity in #{inspect(tuple)} must be a non-negative integer or :_"}
+    end
+  end
+
+  def parse({module, function} = tuple) when is_atom(module) and is_atom(function),
+    do: build(tuple, module, function, :_)
+
+  def parse(other) do
+    {:error,
+     "expected a string such as \"Enum.map/2\", a module, a capture such as &Enum.map/2 " <>
+       "or a {module, function, arity} tuple, got: #{inspect(other)}"}
+  end
+
+  @doc """
+  Runs the pre-flight check on a parsed pattern.
+
+  Returns `{:ok, pattern, warnings}` when it can be traced (warnings are
+  strings, for example when the compiler inlines the function so calls never
+  reach it), or `{:error, message}`.
+
+  Options:
+
+    * `:local` - whether local (private and module-internal) calls are traced
+      too, so private functions are valid targets. Defaults to `true`.
+    * `:force` - allow patterns that are refused otherwise: tracing every
+      function, kino_trace's own modules, and macro expansion functions.
+      Defaults to `false`.
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Kernel.+/2")
+      iex> Kino.Trace.Pattern.check(pattern)
+      {:ok, pattern, ["Kernel.+/2 is inlined by the compiler (calls never reach it); trace :erlang.+/2 instead (compiled code usually runs :erlang.+/2 as a VM instruction, so only dynamic calls reach it)"]}
+  """
+  @spec check(t, check_opts) :: {:ok, t, [String.t()]} | {:error, String.t()}
+  def check(%__MODULE__{} = pattern, opts \\ []) do
+    with {:ok, warnings} <- Preflight.run(pattern, opts), do: {:ok, pattern, warnings}
+  end
+
+  @doc """
+  Parses and checks each input on its own, for showing a result per line.
+
+  Takes a list of inputs, or a text with one pattern per line (blank lines and
+  lines starting with `#` are skipped). Returns `{input, result}` pairs in order.
+  """
+  @spec parse_each([input] | String.t(), check_opts) ::
+          [{input, {:ok, t, [String.t()]} | {:error, String.t()}}]
+  def parse_each(inputs, opts \\ []) do
+    for input <- entries(inputs), do: {input, parse_and_check(input, opts)}
+  end
+
+  @doc """
+  Parses and checks all inputs, raising `ArgumentError` naming every bad entry.
+
+  Accepts a list of inputs, a text with one pattern per line, or a single
+  input. Returns the patterns and all warnings.
+
+      iex> {[pattern], []} = Kino.Trace.Pattern.parse_all!("Enum.map/2")
+      iex> Kino.Trace.Pattern.to_string(pattern)
+      "Enum.map/2"
+  """
+  @spec parse_all!([input] | input, check_opts) :: {[t], [String.t()]}
+  def parse_all!(inputs, opts \\ []) do
+    results = parse_each(inputs, opts)
+
+    if results == [] do
+      raise ArgumentError, "no trace patterns given"
+    end
+
+    case for(
+           {input, {:error, message}} <- results,
+           do: "invalid trace pattern #{display(input)}: #{message}"
+         ) do
+      [] ->
+        patterns = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
+        warnings = Enum.flat_map(results, fn {_input, {:ok, _, warnings}} -> warnings end)
+        {patterns, warnings}
+
+      errors ->
+        raise ArgumentError, Enum.join(errors, "\n")
+    end
+  end
+
+  @doc """
+  The match spec for `:trace.function/4`, with `body` as the actions of every
+  clause (such as `[{:return_trace}]` or `[{:message, {:caller}}]`).
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(x) when x in [:a, :b]")
+      iex> Kino.Trace.Pattern.match_spec(pattern, [{:exception_trace}])
+      [{[:"$1"], [{:orelse, {:"=:=", :"$1", :a}, {:"=:=", :"$1", :b}}], [{:exception_trace}]}]
+  """
+  @spec match_spec(t, list) :: [{[term] | :_, [term], list}]
+  def match_spec(%__MODULE__{head: head, guards: guards}, body \\ []) when is_list(body) do
+    [{head, guards, body}]
+  end
+
+  @doc """
+  The `{module, function, arity}` trace target, with `:_` as wildcards.
+
+      iex> Kino.Trace.Pattern.parse(&Enum.map/2) |> elem(1) |> Kino.Trace.Pattern.mfa()
+      {Enum, :map, 2}
+  """
+  @spec mfa(t) :: {module | :_, atom | :_, non_neg_integer | :_}
+  def mfa(%__MODULE__{module: module, function: function, arity: arity}),
+    do: {module, function, arity}
+
+  @doc """
+  The canonical text of a pattern.
+
+      iex> Kino.Trace.Pattern.parse({:ets, :insert, :_}) |> elem(1) |> Kino.Trace.Pattern.to_string()
+      ":ets.insert/*"
+
+      iex> Kino.Trace.Pattern.parse("Enum.map( list,_ ) when length(list)>100") |> elem(1) |> Kino.Trace.Pattern.to_string()
+      "Enum.map(list, _) when length(list) > 100"
+  """
+  @spec to_string(t) :: String.t()
+  def to_string(%__MODULE__{module: :_}), do: "*"
+  def to_string(%__MODULE__{module: module, function: :_}), do: inspect(module)
+
+  def to_string(%__MODULE__{module: module, function: function} = pattern) do
+    prefix = "#{inspect(module)}.#{Macro.inspect_atom(:remote_call, function)}"
+
+    cond do
+      pattern.call_text -> prefix <> pattern.call_text
+      pattern.arity == :_ -> prefix <> "/*"
+      true -> prefix <> "/#{pattern.arity}"
+    end
+  end
+
+  ## Inputs
+
+  defp entries(text) when is_binary(text) do
+    text
+    |> String.split(["\r\n", "\n"])
+    |> Enum.map(&String.trim/1)
+    |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
+  end
+
+  defp entries(inputs) when is_list(inputs), do: inputs
+  defp entries(input), do: [input]
+
+  defp parse_and_check(input, opts) do
+    with {:ok, pattern} <- parse(input), do: check(pattern, opts)
+  end
+
+  defp display(input) when is_binary(input), do: inspect(input)
+  defp display(%__MODULE__{} = pattern), do: inspect(__MODULE__.to_string(pattern))
+  defp display(input), do: inspect(input)
+
+  defp build(source, module, function, arity) do
+    cond do
+      module == :_ and function != :_ ->
+        {:error,
+         "#{inspect(source)}: when the module is :_ the function and arity must be :_ too"}
+
+      function == :_ and arity != :_ ->
+        {:error, "#{inspect(source)}: when the function is :_ the arity must be :_ too"}
+
+      true ->
+        {:ok, %__MODULE__{source: source, module: module, function: function, arity: arity}}
+    end
+  end
+
+  defp parse_function(fun) do
+    info = Function.info(fun)
+
+    case {info[:type], Atom.to_string(info[:name]), info[:env]} do
+      {:external, _name, _env} ->
+        build(fun, info[:module], info[:name], info[:arity])
+
+      # `&local_fun/1` inside a module: a local fun named after the function.
+      {:local, "-" <> _, _env} ->
+        {:error, anonymous_function_error(fun)}
+
+      {:local, _name, []} ->
+        build(fun, info[:module], info[:name], info[:arity])
+
+      _ ->
+        {:error, anonymous_function_error(fun)}
+    end
+  end
+
+  defp anonymous_function_error(fun) do
+    "anonymous functions cannot be traced (#{inspect(fun)}); " <>
+      "pass a capture of a named function such as &Enum.map/2, or a string such as \"Enum.map/2\""
+  end
+
+  ## Text
+
+  @everything ["*", "_", "*.*", "_._/_"]
+
+  defp parse_text(source) do
+    text = String.trim(source)
+
+    cond do
+      text == "" ->
+        {:error, "empty pattern"}
+
+      text in @everything ->
+        {:ok, %__MODULE__{source: source, module: :_, function: :_, arity: :_}}
+
+      true ->
+        text
+        |> normalize_wildcards()
+        |> Code.string_to_quoted()
+        |> case do
+          {:ok, ast} -> from_ast(ast, source)
+          {:error, error} -> {:error, syntax_error(error)}
+        end
+    end
+  end
+
+  # `Mod.fun/*` -> `Mod.fun/_`, `Mod.*` -> `Mod`, which Elixir can parse.
+  defp normalize_wildcards(text) do
+    cond do
+      String.ends_with?(text, "/*") -> String.replace_suffix(text, "/*", "/_")
+      String.ends_with?(text, ".*") -> String.replace_suffix(text, ".*", "")
+      true -> text
+    end
+  end
+
+  defp syntax_error({location, message, token}) when is_binary(message) do
+    column = if is_list(location), do: location[:column]
+    position = if column, do: " at column #{column}", else: ""
+    "syntax error#{position}: #{String.trim(message)}#{syntax_token(token)}"
+  end
+
+  defp syntax_error(other), do: "syntax error: #{inspect(other)}"
+
+  defp syntax_token(token) when is_binary(token), do: token
+  defp syntax_token(_), do: ""
+
+  # `&Mod.fun/2` written as text
+  defp from_ast({:&, _, [capture]}, source), do: from_ast(capture, source)
+
+  defp from_ast({:/, _, [{{:., _, [module_ast, function]}, meta, []}, arity_ast]}, source)
+       when is_atom(function) do
+    with true <- meta[:no_parens] == true || {:error, expected(source)},
+         {:ok, module} <- module_from_ast(module_ast, source),
+         {:ok, arity} <- arity_from_ast(arity_ast) do
+      build(source, module, function, arity)
+    end
+  end
+
+  defp from_ast({:when, _, [{:/, _, _}, _guard]}, _source) do
+    {:error,
+     "a guard needs argument patterns to refer to: write Mod.fun(a, b) when ... instead of Mod.fun/2 when ..."}
+  end
+
+  defp from_ast({:when, _, [call, guard]} = ast, source) do
+    case call do
+      {{:., _, [_module, function]}, meta, args} when is_atom(function) and is_list(args) ->
+        if meta[:no_parens],
+          do:
+            {:error, "a guard needs argument patterns to refer to: write Mod.fun(a, b) when ..."},
+          else: call_with_arguments(call, guard, ast, source)
+
+      _ ->
+        {:error, expected(source)}
+    end
+  end
+
+  defp from_ast({{:., _, [module_ast, function]}, meta, args} = call, source)
+       when is_atom(function) and is_list(args) do
+    if meta[:no_parens] && args == [] do
+      with {:ok, module} <- module_from_ast(module_ast, source),
+           do: build(source, module, function, :_)
+    else
+      call_with_arguments(call, nil, call, source)
+    end
+  end
+
+  defp from_ast(module_ast, source) do
+    with {:ok, module} <- module_from_ast(module_ast, source),
+         do: build(source, module, :_, :_)
+  end
+
+  defp call_with_arguments({{:., _, [module_ast, function]}, _, args}, guard, ast, source) do
+    with {:ok, module} <- module_from_ast(module_ast, source),
+         {:ok, head, bindings} <- MatchSpec.compile_args(args),
+         {:ok, guards} <- MatchSpec.compile_guard(guard, bindings),
+         :ok <- validate(head, guards) do
+      if guards == [] and Enum.all?(head, &(&1 == :_)) do
+        {:ok,
+         %__MODULE__{source: source, module: module, function: function, arity: length(args)}}
+      else
+        {:ok,
+         %__MODULE__{
+           source: source,
+           module: module,
+           function: function,
+           arity: length(args),
+           head: head,
+           guards: guards,
+           call_text: call_text(ast)
+         }}
+      end
+    end
+  end
+
+  # "(list, _) when length(list) > 100"
+  defp call_text(ast) do
+    text = Macro.to_string(ast)
+    [_, rest] = String.split(text, "(", parts: 2)
+    "(" <> rest
+  end
+
+  # The compilers above only build valid specs, but never let a bad one reach
+  # `:trace.function/4`: the VM compiles it here first.
+  defp validate(head, guards) do
+    case :erlang.match_spec_test(Enum.map(head, fn _ -> nil end), [{head, guards, []}], :trace) do
+      {:ok, _result, _flags, _messages} ->
+        :ok
+
+      {:error, errors} ->
+        {:error,
+         "invalid match spec: " <>
+           Enum.map_join(errors, "; ", fn {_kind, text} -> List.to_string(text) end)}
+    end
+  end
+
+  defp module_from_ast(atom, _source) when is_atom(atom), do: {:ok, atom}
+
+  defp module_from_ast({:__aliases__, _, parts} = ast, _source) do
+    case MatchSpec.alias_to_atom(parts) do
+      {:ok, module} -> {:ok, module}
+      :error -> {:error, "cannot use #{Macro.to_string(ast)} as a module name"}
+    end
+  end
+
+  defp module_from_ast({name, _, context}, _source) when is_atom(name) and is_atom(context) do
+    alias = name |> Atom.to_string() |> Macro.camelize()
+
+    {:error,
+     "#{name} is not a module name; write :#{name} for an Erlang module or #{alias} for an Elixir alias"}
+  end
+
+  defp module_from_ast(_ast, source), do: {:error, expected(source)}
+
+  defp arity_from_ast(arity) when is_integer(arity) and arity >= 0, do: {:ok, arity}
+  defp arity_from_ast({:_, _, context}) when is_atom(context), do: {:ok, :_}
+
+  defp arity_from_ast(ast),
+    do: {:error, "the arity must be a non-negative integer or *, got: #{Macro.to_string(ast)}"}
+
+  defp expected(source) do
+    "expected Mod, Mod.fun, Mod.fun/arity or Mod.fun(args) when guard, got: #{inspect(source)}"
+  end
+end

@@ -1,0 +1,682 @@
+defmodule Kino.Trace.Pattern.MatchSpec do
+  @moduledoc false
+  # Compiles quoted Elixir argument patterns and guards (as written after
+  # `Mod.fun(...) when ...`) into the head and guard parts of a match spec.
+  #
+  # Variables bind `:"$1"`, `:"$2"`, ... in order of first appearance in the
+  # arguments; a variable seen again in the arguments reuses its `$N`, so the
+  # match spec only matches when both places hold equal terms. Guards may only
+  # use variables bound in the arguments.
+  #
+  # Every function returns `{:ok, ...}` or `{:error, message}`; errors name the
+  # construct that is not supported.
+
+  @typep bindings :: %{optional(atom) => atom}
+
+  @comparisons %{
+    ==: :==,
+    !=: :"/=",
+    ===: :"=:=",
+    !==: :"=/=",
+    <: :<,
+    >: :>,
+    <=: :"=<",
+    >=: :>=
+  }
+
+  @type_checks [
+    is_atom: 1,
+    is_binary: 1,
+    is_bitstring: 1,
+    is_boolean: 1,
+    is_float: 1,
+    is_function: 1,
+    is_function: 2,
+    is_integer: 1,
+    is_list: 1,
+    is_map: 1,
+    is_number: 1,
+    is_pid: 1,
+    is_port: 1,
+    is_reference: 1,
+    is_tuple: 1
+  ]
+
+  # Elixir guard functions that are the match spec function of the same name
+  # with the same argument order.
+  @same_name_guards @type_checks ++
+                      [
+                        abs: 1,
+                        binary_part: 3,
+                        bit_size: 1,
+                        byte_size: 1,
+                        ceil: 1,
+                        div: 2,
+                        floor: 1,
+                        hd: 1,
+                        length: 1,
+                        map_size: 1,
+                        max: 2,
+                        min: 2,
+                        node: 0,
+                        node: 1,
+                        rem: 2,
+                        round: 1,
+                        self: 0,
+                        tl: 1,
+                        trunc: 1,
+                        tuple_size: 1,
+                        band: 2,
+                        bor: 2,
+                        bxor: 2,
+                        bnot: 1,
+                        bsl: 2,
+                        bsr: 2
+                      ]
+
+  @arithmetic [:+, :-, :*, :/]
+  @boolean_results Map.keys(@comparisons) ++ [:and, :or, :not, :&&, :||, :!, :in, :is_nil]
+
+  @doc false
+  @spec compile_args([Macro.t()]) :: {:ok, list, bindings} | {:error, String.t()}
+  def compile_args(args) when is_list(args), do: patterns(args, %{})
+
+  @doc false
+  @spec compile_guard(Macro.t(), bindings) :: {:ok, list} | {:error, String.t()}
+  def compile_guard(nil, _bindings), do: {:ok, []}
+
+  def compile_guard(guard, bindings) do
+    with {:ok, condition} <- guard_expr(guard, bindings), do: {:ok, [condition]}
+  end
+
+  ## Argument patterns (match spec head)
+
+  # With `:literal` instead of bindings, only literal terms are accepted.
+  defp pattern({name, _, context} = ast, :literal) when is_atom(name) and is_atom(context),
+    do: {:error, {:not_literal, ast}}
+
+  defp pattern({:_, _, context}, bindings) when is_atom(context), do: {:ok, :_, bindings}
+
+  defp pattern({name, _, context}, bindings) when is_atom(name) and is_atom(context) do
+    case bindings do
+      %{^name => ms_var} ->
+        {:ok, ms_var, bindings}
+
+      %{} ->
+        ms_var = :"$#{map_size(bindings) + 1}"
+        {:ok, ms_var, Map.put(bindings, name, ms_var)}
+    end
+  end
+
+  defp pattern(atom, bindings) when is_atom(atom) do
+    if special_atom?(atom) and bindings != :literal do
+      {:error,
+       "the atom #{inspect(atom)} cannot be matched literally in a trace pattern " <>
+         "(match specs read it as a variable); bind a variable and compare it in a guard"}
+    else
+      {:ok, atom, bindings}
+    end
+  end
+
+  defp pattern(literal, bindings) when is_number(literal) or is_binary(literal),
+    do: {:ok, literal, bindings}
+
+  defp pattern({sign, _, [number]}, bindings) when sign in [:-, :+] and is_number(number) do
+    {:ok, if(sign == :-, do: -number, else: number), bindings}
+  end
+
+  defp pattern(list, bindings) when is_list(list), do: list_pattern(list, bindings)
+
+  defp pattern({left, right}, bindings) do
+    with {:ok, [left, right], bindings} <- patterns([left, right], bindings),
+         do: {:ok, {left, right}, bindings}
+  end
+
+  defp pattern({:{}, _, elements}, bindings) do
+    with {:ok, elements, bindings} <- patterns(elements, bindings),
+         do: {:ok, List.to_tuple(elements), bindings}
+  end
+
+  defp pattern({:%{}, _, [{:|, _, _}]} = ast, _bindings) do
+    unsupported("map update syntax", ast, "write a map pattern such as %{key: value}")
+  end
+
+  defp pattern({:%{}, _, pairs}, bindings), do: map_pattern(pairs, bindings)
+
+  defp pattern({:%, _, [struct_name, {:%{}, _, pairs}]} = ast, bindings) do
+    with {:ok, struct_pattern, bindings} <- struct_name_pattern(struct_name, ast, bindings),
+         {:ok, map, bindings} <- map_pattern(pairs, bindings) do
+      {:ok, Map.put(map, :__struct__, struct_pattern), bindings}
+    end
+  end
+
+  defp pattern({:__aliases__, _, parts} = ast, bindings) do
+    case alias_to_atom(parts) do
+      {:ok, atom} -> {:ok, atom, bindings}
+      :error -> unsupported("alias", ast)
+    end
+  end
+
+  defp pattern({:<<>>, _, _} = ast, bindings) do
+    with {:ok, binary} <- literal_binary(ast), do: {:ok, binary, bindings}
+  end
+
+  defp pattern({sigil, _, _} = ast, bindings)
+       when sigil in [:sigil_c, :sigil_C, :sigil_s, :sigil_S, :sigil_w, :sigil_W] do
+    with {:ok, value} <- literal_sigil(ast), do: {:ok, value, bindings}
+  end
+
+  defp pattern({:^, _, _} = ast, _bindings) do
+    unsupported("the pin operator", ast, "write the value itself")
+  end
+
+  defp pattern({:=, _, _} = ast, _bindings) do
+    unsupported(
+      "= inside an argument pattern",
+      ast,
+      "match spec heads cannot bind a whole term and its parts; use a variable and a guard"
+    )
+  end
+
+  defp pattern({:<>, _, _} = ast, _bindings) do
+    unsupported(
+      "<> in an argument pattern",
+      ast,
+      "match specs cannot match binary prefixes; bind a variable and use binary_part/3 in a guard"
+    )
+  end
+
+  defp pattern({:@, _, _} = ast, _bindings) do
+    unsupported("module attribute", ast, "write the value itself")
+  end
+
+  defp pattern({:when, _, _} = ast, _bindings) do
+    unsupported("when inside an argument", ast, "put the guard after the closing parenthesis")
+  end
+
+  defp pattern(ast, _bindings) do
+    unsupported(describe(ast) <> " in an argument pattern", ast)
+  end
+
+  defp patterns(asts, bindings) do
+    Enum.reduce_while(asts, {:ok, [], bindings}, fn ast, {:ok, acc, bindings} ->
+      case pattern(ast, bindings) do
+        {:ok, compiled, bindings} -> {:cont, {:ok, [compiled | acc], bindings}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, compiled, bindings} -> {:ok, Enum.reverse(compiled), bindings}
+      error -> error
+    end
+  end
+
+  # `[a, b | t]` is quoted as `[a, {:|, _, [b, t]}]`.
+  defp list_pattern(list, bindings) do
+    case List.last(list) do
+      {:|, _, [last, tail]} ->
+        with {:ok, elements, bindings} <- patterns(List.replace_at(list, -1, last), bindings),
+             {:ok, tail, bindings} <- pattern(tail, bindings) do
+          {:ok, elements ++ tail, bindings}
+        end
+
+      _ ->
+        patterns(list, bindings)
+    end
+  end
+
+  defp map_pattern(pairs, bindings) do
+    Enum.reduce_while(pairs, {:ok, %{}, bindings}, fn pair, {:ok, map, bindings} ->
+      case map_pair_pattern(pair, bindings) do
+        {:ok, key, value, bindings} -> {:cont, {:ok, Map.put(map, key, value), bindings}}
+        error -> {:halt, error}
+      end
+    end)
+  end
+
+  defp map_pair_pattern({key_ast, value_ast}, bindings) do
+    with {:ok, key} <- literal_term(key_ast, "map key"),
+         {:ok, value, bindings} <- pattern(value_ast, bindings),
+         do: {:ok, key, value, bindings}
+  end
+
+  defp struct_name_pattern({:_, _, context}, _ast, bindings) when is_atom(context),
+    do: {:ok, :_, bindings}
+
+  defp struct_name_pattern(name_ast, ast, bindings) do
+    case literal_term(name_ast, "struct name") do
+      {:ok, name} when is_atom(name) -> {:ok, name, bindings}
+      _ -> unsupported("struct name", ast, "write the struct module, as in %MyApp.User{}")
+    end
+  end
+
+  ## Guards
+
+  defp guard_expr({:_, _, context} = ast, _bindings) when is_atom(context) do
+    unsupported("_ in a guard", ast, "_ matches anything and binds nothing")
+  end
+
+  defp guard_expr({name, _, context}, bindings) when is_atom(name) and is_atom(context) do
+    case bindings do
+      %{^name => ms_var} ->
+        {:ok, ms_var}
+
+      %{} ->
+        {:error, "variable #{name} is used in the guard but not bound in the argument patterns"}
+    end
+  end
+
+  defp guard_expr({:when, _, [left, right]}, bindings) do
+    boolean_op(:orelse, left, right, bindings)
+  end
+
+  defp guard_expr({op, _, [left, right]}, bindings) when is_map_key(@comparisons, op) do
+    with {:ok, left} <- guard_expr(left, bindings),
+         {:ok, right} <- guard_expr(right, bindings),
+         do: {:ok, {Map.fetch!(@comparisons, op), left, right}}
+  end
+
+  defp guard_expr({:and, _, [left, right]}, bindings),
+    do: boolean_op(:andalso, left, right, bindings)
+
+  defp guard_expr({:or, _, [left, right]}, bindings),
+    do: boolean_op(:orelse, left, right, bindings)
+
+  defp guard_expr({:not, _, [operand]}, bindings) do
+    with {:ok, operand} <- guard_expr(operand, bindings), do: {:ok, {:not, operand}}
+  end
+
+  defp guard_expr({op, _, operands} = ast, bindings) when op in [:&&, :||, :!] do
+    if Enum.all?(operands, &boolean_expr?/1) do
+      case {op, operands} do
+        {:&&, [left, right]} -> boolean_op(:andalso, left, right, bindings)
+        {:||, [left, right]} -> boolean_op(:orelse, left, right, bindings)
+        {:!, [operand]} -> guard_expr({:not, [], [operand]}, bindings)
+      end
+    else
+      unsupported(
+        "#{op} on values that may not be booleans",
+        ast,
+        "guards only accept #{op} between comparisons or type checks; use and/or/not"
+      )
+    end
+  end
+
+  defp guard_expr({:in, _, [left, right]} = ast, bindings) do
+    with {:ok, left} <- guard_expr(left, bindings), do: membership(left, right, ast)
+  end
+
+  defp guard_expr({:is_nil, _, [operand]}, bindings) do
+    with {:ok, operand} <- guard_expr(operand, bindings), do: {:ok, {:"=:=", operand, nil}}
+  end
+
+  defp guard_expr({:is_map_key, _, [map, key]}, bindings) do
+    guard_call(:is_map_key, [key, map], bindings)
+  end
+
+  defp guard_expr({:map_get, _, [map, key]}, bindings) do
+    guard_call(:map_get, [key, map], bindings)
+  end
+
+  defp guard_expr({:elem, _, [tuple, index]}, bindings) do
+    with {:ok, tuple} <- guard_expr(tuple, bindings),
+         {:ok, index} <- guard_expr(index, bindings) do
+      position = if is_integer(index), do: index + 1, else: {:+, index, 1}
+      {:ok, {:element, position, tuple}}
+    end
+  end
+
+  defp guard_expr({:is_struct, _, [term]}, bindings) do
+    with {:ok, term} <- guard_expr(term, bindings) do
+      {:ok,
+       {:andalso, {:is_map, term},
+        {:andalso, {:is_map_key, :__struct__, term}, {:is_atom, {:map_get, :__struct__, term}}}}}
+    end
+  end
+
+  defp guard_expr({:is_struct, _, [term, name]}, bindings) do
+    with {:ok, term} <- guard_expr(term, bindings),
+         {:ok, name} <- guard_expr(name, bindings) do
+      {:ok,
+       {:andalso, {:is_map, term},
+        {:andalso, {:is_map_key, :__struct__, term},
+         {:"=:=", {:map_get, :__struct__, term}, name}}}}
+    end
+  end
+
+  defp guard_expr({:is_exception, _, [term]}, bindings) do
+    with {:ok, term} <- guard_expr(term, bindings) do
+      {:ok,
+       {:andalso, {:is_map, term},
+        {:andalso, {:is_map_key, :__exception__, term},
+         {:"=:=", {:map_get, :__exception__, term}, true}}}}
+    end
+  end
+
+  defp guard_expr({op, _, [left, right]}, bindings) when op in @arithmetic do
+    guard_call(op, [left, right], bindings)
+  end
+
+  defp guard_expr({sign, _, [number]}, _bindings) when sign in [:-, :+] and is_number(number) do
+    {:ok, if(sign == :-, do: -number, else: number)}
+  end
+
+  defp guard_expr({sign, _, [operand]}, bindings) when sign in [:-, :+] do
+    guard_call(sign, [operand], bindings)
+  end
+
+  # map.field
+  defp guard_expr({{:., _, [map, field]}, meta, []}, bindings) when is_atom(field) do
+    if meta[:no_parens] && not match?({:__aliases__, _, _}, map) && not is_atom(map) do
+      guard_call(:map_get, [field, map], bindings)
+    else
+      remote_guard_call(map, field, [], bindings)
+    end
+  end
+
+  defp guard_expr({{:., _, [module, name]}, _, args}, bindings) when is_atom(name) do
+    remote_guard_call(module, name, args, bindings)
+  end
+
+  defp guard_expr({name, _, args} = ast, bindings) when is_atom(name) and is_list(args) do
+    if {name, length(args)} in @same_name_guards do
+      guard_call(name, args, bindings)
+    else
+      literal_or_unsupported(ast, bindings)
+    end
+  end
+
+  defp guard_expr(ast, bindings), do: literal_or_unsupported(ast, bindings)
+
+  defp remote_guard_call(module_ast, name, args, bindings) do
+    arity = length(args)
+
+    case literal_term(module_ast, "module") do
+      {:ok, Kernel} ->
+        guard_expr({name, [], args}, bindings)
+
+      {:ok, :erlang} ->
+        if erlang_guard_function?(name, arity) do
+          guard_call(name, args, bindings)
+        else
+          not_a_guard(":erlang.#{name}/#{arity}")
+        end
+
+      {:ok, module} when is_atom(module) ->
+        not_a_guard("#{inspect(module)}.#{name}/#{arity}")
+
+      _ ->
+        not_a_guard(Macro.to_string({{:., [], [module_ast, name]}, [], args}))
+    end
+  end
+
+  defp erlang_guard_function?(name, arity) do
+    :erl_internal.guard_bif(name, arity) or :erl_internal.arith_op(name, arity) or
+      :erl_internal.comp_op(name, arity) or :erl_internal.bool_op(name, arity) or
+      :erl_internal.new_type_test(name, arity) or {name, arity} in [andalso: 2, orelse: 2]
+  end
+
+  defp not_a_guard(description) do
+    {:error,
+     "#{description} cannot be used in a trace guard; only comparisons, and/or/not, " <>
+       "is_* checks and guard-safe functions (elem/2, length/1, map_size/1, ...) are allowed"}
+  end
+
+  defp guard_call(name, args, bindings) do
+    Enum.reduce_while(args, {:ok, [name]}, fn arg, {:ok, acc} ->
+      case guard_expr(arg, bindings) do
+        {:ok, compiled} -> {:cont, {:ok, [compiled | acc]}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, reversed} -> {:ok, reversed |> Enum.reverse() |> List.to_tuple()}
+      error -> error
+    end
+  end
+
+  defp boolean_op(op, left, right, bindings) do
+    with {:ok, left} <- guard_expr(left, bindings),
+         {:ok, right} <- guard_expr(right, bindings),
+         do: {:ok, {op, left, right}}
+  end
+
+  defp membership(left, right_ast, ast) do
+    case right_ast do
+      {:.., _, [first, last]} when is_integer(first) and is_integer(last) ->
+        {low, high} = {min(first, last), max(first, last)}
+
+        {:ok, {:andalso, {:is_integer, left}, {:andalso, {:>=, left, low}, {:"=<", left, high}}}}
+
+      {:.., _, _} ->
+        unsupported("in with a range that is not two integer literals", ast)
+
+      _ ->
+        case literal_term(right_ast, "right side of in") do
+          {:ok, []} ->
+            {:ok, false}
+
+          {:ok, [_ | _] = values} ->
+            if List.improper?(values) do
+              unsupported("in with an improper list", ast)
+            else
+              [first | rest] = Enum.map(values, &{:"=:=", left, guard_literal(&1)})
+              {:ok, Enum.reduce(rest, first, &{:orelse, &2, &1})}
+            end
+
+          _ ->
+            unsupported(
+              "in with a right side that is not a literal list or integer range",
+              ast,
+              "write the values out, as in x in [:a, :b] or x in 1..10"
+            )
+        end
+    end
+  end
+
+  # Literal terms and term constructions inside guards.
+  defp literal_or_unsupported(ast, bindings) do
+    case literal_term(ast, "guard") do
+      {:ok, term} ->
+        {:ok, guard_literal(term)}
+
+      {:error, _} = literal_error ->
+        case ast do
+          {left, right} ->
+            with {:ok, left} <- guard_expr(left, bindings),
+                 {:ok, right} <- guard_expr(right, bindings),
+                 do: {:ok, {{left, right}}}
+
+          {:{}, _, elements} ->
+            with {:ok, elements} <- guard_exprs(elements, bindings),
+                 do: {:ok, {List.to_tuple(elements)}}
+
+          list when is_list(list) ->
+            if match?({:|, _, _}, List.last(list)) do
+              unsupported("[head | tail] in a guard", ast, "compare with hd/1 and tl/1 instead")
+            else
+              guard_exprs(list, bindings)
+            end
+
+          {:%{}, _, pairs} when is_list(pairs) ->
+            Enum.reduce_while(pairs, {:ok, %{}}, fn {key_ast, value_ast}, {:ok, map} ->
+              with {:ok, key} <- literal_term(key_ast, "map key"),
+                   {:ok, value} <- guard_expr(value_ast, bindings) do
+                {:cont, {:ok, Map.put(map, key, value)}}
+              else
+                error -> {:halt, error}
+              end
+            end)
+
+          {:^, _, _} ->
+            unsupported("the pin operator", ast, "write the value itself")
+
+          {name, _, args} when is_atom(name) and is_list(args) ->
+            not_a_guard("#{name}/#{length(args)}")
+
+          _ ->
+            literal_error
+        end
+    end
+  end
+
+  defp guard_exprs(asts, bindings) do
+    Enum.reduce_while(asts, {:ok, []}, fn ast, {:ok, acc} ->
+      case guard_expr(ast, bindings) do
+        {:ok, compiled} -> {:cont, {:ok, [compiled | acc]}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, compiled} -> {:ok, Enum.reverse(compiled)}
+      error -> error
+    end
+  end
+
+  # Numbers and ordinary atoms stand for themselves in match spec guards;
+  # everything else is wrapped so the match spec never reads it as an expression.
+  defp guard_literal(term) when is_number(term), do: term
+
+  defp guard_literal(term) when is_atom(term) do
+    if special_atom?(term), do: {:const, term}, else: term
+  end
+
+  defp guard_literal(term), do: {:const, term}
+
+  defp boolean_expr?(ast) do
+    case ast do
+      boolean when is_boolean(boolean) ->
+        true
+
+      {op, _, args} when op in @boolean_results and is_list(args) ->
+        true
+
+      {name, _, args} when is_atom(name) and is_list(args) ->
+        {name, length(args)} in @type_checks or name in [:is_struct, :is_exception, :is_map_key]
+
+      _ ->
+        false
+    end
+  end
+
+  ## Literal terms (no variables)
+
+  @doc false
+  @spec literal_term(Macro.t(), String.t()) :: {:ok, term} | {:error, String.t()}
+  def literal_term(ast, where) do
+    case pattern(ast, :literal) do
+      {:ok, term, :literal} ->
+        {:ok, term}
+
+      {:error, {:not_literal, _var}} ->
+        {:error, "#{where} must be a literal value, got: #{Macro.to_string(ast)}"}
+
+      {:error, _} = error ->
+        error
+    end
+  end
+
+  @binary_modifiers ~w(binary bits bitstring bytes integer float utf8 utf16 utf32 signed unsigned big little native size unit)a
+
+  # `<<1, 2>>`, `<<"abc", 0>>`, `<<1::16>>`, `<<"é"::utf8>>`: only literal
+  # segments are allowed (match specs cannot match parts of a binary).
+  defp literal_binary({:<<>>, _, segments} = ast) do
+    if Enum.all?(segments, &literal_segment?/1) do
+      try do
+        {value, _binding} = Code.eval_quoted(ast, [])
+        {:ok, value}
+      rescue
+        error ->
+          {:error, "invalid binary #{Macro.to_string(ast)}: #{Exception.message(error)}"}
+      end
+    else
+      unsupported(
+        "a binary with variables",
+        ast,
+        "match specs can only compare whole binaries; bind a variable and use binary_part/3 or byte_size/1 in a guard"
+      )
+    end
+  end
+
+  defp literal_segment?(value) when is_integer(value) or is_binary(value) or is_float(value),
+    do: true
+
+  defp literal_segment?({:"::", _, [value, modifiers]}),
+    do: literal_segment?(value) and literal_modifiers?(modifiers)
+
+  defp literal_segment?(_), do: false
+
+  defp literal_modifiers?(size) when is_integer(size), do: true
+
+  defp literal_modifiers?({:-, _, [left, right]}),
+    do: literal_modifiers?(left) and literal_modifiers?(right)
+
+  defp literal_modifiers?({:*, _, [left, right]}),
+    do: literal_modifiers?(left) and literal_modifiers?(right)
+
+  defp literal_modifiers?({name, _, context}) when name in @binary_modifiers and is_atom(context),
+    do: true
+
+  defp literal_modifiers?({name, _, [size]}) when name in [:size, :unit] and is_integer(size),
+    do: true
+
+  defp literal_modifiers?(_), do: false
+
+  defp literal_sigil({sigil, _, [{:<<>>, _, [text]}, modifiers]} = ast) when is_binary(text) do
+    case {sigil, modifiers} do
+      {s, []} when s in [:sigil_s, :sigil_S] ->
+        {:ok, text}
+
+      {c, []} when c in [:sigil_c, :sigil_C] ->
+        {:ok, String.to_charlist(text)}
+
+      {w, []} when w in [:sigil_w, :sigil_W] ->
+        {:ok, String.split(text)}
+
+      {w, ~c"s"} when w in [:sigil_w, :sigil_W] ->
+        {:ok, String.split(text)}
+
+      {w, ~c"c"} when w in [:sigil_w, :sigil_W] ->
+        {:ok, Enum.map(String.split(text), &String.to_charlist/1)}
+
+      {w, ~c"a"} when w in [:sigil_w, :sigil_W] ->
+        {:ok, Enum.map(String.split(text), &String.to_atom/1)}
+
+      _ ->
+        unsupported("sigil", ast)
+    end
+  end
+
+  defp literal_sigil(ast), do: unsupported("sigil with interpolation", ast)
+
+  ## Helpers
+
+  @doc false
+  @spec alias_to_atom([term]) :: {:ok, module} | :error
+  def alias_to_atom(parts) do
+    if parts != [] and Enum.all?(parts, &is_atom/1),
+      do: {:ok, Module.concat(parts)},
+      else: :error
+  end
+
+  # Atoms a match spec reads as variables (`:"$1"`, `:"$_"`) or wildcards (`:_`).
+  defp special_atom?(:_), do: true
+  defp special_atom?(atom), do: String.starts_with?(Atom.to_string(atom), "$")
+
+  defp describe({{:., _, [_, name]}, _, args}) when is_atom(name) and is_list(args),
+    do: "the function call"
+
+  defp describe({:.., _, _}), do: "a range"
+  defp describe({:&, _, _}), do: "a function capture"
+  defp describe({:fn, _, _}), do: "an anonymous function"
+
+  defp describe({name, _, args}) when is_atom(name) and is_list(args),
+    do: "the call #{name}/#{length(args)}"
+
+  defp describe(_), do: "the expression"
+
+  defp unsupported(what, ast, hint \\ nil) do
+    message = "#{what} is not supported in trace patterns: #{Macro.to_string(ast)}"
+    {:error, if(hint, do: message <> " (#{hint})", else: message)}
+  end
+end

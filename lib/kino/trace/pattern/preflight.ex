@@ -1,0 +1,349 @@
+defmodule Kino.Trace.Pattern.Preflight do
+  @moduledoc false
+  # The checks `Kino.Trace.Pattern.check/2` runs before anything is traced:
+  # the module loads, the function exists with that arity, it is not a macro,
+  # it is not inlined away by the compiler, and the pattern does not trace
+  # everything or kino_trace itself (unless forced).
+
+  alias Kino.Trace.Pattern
+
+  # Jaro similarity that makes a name a "did you mean" suggestion even when it
+  # needs more edits than allowed.
+  @suggestion_threshold 0.9
+
+  # Modules that run the tracer: tracing them makes the tracer trace itself.
+  @tracer_modules [:trace, :erl_tracer]
+
+  @spec run(Pattern.t(), keyword) :: {:ok, [String.t()]} | {:error, String.t()}
+  def run(%Pattern{} = pattern, opts) do
+    force? = Keyword.get(opts, :force, false)
+    local? = Keyword.get(opts, :local, true)
+
+    with :ok <- refuse_everything(pattern, force?),
+         :ok <- refuse_tracer(pattern, force?),
+         :ok <- ensure_module(pattern),
+         {:ok, arities} <- ensure_function(pattern, local?, force?) do
+      {:ok, warnings(pattern, arities)}
+    end
+  end
+
+  ## Refusals (overridable with force: true)
+
+  defp refuse_everything(%Pattern{module: :_}, false) do
+    {:error,
+     "refusing to trace every function in the system; " <>
+       "name a module or function, or pass force: true if you really mean it"}
+  end
+
+  defp refuse_everything(_pattern, _force?), do: :ok
+
+  defp refuse_tracer(%Pattern{module: module}, false) do
+    if tracer_module?(module) do
+      {:error,
+       "refusing to trace #{inspect(module)}: tracing kino_trace's own modules or the " <>
+         ":trace machinery makes the tracer trace itself; pass force: true to do it anyway"}
+    else
+      :ok
+    end
+  end
+
+  defp refuse_tracer(_pattern, true), do: :ok
+
+  defp tracer_module?(module) when module in @tracer_modules, do: true
+
+  defp tracer_module?(module) do
+    name = inspect(module)
+    name == "Kino.Trace" or String.starts_with?(name, "Kino.Trace.")
+  end
+
+  ## Module
+
+  defp ensure_module(%Pattern{module: :_}), do: :ok
+
+  defp ensure_module(%Pattern{module: module}) do
+    case Code.ensure_loaded(module) do
+      {:module, ^module} ->
+        :ok
+
+      {:error, reason} ->
+        {:error, "unknown module #{inspect(module)}" <> module_hint(module, reason)}
+    end
+  end
+
+  defp module_hint(module, :nofile) do
+    case suggest_module(module) do
+      nil -> ""
+      suggestion -> "; did you mean #{suggestion}?"
+    end
+  end
+
+  defp module_hint(_module, reason), do: " (it could not be loaded: #{inspect(reason)})"
+
+  # Compares display names ("Enum", ":ets") of every module the code path
+  # knows, without creating atoms for modules that are not loaded.
+  defp suggest_module(module) do
+    wanted = inspect(module)
+
+    candidates =
+      Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
+
+    # An alias whose lowercase form is an Erlang module: `Ets` -> `:ets`.
+    erlang_form = ":" <> String.downcase(wanted)
+
+    if String.match?(wanted, ~r/^[A-Z]\w*$/) and erlang_form in candidates do
+      erlang_form
+    else
+      closest(wanted, candidates)
+    end
+  end
+
+  defp display_name(charlist) do
+    case List.to_string(charlist) do
+      "Elixir." <> alias -> alias
+      erlang -> ":" <> erlang
+    end
+  end
+
+  ## Function and arity
+
+  defp ensure_function(%Pattern{function: :_}, _local?, _force?), do: {:ok, []}
+
+  defp ensure_function(%Pattern{} = pattern, local?, force?) do
+    %Pattern{module: module, function: function, arity: arity} = pattern
+    {defined, exported} = functions(module)
+    visible = if local?, do: defined, else: exported
+    arities = for {^function, a} <- visible, do: a
+    all_arities = for {^function, a} <- defined, do: a
+    macro_arities = macro_arities(defined, function)
+
+    cond do
+      macro_expansion?(function) and not force? ->
+        {:error,
+         "#{Pattern.to_string(pattern)} is the compile-time expansion of a macro; " <>
+           "it only runs while code compiles (pass force: true to trace it anyway)"}
+
+      arity != :_ and arity in arities ->
+        {:ok, [arity]}
+
+      arity == :_ and arities != [] ->
+        {:ok, Enum.sort(arities)}
+
+      arity == :_ and macro_arities != [] ->
+        {:error,
+         "#{inspect(module)}.#{name(function)} is a macro, expanded at compile time; " <>
+           "it cannot be traced"}
+
+      arity in macro_arities ->
+        {:error,
+         "#{inspect(module)}.#{name(function)}/#{arity} is a macro, expanded at compile time; " <>
+           "it cannot be traced"}
+
+      not local? and (arity == :_ or arity in all_arities) and all_arities != [] ->
+        {:error,
+         "#{Pattern.to_string(pattern)} is private; it can only be traced with local: true"}
+
+      arities != [] ->
+        {:error,
+         "#{inspect(module)}.#{name(function)}/#{arity} does not exist; " <>
+           "#{inspect(module)}.#{name(function)} has arities " <>
+           (arities |> Enum.sort() |> Enum.uniq() |> Enum.join(", "))}
+
+      true ->
+        {:error,
+         "#{mfa_text(module, function, arity)} is not a function" <>
+           function_hint(pattern, visible)}
+    end
+  end
+
+  defp functions(module) do
+    exported = module.module_info(:exports)
+
+    defined =
+      try do
+        module.module_info(:functions)
+      rescue
+        _ -> exported
+      end
+
+    {Enum.uniq(defined ++ exported), exported}
+  end
+
+  defp macro_arities(functions, function) do
+    macro_name = :"MACRO-#{function}"
+    for {^macro_name, a} <- functions, do: a - 1
+  end
+
+  defp macro_expansion?(function), do: String.starts_with?(Atom.to_string(function), "MACRO-")
+
+  defp function_hint(%Pattern{module: module, function: function, arity: arity}, visible) do
+    candidates =
+      visible
+      |> Enum.map(fn {name, _} -> name end)
+      |> Enum.uniq()
+      |> Enum.reject(&generated_name?/1)
+      |> Enum.map(&Atom.to_string/1)
+
+    case closest(Atom.to_string(function), candidates) do
+      nil ->
+        ""
+
+      suggestion ->
+        suggestion = String.to_existing_atom(suggestion)
+        arities = for {^suggestion, a} <- visible, do: a
+
+        suggested_arity =
+          cond do
+            arity == :_ -> :_
+            arity in arities -> arity
+            true -> Enum.min(arities)
+          end
+
+        "; did you mean #{mfa_text(module, suggestion, suggested_arity)}?"
+    end
+  end
+
+  defp generated_name?(name) do
+    text = Atom.to_string(name)
+    String.starts_with?(text, ["-", "MACRO-"]) or name in [:__info__, :module_info]
+  end
+
+  ## Warnings
+
+  defp warnings(%Pattern{module: module, function: function}, arities) do
+    for arity <- arities,
+        warning =
+          inline_warning(module, function, arity) || instruction_warning(module, function, arity),
+        do: warning
+  end
+
+  defp inline_warning(module, function, arity) do
+    case inline_target(module, function, arity) do
+      {target_module, target_function, target_arity} ->
+        target = mfa_text(target_module, target_function, target_arity)
+
+        "#{mfa_text(module, function, arity)} is inlined by the compiler (calls never reach it); " <>
+          "trace #{target} instead" <>
+          if(vm_instruction?(target_module, target_function, target_arity),
+            do:
+              " (compiled code usually runs #{target} as a VM instruction, so only dynamic calls reach it)",
+            else: ""
+          )
+
+      nil ->
+        nil
+    end
+  end
+
+  defp instruction_warning(module, function, arity) do
+    if vm_instruction?(module, function, arity) do
+      "#{mfa_text(module, function, arity)} is usually compiled to a VM instruction; " <>
+        "only dynamic calls (apply/3, captures, evaluated code such as Livebook cells) are traced"
+    end
+  end
+
+  # Where the Elixir compiler sends calls to `module.function/arity`, when it
+  # rewrites them to another function (`Kernel.+/2` -> `:erlang.+/2`,
+  # `Kernel.elem/2` -> `:erlang.element/2`). Uses the compiler's own tables.
+  defp inline_target(module, function, arity) do
+    with true <- Code.ensure_loaded?(:elixir_rewrite),
+         nil <- inline(module, function, arity) do
+      rewrite(module, function, arity)
+    else
+      {target_module, target_function} -> {target_module, target_function, arity}
+      _ -> nil
+    end
+  end
+
+  defp inline(module, function, arity) do
+    case :elixir_rewrite.inline(module, function, arity) do
+      {target_module, target_function} -> {target_module, target_function}
+      _ -> nil
+    end
+  rescue
+    _ -> nil
+  end
+
+  defp rewrite(module, function, arity) do
+    args = Macro.generate_arguments(arity, __MODULE__)
+
+    case :elixir_rewrite.rewrite(module, [], function, [], args) do
+      {{:., _, [^module, ^function]}, _, _} ->
+        nil
+
+      {{:., _, [target_module, target_function]}, _, target_args} when is_atom(target_module) ->
+        {target_module, target_function, length(target_args)}
+
+      _ ->
+        nil
+    end
+  rescue
+    _ -> nil
+  end
+
+  defp vm_instruction?(:erlang, function, arity) when is_atom(function) and is_integer(arity) do
+    :erl_internal.guard_bif(function, arity) or :erl_internal.arith_op(function, arity) or
+      :erl_internal.comp_op(function, arity) or :erl_internal.bool_op(function, arity) or
+      :erl_internal.new_type_test(function, arity) or :erl_internal.send_op(function, arity)
+  end
+
+  defp vm_instruction?(_module, _function, _arity), do: false
+
+  ## Text helpers
+
+  # The candidate closest to `wanted`: fewest edits (a swap of two neighbours
+  # counts as one), then highest Jaro similarity. Only offered when it is close.
+  defp closest(wanted, candidates) do
+    max_edits = max(1, div(String.length(wanted), 4))
+
+    candidates
+    |> Enum.reject(&(&1 == wanted))
+    |> Enum.map(fn candidate ->
+      edits =
+        if abs(String.length(candidate) - String.length(wanted)) <= max_edits,
+          do: edit_distance(wanted, candidate),
+          else: max_edits + 1
+
+      {candidate, edits, String.jaro_distance(wanted, candidate)}
+    end)
+    |> Enum.filter(fn {_, edits, jaro} -> edits <= max_edits or jaro >= @suggestion_threshold end)
+    |> Enum.min_by(fn {_, edits, jaro} -> {edits, -jaro} end, fn -> nil end)
+    |> case do
+      nil -> nil
+      {candidate, _edits, _jaro} -> candidate
+    end
+  end
+
+  # Optimal string alignment distance (Levenshtein plus adjacent swaps).
+  defp edit_distance(left, right) do
+    left = left |> String.graphemes() |> List.to_tuple()
+    right = right |> String.graphemes() |> List.to_tuple()
+    right_size = tuple_size(right)
+    first_row = List.to_tuple(Enum.to_list(0..right_size))
+
+    {_before_previous, last_row} =
+      Enum.reduce(1..tuple_size(left)//1, {nil, first_row}, fn i, {before_previous, previous} ->
+        row =
+          Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
+            cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
+
+            best =
+              Enum.min([left_cell + 1, elem(previous, j) + 1, elem(previous, j - 1) + cost])
+
+            swapped? =
+              i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
+                elem(left, i - 2) == elem(right, j - 1)
+
+            [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
+          end)
+
+        {previous, row |> Enum.reverse() |> List.to_tuple()}
+      end)
+
+    elem(last_row, right_size)
+  end
+
+  defp mfa_text(module, function, :_), do: "#{inspect(module)}.#{name(function)}"
+  defp mfa_text(module, function, arity), do: "#{inspect(module)}.#{name(function)}/#{arity}"
+
+  defp name(function), do: Macro.inspect_atom(:remote_call, function)
+end
