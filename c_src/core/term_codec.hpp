@@ -275,6 +275,9 @@ class TermEncoder {
 //   Term external(const std::uint8_t*, std::size_t)
 //   Term cut(CutReason)
 //   Term malformed()                                                // never for our own output
+// A payload that is malformed anywhere (bad tag, truncated, inconsistent counts) decodes
+// as a whole to malformed(), and the decoder then stays at_end(): nothing after a bad
+// piece can be trusted.
 template <class Builder>
 class TermDecoder {
  public:
@@ -284,73 +287,89 @@ class TermDecoder {
       : b_(builder), p_(data), end_(data + size) {}
 
   bool at_end() const { return p_ >= end_; }
+  bool failed() const { return failed_; }
 
   Term decode() {
+    if (failed_) return b_.malformed();
+    return decode_term();  // every failure returns malformed() all the way up
+  }
+
+ private:
+  Term malformed() {
+    failed_ = true;
+    p_ = end_;
+    return b_.malformed();
+  }
+
+  Term decode_term() {
     std::uint8_t tag;
-    if (!get(tag)) return b_.malformed();
+    if (!get(tag)) return malformed();
     switch (static_cast<Tag>(tag)) {
       case Tag::Immediate: {
         std::uint64_t w;
-        return get(w) ? b_.immediate(w) : b_.malformed();
+        return get(w) ? b_.immediate(w) : malformed();
       }
       case Tag::Int64: {
         std::int64_t v;
-        return get(v) ? b_.int64(v) : b_.malformed();
+        return get(v) ? b_.int64(v) : malformed();
       }
       case Tag::Float: {
         double v;
-        return get(v) ? b_.float64(v) : b_.malformed();
+        return get(v) ? b_.float64(v) : malformed();
       }
       case Tag::Binary: {
         std::uint64_t total;
         std::uint32_t kept;
-        if (!get(total) || !get(kept) || remaining() < kept) return b_.malformed();
+        if (!get(total) || !get(kept) || kept > total || remaining() < kept) return malformed();
         const std::uint8_t* data = p_;
         p_ += kept;
         return b_.binary(data, kept, total);
       }
       case Tag::Tuple: {
         std::uint32_t total, kept;
-        if (!get(total) || !get(kept) || kept > total) return b_.malformed();
+        if (!get(total) || !get(kept) || kept > total) return malformed();
         std::vector<Term> elems;
-        if (!items(kept, elems)) return b_.malformed();
+        if (!items(kept, elems)) return malformed();
         return b_.tuple(elems, total);
       }
       case Tag::List: {
         std::uint32_t kept;
         std::uint8_t end;
-        if (!get(kept) || !get(end) || end > 2) return b_.malformed();
+        if (!get(kept) || !get(end) || end > 2) return malformed();
         std::vector<Term> elems;
-        if (!items(kept, elems)) return b_.malformed();
+        if (!items(kept, elems)) return malformed();
         if (static_cast<ListEnd>(end) == ListEnd::Improper) {
-          Term tail = decode();
+          Term tail = decode_term();
+          if (failed_) return malformed();
           return b_.list(elems, ListEnd::Improper, &tail);
         }
         return b_.list(elems, static_cast<ListEnd>(end), nullptr);
       }
       case Tag::Map: {
         std::uint32_t total, kept;
-        if (!get(total) || !get(kept) || kept > total) return b_.malformed();
+        if (!get(total) || !get(kept) || kept > total) return malformed();
         std::vector<Term> kvs;
-        if (!items(2ull * kept, kvs)) return b_.malformed();
+        if (!items(2ull * kept, kvs)) return malformed();
         return b_.map(kvs, total);
       }
       case Tag::External: {
         std::uint32_t len;
-        if (!get(len) || remaining() < len) return b_.malformed();
+        if (!get(len) || remaining() < len) return malformed();
         const std::uint8_t* data = p_;
         p_ += len;
         return b_.external(data, len);
       }
       case Tag::Cut: {
         std::uint8_t why;
-        return get(why) ? b_.cut(static_cast<CutReason>(why)) : b_.malformed();
+        if (!get(why) || why < static_cast<std::uint8_t>(CutReason::Depth) ||
+            why > static_cast<std::uint8_t>(CutReason::Bytes))
+          return malformed();
+        return b_.cut(static_cast<CutReason>(why));
       }
     }
-    return b_.malformed();
+    return malformed();
   }
 
- private:
   std::size_t remaining() const { return static_cast<std::size_t>(end_ - p_); }
 
   template <class T>
@@ -365,13 +384,17 @@ class TermDecoder {
     // Every encoded item takes at least 2 bytes: refuse counts the data cannot hold.
     if (n > remaining() / 2) return false;
     out.reserve(n);
-    for (std::uint64_t i = 0; i < n; ++i) out.push_back(decode());
+    for (std::uint64_t i = 0; i < n; ++i) {
+      out.push_back(decode_term());
+      if (failed_) return false;
+    }
     return true;
   }
 
   Builder& b_;
   const std::uint8_t* p_;
   const std::uint8_t* end_;
+  bool failed_ = false;
 };
 
 }  // namespace kino_trace
