@@ -1,0 +1,213 @@
+// SmallBuffer: inline storage first, heap growth, move semantics, contents preserved.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "small_buffer.hpp"
+
+using kino_trace::SmallBuffer;
+
+namespace {
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed = 0) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7u);
+  return v;
+}
+
+template <std::size_t N>
+std::vector<std::uint8_t> contents(const SmallBuffer<N>& b) {
+  return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
+}
+
+}  // namespace
+
+static_assert(!std::is_copy_constructible_v<SmallBuffer<16>>, "move-only");
+static_assert(!std::is_copy_assignable_v<SmallBuffer<16>>, "move-only");
+static_assert(std::is_nothrow_move_constructible_v<SmallBuffer<16>>, "noexcept move");
+static_assert(std::is_nothrow_move_assignable_v<SmallBuffer<16>>, "noexcept move");
+
+TEST_CASE("SmallBuffer starts empty and inline", "[small_buffer]") {
+  SmallBuffer<16> b;
+  CHECK(b.size() == 0);
+  CHECK(b.capacity() == 16);
+  CHECK_FALSE(b.on_heap());
+}
+
+TEST_CASE("SmallBuffer stays inline up to its inline capacity", "[small_buffer]") {
+  SmallBuffer<16> b;
+  auto data = pattern(16);
+  const std::uint8_t* inline_ptr = b.data();
+  b.append(data.data(), 10);
+  b.append(data.data() + 10, 6);
+  CHECK(b.size() == 16);
+  CHECK_FALSE(b.on_heap());
+  CHECK(b.capacity() == 16);
+  CHECK(b.data() == inline_ptr);
+  CHECK(contents(b) == data);
+}
+
+TEST_CASE("SmallBuffer moves to the heap when it outgrows the inline storage", "[small_buffer]") {
+  SmallBuffer<16> b;
+  auto data = pattern(1000, 3);
+  b.append(data.data(), 16);
+  REQUIRE_FALSE(b.on_heap());
+  b.append(data.data() + 16, 1);  // one byte more
+  CHECK(b.on_heap());
+  CHECK(b.size() == 17);
+  CHECK(b.capacity() >= 17);
+  CHECK(contents(b) == std::vector<std::uint8_t>(data.begin(), data.begin() + 17));
+
+  // Keeps growing geometrically and keeps the contents.
+  std::size_t reallocations = 0;
+  const std::uint8_t* last = b.data();
+  for (std::size_t i = 17; i < data.size(); ++i) {
+    b.append(&data[i], 1);
+    if (b.data() != last) {
+      ++reallocations;
+      last = b.data();
+    }
+    REQUIRE(b.capacity() >= b.size());
+  }
+  CHECK(contents(b) == data);
+  CHECK(reallocations <= 6);  // 32 -> 64 -> ... -> 1024
+}
+
+TEST_CASE("SmallBuffer::extend returns writable room and reserve keeps contents", "[small_buffer]") {
+  SmallBuffer<8> b;
+  b.append("abc", 3);
+  std::uint8_t* p = b.extend(4);
+  CHECK(p == b.data() + 3);
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>('d' + i);
+  CHECK(b.size() == 7);
+  CHECK(std::string(reinterpret_cast<const char*>(b.data()), b.size()) == "abcdefg");
+
+  b.reserve(5);  // smaller than capacity: nothing happens
+  CHECK_FALSE(b.on_heap());
+  b.reserve(100);
+  CHECK(b.on_heap());
+  CHECK(b.capacity() >= 100);
+  CHECK(b.size() == 7);
+  CHECK(std::string(reinterpret_cast<const char*>(b.data()), b.size()) == "abcdefg");
+
+  std::uint8_t* big = b.extend(200);  // past the reserved capacity
+  std::fill(big, big + 200, std::uint8_t{'z'});
+  CHECK(b.size() == 207);
+  CHECK(b.data()[6] == 'g');
+  CHECK(b.data()[206] == 'z');
+}
+
+TEST_CASE("SmallBuffer append of zero bytes accepts a null pointer", "[small_buffer]") {
+  SmallBuffer<4> b;
+  b.append(nullptr, 0);
+  CHECK(b.size() == 0);
+}
+
+TEST_CASE("SmallBuffer clear keeps capacity", "[small_buffer]") {
+  SmallBuffer<4> b;
+  auto data = pattern(100);
+  b.append(data.data(), data.size());
+  std::size_t cap = b.capacity();
+  b.clear();
+  CHECK(b.size() == 0);
+  CHECK(b.on_heap());
+  CHECK(b.capacity() == cap);
+  b.append(data.data(), 3);
+  CHECK(contents(b) == std::vector<std::uint8_t>(data.begin(), data.begin() + 3));
+}
+
+TEST_CASE("SmallBuffer move construction", "[small_buffer]") {
+  SECTION("inline contents are copied, the source is left empty") {
+    SmallBuffer<32> a;
+    auto data = pattern(20, 9);
+    a.append(data.data(), data.size());
+    SmallBuffer<32> b(std::move(a));
+    CHECK_FALSE(b.on_heap());
+    CHECK(contents(b) == data);
+    CHECK(a.size() == 0);  // NOLINT(bugprone-use-after-move): documented state
+    CHECK_FALSE(a.on_heap());
+    // The moved-from buffer is usable again.
+    a.append(data.data(), 5);
+    CHECK(contents(a) == std::vector<std::uint8_t>(data.begin(), data.begin() + 5));
+    CHECK(contents(b) == data);
+  }
+  SECTION("heap storage is stolen, not copied") {
+    SmallBuffer<8> a;
+    auto data = pattern(300, 1);
+    a.append(data.data(), data.size());
+    REQUIRE(a.on_heap());
+    const std::uint8_t* heap = a.data();
+    std::size_t cap = a.capacity();
+    SmallBuffer<8> b(std::move(a));
+    CHECK(b.on_heap());
+    CHECK(b.data() == heap);
+    CHECK(b.capacity() == cap);
+    CHECK(contents(b) == data);
+    CHECK(a.size() == 0);  // NOLINT(bugprone-use-after-move)
+    CHECK_FALSE(a.on_heap());
+    CHECK(a.capacity() == 8);
+    a.append(data.data(), 8);
+    CHECK_FALSE(a.on_heap());
+    CHECK(contents(a) == std::vector<std::uint8_t>(data.begin(), data.begin() + 8));
+  }
+}
+
+TEST_CASE("SmallBuffer move assignment", "[small_buffer]") {
+  auto small = pattern(6, 40);
+  auto large = pattern(500, 80);
+
+  SECTION("heap into heap frees the old heap and steals the new one") {
+    SmallBuffer<8> a, b;
+    a.append(large.data(), large.size());
+    b.append(small.data(), small.size());
+    b.append(large.data(), 100);  // b on the heap too
+    REQUIRE(b.on_heap());
+    const std::uint8_t* heap = a.data();
+    b = std::move(a);
+    CHECK(b.data() == heap);
+    CHECK(contents(b) == large);
+    CHECK(a.size() == 0);  // NOLINT(bugprone-use-after-move)
+  }
+  SECTION("inline into heap drops the heap and copies the inline bytes") {
+    SmallBuffer<8> a, b;
+    a.append(small.data(), small.size());
+    b.append(large.data(), large.size());
+    b = std::move(a);
+    CHECK_FALSE(b.on_heap());
+    CHECK(b.capacity() == 8);
+    CHECK(contents(b) == small);
+  }
+  SECTION("heap into inline") {
+    SmallBuffer<8> a, b;
+    a.append(large.data(), large.size());
+    b.append(small.data(), small.size());
+    b = std::move(a);
+    CHECK(b.on_heap());
+    CHECK(contents(b) == large);
+  }
+  SECTION("self move assignment keeps the contents") {
+    SmallBuffer<8> a;
+    a.append(large.data(), large.size());
+    SmallBuffer<8>& alias = a;
+    a = std::move(alias);
+    CHECK(contents(a) == large);
+  }
+  SECTION("buffers in a vector survive reallocation of the vector") {
+    std::vector<SmallBuffer<16>> v;
+    for (std::uint8_t i = 0; i < 50; ++i) {
+      SmallBuffer<16> b;
+      auto d = pattern(i % 2 ? 10 : 40, i);
+      b.append(d.data(), d.size());
+      v.push_back(std::move(b));
+    }
+    for (std::uint8_t i = 0; i < 50; ++i) {
+      CHECK(contents(v[i]) == pattern(i % 2 ? 10 : 40, i));
+      CHECK(v[i].on_heap() == (i % 2 == 0));
+    }
+  }
+}
