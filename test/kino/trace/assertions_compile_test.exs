@@ -163,7 +163,7 @@ defmodule Kino.Trace.AssertionsCompileTest do
     test "a call without parentheses" do
       assert_compile_error(
         "assert_called trace, SampleApp.Cache.fetch",
-        ~r/write the arguments.*or Mod.fun\/arity/
+        ~r"needs parentheses.*or write &Mod.fun/arity, got: SampleApp.Cache.fetch$"
       )
     end
 

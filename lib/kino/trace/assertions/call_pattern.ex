@@ -103,7 +103,9 @@ defmodule Kino.Trace.Assertions.CallPattern do
         if meta[:no_parens] do
           compile_error!(
             env,
-            "#{what}: write the arguments (use _ to match any) or &Mod.fun/arity, got: #{Macro.to_string(expr)}"
+            "#{what}: a call pattern needs parentheses with the argument patterns " <>
+              "(use _ to match any), or write &Mod.fun/arity, got: " <>
+              String.trim_trailing(Macro.to_string(expr), "()")
           )
         end
 
