@@ -325,13 +325,12 @@ defmodule Kino.Trace.Pattern do
     end
   end
 
-  # `Mod.fun/*` -> `Mod.fun/_`, `Mod.*` -> `Mod`, which Elixir can parse.
+  # `Mod.fun/*` -> `Mod.fun/_`, `Mod.*` -> `Mod`, which Elixir can parse. A
+  # trailing `# comment` may follow.
   defp normalize_wildcards(text) do
-    cond do
-      String.ends_with?(text, "/*") -> String.replace_suffix(text, "/*", "/_")
-      String.ends_with?(text, ".*") -> String.replace_suffix(text, ".*", "")
-      true -> text
-    end
+    text
+    |> String.replace(~r{/\*(\s*(#.*)?)$}, "/_\\1")
+    |> String.replace(~r{\.\*(\s*(#.*)?)$}, "\\1")
   end
 
   defp syntax_error({location, message, token}) when is_binary(message) do

@@ -90,6 +90,12 @@ defmodule Kino.Trace.PatternTest do
       assert %Pattern{module: Enum, function: :map, arity: 2} = parse!("  Enum.map/2  ")
     end
 
+    test "a trailing comment is ignored" do
+      assert %Pattern{module: Enum, function: :map, arity: 2} = parse!("Enum.map/2 # the mapper")
+      assert %Pattern{module: Enum, function: :map, arity: :_} = parse!("Enum.map/* # all")
+      assert %Pattern{module: Enum, function: :_} = parse!("Enum.* # everything in Enum")
+    end
+
     test "the source is kept" do
       assert parse!(" Enum.map/2").source == " Enum.map/2"
     end
@@ -264,6 +270,12 @@ defmodule Kino.Trace.PatternTest do
       assert spec(~s[Foo.bar(~c"ab", ~s(x), ~w(a b)a)]) == [{[~c"ab", "x", [:a, :b]], [], []}]
     end
 
+    test "keyword lists and quoted atoms" do
+      assert spec("Foo.bar([timeout: t], :\"odd atom\")") == [
+               {[[timeout: :"$1"], :"odd atom"], [], []}
+             ]
+    end
+
     test "aliases are atoms" do
       assert spec("Foo.bar(MyApp.Repo)") == [{[MyApp.Repo], [], []}]
     end
@@ -395,6 +407,13 @@ defmodule Kino.Trace.PatternTest do
       assert matches?(pattern, [:a])
       assert matches?(pattern, [1])
       refute matches?(pattern, [:b])
+    end
+
+    test "not in and sigil lists" do
+      pattern = parse!("Foo.bar(x) when x not in ~w(a b)a")
+      assert pattern.guards == [{:not, {:orelse, {:"=:=", :"$1", :a}, {:"=:=", :"$1", :b}}}]
+      assert matches?(pattern, [:c])
+      refute matches?(pattern, [:a])
     end
 
     test "several when clauses mean or" do
