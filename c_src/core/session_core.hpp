@@ -140,6 +140,12 @@ class SessionCore {
 
   CommitResult commit(Event&& event) {
     CommitResult r;
+    if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never enqueue
+      abandon();
+      count_drop(Verdict::DropClosed);
+      r.verdict = Verdict::DropClosed;
+      return r;
+    }
     std::uint64_t bytes = event.footprint();
     std::uint64_t before = bytes_.fetch_add(bytes, std::memory_order_relaxed);
     if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
@@ -161,6 +167,10 @@ class SessionCore {
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       r.wake_consumer = true;
     }
+    // close() may have run between the check above and the enqueue. Both sides do an RMW
+    // on shut_: either this one comes first (then close() sees the event and discards it)
+    // or it reads 1 and discards it here, so nothing stays queued after close().
+    if (shut_.fetch_add(0, std::memory_order_acq_rel) != 0) discard_queued();
     return r;
   }
 
@@ -181,18 +191,8 @@ class SessionCore {
   // as discarded). Safe to call more than once.
   void close() {
     closed_.store(true, std::memory_order_release);
-    Event scratch[64];
-    for (;;) {
-      std::size_t n = queue_.try_dequeue_bulk(scratch, 64);
-      if (n == 0) break;
-      std::uint64_t bytes = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        bytes += scratch[i].footprint();
-        scratch[i] = Event{};
-      }
-      settle(n, bytes, discarded_);
-      unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel);
-    }
+    shut_.exchange(1, std::memory_order_acq_rel);
+    discard_queued();
   }
 
   Counters counters() const {
@@ -214,6 +214,22 @@ class SessionCore {
   }
 
  private:
+  // Frees every queued event, counted as discarded (close(), or a commit racing it).
+  void discard_queued() {
+    Event scratch[64];
+    for (;;) {
+      std::size_t n = queue_.try_dequeue_bulk(scratch, 64);
+      if (n == 0) break;
+      std::uint64_t bytes = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        bytes += scratch[i].footprint();
+        scratch[i] = Event{};
+      }
+      settle(n, bytes, discarded_);
+      unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel);
+    }
+  }
+
   Verdict reserve(std::int64_t now_ns) {
     if (closed()) return Verdict::DropClosed;
     if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
@@ -255,6 +271,7 @@ class SessionCore {
 
   std::atomic<bool> closed_{false};
   std::atomic<bool> limit_reached_{false};
+  std::atomic<std::uint32_t> shut_{0};     // close() was called (closed_ is also set by the limit)
   std::atomic<std::uint64_t> slots_{0};    // queue slots reserved or held
   std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
   std::atomic<std::uint64_t> bytes_{0};
