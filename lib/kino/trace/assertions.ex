@@ -12,7 +12,7 @@ defmodule Kino.Trace.Assertions do
 
         test "a miss reads the repo once, then the cache serves it" do
           trace =
-            Kino.Trace.capture(["MyApp.Cache", "MyApp.Repo.get/2"], fn ->
+            Kino.Trace.capture(["MyApp.Cache", "MyApp.Repo"], fn ->
               Cache.fetch(:users, 42)
               Cache.fetch(:users, 42)
             end)
@@ -22,6 +22,7 @@ defmodule Kino.Trace.Assertions do
           assert_called trace, Repo.get(_, 42), times: 1
           refute_called trace, Repo.delete(_)
           assert_returned trace, Cache.fetch(:users, _), {:ok, %{id: 42}}
+          assert_returned trace, Repo.get(_, id), {:ok, %{id: ^id}}
           assert_called_in_order trace, [Repo.get(_, 42), Cache.put(:users, 42, _)]
         end
       end
@@ -42,7 +43,9 @@ defmodule Kino.Trace.Assertions do
     * `:ets.lookup(_, _)` - Erlang modules work too.
 
   Variables in a pattern are local to the assertion: they bind nothing in the test and do
-  not warn when unused. Every pattern is compiled into a match function when the test
+  not warn when unused. The value pattern of `assert_returned/4` and the `{class, reason}`
+  pattern of `assert_raised_in/4` are matched after the call pattern, so they can pin the
+  call pattern's variables: `assert_returned trace, Repo.get(_, id), {:ok, %{id: ^id}}`. Every pattern is compiled into a match function when the test
   compiles, so a pattern that is not a remote call (`assert_called trace, fetch(_)`) or a
   bad guard is a compile error. At run time, a pattern naming a module that does not exist
   or a function it does not have raises `ArgumentError` (otherwise `refute_called` could
@@ -60,11 +63,18 @@ defmodule Kino.Trace.Assertions do
       but the only call to MyApp.Cache.fetch/2 did not match:
 
           MyApp.Cache.fetch(:users, -1)
+      code:  assert_called(trace, Cache.fetch(:users, id) when id > 0)
+      left:  [:users, id] when id > 0
+      right: [:users, -1]
 
   When the function was never called, it lists the closest calls by name (same function
   with another arity, similar names in the same module) and every traced function with
   its call count. `times:` failures give both counts and the calls; `assert_returned`
   and `assert_raised_in` failures list what each matching call returned or raised.
+
+  A call can only be seen if `capture/3` traced its function: `refute_called` on a
+  function left out of the capture's patterns passes whatever the code does, so trace
+  whole modules (`"MyApp.Repo"`) when refuting.
 
   ## Isolation
 
