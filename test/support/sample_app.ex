@@ -61,6 +61,10 @@ defmodule SampleApp.Cache do
     end
   end
 
+  @doc "Fetches from the `:users` table."
+  @spec fetch(integer()) :: {:ok, map()} | {:error, :not_found}
+  def fetch(id), do: fetch(:users, id)
+
   @doc "Fetches several ids."
   @spec fetch_all(atom(), [integer()]) :: [{:ok, map()} | {:error, :not_found}]
   def fetch_all(table, ids), do: Enum.map(ids, &fetch(table, &1))
