@@ -1,0 +1,597 @@
+// kino_trace's native tracer: the NIFs of Kino.Trace.Tracer.
+//
+// The VM calls enabled*/3 and trace*/5 inside the traced process, on scheduler threads.
+// Everything here is lock-free and bounded: enabled*/3 rejects events before the VM builds
+// a trace term; trace*/5 copies the term with caps into a self-contained Event and
+// enqueues it; the owner (the session process) is woken with one message when the queue
+// goes from empty to non-empty, and drains batches with drain/2.
+#include <erl_nif.h>
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "session_core.hpp"
+#include "term_codec.hpp"
+
+namespace kt = kino_trace;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// atoms
+
+struct Atoms {
+  ERL_NIF_TERM ok, error, trace, discard, remove, trace_status, undefined, true_, false_;
+  ERL_NIF_TERM call, return_from, exception_from, return_to, send, send_to_non_existing_process,
+      receive, spawn, spawned, exit, link, unlink, getting_linked, getting_unlinked, register_,
+      unregister;
+  ERL_NIF_TERM extra, match_spec_result, scheduler_id;
+  ERL_NIF_TERM kino_trace, ready, limit_reached;
+  ERL_NIF_TERM struct_, cut_module, kind, value, size, depth, items, bytes, binary, tuple, map, malformed;
+  ERL_NIF_TERM accepted, delivered, queued, discarded, bytes_queued, dropped_closed, dropped_rate,
+      dropped_queue_full, dropped_max_events, wakeups, closed, id;
+  ERL_NIF_TERM max_events, rate_count, rate_period_ms, queue_events, queue_bytes, max_depth, max_items,
+      max_binary, max_bytes;
+};
+
+Atoms atoms;
+
+ERL_NIF_TERM atom(ErlNifEnv* env, const char* name) {
+  ERL_NIF_TERM a;
+  if (enif_make_existing_atom(env, name, &a, ERL_NIF_LATIN1)) return a;
+  return enif_make_atom(env, name);
+}
+
+void init_atoms(ErlNifEnv* env) {
+  atoms.ok = atom(env, "ok");
+  atoms.error = atom(env, "error");
+  atoms.trace = atom(env, "trace");
+  atoms.discard = atom(env, "discard");
+  atoms.remove = atom(env, "remove");
+  atoms.trace_status = atom(env, "trace_status");
+  atoms.undefined = atom(env, "undefined");
+  atoms.true_ = atom(env, "true");
+  atoms.false_ = atom(env, "false");
+  atoms.call = atom(env, "call");
+  atoms.return_from = atom(env, "return_from");
+  atoms.exception_from = atom(env, "exception_from");
+  atoms.return_to = atom(env, "return_to");
+  atoms.send = atom(env, "send");
+  atoms.send_to_non_existing_process = atom(env, "send_to_non_existing_process");
+  atoms.receive = atom(env, "receive");
+  atoms.spawn = atom(env, "spawn");
+  atoms.spawned = atom(env, "spawned");
+  atoms.exit = atom(env, "exit");
+  atoms.link = atom(env, "link");
+  atoms.unlink = atom(env, "unlink");
+  atoms.getting_linked = atom(env, "getting_linked");
+  atoms.getting_unlinked = atom(env, "getting_unlinked");
+  atoms.register_ = atom(env, "register");
+  atoms.unregister = atom(env, "unregister");
+  atoms.extra = atom(env, "extra");
+  atoms.match_spec_result = atom(env, "match_spec_result");
+  atoms.scheduler_id = atom(env, "scheduler_id");
+  atoms.kino_trace = atom(env, "kino_trace");
+  atoms.ready = atom(env, "ready");
+  atoms.limit_reached = atom(env, "limit_reached");
+  atoms.struct_ = atom(env, "__struct__");
+  atoms.cut_module = atom(env, "Elixir.Kino.Trace.Cut");
+  atoms.kind = atom(env, "kind");
+  atoms.value = atom(env, "value");
+  atoms.size = atom(env, "size");
+  atoms.depth = atom(env, "depth");
+  atoms.items = atom(env, "items");
+  atoms.bytes = atom(env, "bytes");
+  atoms.binary = atom(env, "binary");
+  atoms.tuple = atom(env, "tuple");
+  atoms.map = atom(env, "map");
+  atoms.malformed = atom(env, "malformed");
+  atoms.accepted = atom(env, "accepted");
+  atoms.delivered = atom(env, "delivered");
+  atoms.queued = atom(env, "queued");
+  atoms.discarded = atom(env, "discarded");
+  atoms.bytes_queued = atom(env, "bytes_queued");
+  atoms.dropped_closed = atom(env, "dropped_closed");
+  atoms.dropped_rate = atom(env, "dropped_rate");
+  atoms.dropped_queue_full = atom(env, "dropped_queue_full");
+  atoms.dropped_max_events = atom(env, "dropped_max_events");
+  atoms.wakeups = atom(env, "wakeups");
+  atoms.closed = atom(env, "closed");
+  atoms.id = atom(env, "id");
+  atoms.max_events = atom(env, "max_events");
+  atoms.rate_count = atom(env, "rate_count");
+  atoms.rate_period_ms = atom(env, "rate_period_ms");
+  atoms.queue_events = atom(env, "queue_events");
+  atoms.queue_bytes = atom(env, "queue_bytes");
+  atoms.max_depth = atom(env, "max_depth");
+  atoms.max_items = atom(env, "max_items");
+  atoms.max_binary = atom(env, "max_binary");
+  atoms.max_bytes = atom(env, "max_bytes");
+}
+
+// ---------------------------------------------------------------------------------------
+// the session resource
+
+struct Session {
+  Session(const kt::Limits& limits, ErlNifPid owner_pid, std::uint64_t session_id)
+      : core(limits, enif_monotonic_time(ERL_NIF_NSEC)), owner(owner_pid), id(session_id) {}
+
+  kt::SessionCore core;
+  ErlNifPid owner;
+  std::uint64_t id;
+  ErlNifMonitor owner_monitor{};
+};
+
+ErlNifResourceType* session_type = nullptr;
+std::atomic<std::uint64_t> next_session_id{1};
+
+void session_dtor(ErlNifEnv*, void* obj) { static_cast<Session*>(obj)->~Session(); }
+
+// The owner died: close, so every tracee drops this tracer at its next trace_status.
+void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) { static_cast<Session*>(obj)->core.close(); }
+
+Session* get_session(ErlNifEnv* env, ERL_NIF_TERM term) {
+  void* obj = nullptr;
+  if (!enif_get_resource(env, term, session_type, &obj)) return nullptr;
+  return static_cast<Session*>(obj);
+}
+
+// ---------------------------------------------------------------------------------------
+// reading Erlang terms for the encoder
+
+struct EnifSource {
+  using Term = ERL_NIF_TERM;
+  ErlNifEnv* env;
+
+  kt::TermKind kind(Term t) const {
+    switch (t & 0x3) {
+      case 0x3: return kt::TermKind::Immediate;  // atom, small integer, local pid/port, []
+      case 0x1: return kt::TermKind::List;       // a list cell
+      default: break;
+    }
+    switch (enif_term_type(env, t)) {
+      case ERL_NIF_TERM_TYPE_INTEGER: return kt::TermKind::Integer;
+      case ERL_NIF_TERM_TYPE_FLOAT: return kt::TermKind::Float;
+      case ERL_NIF_TERM_TYPE_BITSTRING:
+        return enif_is_binary(env, t) ? kt::TermKind::Binary : kt::TermKind::Other;
+      case ERL_NIF_TERM_TYPE_TUPLE: return kt::TermKind::Tuple;
+      case ERL_NIF_TERM_TYPE_LIST: return kt::TermKind::List;
+      case ERL_NIF_TERM_TYPE_MAP: return kt::TermKind::Map;
+      default: return kt::TermKind::Other;
+    }
+  }
+  std::uint64_t word(Term t) const { return static_cast<std::uint64_t>(t); }
+  bool int64(Term t, std::int64_t& v) const {
+    ErlNifSInt64 x;
+    if (!enif_get_int64(env, t, &x)) return false;
+    v = static_cast<std::int64_t>(x);
+    return true;
+  }
+  double float64(Term t) const {
+    double d = 0;
+    enif_get_double(env, t, &d);
+    return d;
+  }
+  void binary(Term t, const std::uint8_t*& data, std::size_t& size) const {
+    ErlNifBinary bin;
+    if (enif_inspect_binary(env, t, &bin)) {
+      data = bin.data;
+      size = bin.size;
+    } else {
+      data = nullptr;
+      size = 0;
+    }
+  }
+  const Term* tuple(Term t, std::uint32_t& arity) const {
+    int n = 0;
+    const ERL_NIF_TERM* elems = nullptr;
+    if (!enif_get_tuple(env, t, &n, &elems)) n = 0;
+    arity = static_cast<std::uint32_t>(n);
+    return elems;
+  }
+  bool list_cell(Term t, Term& head, Term& tail) const { return enif_get_list_cell(env, t, &head, &tail); }
+  bool is_nil(Term t) const { return enif_is_empty_list(env, t); }
+  std::uint32_t map_size(Term t) const {
+    size_t n = 0;
+    enif_get_map_size(env, t, &n);
+    return static_cast<std::uint32_t>(n);
+  }
+  template <class F>
+  void map_each(Term t, std::uint32_t limit, F&& f) const {
+    if (limit == 0) return;
+    ErlNifMapIterator it;
+    if (!enif_map_iterator_create(env, t, &it, ERL_NIF_MAP_ITERATOR_FIRST)) return;
+    ERL_NIF_TERM k, v;
+    while (enif_map_iterator_get_pair(env, &it, &k, &v)) {
+      if (!f(k, v)) break;
+      enif_map_iterator_next(env, &it);
+    }
+    enif_map_iterator_destroy(env, &it);
+  }
+  template <class F>
+  bool external(Term t, F&& sink) const {
+    ErlNifBinary bin;
+    if (!enif_term_to_binary(env, t, &bin)) return false;
+    sink(bin.data, bin.size);
+    enif_release_binary(&bin);
+    return true;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// building Erlang terms from the encoded format
+
+struct EnifBuilder {
+  using Term = ERL_NIF_TERM;
+  ErlNifEnv* env;
+
+  Term cut_struct(ERL_NIF_TERM kind, ERL_NIF_TERM value, ERL_NIF_TERM size) const {
+    ERL_NIF_TERM keys[] = {atoms.struct_, atoms.kind, atoms.value, atoms.size};
+    ERL_NIF_TERM vals[] = {atoms.cut_module, kind, value, size};
+    ERL_NIF_TERM m;
+    enif_make_map_from_arrays(env, keys, vals, 4, &m);
+    return m;
+  }
+  Term nil_atom() const { return atom(env, "nil"); }
+
+  Term immediate(std::uint64_t w) const { return static_cast<ERL_NIF_TERM>(w); }
+  Term int64(std::int64_t v) const { return enif_make_int64(env, v); }
+  Term float64(double v) const { return enif_make_double(env, v); }
+  Term binary(const std::uint8_t* data, std::size_t kept, std::uint64_t total) const {
+    ERL_NIF_TERM bin;
+    unsigned char* dst = enif_make_new_binary(env, kept, &bin);
+    if (kept) std::memcpy(dst, data, kept);
+    if (kept == total) return bin;
+    return cut_struct(atoms.binary, bin, enif_make_uint64(env, total));
+  }
+  Term tuple(std::vector<Term>& elems, std::uint32_t total) const {
+    if (elems.size() == total) {
+      return enif_make_tuple_from_array(env, elems.data(), static_cast<unsigned>(elems.size()));
+    }
+    ERL_NIF_TERM list = enif_make_list_from_array(env, elems.data(), static_cast<unsigned>(elems.size()));
+    return cut_struct(atoms.tuple, list, enif_make_uint(env, total));
+  }
+  Term list(std::vector<Term>& elems, kt::ListEnd end, const Term* tail) const {
+    ERL_NIF_TERM acc;
+    switch (end) {
+      case kt::ListEnd::Improper: acc = *tail; break;
+      case kt::ListEnd::Cut:
+        acc = enif_make_list1(env, cut_struct(atoms.items, nil_atom(), nil_atom()));
+        break;
+      default: acc = enif_make_list(env, 0); break;
+    }
+    for (std::size_t i = elems.size(); i > 0; --i) acc = enif_make_list_cell(env, elems[i - 1], acc);
+    return acc;
+  }
+  Term map(std::vector<Term>& kvs, std::uint32_t total) const {
+    std::size_t n = kvs.size() / 2;
+    std::vector<ERL_NIF_TERM> keys(n), vals(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      keys[i] = kvs[2 * i];
+      vals[i] = kvs[2 * i + 1];
+    }
+    ERL_NIF_TERM m;
+    if (!enif_make_map_from_arrays(env, keys.data(), vals.data(), n, &m)) {
+      // Duplicate keys can only come from cut keys; keep the pairs as a list instead.
+      m = enif_make_new_map(env);
+      for (std::size_t i = 0; i < n; ++i) enif_make_map_put(env, m, keys[i], vals[i], &m);
+    }
+    if (n == total) return m;
+    return cut_struct(atoms.map, m, enif_make_uint(env, total));
+  }
+  Term external(const std::uint8_t* data, std::size_t size) const {
+    ERL_NIF_TERM t;
+    if (enif_binary_to_term(env, data, size, &t, 0) == 0) return malformed();
+    return t;
+  }
+  Term cut(kt::CutReason why) const {
+    ERL_NIF_TERM kind = why == kt::CutReason::Depth ? atoms.depth : why == kt::CutReason::Items ? atoms.items : atoms.bytes;
+    return cut_struct(kind, nil_atom(), nil_atom());
+  }
+  Term malformed() const { return cut_struct(atoms.malformed, nil_atom(), nil_atom()); }
+};
+
+// ---------------------------------------------------------------------------------------
+// classifying trace tags
+
+kt::EventKind kind_of(ERL_NIF_TERM tag) {
+  if (tag == atoms.call) return kt::EventKind::Call;
+  if (tag == atoms.return_from) return kt::EventKind::ReturnFrom;
+  if (tag == atoms.exception_from) return kt::EventKind::ExceptionFrom;
+  if (tag == atoms.return_to) return kt::EventKind::ReturnTo;
+  if (tag == atoms.send) return kt::EventKind::Send;
+  if (tag == atoms.send_to_non_existing_process) return kt::EventKind::SendToNonExisting;
+  if (tag == atoms.receive) return kt::EventKind::Receive;
+  if (tag == atoms.spawn) return kt::EventKind::Spawn;
+  if (tag == atoms.spawned) return kt::EventKind::Spawned;
+  if (tag == atoms.exit) return kt::EventKind::Exit;
+  if (tag == atoms.link) return kt::EventKind::Link;
+  if (tag == atoms.unlink) return kt::EventKind::Unlink;
+  if (tag == atoms.getting_linked) return kt::EventKind::GettingLinked;
+  if (tag == atoms.getting_unlinked) return kt::EventKind::GettingUnlinked;
+  if (tag == atoms.register_) return kt::EventKind::Register;
+  if (tag == atoms.unregister) return kt::EventKind::Unregister;
+  return kt::EventKind::Other;
+}
+
+bool is_immediate(ERL_NIF_TERM t) { return (t & 0x3) == 0x3; }
+
+// ---------------------------------------------------------------------------------------
+// erl_tracer callbacks
+
+// enabled(TraceTag, TracerState, Tracee) and its enabled_* variants.
+ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.remove;
+  kt::SessionCore& core = s->core;
+  if (argv[0] == atoms.trace_status) {
+    return core.closed() ? atoms.remove : atoms.trace;
+  }
+  std::int64_t now = core.rate_limited() ? enif_monotonic_time(ERL_NIF_NSEC) : 0;
+  return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+}
+
+// trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
+ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.ok;
+  kt::SessionCore& core = s->core;
+  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
+  if (core.admit(now) != kt::Verdict::Accept) return atoms.ok;
+
+  const ERL_NIF_TERM tag = argv[0];
+  const ERL_NIF_TERM term = argv[3];
+  const ERL_NIF_TERM opts = argv[4];
+
+  kt::Event event;
+  event.kind = kind_of(tag);
+  event.tag = tag;
+  event.time_ns = now;
+  event.pid = is_immediate(argv[2]) ? argv[2] : atoms.undefined;
+
+  ERL_NIF_TERM sched;
+  int sched_id = 0;
+  if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
+  event.scheduler = static_cast<std::uint32_t>(sched_id);
+
+  EnifSource source{env};
+  kt::TermWriter writer(event.payload, core.limits().caps);
+  kt::TermEncoder<EnifSource> encoder(source, writer);
+
+  int arity = 0;
+  const ERL_NIF_TERM* mfa = nullptr;
+  bool has_mfa = (event.kind == kt::EventKind::Call || event.kind == kt::EventKind::ReturnFrom ||
+                  event.kind == kt::EventKind::ExceptionFrom || event.kind == kt::EventKind::ReturnTo) &&
+                 enif_get_tuple(env, term, &arity, &mfa) && arity == 3;
+  if (has_mfa) {
+    event.module = mfa[0];
+    event.function = mfa[1];
+    unsigned len = 0;
+    if (enif_get_list_length(env, mfa[2], &len) && event.kind == kt::EventKind::Call) {
+      // Args: the list's length is the arity (enif_get_list_length is O(arity), bounded by 255).
+      event.arity = len;
+      encoder.encode_list(mfa[2], 0);
+    } else {
+      int a = 0;
+      enif_get_int(env, mfa[2], &a);
+      event.arity = static_cast<std::uint32_t>(a);
+      writer.immediate(atoms.undefined);
+    }
+  } else {
+    encoder.encode(term, 0);
+  }
+
+  // Second payload term: extra (return value, exception, receiver, spawn MFA...) or,
+  // for calls, the match spec's message (the caller when asked for).
+  ERL_NIF_TERM extra;
+  if (enif_get_map_value(env, opts, atoms.extra, &extra) ||
+      enif_get_map_value(env, opts, atoms.match_spec_result, &extra)) {
+    encoder.encode(extra, 0);
+  } else {
+    writer.immediate(atoms.undefined);
+  }
+
+  kt::CommitResult r = core.commit(std::move(event));
+  if (r.limit_reached) {
+    enif_send(env, &s->owner, nullptr,
+              enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), atoms.limit_reached));
+  }
+  if (r.wake_consumer) {
+    enif_send(env, &s->owner, nullptr,
+              enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), atoms.ready));
+  }
+  return atoms.ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// session management, called by Kino.Trace.Session
+
+bool get_u64(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t& out) {
+  ERL_NIF_TERM v;
+  if (!enif_get_map_value(env, map, key, &v)) return true;  // absent: keep the default
+  ErlNifUInt64 x;
+  if (!enif_get_uint64(env, v, &x)) return false;
+  out = x;
+  return true;
+}
+
+bool get_u32(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint32_t& out) {
+  std::uint64_t v = out;
+  if (!get_u64(env, map, key, v) || v > 0xFFFFFFFFu) return false;
+  out = static_cast<std::uint32_t>(v);
+  return true;
+}
+
+// new_session(OwnerPid, LimitsMap) -> Resource
+ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  ErlNifPid owner;
+  if (!enif_get_local_pid(env, argv[0], &owner) || !enif_is_map(env, argv[1])) return enif_make_badarg(env);
+  kt::Limits limits;
+  std::uint64_t rate_period_ms = 0;
+  if (!get_u64(env, argv[1], atoms.max_events, limits.max_events) ||
+      !get_u64(env, argv[1], atoms.rate_count, limits.rate_count) ||
+      !get_u64(env, argv[1], atoms.rate_period_ms, rate_period_ms) ||
+      !get_u64(env, argv[1], atoms.queue_events, limits.queue_events) ||
+      !get_u64(env, argv[1], atoms.queue_bytes, limits.queue_bytes) ||
+      !get_u32(env, argv[1], atoms.max_depth, limits.caps.max_depth) ||
+      !get_u32(env, argv[1], atoms.max_items, limits.caps.max_items) ||
+      !get_u32(env, argv[1], atoms.max_binary, limits.caps.max_binary) ||
+      !get_u32(env, argv[1], atoms.max_bytes, limits.caps.max_bytes)) {
+    return enif_make_badarg(env);
+  }
+  limits.rate_period_ns = static_cast<std::int64_t>(rate_period_ms) * 1000000;
+
+  void* mem = enif_alloc_resource(session_type, sizeof(Session));
+  if (!mem) return enif_make_badarg(env);
+  Session* s = new (mem) Session(limits, owner, next_session_id.fetch_add(1));
+  ERL_NIF_TERM term = enif_make_resource(env, s);
+  if (enif_monitor_process(env, s, &owner, &s->owner_monitor) != 0) s->core.close();
+  enif_release_resource(s);
+  return term;
+}
+
+ERL_NIF_TERM session_id(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  return enif_make_uint64(env, s->id);
+}
+
+ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
+  EnifBuilder builder{env};
+  kt::TermDecoder<EnifBuilder> decoder(builder, e.payload.data(), e.payload.size());
+  ERL_NIF_TERM first = decoder.decode();
+  ERL_NIF_TERM second = decoder.at_end() ? atoms.undefined : decoder.decode();
+  ERL_NIF_TERM items[] = {
+      static_cast<ERL_NIF_TERM>(e.tag),
+      static_cast<ERL_NIF_TERM>(e.pid),
+      enif_make_int64(env, e.time_ns),
+      enif_make_uint(env, e.scheduler),
+      e.module ? static_cast<ERL_NIF_TERM>(e.module) : atoms.undefined,
+      e.function ? static_cast<ERL_NIF_TERM>(e.function) : atoms.undefined,
+      enif_make_uint(env, e.arity),
+      first,
+      second,
+  };
+  return enif_make_tuple_from_array(env, items, 9);
+}
+
+// drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra}], More}
+ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  unsigned max = 0;
+  if (!s || !enif_get_uint(env, argv[1], &max) || max == 0 || max > 10000) return enif_make_badarg(env);
+  std::vector<kt::Event> batch(max);
+  bool more = false;
+  std::size_t n = s->core.drain(batch.data(), max, more);
+  ERL_NIF_TERM list = enif_make_list(env, 0);
+  for (std::size_t i = n; i > 0; --i) list = enif_make_list_cell(env, event_tuple(env, batch[i - 1]), list);
+  int percent = static_cast<int>(n * 100 / 10000) + 1;
+  enif_consume_timeslice(env, percent > 100 ? 100 : percent);
+  return enif_make_tuple2(env, list, more ? atoms.true_ : atoms.false_);
+}
+
+ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  kt::Counters c = s->core.counters();
+  ERL_NIF_TERM keys[] = {atoms.id, atoms.accepted, atoms.delivered, atoms.queued, atoms.discarded,
+                         atoms.bytes_queued, atoms.dropped_closed, atoms.dropped_rate, atoms.dropped_queue_full,
+                         atoms.dropped_max_events, atoms.wakeups, atoms.closed, atoms.limit_reached};
+  ERL_NIF_TERM vals[] = {enif_make_uint64(env, s->id),
+                         enif_make_uint64(env, c.accepted),
+                         enif_make_uint64(env, c.delivered),
+                         enif_make_uint64(env, c.queued),
+                         enif_make_uint64(env, c.discarded),
+                         enif_make_uint64(env, c.bytes_queued),
+                         enif_make_uint64(env, c.dropped_closed),
+                         enif_make_uint64(env, c.dropped_rate),
+                         enif_make_uint64(env, c.dropped_queue_full),
+                         enif_make_uint64(env, c.dropped_max_events),
+                         enif_make_uint64(env, c.wakeups),
+                         c.closed ? atoms.true_ : atoms.false_,
+                         c.limit_reached ? atoms.true_ : atoms.false_};
+  ERL_NIF_TERM m;
+  enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &m);
+  return m;
+}
+
+ERL_NIF_TERM close_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  s->core.close();
+  return atoms.ok;
+}
+
+// Encodes a term with the given caps and decodes it again: what a traced term looks like
+// once copied out of its process (for tests and for the display caps of the Elixir side).
+ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  kt::TermCaps caps;
+  if (!enif_is_map(env, argv[1]) || !get_u32(env, argv[1], atoms.max_depth, caps.max_depth) ||
+      !get_u32(env, argv[1], atoms.max_items, caps.max_items) ||
+      !get_u32(env, argv[1], atoms.max_binary, caps.max_binary) ||
+      !get_u32(env, argv[1], atoms.max_bytes, caps.max_bytes)) {
+    return enif_make_badarg(env);
+  }
+  kt::PayloadBuffer buf;
+  kt::TermWriter writer(buf, caps);
+  EnifSource source{env};
+  kt::TermEncoder<EnifSource> encoder(source, writer);
+  encoder.encode(argv[0], 0);
+  EnifBuilder builder{env};
+  kt::TermDecoder<EnifBuilder> decoder(builder, buf.data(), buf.size());
+  return enif_make_tuple2(env, decoder.decode(), enif_make_uint64(env, buf.size()));
+}
+
+ERL_NIF_TERM nif_loaded(ErlNifEnv*, int, const ERL_NIF_TERM[]) { return atoms.true_; }
+
+// ---------------------------------------------------------------------------------------
+
+int load(ErlNifEnv* env, void**, ERL_NIF_TERM) {
+  init_atoms(env);
+  ErlNifResourceTypeInit init{};
+  init.dtor = session_dtor;
+  init.down = session_down;
+  init.members = 3;
+  session_type = enif_init_resource_type(env, "kino_trace_session", &init, ERL_NIF_RT_CREATE, nullptr);
+  return session_type ? 0 : 1;
+}
+
+int upgrade(ErlNifEnv* env, void** priv, void**, ERL_NIF_TERM info) {
+  init_atoms(env);
+  ErlNifResourceTypeInit init{};
+  init.dtor = session_dtor;
+  init.down = session_down;
+  init.members = 3;
+  session_type = enif_init_resource_type(env, "kino_trace_session", &init,
+                                         static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER),
+                                         nullptr);
+  (void)priv;
+  (void)info;
+  return session_type ? 0 : 1;
+}
+
+ErlNifFunc nif_funcs[] = {
+    {"enabled", 3, enabled, 0},
+    {"enabled_call", 3, enabled, 0},
+    {"enabled_send", 3, enabled, 0},
+    {"enabled_receive", 3, enabled, 0},
+    {"enabled_procs", 3, enabled, 0},
+    {"trace", 5, trace, 0},
+    {"trace_call", 5, trace, 0},
+    {"trace_send", 5, trace, 0},
+    {"trace_receive", 5, trace, 0},
+    {"trace_procs", 5, trace, 0},
+    {"new_session", 2, new_session, 0},
+    {"session_id", 1, session_id, 0},
+    {"drain", 2, drain, 0},
+    {"counters", 1, counters, 0},
+    {"close", 1, close_session, 0},
+    {"roundtrip", 2, roundtrip, 0},
+    {"nif_loaded", 0, nif_loaded, 0},
+};
+
+}  // namespace
+
+ERL_NIF_INIT(Elixir.Kino.Trace.Tracer, nif_funcs, load, nullptr, upgrade, nullptr)

@@ -1,0 +1,120 @@
+defmodule Kino.Trace.Tracer do
+  @moduledoc """
+  kino_trace's native tracer: an `erl_tracer` module whose callbacks are NIFs.
+
+  The VM calls `enabled/3` (and its `enabled_*` variants) and `trace/5` (and its
+  `trace_*` variants) inside the traced process. The tracer state is a *session
+  resource* made by `new_session/2`, which holds the session's limits and its lock-free
+  event queue:
+
+      resource = Kino.Trace.Tracer.new_session(self(), %{max_events: 100})
+      session = :trace.session_create(:my_trace, {Kino.Trace.Tracer, resource}, [])
+      :trace.process(session, pid, true, [:call])
+      :trace.function(session, {MyMod, :_, :_}, true, [:local])
+      # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
+      {events, more?} = Kino.Trace.Tracer.drain(resource, 500)
+
+  Limits (all optional, in the map given to `new_session/2`): `:max_events` (then the
+  session closes and the owner gets `{:kino_trace, id, :limit_reached}`), `:rate_count`
+  with `:rate_period_ms` (a token bucket: over-rate events are dropped and counted),
+  `:queue_events` and `:queue_bytes` (queue caps), and the term caps `:max_depth`,
+  `:max_items`, `:max_binary`, `:max_bytes`. `counters/1` tells what happened to every event.
+
+  This is the low-level layer: use `Kino.Trace` instead.
+  """
+
+  @on_load :load_nif
+  @nif_path ~c"kino_trace_nif"
+
+  @doc false
+  def load_nif do
+    path = :filename.join(:code.priv_dir(:kino_trace), @nif_path)
+
+    case :erlang.load_nif(path, 0) do
+      :ok ->
+        :ok
+
+      {:error, {:reload, _}} ->
+        :ok
+
+      {:error, reason} ->
+        IO.warn("kino_trace: could not load its native tracer from #{path}: #{inspect(reason)}")
+        :ok
+    end
+  end
+
+  @typedoc "A native session: the tracer state given to `:trace.session_create/3`."
+  @opaque resource :: reference()
+
+  @typedoc "A raw event as `drain/2` returns it."
+  @type raw_event ::
+          {tag :: atom(), pid() | port() | :undefined, monotonic_ns :: integer(),
+           scheduler :: non_neg_integer(), module() | :undefined, atom() | :undefined,
+           arity :: non_neg_integer(), term(), term()}
+
+  # --- erl_tracer callbacks (NIFs) -------------------------------------------------------
+
+  @doc false
+  def enabled(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def enabled_call(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def enabled_send(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def enabled_receive(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def enabled_procs(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def trace(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def trace_call(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def trace_send(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def trace_receive(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def trace_procs(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
+
+  # --- session management -------------------------------------------------------------
+
+  @doc "Creates a native session owned (and drained) by `owner`, with the given limits."
+  @spec new_session(pid(), map()) :: resource()
+  def new_session(_owner, _limits), do: :erlang.nif_error(:not_loaded)
+
+  @doc "The session's id, as found in its `{:kino_trace, id, _}` messages."
+  @spec session_id(resource()) :: pos_integer()
+  def session_id(_resource), do: :erlang.nif_error(:not_loaded)
+
+  @doc "Takes up to `max` (1..10000) events. Returns them and whether more may be waiting."
+  @spec drain(resource(), pos_integer()) :: {[raw_event()], boolean()}
+  def drain(_resource, _max), do: :erlang.nif_error(:not_loaded)
+
+  @doc "The session's counters: accepted, delivered, queued, dropped by reason, ..."
+  @spec counters(resource()) :: map()
+  def counters(_resource), do: :erlang.nif_error(:not_loaded)
+
+  @doc "Closes the session: nothing more is accepted and queued events are freed."
+  @spec close(resource()) :: :ok
+  def close(_resource), do: :erlang.nif_error(:not_loaded)
+
+  @doc """
+  Copies `term` as the tracer would, with the given caps, and returns the copy and its
+  encoded size in bytes.
+
+      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(Enum.to_list(1..100), %{max_items: 3})
+      iex> inspect(copy)
+      "[1, 2, 3, ...]"
+  """
+  @spec roundtrip(term(), map()) :: {term(), non_neg_integer()}
+  def roundtrip(_term, _caps), do: :erlang.nif_error(:not_loaded)
+
+  @doc "True when the native tracer is loaded."
+  @spec loaded?() :: boolean()
+  def loaded? do
+    nif_loaded()
+  rescue
+    _ -> false
+  end
+
+  defp nif_loaded, do: :erlang.nif_error(:not_loaded)
+end
