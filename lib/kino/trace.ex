@@ -1,0 +1,223 @@
+defmodule Kino.Trace do
+  @moduledoc """
+  Live function-call tracing for the BEAM.
+
+  In a Livebook cell, a trace renders as a live widget that shows every matching call as
+  it happens. Outside Livebook it is a plain handle: print events to the console, read
+  them, stream them, or capture a block's calls in a test.
+
+      trace = Kino.Trace.calls(["MyApp.Repo.get/2", "Enum.map(list, _) when length(list) > 100"])
+      Kino.Trace.events(trace)      # the last events, as Kino.Trace.Event structs
+      Kino.Trace.info(trace)        # counters: accepted, delivered, dropped by reason, rate
+      Kino.Trace.stop(trace)
+
+      # in IEx: print each call as Elixir code, indented by call depth
+      Kino.Trace.calls([MyApp.Cache], print: true, limit: 100)
+
+      # in a test
+      capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end)
+      capture.events
+
+  ## Patterns
+
+  Mixed freely in one list: `"Mod"`, `"Mod.fun"`, `"Mod.fun/2"`, `"Mod.fun/*"`,
+  `":ets.insert/2"`, `":ets"`, `Mod`, `&Mod.fun/2`, `{Mod, :fun, 2}`, and argument
+  patterns with guards in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
+  `"Enum.map(list, _) when length(list) > 100"`. See `Kino.Trace.Pattern`.
+
+  Every pattern is checked before anything is traced: an unknown module or function, a
+  syntax error or a bad option raises an `ArgumentError` naming the bad entry, with a
+  suggestion when a close name exists.
+
+  ## Options
+
+    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
+      name, or a list of pids and names
+    * `:children` - also trace the processes they spawn (default `false`)
+    * `:return` - return values and durations (default `true`)
+    * `:exceptions` - exceptions raised out of traced calls (default `true`)
+    * `:caller` - record each call's caller (default `false`)
+    * `:local` - also trace local (private and module-internal) calls (default `true`)
+    * `:limit` - stop tracing after this many events
+    * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are
+      dropped and counted, the trace keeps running
+    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping
+    * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
+      copied out of the traced process (deeper, longer or larger parts show as `...`)
+    * `:timeout` - stop tracing after this many milliseconds
+    * `:print` - print events to the console as they arrive (default `false`); `true`
+      or the options of `Kino.Trace.Printer.attach/2` such as `[colors: false]`
+    * `:force` - allow tracing everything or kino_trace's own modules
+    * `:history` - how many recent events `events/2` keeps (default 10 000)
+
+  ## Safety
+
+  Limits are enforced in the native tracer before the VM builds a trace message, so a
+  flood costs little and never grows memory without bound: what does not fit is dropped
+  and counted (`info/1`). Each trace is its own OTP trace session, so several traces,
+  `:dbg` and other tools run side by side. A trace ends when its owner process exits,
+  on `stop/1`, at its `:timeout` or `:limit`; then nothing of it remains in the VM.
+  """
+
+  alias Kino.Trace.{Options, Pattern, Session}
+
+  @enforce_keys [:id, :session]
+  defstruct [:id, :session, node: nil]
+
+  @type t :: %__MODULE__{id: pos_integer(), session: pid(), node: node()}
+  @type status :: :running | :paused | :stopped | :limit_reached | :timeout
+
+  @doc """
+  Starts tracing calls that match `patterns` and returns the trace.
+
+  The calling process owns the trace: when it exits, the trace ends. See the module
+  documentation for patterns and options.
+  """
+  @spec calls(term(), keyword()) :: t()
+  def calls(patterns, opts \\ []) do
+    opts = Options.validate!(opts)
+    {patterns, warnings} = Pattern.parse_all!(List.wrap(patterns), Session.pattern_opts(opts))
+    Enum.each(warnings, &IO.warn(&1, []))
+    trace = start!(self(), patterns, opts)
+    case opts[:print] do
+      false -> :ok
+      true -> Kino.Trace.Printer.attach(trace)
+      printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
+    end
+
+    trace
+  end
+
+  @doc false
+  def start!(owner, patterns, opts) do
+    case Session.start(owner, patterns, opts) do
+      {:ok, pid, id} -> %__MODULE__{id: id, session: pid, node: node()}
+      {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
+    end
+  end
+
+  @doc """
+  Traces the calling process (and the processes it spawns) while `fun` runs, and returns
+  every matching call with its return value or exception.
+
+  Waits until every event of the block has been delivered, then ends the trace.
+
+      capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2, 3]) end)
+      capture.result
+      #=> 6
+      Enum.map(capture.events, & &1.kind)
+      #=> [:call, :return]
+
+  Options are those of `calls/2`; `:pids` adds processes to trace besides the caller
+  (default none), `:children` defaults to `true`. If `fun` raises, the trace is ended
+  and the exception re-raised.
+  """
+  @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
+  def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do
+    Kino.Trace.Capture.run(patterns, fun, opts)
+  end
+
+  @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
+  @spec stop(t()) :: :ok
+  def stop(%__MODULE__{session: pid}) do
+    GenServer.call(pid, :stop)
+  catch
+    :exit, _ -> :ok
+  end
+
+  @doc """
+  Subscribes `pid` to the trace. It receives
+  `{:kino_trace, id, {:events, [Kino.Trace.Event.t()]}}` batches and
+  `{:kino_trace, id, {:status, status}}` when the status changes. The subscriber is never
+  traced by this trace.
+  """
+  @spec subscribe(t(), pid()) :: :ok
+  def subscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:subscribe, pid})
+
+  @doc "Unsubscribes `pid`."
+  @spec unsubscribe(t(), pid()) :: :ok
+  def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:unsubscribe, pid})
+
+  @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
+  @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
+  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})
+
+  @doc """
+  A live stream of the trace's events, ending when the trace stops.
+
+      trace |> Kino.Trace.stream() |> Stream.filter(&(&1.kind == :call)) |> Enum.take(10)
+  """
+  @spec stream(t()) :: Enumerable.t()
+  def stream(%__MODULE__{id: id} = trace) do
+    Stream.resource(
+      fn ->
+        subscribe(trace)
+        ref = Process.monitor(trace.session)
+        {status_ended?(trace), ref}
+      end,
+      fn
+        {true, ref} ->
+          {:halt, {true, ref}}
+
+        {false, ref} ->
+          receive do
+            {:kino_trace, ^id, {:events, events}} -> {events, {false, ref}}
+            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] -> {[], {false, ref}}
+            {:kino_trace, ^id, {:status, _ended}} -> {:halt, {true, ref}}
+            {:DOWN, ^ref, :process, _, _} -> {:halt, {true, ref}}
+          end
+      end,
+      fn {_, ref} ->
+        Process.demonitor(ref, [:flush])
+        try do
+          unsubscribe(trace)
+        catch
+          :exit, _ -> :ok
+        end
+      end
+    )
+  end
+
+  defp status_ended?(trace), do: info(trace).status not in [:running, :paused]
+
+  @doc """
+  The trace's status and counters: `:accepted`, `:delivered`, `:queued`, `:dropped` by
+  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`), `:rate` (events per second
+  over the last second), `:patterns`, `:status`.
+  """
+  @spec info(t()) :: map()
+  def info(%__MODULE__{} = trace), do: call(trace, :info)
+
+  @doc """
+  Replaces the patterns of a running trace. Good entries apply, bad ones are reported:
+  returns `{input, :ok | {:ok, warnings} | {:error, message}}` per entry.
+  """
+  @spec set_patterns(t(), term()) :: [{term(), :ok | {:ok, [String.t()]} | {:error, String.t()}}]
+  def set_patterns(%__MODULE__{} = trace, patterns), do: call(trace, {:set_patterns, patterns})
+
+  @doc "The trace's current patterns, as text."
+  @spec patterns(t()) :: [String.t()]
+  def patterns(%__MODULE__{} = trace), do: info(trace).patterns
+
+  @doc "Pauses tracing: nothing is recorded until `resume/1`."
+  @spec pause(t()) :: :ok
+  def pause(%__MODULE__{} = trace), do: call(trace, :pause)
+
+  @doc "Resumes a paused trace."
+  @spec resume(t()) :: :ok
+  def resume(%__MODULE__{} = trace), do: call(trace, :resume)
+
+  @doc "Prints the trace's events to the console as they arrive (see `Kino.Trace.Printer`)."
+  @spec print(t(), keyword()) :: t()
+  def print(%__MODULE__{} = trace, opts \\ []) do
+    Kino.Trace.Printer.attach(trace, opts)
+    trace
+  end
+
+  defp call(%__MODULE__{session: pid}, request) do
+    GenServer.call(pid, request, 30_000)
+  catch
+    :exit, {:noproc, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
+    :exit, {:normal, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
+  end
+end

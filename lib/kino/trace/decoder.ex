@@ -1,0 +1,151 @@
+defmodule Kino.Trace.Decoder do
+  @moduledoc """
+  Turns the native tracer's raw events into `Kino.Trace.Event` structs.
+
+  It numbers events, converts monotonic timestamps to system time, and pairs calls with
+  their returns and exceptions per process, which gives each event its call depth and
+  each return its duration. The state is a plain struct, so the pairing is a pure
+  function of the raw events.
+
+      iex> decoder = Kino.Trace.Decoder.new()
+      iex> pid = self()
+      iex> raw = [
+      ...>   {:call, pid, 1_000, 1, Enum, :sum, 1, [[1, 2]], :undefined},
+      ...>   {:return_from, pid, 4_000, 1, Enum, :sum, 1, :undefined, 3}
+      ...> ]
+      iex> {[call, return], _decoder} = Kino.Trace.Decoder.decode(decoder, raw)
+      iex> {call.kind, call.args, return.kind, return.return, return.duration, return.call_id == call.id}
+      {:call, [[1, 2]], :return, 3, 3_000, true}
+  """
+
+  alias Kino.Trace.Event
+
+  # Open calls kept per process (deeper ones are forgotten), and processes tracked.
+  @max_stack 512
+  @max_pids 20_000
+  @max_names 10_000
+
+  defstruct next_id: 1, stacks: %{}, names: %{}, node: nil, time_offset: 0
+
+  @type t :: %__MODULE__{}
+
+  @doc "A new decoder."
+  @spec new() :: t()
+  def new, do: %__MODULE__{node: node(), time_offset: :erlang.time_offset(:nanosecond)}
+
+  @doc """
+  Decodes a batch of raw events (sorted by their monotonic timestamp first, since
+  events from different schedulers may arrive out of order).
+  """
+  @spec decode(t(), [Kino.Trace.Tracer.raw_event()]) :: {[Event.t()], t()}
+  def decode(decoder, raw) do
+    decoder = %{decoder | time_offset: :erlang.time_offset(:nanosecond)}
+
+    raw
+    |> Enum.sort_by(&elem(&1, 2))
+    |> Enum.map_reduce(decoder, &decode_one/2)
+  end
+
+  defp decode_one({tag, pid, mono, sched, m, f, a, first, second}, decoder) do
+    {name, decoder} = name_of(decoder, pid)
+
+    event = %Event{
+      id: decoder.next_id,
+      node: decoder.node,
+      pid: undefined_to_nil(pid),
+      name: name,
+      time: div(mono + decoder.time_offset, 1000),
+      monotonic: mono,
+      scheduler: sched
+    }
+
+    decoder = %{decoder | next_id: decoder.next_id + 1}
+    fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, decoder)
+  end
+
+  defp fill(:call, event, {m, f, a}, args, caller, decoder) do
+    stack = Map.get(decoder.stacks, event.pid, [])
+    event = %{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller), depth: length(stack)}
+    frame = {event.id, event.monotonic, {m, f, a}}
+    stack = Enum.take([frame | stack], @max_stack)
+    {event, put_stack(decoder, event.pid, stack)}
+  end
+
+  defp fill(tag, event, {m, f, a}, _first, value, decoder) when tag in [:return_from, :exception_from] do
+    {kind, event} =
+      case tag do
+        :return_from -> {:return, %{event | return: value}}
+        :exception_from -> {:exception, %{event | exception: value}}
+      end
+
+    event = %{event | kind: kind, module: m, function: f, arity: a}
+    stack = Map.get(decoder.stacks, event.pid, [])
+
+    case Enum.split_while(stack, fn {_id, _t, mfa} -> mfa != {m, f, a} end) do
+      {_above, [{call_id, t0, _} | rest]} ->
+        event = %{event | call_id: call_id, duration: event.monotonic - t0, depth: length(rest)}
+        {event, put_stack(decoder, event.pid, rest)}
+
+      {_, []} ->
+        {event, decoder}
+    end
+  end
+
+  defp fill(:return_to, event, {m, f, a}, _first, _second, decoder) do
+    depth = decoder.stacks |> Map.get(event.pid, []) |> length()
+    {%{event | kind: :return_to, module: m, function: f, arity: a, depth: depth}, decoder}
+  end
+
+  defp fill(tag, event, _mfa, first, second, decoder) do
+    event =
+      case tag do
+        :send -> %{event | kind: :send, data: first, peer: second}
+        :send_to_non_existing_process -> %{event | kind: :send_to_non_existing, data: first, peer: second}
+        :receive -> %{event | kind: :receive, data: first}
+        :spawn -> %{event | kind: :spawn, peer: first, data: second}
+        :spawned -> %{event | kind: :spawned, peer: first, data: second}
+        :exit -> %{event | kind: :exit, data: first}
+        kind when kind in [:link, :unlink, :getting_linked, :getting_unlinked] -> %{event | kind: kind, peer: first}
+        kind when kind in [:register, :unregister] -> %{event | kind: kind, data: first}
+        other -> %{event | kind: other, data: first, peer: undefined_to_nil(second)}
+      end
+
+    decoder = if tag == :exit, do: %{decoder | stacks: Map.delete(decoder.stacks, event.pid)}, else: decoder
+    {event, decoder}
+  end
+
+  defp caller({m, f, a}) when is_atom(m) and is_atom(f) and is_integer(a), do: {m, f, a}
+  defp caller(_), do: nil
+
+  defp put_stack(decoder, pid, []), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
+
+  defp put_stack(%{stacks: stacks} = decoder, pid, stack) when map_size(stacks) >= @max_pids do
+    if Map.has_key?(stacks, pid),
+      do: %{decoder | stacks: Map.put(stacks, pid, stack)},
+      else: %{decoder | stacks: %{pid => stack}}
+  end
+
+  defp put_stack(decoder, pid, stack), do: %{decoder | stacks: Map.put(decoder.stacks, pid, stack)}
+
+  defp name_of(decoder, pid) when is_pid(pid) and node(pid) == node() do
+    case decoder.names do
+      %{^pid => name} ->
+        {name, decoder}
+
+      names ->
+        name =
+          case Process.info(pid, :registered_name) do
+            {:registered_name, name} when is_atom(name) and name != [] -> name
+            _ -> nil
+          end
+
+        names = if map_size(names) >= @max_names, do: %{}, else: names
+        {name, %{decoder | names: Map.put(names, pid, name)}}
+    end
+  end
+
+  defp name_of(decoder, _pid), do: {nil, decoder}
+
+  defp undefined_to_nil(:undefined), do: nil
+  defp undefined_to_nil(other), do: other
+end

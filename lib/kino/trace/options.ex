@@ -1,0 +1,176 @@
+defmodule Kino.Trace.Options do
+  @moduledoc """
+  Validates the options of `Kino.Trace.calls/2` and `Kino.Trace.capture/3`.
+
+  Every option is checked before anything is traced; a bad one raises an
+  `ArgumentError` that names it and says what it takes.
+
+      iex> Kino.Trace.Options.validate!(limit: 10, rate: {100, 1000})[:limit]
+      10
+
+      iex> Kino.Trace.Options.validate!(limit: -1)
+      ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
+  """
+
+  @defaults [
+    pids: :all,
+    children: false,
+    return: true,
+    exceptions: true,
+    caller: false,
+    local: true,
+    limit: nil,
+    rate: nil,
+    queue: [events: 100_000, bytes: 64 * 1024 * 1024],
+    max_depth: 10,
+    max_items: 50,
+    max_binary: 512,
+    max_bytes: 16_384,
+    timeout: nil,
+    print: false,
+    force: false,
+    history: 10_000,
+    name: nil
+  ]
+
+  @doc "The default options."
+  @spec defaults() :: keyword()
+  def defaults, do: @defaults
+
+  @doc """
+  Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option.
+  """
+  @spec validate!(keyword(), keyword()) :: keyword()
+  def validate!(opts, defaults \\ @defaults) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
+    end
+
+    Enum.each(opts, fn {key, value} ->
+      unless Keyword.has_key?(defaults, key) do
+        raise ArgumentError,
+              "unknown option #{inspect(key)}" <> suggestion(key, Keyword.keys(defaults)) <>
+                ". Known options: " <> Enum.map_join(Keyword.keys(defaults), ", ", &inspect/1)
+      end
+
+      check!(key, value)
+    end)
+
+    opts = Keyword.merge(defaults, opts)
+    Keyword.update!(opts, :queue, &Keyword.merge(@defaults[:queue], &1))
+  end
+
+  defp check!(:pids, value), do: check_pids!(value)
+
+  defp check!(:print, value) do
+    unless is_boolean(value) or Keyword.keyword?(value),
+      do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
+  end
+
+  defp check!(key, value) when key in [:children, :return, :exceptions, :caller, :local, :force] do
+    unless is_boolean(value), do: invalid!(key, "a boolean", value)
+  end
+
+  defp check!(key, value) when key in [:limit, :timeout] do
+    unless is_nil(value) or pos_integer?(value), do: invalid!(key, "a positive integer", value)
+  end
+
+  defp check!(key, value) when key in [:max_depth, :max_items, :max_binary, :max_bytes, :history] do
+    unless pos_integer?(value) and value <= 0xFFFFFFFF,
+      do: invalid!(key, "a positive integer", value)
+  end
+
+  defp check!(:rate, nil), do: :ok
+
+  defp check!(:rate, {count, ms} = value) do
+    unless pos_integer?(count) and pos_integer?(ms),
+      do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
+  end
+
+  defp check!(:rate, value), do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
+
+  defp check!(:queue, value) do
+    valid =
+      Keyword.keyword?(value) and
+        Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end)
+
+    unless valid, do: invalid!(:queue, "a keyword list with :events and/or :bytes as positive integers", value)
+  end
+
+  defp check!(:name, value) do
+    unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
+  end
+
+  defp check_pids!(value) when value in [:all, :new, :existing], do: :ok
+  defp check_pids!(value) when is_pid(value), do: :ok
+
+  defp check_pids!(value) when is_atom(value) do
+    unless Process.whereis(value) do
+      raise ArgumentError, "invalid value for :pids: no process is registered as #{inspect(value)}"
+    end
+  end
+
+  defp check_pids!([_ | _] = list) do
+    Enum.each(list, fn
+      item when item in [:all, :new, :existing] ->
+        raise ArgumentError, "invalid value for :pids: #{inspect(item)} cannot be part of a list"
+
+      item ->
+        check_pids!(item)
+    end)
+  end
+
+  defp check_pids!(value) do
+    invalid!(:pids, ":all, :new, :existing, a pid, a registered name, or a list of pids and names", value)
+  end
+
+  defp pos_integer?(v), do: is_integer(v) and v > 0
+
+  defp invalid!(key, expected, value) do
+    raise ArgumentError, "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
+  end
+
+  defp suggestion(key, known) do
+    key = to_string(key)
+
+    case Enum.max_by(known, &String.jaro_distance(to_string(&1), key), fn -> nil end) do
+      nil -> ""
+      best -> if String.jaro_distance(to_string(best), key) > 0.8, do: " (did you mean #{inspect(best)}?)", else: ""
+    end
+  end
+
+  @doc """
+  Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,
+  `:new`, `:existing` or pids.
+  """
+  @spec resolve_pids(term()) :: [pid() | :all | :new | :existing]
+  def resolve_pids(value) when value in [:all, :new, :existing], do: [value]
+  def resolve_pids(value) when is_pid(value), do: [value]
+
+  def resolve_pids(value) when is_atom(value) do
+    case Process.whereis(value) do
+      nil -> raise ArgumentError, "invalid value for :pids: no process is registered as #{inspect(value)}"
+      pid -> [pid]
+    end
+  end
+
+  def resolve_pids(list) when is_list(list), do: Enum.flat_map(list, &resolve_pids/1)
+
+  @doc "The native session's limits, from validated options."
+  @spec native_limits(keyword()) :: map()
+  def native_limits(opts) do
+    {rate_count, rate_ms} = opts[:rate] || {0, 0}
+
+    %{
+      max_events: opts[:limit] || 0,
+      rate_count: rate_count,
+      rate_period_ms: rate_ms,
+      queue_events: opts[:queue][:events],
+      queue_bytes: opts[:queue][:bytes],
+      max_depth: opts[:max_depth],
+      max_items: opts[:max_items],
+      max_binary: opts[:max_binary],
+      max_bytes: opts[:max_bytes]
+    }
+  end
+end

@@ -1,0 +1,175 @@
+defmodule Kino.Trace.Printer do
+  @moduledoc """
+  Prints trace events to the console as Elixir code, for IEx and scripts.
+
+      iex> Kino.Trace.calls(["MyApp.Cache.fetch/2"], print: true)
+      12:01:03.123456 #PID<0.210.0> MyApp.Cache.fetch(:users, 42)
+      12:01:03.123494 #PID<0.210.0> -> {:ok, %User{...}} (38 µs)
+
+  Calls are indented by their depth in the process, terms are shown with `inspect/2`
+  limits (what the tracer cut shows as `...`), and lines are coloured when the terminal
+  supports ANSI colours.
+
+  `format/2` turns one event into a line (iodata) and can be used on its own:
+
+      iex> event = %Kino.Trace.Event{kind: :call, module: Enum, function: :sum, arity: 1,
+      ...>   args: [[1, 2]], pid: :c.pid(0, 42, 0), time: 0}
+      iex> event |> Kino.Trace.Printer.format(colors: false, time: false) |> IO.iodata_to_binary()
+      "#PID<0.42.0> Enum.sum([1, 2])"
+  """
+
+  alias Kino.Trace.Event
+
+  @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
+
+  @doc """
+  Starts a process that prints the trace's events to the current group leader (or
+  `:device`) until the trace stops. Options: `:colors` (default: whether ANSI is
+  enabled), `:time` (show timestamps, default `true`), `:device`.
+  """
+  @spec attach(Kino.Trace.t(), keyword()) :: pid()
+  def attach(%Kino.Trace{} = trace, opts \\ []) do
+    device = Keyword.get(opts, :device, Process.group_leader())
+    opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
+    pid = spawn(fn -> init(trace, device, opts) end)
+    Kino.Trace.subscribe(trace, pid)
+    send(pid, :subscribed)
+    pid
+  end
+
+  defp init(trace, device, opts) do
+    ref = Process.monitor(trace.session)
+
+    receive do
+      :subscribed -> loop(trace.id, ref, device, opts)
+    after
+      5_000 -> :ok
+    end
+  end
+
+  defp loop(id, ref, device, opts) do
+    receive do
+      {:kino_trace, ^id, {:events, events}} ->
+        IO.write(device, Enum.map(events, &[format(&1, opts), ?\n]))
+        loop(id, ref, device, opts)
+
+      {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] ->
+        loop(id, ref, device, opts)
+
+      {:kino_trace, ^id, {:status, status}} ->
+        IO.write(device, colorize(["-- trace ", to_string(status), " --\n"], :faint, opts))
+
+      {:DOWN, ^ref, :process, _, _} ->
+        :ok
+    end
+  end
+
+  @doc """
+  Formats one event as a line of Elixir code (iodata, no newline).
+
+  Options: `:colors` (default `false`), `:time` (default `true`), `:inspect` (options for
+  `inspect/2`, merged into the defaults).
+  """
+  @spec format(Event.t(), keyword()) :: iodata()
+  def format(%Event{} = event, opts \\ []) do
+    inspect_opts = Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, []))
+    time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
+    who = [inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: []), " "]
+    indent = String.duplicate("  ", event.depth)
+
+    [
+      colorize(time, :faint, opts),
+      colorize(who, :cyan, opts),
+      indent,
+      body(event, inspect_opts, opts)
+    ]
+  end
+
+  defp body(%Event{kind: :call} = e, io, opts) do
+    args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
+    caller = if e.caller, do: colorize(["  (from ", format_mfa(e.caller), ")"], :faint, opts), else: []
+    [colorize([format_fun(e.module, e.function), "(", args, ")"], :bright, opts), caller]
+  end
+
+  defp body(%Event{kind: :return} = e, io, opts) do
+    [colorize("-> ", :green, opts), inspect(e.return, io), duration(e, opts), call_name(e, opts)]
+  end
+
+  defp body(%Event{kind: :exception, exception: {class, reason}} = e, io, opts) do
+    text =
+      case {class, reason} do
+        {:error, %{__exception__: true} = ex} -> Exception.format_banner(:error, ex)
+        {class, reason} -> "** (#{class}) " <> inspect(reason, io)
+      end
+
+    [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
+  end
+
+  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", format_mfa(Event.mfa(e))]
+  defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
+
+  defp body(%Event{kind: :send_to_non_existing} = e, io, _opts),
+    do: ["send ", inspect(e.data, io), " to ", inspect(e.peer), " (no such process)"]
+
+  defp body(%Event{kind: :receive} = e, io, _opts), do: ["receive ", inspect(e.data, io)]
+
+  defp body(%Event{kind: :spawn} = e, io, _opts), do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+  defp body(%Event{kind: :spawned} = e, io, _opts), do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+  defp body(%Event{kind: :exit} = e, io, opts), do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)
+  defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data), do: [to_string(kind), " ", inspect(peer, io)]
+  defp body(%Event{kind: kind} = e, io, _opts), do: [to_string(kind), " ", inspect(e.data, io)]
+
+  defp format_spawn({m, f, args}, io) when is_list(args),
+    do: [format_fun(m, f), "(", Enum.map_join(args, ", ", &inspect(&1, io)), ")"]
+
+  defp format_spawn(other, io), do: inspect(other, io)
+
+  defp call_name(%Event{module: m, function: f, arity: a}, opts) when not is_nil(m),
+    do: colorize(["  ", format_fun(m, f), "/", Integer.to_string(a)], :faint, opts)
+
+  defp call_name(_, _), do: []
+
+  defp duration(%Event{duration: nil}, _opts), do: []
+  defp duration(%Event{duration: ns}, opts), do: colorize([" (", format_duration(ns), ")"], :yellow, opts)
+
+  @doc """
+  Formats a duration in nanoseconds for people.
+
+      iex> Kino.Trace.Printer.format_duration(38_400)
+      "38 µs"
+      iex> Kino.Trace.Printer.format_duration(1_250_000)
+      "1.3 ms"
+  """
+  @spec format_duration(non_neg_integer()) :: String.t()
+  def format_duration(ns) when ns < 1_000, do: "#{ns} ns"
+  def format_duration(ns) when ns < 10_000, do: "#{Float.round(ns / 1_000, 1)} µs"
+  def format_duration(ns) when ns < 1_000_000, do: "#{div(ns + 500, 1_000)} µs"
+  def format_duration(ns) when ns < 1_000_000_000, do: "#{Float.round(ns / 1_000_000, 1)} ms"
+  def format_duration(ns), do: "#{Float.round(ns / 1_000_000_000, 2)} s"
+
+  @doc """
+  Formats `module.function` as Elixir code.
+
+      iex> Kino.Trace.Printer.format_fun(Enum, :map)
+      "Enum.map"
+      iex> Kino.Trace.Printer.format_fun(:ets, :insert)
+      ":ets.insert"
+  """
+  @spec format_fun(module(), atom()) :: String.t()
+  def format_fun(module, function) do
+    inspect(module) <> "." <> Macro.inspect_atom(:remote_call, function)
+  end
+
+  defp format_mfa({m, f, a}), do: [format_fun(m, f), "/", Integer.to_string(a)]
+  defp format_mfa(_), do: "?"
+
+  defp format_time(us) do
+    {{_, _, _}, {h, m, s}} = :calendar.system_time_to_local_time(div(us, 1_000_000), :second)
+    frac = rem(us, 1_000_000)
+    :io_lib.format(~c"~2..0B:~2..0B:~2..0B.~6..0B", [h, m, s, frac])
+  end
+
+  defp colorize(text, color, opts) do
+    if Keyword.get(opts, :colors, false), do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()], else: text
+  end
+end
