@@ -43,7 +43,8 @@ defmodule Kino.Trace.Cut do
   def cut?(_), do: false
 
   defp any_cut_in_list?([h | t]), do: cut?(h) or any_cut_in_list?(t)
-  defp any_cut_in_list?(tail), do: cut?(tail)
+  defp any_cut_in_list?([]), do: false
+  defp any_cut_in_list?(improper_tail), do: cut?(improper_tail)
 
   defimpl Inspect do
     import Inspect.Algebra
