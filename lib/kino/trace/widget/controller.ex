@@ -1,0 +1,333 @@
+defmodule Kino.Trace.Widget.Controller do
+  @moduledoc """
+  Everything the Livebook widget does on the Elixir side, without Kino.
+
+  `Kino.Trace.Widget` (the `Kino.JS.Live` module) is a thin adapter: it hands each
+  callback to this module and carries out the effects it returns. This keeps the
+  widget's behaviour testable where Kino is not installed.
+
+  A controller subscribes to a trace, coalesces its event batches (see
+  `Kino.Trace.Widget.Buffer`), keeps recent events (see `Kino.Trace.Widget.Store`) for
+  browsers that connect later and for expanding a row, and turns browser requests into
+  calls on the trace (`Kino.Trace.set_patterns/2`, `pause/1`, `resume/1`, `stop/1`).
+
+  Effects are tuples:
+
+    * `{:broadcast, event, payload}` - send to every connected browser
+    * `{:reply, event, payload}` - send to the browser that made the request
+    * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
+      it to `handle_info/2`)
+
+  Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
+  `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
+  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"` and `"term"` (a reply, see
+  `Kino.Trace.Widget.Payload.full/2`).
+
+  Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
+  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`).
+
+  ## Examples
+
+      trace = Kino.Trace.calls(["Enum.map/2"])
+      {controller, effects} = Kino.Trace.Widget.Controller.init(trace)
+      Enum.map(1..3, & &1)
+      receive do
+        {:kino_trace, _id, {:events, _}} = message ->
+          {:ok, effects, controller} = Kino.Trace.Widget.Controller.handle_info(controller, message)
+          # effects == [{:send_after, :flush, 0}]
+      end
+  """
+
+  alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
+
+  defstruct [
+    :trace,
+    :buffer,
+    :store,
+    :limits,
+    :history,
+    status: :running,
+    patterns: [],
+    flush_armed?: false,
+    seen_up_to: 0,
+    last_counters: nil,
+    last_info: nil,
+    ended?: false
+  ]
+
+  @type t :: %__MODULE__{}
+  @type effect ::
+          {:broadcast, String.t(), map()}
+          | {:reply, String.t(), map()}
+          | {:send_after, term(), non_neg_integer()}
+
+  @tick_ms 1_000
+
+  @doc """
+  Starts following `trace` from the calling process (subscribes to it, and ties the
+  trace's life to the caller with `Kino.Trace.Widget.Lifeline`).
+
+  Options:
+
+    * `:interval` - ms between pushes to the browser (default 100)
+    * `:max_batch` - events per push (default 1 000)
+    * `:max_pending` - events waiting for a push before the oldest are dropped
+      (default 10 000)
+    * `:keep` - events kept for expanding rows (default 10 000)
+    * `:history` - rows sent to a browser when it connects (default 5 000)
+    * `:limit`, `:printable_limit`, `:max_chars` - how terms render in rows
+      (see `Kino.Trace.Widget.Payload`)
+    * `:lifeline` - stop the trace when the calling process exits (default `true`)
+  """
+  @spec init(Kino.Trace.t(), keyword()) :: {t(), [effect()]}
+  def init(trace, opts \\ []) do
+    opts =
+      Keyword.validate!(opts,
+        interval: 100,
+        max_batch: 1_000,
+        max_pending: 10_000,
+        keep: 10_000,
+        history: 5_000,
+        limit: 20,
+        printable_limit: 120,
+        max_chars: 400,
+        lifeline: true
+      )
+
+    controller = %__MODULE__{
+      trace: trace,
+      buffer: Buffer.new(Keyword.take(opts, [:interval, :max_batch, :max_pending])),
+      store: Store.new(max_events: opts[:keep]),
+      limits: Keyword.take(opts, [:limit, :printable_limit, :max_chars]),
+      history: min(opts[:history], opts[:keep])
+    }
+
+    controller =
+      try do
+        :ok = Kino.Trace.subscribe(trace)
+        if opts[:lifeline], do: Lifeline.start(trace, self())
+        info = Kino.Trace.info(trace)
+        seed = Kino.Trace.events(trace, opts[:history])
+
+        store =
+          Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
+
+        seen = seed |> Enum.map(& &1.id) |> Enum.max(fn -> 0 end)
+
+        %{
+          controller
+          | status: info.status,
+            patterns: info.patterns,
+            store: store,
+            seen_up_to: seen
+        }
+      rescue
+        ArgumentError -> %{controller | status: :stopped, ended?: true}
+      end
+
+    {controller, [{:send_after, :tick, @tick_ms}]}
+  end
+
+  @doc """
+  The data a connecting browser starts from: patterns, status, counters, recent rows.
+  """
+  @spec connect(t()) :: {map(), t()}
+  def connect(%__MODULE__{} = controller) do
+    {counters, controller} = counters(controller)
+
+    payload = %{
+      patterns: controller.patterns,
+      status: to_string(controller.status),
+      counters: counters,
+      events: Store.rows(controller.store, controller.history),
+      keep: controller.store.max_events
+    }
+
+    {payload, controller}
+  end
+
+  @doc """
+  Handles a message to the widget's process: trace batches and status changes, and the
+  controller's own timers. Returns `:unknown` for anything else.
+  """
+  @spec handle_info(t(), term()) :: {:ok, [effect()], t()} | :unknown
+  def handle_info(
+        %__MODULE__{trace: %{id: id}} = controller,
+        {:kino_trace, id, {:events, events}}
+      ) do
+    fresh = Enum.filter(events, &((&1.id || 0) > controller.seen_up_to))
+    controller = %{controller | buffer: Buffer.add(controller.buffer, fresh)}
+    {effects, controller} = arm_flush(controller)
+    {:ok, effects, controller}
+  end
+
+  def handle_info(
+        %__MODULE__{trace: %{id: id}} = controller,
+        {:kino_trace, id, {:status, status}}
+      ) do
+    {flushes, controller} = flush_all(controller)
+    controller = %{controller | status: status}
+    {counters, controller} = counters(controller)
+
+    {:ok, flushes ++ [{:broadcast, "status", %{status: to_string(status), counters: counters}}],
+     controller}
+  end
+
+  def handle_info(%__MODULE__{} = controller, :flush) do
+    controller = %{controller | flush_armed?: false}
+    {effects, controller} = flush(controller)
+    {more, controller} = arm_flush(controller)
+    {:ok, effects ++ more, controller}
+  end
+
+  def handle_info(%__MODULE__{} = controller, :tick) do
+    previous = controller.last_counters
+    {counters, controller} = counters(controller)
+    effects = if counters != previous, do: [{:broadcast, "counters", counters}], else: []
+    ticks = if controller.ended?, do: [], else: [{:send_after, :tick, @tick_ms}]
+    {:ok, effects ++ ticks, controller}
+  end
+
+  def handle_info(%__MODULE__{}, _message), do: :unknown
+
+  @doc "Handles an event pushed by a browser."
+  @spec handle_event(t(), String.t(), term()) :: {[effect()], t()}
+  def handle_event(%__MODULE__{} = controller, "set_patterns", %{"patterns" => lines})
+      when is_list(lines) do
+    lines = Enum.filter(lines, &is_binary/1)
+
+    try do
+      results = Kino.Trace.set_patterns(controller.trace, lines)
+      patterns = Kino.Trace.patterns(controller.trace)
+
+      {[{:broadcast, "patterns", Payload.pattern_results(results, patterns)}],
+       %{controller | patterns: patterns}}
+    rescue
+      e in ArgumentError ->
+        results = Enum.map(lines, &{&1, {:error, Exception.message(e)}})
+
+        {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
+         controller}
+    end
+  end
+
+  def handle_event(%__MODULE__{} = controller, action, _payload)
+      when action in ["pause", "resume", "stop"] do
+    fun =
+      %{
+        "pause" => &Kino.Trace.pause/1,
+        "resume" => &Kino.Trace.resume/1,
+        "stop" => &Kino.Trace.stop/1
+      }[action]
+
+    try do
+      fun.(controller.trace)
+      {[], controller}
+    rescue
+      ArgumentError ->
+        # The trace has already ended: tell the browser.
+        handle_status_gone(controller)
+    end
+  end
+
+  def handle_event(%__MODULE__{} = controller, "clear", _payload) do
+    controller = %{
+      controller
+      | buffer: Buffer.clear(controller.buffer),
+        store: Store.clear(controller.store)
+    }
+
+    {[{:broadcast, "clear", %{}}], controller}
+  end
+
+  def handle_event(%__MODULE__{} = controller, "get_term", %{"id" => id}) do
+    payload =
+      case Store.fetch(controller.store, id) do
+        {:ok, event} ->
+          Payload.full(event)
+
+        :error ->
+          %{
+            id: id,
+            error:
+              "this event is no longer kept (the widget keeps the last #{controller.store.max_events})"
+          }
+      end
+
+    {[{:reply, "term", payload}], controller}
+  end
+
+  def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
+
+  ## Internals
+
+  defp handle_status_gone(controller) do
+    {:ok, effects, controller} =
+      handle_info(controller, {:kino_trace, controller.trace.id, {:status, :stopped}})
+
+    {effects, controller}
+  end
+
+  defp arm_flush(%{flush_armed?: true} = controller), do: {[], controller}
+
+  defp arm_flush(controller) do
+    case Buffer.due_in(controller.buffer, now()) do
+      nil -> {[], controller}
+      ms -> {[{:send_after, :flush, ms}], %{controller | flush_armed?: true}}
+    end
+  end
+
+  defp flush(controller) do
+    {events, buffer} = Buffer.take(controller.buffer, now())
+    controller = %{controller | buffer: buffer}
+
+    if events == [] do
+      {[], controller}
+    else
+      rows = Payload.events(events, controller.limits)
+      store = Store.add(controller.store, Enum.zip(rows, events))
+      {counters, controller} = counters(%{controller | store: store})
+      {[{:broadcast, "events", %{events: rows, counters: counters}}], controller}
+    end
+  end
+
+  defp flush_all(controller, acc \\ []) do
+    case flush(controller) do
+      {[], controller} -> {Enum.reverse(acc), controller}
+      {[effect], controller} -> flush_all(controller, [effect | acc])
+    end
+  end
+
+  # The session is gone: the last known counters, with a final status.
+  defp counters(%{ended?: true} = controller) do
+    status = if controller.status in [:running, :paused], do: :stopped, else: controller.status
+
+    counters =
+      Payload.counters(
+        Map.put(controller.last_info || %{}, :status, status),
+        controller.buffer.dropped
+      )
+
+    {counters, %{controller | status: status, last_counters: counters}}
+  end
+
+  defp counters(controller) do
+    try do
+      info = Kino.Trace.info(controller.trace)
+
+      status =
+        if controller.status in [:stopped, :limit_reached, :timeout],
+          do: controller.status,
+          else: info.status
+
+      counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
+      {counters, %{controller | last_counters: counters, last_info: info}}
+    rescue
+      ArgumentError -> counters(%{controller | ended?: true})
+    catch
+      :exit, _ -> counters(%{controller | ended?: true})
+    end
+  end
+
+  defp now, do: System.monotonic_time(:millisecond)
+end

@@ -1,0 +1,352 @@
+defmodule Kino.Trace.Widget.Payload do
+  @moduledoc """
+  Turns trace events into the JSON-able maps the Livebook widget shows.
+
+  Terms are rendered here, on the Elixir side, as Elixir code with `inspect/2` limits,
+  so the browser only handles short strings. A rendered row says whether anything was
+  left out (`truncated: true`): either the native tracer cut the term (the cut parts are
+  `Kino.Trace.Cut` and show as `...`), a collection was longer than the `inspect` limits,
+  or the text was longer than the row allows. The full term is then available with
+  `full/1`, which the widget sends when the user expands a row.
+
+  Nothing here needs Kino: the widget, its tests and the browser test all build their
+  payloads with these functions.
+
+  ## Examples
+
+      iex> event = %Kino.Trace.Event{
+      ...>   id: 7, kind: :call, node: :nonode@nohost, pid: :c.pid(0, 250, 0), name: :cache,
+      ...>   module: Enum, function: :map, arity: 2, args: [[1, 2, 3], :f],
+      ...>   time: 1_700_000_000_000_000, depth: 1
+      ...> }
+      iex> row = Kino.Trace.Widget.Payload.event(event)
+      iex> {row.kind, row.call, row.mfa, row.pid, row.name, row.truncated}
+      {"call", "Enum.map([1, 2, 3], :f)", "Enum.map/2", "#PID<0.250.0>", "cache", false}
+
+      iex> event = %Kino.Trace.Event{id: 8, kind: :return, module: Enum, function: :map,
+      ...>   arity: 2, return: Enum.to_list(1..100), call_id: 7, duration: 38_000}
+      iex> row = Kino.Trace.Widget.Payload.event(event, limit: 3)
+      iex> {row.result, row.duration, row.call_id, row.truncated}
+      {"[1, 2, 3, ...]", 38000, 7, true}
+  """
+
+  alias Kino.Trace.{Cut, Event}
+
+  @default_limits [limit: 20, printable_limit: 120, max_chars: 400]
+
+  @typedoc """
+  Rendering limits, as options:
+
+    * `:limit` - items shown per collection (`inspect/2`'s `:limit`), default 20
+    * `:printable_limit` - characters shown per string, default 120
+    * `:max_chars` - characters kept of each rendered term, default 400
+  """
+  @type limits :: keyword()
+
+  @typedoc "One event as the widget shows it (string keys once JSON-encoded)."
+  @type row :: %{
+          id: pos_integer() | nil,
+          kind: String.t(),
+          time: integer() | nil,
+          node: String.t() | nil,
+          pid: String.t() | nil,
+          name: String.t() | nil,
+          mfa: String.t() | nil,
+          call: String.t() | nil,
+          result: String.t() | nil,
+          exception: String.t() | nil,
+          data: String.t() | nil,
+          peer: String.t() | nil,
+          caller: String.t() | nil,
+          duration: non_neg_integer() | nil,
+          depth: non_neg_integer(),
+          call_id: pos_integer() | nil,
+          truncated: boolean()
+        }
+
+  @doc """
+  Renders one event as a row. See the module docs for the limits.
+  """
+  @spec event(Event.t(), limits()) :: row()
+  def event(%Event{} = event, limits \\ []) do
+    limits = Keyword.merge(@default_limits, limits)
+    {call, call_cut?} = render_call(event, limits)
+    {result, result_cut?} = render_optional(event.kind == :return, event.return, limits)
+    {exception, exception_cut?} = render_exception(event, limits)
+    {data, data_cut?} = render_data(event, limits)
+
+    %{
+      id: event.id,
+      kind: Atom.to_string(event.kind),
+      time: event.time,
+      node: event.node && Atom.to_string(event.node),
+      pid: event.pid && inspect(event.pid),
+      name: event.name && Atom.to_string(event.name),
+      mfa: mfa(event.module, event.function, event.arity),
+      call: call,
+      result: result,
+      exception: exception,
+      data: data,
+      peer: event.peer && inspect(event.peer),
+      caller: caller(event.caller),
+      duration: event.duration,
+      depth: event.depth || 0,
+      call_id: event.call_id,
+      truncated: call_cut? or result_cut? or exception_cut? or data_cut?
+    }
+  end
+
+  @doc """
+  Renders a batch of events, in order.
+
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :call, module: :ets, function: :new,
+      ...>   arity: 2, args: [:t, [:set]]}]
+      iex> [row] = Kino.Trace.Widget.Payload.events(events)
+      iex> row.call
+      ":ets.new(:t, [:set])"
+  """
+  @spec events([Event.t()], limits()) :: [row()]
+  def events(events, limits \\ []), do: Enum.map(events, &event(&1, limits))
+
+  @doc """
+  Renders the whole of an event's terms, pretty-printed, for an expanded row.
+
+  Returns a map with `:id` and, where the event has them, `:args` (one string per
+  argument), `:result`, `:exception` and `:data`. Each rendered term is kept up to
+  `:max_chars` characters (default 200 000); `:cut` says whether the native tracer had
+  cut anything (such parts show as `...`).
+
+      iex> event = %Kino.Trace.Event{id: 3, kind: :call, module: Map, function: :put,
+      ...>   arity: 3, args: [%{}, :a, Enum.to_list(1..30)]}
+      iex> full = Kino.Trace.Widget.Payload.full(event)
+      iex> {full.id, length(full.args), full.cut, String.contains?(Enum.at(full.args, 2), "30]")}
+      {3, 3, false, true}
+  """
+  @spec full(Event.t(), keyword()) :: map()
+  def full(%Event{} = event, opts \\ []) do
+    max_chars = Keyword.get(opts, :max_chars, 200_000)
+    render = &pretty(&1, max_chars)
+
+    %{id: event.id, mfa: mfa(event.module, event.function, event.arity)}
+    |> put_if(event.kind == :call and is_list(event.args), :args, fn ->
+      Enum.map(event.args, render)
+    end)
+    |> put_if(event.kind == :return, :result, fn -> render.(event.return) end)
+    |> put_if(event.kind == :exception and event.exception != nil, :exception, fn ->
+      {class, reason} = event.exception
+      render.({class, reason})
+    end)
+    |> put_if(event.data != nil, :data, fn -> render.(event.data) end)
+    |> Map.put(:cut, contains_cut?([event.args, event.return, event.exception, event.data]))
+  end
+
+  @doc """
+  The counters the widget's header shows, from `Kino.Trace.info/1` and the widget's own
+  count of events it dropped (`:display`, when the browser could not keep up).
+
+      iex> info = %{status: :running, accepted: 12, delivered: 10, queued: 2,
+      ...>   dropped: %{rate: 1, queue_full: 0, max_events: 0, closed: 0}, rate: 4.5, limit: nil}
+      iex> Kino.Trace.Widget.Payload.counters(info, 3)
+      %{status: "running", events: 10, accepted: 12, queued: 2, rate: 4.5, limit: nil,
+        dropped: %{"rate" => 1, "queue_full" => 0, "max_events" => 0, "closed" => 0, "display" => 3}}
+  """
+  @spec counters(map(), non_neg_integer()) :: map()
+  def counters(info, display_dropped \\ 0) do
+    dropped =
+      info
+      |> Map.get(:dropped, %{})
+      |> Map.new(fn {reason, n} -> {to_string(reason), n} end)
+      |> Map.put("display", display_dropped)
+
+    %{
+      status: info |> Map.get(:status, :running) |> to_string(),
+      events: Map.get(info, :delivered, 0),
+      accepted: Map.get(info, :accepted, 0),
+      queued: Map.get(info, :queued, 0),
+      rate: Map.get(info, :rate, 0.0),
+      limit: Map.get(info, :limit),
+      dropped: dropped
+    }
+  end
+
+  @doc """
+  The reply to a pattern edit, from `Kino.Trace.set_patterns/2`'s per-entry results.
+
+  Each line gets `ok: true` (with a `warning` when the server had one, such as an
+  inlined function), or `ok: false` and the server's `error` message, so the widget can
+  mark bad lines inline while the good ones apply.
+
+      iex> Kino.Trace.Widget.Payload.pattern_results(
+      ...>   [{"Enum.map/2", :ok}, {"Enum.mpa/2", {:error, "did you mean Enum.map/2?"}}],
+      ...>   ["Enum.map/2"]
+      ...> )
+      %{patterns: ["Enum.map/2"],
+        results: [%{input: "Enum.map/2", ok: true, error: nil, warning: nil},
+                  %{input: "Enum.mpa/2", ok: false, error: "did you mean Enum.map/2?", warning: nil}]}
+  """
+  @spec pattern_results([{term(), :ok | {:error, String.t()}}], [String.t()]) :: map()
+  def pattern_results(results, patterns) when is_list(results) do
+    %{
+      patterns: patterns,
+      results:
+        Enum.map(results, fn
+          {input, :ok} -> result(input, true, nil, nil)
+          {input, {:ok, []}} -> result(input, true, nil, nil)
+          {input, {:ok, warnings}} -> result(input, true, nil, Enum.join(warnings, "\n"))
+          {input, {:error, message}} -> result(input, false, message, nil)
+        end)
+    }
+  end
+
+  defp result(input, ok?, error, warning) do
+    %{input: pattern_text(input), ok: ok?, error: error, warning: warning}
+  end
+
+  @doc """
+  Splits the widget's textarea into patterns: one per line, blank lines and
+  `#` comments skipped.
+
+      iex> Kino.Trace.Widget.Payload.parse_lines("Enum.map/2\\n\\n  # off for now\\n :ets.insert \\n")
+      ["Enum.map/2", ":ets.insert"]
+  """
+  @spec parse_lines(String.t()) :: [String.t()]
+  def parse_lines(text) when is_binary(text) do
+    text
+    |> String.split(["\r\n", "\n"])
+    |> Enum.map(&String.trim/1)
+    |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
+  end
+
+  @doc """
+  Renders a term in one line within the limits; returns `{text, truncated?}`.
+
+      iex> Kino.Trace.Widget.Payload.render_term({:ok, "hello"})
+      {~S({:ok, "hello"}), false}
+      iex> Kino.Trace.Widget.Payload.render_term(Enum.to_list(1..5), limit: 2)
+      {"[1, 2, ...]", true}
+      iex> Kino.Trace.Widget.Payload.render_term([1, %Kino.Trace.Cut{kind: :items}])
+      {"[1, ...]", true}
+  """
+  @spec render_term(term(), limits()) :: {String.t(), boolean()}
+  def render_term(term, limits \\ []) do
+    limits = Keyword.merge(@default_limits, limits)
+    text = inspect(term, inspect_opts(limits))
+    {text, chars_cut?} = cap(text, limits[:max_chars])
+    {text, chars_cut? or over_limits?(term, limits)}
+  end
+
+  ## Rendering helpers
+
+  defp render_call(%Event{kind: :call, args: args} = event, limits) when is_list(args) do
+    opts = inspect_opts(limits)
+    rendered = Enum.map_join(args, ", ", &inspect(&1, opts))
+    {text, chars_cut?} = cap(rendered, limits[:max_chars])
+    prefix = call_prefix(event.module, event.function)
+    cut? = chars_cut? or Enum.any?(args, &over_limits?(&1, limits))
+    {prefix <> "(" <> text <> ")", cut?}
+  end
+
+  defp render_call(_event, _limits), do: {nil, false}
+
+  defp render_optional(true, term, limits), do: render_term(term, limits)
+  defp render_optional(false, _term, _limits), do: {nil, false}
+
+  defp render_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do
+    banner =
+      try do
+        Exception.format_banner(class, reason)
+      rescue
+        _ -> "** (#{inspect(class)}) " <> inspect(reason, inspect_opts(limits))
+      end
+
+    {text, chars_cut?} = cap(banner, limits[:max_chars])
+    {text, chars_cut? or over_limits?(reason, limits)}
+  end
+
+  defp render_exception(_event, _limits), do: {nil, false}
+
+  defp render_data(%Event{data: nil}, _limits), do: {nil, false}
+  defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
+
+  defp inspect_opts(limits) do
+    [limit: limits[:limit], printable_limit: limits[:printable_limit], width: :infinity]
+  end
+
+  defp pretty(term, max_chars) do
+    text = inspect(term, pretty: true, width: 80, limit: :infinity, printable_limit: :infinity)
+    {text, _} = cap(text, max_chars)
+    text
+  end
+
+  defp cap(text, max_chars) do
+    if byte_size(text) > max_chars and String.length(text) > max_chars do
+      {String.slice(text, 0, max_chars) <> " ...", true}
+    else
+      {text, false}
+    end
+  end
+
+  # Whether the term holds a Kino.Trace.Cut anywhere (the native tracer left part out).
+  defp contains_cut?(%Cut{}), do: true
+  defp contains_cut?([head | tail]), do: contains_cut?(head) or contains_cut?(tail)
+  defp contains_cut?(tuple) when is_tuple(tuple), do: contains_cut?(Tuple.to_list(tuple))
+  defp contains_cut?(%_{} = struct), do: struct |> Map.from_struct() |> contains_cut?()
+  defp contains_cut?(map) when is_map(map), do: Enum.any?(map, &contains_cut?/1)
+  defp contains_cut?(_term), do: false
+
+  # Whether inspect with these limits leaves something out, including native cuts.
+  # Walks no further than the limits allow, so it costs about as much as the inspect.
+  defp over_limits?(term, limits), do: over?(term, limits[:limit], limits[:printable_limit])
+
+  defp over?(%Cut{}, _limit, _plimit), do: true
+
+  defp over?(binary, limit, plimit) when is_binary(binary) do
+    if String.printable?(binary, plimit + 1),
+      do: String.length(binary) > plimit,
+      else: byte_size(binary) > limit
+  end
+
+  defp over?(list, limit, plimit) when is_list(list), do: list_over?(list, limit, limit, plimit)
+
+  defp over?(tuple, limit, plimit) when is_tuple(tuple) do
+    tuple_size(tuple) > limit or list_over?(Tuple.to_list(tuple), limit, limit, plimit)
+  end
+
+  defp over?(%_{} = struct, limit, plimit) do
+    over?(Map.from_struct(struct), limit, plimit)
+  end
+
+  defp over?(map, limit, plimit) when is_map(map) do
+    map_size(map) > limit or
+      Enum.any?(map, fn {k, v} -> over?(k, limit, plimit) or over?(v, limit, plimit) end)
+  end
+
+  defp over?(_term, _limit, _plimit), do: false
+
+  defp list_over?([], _left, _limit, _plimit), do: false
+  defp list_over?([_ | _], 0, _limit, _plimit), do: true
+
+  defp list_over?([head | tail], left, limit, plimit) do
+    over?(head, limit, plimit) or list_over?(tail, left - 1, limit, plimit)
+  end
+
+  defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
+
+  defp call_prefix(nil, _function), do: ""
+
+  defp call_prefix(module, function),
+    do: Macro.inspect_atom(:remote_call, function) |> then(&(inspect(module) <> "." <> &1))
+
+  defp mfa(nil, _f, _a), do: nil
+  defp mfa(module, function, nil), do: call_prefix(module, function)
+  defp mfa(module, function, arity), do: call_prefix(module, function) <> "/#{arity}"
+
+  defp caller({m, f, a}), do: mfa(m, f, a)
+  defp caller(_), do: nil
+
+  defp pattern_text(input) when is_binary(input), do: input
+  defp pattern_text(input), do: inspect(input)
+
+  defp put_if(map, true, key, fun), do: Map.put(map, key, fun.())
+  defp put_if(map, _false, _key, _fun), do: map
+end

@@ -1,0 +1,240 @@
+defmodule Kino.Trace.Widget.ControllerTest do
+  # Real traces: the controller follows a live trace session, as the widget does.
+  use ExUnit.Case, async: false
+
+  alias Kino.Trace.Widget.Controller
+
+  @moduletag timeout: 30_000
+
+  # The test process subscribes (so it is never traced): workloads run in a task.
+  defp run(fun), do: Task.async(fun) |> Task.await()
+
+  # Processes messages like the widget's process does (carrying out :send_after) and
+  # collects what the controller sends to browsers, until `done?` holds for them.
+  defp drive(controller, done?, timeout \\ 5_000) do
+    deadline = System.monotonic_time(:millisecond) + timeout
+    drive(controller, done?, [], deadline)
+  end
+
+  defp drive(controller, done?, sent, deadline) do
+    if done?.(sent) do
+      {controller, sent}
+    else
+      wait = max(deadline - System.monotonic_time(:millisecond), 0)
+
+      receive do
+        message ->
+          case Controller.handle_info(controller, message) do
+            {:ok, effects, controller} ->
+              drive(controller, done?, sent ++ perform(effects), deadline)
+
+            :unknown ->
+              drive(controller, done?, sent, deadline)
+          end
+      after
+        wait -> flunk("timed out; sent so far: #{inspect(sent, limit: 5)}")
+      end
+    end
+  end
+
+  defp perform(effects) do
+    Enum.flat_map(effects, fn
+      {:send_after, message, ms} ->
+        Process.send_after(self(), message, ms)
+        []
+
+      other ->
+        [other]
+    end)
+  end
+
+  defp rows(sent), do: for({:broadcast, "events", %{events: rows}} <- sent, row <- rows, do: row)
+
+  defp has_row?(sent, call), do: Enum.any?(rows(sent), &(&1.call == call))
+
+  setup do
+    trace = Kino.Trace.calls(["SampleApp.Cache.fetch/2", "SampleApp.Repo.get/2"])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    %{trace: trace}
+  end
+
+  test "pushes rendered rows of a real workload", %{trace: trace} do
+    {controller, [{:send_after, :tick, _}]} = Controller.init(trace)
+    run(fn -> SampleApp.Cache.fetch(:users, 7) end)
+
+    done? = fn sent -> Enum.count(rows(sent), &(&1.kind == "return")) >= 2 end
+    {_controller, sent} = drive(controller, done?)
+    rows = rows(sent)
+
+    fetch = Enum.find(rows, &(&1.call == "SampleApp.Cache.fetch(:users, 7)"))
+    get = Enum.find(rows, &(&1.call == "SampleApp.Repo.get(:users, 7)"))
+    assert fetch.kind == "call" and fetch.depth == 0
+    assert get.depth == 1
+    assert fetch.pid == get.pid
+    assert is_integer(fetch.time)
+
+    returns = Enum.filter(rows, &(&1.kind == "return"))
+    get_return = Enum.find(returns, &(&1.call_id == get.id))
+    assert get_return.result == "{:ok, %{id: 7, table: :users}}"
+    assert is_integer(get_return.duration)
+
+    assert [{:broadcast, "events", %{counters: counters}} | _] = sent
+    assert counters.status == "running"
+    assert counters.events >= 1
+  end
+
+  test "coalesces many batches into few bounded pushes", %{trace: trace} do
+    {controller, _} = Controller.init(trace, max_batch: 50)
+    run(fn -> for i <- 1..400, do: SampleApp.Repo.get(:users, i) end)
+
+    {_controller, sent} = drive(controller, fn s -> length(rows(s)) >= 800 end)
+    pushes = for {:broadcast, "events", %{events: rows}} <- sent, do: length(rows)
+
+    assert Enum.all?(pushes, &(&1 <= 50))
+    assert Enum.sum(pushes) == 800
+  end
+
+  test "at most one flush is armed at a time", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+    id = trace.id
+
+    event = %Kino.Trace.Event{
+      id: 1_000_000,
+      kind: :call,
+      module: M,
+      function: :f,
+      arity: 0,
+      args: []
+    }
+
+    {:ok, [{:send_after, :flush, _}], controller} =
+      Controller.handle_info(controller, {:kino_trace, id, {:events, [event]}})
+
+    {:ok, [], controller} =
+      Controller.handle_info(controller, {:kino_trace, id, {:events, [%{event | id: 1_000_001}]}})
+
+    {:ok, effects, _controller} = Controller.handle_info(controller, :flush)
+    assert [{:broadcast, "events", %{events: [_, _]}}] = effects
+  end
+
+  test "a browser that connects later gets the recent rows", %{trace: trace} do
+    run(fn -> SampleApp.Cache.fetch(:users, 3) end)
+    # events that happened before the widget existed come from the trace's history
+    Process.sleep(100)
+    {controller, _} = Controller.init(trace)
+    {payload, _controller} = Controller.connect(controller)
+
+    assert payload.status == "running"
+    assert "SampleApp.Cache.fetch/2" in payload.patterns
+    assert Enum.any?(payload.events, &(&1.call == "SampleApp.Cache.fetch(:users, 3)"))
+    assert payload.counters.events >= 2
+
+    # and those are not pushed a second time
+    run(fn -> SampleApp.Repo.get(:users, 4) end)
+    {_controller, sent} = drive(controller, &has_row?(&1, "SampleApp.Repo.get(:users, 4)"))
+    refute has_row?(sent, "SampleApp.Cache.fetch(:users, 3)")
+  end
+
+  test "set_patterns applies the good lines and reports the bad ones", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+
+    {[{:broadcast, "patterns", payload}], controller} =
+      Controller.handle_event(controller, "set_patterns", %{
+        "patterns" => ["SampleApp.Repo.delete/1", "SampleApp.Nope.f/1"]
+      })
+
+    assert [
+             %{input: "SampleApp.Repo.delete/1", ok: true},
+             %{input: "SampleApp.Nope.f/1", ok: false, error: error}
+           ] =
+             payload.results
+
+    assert error =~ "SampleApp.Nope"
+    assert payload.patterns == Kino.Trace.patterns(trace)
+    assert Enum.any?(payload.patterns, &(&1 =~ "delete"))
+
+    run(fn ->
+      SampleApp.Repo.get(:users, 5)
+      SampleApp.Repo.delete(5)
+    end)
+
+    {_controller, sent} = drive(controller, &has_row?(&1, "SampleApp.Repo.delete(5)"))
+    refute has_row?(sent, "SampleApp.Repo.get(:users, 5)")
+  end
+
+  test "pause, resume and stop change the status", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+
+    status? = fn status ->
+      fn sent -> Enum.any?(sent, &match?({:broadcast, "status", %{status: ^status}}, &1)) end
+    end
+
+    {[], controller} = Controller.handle_event(controller, "pause", %{})
+    {controller, _} = drive(controller, status?.("paused"))
+    run(fn -> SampleApp.Repo.get(:users, 9) end)
+
+    {[], controller} = Controller.handle_event(controller, "resume", %{})
+    {controller, _} = drive(controller, status?.("running"))
+    run(fn -> SampleApp.Repo.get(:users, 10) end)
+    {controller, sent} = drive(controller, &has_row?(&1, "SampleApp.Repo.get(:users, 10)"))
+    refute has_row?(sent, "SampleApp.Repo.get(:users, 9)")
+
+    {[], controller} = Controller.handle_event(controller, "stop", %{})
+    {controller, sent} = drive(controller, status?.("stopped"))
+    assert {:broadcast, "status", %{counters: %{status: "stopped"}}} = List.last(sent)
+
+    # once stopped, requests answer without a session
+    Process.sleep(50)
+    {effects, _controller} = Controller.handle_event(controller, "pause", %{})
+    assert [{:broadcast, "status", %{status: "stopped"}}] = effects
+
+    {:ok, effects, _} = Controller.handle_info(controller, :tick)
+    refute Enum.any?(effects, &match?({:send_after, :tick, _}, &1))
+  end
+
+  test "get_term renders an event's full terms; clear forgets them", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+    run(fn -> SampleApp.Cache.fetch(:users, 11) end)
+    {controller, sent} = drive(controller, &has_row?(&1, "SampleApp.Cache.fetch(:users, 11)"))
+    row = Enum.find(rows(sent), &(&1.call == "SampleApp.Cache.fetch(:users, 11)"))
+
+    {[{:reply, "term", term}], controller} =
+      Controller.handle_event(controller, "get_term", %{"id" => row.id})
+
+    assert term.id == row.id
+    assert term.args == [":users", "11"]
+
+    {[{:broadcast, "clear", %{}}], controller} = Controller.handle_event(controller, "clear", %{})
+
+    {[{:reply, "term", term}], controller} =
+      Controller.handle_event(controller, "get_term", %{"id" => row.id})
+
+    assert term.error =~ "no longer kept"
+    {payload, _} = Controller.connect(controller)
+    assert payload.events == []
+  end
+
+  test "the trace ends when the process holding the widget exits", %{trace: trace} do
+    parent = self()
+
+    holder =
+      spawn(fn ->
+        Controller.init(trace)
+        send(parent, :ready)
+        Process.sleep(:infinity)
+      end)
+
+    assert_receive :ready
+    ref = Process.monitor(trace.session)
+    Process.exit(holder, :kill)
+    assert_receive {:DOWN, ^ref, :process, _, _}, 5_000
+  end
+
+  test "a trace that already ended renders as stopped", %{trace: trace} do
+    Kino.Trace.stop(trace)
+    {controller, _} = Controller.init(trace)
+    {payload, _} = Controller.connect(controller)
+    assert payload.status == "stopped"
+    assert payload.counters.status == "stopped"
+  end
+end
