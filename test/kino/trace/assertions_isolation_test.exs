@@ -1,0 +1,153 @@
+# Two async test modules trace the same function at the same time, each from its own
+# test process with its own arguments. Each must see exactly its own calls.
+#
+# The modules meet twice inside their capture blocks (Kino.Trace.AssertionsRendezvous):
+# after both traces have started, and after both have made all their calls. So every call
+# of one module happens while the other module's trace is running. They are in one file
+# so they are always loaded together; ExUnit runs async modules concurrently (max_cases
+# is at least 2 on any machine), so they meet.
+defmodule Kino.Trace.AssertionsIsolationTest.Shared do
+  @moduledoc false
+  use Kino.Trace.Assertions
+
+  alias Kino.Trace.AssertionsRendezvous, as: Rendezvous
+  alias SampleApp.Shared
+
+  @calls 200
+  @timeout 30_000
+
+  def calls, do: @calls
+
+  # Runs one side: traces SampleApp.Shared.ping/2 while calling it @calls times with
+  # `tag`, in step with the other side.
+  def run(tag) do
+    Rendezvous.ensure_started()
+
+    Kino.Trace.capture(["SampleApp.Shared.ping/2"], fn ->
+      meet!({:isolation, :started})
+      for n <- 1..@calls, do: Shared.ping(tag, n)
+      meet!({:isolation, :called})
+      tag
+    end)
+  end
+
+  defp meet!(point) do
+    case Rendezvous.meet(point, 2, @timeout) do
+      :ok ->
+        :ok
+
+      {:error, :timeout} ->
+        raise "the other isolation test module did not reach #{inspect(point)} within " <>
+                "#{@timeout} ms: both modules must run concurrently (async: true, max_cases >= 2)"
+    end
+  end
+end
+
+defmodule Kino.Trace.AssertionsIsolationTest.A do
+  use ExUnit.Case, async: true
+  use Kino.Trace.Assertions
+
+  alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
+  alias SampleApp.Shared
+
+  test "sees only the calls of its own test process" do
+    trace = Side.run(:a)
+    calls = Side.calls()
+
+    assert trace.result == :a
+    assert_called trace, Shared.ping(:a, _), times: calls, pid: self()
+    assert_called trace, &Shared.ping/2, times: calls
+    refute_called trace, Shared.ping(:b, _)
+    assert_called_in_order trace, [Shared.ping(:a, 1), Shared.ping(:a, ^calls)]
+  end
+end
+
+defmodule Kino.Trace.AssertionsIsolationTest.B do
+  use ExUnit.Case, async: true
+  use Kino.Trace.Assertions
+
+  alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
+  alias SampleApp.Shared
+
+  test "sees only the calls of its own test process" do
+    trace = Side.run(:b)
+    calls = Side.calls()
+
+    assert trace.result == :b
+    assert_called trace, Shared.ping(:b, _), times: calls, pid: self()
+    assert_called trace, &Shared.ping/2, times: calls
+    refute_called trace, Shared.ping(:a, _)
+    assert_called_in_order trace, [Shared.ping(:b, 1), Shared.ping(:b, ^calls)]
+  end
+end
+
+defmodule Kino.Trace.AssertionsIsolationTest.Bystanders do
+  use ExUnit.Case, async: true
+  use Kino.Trace.Assertions
+
+  alias SampleApp.Shared
+
+  test "a process that was not spawned in the block is not traced" do
+    test_pid = self()
+
+    bystander =
+      spawn_link(fn ->
+        send(test_pid, :ready)
+        ping_forever(0)
+      end)
+
+    assert_receive :ready
+
+    trace =
+      Kino.Trace.capture(["SampleApp.Shared.ping/2"], fn ->
+        for n <- 1..50, do: Shared.ping(:mine, n)
+        # the bystander pings while this trace runs
+        send(bystander, {:sync, self()})
+        assert_receive :synced
+      end)
+
+    unlink_and_stop(bystander)
+    assert_called trace, &Shared.ping/2, times: 50
+    refute_called trace, Shared.ping(:bystander, _)
+  end
+
+  test "two captures in concurrent processes of one test each see their own calls" do
+    traces =
+      [:left, :right]
+      |> Enum.map(fn tag ->
+        Task.async(fn ->
+          Kino.Trace.capture(["SampleApp.Shared.ping/2"], fn ->
+            for n <- 1..100, do: Shared.ping(tag, n)
+          end)
+        end)
+      end)
+      |> Task.await_many(30_000)
+
+    [left, right] = traces
+    assert_called left, Shared.ping(:left, _), times: 100
+    assert_called left, &Shared.ping/2, times: 100
+    assert_called right, Shared.ping(:right, _), times: 100
+    assert_called right, &Shared.ping/2, times: 100
+  end
+
+  defp ping_forever(n) do
+    Shared.ping(:bystander, n)
+
+    receive do
+      :stop ->
+        :ok
+
+      {:sync, from} ->
+        Shared.ping(:bystander, n)
+        send(from, :synced)
+        ping_forever(n + 1)
+    after
+      0 -> ping_forever(n + 1)
+    end
+  end
+
+  defp unlink_and_stop(pid) do
+    Process.unlink(pid)
+    send(pid, :stop)
+  end
+end
