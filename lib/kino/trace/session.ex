@@ -87,7 +87,7 @@ defmodule Kino.Trace.Session do
     set_process_flags(state)
     state = apply_patterns(state, patterns)
     timer = if opts[:timeout], do: Process.send_after(self(), :timeout, opts[:timeout])
-    :timer.send_interval(1_000, :tick)
+    Process.send_after(self(), :tick, 1_000)
     {:ok, %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}}
   end
 
@@ -221,6 +221,7 @@ defmodule Kino.Trace.Session do
     now = System.monotonic_time(:millisecond)
     %{accepted: n} = Tracer.counters(state.resource)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
+    if tracing?(state), do: Process.send_after(self(), :tick, 1_000)
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
   end
 
@@ -323,7 +324,7 @@ defmodule Kino.Trace.Session do
     state = drain_all(%{state | session: nil})
     Tracer.close(state.resource)
     if state.timer, do: Process.cancel_timer(state.timer)
-    broadcast_status(%{state | status: status})
+    broadcast_status(%{state | status: status, rate: 0.0})
   end
 
   defp broadcast_status(state) do
