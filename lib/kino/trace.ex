@@ -169,8 +169,11 @@ defmodule Kino.Trace do
       end,
       fn {_, ref} ->
         Process.demonitor(ref, [:flush])
+        # The trace may have ended: then there is nothing to unsubscribe from.
         try do
           unsubscribe(trace)
+        rescue
+          ArgumentError -> :ok
         catch
           :exit, _ -> :ok
         end
