@@ -168,7 +168,7 @@ defmodule Kino.Trace.Session do
   def handle_call(:info, _from, state), do: {:reply, info(state), state}
 
   def handle_call({:set_patterns, inputs}, _from, state) do
-    results = Pattern.parse_each(List.wrap(inputs), pattern_opts(state.opts))
+    results = Pattern.parse_each(inputs, pattern_opts(state.opts))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
     state =
