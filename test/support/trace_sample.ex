@@ -1,0 +1,157 @@
+defmodule KinoTraceTest.Sample.Math do
+  @moduledoc false
+  # Small deterministic functions for the tracing API tests. Nothing else calls them,
+  # so a trace on this module only sees what a test does.
+
+  def add(a, b), do: a + b
+
+  def double(x), do: add(x, x)
+
+  # Body recursive: one nested call per level (depth 0, 1, 2, ...).
+  def fact(0), do: 1
+  def fact(n) when is_integer(n) and n > 0, do: n * fact(n - 1)
+
+  # Calls a private function.
+  def secret(x), do: hidden(x) + 1
+
+  defp hidden(x), do: x * 2
+
+  def boom(message), do: raise(ArgumentError, message)
+
+  def safe_boom(message) do
+    boom(message)
+  rescue
+    e in ArgumentError -> {:rescued, e.message}
+  end
+
+  def toss(value), do: throw(value)
+
+  def echo(term), do: term
+
+  def first(list) when is_list(list), do: hd(list)
+
+  def lookup(table, key), do: {table, key}
+
+  # Spends a little CPU so a duration is clearly above zero.
+  def busy(n), do: Enum.reduce(1..n, 0, &(&1 + &2))
+end
+
+defmodule KinoTraceTest.Sample.Other do
+  @moduledoc false
+  # A second module, for "mixed patterns" and "non-matching calls don't appear".
+
+  def ping(x), do: {:pong, x}
+  def pong(x), do: {:ping, x}
+end
+
+defmodule KinoTraceTest.Sample.Worker do
+  @moduledoc false
+  # A process that runs functions on request, so a test can make calls from a process
+  # it controls (to trace by pid, by name, and as a spawner of children).
+
+  @doc "Starts a worker linked to the caller."
+  def start(name \\ nil) do
+    parent = self()
+
+    pid =
+      spawn_link(fn ->
+        if name, do: Process.register(self(), name)
+        send(parent, {:worker_ready, self()})
+        loop()
+      end)
+
+    receive do
+      {:worker_ready, ^pid} -> pid
+    after
+      5_000 -> raise "worker did not start"
+    end
+  end
+
+  @doc """
+  Runs `fun` in `worker` and returns its result. When this returns, every trace event
+  of the call has been handed to the native tracer (it runs inside the traced process).
+  """
+  def run(worker, fun) do
+    ref = make_ref()
+    send(worker, {:run, fun, self(), ref})
+
+    receive do
+      {^ref, result} -> result
+    after
+      10_000 -> raise "worker did not answer"
+    end
+  end
+
+  @doc "Stops a worker and waits until it is gone."
+  def stop(worker) do
+    ref = Process.monitor(worker)
+    Process.unlink(worker)
+    Process.exit(worker, :kill)
+
+    receive do
+      {:DOWN, ^ref, :process, _, _} -> :ok
+    end
+  end
+
+  defp loop do
+    receive do
+      {:run, fun, from, ref} ->
+        send(from, {ref, fun.()})
+        loop()
+    end
+  end
+end
+
+defmodule KinoTraceTest.Helpers do
+  @moduledoc false
+
+  alias KinoTraceTest.Sample.Worker
+
+  @doc "The kino_trace entries of `:trace.session_info(:all)`."
+  def kino_sessions do
+    for {:kino_trace, _} = s <- :trace.session_info(:all), do: s
+  end
+
+  @doc "Waits until `pid`'s scheduled trace messages are delivered, then drains the trace."
+  def events_after(trace, pid \\ :all) do
+    ref = :erlang.trace_delivered(pid)
+
+    receive do
+      {:trace_delivered, ^pid, ^ref} -> :ok
+    after
+      10_000 -> raise "trace_delivered did not answer"
+    end
+
+    Kino.Trace.events(trace, 10_000)
+  end
+
+  @doc "The `{kind, m, f, args_or_value}` summary of events, for compact assertions."
+  def summary(events) do
+    Enum.map(events, fn
+      %{kind: :call} = e -> {:call, e.module, e.function, e.args}
+      %{kind: :return} = e -> {:return, e.module, e.function, e.return}
+      %{kind: :exception} = e -> {:exception, e.module, e.function, e.exception}
+      e -> {e.kind, e.module, e.function, e.data}
+    end)
+  end
+
+  @doc "The calls among `events`, as `{function, args}`."
+  def calls(events), do: for(%{kind: :call} = e <- events, do: {e.function, e.args})
+
+  @doc "Runs `fun` in a fresh worker, returns {worker, result}. The worker lives on (linked)."
+  def in_worker(fun) do
+    worker = Worker.start()
+    {worker, Worker.run(worker, fun)}
+  end
+
+  @doc "Waits for `pid` to exit."
+  def await_down(pid, timeout \\ 10_000) do
+    ref = Process.monitor(pid)
+
+    receive do
+      {:DOWN, ^ref, :process, ^pid, _} -> :ok
+    after
+      timeout -> raise "process #{inspect(pid)} did not exit"
+    end
+  end
+end
