@@ -17,6 +17,7 @@ defmodule Kino.Trace.AssertionsCompileTest do
   doctest Kino.Trace.Assertions.ValuePattern
   doctest Kino.Trace.Assertions.Call
   doctest Kino.Trace.Assertions.Format
+  doctest Kino.Trace.Assertions.Coverage
 
   defp calls(list) do
     list

@@ -185,6 +185,43 @@ defmodule Kino.Trace.AssertionsMessagesTest do
     end
   end
 
+  describe "functions the capture did not trace" do
+    test "refute_called raises ArgumentError: it could never fail" do
+      trace = Kino.Trace.capture(["SampleApp.Cache.fetch/2"], fn -> Cache.evict(:users, 1) end)
+
+      error = assert_raise ArgumentError, fn -> refute_called trace, Repo.delete(_) end
+
+      assert error.message ==
+               "refute_called on SampleApp.Repo.delete/1, which the capture did not trace, " <>
+                 "could never fail: add it to the patterns given to Kino.Trace.capture/3 " <>
+                 ~s[(they were "SampleApp.Cache.fetch/2")]
+
+      assert_raise ArgumentError, ~r/assert_called with times: 0 on SampleApp.Repo.delete/, fn ->
+        assert_called trace, Repo.delete(_), times: 0
+      end
+    end
+
+    test "assert_called says the function was not traced" do
+      trace =
+        Kino.Trace.capture(["SampleApp.Cache.fetch/2", "SampleApp.Repo.get/2"], fn ->
+          Cache.fetch(:users, 1)
+        end)
+
+      error = failure(do: assert_called(trace, Cache.put(:users, 1, _)))
+
+      assert error.message =~
+               "but SampleApp.Cache.put/3 was never called.\n\n" <>
+                 "Traced functions: SampleApp.Cache.fetch/2 (1 call), SampleApp.Repo.get/2 (1 call)"
+
+      assert error.message =~
+               "SampleApp.Cache.put/3 was not traced: the patterns given to Kino.Trace.capture/3 were " <>
+                 ~s["SampleApp.Cache.fetch/2", "SampleApp.Repo.get/2".]
+
+      error = failure(do: assert_called_in_order(trace, [Cache.fetch(_, _), Cache.put(_, _, _)]))
+      assert error.message =~ "SampleApp.Cache.put/3 was not traced"
+    end
+  end
+
   describe "refute_called" do
     test "lists the calls that matched" do
       trace = two_fetches()

@@ -16,7 +16,7 @@ defmodule Kino.Trace.Assertions.Checks do
       :new
   """
 
-  alias Kino.Trace.Assertions.{Call, CallPattern, Format, ValuePattern}
+  alias Kino.Trace.Assertions.{Call, CallPattern, Coverage, Format, ValuePattern}
 
   @typedoc "How an exception is asserted: its module (and message), or a `{class, reason}` pattern."
   @type exception_spec ::
@@ -30,6 +30,7 @@ defmodule Kino.Trace.Assertions.Checks do
     opts = validate_opts!(opts, [:times, :pid])
     times = validate_times!(Keyword.get(opts, :times))
     validate_function!(pattern)
+    if times == 0, do: validate_traced!(trace, pattern, "assert_called with times: 0")
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
 
@@ -43,7 +44,7 @@ defmodule Kino.Trace.Assertions.Checks do
       times == nil ->
         fail(
           expr,
-          no_call_message("Expected a call matching:", pattern, calls) <> note,
+          no_call_message("Expected a call matching:", pattern, calls, trace) <> note,
           diff(pattern, calls)
         )
 
@@ -60,6 +61,7 @@ defmodule Kino.Trace.Assertions.Checks do
   def not_called(trace, %CallPattern{} = pattern, opts, expr) do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
+    validate_traced!(trace, pattern, "refute_called")
     {calls, note} = calls_for(trace, opts)
 
     case Enum.filter(calls, &matches?(pattern, &1)) do
@@ -106,7 +108,7 @@ defmodule Kino.Trace.Assertions.Checks do
       matching == [] ->
         fail(
           expr,
-          no_call_message("Expected a call matching:", pattern, calls, expected) <> note,
+          no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
           diff(pattern, calls)
         )
 
@@ -157,7 +159,7 @@ defmodule Kino.Trace.Assertions.Checks do
       matching == [] ->
         fail(
           expr,
-          no_call_message("Expected a call matching:", pattern, calls, expected) <> note,
+          no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
           diff(pattern, calls)
         )
 
@@ -189,7 +191,13 @@ defmodule Kino.Trace.Assertions.Checks do
         found
 
       {:error, found, missing_index} ->
-        fail(expr, order_message(patterns, calls, found, missing_index) <> note)
+        missing = Enum.at(patterns, missing_index)
+
+        fail(
+          expr,
+          order_message(patterns, calls, found, missing_index) <>
+            not_traced_note(trace, CallPattern.mfa(missing)) <> note
+        )
     end
   end
 
@@ -301,6 +309,18 @@ defmodule Kino.Trace.Assertions.Checks do
 
   defp validate_exception_spec!({:pattern, %ValuePattern{}} = spec), do: spec
 
+  # Refuting a call of a function the capture did not trace could never fail.
+  defp validate_traced!(trace, pattern, what) do
+    mfa = CallPattern.mfa(pattern)
+
+    if Coverage.traced?(trace, mfa) == false do
+      raise ArgumentError,
+            "#{what} on #{Format.mfa_to_string(mfa)}, which the capture did not trace, " <>
+              "could never fail: add it to the patterns given to Kino.Trace.capture/3 " <>
+              "(they were #{Coverage.patterns_text(trace)})"
+    end
+  end
+
   # The calls to check and, when `pid:` left some out, a note saying so.
   defp calls_for(trace, opts) do
     calls = Call.from_trace(trace)
@@ -327,18 +347,27 @@ defmodule Kino.Trace.Assertions.Checks do
 
   ## Messages
 
-  defp no_call_message(intro, pattern, calls, expected \\ "") do
+  defp no_call_message(intro, pattern, calls, trace, expected \\ "") do
     mfa = CallPattern.mfa(pattern)
     same_function = Enum.filter(calls, &(Call.mfa(&1) == mfa))
     head = "#{intro}\n\n    #{pattern.source}\n\n" <> expected
 
     body =
       case same_function do
-        [] -> never_called(mfa, calls)
+        [] -> never_called(mfa, calls) <> not_traced_note(trace, mfa)
         _ -> "but #{none_matched(same_function, mfa)}:\n\n" <> Format.list_calls(same_function)
       end
 
     head <> body <> cut_note(same_function) <> pins_note(pattern.pins)
+  end
+
+  defp not_traced_note(trace, mfa) do
+    if Coverage.traced?(trace, mfa) == false do
+      "\n\n#{Format.mfa_to_string(mfa)} was not traced: the patterns given to " <>
+        "Kino.Trace.capture/3 were #{Coverage.patterns_text(trace)}."
+    else
+      ""
+    end
   end
 
   defp never_called(mfa, []) do
