@@ -507,7 +507,7 @@ defmodule Kino.Trace.Assertions.Checks do
   end
 
   defp cut_note(calls) do
-    if Enum.any?(calls, &Format.contains_cut?(&1.args)) do
+    if Enum.any?(calls, &Kino.Trace.Cut.cut?(&1.args)) do
       "\n\nSome arguments were too large to trace whole (shown as ...); " <>
         "raise the max_depth/max_items/max_binary/max_bytes options of Kino.Trace.capture/3 to see them."
     else

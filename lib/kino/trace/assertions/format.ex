@@ -110,27 +110,6 @@ defmodule Kino.Trace.Assertions.Format do
     |> Enum.map(&elem(&1, 3))
   end
 
-  @doc """
-  Returns true when `term` holds a `Kino.Trace.Cut` (a part too large to trace) anywhere.
-
-  ## Examples
-
-      iex> Kino.Trace.Assertions.Format.contains_cut?([1, {:ok, %Kino.Trace.Cut{kind: :depth}}])
-      true
-      iex> Kino.Trace.Assertions.Format.contains_cut?([1, [2 | 3], %{a: "b"}])
-      false
-  """
-  @spec contains_cut?(term()) :: boolean()
-  def contains_cut?(%Kino.Trace.Cut{}), do: true
-  def contains_cut?([head | tail]), do: contains_cut?(head) or contains_cut?(tail)
-  def contains_cut?(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> contains_cut?()
-  def contains_cut?(%_{} = struct), do: struct |> Map.from_struct() |> contains_cut?()
-
-  def contains_cut?(map) when is_map(map),
-    do: Enum.any?(map, fn {k, v} -> contains_cut?(k) or contains_cut?(v) end)
-
-  def contains_cut?(_other), do: false
-
   @doc "Indents every line of `text` by `n` spaces."
   @spec indent(String.t(), non_neg_integer()) :: String.t()
   def indent(text, n) do
