@@ -74,11 +74,61 @@ defmodule Kino.Trace do
   documentation for patterns and options.
   """
   @spec calls(term(), keyword()) :: t()
-  def calls(patterns, opts \\ []) do
+  def calls(patterns, opts \\ []), do: trace([calls: patterns], opts)
+
+  @doc """
+  Starts tracing messages sent and received by `targets` and returns the trace.
+
+  `targets` is a pid, a registered name, a list of them, `:all`, `:new`, `:existing`,
+  or the preset `:distributed`: every message that crosses to or from another node.
+  The `:pattern` option keeps only messages that match an Elixir pattern with an
+  optional guard, e.g. `pattern: "{:ok, _}"` or `pattern: "{:get, key} when is_atom(key)"`.
+  Events have kind `:send` (`:data` is the message, `:peer` the receiver) and `:receive`.
+
+      Kino.Trace.messages(:distributed)
+      Kino.Trace.messages([MyApp.Cache], pattern: "{:\"$gen_call\", _, {:fetch, _}}")
+  """
+  @spec messages(term(), keyword()) :: t()
+  def messages(targets, opts \\ []), do: trace([messages: targets], opts)
+
+  @doc """
+  Starts tracing the lifecycle of `targets` (same forms as `messages/2`, without
+  presets): `:spawn`/`:spawned`, `:exit` (with the reason), `:link`/`:unlink`,
+  `:getting_linked`/`:getting_unlinked`, `:register`/`:unregister`. With
+  `children: true`, processes they spawn are followed too.
+  """
+  @spec processes(term(), keyword()) :: t()
+  def processes(targets, opts \\ []), do: trace([processes: targets], opts)
+
+  @doc """
+  Starts one trace that combines calls, messages and process events:
+
+      Kino.Trace.trace([calls: ["MyApp.Cache"], messages: [MyApp.Cache], processes: [MyApp.Cache]])
+
+  Options are those of `calls/2` (`:pids` applies to calls) plus `:pattern` for messages.
+  """
+  @spec trace(keyword(), keyword()) :: t()
+  def trace(what, opts \\ []) do
+    what = validate_what!(what)
     opts = Options.validate!(opts)
-    {patterns, warnings} = Pattern.parse_all!(List.wrap(patterns), Session.pattern_opts(opts))
+
+    {patterns, warnings} =
+      case Keyword.fetch(what, :calls) do
+        {:ok, calls} -> Pattern.parse_all!(List.wrap(calls), Session.pattern_opts(opts))
+        :error -> {[], []}
+      end
+
     Enum.each(warnings, &IO.warn(&1, []))
+
+    opts =
+      Keyword.merge(opts,
+        calls: Keyword.has_key?(what, :calls),
+        messages: message_plan(what[:messages], opts),
+        processes: process_plan(what[:processes])
+      )
+
     trace = start!(self(), patterns, opts)
+
     case opts[:print] do
       false -> :ok
       true -> Kino.Trace.Printer.attach(trace)
@@ -87,6 +137,37 @@ defmodule Kino.Trace do
 
     trace
   end
+
+  defp validate_what!(what) do
+    unless Keyword.keyword?(what) and what != [] and
+             Enum.all?(Keyword.keys(what), &(&1 in [:calls, :messages, :processes])) do
+      raise ArgumentError,
+            "expected what to trace as a keyword list with :calls, :messages and/or :processes, got: " <>
+              inspect(what)
+    end
+
+    what
+  end
+
+  @doc false
+  def message_plan(nil, _opts), do: nil
+
+  def message_plan(targets, opts) do
+    {targets, distributed?} =
+      case targets do
+        :distributed -> {[:all], true}
+        other -> {Options.resolve_targets!(other, :messages), false}
+      end
+
+    case Kino.Trace.MessagePattern.compile(opts[:pattern], distributed?) do
+      {:ok, specs} -> %{targets: targets, specs: specs, distributed: distributed?}
+      {:error, message} -> raise ArgumentError, message
+    end
+  end
+
+  @doc false
+  def process_plan(nil), do: nil
+  def process_plan(targets), do: %{targets: Options.resolve_targets!(targets, :processes)}
 
   @doc false
   def start!(owner, patterns, opts) do
@@ -133,6 +214,13 @@ defmodule Kino.Trace do
   """
   @spec subscribe(t(), pid()) :: :ok
   def subscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:subscribe, pid})
+
+  @doc """
+  Stops tracing `pid` in this trace (e.g. a process that prints or forwards the trace's
+  own events, which would otherwise feed back into it).
+  """
+  @spec exclude(t(), pid()) :: :ok
+  def exclude(%__MODULE__{} = trace, pid) when is_pid(pid), do: call(trace, {:exclude, pid})
 
   @doc "Unsubscribes `pid`."
   @spec unsubscribe(t(), pid()) :: :ok

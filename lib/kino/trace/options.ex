@@ -30,6 +30,7 @@ defmodule Kino.Trace.Options do
     print: false,
     force: false,
     history: 10_000,
+    pattern: nil,
     name: nil
   ]
 
@@ -97,6 +98,11 @@ defmodule Kino.Trace.Options do
     unless valid, do: invalid!(:queue, "a keyword list with :events and/or :bytes as positive integers", value)
   end
 
+  defp check!(:pattern, value) do
+    unless is_nil(value) or is_binary(value),
+      do: invalid!(:pattern, "a message pattern as a string, such as \"{:ok, _}\"", value)
+  end
+
   defp check!(:name, value) do
     unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
   end
@@ -155,6 +161,22 @@ defmodule Kino.Trace.Options do
   end
 
   def resolve_pids(list) when is_list(list), do: Enum.flat_map(list, &resolve_pids/1)
+
+  @doc """
+  Validates and resolves the targets of message or process tracing (`what` names the
+  option in error messages): `:all`, `:new`, `:existing`, a pid, a registered name, or a
+  list of pids and names.
+  """
+  @spec resolve_targets!(term(), atom()) :: [pid() | :all | :new | :existing]
+  def resolve_targets!(targets, what) do
+    check_pids!(targets)
+    resolve_pids(targets)
+  rescue
+    e in ArgumentError ->
+      reraise ArgumentError,
+              String.replace(e.message, "invalid value for :pids", "invalid #{what} target"),
+              __STACKTRACE__
+  end
 
   @doc "The native session's limits, from validated options."
   @spec native_limits(keyword()) :: map()

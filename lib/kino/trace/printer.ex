@@ -33,6 +33,8 @@ defmodule Kino.Trace.Printer do
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)
     Kino.Trace.subscribe(trace, pid)
+    # The device receives what we print: tracing it would feed the trace its own output.
+    if is_pid(device), do: Kino.Trace.exclude(trace, device)
     send(pid, :subscribed)
     pid
   end

@@ -92,10 +92,27 @@ defmodule Kino.Trace.Session do
   end
 
   defp set_process_flags(%{session: session, opts: opts}) do
-    flags = [:call, :scheduler_id] ++ if(opts[:children], do: [:set_on_spawn], else: [])
+    children = if opts[:children], do: [:set_on_spawn], else: []
 
-    for target <- Options.resolve_pids(opts[:pids]) do
-      :trace.process(session, target, true, flags)
+    if Keyword.get(opts, :calls, true) do
+      for target <- Options.resolve_pids(opts[:pids]) do
+        :trace.process(session, target, true, [:call, :scheduler_id] ++ children)
+      end
+    end
+
+    if messages = opts[:messages] do
+      for target <- messages.targets do
+        :trace.process(session, target, true, [:send, :receive, :scheduler_id] ++ children)
+      end
+
+      :trace.send(session, messages.specs.send, [])
+      :trace.recv(session, messages.specs.recv, [])
+    end
+
+    if processes = opts[:processes] do
+      for target <- processes.targets do
+        :trace.process(session, target, true, [:procs, :scheduler_id] ++ children)
+      end
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
@@ -138,6 +155,11 @@ defmodule Kino.Trace.Session do
 
   @impl true
   def handle_call(:id, _from, state), do: {:reply, state.id, state}
+
+  def handle_call({:exclude, pid}, _from, state) do
+    if tracing?(state), do: :trace.process(state.session, pid, false, [:all])
+    {:reply, :ok, state}
+  end
 
   def handle_call({:subscribe, pid}, _from, state) do
     if tracing?(state), do: :trace.process(state.session, pid, false, [:all])

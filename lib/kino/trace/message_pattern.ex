@@ -1,0 +1,84 @@
+defmodule Kino.Trace.MessagePattern do
+  @moduledoc """
+  Compiles message patterns in Elixir syntax into the match specs of `:trace.send/3`
+  and `:trace.recv/3`.
+
+  A message pattern is an Elixir pattern with an optional guard, matched against the
+  message: `"{:ok, _}"`, `"{:get, key} when is_atom(key)"`, `"%{event: :login}"`.
+  The `:distributed` preset keeps only messages that cross to or from another node.
+
+      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile("{:ok, x} when x > 1", false)
+      iex> :erlang.match_spec_test([self(), {:ok, 2}], specs.send, :trace)
+      {:ok, true, [], []}
+      iex> :erlang.match_spec_test([self(), {:ok, 0}], specs.send, :trace)
+      {:ok, false, [], []}
+  """
+
+  alias Kino.Trace.Pattern.MatchSpec
+
+  @type specs :: %{send: list() | true, recv: list() | true}
+
+  @doc """
+  Compiles `pattern` (a string, or `nil` for every message) into send and receive
+  match specs. With `distributed?`, only messages to or from another node match.
+  """
+  @spec compile(String.t() | nil, boolean()) :: {:ok, specs()} | {:error, String.t()}
+  def compile(nil, false), do: {:ok, %{send: true, recv: true}}
+  def compile(nil, true), do: compile("_", true)
+
+  def compile(text, distributed?) when is_binary(text) do
+    with {:ok, ast} <- quoted(text),
+         {message, guard} = split_guard(ast),
+         {:ok, send} <- spec([var(:__kino_to__), message], guard, send_guard(distributed?)),
+         {:ok, recv} <- spec([var(:__kino_node__), var(:__kino_from__), message], guard, recv_guard(distributed?)) do
+      {:ok, %{send: send, recv: recv}}
+    else
+      {:error, message} -> {:error, "invalid message pattern #{inspect(text)}: #{message}"}
+    end
+  end
+
+  def compile(other, _distributed?),
+    do: {:error, "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}
+
+  defp quoted(text) do
+    case Code.string_to_quoted(text) do
+      {:ok, ast} -> {:ok, ast}
+      {:error, {_meta, message, token}} -> {:error, "syntax error: #{format_error(message)}#{token}"}
+    end
+  end
+
+  defp format_error(message) when is_binary(message), do: message
+  defp format_error({prefix, suffix}), do: "#{prefix}#{suffix}"
+  defp format_error(other), do: inspect(other)
+
+  defp split_guard({:when, _, [message, guard]}), do: {message, guard}
+  defp split_guard(message), do: {message, nil}
+
+  defp spec(head_ast, user_guard, preset_guard) do
+    guard =
+      case {user_guard, preset_guard} do
+        {nil, nil} -> nil
+        {g, nil} -> g
+        {nil, p} -> p
+        {g, p} -> quote(do: unquote(g) and unquote(p))
+      end
+
+    with {:ok, head, bindings} <- MatchSpec.compile_args(head_ast),
+         {:ok, guards} <- MatchSpec.compile_guard(guard, bindings) do
+      {:ok, [{head, guards, []}]}
+    end
+  end
+
+  defp var(name), do: Macro.var(name, nil)
+
+  defp send_guard(false), do: nil
+
+  defp send_guard(true) do
+    to = var(:__kino_to__)
+    quote do: (is_pid(unquote(to)) and node(unquote(to)) != node()) or
+                (is_tuple(unquote(to)) and elem(unquote(to), 1) != node())
+  end
+
+  defp recv_guard(false), do: nil
+  defp recv_guard(true), do: quote(do: unquote(var(:__kino_node__)) != node())
+end
