@@ -1,0 +1,458 @@
+// SessionCore under concurrency: several producer threads (the traced processes on their
+// schedulers) and one consumer (the session process) that drains only when woken, the
+// way the real session does. Every event is delivered exactly once or counted as dropped.
+//
+// Sizes scale with KINO_TRACE_STRESS_EVENTS (total events of the main scenario); the
+// default is smaller under sanitizers.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "session_core.hpp"
+
+using namespace kino_trace;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KINO_TRACE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KINO_TRACE_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+constexpr int kProducers = 4;
+constexpr std::int64_t kEpoch = 1'000'000;
+
+std::uint64_t stress_events() {
+  if (const char* env = std::getenv("KINO_TRACE_STRESS_EVENTS")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != env && v >= kProducers) return v;
+  }
+#ifdef KINO_TRACE_TEST_SANITIZED
+  return 2'000'000;
+#else
+  return 8'000'000;
+#endif
+}
+
+std::int64_t mono_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Payload bytes are derived from (producer, seq) so the consumer can check them.
+std::uint8_t payload_byte(std::uint64_t producer, std::uint64_t seq, std::size_t i) {
+  return static_cast<std::uint8_t>(producer * 31 + seq * 7 + i);
+}
+
+Event make_event(std::uint64_t producer, std::uint64_t seq) {
+  Event e;
+  e.kind = EventKind::Call;
+  e.pid = producer;
+  e.module = seq;
+  // Mostly inline payloads, every 16th on the heap.
+  std::size_t size = seq % 16 == 0 ? 300 + seq % 200 : seq % 40;
+  e.arity = static_cast<std::uint32_t>(size);
+  std::uint8_t* p = e.payload.extend(size);
+  for (std::size_t i = 0; i < size; ++i) p[i] = payload_byte(producer, seq, i);
+  return e;
+}
+
+// The session process's mailbox: commit() asking to wake the consumer is an enif_send.
+class Mailbox {
+ public:
+  void send() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      ++pending_;
+      ++sent_;
+    }
+    cv_.notify_one();
+  }
+  // Blocks for the next message; false once stopped with nothing pending.
+  bool receive() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return pending_ > 0 || stopped_; });
+    if (pending_ == 0) return false;
+    --pending_;
+    return true;
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stopped_ = true;
+    }
+    cv_.notify_one();
+  }
+  std::uint64_t sent() {
+    std::lock_guard<std::mutex> lock(m_);
+    return sent_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::uint64_t pending_ = 0;
+  std::uint64_t sent_ = 0;
+  bool stopped_ = false;
+};
+
+// What the consumer saw. Written by the consumer thread only, read after join().
+struct Seen {
+  std::vector<std::uint64_t> count = std::vector<std::uint64_t>(kProducers, 0);
+  std::vector<std::uint64_t> next_min = std::vector<std::uint64_t>(kProducers, 0);  // seqs only grow
+  std::uint64_t out_of_order = 0;
+  std::uint64_t gaps = 0;
+  std::uint64_t bad_payloads = 0;
+  std::uint64_t bad_producers = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t empty_wakeups = 0;
+  std::uint64_t max_batch = 0;
+};
+
+class Consumer {
+ public:
+  Consumer(SessionCore& s, Mailbox& mb, std::size_t batch, std::uint64_t close_after = 0)
+      : s_(s), mb_(mb), batch_(batch), close_after_(close_after), thread_([this] { run(); }) {}
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  ~Consumer() { stop(); }
+
+  void stop() {
+    if (thread_.joinable()) {
+      mb_.stop();
+      thread_.join();
+    }
+  }
+  std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
+  const Seen& seen() const { return seen_; }  // after stop()
+
+ private:
+  void run() {
+    std::vector<Event> buf(batch_);
+    while (mb_.receive()) {
+      if (closed_) continue;  // a closed session drains no more, as the real one is gone
+      bool more = true;
+      bool got_any = false;
+      while (more) {  // drain until the core says there is nothing left to be told about
+        std::size_t n = s_.drain(buf.data(), buf.size(), more);
+        if (n == 0) {
+          if (more) std::this_thread::yield();  // counted but not yet visible: try again
+          continue;
+        }
+        got_any = true;
+        ++seen_.batches;
+        seen_.max_batch = std::max<std::uint64_t>(seen_.max_batch, n);
+        for (std::size_t i = 0; i < n; ++i) check(buf[i]);
+        delivered_.fetch_add(n, std::memory_order_release);
+        if (close_after_ && !closed_ && delivered() >= close_after_) {
+          s_.close();
+          closed_ = true;
+          more = false;
+        }
+      }
+      if (!got_any) ++seen_.empty_wakeups;
+    }
+  }
+
+  void check(const Event& e) {
+    if (e.pid >= kProducers || e.kind != EventKind::Call) {
+      ++seen_.bad_producers;
+      return;
+    }
+    std::size_t p = e.pid;
+    std::uint64_t seq = e.module;
+    if (seq < seen_.next_min[p]) ++seen_.out_of_order;
+    if (seq > seen_.next_min[p]) ++seen_.gaps;
+    seen_.next_min[p] = seq + 1;
+    ++seen_.count[p];
+    bool ok = e.payload.size() == e.arity;
+    for (std::size_t i = 0; ok && i < e.payload.size(); ++i) ok = e.payload.data()[i] == payload_byte(p, seq, i);
+    if (!ok) ++seen_.bad_payloads;
+  }
+
+  SessionCore& s_;
+  Mailbox& mb_;
+  std::size_t batch_;
+  std::uint64_t close_after_;
+  bool closed_ = false;
+  Seen seen_;
+  std::atomic<std::uint64_t> delivered_{0};
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+// What one producer did.
+struct Tally {
+  std::uint64_t offered = 0;  // attempts that ended in a verdict (abandoned ones excluded)
+  std::uint64_t verdicts[5] = {0, 0, 0, 0, 0};
+  std::uint64_t wakes = 0;
+  std::uint64_t limit_signals = 0;
+};
+
+enum class Mode { Lossless, Lossy, UntilClosed };
+
+// One producer: offers `count` events like the VM would (enabled, then trace). Lossless
+// mode waits for room (peek) and retries the same event until it is accepted, so the
+// consumer must see every sequence number; lossy mode is exactly the VM; UntilClosed is
+// lossy and keeps going until the session is closed, then offers 2000 more.
+void produce(SessionCore& s, Mailbox& mb, std::uint64_t producer, std::uint64_t count, Mode mode, bool real_time,
+             std::atomic<int>& go, Tally& t) {
+  while (go.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+  std::uint64_t last_abandoned = ~std::uint64_t{0};
+  std::uint64_t after_close = 0;
+  for (std::uint64_t seq = 0;;) {
+    if (seq >= count && (mode != Mode::UntilClosed || after_close >= 2000)) break;
+    if (mode == Mode::UntilClosed && s.closed()) ++after_close;
+    std::int64_t now = real_time ? mono_ns() : kEpoch;
+    if (mode == Mode::Lossless && s.peek(now) != Verdict::Accept) {
+      std::this_thread::yield();
+      continue;
+    }
+    Verdict v = s.precheck(now);
+    if (v == Verdict::Accept) {
+      v = s.admit(now);
+      if (v == Verdict::Accept) {
+        if (seq % 97 == 13 && last_abandoned != seq) {  // now and then encoding fails: abandon, retry once
+          s.abandon();
+          last_abandoned = seq;
+          continue;
+        }
+        Event e = make_event(producer, seq);  // encoding takes a while: close() may run meanwhile
+        if (mode == Mode::UntilClosed && seq % 8 == 0) std::this_thread::yield();
+        CommitResult r = s.commit(std::move(e));
+        v = r.verdict;
+        if (r.wake_consumer) {
+          ++t.wakes;
+          mb.send();
+        }
+        if (r.limit_reached) ++t.limit_signals;
+      }
+    }
+    ++t.offered;
+    ++t.verdicts[static_cast<int>(v)];
+    if (v == Verdict::Accept || mode != Mode::Lossless) ++seq;
+    // A traced process does some work between calls: let the consumer in now and then.
+    if (mode != Mode::Lossless && t.offered % 32 == 0) std::this_thread::yield();
+  }
+}
+
+struct RunResult {
+  std::vector<Tally> tallies = std::vector<Tally>(kProducers);
+  Tally total;
+  double seconds = 0;
+};
+
+RunResult run_producers(SessionCore& s, Mailbox& mb, std::uint64_t per_producer, Mode mode, bool real_time = false) {
+  RunResult res;
+  std::atomic<int> go{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p)
+    threads.emplace_back(produce, std::ref(s), std::ref(mb), static_cast<std::uint64_t>(p), per_producer, mode,
+                         real_time, std::ref(go), std::ref(res.tallies[static_cast<std::size_t>(p)]));
+  auto t0 = std::chrono::steady_clock::now();
+  go.store(1, std::memory_order_release);
+  for (auto& th : threads) th.join();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Tally& t : res.tallies) {
+    res.total.offered += t.offered;
+    for (int i = 0; i < 5; ++i) res.total.verdicts[i] += t.verdicts[i];
+    res.total.wakes += t.wakes;
+    res.total.limit_signals += t.limit_signals;
+  }
+  return res;
+}
+
+// Waits (without ever draining itself) until the consumer has everything that was
+// accepted: if a wake-up were lost, events would sit in the queue and this times out.
+bool wait_until_delivered(const SessionCore& s, const Consumer& c, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    Counters k = s.counters();
+    if (c.delivered() == k.accepted - k.discarded) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void check_books(const SessionCore& s, const RunResult& r) {
+  Counters c = s.counters();
+  CHECK(c.accepted == r.total.verdicts[static_cast<int>(Verdict::Accept)]);
+  CHECK(c.dropped_closed == r.total.verdicts[static_cast<int>(Verdict::DropClosed)]);
+  CHECK(c.dropped_rate == r.total.verdicts[static_cast<int>(Verdict::DropRate)]);
+  CHECK(c.dropped_queue_full == r.total.verdicts[static_cast<int>(Verdict::DropQueueFull)]);
+  CHECK(c.dropped_max_events == r.total.verdicts[static_cast<int>(Verdict::DropMaxEvents)]);
+  CHECK(c.accepted + c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events ==
+        r.total.offered);
+  CHECK(c.accepted == c.delivered + c.queued + c.discarded);
+  CHECK(c.wakeups == r.total.wakes);
+}
+
+}  // namespace
+
+TEST_CASE("stress: lossless multi-producer run delivers every event exactly once, in order", "[stress]") {
+  const std::uint64_t total = stress_events();
+  const std::uint64_t per = total / kProducers;
+  Limits l;
+  l.queue_events = 4096;
+  SessionCore s(l, kEpoch);
+  Mailbox mb;
+  Consumer consumer(s, mb, 256);
+  RunResult r = run_producers(s, mb, per, Mode::Lossless);
+  REQUIRE(wait_until_delivered(s, consumer, std::chrono::seconds(60)));
+  consumer.stop();
+  const Seen& seen = consumer.seen();
+  WARN("lossless: " << per * kProducers << " events in " << r.seconds << " s, " << seen.batches << " batches, "
+                    << r.total.wakes << " wake-ups, " << r.total.offered - per * kProducers << " refused attempts");
+
+  for (int p = 0; p < kProducers; ++p) {
+    INFO("producer " << p);
+    CHECK(seen.count[static_cast<std::size_t>(p)] == per);
+    CHECK(seen.next_min[static_cast<std::size_t>(p)] == per);
+  }
+  CHECK(seen.out_of_order == 0);
+  CHECK(seen.gaps == 0);
+  CHECK(seen.bad_payloads == 0);
+  CHECK(seen.bad_producers == 0);
+  CHECK(seen.max_batch <= 256);
+
+  Counters c = s.counters();
+  CHECK(c.accepted == per * kProducers);
+  CHECK(c.delivered == per * kProducers);
+  CHECK(c.queued == 0);
+  CHECK(c.discarded == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(c.wakeups >= 1);
+  CHECK(mb.sent() == c.wakeups);
+  check_books(s, r);
+}
+
+TEST_CASE("stress: a small queue drops, counts every drop, and loses nothing silently", "[stress]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 4, 1000);
+  Limits l;
+  l.queue_events = 64;
+  l.queue_bytes = 24 * 1024;
+  SessionCore s(l, kEpoch);
+  Mailbox mb;
+  Consumer consumer(s, mb, 16);
+  RunResult r = run_producers(s, mb, per, Mode::Lossy);
+  REQUIRE(wait_until_delivered(s, consumer, std::chrono::seconds(60)));
+  consumer.stop();
+  const Seen& seen = consumer.seen();
+  Counters c = s.counters();
+  WARN("lossy: " << r.total.offered << " offered, " << c.accepted << " accepted, " << c.dropped_queue_full
+                 << " dropped (queue full) in " << r.seconds << " s");
+
+  CHECK(r.total.offered == per * kProducers);
+  for (int p = 0; p < kProducers; ++p) {
+    INFO("producer " << p);
+    auto i = static_cast<std::size_t>(p);
+    // Exactly what this producer had accepted reached the consumer.
+    CHECK(seen.count[i] == r.tallies[i].verdicts[static_cast<int>(Verdict::Accept)]);
+  }
+  CHECK(seen.out_of_order == 0);
+  CHECK(seen.bad_payloads == 0);
+  CHECK(seen.bad_producers == 0);
+  CHECK(c.dropped_queue_full > 0);
+  CHECK(c.dropped_rate == 0);
+  CHECK(c.dropped_closed == 0);
+  CHECK(c.dropped_max_events == 0);
+  CHECK(c.delivered == c.accepted);
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  check_books(s, r);
+}
+
+TEST_CASE("stress: racing producers reach max_events exactly once", "[stress]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 8, 5000);
+  const std::uint64_t max_events = per * kProducers / 3;
+  Limits l;
+  l.max_events = max_events;
+  l.queue_events = max_events;  // never the limiting factor here
+  l.queue_bytes = std::uint64_t{1} << 32;
+  SessionCore s(l, kEpoch);
+  Mailbox mb;
+  Consumer consumer(s, mb, 128);
+  RunResult r = run_producers(s, mb, per, Mode::Lossy);
+  REQUIRE(wait_until_delivered(s, consumer, std::chrono::seconds(60)));
+  consumer.stop();
+  Counters c = s.counters();
+  CHECK(c.accepted == max_events);
+  CHECK(c.delivered == max_events);
+  CHECK(c.limit_reached);
+  CHECK(c.closed);
+  CHECK(r.total.limit_signals == 1);
+  CHECK(c.dropped_closed + c.dropped_max_events == per * kProducers - max_events);
+  std::uint64_t seen_total = 0;
+  for (auto n : consumer.seen().count) seen_total += n;
+  CHECK(seen_total == max_events);
+  CHECK(consumer.seen().out_of_order == 0);
+  check_books(s, r);
+}
+
+TEST_CASE("stress: close() racing producers leaves nothing queued", "[stress][close]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 8, 5000);
+  for (int round = 0; round < 5; ++round) {
+    INFO("round " << round);
+    Limits l;
+    l.queue_events = 1000;
+    SessionCore s(l, kEpoch);
+    Mailbox mb;
+    // The consumer closes the session mid-run, while the producers are still committing.
+    Consumer consumer(s, mb, 64, 200 + static_cast<std::uint64_t>(round) * 37);
+    RunResult r = run_producers(s, mb, per, Mode::UntilClosed);
+    consumer.stop();
+    Counters c = s.counters();
+    CHECK(c.closed);
+    CHECK_FALSE(c.limit_reached);
+    CHECK(c.queued == 0);
+    CHECK(c.bytes_queued == 0);
+    CHECK(c.accepted == c.delivered + c.discarded);
+    CHECK(c.delivered == consumer.delivered());
+    CHECK(c.dropped_closed > 0);
+    CHECK(consumer.seen().out_of_order == 0);
+    CHECK(consumer.seen().bad_payloads == 0);
+    check_books(s, r);
+    CHECK(s.precheck(kEpoch) == Verdict::DropClosed);
+  }
+}
+
+TEST_CASE("stress: concurrent rate limiting never exceeds burst + refill", "[stress][rate]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 16, 5000);
+  const std::int64_t period = 10'000'000;  // 10 ms
+  const std::uint64_t count = 1000;        // 1000 per 10 ms: 100k/s, well under what 4 threads offer
+  Limits l;
+  l.rate_count = count;
+  l.rate_period_ns = period;
+  l.queue_events = 1u << 20;
+  const std::int64_t epoch = mono_ns();
+  SessionCore s(l, epoch);
+  Mailbox mb;
+  Consumer consumer(s, mb, 256);
+  RunResult r = run_producers(s, mb, per, Mode::Lossy, /*real_time=*/true);
+  const std::int64_t elapsed = mono_ns() - epoch;
+  REQUIRE(wait_until_delivered(s, consumer, std::chrono::seconds(60)));
+  consumer.stop();
+  Counters c = s.counters();
+  const std::int64_t interval = period / static_cast<std::int64_t>(count);
+  const auto ceiling = count + static_cast<std::uint64_t>(elapsed / interval) + 1;
+  WARN("rate: " << c.accepted << " accepted of " << r.total.offered << " in " << static_cast<double>(elapsed) / 1e6 << " ms (ceiling "
+                << ceiling << ")");
+  CHECK(c.accepted <= ceiling);
+  CHECK(c.accepted >= count);  // at least the initial burst
+  CHECK(c.dropped_rate > 0);
+  CHECK_FALSE(c.closed);
+  CHECK(c.delivered == c.accepted);
+  check_books(s, r);
+}
