@@ -61,7 +61,8 @@ tsan_runner() {
 }
 
 run_variant() {
-  local v="$1" dir="$root/build/native-$v" werror=OFF build_type=RelWithDebInfo
+  local v="$1"
+  local dir="$root/build/native-$v" werror=OFF build_type=RelWithDebInfo
   local -a cfg
   case "$v" in
     plain)
