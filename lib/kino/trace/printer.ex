@@ -40,10 +40,10 @@ defmodule Kino.Trace.Printer do
   end
 
   defp init(trace, device, opts) do
-    ref = Process.monitor(trace.session)
-
+    # Until subscribed, a trace on :all or :new processes follows this process: do
+    # nothing it could see before then.
     receive do
-      :subscribed -> loop(trace.id, ref, device, opts)
+      :subscribed -> loop(trace.id, Process.monitor(trace.session), device, opts)
     after
       5_000 -> :ok
     end
