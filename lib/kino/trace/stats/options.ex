@@ -1,0 +1,96 @@
+defmodule Kino.Trace.Stats.Options do
+  @moduledoc """
+  Validates the options of `Kino.Trace.Stats.start/2`.
+
+  Every option is checked before anything is traced; a bad one raises an
+  `ArgumentError` that names it and says what it takes. `:pids` takes the same values,
+  with the same messages, as in `Kino.Trace.calls/2`.
+
+      iex> Kino.Trace.Stats.Options.validate!(memory: false)[:time]
+      true
+
+      iex> Kino.Trace.Stats.Options.validate!(time: :yes)
+      ** (ArgumentError) invalid value for :time: expected a boolean, got: :yes
+
+      iex> Kino.Trace.Stats.Options.validate!(tiem: true)
+      ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force
+  """
+
+  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false]
+  @booleans [:children, :time, :memory, :local, :force]
+
+  @doc "The default options."
+  @spec defaults() :: keyword()
+  def defaults, do: @defaults
+
+  @doc "Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option."
+  @spec validate!(term()) :: keyword()
+  def validate!(opts) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
+    end
+
+    Enum.each(opts, fn {key, value} -> check!(key, value) end)
+    Keyword.merge(@defaults, opts)
+  end
+
+  defp check!(:pids, value) do
+    # Same rules and messages as the calls options.
+    Kino.Trace.Options.validate!(pids: value)
+    :ok
+  end
+
+  defp check!(key, value) when key in @booleans do
+    unless is_boolean(value) do
+      raise ArgumentError,
+            "invalid value for #{inspect(key)}: expected a boolean, got: #{inspect(value)}"
+    end
+  end
+
+  defp check!(key, _value) do
+    known = Keyword.keys(@defaults)
+
+    raise ArgumentError,
+          "unknown option #{inspect(key)}" <>
+            suggestion(key, known) <>
+            ". Known options: " <> Enum.map_join(known, ", ", &inspect/1)
+  end
+
+  defp suggestion(key, known) do
+    key = to_string(key)
+    best = Enum.max_by(known, &String.jaro_distance(to_string(&1), key))
+
+    if String.jaro_distance(to_string(best), key) > 0.8,
+      do: " (did you mean #{inspect(best)}?)",
+      else: ""
+  end
+
+  @doc """
+  The VM counters to enable for validated options.
+
+  Calls are counted per process by `call_time` or `call_memory`, which honour the
+  `:pids` option. `call_count` counts calls in every process, so it is used only when
+  neither time nor memory is wanted and every process is traced; otherwise `call_time`
+  is enabled to count (its times are then not reported).
+
+      iex> Kino.Trace.Stats.Options.counters(time: true, memory: false, pids: :all)
+      [:call_time]
+      iex> Kino.Trace.Stats.Options.counters(time: false, memory: false, pids: :all)
+      [:call_count]
+      iex> Kino.Trace.Stats.Options.counters(time: false, memory: false, pids: self())
+      [:call_time]
+  """
+  @spec counters(keyword()) :: [:call_count | :call_time | :call_memory]
+  def counters(opts) do
+    case {opts[:time], opts[:memory], opts[:pids]} do
+      {false, false, :all} ->
+        [:call_count]
+
+      {false, false, _} ->
+        [:call_time]
+
+      {time, memory, _} ->
+        if(time, do: [:call_time], else: []) ++ if(memory, do: [:call_memory], else: [])
+    end
+  end
+end

@@ -1,0 +1,74 @@
+defmodule Kino.Trace.Stats.Targets do
+  @moduledoc """
+  Turns stats patterns into the exact functions whose counters are read.
+
+  The VM's call counters are set with wildcards but read one function at a time
+  (`:trace.info/3` takes no wildcards), so every pattern is expanded here to the
+  `{module, function, arity}` list of the loaded code. With `local: false` only exported
+  functions are counted.
+
+  Counters take no match spec: every call is counted, so argument patterns and guards
+  are refused.
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Enum.map/2")
+      iex> Kino.Trace.Stats.Targets.expand([pattern], local: true)
+      [{Enum, :map, 2}]
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Enum.map(list, _) when length(list) > 10")
+      iex> Kino.Trace.Stats.Targets.check_plain!([pattern])
+      ** (ArgumentError) invalid stats pattern "Enum.map(list, _) when length(list) > 10": statistics count every call, so argument patterns and guards are not supported; use "Enum.map/2"
+  """
+
+  alias Kino.Trace.Pattern
+
+  @doc """
+  Raises `ArgumentError` naming every pattern with argument patterns or guards.
+  """
+  @spec check_plain!([Pattern.t()]) :: :ok
+  def check_plain!(patterns) do
+    errors =
+      for %Pattern{} = p <- patterns, p.head != :_ or p.guards != [] do
+        plain = %{p | head: :_, guards: [], call_text: nil}
+
+        "invalid stats pattern #{inspect(Pattern.to_string(p))}: statistics count every call, " <>
+          "so argument patterns and guards are not supported; use #{inspect(Pattern.to_string(plain))}"
+      end
+
+    if errors != [], do: raise(ArgumentError, Enum.join(errors, "\n"))
+    :ok
+  end
+
+  @doc """
+  The functions the patterns name, in the loaded code, without duplicates.
+  Options: `:local` (default `true`) - include private functions.
+  """
+  @spec expand([Pattern.t()], keyword()) :: [mfa()]
+  def expand(patterns, opts \\ []) do
+    local? = Keyword.get(opts, :local, true)
+
+    patterns
+    |> Enum.flat_map(&expand_one(Pattern.mfa(&1), local?))
+    |> Enum.uniq()
+  end
+
+  defp expand_one({:_, :_, :_}, local?) do
+    for {module, _} <- :code.all_loaded(), mfa <- expand_one({module, :_, :_}, local?), do: mfa
+  end
+
+  # An exact function passed the pre-flight check: take it as it is (BIFs included).
+  defp expand_one({module, function, arity}, _local?) when is_integer(arity),
+    do: [{module, function, arity}]
+
+  defp expand_one({module, function, arity}, local?) do
+    for {f, a} <- functions(module, local?),
+        function == :_ or f == function,
+        arity == :_ or a == arity,
+        do: {module, f, a}
+  end
+
+  defp functions(module, local?) do
+    module.module_info(if local?, do: :functions, else: :exports)
+  rescue
+    _ -> []
+  end
+end
