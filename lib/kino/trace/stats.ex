@@ -1,0 +1,140 @@
+defmodule Kino.Trace.Stats do
+  @moduledoc """
+  Live statistics per function: call count, time and memory, from the VM's own counters.
+
+  Per-call tracing sends a message for every call; for hot functions that costs a lot.
+  A stats session instead turns on the VM's call counters (`call_time`, `call_memory`,
+  see `:trace.function/4`) in its own `:trace` session and reads them when asked. No
+  message is sent per call; the cost is a counter update at each call and return.
+
+      stats = Kino.Trace.Stats.start(["MyApp.Repo", "Jason.encode!/1"])
+      # ... run the workload ...
+      Kino.Trace.Stats.print(stats)
+      # 2 functions, 2000 calls in 3.1 s
+      # FUNCTION               CALLS  TIME µs  PER CALL   %TIME  MEMORY words  PER CALL
+      # MyApp.Repo.get/2        1000    81234     81.23   92.11         40000     40.00
+      # Jason.encode!/1         1000     6962      6.96    7.89         90000     90.00
+      # TOTAL                   2000    88196            100.00        130000
+
+      snapshot = Kino.Trace.Stats.snapshot(stats)
+      [top | _] = snapshot.rows      # sorted by total time, highest first
+      top.mfa                        #=> {MyApp.Repo, :get, 2}
+      top.processes                  # per-process calls, time and memory
+
+      Kino.Trace.Stats.reset(stats)  # counters back to zero
+      Kino.Trace.Stats.stop(stats)
+
+  ## What is measured
+
+    * calls - calls made in the traced processes
+    * time - microseconds the function ran while its process was scheduled in. Waiting
+      (`receive`, `Process.sleep/1`, a full run queue) is not counted; neither is time
+      spent in other functions of the same stats session, which have their own rows.
+    * memory - words allocated on the process heap by the function, likewise without
+      other functions of the session.
+
+  ## Patterns
+
+  The forms of `Kino.Trace.calls/2` (`"Mod"`, `"Mod.fun/2"`, `&Mod.fun/2`, ...), with
+  the same pre-flight check. Argument patterns and guards are refused: the counters
+  count every call. Functions are those of the code loaded when the session starts; a
+  module reloaded later is no longer counted.
+
+  ## Options
+
+    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
+      name, or a list of pids and names
+    * `:children` - also count in processes they spawn (default `false`)
+    * `:time` - measure time (default `true`)
+    * `:memory` - measure memory (default `true`)
+    * `:local` - include private functions of module patterns (default `true`); every
+      call of a counted function is counted, local or remote
+    * `:force` - allow counting everything or kino_trace's own modules
+
+  The calling process owns the session: when it exits, the session ends. Several stats
+  sessions, call traces and other tools can count the same functions side by side.
+  """
+
+  alias Kino.Trace.Pattern
+  alias Kino.Trace.Stats.{Options, Server, Snapshot, Table, Targets}
+
+  @enforce_keys [:id, :server]
+  defstruct [:id, :server, node: nil]
+
+  @type t :: %__MODULE__{id: pos_integer(), server: pid(), node: node()}
+
+  @doc """
+  Starts counting calls of the functions matching `patterns` and returns the session.
+
+  Raises `ArgumentError` for a bad pattern or option before anything is counted. See
+  the module documentation for patterns and options.
+
+      stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self(), memory: false)
+  """
+  @spec start(term(), keyword()) :: t()
+  def start(patterns, opts \\ []) do
+    opts = Options.validate!(opts)
+
+    {patterns, warnings} =
+      Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local])
+
+    Targets.check_plain!(patterns)
+    Enum.each(warnings, &IO.warn(&1, []))
+    mfas = Targets.expand(patterns, local: opts[:local])
+
+    case Server.start(self(), patterns, mfas, opts) do
+      {:ok, pid, id} ->
+        %__MODULE__{id: id, server: pid, node: node()}
+
+      {:error, reason} ->
+        raise RuntimeError, "kino_trace could not start a stats session: #{inspect(reason)}"
+    end
+  end
+
+  @doc """
+  The statistics so far (since the start or the last `reset/1`): one row per function
+  called at least once, sorted by total time. See `Kino.Trace.Stats.Snapshot`.
+  """
+  @spec snapshot(t()) :: Snapshot.t()
+  def snapshot(%__MODULE__{} = stats), do: call(stats, :snapshot)
+
+  @doc "Sets every counter back to zero."
+  @spec reset(t()) :: :ok
+  def reset(%__MODULE__{} = stats), do: call(stats, :reset)
+
+  @doc """
+  The session's settings: `:patterns` (text), `:functions` (how many are counted),
+  `:counters` (the VM counters in use), `:opts`.
+  """
+  @spec info(t()) :: map()
+  def info(%__MODULE__{} = stats), do: call(stats, :info)
+
+  @doc "Stops counting and ends the session. Returns `:ok`, also when already stopped."
+  @spec stop(t()) :: :ok
+  def stop(%__MODULE__{server: pid}) do
+    GenServer.call(pid, :stop)
+  catch
+    :exit, _ -> :ok
+  end
+
+  @doc """
+  Prints the statistics so far as a table (see `Kino.Trace.Stats.Table` for options)
+  to the group leader, or to `:device`. Takes a session or a snapshot.
+  """
+  @spec print(t() | Snapshot.t(), keyword()) :: :ok
+  def print(stats_or_snapshot, opts \\ [])
+
+  def print(%__MODULE__{} = stats, opts), do: print(snapshot(stats), opts)
+
+  def print(%Snapshot{} = snapshot, opts) do
+    {device, opts} = Keyword.pop(opts, :device, Process.group_leader())
+    IO.puts(device, Table.format(snapshot, opts))
+  end
+
+  defp call(%__MODULE__{server: pid}, request) do
+    GenServer.call(pid, request, 30_000)
+  catch
+    :exit, {reason, _} when reason in [:noproc, :normal] ->
+      raise ArgumentError, "the stats session has ended (its process is gone)"
+  end
+end
