@@ -42,6 +42,21 @@ defmodule Kino.Trace.StatsTest do
                Snapshot.row(Stats.snapshot(stats), @tick)
     end
 
+    test "pids: :new counts only processes spawned later; children: true follows spawns" do
+      old = S.worker()
+      new_only = Stats.start([@tick], pids: :new)
+      S.ticks(2)
+      S.run_in(old, fn -> S.ticks(3) end)
+      S.in_process(fn -> S.ticks(4) end)
+      assert Stats.snapshot(new_only).calls == 4
+
+      parent = S.worker()
+      family = Stats.start([@tick], pids: parent, children: true)
+      S.run_in(parent, fn -> S.ticks(1) && S.in_process(fn -> S.ticks(5) end) end)
+      assert %Row{calls: 6, processes: processes} = Snapshot.row(Stats.snapshot(family), @tick)
+      assert length(processes) == 2
+    end
+
     test "with time and memory off still count, per process, and honour :pids" do
       worker = S.worker()
       stats = Stats.start([@tick], pids: [worker], time: false, memory: false)
