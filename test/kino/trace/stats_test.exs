@@ -9,6 +9,27 @@ defmodule Kino.Trace.StatsTest do
 
   @tick {S, :tick, 1}
 
+  # Sessions end when their owner (the test process) exits; wait for that, so the next
+  # test (here or in another synchronous module) starts with none left.
+  setup do
+    on_exit(fn -> wait_until(fn -> stats_servers() == [] end) end)
+  end
+
+  defp stats_servers do
+    for {_, pid, _, [Kino.Trace.Stats.Server]} <-
+          DynamicSupervisor.which_children(Kino.Trace.SessionSupervisor),
+        is_pid(pid),
+        do: pid
+  end
+
+  defp wait_until(fun, tries \\ 500) do
+    cond do
+      fun.() -> :ok
+      tries == 0 -> flunk("stats sessions were left over")
+      true -> Process.sleep(10) && wait_until(fun, tries - 1)
+    end
+  end
+
   defp session_alive?(stats) do
     weak = Stats.info(stats).session
     Enum.member?(:trace.session_info(:all), weak)

@@ -23,7 +23,8 @@ defmodule Kino.Trace.Stats.Server do
     spec = %{
       id: __MODULE__,
       start: {GenServer, :start_link, [__MODULE__, {owner, patterns, mfas, opts}]},
-      restart: :temporary
+      restart: :temporary,
+      modules: [__MODULE__]
     }
 
     case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
