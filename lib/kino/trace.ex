@@ -49,6 +49,9 @@ defmodule Kino.Trace do
       or the options of `Kino.Trace.Printer.attach/2` such as `[colors: false]`
     * `:force` - allow tracing everything or kino_trace's own modules
     * `:history` - how many recent events `events/2` keeps (default 10 000)
+    * `:nodes` - trace other nodes too: a node, a list of nodes, or `:all` (this node and
+      every connected node); each gets its own session with the same limits and the
+      events merge into this trace (see `Kino.Trace.Remote`)
 
   ## Safety
 
@@ -112,6 +115,52 @@ defmodule Kino.Trace do
     what = validate_what!(what)
     opts = Options.validate!(opts)
 
+    trace =
+      case opts[:nodes] do
+        nil ->
+          {patterns, opts} = plan!(what, opts)
+          start!(self(), patterns, opts)
+
+        nodes ->
+          start_on_nodes!(what, opts, Kino.Trace.Remote.resolve_nodes!(nodes))
+      end
+
+    case opts[:print] do
+      false -> :ok
+      true -> Kino.Trace.Printer.attach(trace)
+      printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
+    end
+
+    trace
+  end
+
+  # One coordinating session here; it starts a session on every other node.
+  defp start_on_nodes!(what, opts, nodes) do
+    {remote_nodes, trace_local?} = {List.delete(nodes, node()), node() in nodes}
+    remote_opts = Keyword.merge(opts, nodes: nil, print: false)
+    Enum.each(remote_nodes, &Kino.Trace.Remote.preflight!(&1, what, remote_opts))
+
+    {patterns, local_opts} =
+      if trace_local? do
+        plan!(what, opts)
+      else
+        {[], Keyword.merge(opts, calls: false, messages: nil, processes: nil)}
+      end
+
+    local_opts =
+      Keyword.merge(local_opts,
+        trace_local: trace_local?,
+        remote_nodes: remote_nodes,
+        remote_what: what,
+        remote_opts: remote_opts
+      )
+
+    start!(self(), patterns, local_opts)
+  end
+
+  @doc false
+  # Parses and checks what to trace on this node: {patterns, options with the plan}.
+  def plan!(what, opts) do
     {patterns, warnings} =
       case Keyword.fetch(what, :calls) do
         {:ok, calls} -> Pattern.parse_all!(List.wrap(calls), Session.pattern_opts(opts))
@@ -127,15 +176,7 @@ defmodule Kino.Trace do
         processes: process_plan(what[:processes])
       )
 
-    trace = start!(self(), patterns, opts)
-
-    case opts[:print] do
-      false -> :ok
-      true -> Kino.Trace.Printer.attach(trace)
-      printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
-    end
-
-    trace
+    {patterns, opts}
   end
 
   defp validate_what!(what) do

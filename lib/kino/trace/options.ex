@@ -31,6 +31,7 @@ defmodule Kino.Trace.Options do
     force: false,
     history: 10_000,
     pattern: nil,
+    nodes: nil,
     name: nil
   ]
 
@@ -47,6 +48,8 @@ defmodule Kino.Trace.Options do
       raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
     end
 
+    remote? = Keyword.get(opts, :nodes) not in [nil, node(), [node()]]
+
     Enum.each(opts, fn {key, value} ->
       unless Keyword.has_key?(defaults, key) do
         raise ArgumentError,
@@ -54,7 +57,7 @@ defmodule Kino.Trace.Options do
                 ". Known options: " <> Enum.map_join(Keyword.keys(defaults), ", ", &inspect/1)
       end
 
-      check!(key, value)
+      if key == :pids and remote?, do: check_pids_shape!(value), else: check!(key, value)
     end)
 
     opts = Keyword.merge(defaults, opts)
@@ -76,7 +79,16 @@ defmodule Kino.Trace.Options do
     unless is_nil(value) or pos_integer?(value), do: invalid!(key, "a positive integer", value)
   end
 
-  defp check!(key, value) when key in [:max_depth, :max_items, :max_binary, :max_bytes, :history] do
+  # Bounded: the tracer's term walk recurses once per nesting level.
+  defp check!(:max_depth, value) do
+    cond do
+      not pos_integer?(value) -> invalid!(:max_depth, "a positive integer", value)
+      value > 100 -> invalid!(:max_depth, "at most 100", value)
+      true -> :ok
+    end
+  end
+
+  defp check!(key, value) when key in [:max_items, :max_binary, :max_bytes, :history] do
     unless pos_integer?(value) and value <= 0xFFFFFFFF,
       do: invalid!(key, "a positive integer", value)
   end
@@ -84,8 +96,16 @@ defmodule Kino.Trace.Options do
   defp check!(:rate, nil), do: :ok
 
   defp check!(:rate, {count, ms} = value) do
-    unless pos_integer?(count) and pos_integer?(ms),
-      do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
+    cond do
+      not (pos_integer?(count) and pos_integer?(ms)) ->
+        invalid!(:rate, "{count, milliseconds} with positive integers", value)
+
+      count > 1_000_000_000 or ms > 86_400_000 ->
+        invalid!(:rate, "at most 1_000_000_000 events per at most 86_400_000 ms", value)
+
+      true ->
+        :ok
+    end
   end
 
   defp check!(:rate, value), do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
@@ -98,6 +118,11 @@ defmodule Kino.Trace.Options do
     unless valid, do: invalid!(:queue, "a keyword list with :events and/or :bytes as positive integers", value)
   end
 
+  defp check!(:nodes, value) do
+    valid = is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
+    unless valid, do: invalid!(:nodes, "a node, a list of nodes, or :all", value)
+  end
+
   defp check!(:pattern, value) do
     unless is_nil(value) or is_binary(value),
       do: invalid!(:pattern, "a message pattern as a string, such as \"{:ok, _}\"", value)
@@ -106,6 +131,11 @@ defmodule Kino.Trace.Options do
   defp check!(:name, value) do
     unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
   end
+
+  # With other nodes, names are looked up on each node: only the shape is checked here.
+  defp check_pids_shape!(value) when is_atom(value) or is_pid(value), do: :ok
+  defp check_pids_shape!([_ | _] = list), do: Enum.each(list, &check_pids_shape!/1)
+  defp check_pids_shape!(value), do: check_pids!(value)
 
   defp check_pids!(value) when value in [:all, :new, :existing], do: :ok
   defp check_pids!(value) when is_pid(value), do: :ok
@@ -151,7 +181,8 @@ defmodule Kino.Trace.Options do
   """
   @spec resolve_pids(term()) :: [pid() | :all | :new | :existing]
   def resolve_pids(value) when value in [:all, :new, :existing], do: [value]
-  def resolve_pids(value) when is_pid(value), do: [value]
+  def resolve_pids(value) when is_pid(value) and node(value) == node(), do: [value]
+  def resolve_pids(value) when is_pid(value), do: []
 
   def resolve_pids(value) when is_atom(value) do
     case Process.whereis(value) do

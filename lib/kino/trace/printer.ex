@@ -76,7 +76,8 @@ defmodule Kino.Trace.Printer do
   def format(%Event{} = event, opts \\ []) do
     inspect_opts = Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, []))
     time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
-    who = [inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: []), " "]
+    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
+    who = [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: []), " "]
     indent = String.duplicate("  ", event.depth)
 
     [

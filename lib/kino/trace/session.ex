@@ -44,7 +44,10 @@ defmodule Kino.Trace.Session do
     history_size: 0,
     rate: 0.0,
     rate_sample: {0, 0},
-    collected: nil
+    collected: nil,
+    tag: nil,
+    remotes: %{},
+    numbering: {1, %{}}
   ]
 
   # --- starting ---------------------------------------------------------------------
@@ -84,8 +87,10 @@ defmodule Kino.Trace.Session do
       collected: if(opts[:collect], do: [], else: nil)
     }
 
+    state = %{state | tag: opts[:tag] || state.id}
     set_process_flags(state)
     state = apply_patterns(state, patterns)
+    state = start_remotes(state)
     timer = if opts[:timeout], do: Process.send_after(self(), :timeout, opts[:timeout])
     Process.send_after(self(), :tick, 1_000)
     {:ok, %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}}
@@ -123,11 +128,23 @@ defmodule Kino.Trace.Session do
     body = match_spec_body(state.opts)
     flags = if state.opts[:local], do: [:local], else: [:global]
 
-    for pattern <- patterns do
-      :trace.function(state.session, Pattern.mfa(pattern), Pattern.match_spec(pattern, body), flags)
+    # :trace.function/4 keeps one match spec per function, so a later pattern would
+    # replace an earlier one on the functions they share. Apply the broadest patterns
+    # first, each with the clauses of every pattern that covers it: a call is traced
+    # when any of the patterns matches it.
+    for pattern <- Enum.sort_by(patterns, &specificity/1) do
+      spec = for other <- patterns, covers?(other, pattern), clause <- Pattern.match_spec(other, body), do: clause
+      :trace.function(state.session, Pattern.mfa(pattern), Enum.uniq(spec), flags)
     end
 
     %{state | patterns: patterns}
+  end
+
+  defp specificity(pattern), do: pattern |> Pattern.mfa() |> Tuple.to_list() |> Enum.count(&(&1 != :_))
+
+  defp covers?(broad, narrow) do
+    Enum.zip(Tuple.to_list(Pattern.mfa(broad)), Tuple.to_list(Pattern.mfa(narrow)))
+    |> Enum.all?(fn {b, n} -> b == :_ or b == n end)
   end
 
   defp remove_patterns(state) do
@@ -157,12 +174,12 @@ defmodule Kino.Trace.Session do
   def handle_call(:id, _from, state), do: {:reply, state.id, state}
 
   def handle_call({:exclude, pid}, _from, state) do
-    if tracing?(state), do: :trace.process(state.session, pid, false, [:all])
+    if tracing?(state) and node(pid) == node(), do: :trace.process(state.session, pid, false, [:all])
     {:reply, :ok, state}
   end
 
   def handle_call({:subscribe, pid}, _from, state) do
-    if tracing?(state), do: :trace.process(state.session, pid, false, [:all])
+    if tracing?(state) and node(pid) == node(), do: :trace.process(state.session, pid, false, [:all])
 
     subscribers =
       Map.put_new_lazy(state.subscribers, pid, fn -> Process.monitor(pid) end)
@@ -251,8 +268,23 @@ defmodule Kino.Trace.Session do
     {:stop, :normal, finish(state, :stopped)}
   end
 
-  def handle_info({:DOWN, _ref, :process, pid, _reason}, state) do
-    {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid)}}
+  def handle_info({:kino_trace, {node, :remote}, {:events, events}}, state) when is_map_key(state.remotes, node) do
+    {:noreply, deliver_events(state, events)}
+  end
+
+  def handle_info({:kino_trace, {node, :remote}, {:status, status}}, state) when is_map_key(state.remotes, node) do
+    {:noreply, put_in(state.remotes[node].status, status)}
+  end
+
+  def handle_info({:DOWN, ref, :process, _pid, reason}, state) do
+    case Enum.find(state.remotes, fn {_node, remote} -> remote.ref == ref end) do
+      {node, _remote} ->
+        for {pid, _} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:node_down, node, reason}})
+        {:noreply, put_in(state.remotes[node].status, :gone)}
+
+      nil ->
+        {:noreply, %{state | subscribers: Enum.reject(state.subscribers, fn {_pid, r} -> r == ref end) |> Map.new()}}
+    end
   end
 
   def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped)}
@@ -306,10 +338,22 @@ defmodule Kino.Trace.Session do
   defp deliver(state, raw) do
     {events, decoder} = Decoder.decode(state.decoder, raw)
     events = if state.opts[:return] or not state.opts[:exceptions], do: events, else: Enum.reject(events, &(&1.kind == :return))
+    deliver_events(%{state | decoder: decoder}, events)
+  end
 
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, {:events, events}})
+  defp deliver_events(state, []), do: state
 
-    state = %{state | decoder: decoder}
+  defp deliver_events(state, events) do
+    {events, state} =
+      if state.remotes == %{} do
+        {events, state}
+      else
+        {events, numbering} = Kino.Trace.Remote.renumber(events, state.numbering)
+        {events, %{state | numbering: numbering}}
+      end
+
+    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:events, events}})
+
     state = if state.collected, do: %{state | collected: Enum.reverse(events, state.collected)}, else: state
     push_history(state, events)
   end
@@ -326,9 +370,9 @@ defmodule Kino.Trace.Session do
 
   defp backlogged?(state) do
     Enum.any?(state.subscribers, fn {pid, _} ->
-      case Process.info(pid, :message_queue_len) do
+      case node(pid) == node() and Process.info(pid, :message_queue_len) do
         {:message_queue_len, n} -> n > @subscriber_backlog
-        nil -> false
+        _ -> false
       end
     end)
   end
@@ -342,6 +386,7 @@ defmodule Kino.Trace.Session do
   defp finish(%{session: nil} = state, _status), do: state
 
   defp finish(state, status) do
+    stop_remotes(state)
     :trace.session_destroy(state.session)
     state = drain_all(%{state | session: nil})
     Tracer.close(state.resource)
@@ -350,11 +395,72 @@ defmodule Kino.Trace.Session do
   end
 
   defp broadcast_status(state) do
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, {:status, state.status}})
+    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:status, state.status}})
     state
   end
 
   defp info(state) do
+    local = local_info(state)
+
+    if state.remotes == %{} do
+      local
+    else
+      nodes =
+        Map.new(state.remotes, fn {node, remote} ->
+          {node, Map.put(remote_info(remote), :status, remote.status)}
+        end)
+
+      nodes = if state.opts[:trace_local], do: Map.put(nodes, node(), local), else: nodes
+      counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
+      sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.fetch!(&1, key))) end
+      dropped = Map.new([:rate, :queue_full, :max_events, :closed], fn k -> {k, Enum.reduce(counted, 0, &(&2 + &1.dropped[k]))} end)
+
+      Map.merge(local, %{
+        accepted: sum.(:accepted),
+        delivered: sum.(:delivered),
+        queued: sum.(:queued),
+        discarded: sum.(:discarded),
+        bytes_queued: sum.(:bytes_queued),
+        dropped: dropped,
+        rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
+        nodes: nodes
+      })
+    end
+  end
+
+  defp remote_info(%{status: :gone}), do: %{}
+
+  defp remote_info(remote) do
+    GenServer.call(remote.pid, :info, 5_000)
+  catch
+    :exit, _ -> %{}
+  end
+
+  # --- remote nodes ---------------------------------------------------------------------
+
+  defp start_remotes(state) do
+    remotes =
+      for node <- state.opts[:remote_nodes] || [], into: %{} do
+        case Kino.Trace.Remote.start(node, self(), state.opts[:remote_what], state.opts[:remote_opts]) do
+          {:ok, pid} -> {node, %{pid: pid, ref: Process.monitor(pid), status: :running}}
+          {:error, message} -> raise ArgumentError, "on node #{inspect(node)}: #{message}"
+        end
+      end
+
+    %{state | remotes: remotes}
+  end
+
+  defp stop_remotes(state) do
+    for {_node, %{status: status, pid: pid}} <- state.remotes, status != :gone do
+      try do
+        GenServer.call(pid, :stop, 5_000)
+      catch
+        :exit, _ -> :ok
+      end
+    end
+  end
+
+  defp local_info(state) do
     c = Tracer.counters(state.resource)
 
     %{

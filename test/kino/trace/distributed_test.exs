@@ -1,0 +1,185 @@
+defmodule Kino.Trace.DistributedTest do
+  # Real peer nodes on loopback, started by the test with kino_trace's code path.
+  use ExUnit.Case, async: false
+
+  alias KinoTraceTest.Remote.Echo
+
+  @moduletag timeout: 120_000
+
+  setup_all do
+    unless Node.alive?() do
+      {_, 0} = System.cmd("epmd", ["-daemon"])
+      {:ok, _} = Node.start(:"kino_trace_test@127.0.0.1", :longnames)
+    end
+
+    :ok
+  end
+
+  defp start_peer(name, code_path? \\ true) do
+    args =
+      if code_path?,
+        do: Enum.flat_map(:code.get_path(), &[~c"-pa", &1]),
+        else: []
+
+    {:ok, peer, node} =
+      :peer.start(%{name: :"#{name}_#{System.unique_integer([:positive])}", host: ~c"127.0.0.1", longnames: true, args: args})
+
+    if code_path?, do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
+    on_exit(fn -> stop_peer(peer) end)
+    {peer, node}
+  end
+
+  defp stop_peer(peer) do
+    :peer.stop(peer)
+  catch
+    _, _ -> :ok
+  end
+
+  defp kino_sessions(node) do
+    :erpc.call(node, DynamicSupervisor, :which_children, [Kino.Trace.SessionSupervisor])
+  end
+
+  defp await_events(trace, fun, tries \\ 200) do
+    events = Kino.Trace.events(trace, 10_000)
+
+    cond do
+      fun.(events) -> events
+      tries == 0 -> flunk("expected events never arrived; got: #{inspect(events, limit: 20)}")
+      true -> Process.sleep(10) && await_events(trace, fun, tries - 1)
+    end
+  end
+
+  test "calls on several nodes merge into one trace with a node column" do
+    {_p1, n1} = start_peer(:calls_a)
+    {_p2, n2} = start_peer(:calls_b)
+
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1, n2])
+
+    Echo.double(1)
+    :erpc.call(n1, Echo, :double, [10])
+    :erpc.call(n2, Echo, :double, [100])
+
+    events = await_events(trace, &(Enum.count(&1, fn e -> e.kind == :return end) == 3))
+
+    by_node = for e <- events, e.kind == :call, into: %{}, do: {e.node, e.args}
+    assert by_node == %{node() => [1], n1 => [10], n2 => [100]}
+
+    returns = for e <- events, e.kind == :return, into: %{}, do: {e.node, e.return}
+    assert returns == %{node() => 2, n1 => 20, n2 => 200}
+
+    # ids are unique across nodes and each return points at its own call
+    ids = Enum.map(events, & &1.id)
+    assert ids == Enum.uniq(ids)
+
+    for r <- events, r.kind == :return do
+      call = Enum.find(events, &(&1.id == r.call_id))
+      assert call.node == r.node and call.kind == :call
+    end
+
+    info = Kino.Trace.info(trace)
+    assert info.accepted == 6
+    assert Map.keys(info.nodes) |> Enum.sort() == Enum.sort([node(), n1, n2])
+    assert info.nodes[n1].accepted == 2
+
+    Kino.Trace.stop(trace)
+
+    # ending the trace ends every remote session: nothing of it remains there
+    for n <- [n1, n2] do
+      assert kino_sessions(n) == []
+      assert :erpc.call(n, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
+    end
+  end
+
+  test "the distributed preset catches a message between two nodes and not a local one" do
+    {_peer, n1} = start_peer(:dist)
+    remote_echo = :erpc.call(n1, Echo, :start_echo, [])
+    local_echo = Echo.start_echo()
+
+    trace = Kino.Trace.messages(:distributed)
+    me = self()
+
+    send(local_echo, {me, :local_hello})
+    assert_receive {:echo, :local_hello}
+    send(remote_echo, {me, :remote_hello})
+    assert_receive {:echo, :remote_hello}, 5_000
+
+    events = await_events(trace, fn events -> Enum.any?(events, &(&1.kind == :receive)) end)
+
+    assert Enum.any?(events, &(&1.kind == :send and &1.pid == me and &1.peer == remote_echo and &1.data == {me, :remote_hello}))
+    assert Enum.any?(events, &(&1.kind == :receive and &1.pid == me and &1.data == {:echo, :remote_hello}))
+    refute Enum.any?(events, &match?({_, :local_hello}, &1.data))
+    refute Enum.any?(events, &match?({:echo, :local_hello}, &1.data))
+    Kino.Trace.stop(trace)
+  end
+
+  test "a node that goes down mid-trace is shown as gone and the rest go on" do
+    {_p1, n1} = start_peer(:stays)
+    {p2, n2} = start_peer(:dies)
+
+    trace = Kino.Trace.calls([Echo], nodes: [n1, n2])
+    Kino.Trace.subscribe(trace)
+    id = trace.id
+
+    :erpc.call(n2, Echo, :double, [1])
+    await_events(trace, &Enum.any?(&1, fn e -> e.node == n2 end))
+
+    :peer.stop(p2)
+    assert_receive {:kino_trace, ^id, {:node_down, ^n2, _reason}}, 10_000
+
+    :erpc.call(n1, Echo, :double, [7])
+    events = await_events(trace, &Enum.any?(&1, fn e -> e.node == n1 and e.kind == :call and e.args == [7] end))
+    assert Enum.any?(events, &(&1.node == n1))
+
+    info = Kino.Trace.info(trace)
+    assert info.nodes[n2].status == :gone
+    assert info.nodes[n1].status == :running
+    Kino.Trace.stop(trace)
+    assert kino_sessions(n1) == []
+  end
+
+  test "a node without kino_trace gives a clear error naming that node" do
+    {_peer, bare} = start_peer(:bare, false)
+
+    message = "cannot trace node #{inspect(bare)}: kino_trace is not loaded there"
+
+    assert_raise ArgumentError, ~r/#{Regex.escape(message)}/, fn ->
+      Kino.Trace.calls([Echo], nodes: [bare])
+    end
+
+    assert_raise ArgumentError, ~r/cannot trace node :"nowhere@127.0.0.1": it is not connected/, fn ->
+      Kino.Trace.calls([Echo], nodes: [:"nowhere@127.0.0.1"])
+    end
+  end
+
+  test "bad patterns are checked on every node before anything is traced" do
+    {_peer, n1} = start_peer(:preflight)
+
+    assert_raise ArgumentError, ~r/on node #{Regex.escape(inspect(n1))}: .*Echo.nope/s, fn ->
+      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.nope/1"], nodes: [n1])
+    end
+
+    assert kino_sessions(n1) == []
+  end
+
+  test "the remote session ends when the coordinator's owner dies" do
+    {_peer, n1} = start_peer(:owner)
+    parent = self()
+
+    owner =
+      spawn(fn ->
+        trace = Kino.Trace.calls([Echo], nodes: [n1])
+        send(parent, {:trace, trace})
+        Process.sleep(:infinity)
+      end)
+
+    assert_receive {:trace, _trace}, 10_000
+    assert [_] = kino_sessions(n1)
+    Process.exit(owner, :kill)
+
+    Enum.reduce_while(1..200, nil, fn _, _ ->
+      if kino_sessions(n1) == [], do: {:halt, :ok}, else: (Process.sleep(20) && {:cont, nil})
+    end)
+
+    assert kino_sessions(n1) == []
+  end
+end
