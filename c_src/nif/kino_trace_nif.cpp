@@ -441,6 +441,10 @@ ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
       !get_u32(env, argv[1], atoms.max_bytes, limits.caps.max_bytes)) {
     return enif_make_badarg(env);
   }
+  // Bounds that keep the token bucket's arithmetic and the term walk's recursion safe.
+  if (limits.caps.max_depth > 100 || rate_period_ms > 86400000ull || limits.rate_count > 1000000000ull) {
+    return enif_make_badarg(env);
+  }
   limits.rate_period_ns = static_cast<std::int64_t>(rate_period_ms) * 1000000;
 
   void* mem = enif_alloc_resource(session_type, sizeof(Session));
@@ -531,7 +535,7 @@ ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if (!enif_is_map(env, argv[1]) || !get_u32(env, argv[1], atoms.max_depth, caps.max_depth) ||
       !get_u32(env, argv[1], atoms.max_items, caps.max_items) ||
       !get_u32(env, argv[1], atoms.max_binary, caps.max_binary) ||
-      !get_u32(env, argv[1], atoms.max_bytes, caps.max_bytes)) {
+      !get_u32(env, argv[1], atoms.max_bytes, caps.max_bytes) || caps.max_depth > 100) {
     return enif_make_badarg(env);
   }
   kt::PayloadBuffer buf;
