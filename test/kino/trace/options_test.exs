@@ -74,10 +74,28 @@ defmodule Kino.Trace.OptionsTest do
     end
 
     test "term caps and :history take positive integers that fit 32 bits" do
-      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history], bad <- [0, -3, 2.0, nil, 0x1_0000_0000] do
+      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history], bad <- [0, -3, 2.0, nil, 0x1_0000_0000],
+          not (key == :max_depth and bad == 0x1_0000_0000) do
         assert_rejected("invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}", fn ->
           calls([{key, bad}])
         end)
+      end
+    end
+
+    test ":max_depth is at most 100 (the tracer's term walk recurses once per level)" do
+      for bad <- [101, 0x1_0000_0000] do
+        assert_rejected("invalid value for :max_depth: expected at most 100, got: #{inspect(bad)}", fn ->
+          calls(max_depth: bad)
+        end)
+      end
+    end
+
+    test ":rate is bounded" do
+      for bad <- [{1_000_000_001, 1}, {1, 86_400_001}] do
+        assert_rejected(
+          "invalid value for :rate: expected at most 1_000_000_000 events per at most 86_400_000 ms, got: #{inspect(bad)}",
+          fn -> calls(rate: bad) end
+        )
       end
     end
 
