@@ -239,8 +239,28 @@ defmodule Kino.Trace do
     Kino.Trace.Capture.run(patterns, fun, opts)
   end
 
+  @doc """
+  Counts calls, time and memory per function with the VM's own counters, in its own
+  trace session: no message per call. See `Kino.Trace.Stats`.
+
+      stats = Kino.Trace.stats(["MyApp.Repo"])
+      Kino.Trace.print_stats(stats)
+  """
+  defdelegate stats(patterns, opts \\ []), to: Kino.Trace.Stats, as: :start
+
+  @doc "The statistics so far, per function. See `Kino.Trace.Stats.snapshot/1`."
+  defdelegate stats_snapshot(stats), to: Kino.Trace.Stats, as: :snapshot
+
+  @doc "Sets a stats session's counters to zero."
+  defdelegate reset_stats(stats), to: Kino.Trace.Stats, as: :reset
+
+  @doc "Prints a stats session (or snapshot) as a table. See `Kino.Trace.Stats.Table`."
+  defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
+
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
-  @spec stop(t()) :: :ok
+  @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
+  def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
+
   def stop(%__MODULE__{session: pid}) do
     GenServer.call(pid, :stop)
   catch

@@ -7,7 +7,9 @@ defmodule Kino.Trace.Capture do
       [%Kino.Trace.Event{kind: :call, args: [[1, 2]]}, %Kino.Trace.Event{kind: :return, return: 3}] =
         capture.events
 
-  Use it with `Kino.Trace.Assertions`.
+  Use it with `Kino.Trace.Assertions`. With `messages: true` and `processes: true`,
+  the capture also records what the traced processes send and receive (`:pattern`
+  filters messages) and their lifecycle (spawn, exit, link, register...).
   """
 
   alias Kino.Trace.{Options, Pattern, Session}
@@ -34,6 +36,13 @@ defmodule Kino.Trace.Capture do
   @doc false
   def run(patterns, fun, opts) do
     {extra_pids, opts} = Keyword.pop(opts, :pids, [])
+    {messages?, opts} = Keyword.pop(opts, :messages, false)
+    {processes?, opts} = Keyword.pop(opts, :processes, false)
+
+    unless is_boolean(messages?) and is_boolean(processes?) do
+      raise ArgumentError, "invalid value for :messages or :processes: expected a boolean"
+    end
+
     opts = Options.validate!(opts, Keyword.delete(@defaults, :pids))
 
     extra_pids = if extra_pids == [], do: [], else: Options.validate!([pids: extra_pids])[:pids] |> Options.resolve_pids()
@@ -41,7 +50,16 @@ defmodule Kino.Trace.Capture do
     {patterns, warnings} = Pattern.parse_all!(List.wrap(patterns), Session.pattern_opts(opts))
     Enum.each(warnings, &IO.warn(&1, []))
 
-    opts = Keyword.merge(opts, pids: [self() | extra_pids], collect: true)
+    targets = [self() | extra_pids]
+
+    opts =
+      Keyword.merge(opts,
+        pids: targets,
+        collect: true,
+        messages: if(messages?, do: Kino.Trace.message_plan(targets, opts)),
+        processes: if(processes?, do: Kino.Trace.process_plan(targets))
+      )
+
     trace = Kino.Trace.start!(self(), patterns, opts)
 
     try do
