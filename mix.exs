@@ -46,6 +46,7 @@ defmodule KinoTrace.MixProject do
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(:bench), do: ["lib", "bench/support"]
   defp elixirc_paths(_), do: ["lib"]
 
   # Kino is optional: the core, the console printer and the ExUnit assertions need no

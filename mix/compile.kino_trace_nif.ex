@@ -6,6 +6,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   Incremental: when no file under `c_src/` nor `CMakeLists.txt` is newer than the built
   library, nothing runs. `mix clean` removes the library and the CMake build directory.
 
+  With `MIX_ENV=bench` it also builds the benchmark's floor tracer
+  (`kino_trace_floor_tracer.so`, see `bench/`).
+
   Environment:
     * `KINO_TRACE_CMAKE_ARGS` - extra arguments for the CMake configure step
     * `CI=true` - builds with `-Werror`
@@ -13,17 +16,18 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   use Mix.Task.Compiler
 
   @lib "kino_trace_nif.so"
+  @bench_libs ["kino_trace_floor_tracer.so"]
 
   @impl true
   def run(_args) do
     root = project_root()
-    target = Path.join(priv_dir(), @lib)
+    targets = Enum.map(libs(), &Path.join(priv_dir(), &1))
     sources = sources(root)
 
-    if up_to_date?(target, sources) do
+    if Enum.all?(targets, &up_to_date?(&1, sources)) do
       {:noop, []}
     else
-      build(root, target)
+      build(root, targets)
       {:ok, []}
     end
   end
@@ -31,9 +35,11 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   @impl true
   def clean do
     File.rm_rf!(build_dir())
-    File.rm(Path.join(priv_dir(), @lib))
+    Enum.each([@lib | @bench_libs], &File.rm(Path.join(priv_dir(), &1)))
     :ok
   end
+
+  defp libs, do: if(Mix.env() == :bench, do: [@lib | @bench_libs], else: [@lib])
 
   defp project_root, do: Path.expand("..", __DIR__)
   defp priv_dir, do: Path.join(Mix.Project.app_path(), "priv")
@@ -53,7 +59,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     end
   end
 
-  defp build(root, target) do
+  defp build(root, [target | _] = targets) do
     build_dir = build_dir()
     File.mkdir_p!(build_dir)
     File.mkdir_p!(Path.dirname(target))
@@ -78,14 +84,17 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
     Mix.shell().info("==> kino_trace: building native tracer (CMake)")
     cmd!("cmake", configure)
-    cmd!("cmake", ["--build", build_dir, "--target", "kino_trace_nif", "-j", "#{System.schedulers_online()}"])
+    cmake_targets = Enum.map(targets, &Path.basename(&1, ".so"))
+    cmd!("cmake", ["--build", build_dir, "--target"] ++ cmake_targets ++ ["-j", "#{System.schedulers_online()}"])
 
-    unless File.exists?(target) do
-      Mix.raise("kino_trace: CMake finished but #{target} was not produced")
+    for target <- targets do
+      unless File.exists?(target) do
+        Mix.raise("kino_trace: CMake finished but #{target} was not produced")
+      end
+
+      # CMake only relinks when objects change; touch so the mtime check above holds.
+      File.touch!(target)
     end
-
-    # CMake only relinks when objects change; touch so the mtime check above holds.
-    File.touch!(target)
   end
 
   defp cmd!(exe, args) do
