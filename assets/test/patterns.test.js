@@ -1,0 +1,40 @@
+// @vitest-environment jsdom
+import { describe, it, expect, vi } from "vitest";
+import { parsePatternLines, matchResults, PatternEditor } from "../src/patterns.js";
+
+describe("patterns", () => {
+  it("parses one pattern per line, skipping blanks and comments, keeping line numbers", () => {
+    expect(parsePatternLines("A.b/1\n\n  # off\n  C.d  \r\nE")).toEqual([
+      { line: 0, pattern: "A.b/1" },
+      { line: 3, pattern: "C.d" },
+      { line: 4, pattern: "E" },
+    ]);
+  });
+
+  it("pairs results with lines in order, or by text when the order does not fit", () => {
+    const lines = parsePatternLines("A\n\nB");
+    const results = [{ input: "A", ok: true }, { input: "B", ok: false, error: "bad" }];
+    expect(matchResults(lines, results).get(2).error).toBe("bad");
+    expect(matchResults(lines, [results[1]]).get(2).error).toBe("bad");
+    expect(matchResults(lines, [results[1]]).has(0)).toBe(false);
+  });
+
+  it("the editor applies its lines and marks bad ones with the server's message", () => {
+    const parent = document.createElement("div");
+    const onApply = vi.fn();
+    const editor = new PatternEditor(parent, { patterns: ["A.b/1"], onApply });
+    editor.textarea.value = "A.b/1\nA.nope/1";
+    editor.applyButton.click();
+    expect(onApply).toHaveBeenCalledWith(["A.b/1", "A.nope/1"]);
+
+    editor.showResults({ patterns: ["A.b/1"], results: [{ input: "A.b/1", ok: true }, { input: "A.nope/1", ok: false, error: "no A.nope/1" }] });
+    const marked = [...parent.querySelectorAll(".kt-editor-line")].map((l) => l.classList.contains("kt-line-error"));
+    expect(marked).toEqual([false, true]);
+    expect(parent.querySelector(".kt-editor-messages").textContent).toContain("line 2");
+    expect(parent.querySelector(".kt-editor-messages").textContent).toContain("no A.nope/1");
+
+    // editing clears the marks
+    editor.textarea.dispatchEvent(new Event("input"));
+    expect(parent.querySelectorAll(".kt-line-error").length).toBe(0);
+  });
+});
