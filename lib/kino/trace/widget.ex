@@ -1,0 +1,85 @@
+if Code.ensure_loaded?(Kino.JS.Live) do
+  defmodule Kino.Trace.Widget do
+    @moduledoc """
+    The Livebook widget of a trace: live log, per-function stats and call trees, with a
+    pattern editor and pause/resume, clear, stop and export controls.
+
+    A `%Kino.Trace{}` renders as this widget when it is a cell's result, so usually
+    there is nothing to call:
+
+        Kino.Trace.calls(["MyApp.Repo.get/2", "Enum"])
+
+    To place it yourself (in a layout, or with options), use `new/2`:
+
+        trace = Kino.Trace.calls([MyApp.Cache])
+        Kino.Layout.tabs(Trace: Kino.Trace.Widget.new(trace, history: 1_000))
+
+    Closing the widget or re-evaluating its cell ends the trace.
+
+    This module is a thin adapter over `Kino.Trace.Widget.Controller`, which holds the
+    widget's behaviour (and has the options) so it can be tested without Kino.
+    """
+
+    use Kino.JS, assets_path: "lib/assets/trace/build"
+    use Kino.JS.Live
+
+    alias Kino.Trace.Widget.Controller
+
+    @doc """
+    Builds the widget for a running trace. See `Kino.Trace.Widget.Controller.init/2`
+    for the options.
+    """
+    @spec new(Kino.Trace.t(), keyword()) :: Kino.JS.Live.t()
+    def new(%Kino.Trace{} = trace, opts \\ []) do
+      Kino.JS.Live.new(__MODULE__, {trace, opts})
+    end
+
+    @impl true
+    def init({trace, opts}, ctx) do
+      {controller, effects} = Controller.init(trace, opts)
+      ctx = assign(ctx, controller: controller)
+      {:ok, run(effects, ctx)}
+    end
+
+    @impl true
+    def handle_connect(ctx) do
+      {payload, controller} = Controller.connect(ctx.assigns.controller)
+      {:ok, payload, assign(ctx, controller: controller)}
+    end
+
+    @impl true
+    def handle_event(event, payload, ctx) do
+      {effects, controller} = Controller.handle_event(ctx.assigns.controller, event, payload)
+      {:noreply, run(effects, assign(ctx, controller: controller))}
+    end
+
+    @impl true
+    def handle_info(message, ctx) do
+      case Controller.handle_info(ctx.assigns.controller, message) do
+        {:ok, effects, controller} ->
+          {:noreply, run(effects, assign(ctx, controller: controller))}
+
+        :unknown ->
+          {:noreply, ctx}
+      end
+    end
+
+    defp run(effects, ctx) do
+      Enum.each(effects, fn
+        {:broadcast, event, payload} -> broadcast_event(ctx, event, payload)
+        {:reply, event, payload} -> send_event(ctx, ctx.origin, event, payload)
+        {:send_after, message, ms} -> Process.send_after(self(), message, ms)
+      end)
+
+      ctx
+    end
+  end
+
+  defimpl Kino.Render, for: Kino.Trace do
+    def to_livebook(trace) do
+      trace
+      |> Kino.Trace.Widget.new()
+      |> Kino.Render.to_livebook()
+    end
+  end
+end
