@@ -13,7 +13,7 @@ export function formatTime(us) {
 /** Formats a duration in nanoseconds with a unit that keeps 3 significant digits. */
 export function formatDuration(ns) {
   if (ns == null) return "";
-  if (ns < 1_000) return `${ns} ns`;
+  if (ns < 999.5) return `${Math.round(ns)} ns`;
   if (ns < 1_000_000) return `${trim(ns / 1_000)} µs`;
   if (ns < 1_000_000_000) return `${trim(ns / 1_000_000)} ms`;
   return `${trim(ns / 1_000_000_000)} s`;

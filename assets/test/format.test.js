@@ -4,6 +4,7 @@ import { formatDuration, formatCount, formatRate, formatTime, entryLine, entryOu
 describe("format", () => {
   it("durations keep three significant digits", () => {
     expect(formatDuration(950)).toBe("950 ns");
+    expect(formatDuration(494.775)).toBe("495 ns");
     expect(formatDuration(1_500)).toBe("1.5 µs");
     expect(formatDuration(38_000)).toBe("38 µs");
     expect(formatDuration(123_456_789)).toBe("123 ms");
