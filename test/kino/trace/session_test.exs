@@ -42,6 +42,46 @@ defmodule Kino.Trace.SessionTest do
     end
   end
 
+  describe "Erlang BIFs" do
+    setup do
+      # sessions of earlier tests end asynchronously; see the OTP bug below
+      wait_until(fn -> kino_sessions() == [] end)
+    end
+
+    test ":ets.insert/2 and :ets.insert" do
+      table = :ets.new(:kino_trace_test, [:public])
+
+      for pattern <- [":ets.insert/2", ":ets.insert"] do
+        worker = Worker.start()
+        trace = Trace.calls([pattern], pids: worker)
+        true = Worker.run(worker, fn -> :ets.insert(table, {:b, 2}) end)
+        Worker.run(worker, fn -> :ets.lookup(table, :b) end)
+
+        assert [
+                 %Event{kind: :call, module: :ets, function: :insert, arity: 2, args: [^table, {:b, 2}]},
+                 %Event{kind: :return, return: true}
+               ] = Trace.events(trace),
+               "pattern #{pattern}"
+
+        Trace.stop(trace)
+      end
+    end
+
+    # OTP 27.3.4.1: destroying any trace session clears the BIF trace patterns of every
+    # other session (fixed upstream by erlang/otp#10349). kino_trace cannot work
+    # around it: a trace of :ets.insert/2 goes silent when another trace or :dbg ends.
+    @tag skip: "OTP bug erlang/otp#10349: ending one trace session untraces BIFs in the others"
+    test "a BIF stays traced when another trace ends" do
+      worker = Worker.start()
+      trace = Trace.calls([":ets.insert/2"], pids: worker)
+      other = Trace.calls([&Math.echo/1], pids: self())
+      Trace.stop(other)
+      table = :ets.new(:kino_trace_test, [:public])
+      Worker.run(worker, fn -> :ets.insert(table, {:a, 1}) end)
+      assert [%Event{function: :insert}, %Event{kind: :return}] = Trace.events(trace)
+    end
+  end
+
   describe "kino_trace never traces itself" do
     test "neither the session, its subscribers nor a printer appear in a trace of Enum on every process" do
       {:ok, io} = StringIO.open("")
