@@ -486,11 +486,23 @@ ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;
   if (!s || !enif_get_uint(env, argv[1], &max) || max == 0 || max > 10000) return enif_make_badarg(env);
-  std::vector<kt::Event> batch(max);
+  // Dequeue in small chunks into a stack buffer and build each event's tuple at once: no
+  // `max`-sized array of Events (a 1000-event batch is ~190 KB, which malloc serves with
+  // mmap/munmap and fresh pages on every call).
+  constexpr std::size_t kChunk = 32;
+  kt::Event chunk[kChunk];
+  std::vector<ERL_NIF_TERM> terms;
+  terms.reserve(max < 256 ? max : 256);
   bool more = false;
-  std::size_t n = s->core.drain(batch.data(), max, more);
-  ERL_NIF_TERM list = enif_make_list(env, 0);
-  for (std::size_t i = n; i > 0; --i) list = enif_make_list_cell(env, event_tuple(env, batch[i - 1]), list);
+  std::size_t n = 0;
+  while (n < max) {
+    std::size_t want = max - n < kChunk ? max - n : kChunk;
+    std::size_t got = s->core.drain(chunk, want, more);
+    for (std::size_t i = 0; i < got; ++i) terms.push_back(event_tuple(env, chunk[i]));
+    n += got;
+    if (got < want || !more) break;
+  }
+  ERL_NIF_TERM list = enif_make_list_from_array(env, terms.data(), static_cast<unsigned>(terms.size()));
   int percent = static_cast<int>(n * 100 / 10000) + 1;
   enif_consume_timeslice(env, percent > 100 ? 100 : percent);
   return enif_make_tuple2(env, list, more ? atoms.true_ : atoms.false_);
