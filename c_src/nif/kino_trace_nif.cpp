@@ -32,6 +32,7 @@ struct Atoms {
   ERL_NIF_TERM struct_, cut_module, kind, value, size, depth, items, bytes, binary, tuple, map, malformed;
   ERL_NIF_TERM accepted, delivered, queued, discarded, bytes_queued, dropped_closed, dropped_rate,
       dropped_queue_full, dropped_max_events, wakeups, closed, id;
+  ERL_NIF_TERM skip_returns;
   ERL_NIF_TERM max_events, rate_count, rate_period_ms, queue_events, queue_bytes, max_depth, max_items,
       max_binary, max_bytes;
 };
@@ -100,6 +101,7 @@ void init_atoms(ErlNifEnv* env) {
   atoms.wakeups = atom(env, "wakeups");
   atoms.closed = atom(env, "closed");
   atoms.id = atom(env, "id");
+  atoms.skip_returns = atom(env, "skip_returns");
   atoms.max_events = atom(env, "max_events");
   atoms.rate_count = atom(env, "rate_count");
   atoms.rate_period_ms = atom(env, "rate_period_ms");
@@ -121,6 +123,7 @@ struct Session {
   kt::SessionCore core;
   ErlNifPid owner;
   std::uint64_t id;
+  bool skip_returns = false;  // exception_trace without return values: returns are not wanted
   ErlNifMonitor owner_monitor{};
 };
 
@@ -329,6 +332,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if (argv[0] == atoms.trace_status) {
     return core.closed() ? atoms.remove : atoms.trace;
   }
+
   std::int64_t now = core.rate_limited() ? enif_monotonic_time(ERL_NIF_NSEC) : 0;
   return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
@@ -337,6 +341,9 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[1]);
   if (!s) return atoms.ok;
+  // Returns the user did not ask for (exception_trace reports them too) are not offered.
+  // The VM reports returns without asking enabled*/3 first, so this is the place.
+  if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
   kt::SessionCore& core = s->core;
   std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
   if (core.admit(now) != kt::Verdict::Accept) return atoms.ok;
@@ -385,9 +392,11 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 
   // Second payload term: extra (return value, exception, receiver, spawn MFA...) or,
   // for calls, the match spec's message (the caller when asked for).
+  // A call carries only the match spec's message; the other events only `extra` (one
+  // lookup in the opts map per event, not two).
   ERL_NIF_TERM extra;
-  if (enif_get_map_value(env, opts, atoms.extra, &extra) ||
-      enif_get_map_value(env, opts, atoms.match_spec_result, &extra)) {
+  ERL_NIF_TERM extra_key = event.kind == kt::EventKind::Call ? atoms.match_spec_result : atoms.extra;
+  if (enif_get_map_value(env, opts, extra_key, &extra)) {
     encoder.encode(extra, 0);
   } else {
     writer.immediate(atoms.undefined);
@@ -450,6 +459,8 @@ ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   void* mem = enif_alloc_resource(session_type, sizeof(Session));
   if (!mem) return enif_make_badarg(env);
   Session* s = new (mem) Session(limits, owner, next_session_id.fetch_add(1));
+  ERL_NIF_TERM skip;
+  s->skip_returns = enif_get_map_value(env, argv[1], atoms.skip_returns, &skip) && skip == atoms.true_;
   ERL_NIF_TERM term = enif_make_resource(env, s);
   if (enif_monitor_process(env, s, &owner, &s->owner_monitor) != 0) s->core.close();
   enif_release_resource(s);

@@ -256,11 +256,8 @@ defmodule Kino.TraceTest do
     end
 
     # return: false with exceptions: true (the default) sets {:exception_trace}, which
-    # makes the VM report every return too; the session hides them, but the native
-    # tracer has already counted them against :limit, :rate and the :queue caps, so the
-    # trace keeps fewer calls than asked. Fixing it needs the NIF to discard
-    # return_from events when returns were not asked for (c_src, not ours).
-    @tag skip: "known bug in the native tracer: hidden returns count against the limits"
+    # makes the VM report every return too; the native tracer discards those in
+    # enabled, so they never count against :limit, :rate or the :queue caps.
     test ":limit counts only the events the user sees when returns are off" do
       trace = Trace.calls([&Math.echo/1], pids: self(), return: false, limit: 4)
       for i <- 1..10, do: Math.echo(i)

@@ -25,13 +25,18 @@ defmodule Kino.Trace.Decoder do
   @max_pids 20_000
   @max_names 10_000
 
-  defstruct next_id: 1, stacks: %{}, names: %{}, node: nil, time_offset: 0
+  defstruct next_id: 1, stacks: %{}, names: %{}, node: nil, time_offset: 0, pairing: true
 
   @type t :: %__MODULE__{}
 
-  @doc "A new decoder."
-  @spec new() :: t()
-  def new, do: %__MODULE__{node: node(), time_offset: :erlang.time_offset(:nanosecond)}
+  @doc """
+  A new decoder. With `pairing: false` (a trace without return values, where calls
+  cannot be paired), every event has depth 0 and returns no duration.
+  """
+  @spec new(keyword()) :: t()
+  def new(opts \\ []) do
+    %__MODULE__{node: node(), time_offset: :erlang.time_offset(:nanosecond), pairing: Keyword.get(opts, :pairing, true)}
+  end
 
   @doc """
   Decodes a batch of raw events (sorted by their monotonic timestamp first, since
@@ -61,6 +66,19 @@ defmodule Kino.Trace.Decoder do
 
     decoder = %{decoder | next_id: decoder.next_id + 1}
     fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, decoder)
+  end
+
+  defp fill(:call, event, {m, f, a}, args, caller, %{pairing: false} = decoder) do
+    {%{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller)}, decoder}
+  end
+
+  defp fill(tag, event, {m, f, a}, _first, value, %{pairing: false} = decoder) when tag in [:return_from, :exception_from] do
+    event = %{event | module: m, function: f, arity: a}
+
+    case tag do
+      :return_from -> {%{event | kind: :return, return: value}, decoder}
+      :exception_from -> {%{event | kind: :exception, exception: value}, decoder}
+    end
   end
 
   defp fill(:call, event, {m, f, a}, args, caller, decoder) do

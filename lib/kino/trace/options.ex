@@ -215,6 +215,7 @@ defmodule Kino.Trace.Options do
     {rate_count, rate_ms} = opts[:rate] || {0, 0}
 
     %{
+      skip_returns: not opts[:return] and opts[:exceptions],
       max_events: opts[:limit] || 0,
       rate_count: rate_count,
       rate_period_ms: rate_ms,

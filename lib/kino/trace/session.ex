@@ -82,7 +82,7 @@ defmodule Kino.Trace.Session do
       resource: resource,
       session: session,
       opts: opts,
-      decoder: Decoder.new(),
+      decoder: Decoder.new(pairing: opts[:return]),
       started_at: System.os_time(:microsecond),
       collected: if(opts[:collect], do: [], else: nil)
     }
@@ -337,7 +337,6 @@ defmodule Kino.Trace.Session do
 
   defp deliver(state, raw) do
     {events, decoder} = Decoder.decode(state.decoder, raw)
-    events = if state.opts[:return] or not state.opts[:exceptions], do: events, else: Enum.reject(events, &(&1.kind == :return))
     deliver_events(%{state | decoder: decoder}, events)
   end
 
