@@ -34,7 +34,7 @@ defmodule Kino.Trace do
     * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
       name, or a list of pids and names
     * `:children` - also trace the processes they spawn (default `false`)
-    * `:return` - return values and durations (default `true`)
+    * `:return` - return values, durations and call depth (default `true`)
     * `:exceptions` - exceptions raised out of traced calls (default `true`)
     * `:caller` - record each call's caller (default `false`)
     * `:local` - also trace local (private and module-internal) calls (default `true`)
@@ -163,7 +163,7 @@ defmodule Kino.Trace do
   def plan!(what, opts) do
     {patterns, warnings} =
       case Keyword.fetch(what, :calls) do
-        {:ok, calls} -> Pattern.parse_all!(List.wrap(calls), Session.pattern_opts(opts))
+        {:ok, calls} -> Pattern.parse_all!(calls, Session.pattern_opts(opts))
         :error -> {[], []}
       end
 

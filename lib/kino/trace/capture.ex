@@ -47,7 +47,7 @@ defmodule Kino.Trace.Capture do
 
     extra_pids = if extra_pids == [], do: [], else: Options.validate!([pids: extra_pids])[:pids] |> Options.resolve_pids()
 
-    {patterns, warnings} = Pattern.parse_all!(List.wrap(patterns), Session.pattern_opts(opts))
+    {patterns, warnings} = Pattern.parse_all!(patterns, Session.pattern_opts(opts))
     Enum.each(warnings, &IO.warn(&1, []))
 
     targets = [self() | extra_pids]

@@ -9,10 +9,21 @@ defmodule Kino.Trace.DistributedTest do
   setup_all do
     unless Node.alive?() do
       {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"kino_trace_test@127.0.0.1", :longnames)
+      # A name of our own: other test runs may share this machine.
+      name = :"kino_trace_test_#{System.pid()}@127.0.0.1"
+      :ok = start_distribution(name, 50)
     end
 
     :ok
+  end
+
+  # epmd may take a moment to listen after `epmd -daemon`.
+  defp start_distribution(name, tries) do
+    case Node.start(name, :longnames) do
+      {:ok, _} -> :ok
+      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
+      {:error, reason} -> flunk("could not start distribution: #{inspect(reason)}")
+    end
   end
 
   defp start_peer(name, code_path? \\ true) do
