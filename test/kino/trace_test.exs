@@ -720,11 +720,4 @@ defmodule Kino.TraceTest do
     end
   end
 
-  defp wait_until(fun, tries \\ 500) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("condition not met in time")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
-  end
 end

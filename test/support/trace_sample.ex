@@ -107,6 +107,29 @@ defmodule KinoTraceTest.Helpers do
 
   alias KinoTraceTest.Sample.Worker
 
+  @doc "Polls `fun` every 10 ms until it returns truthy; fails the test after `tries` polls."
+  def wait_until(fun, tries \\ 500) do
+    cond do
+      fun.() -> :ok
+      tries == 0 -> ExUnit.Assertions.flunk("condition not met in time")
+      true -> Process.sleep(10) && wait_until(fun, tries - 1)
+    end
+  end
+
+  @doc """
+  Polls `Kino.Trace.events/2` until `fun` accepts the events (for events that arrive
+  from other processes or nodes, with no delivery notice to wait on).
+  """
+  def await_events(trace, fun, tries \\ 300) do
+    events = Kino.Trace.events(trace, 10_000)
+
+    cond do
+      fun.(events) -> events
+      tries == 0 -> ExUnit.Assertions.flunk("expected events never arrived; got: #{inspect(events, limit: 30)}")
+      true -> Process.sleep(10) && await_events(trace, fun, tries - 1)
+    end
+  end
+
   @doc "The kino_trace entries of `:trace.session_info(:all)`."
   def kino_sessions do
     for {:kino_trace, _} = s <- :trace.session_info(:all), do: s

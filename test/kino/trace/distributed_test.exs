@@ -2,6 +2,8 @@ defmodule Kino.Trace.DistributedTest do
   # Real peer nodes on loopback, started by the test with kino_trace's code path.
   use ExUnit.Case, async: false
 
+  import KinoTraceTest.Helpers, only: [await_events: 2]
+
   alias KinoTraceTest.Remote.Echo
 
   @moduletag timeout: 120_000
@@ -50,15 +52,6 @@ defmodule Kino.Trace.DistributedTest do
     :erpc.call(node, DynamicSupervisor, :which_children, [Kino.Trace.SessionSupervisor])
   end
 
-  defp await_events(trace, fun, tries \\ 200) do
-    events = Kino.Trace.events(trace, 10_000)
-
-    cond do
-      fun.(events) -> events
-      tries == 0 -> flunk("expected events never arrived; got: #{inspect(events, limit: 20)}")
-      true -> Process.sleep(10) && await_events(trace, fun, tries - 1)
-    end
-  end
 
   test "calls on several nodes merge into one trace with a node column" do
     {_p1, n1} = start_peer(:calls_a)

@@ -7,17 +7,10 @@ defmodule Kino.Trace.MessagesTest do
   # Message and process-lifecycle tracing on this node, with exact event contents.
   use ExUnit.Case, async: true
 
+  import KinoTraceTest.Helpers, only: [await_events: 2]
+
   alias Kino.Trace.{Event, Printer}
 
-  defp await_events(trace, fun, tries \\ 300) do
-    events = Kino.Trace.events(trace, 10_000)
-
-    cond do
-      fun.(events) -> events
-      tries == 0 -> flunk("expected events never arrived; got: #{inspect(events, limit: 30)}")
-      true -> Process.sleep(10) && await_events(trace, fun, tries - 1)
-    end
-  end
 
   defp echo_server do
     spawn(fn ->

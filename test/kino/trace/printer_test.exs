@@ -1,6 +1,8 @@
 defmodule Kino.Trace.PrinterTest do
   use ExUnit.Case, async: true
 
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+
   import ExUnit.CaptureIO
 
   alias Kino.Trace
@@ -177,11 +179,4 @@ defmodule Kino.Trace.PrinterTest do
     end
   end
 
-  defp wait_until(fun, tries \\ 500) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("condition not met in time")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
-  end
 end

@@ -237,11 +237,4 @@ defmodule Kino.Trace.SessionTest do
     await_down(pid)
   end
 
-  defp wait_until(fun, tries \\ 500) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("condition not met in time")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
-  end
 end

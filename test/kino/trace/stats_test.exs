@@ -3,6 +3,8 @@ defmodule Kino.Trace.StatsTest do
   # tests share the sample module.
   use ExUnit.Case, async: false
 
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+
   alias Kino.Trace.Stats
   alias Kino.Trace.Stats.{Row, Snapshot}
   alias KinoTraceTest.StatsSample, as: S
@@ -22,13 +24,6 @@ defmodule Kino.Trace.StatsTest do
         do: pid
   end
 
-  defp wait_until(fun, tries \\ 500) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("stats sessions were left over")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
-  end
 
   defp session_alive?(stats) do
     weak = Stats.info(stats).session

@@ -2,6 +2,8 @@ defmodule Kino.Trace.TracerTest do
   # The native tracer through real OTP trace sessions: no Elixir session process here.
   use ExUnit.Case, async: true
 
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+
   alias Kino.Trace.{Cut, Tracer}
 
   defmodule Target do
@@ -331,11 +333,4 @@ defmodule Kino.Trace.TracerTest do
   defp fix_node(<<131, 88, 100, len::16, node::binary-size(len), rest::binary>>),
     do: <<131, 88, 119, len, node::binary, rest::binary>>
 
-  defp wait_until(fun, tries \\ 100) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("condition never became true")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
-    end
-  end
 end
