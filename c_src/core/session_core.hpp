@@ -118,8 +118,7 @@ class SessionCore {
     if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
       return Verdict::DropMaxEvents;
     if (!rate_.would_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    if (slots_.load(std::memory_order_relaxed) >= limits_.queue_events ||
-        bytes_.load(std::memory_order_relaxed) >= limits_.queue_bytes)
+    if (held(slots_in_, slots_out_) >= limits_.queue_events || held(bytes_in_, bytes_out_) >= limits_.queue_bytes)
       return Verdict::DropQueueFull;
     return Verdict::Accept;
   }
@@ -134,7 +133,7 @@ class SessionCore {
 
   // Releases what admit() reserved, without counting anything (the event never was).
   void abandon() {
-    slots_.fetch_sub(1, std::memory_order_relaxed);
+    slots_in_.fetch_sub(1, std::memory_order_relaxed);
     if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
   }
 
@@ -147,9 +146,9 @@ class SessionCore {
       return r;
     }
     std::uint64_t bytes = event.footprint();
-    std::uint64_t before = bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    std::uint64_t before = since(bytes_in_.fetch_add(bytes, std::memory_order_relaxed), bytes_out_);
     if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
-      bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+      bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
       abandon();
       count_drop(Verdict::DropQueueFull);
       r.verdict = Verdict::DropQueueFull;
@@ -202,7 +201,7 @@ class SessionCore {
     c.discarded = discarded_.load(std::memory_order_acquire);
     c.accepted = accepted_.load(std::memory_order_acquire);
     c.queued = c.accepted - c.delivered - c.discarded;
-    c.bytes_queued = bytes_.load(std::memory_order_relaxed);
+    c.bytes_queued = held(bytes_in_, bytes_out_);
     c.dropped_closed = dropped_closed_.load(std::memory_order_relaxed);
     c.dropped_rate = dropped_rate_.load(std::memory_order_relaxed);
     c.dropped_queue_full = dropped_queue_full_.load(std::memory_order_relaxed);
@@ -235,13 +234,13 @@ class SessionCore {
     if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
       return Verdict::DropMaxEvents;
     if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    if (slots_.fetch_add(1, std::memory_order_relaxed) >= limits_.queue_events) {
-      slots_.fetch_sub(1, std::memory_order_relaxed);
+    if (since(slots_in_.fetch_add(1, std::memory_order_relaxed), slots_out_) >= limits_.queue_events) {
+      slots_in_.fetch_sub(1, std::memory_order_relaxed);
       return Verdict::DropQueueFull;
     }
     if (limits_.max_events && tickets_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_events) {
       tickets_.fetch_sub(1, std::memory_order_relaxed);
-      slots_.fetch_sub(1, std::memory_order_relaxed);
+      slots_in_.fetch_sub(1, std::memory_order_relaxed);
       return Verdict::DropMaxEvents;
     }
     return Verdict::Accept;
@@ -249,9 +248,22 @@ class SessionCore {
 
   void settle(std::size_t n, std::uint64_t bytes, std::atomic<std::uint64_t>& into) {
     if (n == 0) return;
-    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    slots_.fetch_sub(n, std::memory_order_relaxed);
+    bytes_out_.fetch_add(bytes, std::memory_order_relaxed);
+    slots_out_.fetch_add(n, std::memory_order_relaxed);
     into.fetch_add(n, std::memory_order_acq_rel);
+  }
+
+  // What a pair of monotonic in/out counters holds: `in` (the value an RMW just read)
+  // minus `out`, clamped at 0 (a relaxed `out` may be newer than that `in`).
+  static std::uint64_t since(std::uint64_t in, const std::atomic<std::uint64_t>& out) {
+    std::uint64_t o = out.load(std::memory_order_relaxed);
+    return in > o ? in - o : 0;
+  }
+  // The same for a reader of both (out first: in only grows past it).
+  static std::uint64_t held(const std::atomic<std::uint64_t>& in, const std::atomic<std::uint64_t>& out) {
+    std::uint64_t o = out.load(std::memory_order_acquire);
+    std::uint64_t i = in.load(std::memory_order_acquire);
+    return i > o ? i - o : 0;
   }
 
   void count_drop(Verdict v) {
@@ -269,22 +281,43 @@ class SessionCore {
   RateLimiter rate_;
   moodycamel::ConcurrentQueue<Event> queue_;
 
+  // The atomics are grouped by who writes them, one cache line per group, so the traced
+  // processes' per-event writes do not keep pulling lines away from the session process
+  // (which writes its side once per drained batch) and the read-mostly flags stay shared.
+  // Queue occupancy is `in - out` of two monotonic counters, one per side. Padding rather
+  // than alignas: the NIF places this object in enif_alloc_resource memory, which is not
+  // 64-byte aligned; 64 bytes between groups keep them off each other's lines anyway.
+
+  // read-mostly: written at close or at the max_events limit
   std::atomic<bool> closed_{false};
   std::atomic<bool> limit_reached_{false};
   std::atomic<std::uint32_t> shut_{0};     // close() was called (closed_ is also set by the limit)
-  std::atomic<std::uint64_t> slots_{0};    // queue slots reserved or held
-  std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
-  std::atomic<std::uint64_t> bytes_{0};
-  std::atomic<std::int64_t> unnotified_{0};
 
+  // producers (the traced processes), per accepted event
+  char pad_slots_in[64] = {};
+  std::atomic<std::uint64_t> slots_in_{0};  // queue slots reserved (minus abandoned)
+  std::atomic<std::uint64_t> bytes_in_{0};
   std::atomic<std::uint64_t> accepted_{0};
-  std::atomic<std::uint64_t> delivered_{0};
-  std::atomic<std::uint64_t> discarded_{0};
+  std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
+
+  // producers, per dropped event
+  char pad_dropped_closed[64] = {};
   std::atomic<std::uint64_t> dropped_closed_{0};
   std::atomic<std::uint64_t> dropped_rate_{0};
   std::atomic<std::uint64_t> dropped_queue_full_{0};
   std::atomic<std::uint64_t> dropped_max_events_{0};
+
+  // both sides: the wake-up protocol
+  char pad_unnotified[64] = {};
+  std::atomic<std::int64_t> unnotified_{0};
   std::atomic<std::uint64_t> wakeups_{0};
+
+  // the consumer (drain) and close(), per batch
+  char pad_slots_out[64] = {};
+  std::atomic<std::uint64_t> slots_out_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
+  std::atomic<std::uint64_t> delivered_{0};
+  std::atomic<std::uint64_t> discarded_{0};
 };
 
 }  // namespace kino_trace
