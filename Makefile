@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-native test-elixir test-js bench clean
+.PHONY: setup demo test test-native test-nif-sanitized test-elixir test-js test-browser assets bench clean
 
 setup:
 	bash scripts/setup.sh
@@ -18,8 +18,21 @@ test: setup
 test-native:
 	bash scripts/test-native.sh
 
+test-nif-sanitized:
+	bash scripts/test-nif-sanitized.sh
+
 test-elixir:
 	$(ENV) mix test
+
+test-js:
+	cd assets && npm ci --no-audit --no-fund && npm test
+
+test-browser:
+	$(ENV) mix test --only browser
+
+# Rebuilds the widget's committed bundle (lib/assets/trace/build) from assets/src.
+assets:
+	cd assets && npm ci --no-audit --no-fund && npm run build
 
 bench: setup
 	$(ENV) MIX_ENV=bench mix run bench/overhead.exs

@@ -23,6 +23,7 @@ suite() {
 
 suite "native core (Catch2: plain, ASan+UBSan, TSan)" bash scripts/test-native.sh
 suite "Elixir (ExUnit, real trace sessions and NIF)" mix test
+suite "NIF under ASan+UBSan in a real BEAM" bash scripts/test-nif-sanitized.sh
 if [ -f assets/package.json ]; then
   suite "widget JS (Vitest)" bash -c 'cd assets && npm test --silent'
 fi

@@ -2,7 +2,7 @@ defmodule Kino.Trace.TracerTest do
   # The native tracer through real OTP trace sessions: no Elixir session process here.
   use ExUnit.Case, async: true
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   alias Kino.Trace.{Cut, Tracer}
 

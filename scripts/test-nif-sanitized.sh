@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the ExUnit suites that drive the native tracer hardest against a NIF built with
+# ASan+UBSan, inside a real BEAM (the sanitizer runtimes are preloaded). Uses its own
+# build directory, so the normal build is untouched.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+source scripts/env.sh
+
+export MIX_BUILD_ROOT="$root/_build/sanitized"
+export KINO_TRACE_CMAKE_ARGS="-DKINO_TRACE_SANITIZE=address"
+preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+
+# Preloaded for every process (the compiler loads the NIF too, via @on_load).
+export LD_PRELOAD="$preload"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+mix test test/kino/trace/tracer_test.exs test/kino/trace/messages_test.exs \
+    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs
