@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -124,8 +125,11 @@ struct Seen {
 
 class Consumer {
  public:
-  Consumer(SessionCore& s, Mailbox& mb, std::size_t batch, std::uint64_t close_after = 0)
-      : s_(s), mb_(mb), batch_(batch), close_after_(close_after), thread_([this] { run(); }) {}
+  // `ready`: the consumer drains nothing until it returns true (e.g. until the queue has
+  // overflowed once), so a test does not depend on which thread the OS runs first.
+  Consumer(SessionCore& s, Mailbox& mb, std::size_t batch, std::uint64_t close_after = 0,
+           std::function<bool()> ready = [] { return true; })
+      : s_(s), mb_(mb), batch_(batch), close_after_(close_after), ready_(std::move(ready)), thread_([this] { run(); }) {}
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
   ~Consumer() { stop(); }
@@ -142,6 +146,7 @@ class Consumer {
  private:
   void run() {
     std::vector<Event> buf(batch_);
+    while (!ready_()) std::this_thread::yield();
     while (mb_.receive()) {
       if (closed_) continue;  // a closed session drains no more, as the real one is gone
       bool more = true;
@@ -188,6 +193,7 @@ class Consumer {
   std::size_t batch_;
   std::uint64_t close_after_;
   bool closed_ = false;
+  std::function<bool()> ready_;
   Seen seen_;
   std::atomic<std::uint64_t> delivered_{0};
   std::thread thread_;  // last: starts once everything above exists
@@ -345,7 +351,9 @@ TEST_CASE("stress: a small queue drops, counts every drop, and loses nothing sil
   l.queue_bytes = 24 * 1024;
   SessionCore s(l, kEpoch);
   Mailbox mb;
-  Consumer consumer(s, mb, 16);
+  // Held back until the queue has overflowed once: drops are certain however the
+  // threads are scheduled (under TSan the producers can be slower than the consumer).
+  Consumer consumer(s, mb, 16, 0, [&s] { return s.counters().dropped_queue_full > 0; });
   RunResult r = run_producers(s, mb, per, Mode::Lossy);
   REQUIRE(wait_until_delivered(s, consumer, std::chrono::seconds(60)));
   consumer.stop();
