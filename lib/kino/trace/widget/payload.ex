@@ -57,6 +57,8 @@ defmodule Kino.Trace.Widget.Payload do
           exception: String.t() | nil,
           data: String.t() | nil,
           peer: String.t() | nil,
+          peer_name: String.t() | nil,
+          remote: boolean(),
           caller: String.t() | nil,
           duration: non_neg_integer() | nil,
           depth: non_neg_integer(),
@@ -66,6 +68,18 @@ defmodule Kino.Trace.Widget.Payload do
 
   @doc """
   Renders one event as a row. See the module docs for the limits.
+
+  Every kind renders: calls fill `:call`, returns `:result`, exceptions `:exception`;
+  message and process events fill `:data` (the message, the exit reason, the spawned
+  function, the registered name...) and `:peer` (the receiver of a send, the spawned or
+  linked process) with `:peer_name`, its registered name when it is a live local
+  process. `:remote` says the event comes from another node than the widget's.
+
+      iex> event = %Kino.Trace.Event{id: 9, kind: :send, node: node(), pid: :c.pid(0, 250, 0),
+      ...>   data: {:ping, 1}, peer: :c.pid(0, 251, 0)}
+      iex> row = Kino.Trace.Widget.Payload.event(event)
+      iex> {row.kind, row.data, row.peer, row.call, row.remote}
+      {"send", "{:ping, 1}", "#PID<0.251.0>", nil, false}
   """
   @spec event(Event.t(), limits()) :: row()
   def event(%Event{} = event, limits \\ []) do
@@ -88,6 +102,8 @@ defmodule Kino.Trace.Widget.Payload do
       exception: exception,
       data: data,
       peer: event.peer && inspect(event.peer),
+      peer_name: peer_name(event.peer),
+      remote: event.node != nil and event.node != node(),
       caller: caller(event.caller),
       duration: event.duration,
       depth: event.depth || 0,
@@ -111,8 +127,9 @@ defmodule Kino.Trace.Widget.Payload do
   @doc """
   Renders the whole of an event's terms, pretty-printed, for an expanded row.
 
-  Returns a map with `:id` and, where the event has them, `:args` (one string per
-  argument), `:result`, `:exception` and `:data`. Each rendered term is kept up to
+  Returns a map with `:id`, `:kind` and, where the event has them, `:args` (one string
+  per argument), `:result`, `:exception`, `:data` (a message, an exit reason...) and
+  `:peer`. Each rendered term is kept up to
   `:max_chars` characters (default 200 000); `:cut` says whether the native tracer had
   cut anything (such parts show as `...`).
 
@@ -127,7 +144,12 @@ defmodule Kino.Trace.Widget.Payload do
     max_chars = Keyword.get(opts, :max_chars, 200_000)
     render = &pretty(&1, max_chars)
 
-    %{id: event.id, mfa: mfa(event.module, event.function, event.arity)}
+    %{
+      id: event.id,
+      kind: Atom.to_string(event.kind),
+      mfa: mfa(event.module, event.function, event.arity)
+    }
+    |> put_if(event.peer != nil, :peer, fn -> inspect(event.peer) end)
     |> put_if(event.kind == :call and is_list(event.args), :args, fn ->
       Enum.map(event.args, render)
     end)
@@ -340,6 +362,16 @@ defmodule Kino.Trace.Widget.Payload do
   defp mfa(nil, _f, _a), do: nil
   defp mfa(module, function, nil), do: call_prefix(module, function)
   defp mfa(module, function, arity), do: call_prefix(module, function) <> "/#{arity}"
+
+  # The registered name of a live local process (the trace only names the traced one).
+  defp peer_name(pid) when is_pid(pid) and node(pid) == node() do
+    case Process.info(pid, :registered_name) do
+      {:registered_name, name} when is_atom(name) and name != [] -> Atom.to_string(name)
+      _ -> nil
+    end
+  end
+
+  defp peer_name(_peer), do: nil
 
   defp caller({m, f, a}), do: mfa(m, f, a)
   defp caller(_), do: nil
