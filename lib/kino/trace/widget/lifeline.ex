@@ -1,7 +1,7 @@
 defmodule Kino.Trace.Widget.Lifeline do
   @moduledoc """
-  Ties a trace's life to a process: when the process exits, for any reason (even
-  `:kill`), the trace is stopped.
+  Ties a trace's (or a stats session's) life to a process: when the process exits, for
+  any reason (even `:kill`), the trace is stopped.
 
   The widget uses it so that closing the widget or re-evaluating its cell (Livebook then
   terminates the widget's process) ends the trace. The lifeline is a small process of
@@ -20,8 +20,18 @@ defmodule Kino.Trace.Widget.Lifeline do
   @doc """
   Starts the lifeline of `trace` bound to `holder`. Returns the lifeline's pid.
   """
-  @spec start(Kino.Trace.t(), pid()) :: pid()
-  def start(%{session: session} = trace, holder) when is_pid(session) and is_pid(holder) do
+  @spec start(Kino.Trace.t() | Kino.Trace.Stats.t(), pid()) :: pid()
+  def start(%Kino.Trace.Stats{server: server} = stats, holder)
+      when is_pid(server) and is_pid(holder) do
+    watch(stats, server, holder)
+  end
+
+  def start(%Kino.Trace{session: session} = trace, holder)
+      when is_pid(session) and is_pid(holder) do
+    watch(trace, session, holder)
+  end
+
+  defp watch(trace, session, holder) do
     spawn(fn ->
       holder_ref = Process.monitor(holder)
       session_ref = Process.monitor(session)
