@@ -8,6 +8,7 @@
 #include <erl_nif.h>
 
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <new>
 #include <vector>
@@ -116,15 +117,47 @@ void init_atoms(ErlNifEnv* env) {
 // ---------------------------------------------------------------------------------------
 // the session resource
 
+// CLOCK_MONOTONIC_COARSE costs a few ns (no hardware counter read) at 1-4 ms
+// resolution: enough for enabled's rate pre-check, which only spares the VM building a
+// term; the authoritative check in trace uses the precise clock. The pre-check reads it
+// well ahead (the coarse clock lags by up to a few ticks), so it never refuses what the
+// precise check would accept: near a refill it lets a few terms be built for nothing.
+std::int64_t coarse_lead_ns() {
+  timespec res;
+  std::int64_t step = 10000000;
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) step = static_cast<std::int64_t>(res.tv_sec) * 1000000000 + res.tv_nsec;
+  return step * 4 > 50000000 ? step * 4 : 50000000;
+}
+
+const std::int64_t coarse_step_ns = coarse_lead_ns();
+
+std::int64_t coarse_clock_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec + coarse_step_ns;
+}
+
+std::int64_t precise_clock_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 struct Session {
   Session(const kt::Limits& limits, ErlNifPid owner_pid, std::uint64_t session_id)
-      : core(limits, enif_monotonic_time(ERL_NIF_NSEC)), owner(owner_pid), id(session_id) {}
+      : core(limits, enif_monotonic_time(ERL_NIF_NSEC)),
+        owner(owner_pid),
+        id(session_id),
+        coarse_to_vm_ns(enif_monotonic_time(ERL_NIF_NSEC) - precise_clock_ns()) {}
 
   kt::SessionCore core;
   ErlNifPid owner;
   std::uint64_t id;
   bool skip_returns = false;  // exception_trace without return values: returns are not wanted
   ErlNifMonitor owner_monitor{};
+  const std::int64_t coarse_to_vm_ns;  // the OS monotonic clock -> the VM's monotonic time
+
+  std::int64_t approximate_vm_now() const { return coarse_clock_ns() + coarse_to_vm_ns; }
 };
 
 ErlNifResourceType* session_type = nullptr;
@@ -333,7 +366,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
     return core.closed() ? atoms.remove : atoms.trace;
   }
 
-  std::int64_t now = core.rate_limited() ? enif_monotonic_time(ERL_NIF_NSEC) : 0;
+  std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
   return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
 
