@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -49,9 +50,12 @@ class SmallBuffer {
 
   void reserve(std::size_t wanted) {
     if (wanted <= capacity()) return;
-    std::size_t cap = capacity() * 2;
+    // The first spill goes straight to a useful size: growing 112 -> 224 -> 448 costs
+    // three allocations and copies for a payload of a few hundred bytes.
+    std::size_t cap = capacity() * 2 < kFirstHeapCapacity ? kFirstHeapCapacity : capacity() * 2;
     while (cap < wanted) cap *= 2;
-    auto bigger = std::make_unique<std::uint8_t[]>(cap);
+    HeapBytes bigger(static_cast<std::uint8_t*>(std::malloc(cap)));  // uninitialised: we overwrite it
+    if (!bigger) std::abort();
     if (size_ > 0) std::memcpy(bigger.get(), data(), size_);
     heap_ = std::move(bigger);
     heap_capacity_ = cap;
@@ -70,9 +74,15 @@ class SmallBuffer {
     other.heap_capacity_ = 0;
   }
 
+  struct FreeBytes {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  using HeapBytes = std::unique_ptr<std::uint8_t[], FreeBytes>;
+  static constexpr std::size_t kFirstHeapCapacity = 512;
+
   std::size_t size_ = 0;
   std::size_t heap_capacity_ = 0;
-  std::unique_ptr<std::uint8_t[]> heap_;
+  HeapBytes heap_;
   std::uint8_t inline_[InlineCapacity];
 };
 

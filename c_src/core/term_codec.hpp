@@ -66,6 +66,8 @@ class TermWriter {
   const TermCaps& caps() const { return caps_; }
   std::size_t size() const { return out_.size(); }
   bool over_budget() const { return out_.size() >= caps_.max_bytes; }
+  // Makes room for `n` more bytes at once (never beyond the event's budget).
+  void reserve(std::size_t n) { out_.reserve(out_.size() + (n < room() ? n : room())); }
   std::size_t room() const { return over_budget() ? 0 : caps_.max_bytes - out_.size(); }
 
   void immediate(std::uint64_t word) { tag(Tag::Immediate); put(word); }
@@ -208,6 +210,9 @@ class TermEncoder {
         w_.end_list(at, kept, ListEnd::Cut);
         return;
       }
+      // A long list: room for the rest of its kept items in one step (9 bytes each when
+      // they are immediates), rather than growing the buffer item by item.
+      if (kept == 8) w_.reserve(std::size_t{9} * (caps_.max_items - kept));
       encode(head, depth + 1);
       ++kept;
       cell = tail;
