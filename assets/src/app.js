@@ -1,11 +1,12 @@
-// The trace widget: header (status, counters, controls, pattern editor) and three tabs
-// (log, stats, calls). It talks to the server only through `ctx` (Kino's JS API):
+// The trace widget: header (status, counters, controls, pattern editor) and four tabs
+// (log, sequence, stats, calls). It talks to the server only through `ctx` (Kino's JS API):
 // ctx.handleEvent for what the server sends, ctx.pushEvent for requests.
 
 import { LogModel } from "./model.js";
 import { VirtualList } from "./virtual_list.js";
 import { StatsTable } from "./stats_table.js";
 import { CallTree } from "./call_tree.js";
+import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { PatternEditor } from "./patterns.js";
 import {
   formatTime,
@@ -13,6 +14,12 @@ import {
   formatCount,
   formatRate,
   who,
+  whoWithNode,
+  kindLook,
+  eventBody,
+  isMessageKind,
+  isNormalExit,
+  peerLabel,
   entryText,
   entryOutcome,
   entryLine,
@@ -50,6 +57,7 @@ export class TraceWidget {
   constructor(ctx, data) {
     this.ctx = ctx;
     this.model = new LogModel({ maxEntries: data.max_entries || 200_000 });
+    this.sequence = new SequenceLayout({ maxRows: data.sequence_rows || 4000 });
     this.status = data.status || "running";
     this.counters = data.counters || {};
     this.patterns = data.patterns || [];
@@ -58,7 +66,7 @@ export class TraceWidget {
     this.tab = "log";
     this.terms = new Map();
     this.selected = null;
-    this.dirty = { stats: true, calls: true };
+    this.dirty = { stats: true, calls: true, sequence: true };
 
     this.build(ctx.root);
     this.append(data.events || []);
@@ -129,7 +137,7 @@ export class TraceWidget {
     // tabs
     this.tabButtons = {};
     const tabs = h("div", { class: "kt-tabs", role: "tablist" });
-    for (const [key, label] of [["log", "Log"], ["stats", "Stats"], ["calls", "Calls"]]) {
+    for (const [key, label] of [["log", "Log"], ["sequence", "Sequence"], ["stats", "Stats"], ["calls", "Calls"]]) {
       const b = h("button", { class: "kt-tab", role: "tab", type: "button", "data-tab": key });
       b.append(h("span", { text: label }), h("span", { class: "kt-tab-count" }));
       b.addEventListener("click", () => this.showTab(key));
@@ -143,7 +151,12 @@ export class TraceWidget {
       "aria-label": "Filter the log",
       oninput: () => this.applyFilter(),
     });
-    this.followButton = this.button("↓ Latest", "follow", () => this.list.scrollToEnd(), "kt-button kt-follow");
+    this.followButton = this.button(
+      "↓ Latest",
+      "follow",
+      () => (this.tab === "sequence" ? this.sequenceView.scrollToEnd() : this.list.scrollToEnd()),
+      "kt-button kt-follow"
+    );
     tabs.append(h("div", { class: "kt-tabs-spacer" }), this.followButton, this.filterInput);
 
     // log panel
@@ -171,8 +184,16 @@ export class TraceWidget {
     this.list.scroller.addEventListener("scroll", () => this.renderFollow());
     this.emptyEl = h("div", { class: "kt-empty kt-log-empty", text: "Waiting for calls…" });
     this.logPanel.appendChild(this.emptyEl);
+    // details of the selected log row or sequence item, below the panel
     this.detailEl = h("div", { class: "kt-detail", hidden: "", "data-testid": "detail" });
-    this.logPanel.appendChild(this.detailEl);
+
+    // sequence panel
+    this.sequencePanel = h("div", { class: "kt-panel", "data-panel": "sequence", hidden: "" });
+    this.sequenceView = new SequenceView(this.sequencePanel, {
+      layout: this.sequence,
+      onSelect: (row) => this.select(detailEntry(row), "sequence"),
+    });
+    this.sequenceView.scroller.addEventListener("scroll", () => this.renderFollow());
 
     // stats and calls panels
     this.statsPanel = h("div", { class: "kt-panel", "data-panel": "stats", hidden: "" });
@@ -180,7 +201,7 @@ export class TraceWidget {
     this.callsPanel = h("div", { class: "kt-panel", "data-panel": "calls", hidden: "" });
     this.calls = new CallTree(this.callsPanel);
 
-    this.root.append(header, tabs, this.logPanel, this.statsPanel, this.callsPanel);
+    this.root.append(header, tabs, this.logPanel, this.sequencePanel, this.statsPanel, this.callsPanel, this.detailEl);
     root.appendChild(this.root);
     document.addEventListener("click", (e) => {
       if (!this.menu.hidden && !e.composedPath().includes(exportWrap)) this.menu.hidden = true;
@@ -204,6 +225,7 @@ export class TraceWidget {
       return;
     }
     this.model.append(events);
+    this.sequence.append(events);
     this.afterChange();
   }
 
@@ -211,7 +233,7 @@ export class TraceWidget {
     this.list.update();
     this.emptyEl.hidden = this.model.viewLength > 0;
     this.emptyEl.textContent = this.model.filter ? "No entry matches the filter." : "Waiting for calls…";
-    this.dirty.stats = this.dirty.calls = true;
+    this.dirty.stats = this.dirty.calls = this.dirty.sequence = true;
     this.renderTabContent();
     this.renderCounts();
     this.renderFollow();
@@ -219,6 +241,8 @@ export class TraceWidget {
 
   clearLocal() {
     this.model.clear();
+    this.sequence.clear();
+    this.sequenceView.selected = null;
     this.held = [];
     this.terms.clear();
     this.selected = null;
@@ -253,6 +277,7 @@ export class TraceWidget {
     this.held = [];
     if (held.length) {
       this.model.append(held);
+      this.sequence.append(held);
       this.afterChange();
     }
   }
@@ -266,16 +291,30 @@ export class TraceWidget {
       b.setAttribute("aria-selected", String(key === tab));
     }
     this.logPanel.hidden = tab !== "log";
+    this.sequencePanel.hidden = tab !== "sequence";
+    this.detailEl.hidden = !this.selected || this.selectedFrom !== tab;
     this.statsPanel.hidden = tab !== "stats";
     this.callsPanel.hidden = tab !== "calls";
     this.filterInput.hidden = tab !== "log";
-    this.followButton.hidden = tab !== "log";
+    this.followButton.hidden = tab !== "log" && tab !== "sequence";
     if (tab === "log") this.list.update();
     this.renderTabContent(true);
   }
 
   renderTabContent(force = false) {
     const now = performance.now();
+    if (this.tab === "sequence" && this.dirty.sequence) {
+      // at most ~10 redraws a second; the last change is always drawn
+      clearTimeout(this.sequenceTimer);
+      const wait = force ? 0 : 100 - (now - (this.sequenceAt || 0));
+      if (wait <= 0) {
+        this.sequenceView.render();
+        this.dirty.sequence = false;
+        this.sequenceAt = now;
+      } else {
+        this.sequenceTimer = setTimeout(() => this.renderTabContent(true), wait);
+      }
+    }
     if (this.tab === "stats" && this.dirty.stats && (force || now - (this.statsAt || 0) > 250)) {
       this.stats.render(this.model.statsRows());
       this.dirty.stats = false;
@@ -294,11 +333,16 @@ export class TraceWidget {
       ? `${formatCount(m.viewLength)} of ${formatCount(m.size)}`
       : formatCount(m.size);
     this.tabButtons.stats.lastChild.textContent = m.stats.size ? formatCount(m.stats.size) : "";
+    this.tabButtons.sequence.lastChild.textContent = this.sequence.messages ? formatCount(this.sequence.messages) : "";
     this.root.classList.toggle("kt-multi-node", m.nodes.size > 1);
   }
 
   renderFollow() {
-    this.followButton.classList.toggle("kt-visible", !this.list.follow && this.model.viewLength > 0);
+    const away =
+      this.tab === "sequence"
+        ? !this.sequenceView.follow && this.sequence.end > this.sequence.start
+        : !this.list.follow && this.model.viewLength > 0;
+    this.followButton.classList.toggle("kt-visible", away);
   }
 
   // --- header -----------------------------------------------------------------------
@@ -400,10 +444,11 @@ export class TraceWidget {
 
   // --- details ----------------------------------------------------------------------
 
-  select(entry) {
+  select(entry, from = "log") {
     if (!entry) return;
     this.selected = entry;
-    for (const id of [entry.id, entry.returnId]) {
+    this.selectedFrom = from;
+    for (const id of [entry.id, entry.returnId, entry.receiveId]) {
       if (id != null && !this.terms.has(id)) this.ctx.pushEvent("get_term", { id });
     }
     this.renderDetail();
@@ -415,11 +460,13 @@ export class TraceWidget {
     const call = this.terms.get(entry.id);
     const ret = entry.returnId != null ? this.terms.get(entry.returnId) : entry.kind !== "call" ? call : null;
 
+    const look = isMessageKind(entry.kind) ? kindLook(entry.kind) : null;
     const title = h(
       "div",
       { class: "kt-detail-title" },
-      h("span", { class: "kt-mono kt-call", text: entry.mfa || entry.kind }),
-      h("span", { class: "kt-muted kt-mono", text: `${who(entry)} · ${formatTime(entry.time)}` }),
+      look ? kindBadge(entry) : "",
+      h("span", { class: "kt-mono kt-call", text: look ? detailHeadline(entry) : entry.mfa || entry.kind }),
+      h("span", { class: "kt-muted kt-mono", text: `${whoWithNode(entry)} · ${formatTime(entry.time)}` }),
       entry.duration != null ? h("span", { class: "kt-duration", text: formatDuration(entry.duration) }) : "",
       h("button", {
         class: "kt-button kt-close",
@@ -430,6 +477,8 @@ export class TraceWidget {
           this.selected = null;
           this.list.selected = null;
           this.list.render();
+          this.sequenceView.selected = null;
+          this.sequenceView.draw();
           this.detailEl.hidden = true;
         },
       })
@@ -446,7 +495,16 @@ export class TraceWidget {
     }
     if (entry.result != null) section("Returned", ret ? ret.result ?? ret.error : entry.result);
     if (entry.exception != null) section("Raised", ret ? ret.exception ?? ret.error : entry.exception, "kt-exception");
-    if (entry.data != null) section("Data", (ret && ret.data) || entry.data);
+    if (look) {
+      const full = call && call.data != null ? call.data : call && call.error ? call.error : entry.data;
+      if (entry.data != null) section(DATA_LABELS[entry.kind] || "Data", full ?? loading, entry.kind === "exit" && !isNormalExit(entry.data) ? "kt-exception" : "");
+      const facts = messageFacts(entry);
+      if (facts.length) {
+        sections.push(
+          h("dl", { class: "kt-facts" }, ...facts.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { class: "kt-mono", text: v })]))
+        );
+      }
+    } else if (entry.data != null) section("Data", (ret && ret.data) || entry.data);
     if (entry.kind === "call" && entry.result == null && entry.exception == null) {
       sections.push(h("div", { class: "kt-muted kt-detail-note", text: "No return seen yet." }));
     }
@@ -459,8 +517,51 @@ export class TraceWidget {
       );
     }
     this.detailEl.replaceChildren(title, h("div", { class: "kt-detail-body" }, ...sections));
-    this.detailEl.hidden = false;
+    this.detailEl.hidden = this.selectedFrom !== this.tab;
   }
+}
+
+// --- message and process events ---------------------------------------------------------
+
+const DATA_LABELS = {
+  send: "Message",
+  send_to_non_existing: "Message",
+  receive: "Message",
+  exit: "Reason",
+  spawn: "Function",
+  spawned: "Function",
+  register: "Name",
+  unregister: "Name",
+};
+
+function kindBadge(entry) {
+  const look = kindLook(entry.kind);
+  const tone = entry.kind === "exit" && !isNormalExit(entry.data) ? "bad" : look.tone;
+  return h("span", { class: `kt-kind kt-tone-${tone}`, "data-kind": entry.kind }, h("span", { class: "kt-kind-icon", text: look.icon }), look.label);
+}
+
+function detailHeadline(entry) {
+  if (entry.kind === "send" || entry.kind === "send_to_non_existing") return `${who(entry)} → ${peerLabel(entry)}`;
+  if (entry.kind === "spawn") return `${who(entry)} spawned ${peerLabel(entry)}`;
+  if (entry.peer) return `${who(entry)} · ${peerLabel(entry)}`;
+  return who(entry);
+}
+
+/** Facts about a message or process event for the detail panel: [label, value]. */
+function messageFacts(entry) {
+  const facts = [];
+  if (entry.kind === "send" || entry.kind === "send_to_non_existing") {
+    facts.push(["From", [entry.name, entry.pid].filter(Boolean).join(" ")]);
+    facts.push(["To", [entry.peer_name, entry.peer].filter(Boolean).join(" ")]);
+    facts.push(["Sent", formatTime(entry.time)]);
+    if (entry.received != null) {
+      facts.push(["Received", `${formatTime(entry.received)} (${formatDuration(Math.max(0, entry.received - entry.time) * 1000)} later)`]);
+    } else if (entry.kind === "send_to_non_existing") facts.push(["Received", "never: no such process"]);
+  } else if (entry.peer) {
+    facts.push([entry.kind === "spawn" ? "Child" : entry.kind === "spawned" ? "Parent" : "Other process", [entry.peer_name, entry.peer].filter(Boolean).join(" ")]);
+  }
+  if (entry.remote && entry.node) facts.push(["Node", entry.node]);
+  return facts;
 }
 
 // --- log rows ---------------------------------------------------------------------------
@@ -473,6 +574,16 @@ function createRow() {
     span.className = cls;
     el.appendChild(span);
   }
+  // the call cell: a kind badge (message and process events) and the text
+  const call = el.children[3];
+  const badge = document.createElement("span");
+  badge.className = "kt-kind";
+  const icon = document.createElement("span");
+  icon.className = "kt-kind-icon";
+  badge.append(icon, document.createTextNode(""));
+  const text = document.createElement("span");
+  text.className = "kt-c-text";
+  call.append(badge, text);
   return el;
 }
 
@@ -481,12 +592,25 @@ function renderRow(el, entry) {
   const [time, node, whoEl, call, out, dur] = el.children;
   time.textContent = formatTime(entry.time);
   node.textContent = entry.node || "";
-  whoEl.textContent = who(entry);
-  whoEl.title = entry.name ? `${entry.name} ${entry.pid}` : entry.pid || "";
-  const text = entryText(entry);
-  call.textContent = text;
-  call.style.paddingLeft = `${(entry.depth || 0) * 16}px`;
-  call.title = text;
+  whoEl.textContent = whoWithNode(entry);
+  whoEl.title = [entry.name, entry.pid, entry.node].filter(Boolean).join(" ");
+  const [badge, textEl] = call.children;
+  const look = entry.kind === "call" ? null : kindLook(entry.kind);
+  const message = isMessageKind(entry.kind);
+  if (message) {
+    const tone = entry.kind === "exit" && !isNormalExit(entry.data) ? "bad" : look.tone;
+    badge.className = `kt-kind kt-tone-${tone}`;
+    badge.firstChild.textContent = look.icon;
+    badge.lastChild.textContent = look.label;
+    badge.hidden = false;
+  } else if (!badge.hidden) {
+    badge.hidden = true;
+    badge.firstChild.textContent = badge.lastChild.textContent = "";
+  }
+  const text = message ? eventBody(entry) : entryText(entry);
+  textEl.textContent = text;
+  call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
+  call.title = entryText(entry);
   const outcome = entryOutcome(entry);
   out.textContent = outcome;
   out.title = outcome;
@@ -494,6 +618,7 @@ function renderRow(el, entry) {
   el.dataset.kind = entry.kind;
   el.classList.toggle("kt-row-exception", entry.exception != null);
   el.classList.toggle("kt-row-pending", entry.kind === "call" && entry.result == null && entry.exception == null);
-  el.classList.toggle("kt-row-other", entry.kind !== "call");
+  el.classList.toggle("kt-row-other", entry.kind !== "call" && !message);
+  el.classList.toggle("kt-row-message", message);
   el.dataset.id = String(entry.id);
 }

@@ -44,23 +44,88 @@ export function who(entry) {
   return entry.name || entry.pid || "";
 }
 
+/** Who ran the event, with its node when the event comes from another node. */
+export function whoWithNode(entry) {
+  const name = who(entry);
+  return entry.remote && entry.node ? `${name} @ ${entry.node}` : name;
+}
+
+/**
+ * The look of each event kind that is not a call: an icon, a short label and a tone
+ * (a CSS class suffix) for the log's badge and the sequence view.
+ */
+export const KIND_LOOK = {
+  send: { icon: "→", label: "send", tone: "send" },
+  send_to_non_existing: { icon: "⇥", label: "send ✕", tone: "bad" },
+  receive: { icon: "←", label: "receive", tone: "receive" },
+  spawn: { icon: "+", label: "spawn", tone: "life" },
+  spawned: { icon: "+", label: "spawned", tone: "life" },
+  exit: { icon: "✕", label: "exit", tone: "exit" },
+  link: { icon: "⟷", label: "link", tone: "link" },
+  unlink: { icon: "⇹", label: "unlink", tone: "link" },
+  getting_linked: { icon: "⟷", label: "linked by", tone: "link" },
+  getting_unlinked: { icon: "⇹", label: "unlinked by", tone: "link" },
+  register: { icon: "@", label: "register", tone: "name" },
+  unregister: { icon: "@", label: "unregister", tone: "name" },
+  return_to: { icon: "↩", label: "return to", tone: "call" },
+  return: { icon: "↩", label: "return", tone: "call" },
+  exception: { icon: "!", label: "raise", tone: "bad" },
+};
+
+/** The look of a kind (`null` for calls, which need no badge). */
+export function kindLook(kind) {
+  if (kind === "call") return null;
+  return KIND_LOOK[kind] || { icon: "•", label: kind || "event", tone: "call" };
+}
+
+/** Message and process kinds (not calls, returns or exceptions). */
+export function isMessageKind(kind) {
+  return kind != null && !["call", "return", "exception", "return_to"].includes(kind);
+}
+
+/** Normal exit reasons, shown calmer than crashes. */
+export function isNormalExit(reason) {
+  return reason === ":normal" || reason === ":shutdown" || /^\{:shutdown, /.test(reason || "");
+}
+
+/** The other process of an event, by name when known. */
+export function peerLabel(entry) {
+  return entry.peer_name || entry.peer || "";
+}
+
+/** The main text of a message or process event, after its badge (no kind label). */
+export function eventBody(entry) {
+  if (entry.kind === "return" || entry.kind === "exception" || entry.kind === "return_to") return entry.mfa || "";
+  if (entry.data != null) return entry.data;
+  // link and friends: the other process is the subject
+  return peerLabel(entry);
+}
+
 /** What an entry shows as its main text. */
 export function entryText(entry) {
   if (entry.call) return entry.call;
   if (entry.kind === "return" || entry.kind === "exception") return entry.mfa || "";
-  return [entry.kind, entry.data, entry.peer && `→ ${entry.peer}`].filter(Boolean).join(" ");
+  const look = kindLook(entry.kind);
+  return [look ? look.label : entry.kind, eventBody(entry)].filter(Boolean).join(" ");
 }
 
-/** What an entry shows as its outcome: `-> value` or the exception banner. */
+/**
+ * What an entry shows as its outcome: `→ value` or the exception banner for calls,
+ * `→ receiver` for sends, `→ child` for spawns.
+ */
 export function entryOutcome(entry) {
   if (entry.exception != null) return entry.exception;
   if (entry.result != null) return `→ ${entry.result}`;
+  if (entry.peer && entry.data != null && ["send", "send_to_non_existing", "spawn"].includes(entry.kind)) {
+    return `→ ${peerLabel(entry)}`;
+  }
+  if (entry.peer && entry.kind === "spawned") return `← ${peerLabel(entry)}`;
   return "";
 }
 
 /** One entry as a plain text line (used for "copy as text"), indented by depth. */
 export function entryLine(entry) {
-  const parts = [formatTime(entry.time), who(entry), "  ".repeat(entry.depth || 0) + entryText(entry)];
+  const parts = [formatTime(entry.time), whoWithNode(entry), "  ".repeat(entry.depth || 0) + entryText(entry)];
   const outcome = entryOutcome(entry);
   if (outcome) parts.push(outcome);
   if (entry.duration != null) parts.push(`(${formatDuration(entry.duration)})`);

@@ -6,7 +6,7 @@
 // Other events (message and process events, returns whose call is not held) are
 // entries of their own. At most `maxEntries` entries are held; the oldest go first.
 
-import { entryText, entryOutcome, who } from "./format.js";
+import { entryText, entryOutcome, who, isMessageKind } from "./format.js";
 
 export class LogModel {
   constructor({ maxEntries = 200_000 } = {}) {
@@ -23,6 +23,7 @@ export class LogModel {
     this.filtered = null; // array of entries matching the filter, or null when no filter
     this.stats = new Map(); // mfa -> {mfa, count, total, timed, max, exceptions}
     this.nodes = new Set();
+    this.messages = 0; // message and process events received
     this.received = 0;
     this.version = 0;
   }
@@ -50,6 +51,7 @@ export class LogModel {
     for (const event of events) {
       this.received++;
       if (event.node) this.nodes.add(event.node);
+      if (isMessageKind(event.kind)) this.messages++;
       this.countStats(event);
 
       if ((event.kind === "return" || event.kind === "exception") && event.call_id != null) {
@@ -84,7 +86,8 @@ export class LogModel {
   }
 
   countStats(event) {
-    if (!event.mfa) return;
+    // calls only: message and process events have no function, return_to is no call
+    if (!event.mfa || !["call", "return", "exception"].includes(event.kind)) return;
     let s = this.stats.get(event.mfa);
     if (!s) {
       s = { mfa: event.mfa, count: 0, total: 0, timed: 0, max: 0, exceptions: 0 };
@@ -150,7 +153,7 @@ export class LogModel {
   matches(entry) {
     if (!this.filter) return true;
     if (entry.search == null) {
-      entry.search = [who(entry), entry.pid, entry.node, entryText(entry), entryOutcome(entry)]
+      entry.search = [who(entry), entry.pid, entry.node, entry.peer, entryText(entry), entryOutcome(entry)]
         .join(" ")
         .toLowerCase();
     }

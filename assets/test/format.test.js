@@ -31,3 +31,39 @@ describe("format", () => {
     expect(entryOutcome({ exception: "** (ArgumentError) x", result: null })).toBe("** (ArgumentError) x");
   });
 });
+
+import { kindLook, entryText, entryOutcome, whoWithNode, isMessageKind, isNormalExit, eventBody } from "../src/format.js";
+
+describe("message and process events", () => {
+  it("every kind has a look; calls have none", () => {
+    for (const kind of ["send", "send_to_non_existing", "receive", "spawn", "spawned", "exit", "link", "unlink", "getting_linked", "getting_unlinked", "register", "unregister"]) {
+      const look = kindLook(kind);
+      expect(look.icon.length).toBeGreaterThan(0);
+      expect(look.label.length).toBeGreaterThan(0);
+      expect(isMessageKind(kind)).toBe(true);
+    }
+    expect(kindLook("call")).toBe(null);
+    expect(isMessageKind("call") || isMessageKind("return") || isMessageKind("return_to")).toBe(false);
+  });
+
+  it("a send shows its message and → receiver (by name when known)", () => {
+    const e = { kind: "send", pid: "#PID<0.1.0>", data: "{:ping, 1}", peer: "#PID<0.2.0>", peer_name: "pong" };
+    expect(eventBody(e)).toBe("{:ping, 1}");
+    expect(entryText(e)).toBe("send {:ping, 1}");
+    expect(entryOutcome(e)).toBe("→ pong");
+    expect(entryOutcome({ ...e, peer_name: null })).toBe("→ #PID<0.2.0>");
+    expect(entryOutcome({ kind: "receive", data: ":x" })).toBe("");
+    expect(eventBody({ kind: "link", peer: "#PID<0.3.0>" })).toBe("#PID<0.3.0>");
+  });
+
+  it("remote events name their node in the process column", () => {
+    expect(whoWithNode({ pid: "#PID<123.94.0>", node: "b@host", remote: true })).toBe("#PID<123.94.0> @ b@host");
+    expect(whoWithNode({ pid: "#PID<0.94.0>", node: "a@host", remote: false, name: "cache" })).toBe("cache");
+  });
+
+  it("normal exits are told from crashes", () => {
+    expect(isNormalExit(":normal")).toBe(true);
+    expect(isNormalExit("{:shutdown, :done}")).toBe(true);
+    expect(isNormalExit(":killed")).toBe(false);
+  });
+});

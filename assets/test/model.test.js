@@ -118,3 +118,41 @@ describe("LogModel", () => {
     expect([m.size, m.statsRows().length]).toEqual([0, 0]);
   });
 });
+
+describe("LogModel with message and process events", () => {
+  it("they are entries of their own; stats and call trees ignore them", () => {
+    const m = new LogModel();
+    const c = call("M.a/1");
+    m.append([
+      c,
+      { id: nextId++, kind: "send", pid: "#PID<0.1.0>", data: "{:ping, 1}", peer: "#PID<0.2.0>", depth: 0 },
+      { id: nextId++, kind: "receive", pid: "#PID<0.2.0>", data: "{:ping, 1}", depth: 0 },
+      { id: nextId++, kind: "return_to", pid: "#PID<0.1.0>", mfa: "M.a/1", depth: 0 },
+      { id: nextId++, kind: "exit", pid: "#PID<0.2.0>", data: ":normal", depth: 0 },
+      ret(c),
+    ]);
+    expect(m.size).toBe(5);
+    expect(m.messages).toBe(3);
+    expect(m.statsRows()).toEqual([{ mfa: "M.a/1", count: 1, total: 1000, mean: 1000, max: 1000, exceptions: 0 }]);
+    const trees = m.callTrees();
+    expect(trees.length).toBe(1);
+    expect(trees[0].roots.map((n) => n.entry.mfa)).toEqual(["M.a/1"]);
+  });
+
+  it("the filter finds them by kind, message and peer", () => {
+    const m = new LogModel();
+    m.append([
+      { id: nextId++, kind: "send", pid: "#PID<0.1.0>", data: "{:ping, 1}", peer: "#PID<0.2.0>", peer_name: "pong", depth: 0 },
+      { id: nextId++, kind: "exit", pid: "#PID<0.2.0>", data: ":normal", depth: 0 },
+      call("M.a/1"),
+    ]);
+    m.setFilter("send");
+    expect(m.viewLength).toBe(1);
+    m.setFilter(":ping");
+    expect(m.viewLength).toBe(1);
+    m.setFilter("pong");
+    expect(m.viewAt(0).kind).toBe("send");
+    m.setFilter("exit :normal");
+    expect(m.viewLength).toBe(1);
+  });
+});

@@ -1,0 +1,666 @@
+// The sequence tab: processes as lifelines (one column each), messages as arrows between
+// them, calls and returns as activation bars and self-arrows on their process, spawns,
+// links, exits and names as marks. Live, and readable at any size: every row and every
+// column has a fixed size, the view scrolls both ways, and only what is in view is drawn.
+//
+// SequenceLayout is the pure part (no DOM): it turns the widget's event rows, in order,
+// into lanes and rows. SequenceView draws a layout as SVG.
+
+import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel } from "./format.js";
+
+/** Geometry of the view, in CSS pixels. */
+export const GEOMETRY = { rowHeight: 30, laneWidth: 190, gutter: 104, headerHeight: 46, overscan: 6 };
+
+// How far apart (µs) a receive may come before its send and still be paired with it
+// (events of different processes, or nodes, are ordered by their own clocks).
+const EARLY_RECEIVE_US = 100_000;
+
+const LINKS = { link: "getting_linked", unlink: "getting_unlinked" };
+const LINKED = { getting_linked: "link", getting_unlinked: "unlink" };
+
+/**
+ * Lanes and rows of a sequence diagram, built incrementally from event rows.
+ *
+ * lanes: [{key, index, pid, name, node, remote, firstSeq, exitSeq}] in order of first
+ * appearance. rows (from `rowAt`): {seq, type, from, to, label, time, entry, ...} where
+ * type is one of
+ *   message  an arrow from lane `from` to lane `to` (`entry` the send, `receive` the
+ *            receive once seen; `lost` for a send to a process that did not exist)
+ *   found    a message received from a process not traced (`entry` the receive)
+ *   call     a call on lane `from` (`entry` the call, `ret` its return merged when nothing
+ *            happened in between)
+ *   return   a return or exception on lane `from` (`entry` it, `call` the call's entry)
+ *   spawn    lane `from` spawned lane `to`
+ *   link     lanes `from` and `to` linked (or unlinked: `unlink`)
+ *   exit     lane `from` exited (`label` the reason, `normal` when it was a normal exit)
+ *   note     a register or unregister on lane `from`
+ * activations: [{lane, from, to, depth, row}] (`to` null while the call runs).
+ * At most `maxRows` rows are kept; the oldest go first (`start` is the first kept seq).
+ */
+export class SequenceLayout {
+  constructor({ maxRows = 4000 } = {}) {
+    this.maxRows = maxRows;
+    this.clear();
+  }
+
+  clear() {
+    this.lanes = [];
+    this.laneByKey = new Map();
+    this.rows = [];
+    this.start = 0; // seq of rows[0]
+    this.pendingSends = new Map(); // receiver \0 message -> [row], waiting for the receive
+    this.earlyReceives = new Map(); // same key -> [found row], a receive seen before its send
+    this.pendingLinks = new Map(); // kind \0 pid \0 peer -> row, waiting for the other side
+    this.spawnRows = new Map(); // child -> spawn row
+    this.openCalls = new Map(); // call id -> activation
+    this.activations = [];
+    this.messages = 0;
+    this.version = 0;
+  }
+
+  /** Seq of the next row. */
+  get end() {
+    return this.start + this.rows.length;
+  }
+
+  rowAt(seq) {
+    return this.rows[seq - this.start];
+  }
+
+  /** The lane of a process (created on first sight). */
+  lane(key, fields = {}) {
+    let lane = this.laneByKey.get(key);
+    if (!lane) {
+      lane = { key, index: this.lanes.length, pid: key, name: null, node: null, remote: false, firstSeq: this.end, exitSeq: null };
+      this.lanes.push(lane);
+      this.laneByKey.set(key, lane);
+    }
+    if (fields.name && !lane.name) lane.name = fields.name;
+    if (fields.node && !lane.node) lane.node = fields.node;
+    if (fields.remote) lane.remote = true;
+    return lane;
+  }
+
+  laneOf(event) {
+    return this.lane(event.pid || "?", { name: event.name, node: event.node, remote: event.remote });
+  }
+
+  peerLane(event) {
+    if (!event.peer) return null;
+    return this.lane(event.peer, { name: event.peer_name, node: event.remote ? null : event.node });
+  }
+
+  push(row) {
+    row.seq = this.end;
+    this.rows.push(row);
+    return row;
+  }
+
+  /** Adds events in order. */
+  append(events) {
+    for (const event of events) this.add(event);
+    this.evict();
+    this.version++;
+  }
+
+  add(event) {
+    switch (event.kind) {
+      case "send":
+      case "send_to_non_existing":
+        return this.addSend(event);
+      case "receive":
+        return this.addReceive(event);
+      case "call":
+        return this.addCall(event);
+      case "return":
+      case "exception":
+        return this.addReturn(event);
+      case "spawn":
+      case "spawned":
+        return this.addSpawn(event);
+      case "link":
+      case "unlink":
+      case "getting_linked":
+      case "getting_unlinked":
+        return this.addLink(event);
+      case "exit": {
+        const lane = this.laneOf(event);
+        const row = this.push({ type: "exit", from: lane.index, to: lane.index, label: event.data || "", normal: isNormalExit(event.data), time: event.time, entry: event });
+        lane.exitSeq = row.seq;
+        for (const [id, act] of this.openCalls) {
+          if (act.lane === lane.index) {
+            act.to = row.seq;
+            this.openCalls.delete(id);
+          }
+        }
+        return row;
+      }
+      case "register":
+      case "unregister": {
+        const lane = this.laneOf(event);
+        if (event.kind === "register" && event.data) lane.name = lane.name || event.data.replace(/^:/, "");
+        return this.push({ type: "note", from: lane.index, to: lane.index, label: `${kindLook(event.kind).label} ${event.data || ""}`, time: event.time, entry: event });
+      }
+      default:
+        return null; // return_to and unknown kinds are not drawn
+    }
+  }
+
+  addSend(event) {
+    const from = this.laneOf(event);
+    const to = this.peerLane(event) || from;
+    this.messages++;
+    const key = `${to.key}\u0000${event.data}`;
+    // a receive that came first (clocks of other processes or nodes)
+    const early = this.earlyReceives.get(key);
+    if (early && early.length && Math.abs((event.time || 0) - (early[0].time || 0)) <= EARLY_RECEIVE_US) {
+      const row = early.shift();
+      if (!early.length) this.earlyReceives.delete(key);
+      Object.assign(row, { type: "message", from: from.index, entry: event, receive: row.entry, time: event.time });
+      this.messages--; // counted when it was a found message
+      return row;
+    }
+    const row = this.push({
+      type: "message",
+      from: from.index,
+      to: to.index,
+      label: event.data || "",
+      time: event.time,
+      entry: event,
+      receive: null,
+      lost: event.kind === "send_to_non_existing",
+    });
+    if (!row.lost) listPush(this.pendingSends, key, row);
+    return row;
+  }
+
+  addReceive(event) {
+    const to = this.laneOf(event);
+    const key = `${to.key}\u0000${event.data}`;
+    const waiting = this.pendingSends.get(key);
+    if (waiting && waiting.length) {
+      const row = waiting.shift();
+      if (!waiting.length) this.pendingSends.delete(key);
+      row.receive = event;
+      return row;
+    }
+    this.messages++;
+    const row = this.push({ type: "found", from: null, to: to.index, label: event.data || "", time: event.time, entry: event });
+    listPush(this.earlyReceives, key, row);
+    return row;
+  }
+
+  addCall(event) {
+    const lane = this.laneOf(event);
+    const row = this.push({ type: "call", from: lane.index, to: lane.index, label: event.call || event.mfa || "", time: event.time, entry: event, ret: null });
+    const act = { lane: lane.index, from: row.seq, to: null, depth: Math.max(0, event.depth || 0), row };
+    this.activations.push(act);
+    if (event.id != null) this.openCalls.set(event.id, act);
+    return row;
+  }
+
+  addReturn(event) {
+    const act = event.call_id != null ? this.openCalls.get(event.call_id) : null;
+    const lane = act ? this.lanes[act.lane] : this.laneOf(event);
+    const outcome = event.kind === "exception" ? event.exception || "exception" : `→ ${event.result ?? ""}`;
+    if (act) this.openCalls.delete(event.call_id);
+    // nothing happened since the call: the return joins the call's row
+    if (act && act.row.seq === this.end - 1 && act.row.seq >= this.start) {
+      act.row.ret = event;
+      act.to = act.row.seq;
+      return act.row;
+    }
+    const row = this.push({ type: "return", from: lane.index, to: lane.index, label: outcome, time: event.time, entry: event, call: act ? act.row.entry : null, exception: event.kind === "exception" });
+    if (act) act.to = row.seq;
+    return row;
+  }
+
+  addSpawn(event) {
+    if (event.kind === "spawn") {
+      const parent = this.laneOf(event);
+      const child = this.peerLane(event) || parent;
+      const row = this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${spawnLabel(event.data)}`, time: event.time, entry: event });
+      if (event.peer) this.spawnRows.set(event.peer, row);
+      return row;
+    }
+    // spawned: the child's side; drawn only when the parent's spawn was not seen
+    if (this.spawnRows.has(event.pid)) {
+      this.spawnRows.delete(event.pid);
+      return null;
+    }
+    const child = this.laneOf(event);
+    const parent = this.peerLane(event) || child;
+    return this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${spawnLabel(event.data)}`, time: event.time, entry: event });
+  }
+
+  addLink(event) {
+    const active = event.kind in LINKS; // link/unlink: this process did it
+    const kind = active ? event.kind : LINKED[event.kind];
+    const [linker, linked] = active ? [event.pid, event.peer] : [event.peer, event.pid];
+    const key = `${kind}\u0000${linker}\u0000${linked}`;
+    // the other side of a link already drawn
+    const other = this.pendingLinks.get(key);
+    if (other && other.active !== active) {
+      this.pendingLinks.delete(key);
+      return other.row;
+    }
+    const self = this.laneOf(event);
+    const peer = this.peerLane(event) || self;
+    const [from, to] = active ? [self, peer] : [peer, self];
+    const row = this.push({ type: "link", unlink: kind === "unlink", from: from.index, to: to.index, label: kind, time: event.time, entry: event });
+    this.pendingLinks.set(key, { row, active });
+    if (this.pendingLinks.size > 10_000) this.pendingLinks.clear();
+    return row;
+  }
+
+  evict() {
+    const over = this.rows.length - this.maxRows;
+    if (over <= 0) return;
+    this.rows.splice(0, over);
+    this.start += over;
+    this.activations = this.activations.filter((a) => a.to == null || a.to >= this.start);
+    for (const map of [this.pendingSends, this.earlyReceives]) {
+      for (const [key, rows] of map) {
+        const kept = rows.filter((r) => r.seq >= this.start);
+        if (kept.length) map.set(key, kept);
+        else map.delete(key);
+      }
+    }
+    for (const [key, link] of this.pendingLinks) if (link.row.seq < this.start) this.pendingLinks.delete(key);
+    for (const [key, row] of this.spawnRows) if (row.seq < this.start) this.spawnRows.delete(key);
+  }
+
+  /** Rows with seq in [first, last), clipped to what is kept. */
+  rowsIn(first, last) {
+    const from = Math.max(first, this.start) - this.start;
+    const to = Math.min(last, this.end) - this.start;
+    return from < to ? this.rows.slice(from, to) : [];
+  }
+
+  /** Activations that overlap rows [first, last). */
+  activationsIn(first, last) {
+    return this.activations.filter((a) => a.from < last && (a.to == null ? this.end : a.to) >= first);
+  }
+}
+
+function listPush(map, key, value) {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** `{Mod, :fun, [args]}` as `Mod.fun/arity` when it reads as one, else as it is. */
+export function spawnLabel(data) {
+  if (!data) return "";
+  const m = /^\{([^,]+), :?"?([^,"]+)"?, \[(.*)\]\}$/s.exec(data);
+  if (!m) return data;
+  const args = m[3].trim();
+  const arity = args === "" ? 0 : splitTopLevel(args).length;
+  return `${m[1]}.${m[2]}/${arity}`;
+}
+
+function splitTopLevel(text) {
+  const parts = [];
+  let depth = 0;
+  let quote = false;
+  let current = "";
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === "\\") current += c + (text[++i] || "");
+      else {
+        if (c === '"') quote = false;
+        current += c;
+      }
+      continue;
+    }
+    if (c === '"') quote = true;
+    else if ("{[(<".includes(c)) depth++;
+    else if ("}])>".includes(c)) depth--;
+    if (c === "," && depth === 0) {
+      parts.push(current);
+      current = "";
+    } else current += c;
+  }
+  parts.push(current);
+  return parts;
+}
+
+/** The x of a lane's lifeline. */
+export function laneX(index, g = GEOMETRY) {
+  return g.gutter + index * g.laneWidth + g.laneWidth / 2;
+}
+
+/** Rows [first, last) and lanes [firstLane, lastLane) to draw for a scroll position. */
+export function visibleWindow(layout, { scrollTop, scrollLeft, height, width }, g = GEOMETRY) {
+  const rows = layout.end - layout.start;
+  const top = Math.max(0, scrollTop - g.headerHeight);
+  const first = layout.start + Math.max(0, Math.floor(top / g.rowHeight) - g.overscan);
+  const last = layout.start + Math.min(rows, Math.ceil((top + height) / g.rowHeight) + g.overscan);
+  const left = Math.max(0, scrollLeft - g.gutter);
+  const firstLane = Math.max(0, Math.floor(left / g.laneWidth) - 1);
+  const lastLane = Math.min(layout.lanes.length, Math.ceil((left + width) / g.laneWidth) + 1);
+  return { first, last: Math.max(first, last), firstLane, lastLane: Math.max(firstLane, lastLane) };
+}
+
+/** Cuts text to fit `px` pixels of 12px monospace (about 7.2 px a character). */
+export function fit(text, px) {
+  const max = Math.max(0, Math.floor(px / 7.2));
+  if (text.length <= max) return text;
+  return max <= 1 ? "…" : text.slice(0, max - 1) + "…";
+}
+
+// --- the view ---------------------------------------------------------------------------
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function s(tag, attrs = {}, text) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v != null) el.setAttribute(k, v);
+  if (text != null) el.textContent = text;
+  return el;
+}
+
+function h(tag, cls, text) {
+  const el = document.createElement(tag);
+  if (cls) el.className = cls;
+  if (text != null) el.textContent = text;
+  return el;
+}
+
+export class SequenceView {
+  /**
+   * @param {HTMLElement} parent
+   * @param {object} opts layout (a SequenceLayout), onSelect(row)
+   */
+  constructor(parent, opts) {
+    this.layout = opts.layout;
+    this.onSelect = opts.onSelect;
+    this.g = { ...GEOMETRY, ...(opts.geometry || {}) };
+    this.follow = true;
+    this.selected = null;
+    this.drawnLanes = -1;
+
+    this.el = h("div", "kt-seq");
+    this.scroller = h("div", "kt-seq-scroll");
+    this.scroller.setAttribute("data-testid", "sequence");
+    this.spacer = h("div", "kt-seq-spacer");
+    this.header = h("div", "kt-seq-header");
+    this.corner = h("div", "kt-seq-corner", "Time");
+    this.header.appendChild(this.corner);
+    this.svg = s("svg", { class: "kt-seq-svg" });
+    this.spacer.append(this.header, this.svg);
+    this.scroller.appendChild(this.spacer);
+    this.empty = h("div", "kt-empty kt-seq-empty", "No messages yet. Trace messages or processes (Kino.Trace.messages/2, processes/2) to see them here.");
+    this.el.append(this.scroller, this.empty);
+    parent.appendChild(this.el);
+
+    this.scroller.addEventListener("scroll", () => {
+      this.follow = this.atEnd();
+      this.draw();
+    });
+    this.svg.addEventListener("click", (event) => {
+      const target = event.target.closest("[data-seq]");
+      if (!target) return;
+      const row = this.layout.rowAt(Number(target.dataset.seq));
+      if (!row) return;
+      this.selected = row;
+      this.draw();
+      this.onSelect && this.onSelect(row);
+    });
+  }
+
+  atEnd() {
+    const sc = this.scroller;
+    return sc.scrollTop + sc.clientHeight >= sc.scrollHeight - this.g.rowHeight;
+  }
+
+  scrollToEnd() {
+    this.follow = true;
+    this.render();
+  }
+
+  /** Call after the layout changed. */
+  render() {
+    const { layout, g } = this;
+    const rows = layout.end - layout.start;
+    const shift = (layout.start - (this.lastStart ?? layout.start)) * g.rowHeight;
+    this.lastStart = layout.start;
+    const width = g.gutter + layout.lanes.length * g.laneWidth + 24;
+    const height = g.headerHeight + rows * g.rowHeight + 16;
+    this.spacer.style.width = `${width}px`;
+    this.spacer.style.height = `${height}px`;
+    if (this.follow) this.scroller.scrollTop = this.scroller.scrollHeight;
+    else if (shift > 0) this.scroller.scrollTop = Math.max(0, this.scroller.scrollTop - shift); // keep the rows in view
+    this.empty.hidden = rows > 0 || layout.lanes.length > 0;
+    this.scroller.hidden = !this.empty.hidden;
+    if (this.drawnLanes !== layout.lanes.length || this.namesVersion !== namesOf(layout)) this.drawHeader();
+    this.draw();
+  }
+
+  drawHeader() {
+    const { layout, g } = this;
+    const cells = layout.lanes.map((lane) => {
+      const cell = h("div", "kt-seq-lane");
+      cell.style.left = `${g.gutter + lane.index * g.laneWidth}px`;
+      cell.style.width = `${g.laneWidth}px`;
+      cell.dataset.lane = String(lane.index);
+      cell.dataset.pid = lane.pid;
+      const name = h("div", "kt-seq-lane-name kt-mono", lane.name || lane.pid);
+      const sub = h("div", "kt-seq-lane-sub kt-mono", [lane.name ? lane.pid : "", lane.node && lane.remote ? lane.node : ""].filter(Boolean).join(" · "));
+      cell.title = [lane.name, lane.pid, lane.node].filter(Boolean).join("\n");
+      cell.append(name, sub);
+      return cell;
+    });
+    this.header.replaceChildren(this.corner, ...cells);
+    this.drawnLanes = layout.lanes.length;
+    this.namesVersion = namesOf(layout);
+  }
+
+  draw() {
+    const { layout, g } = this;
+    const sc = this.scroller;
+    const view = { scrollTop: sc.scrollTop, scrollLeft: sc.scrollLeft, height: sc.clientHeight || 420, width: sc.clientWidth || 1000 };
+    const { first, last, firstLane, lastLane } = visibleWindow(layout, view, g);
+    const y = (seq) => g.headerHeight + (seq - layout.start) * g.rowHeight + g.rowHeight / 2;
+    const top = g.headerHeight + (first - layout.start) * g.rowHeight;
+    const bottom = g.headerHeight + (last - layout.start) * g.rowHeight;
+    const x = (i) => laneX(i, g);
+
+    const frag = document.createDocumentFragment();
+    const defs = s("defs");
+    defs.append(marker("kt-seq-arrow", "kt-seq-head"), marker("kt-seq-arrow-sel", "kt-seq-head kt-seq-head-sel"), marker("kt-seq-arrow-soft", "kt-seq-head kt-seq-head-soft"));
+
+    // stripes and times
+    const gutter = s("g", { class: "kt-seq-gutter" });
+    for (let seq = first; seq < last; seq++) {
+      const row = layout.rowAt(seq);
+      if (!row) continue;
+      const yTop = y(seq) - g.rowHeight / 2;
+      if (row === this.selected) gutter.appendChild(s("rect", { class: "kt-seq-selected", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
+      else if ((seq & 1) === 1) gutter.appendChild(s("rect", { class: "kt-seq-stripe", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
+      gutter.appendChild(s("text", { class: "kt-seq-time", x: 10, y: y(seq) + 4 }, formatTime(row.time).slice(3)));
+    }
+    frag.appendChild(gutter);
+
+    // lifelines: from the lane's first row (top for lanes seen from the start) to its exit
+    const lifelines = s("g", { class: "kt-seq-lifelines" });
+    for (let i = firstLane; i < lastLane; i++) {
+      const lane = layout.lanes[i];
+      const from = Math.max(top, lane.firstSeq > layout.start ? y(lane.firstSeq) - g.rowHeight / 2 : top);
+      const to = Math.min(bottom, lane.exitSeq != null ? y(lane.exitSeq) : bottom);
+      if (to > from) lifelines.appendChild(s("line", { class: "kt-seq-lifeline", x1: x(i), x2: x(i), y1: from, y2: to }));
+    }
+    frag.appendChild(lifelines);
+
+    // activations (calls running)
+    const acts = s("g", { class: "kt-seq-activations" });
+    for (const a of layout.activationsIn(first, last)) {
+      if (a.lane < firstLane || a.lane >= lastLane) continue;
+      const y1 = Math.max(top, y(a.from) - 8);
+      const y2 = Math.min(bottom, a.to == null ? bottom : y(a.to) + 8);
+      acts.appendChild(s("rect", { class: "kt-seq-activation" + (a.to == null ? " kt-seq-running" : ""), x: x(a.lane) - 5 + a.depth * 4, y: y1, width: 10, height: Math.max(4, y2 - y1), rx: 2 }));
+    }
+    frag.appendChild(acts);
+
+    // rows
+    const items = s("g", { class: "kt-seq-items" });
+    for (const row of layout.rowsIn(first, last)) {
+      const lo = Math.min(row.from ?? row.to, row.to);
+      const hi = Math.max(row.from ?? row.to, row.to);
+      if (hi < firstLane || lo >= lastLane) continue;
+      items.appendChild(this.item(row, y(row.seq), x));
+    }
+    frag.appendChild(items);
+
+    // the SVG covers only the rows drawn; its content keeps the spacer's coordinates
+    const shifted = s("g", { transform: `translate(0 ${-top})` });
+    shifted.appendChild(frag);
+    this.svg.setAttribute("width", String(g.gutter + layout.lanes.length * g.laneWidth + 24));
+    this.svg.setAttribute("height", String(Math.max(0, bottom - top)));
+    this.svg.style.top = `${top}px`;
+    this.svg.replaceChildren(defs, shifted);
+  }
+
+  item(row, y, x) {
+    const g = this.g;
+    const sel = row === this.selected;
+    const group = s("g", { class: `kt-seq-item kt-seq-${row.type}` + (sel ? " kt-seq-item-selected" : ""), "data-seq": row.seq, "data-type": row.type });
+    const title = s("title", {}, tooltip(row));
+    group.appendChild(title);
+    const hit = (x1, x2) => group.appendChild(s("rect", { class: "kt-seq-hit", x: Math.min(x1, x2) - 6, y: y - g.rowHeight / 2, width: Math.abs(x2 - x1) + 12, height: g.rowHeight }));
+    const arrowHead = sel ? "url(#kt-seq-arrow-sel)" : "url(#kt-seq-arrow)";
+
+    switch (row.type) {
+      case "message":
+      case "spawn": {
+        const x1 = x(row.from);
+        const x2 = x(row.to);
+        if (row.from === row.to) {
+          hit(x1, x1 + 40);
+          group.appendChild(s("path", { class: "kt-seq-line", d: `M${x1 + 6} ${y - 6} h26 v12 h-20`, "marker-end": arrowHead }));
+          group.appendChild(s("text", { class: "kt-seq-label", x: x1 + 38, y: y + 4 }, fit(row.label, g.laneWidth - 46)));
+          break;
+        }
+        const dir = x2 > x1 ? 1 : -1;
+        hit(x1, x2);
+        const pending = row.type === "message" && !row.receive && !row.lost;
+        group.appendChild(
+          s("line", {
+            class: "kt-seq-line" + (row.type === "spawn" ? " kt-seq-dashed" : "") + (pending ? " kt-seq-pending" : "") + (row.lost ? " kt-seq-lost" : ""),
+            x1: x1 + dir * 6,
+            x2: x2 - dir * 8,
+            y1: y,
+            y2: y,
+            "marker-end": row.lost ? null : arrowHead,
+          })
+        );
+        if (row.lost) group.appendChild(cross(x2 - dir * 10, y, "kt-seq-lost-x"));
+        const span = Math.abs(x2 - x1) - 20;
+        const label = s("text", { class: "kt-seq-label", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, fit(row.label, span));
+        group.appendChild(label);
+        group.appendChild(s("circle", { class: "kt-seq-dot", cx: x1, cy: y, r: 3 }));
+        break;
+      }
+      case "found": {
+        const x2 = x(row.to);
+        const x1 = x2 - Math.min(g.laneWidth * 0.6, 110);
+        hit(x1, x2);
+        group.appendChild(s("circle", { class: "kt-seq-found-dot", cx: x1, cy: y, r: 4 }));
+        group.appendChild(s("line", { class: "kt-seq-line kt-seq-soft", x1: x1 + 4, x2: x2 - 8, y1: y, y2: y, "marker-end": sel ? arrowHead : "url(#kt-seq-arrow-soft)" }));
+        group.appendChild(s("text", { class: "kt-seq-label kt-seq-label-soft", x: x2 + 10, y: y + 4 }, fit(`← ${row.label}`, g.laneWidth / 2 + 60)));
+        break;
+      }
+      case "call": {
+        const x1 = x(row.from) + 5;
+        hit(x1 - 10, x1 + g.laneWidth - 20);
+        group.appendChild(s("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
+        const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` → ${row.ret.result}`) : "";
+        const text = s("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(row.label + ret, g.laneWidth - 30));
+        if (row.ret && row.ret.kind === "exception") text.classList.add("kt-seq-bad");
+        group.appendChild(text);
+        break;
+      }
+      case "return": {
+        const x1 = x(row.from) + 5;
+        hit(x1 - 10, x1 + g.laneWidth - 20);
+        group.appendChild(s("path", { class: "kt-seq-line kt-seq-dashed", d: `M${x1 + 12} ${y - 4} h-10`, "marker-end": arrowHead }));
+        group.appendChild(s("text", { class: "kt-seq-label kt-seq-result" + (row.exception ? " kt-seq-bad" : ""), x: x1 + 18, y: y + 4 }, fit(row.label, g.laneWidth - 30)));
+        break;
+      }
+      case "link": {
+        const x1 = x(row.from);
+        const x2 = x(row.to);
+        hit(x1, x2);
+        group.appendChild(s("line", { class: "kt-seq-line kt-seq-link" + (row.unlink ? " kt-seq-unlink" : ""), x1, x2, y1: y, y2: y }));
+        group.appendChild(s("circle", { class: "kt-seq-link-end", cx: x1, cy: y, r: 3 }));
+        group.appendChild(s("circle", { class: "kt-seq-link-end", cx: x2, cy: y, r: 3 }));
+        group.appendChild(s("text", { class: "kt-seq-label kt-seq-label-soft", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, row.label));
+        break;
+      }
+      case "exit": {
+        const x1 = x(row.from);
+        hit(x1 - 10, x1 + g.laneWidth / 2);
+        group.appendChild(cross(x1, y, row.normal ? "kt-seq-exit-x" : "kt-seq-exit-x kt-seq-crash"));
+        group.appendChild(s("text", { class: "kt-seq-label" + (row.normal ? " kt-seq-label-soft" : " kt-seq-bad"), x: x1 + 12, y: y + 4 }, fit(`exit ${row.label}`, g.laneWidth - 20)));
+        break;
+      }
+      case "note": {
+        const x1 = x(row.from);
+        const text = fit(row.label, g.laneWidth - 24);
+        const w = text.length * 7.2 + 14;
+        hit(x1 - w / 2, x1 + w / 2);
+        group.appendChild(s("rect", { class: "kt-seq-note", x: x1 - w / 2, y: y - 10, width: w, height: 20, rx: 4 }));
+        group.appendChild(s("text", { class: "kt-seq-label kt-seq-note-text", x: x1, y: y + 4, "text-anchor": "middle" }, text));
+        break;
+      }
+    }
+    return group;
+  }
+}
+
+function namesOf(layout) {
+  return layout.lanes.map((l) => `${l.name}|${l.node}`).join(",");
+}
+
+function marker(id, cls) {
+  const m = s("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+  m.appendChild(s("path", { d: "M0 0 L10 5 L0 10 z", class: cls }));
+  return m;
+}
+
+function cross(cx, cy, cls) {
+  return s("path", { class: cls, d: `M${cx - 5} ${cy - 5} L${cx + 5} ${cy + 5} M${cx + 5} ${cy - 5} L${cx - 5} ${cy + 5}` });
+}
+
+/** The tooltip of a row (the full label; the click shows the full terms). */
+export function tooltip(row) {
+  const e = row.entry || {};
+  switch (row.type) {
+    case "message":
+      return `${e.name || e.pid} → ${peerLabel(e)}\n${row.label}${row.receive ? "" : row.lost ? "\n(no such process)" : "\n(not received yet)"}`;
+    case "found":
+      return `received by ${e.name || e.pid}\n${row.label}`;
+    case "call":
+      return row.ret ? `${row.label}\n${row.ret.kind === "exception" ? row.ret.exception : "→ " + row.ret.result} (${formatDuration(row.ret.duration)})` : row.label;
+    default:
+      return row.label;
+  }
+}
+
+/**
+ * The log-style entry the detail panel shows for a row: a call with its return merged, a
+ * send with its receive (`receiveId`, `received`), or the event itself.
+ */
+export function detailEntry(row) {
+  const e = row.entry;
+  if (row.type === "call") {
+    const r = row.ret;
+    return { ...e, returnId: r ? r.id : null, result: r && r.kind === "return" ? r.result : null, exception: r && r.kind === "exception" ? r.exception : null, duration: r ? r.duration : null };
+  }
+  if (row.type === "return" && row.call) {
+    return { ...row.call, returnId: e.id, result: e.kind === "return" ? e.result : null, exception: e.kind === "exception" ? e.exception : null, duration: e.duration };
+  }
+  if (row.type === "message" && row.receive) return { ...e, receiveId: row.receive.id, received: row.receive.time };
+  return { ...e };
+}

@@ -1,0 +1,252 @@
+// @vitest-environment jsdom
+import { describe, it, expect } from "vitest";
+import { SequenceLayout, SequenceView, visibleWindow, spawnLabel, fit, detailEntry, laneX, GEOMETRY } from "../src/sequence.js";
+
+const A = "#PID<0.100.0>";
+const B = "#PID<0.101.0>";
+const C = "#PID<0.102.0>";
+let id = 1;
+let t = 1_700_000_000_000_000;
+const ev = (kind, pid, fields = {}) => ({ id: id++, kind, pid, node: "a@h", time: (t += 10), depth: 0, ...fields });
+const send = (from, to, data, f = {}) => ev("send", from, { peer: to, data, ...f });
+const recv = (pid, data, f = {}) => ev("receive", pid, { data, ...f });
+
+describe("SequenceLayout", () => {
+  it("a lane per process in order of appearance, receivers included", () => {
+    const l = new SequenceLayout();
+    l.append([send(A, B, "{:ping, 1}"), recv(B, "{:ping, 1}"), send(B, C, ":hi")]);
+    expect(l.lanes.map((x) => x.key)).toEqual([A, B, C]);
+    expect(l.lanes.map((x) => x.index)).toEqual([0, 1, 2]);
+  });
+
+  it("pairs each send with its receive: one arrow, from the sender's lane to the receiver's", () => {
+    const l = new SequenceLayout();
+    const s1 = send(A, B, "{:ping, 1}");
+    const r1 = recv(B, "{:ping, 1}");
+    const s2 = send(B, A, "{:pong, 10}");
+    const r2 = recv(A, "{:pong, 10}");
+    l.append([s1, r1, s2, r2]);
+    const rows = l.rowsIn(l.start, l.end);
+    expect(rows.map((r) => [r.type, r.from, r.to, r.label])).toEqual([
+      ["message", 0, 1, "{:ping, 1}"],
+      ["message", 1, 0, "{:pong, 10}"],
+    ]);
+    expect(rows[0].entry).toBe(s1);
+    expect(rows[0].receive).toBe(r1);
+    expect(rows[1].receive).toBe(r2);
+    expect(l.messages).toBe(2);
+  });
+
+  it("pairs equal messages first in, first out, and per receiver", () => {
+    const l = new SequenceLayout();
+    const s1 = send(A, B, ":tick");
+    const s2 = send(A, B, ":tick");
+    const s3 = send(A, C, ":tick");
+    const rc = recv(C, ":tick");
+    const rb1 = recv(B, ":tick");
+    l.append([s1, s2, s3, rc, rb1]);
+    const [m1, m2, m3] = l.rowsIn(l.start, l.end);
+    expect(m1.receive).toBe(rb1);
+    expect(m2.receive).toBe(null);
+    expect(m3.receive).toBe(rc);
+    const rb2 = recv(B, ":tick");
+    l.append([rb2]);
+    expect(m2.receive).toBe(rb2);
+    expect(l.end - l.start).toBe(3);
+  });
+
+  it("a receive from a process not traced is a found message; one just before its send is paired", () => {
+    const l = new SequenceLayout();
+    const r = recv(B, ":go");
+    l.append([r]);
+    expect(l.rowAt(0)).toMatchObject({ type: "found", from: null, to: 0, label: ":go" });
+    // the send's clock was a little behind: same message, same receiver, within 100 ms
+    const s = send(A, B, ":go", { time: r.time - 5 });
+    l.append([s]);
+    expect(l.end - l.start).toBe(1);
+    expect(l.rowAt(0)).toMatchObject({ type: "message", from: l.laneByKey.get(A).index, to: 0, entry: s, receive: r });
+    expect(l.messages).toBe(1);
+  });
+
+  it("calls are activations; a return right after its call joins the call's row", () => {
+    const l = new SequenceLayout();
+    const c1 = ev("call", A, { call: "M.outer(1)", mfa: "M.outer/1" });
+    const c2 = ev("call", A, { call: "M.inner(1)", mfa: "M.inner/1", depth: 1 });
+    const r2 = ev("return", A, { call_id: c2.id, result: "2", mfa: "M.inner/1", depth: 1 });
+    const s = send(A, B, "{:result, 2}");
+    const r1 = ev("return", A, { call_id: c1.id, result: ":ok", mfa: "M.outer/1" });
+    l.append([c1, c2, r2, s, r1]);
+    const rows = l.rowsIn(l.start, l.end);
+    expect(rows.map((r) => r.type)).toEqual(["call", "call", "message", "return"]);
+    expect(rows[1].ret).toBe(r2);
+    expect(rows[3]).toMatchObject({ label: "→ :ok", call: c1 });
+    const acts = l.activationsIn(l.start, l.end).map((a) => [a.lane, a.from, a.to, a.depth]);
+    expect(acts).toEqual([
+      [0, 0, 3, 0],
+      [0, 1, 1, 1],
+    ]);
+  });
+
+  it("an exception ends its activation and is marked", () => {
+    const l = new SequenceLayout();
+    const c = ev("call", A, { call: "M.f(-1)" });
+    const x = ev("call", A, { call: "M.g()", depth: 1 });
+    const e = ev("exception", A, { call_id: c.id, exception: "** (ArgumentError) bad" });
+    l.append([c, x, e]);
+    expect(l.rowAt(2)).toMatchObject({ type: "return", exception: true, label: "** (ArgumentError) bad" });
+    // the inner call never returned: still running
+    expect(l.activations.find((a) => a.row.entry === x).to).toBe(null);
+  });
+
+  it("spawn draws one arrow to the child (spawned is its other side), links one line", () => {
+    const l = new SequenceLayout();
+    l.append([
+      ev("spawn", A, { peer: B, data: "{KinoTraceTest.SequenceSample, :\"-pong/0-fun-0-\", []}" }),
+      ev("spawned", B, { peer: A, data: "{M, :f, []}" }),
+      ev("link", A, { peer: B }),
+      ev("getting_linked", B, { peer: A }),
+      ev("unlink", A, { peer: B }),
+      ev("getting_unlinked", B, { peer: A }),
+    ]);
+    const rows = l.rowsIn(l.start, l.end);
+    expect(rows.map((r) => [r.type, r.from, r.to, r.label])).toEqual([
+      ["spawn", 0, 1, 'spawn KinoTraceTest.SequenceSample.-pong/0-fun-0-/0'],
+      ["link", 0, 1, "link"],
+      ["link", 0, 1, "unlink"],
+    ]);
+    expect(l.lanes[1].firstSeq).toBe(0);
+  });
+
+  it("a link seen only from the linked side still shows, from the linker", () => {
+    const l = new SequenceLayout();
+    l.append([ev("getting_linked", B, { peer: A })]);
+    expect(l.rowAt(0)).toMatchObject({ type: "link", from: l.laneByKey.get(A).index, to: l.laneByKey.get(B).index });
+  });
+
+  it("exit ends the lifeline and closes running calls; register names the lane", () => {
+    const l = new SequenceLayout();
+    const c = ev("call", A, { call: "M.loop()" });
+    l.append([c, ev("register", A, { data: ":pong" }), ev("exit", A, { data: "{:shutdown, :done}" }), ev("exit", B, { data: ":killed" })]);
+    expect(l.lanes[0]).toMatchObject({ name: "pong", exitSeq: 2 });
+    expect(l.rowAt(1)).toMatchObject({ type: "note", label: "register :pong" });
+    expect(l.rowAt(2)).toMatchObject({ type: "exit", normal: true });
+    expect(l.rowAt(3)).toMatchObject({ type: "exit", normal: false, label: ":killed" });
+    expect(l.activations[0].to).toBe(2);
+  });
+
+  it("names lanes from the events' names and peer names; remote lanes keep their node", () => {
+    const l = new SequenceLayout();
+    l.append([send(A, B, ":x", { name: "ping", peer_name: "pong" }), recv(C, ":y", { remote: true, node: "b@h" })]);
+    expect(l.lanes.map((x) => [x.name, x.remote, x.node])).toEqual([
+      ["ping", false, "a@h"],
+      ["pong", false, "a@h"],
+      [null, true, "b@h"],
+    ]);
+  });
+
+  it("send_to_non_existing is a lost arrow and waits for no receive", () => {
+    const l = new SequenceLayout();
+    l.append([ev("send_to_non_existing", A, { peer: B, data: ":hello" }), recv(B, ":hello")]);
+    expect(l.rowAt(0)).toMatchObject({ type: "message", lost: true, receive: null });
+    expect(l.rowAt(1).type).toBe("found");
+  });
+
+  it("keeps at most maxRows rows, the newest; pending pairs of evicted rows are forgotten", () => {
+    const l = new SequenceLayout({ maxRows: 100 });
+    const events = [];
+    for (let i = 0; i < 300; i++) events.push(send(A, B, `{:n, ${i}}`));
+    l.append(events);
+    expect(l.end - l.start).toBe(100);
+    expect(l.start).toBe(200);
+    expect(l.rowAt(200).label).toBe("{:n, 200}");
+    expect(l.rowAt(199)).toBe(undefined);
+    expect(l.pendingSends.size).toBe(100);
+    l.append([recv(B, "{:n, 5}")]); // its send is gone: a found message
+    expect(l.rowAt(l.end - 1).type).toBe("found");
+    expect(l.end - l.start).toBe(100);
+  });
+
+  it("ignores return_to and unknown kinds", () => {
+    const l = new SequenceLayout();
+    l.append([ev("return_to", A, { mfa: "M.f/0" }), ev("something", A)]);
+    expect(l.end).toBe(0);
+  });
+});
+
+describe("geometry", () => {
+  it("visibleWindow keeps to the rows and lanes in view, plus a margin", () => {
+    const l = new SequenceLayout();
+    for (let i = 0; i < 1000; i++) l.add(send(A, B, `${i}`));
+    for (let i = 0; i < 30; i++) l.add(send(`#PID<0.${200 + i}.0>`, A, ":x"));
+    const g = GEOMETRY;
+    const w = visibleWindow(l, { scrollTop: g.headerHeight + 500 * g.rowHeight, scrollLeft: 0, height: 420, width: 900 });
+    expect(w.first).toBe(500 - g.overscan);
+    expect(w.last).toBe(500 + Math.ceil(420 / g.rowHeight) + g.overscan);
+    expect(w.firstLane).toBe(0);
+    expect(w.lastLane).toBeLessThan(10);
+    const right = visibleWindow(l, { scrollTop: 0, scrollLeft: g.gutter + 20 * g.laneWidth, height: 420, width: 900 });
+    expect(right.firstLane).toBe(19);
+    expect(right.first).toBe(0);
+  });
+
+  it("lanes are a fixed width apart, whatever their number", () => {
+    expect(laneX(1) - laneX(0)).toBe(GEOMETRY.laneWidth);
+    expect(laneX(40) - laneX(39)).toBe(GEOMETRY.laneWidth);
+  });
+
+  it("labels are cut to fit, spawn data reads as a function", () => {
+    expect(fit("abcdef", 100)).toBe("abcdef");
+    expect(fit("a".repeat(40), 72)).toBe("a".repeat(9) + "…");
+    expect(spawnLabel("{SampleApp.Worker, :init, [:a, {1, 2}, \"x, y\"]}")).toBe("SampleApp.Worker.init/3");
+    expect(spawnLabel("{:erlang, :apply, [#Function<1.2/0>, []]}")).toBe(":erlang.apply/2");
+    expect(spawnLabel("weird")).toBe("weird");
+  });
+
+  it("detailEntry gives the log-style entry: a call with its return, a send with its receive", () => {
+    const l = new SequenceLayout();
+    const c = ev("call", A, { call: "M.f()" });
+    const r = ev("return", A, { call_id: c.id, result: ":ok", duration: 500 });
+    const s = send(A, B, ":m");
+    const rv = recv(B, ":m");
+    l.append([c, r, s, rv]);
+    expect(detailEntry(l.rowAt(0))).toMatchObject({ id: c.id, returnId: r.id, result: ":ok", duration: 500 });
+    expect(detailEntry(l.rowAt(1))).toMatchObject({ id: s.id, receiveId: rv.id, received: rv.time });
+  });
+});
+
+describe("SequenceView", () => {
+  it("draws only the rows in view, arrows between the right lanes, and selects on click", () => {
+    const parent = document.createElement("div");
+    document.body.appendChild(parent);
+    const l = new SequenceLayout();
+    const selected = [];
+    const view = new SequenceView(parent, { layout: l, onSelect: (row) => selected.push(row) });
+    const events = [];
+    for (let i = 0; i < 500; i++) events.push(send(A, B, `{:ping, ${i}}`), recv(B, `{:ping, ${i}}`), send(B, A, `{:pong, ${i}}`), recv(A, `{:pong, ${i}}`));
+    l.append(events);
+    view.render();
+    const items = parent.querySelectorAll(".kt-seq-item");
+    expect(l.end - l.start).toBe(1000);
+    expect(items.length).toBeGreaterThan(5);
+    expect(items.length).toBeLessThan(60); // virtualised
+    expect(parent.querySelectorAll(".kt-seq-lane").length).toBe(2);
+    expect(parseInt(view.spacer.style.height)).toBe(GEOMETRY.headerHeight + 1000 * GEOMETRY.rowHeight + 16);
+    const item = [...items].find((g) => g.dataset.type === "message");
+    const line = item.querySelector("line");
+    const seq = Number(item.dataset.seq);
+    const row = l.rowAt(seq);
+    const [x1, x2] = [Number(line.getAttribute("x1")), Number(line.getAttribute("x2"))];
+    expect(Math.sign(x2 - x1)).toBe(row.to > row.from ? 1 : -1);
+    item.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(selected).toEqual([row]);
+    expect(parent.querySelector(".kt-seq-item-selected").dataset.seq).toBe(String(seq));
+  });
+
+  it("says how to get messages when there are none", () => {
+    const parent = document.createElement("div");
+    const view = new SequenceView(parent, { layout: new SequenceLayout() });
+    view.render();
+    expect(parent.querySelector(".kt-seq-empty").hidden).toBe(false);
+    expect(view.scroller.hidden).toBe(true);
+  });
+});
