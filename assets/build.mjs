@@ -1,12 +1,15 @@
-// Bundles the widget into lib/assets/trace/build/ (main.js + main.css), the directory
-// Kino.Trace.Widget reads with `use Kino.JS, assets_path: ...`. The build output is
-// committed, so users and CI need no Node.js. `node build.mjs --watch` rebuilds on change.
+// Bundles the widgets into lib/assets/*/build/ (main.js + main.css each), the directories
+// Kino.Trace.Widget and Kino.Trace.StatsWidget read with `use Kino.JS, assets_path: ...`
+// (see build.config.js). The build output is committed, so users and CI need no Node.js.
+// `node build.mjs --watch` rebuilds on change.
 import * as esbuild from "esbuild";
-import { buildOptions } from "./build.config.js";
+import { builds } from "./build.config.js";
 
 if (process.argv.includes("--watch")) {
-  const context = await esbuild.context(buildOptions);
-  await context.watch();
+  for (const [options] of builds) {
+    const context = await esbuild.context(options);
+    await context.watch();
+  }
 } else {
-  await esbuild.build(buildOptions);
+  for (const [options] of builds) await esbuild.build(options);
 }

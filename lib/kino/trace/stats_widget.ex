@@ -1,0 +1,85 @@
+if Code.ensure_loaded?(Kino.JS.Live) do
+  defmodule Kino.Trace.StatsWidget do
+    @moduledoc """
+    The Livebook widget of a stats session (`Kino.Trace.stats/2`): a sortable table of
+    calls, time and memory per function, refreshed about once a second, with bars for
+    each function's share of the time and a per-process drill-down.
+
+    A `%Kino.Trace.Stats{}` renders as this widget when it is a cell's result:
+
+        Kino.Trace.stats(["MyApp.Repo", "Jason.encode!/1"])
+
+    To place it yourself, or with options, use `new/2`:
+
+        stats = Kino.Trace.stats([MyApp.Repo])
+        Kino.Trace.StatsWidget.new(stats, interval: 500)
+
+    Closing the widget or re-evaluating its cell ends the session.
+
+    This module is a thin adapter over `Kino.Trace.Widget.StatsController`, which holds
+    the behaviour (and has the options) so it can be tested without Kino. Its table is
+    the same JavaScript renderer as the stats tab of `Kino.Trace.Widget`.
+    """
+
+    use Kino.JS, assets_path: "lib/assets/stats/build"
+    use Kino.JS.Live
+
+    alias Kino.Trace.Widget.StatsController
+
+    @doc """
+    Builds the widget for a stats session. See
+    `Kino.Trace.Widget.StatsController.init/2` for the options.
+    """
+    @spec new(Kino.Trace.Stats.t(), keyword()) :: Kino.JS.Live.t()
+    def new(%Kino.Trace.Stats{} = stats, opts \\ []) do
+      Kino.JS.Live.new(__MODULE__, {stats, opts})
+    end
+
+    @impl true
+    def init({stats, opts}, ctx) do
+      {controller, effects} = StatsController.init(stats, opts)
+      {:ok, run(effects, assign(ctx, controller: controller))}
+    end
+
+    @impl true
+    def handle_connect(ctx) do
+      {payload, controller} = StatsController.connect(ctx.assigns.controller)
+      {:ok, payload, assign(ctx, controller: controller)}
+    end
+
+    @impl true
+    def handle_event(event, payload, ctx) do
+      {effects, controller} = StatsController.handle_event(ctx.assigns.controller, event, payload)
+      {:noreply, run(effects, assign(ctx, controller: controller))}
+    end
+
+    @impl true
+    def handle_info(message, ctx) do
+      case StatsController.handle_info(ctx.assigns.controller, message) do
+        {:ok, effects, controller} ->
+          {:noreply, run(effects, assign(ctx, controller: controller))}
+
+        :unknown ->
+          {:noreply, ctx}
+      end
+    end
+
+    defp run(effects, ctx) do
+      Enum.each(effects, fn
+        {:broadcast, event, payload} -> broadcast_event(ctx, event, payload)
+        {:reply, event, payload} -> send_event(ctx, ctx.origin, event, payload)
+        {:send_after, message, ms} -> Process.send_after(self(), message, ms)
+      end)
+
+      ctx
+    end
+  end
+
+  defimpl Kino.Render, for: Kino.Trace.Stats do
+    def to_livebook(stats) do
+      stats
+      |> Kino.Trace.StatsWidget.new()
+      |> Kino.Render.to_livebook()
+    end
+  end
+end
