@@ -466,7 +466,7 @@ export class TraceWidget {
       { class: "kt-detail-title" },
       look ? kindBadge(entry) : "",
       h("span", { class: "kt-mono kt-call", text: look ? detailHeadline(entry) : entry.mfa || entry.kind }),
-      h("span", { class: "kt-muted kt-mono", text: `${whoWithNode(entry)} · ${formatTime(entry.time)}` }),
+      h("span", { class: "kt-muted kt-mono", text: look ? [formatTime(entry.time), entry.remote && entry.node].filter(Boolean).join(" · ") : `${whoWithNode(entry)} · ${formatTime(entry.time)}` }),
       entry.duration != null ? h("span", { class: "kt-duration", text: formatDuration(entry.duration) }) : "",
       h("button", {
         class: "kt-button kt-close",
@@ -555,7 +555,8 @@ function messageFacts(entry) {
     facts.push(["To", [entry.peer_name, entry.peer].filter(Boolean).join(" ")]);
     facts.push(["Sent", formatTime(entry.time)]);
     if (entry.received != null) {
-      facts.push(["Received", `${formatTime(entry.received)} (${formatDuration(Math.max(0, entry.received - entry.time) * 1000)} later)`]);
+      const later = entry.received - entry.time;
+      facts.push(["Received", `${formatTime(entry.received)} (${later > 0 ? `${formatDuration(later * 1000)} later` : "within the same µs"})`]);
     } else if (entry.kind === "send_to_non_existing") facts.push(["Received", "never: no such process"]);
   } else if (entry.peer) {
     facts.push([entry.kind === "spawn" ? "Child" : entry.kind === "spawned" ? "Parent" : "Other process", [entry.peer_name, entry.peer].filter(Boolean).join(" ")]);

@@ -9,7 +9,7 @@
 import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel } from "./format.js";
 
 /** Geometry of the view, in CSS pixels. */
-export const GEOMETRY = { rowHeight: 30, laneWidth: 190, gutter: 104, headerHeight: 46, overscan: 6 };
+export const GEOMETRY = { rowHeight: 30, laneWidth: 230, gutter: 104, headerHeight: 46, overscan: 6 };
 
 // How far apart (µs) a receive may come before its send and still be paired with it
 // (events of different processes, or nodes, are ordered by their own clocks).
@@ -326,6 +326,17 @@ function splitTopLevel(text) {
   return parts;
 }
 
+/**
+ * A call as it fits in a lane: the module's last alias only (the tooltip and the
+ * details have it whole). `MyApp.Cache.fetch(:users, 1)` -> `Cache.fetch(:users, 1)`.
+ */
+export function shortCall(text) {
+  const m = /^((?:[A-Z][\w]*\.)+)([^.(]+\(.*)$/s.exec(text || "");
+  if (!m) return text || "";
+  const parts = m[1].split(".").filter(Boolean);
+  return `${parts[parts.length - 1]}.${m[2]}`;
+}
+
 /** The x of a lane's lifeline. */
 export function laneX(index, g = GEOMETRY) {
   return g.gutter + index * g.laneWidth + g.laneWidth / 2;
@@ -525,7 +536,7 @@ export class SequenceView {
   item(row, y, x) {
     const g = this.g;
     const sel = row === this.selected;
-    const group = s("g", { class: `kt-seq-item kt-seq-${row.type}` + (sel ? " kt-seq-item-selected" : ""), "data-seq": row.seq, "data-type": row.type });
+    const group = s("g", { class: `kt-seq-item kt-seq-t-${row.type}` + (sel ? " kt-seq-item-selected" : ""), "data-seq": row.seq, "data-type": row.type });
     const title = s("title", {}, tooltip(row));
     group.appendChild(title);
     const hit = (x1, x2) => group.appendChild(s("rect", { class: "kt-seq-hit", x: Math.min(x1, x2) - 6, y: y - g.rowHeight / 2, width: Math.abs(x2 - x1) + 12, height: g.rowHeight }));
@@ -576,7 +587,7 @@ export class SequenceView {
         hit(x1 - 10, x1 + g.laneWidth - 20);
         group.appendChild(s("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
         const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` → ${row.ret.result}`) : "";
-        const text = s("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(row.label + ret, g.laneWidth - 30));
+        const text = s("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(shortCall(row.label) + ret, g.laneWidth - 26));
         if (row.ret && row.ret.kind === "exception") text.classList.add("kt-seq-bad");
         group.appendChild(text);
         break;
@@ -615,6 +626,9 @@ export class SequenceView {
         break;
       }
     }
+    // the hit area goes on top: it takes the clicks and the hover anywhere on the row's item
+    const hitArea = group.querySelector(".kt-seq-hit");
+    if (hitArea) group.appendChild(hitArea);
     return group;
   }
 }

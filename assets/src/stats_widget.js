@@ -31,6 +31,7 @@ export function formatShare(share) {
 /** A plain number with one or two decimals (per-call figures). */
 function formatMean(x) {
   if (x == null) return "";
+  if (x >= 1000) return formatCount(Math.round(x));
   return x >= 100 ? String(Math.round(x)) : x.toFixed(x >= 10 ? 1 : 2).replace(/\.?0+$/, "");
 }
 

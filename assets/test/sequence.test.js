@@ -250,3 +250,14 @@ describe("SequenceView", () => {
     expect(view.scroller.hidden).toBe(true);
   });
 });
+
+import { shortCall } from "../src/sequence.js";
+
+describe("shortCall", () => {
+  it("keeps the module's last alias", () => {
+    expect(shortCall("MyApp.Cache.fetch(:users, 1)")).toBe("Cache.fetch(:users, 1)");
+    expect(shortCall("Enum.map([1], :f)")).toBe("Enum.map([1], :f)");
+    expect(shortCall(":ets.insert(:t, {1, 2})")).toBe(":ets.insert(:t, {1, 2})");
+    expect(shortCall("M.A.f(%{a: B.c()})")).toBe("A.f(%{a: B.c()})");
+  });
+});
