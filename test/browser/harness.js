@@ -3,7 +3,9 @@
 // selectSecret), records what the widget pushes, and lets the test deliver server events.
 // Events sent before the widget registers a handler are buffered, as Livebook does.
 
-const ASSETS = new URL("/build/", window.location.href);
+// The widget's bundle: /build/ (Kino.Trace.Widget) unless start() is told another, such
+// as /stats-build/ (Kino.Trace.StatsWidget).
+let ASSETS = new URL("/build/", window.location.href);
 
 const harness = {
   pushed: [],
@@ -30,7 +32,8 @@ const harness = {
     return this.pushed.filter((p) => p.event === name);
   },
 
-  async start(data) {
+  async start(data, bundle = "build") {
+    ASSETS = new URL(`/${bundle}/`, window.location.href);
     const root = document.getElementById("output");
     root.replaceChildren();
     const ctx = {

@@ -33,7 +33,9 @@ const server = http.createServer((req, res) => {
   const url = new URL(req.url, "http://localhost");
   const file = url.pathname.startsWith("/build/")
     ? path.join(root, "lib/assets/trace/build", url.pathname.slice("/build/".length))
-    : path.join(here, url.pathname === "/" ? "harness.html" : url.pathname.slice(1));
+    : url.pathname.startsWith("/stats-build/")
+      ? path.join(root, "lib/assets/stats/build", url.pathname.slice("/stats-build/".length))
+      : path.join(here, url.pathname === "/" ? "harness.html" : url.pathname.slice(1));
   try {
     const body = readFileSync(file);
     res.writeHead(200, { "content-type": TYPES[path.extname(file)] || "application/octet-stream" });

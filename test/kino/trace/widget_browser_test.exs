@@ -7,7 +7,8 @@ defmodule Kino.Trace.WidgetBrowserTest do
   # tagged :browser.
   use ExUnit.Case, async: false
 
-  alias Kino.Trace.Widget.{Controller, Payload, Store}
+  alias Kino.Trace.Widget.{Controller, Payload, StatsController, Store}
+  alias KinoTraceTest.{SequenceSample, StatsWidgetSample}
 
   @moduletag :browser
   @moduletag timeout: 300_000
@@ -73,6 +74,111 @@ defmodule Kino.Trace.WidgetBrowserTest do
 
     IO.puts(output)
     assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+  end
+
+  test "message rows, the sequence tab and the stats widget work in Chromium on real traces" do
+    # 1. A ping-pong of 250 rounds (500 messages), with the server's reply/1 calls and
+    #    its lifecycle, through the real controller.
+    rounds = 250
+    sample = SequenceSample.start(rounds)
+
+    trace =
+      Kino.Trace.trace(
+        calls: ["KinoTraceTest.SequenceSample.reply/1"],
+        messages: [sample.ping, sample.pong],
+        processes: [sample.pong]
+      )
+
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    {controller, _effects} = Controller.init(trace, max_batch: 256)
+    {connect, controller} = Controller.connect(controller)
+    SequenceSample.go(sample)
+    assert_receive {:sequence_done, _}, 10_000
+    {controller, pushes} = collect(controller)
+
+    {controller, pushes} =
+      collect_more(controller, pushes, fn rows -> Enum.any?(rows, &(&1.kind == "exit")) end)
+
+    rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
+    assert Enum.count(rows, &(&1.kind == "send")) >= 2 * rounds
+
+    terms =
+      for row <- Store.rows(controller.store), into: %{} do
+        {:ok, event} = Store.fetch(controller.store, row.id)
+        {to_string(row.id), Payload.full(event)}
+      end
+
+    # 2. A stats session on a small workload in three processes, through the real
+    #    stats controller: the empty start, then a refresh with the figures.
+    stats = Kino.Trace.stats(["KinoTraceTest.StatsWidgetSample"], pids: :new)
+    on_exit(fn -> Kino.Trace.stop(stats) end)
+    {stats_controller, _} = StatsController.init(stats, lifeline: false)
+    {stats_connect, stats_controller} = StatsController.connect(stats_controller)
+
+    workers =
+      for {n, ms, cells} <- [{300, 2, 20_000}, {1_200, 6, 2_000}, {50, 1, 80_000}] do
+        StatsWidgetSample.in_process(fn ->
+          for i <- 1..n, do: StatsWidgetSample.light(i)
+          StatsWidgetSample.heavy(ms)
+          StatsWidgetSample.alloc(cells)
+        end)
+      end
+
+    {:ok, [{:broadcast, "snapshot", stats_update} | _], _} =
+      StatsController.handle_info(stats_controller, :refresh)
+
+    assert length(stats_update.snapshot.rows) >= 4
+
+    fixture = %{
+      messages: %{
+        connect: connect,
+        batches: for({:broadcast, "events", payload} <- pushes, do: payload),
+        terms: terms,
+        ping: inspect(sample.ping),
+        pong: inspect(sample.pong),
+        rounds: rounds
+      },
+      stats: %{
+        connect: stats_connect,
+        update: stats_update,
+        workers: Enum.map(workers, &inspect/1)
+      },
+      screenshots: %{
+        sequence: Path.join(@root, "docs/screenshot-sequence.png"),
+        messages: Path.join(@root, "docs/screenshot-messages.png"),
+        stats: Path.join(@root, "docs/screenshot-stats.png")
+      }
+    }
+
+    run_browser("messages.test.mjs", fixture)
+  end
+
+  defp run_browser(script, fixture) do
+    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    path = Path.join(dir, "payloads.json")
+    File.write!(path, JSON.encode!(fixture))
+
+    {output, status} =
+      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path],
+        stderr_to_stdout: true
+      )
+
+    IO.puts(output)
+    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+  end
+
+  # Goes on collecting until `done?` accepts the rows pushed so far.
+  defp collect_more(controller, pushes, done?, tries \\ 20) do
+    rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
+
+    if done?.(rows) or tries == 0 do
+      {controller, pushes}
+    else
+      Process.send_after(self(), :flush, 0)
+      {controller, more} = collect(controller)
+      collect_more(controller, pushes ++ more, done?, tries - 1)
+    end
   end
 
   # A small app at work: several processes reading through a cache, misses, a
