@@ -46,9 +46,8 @@ defmodule Kino.Trace.Decoder do
   def decode(decoder, raw) do
     decoder = %{decoder | time_offset: :erlang.time_offset(:nanosecond)}
 
-    raw
-    |> Enum.sort_by(&elem(&1, 2))
-    |> Enum.map_reduce(decoder, &decode_one/2)
+    # Events from different schedulers may arrive out of order: sort by timestamp.
+    Enum.map_reduce(:lists.keysort(3, raw), decoder, &decode_one/2)
   end
 
   defp decode_one({tag, pid, mono, sched, m, f, a, first, second}, decoder) do
@@ -68,49 +67,47 @@ defmodule Kino.Trace.Decoder do
     fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, decoder)
   end
 
-  defp fill(:call, event, {m, f, a}, args, caller, %{pairing: false} = decoder) do
-    {%{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller)}, decoder}
-  end
-
-  defp fill(tag, event, {m, f, a}, _first, value, %{pairing: false} = decoder) when tag in [:return_from, :exception_from] do
-    event = %{event | module: m, function: f, arity: a}
-
-    case tag do
-      :return_from -> {%{event | kind: :return, return: value}, decoder}
-      :exception_from -> {%{event | kind: :exception, exception: value}, decoder}
+  # Each clause updates the event once: it is a 20-field struct, copied on every update.
+  defp fill(:call, event, {m, f, a} = mfa, args, caller, decoder) do
+    if decoder.pairing do
+      # Per process: {depth, frames}, frames newest first, at most @max_stack of them.
+      {depth, frames} = Map.get(decoder.stacks, event.pid, {0, []})
+      frames = [{event.id, event.monotonic, mfa} | frames]
+      stack = if depth + 1 > @max_stack, do: {depth, List.delete_at(frames, -1)}, else: {depth + 1, frames}
+      event = %{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller), depth: depth}
+      {event, put_stack(decoder, event.pid, stack)}
+    else
+      {%{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller)}, decoder}
     end
   end
 
-  defp fill(:call, event, {m, f, a}, args, caller, decoder) do
-    stack = Map.get(decoder.stacks, event.pid, [])
-    event = %{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller), depth: length(stack)}
-    frame = {event.id, event.monotonic, {m, f, a}}
-    stack = Enum.take([frame | stack], @max_stack)
-    {event, put_stack(decoder, event.pid, stack)}
-  end
+  defp fill(tag, event, {m, f, a} = mfa, _first, value, decoder) when tag in [:return_from, :exception_from] do
+    {depth, frames} = if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, []}), else: {0, []}
 
-  defp fill(tag, event, {m, f, a}, _first, value, decoder) when tag in [:return_from, :exception_from] do
-    {kind, event} =
-      case tag do
-        :return_from -> {:return, %{event | return: value}}
-        :exception_from -> {:exception, %{event | exception: value}}
+    {call_id, duration, depth, decoder} =
+      case pop_frame(frames, mfa, 0) do
+        {call_id, t0, popped, rest} ->
+          depth = depth - popped
+          {call_id, event.monotonic - t0, depth, put_stack(decoder, event.pid, {depth, rest})}
+
+        nil ->
+          {nil, nil, 0, decoder}
       end
 
-    event = %{event | kind: kind, module: m, function: f, arity: a}
-    stack = Map.get(decoder.stacks, event.pid, [])
+    event =
+      case tag do
+        :return_from ->
+          %{event | kind: :return, return: value, module: m, function: f, arity: a, call_id: call_id, duration: duration, depth: depth}
 
-    case Enum.split_while(stack, fn {_id, _t, mfa} -> mfa != {m, f, a} end) do
-      {_above, [{call_id, t0, _} | rest]} ->
-        event = %{event | call_id: call_id, duration: event.monotonic - t0, depth: length(rest)}
-        {event, put_stack(decoder, event.pid, rest)}
+        :exception_from ->
+          %{event | kind: :exception, exception: value, module: m, function: f, arity: a, call_id: call_id, duration: duration, depth: depth}
+      end
 
-      {_, []} ->
-        {event, decoder}
-    end
+    {event, decoder}
   end
 
   defp fill(:return_to, event, {m, f, a}, _first, _second, decoder) do
-    depth = decoder.stacks |> Map.get(event.pid, []) |> length()
+    {depth, _frames} = Map.get(decoder.stacks, event.pid, {0, []})
     {%{event | kind: :return_to, module: m, function: f, arity: a, depth: depth}, decoder}
   end
 
@@ -132,10 +129,16 @@ defmodule Kino.Trace.Decoder do
     {event, decoder}
   end
 
+  # The newest open call of `mfa`, and how many frames come off with it (frames above it
+  # never returned: tail calls out of traced code, or returns lost to a limit).
+  defp pop_frame([{call_id, t0, mfa} | rest], mfa, n), do: {call_id, t0, n + 1, rest}
+  defp pop_frame([_ | rest], mfa, n), do: pop_frame(rest, mfa, n + 1)
+  defp pop_frame([], _mfa, _n), do: nil
+
   defp caller({m, f, a}) when is_atom(m) and is_atom(f) and is_integer(a), do: {m, f, a}
   defp caller(_), do: nil
 
-  defp put_stack(decoder, pid, []), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
+  defp put_stack(decoder, pid, {0, _}), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
 
   defp put_stack(%{stacks: stacks} = decoder, pid, stack) when map_size(stacks) >= @max_pids do
     if Map.has_key?(stacks, pid),

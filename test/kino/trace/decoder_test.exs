@@ -163,6 +163,7 @@ defmodule Kino.Trace.DecoderTest do
     calls = for i <- 1..600, do: call(a, i, {M, :f, [i]})
     {events, decoder} = Decoder.decode(Decoder.new(), calls)
     assert List.last(events).depth == 512
-    assert length(decoder.stacks[a]) == 512
+    {depth, frames} = decoder.stacks[a]
+    assert depth == 512 and length(frames) == 512
   end
 end
