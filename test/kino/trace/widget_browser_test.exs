@@ -59,7 +59,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
       pattern_lines: lines,
       pattern_reply: pattern_reply,
       terms: terms,
-      screenshot: Path.join(@root, "docs/screenshot.png")
+      screenshot: Path.join(screenshot_dir(), "screenshot.png")
     }
 
     dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
@@ -144,9 +144,9 @@ defmodule Kino.Trace.WidgetBrowserTest do
         workers: Enum.map(workers, &inspect/1)
       },
       screenshots: %{
-        sequence: Path.join(@root, "docs/screenshot-sequence.png"),
-        messages: Path.join(@root, "docs/screenshot-messages.png"),
-        stats: Path.join(@root, "docs/screenshot-stats.png")
+        sequence: Path.join(screenshot_dir(), "screenshot-sequence.png"),
+        messages: Path.join(screenshot_dir(), "screenshot-messages.png"),
+        stats: Path.join(screenshot_dir(), "screenshot-stats.png")
       }
     }
 
@@ -246,5 +246,18 @@ defmodule Kino.Trace.WidgetBrowserTest do
           true -> collect(controller, pushes, waited + 300)
         end
     end
+  end
+
+  # Screenshots go to test/browser/output (ignored by git), or to docs/ (the README's
+  # pictures) with KINO_TRACE_SCREENSHOTS=docs, so a test run never dirties the tree.
+  defp screenshot_dir do
+    dir =
+      case System.get_env("KINO_TRACE_SCREENSHOTS") do
+        "docs" -> Path.join(@root, "docs")
+        _ -> Path.join(@root, "test/browser/output")
+      end
+
+    File.mkdir_p!(dir)
+    dir
   end
 end
