@@ -21,10 +21,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     the same JavaScript renderer as the stats tab of `Kino.Trace.Widget`.
     """
 
-    use Kino.JS, assets_path: "lib/assets/stats/build"
-    use Kino.JS.Live
-
-    alias Kino.Trace.Widget.StatsController
+    use Kino.Trace.Widget.Live,
+      assets_path: "lib/assets/stats/build",
+      controller: Kino.Trace.Widget.StatsController
 
     @doc """
     Builds the widget for a stats session. See
@@ -33,45 +32,6 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     @spec new(Kino.Trace.Stats.t(), keyword()) :: Kino.JS.Live.t()
     def new(%Kino.Trace.Stats{} = stats, opts \\ []) do
       Kino.JS.Live.new(__MODULE__, {stats, opts})
-    end
-
-    @impl true
-    def init({stats, opts}, ctx) do
-      {controller, effects} = StatsController.init(stats, opts)
-      {:ok, run(effects, assign(ctx, controller: controller))}
-    end
-
-    @impl true
-    def handle_connect(ctx) do
-      {payload, controller} = StatsController.connect(ctx.assigns.controller)
-      {:ok, payload, assign(ctx, controller: controller)}
-    end
-
-    @impl true
-    def handle_event(event, payload, ctx) do
-      {effects, controller} = StatsController.handle_event(ctx.assigns.controller, event, payload)
-      {:noreply, run(effects, assign(ctx, controller: controller))}
-    end
-
-    @impl true
-    def handle_info(message, ctx) do
-      case StatsController.handle_info(ctx.assigns.controller, message) do
-        {:ok, effects, controller} ->
-          {:noreply, run(effects, assign(ctx, controller: controller))}
-
-        :unknown ->
-          {:noreply, ctx}
-      end
-    end
-
-    defp run(effects, ctx) do
-      Enum.each(effects, fn
-        {:broadcast, event, payload} -> broadcast_event(ctx, event, payload)
-        {:reply, event, payload} -> send_event(ctx, ctx.origin, event, payload)
-        {:send_after, message, ms} -> Process.send_after(self(), message, ms)
-      end)
-
-      ctx
     end
   end
 

@@ -20,10 +20,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     widget's behaviour (and has the options) so it can be tested without Kino.
     """
 
-    use Kino.JS, assets_path: "lib/assets/trace/build"
-    use Kino.JS.Live
-
-    alias Kino.Trace.Widget.Controller
+    use Kino.Trace.Widget.Live,
+      assets_path: "lib/assets/trace/build",
+      controller: Kino.Trace.Widget.Controller
 
     @doc """
     Builds the widget for a running trace. See `Kino.Trace.Widget.Controller.init/2`
@@ -32,46 +31,6 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     @spec new(Kino.Trace.t(), keyword()) :: Kino.JS.Live.t()
     def new(%Kino.Trace{} = trace, opts \\ []) do
       Kino.JS.Live.new(__MODULE__, {trace, opts})
-    end
-
-    @impl true
-    def init({trace, opts}, ctx) do
-      {controller, effects} = Controller.init(trace, opts)
-      ctx = assign(ctx, controller: controller)
-      {:ok, run(effects, ctx)}
-    end
-
-    @impl true
-    def handle_connect(ctx) do
-      {payload, controller} = Controller.connect(ctx.assigns.controller)
-      {:ok, payload, assign(ctx, controller: controller)}
-    end
-
-    @impl true
-    def handle_event(event, payload, ctx) do
-      {effects, controller} = Controller.handle_event(ctx.assigns.controller, event, payload)
-      {:noreply, run(effects, assign(ctx, controller: controller))}
-    end
-
-    @impl true
-    def handle_info(message, ctx) do
-      case Controller.handle_info(ctx.assigns.controller, message) do
-        {:ok, effects, controller} ->
-          {:noreply, run(effects, assign(ctx, controller: controller))}
-
-        :unknown ->
-          {:noreply, ctx}
-      end
-    end
-
-    defp run(effects, ctx) do
-      Enum.each(effects, fn
-        {:broadcast, event, payload} -> broadcast_event(ctx, event, payload)
-        {:reply, event, payload} -> send_event(ctx, ctx.origin, event, payload)
-        {:send_after, message, ms} -> Process.send_after(self(), message, ms)
-      end)
-
-      ctx
     end
   end
 
