@@ -8,6 +8,7 @@ import { StatsTable } from "./stats_table.js";
 import { CallTree } from "./call_tree.js";
 import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { PatternEditor } from "./patterns.js";
+import { h } from "./dom.js";
 import {
   formatTime,
   formatDuration,
@@ -41,17 +42,6 @@ const DROP_LABELS = {
   display: "display backlog",
 };
 
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") el.className = value;
-    else if (key === "text") el.textContent = value;
-    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else if (value != null) el.setAttribute(key, value);
-  }
-  el.append(...children);
-  return el;
-}
 
 export class TraceWidget {
   constructor(ctx, data) {

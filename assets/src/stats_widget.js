@@ -5,6 +5,7 @@
 
 import { StatsTable } from "./stats_table.js";
 import { formatDuration, formatCount } from "./format.js";
+import { h } from "./dom.js";
 
 const STATUS_LABELS = { running: "Running", stopped: "Stopped" };
 
@@ -92,17 +93,6 @@ export function processRows(row) {
   return rows;
 }
 
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") el.className = value;
-    else if (key === "text") el.textContent = value;
-    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else if (value != null) el.setAttribute(key, value);
-  }
-  el.append(...children);
-  return el;
-}
 
 export class StatsWidget {
   constructor(ctx, data) {
