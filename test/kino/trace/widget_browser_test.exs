@@ -62,18 +62,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
       screenshot: Path.join(screenshot_dir(), "screenshot.png")
     }
 
-    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(dir)
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/widget.test.mjs"), path],
-        stderr_to_stdout: true
-      )
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+    run_browser("widget.test.mjs", fixture)
   end
 
   test "message rows, the sequence tab and the stats widget work in Chromium on real traces" do
@@ -156,6 +145,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
   defp run_browser(script, fixture) do
     dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
     File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf(dir) end)
     path = Path.join(dir, "payloads.json")
     File.write!(path, JSON.encode!(fixture))
 
