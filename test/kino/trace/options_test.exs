@@ -5,13 +5,21 @@ defmodule Kino.Trace.OptionsTest do
   use ExUnit.Case, async: false
 
   import ExUnit.CaptureIO
-  import KinoTraceTest.Helpers, only: [kino_sessions: 0]
+  import KinoTraceTest.Helpers, only: [kino_sessions: 0, wait_until: 1]
 
   alias Kino.Trace
   alias Kino.Trace.Options
   alias KinoTraceTest.Sample.Math
 
   @math "KinoTraceTest.Sample.Math"
+
+  # Sessions of earlier test modules end when their owners exit, a moment later: start
+  # from a quiet VM so the before/after comparisons below see only this test.
+  setup do
+    wait_until(fn ->
+      kino_sessions() == [] and DynamicSupervisor.count_children(Kino.Trace.SessionSupervisor).active == 0
+    end)
+  end
 
   # Asserts that `fun` raises an ArgumentError with exactly `message` (a string) or a
   # message matching it (a regex), and that nothing was traced or started meanwhile.
