@@ -90,7 +90,7 @@ SRC
 build_otp() {
   local src="$KINO_TRACE_TOOLCHAIN/src"
   local work; work="$(mktemp -d)"
-  say "building OTP $OTP_VERSION into $OTP_PREFIX (about 13 minutes on 2 cores)"
+  say "building OTP $OTP_VERSION into $OTP_PREFIX (about 4-13 minutes on 2 cores)"
   tar -xf "$src/$OTP_TARBALL" -C "$work"
   local dir; dir="$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n1)"
   (
