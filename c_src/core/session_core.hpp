@@ -155,14 +155,18 @@ class SessionCore {
       return r;
     }
     // Counted before it becomes visible, so delivered can never overtake accepted.
-    std::uint64_t accepted = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    std::uint64_t accepted = accepted_.fetch_add(1, std::memory_order_seq_cst) + 1;
     queue_.enqueue(std::move(event));
     if (limits_.max_events && accepted == limits_.max_events) {
       closed_.store(true, std::memory_order_release);
       limit_reached_.store(true, std::memory_order_release);
       r.limit_reached = true;
     }
-    if (unnotified_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    // Wake the consumer when the queue was empty as far as it knows: everything accepted
+    // before this event has been consumed. Together with drain()'s store-then-load of
+    // the same two counters (seq_cst on both sides), a consumer that stops draining is
+    // always woken by the next event, and the producer only reads the consumer's line.
+    if (consumed_.load(std::memory_order_seq_cst) == accepted - 1) {
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       r.wake_consumer = true;
     }
@@ -180,9 +184,9 @@ class SessionCore {
     std::uint64_t bytes = 0;
     for (std::size_t i = 0; i < n; ++i) bytes += out[i].footprint();
     settle(n, bytes, delivered_);
-    std::int64_t left = unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel) -
-                        static_cast<std::int64_t>(n);
-    more = left > 0;
+    std::uint64_t consumed = n ? consumed_.fetch_add(n, std::memory_order_seq_cst) + n
+                               : consumed_.load(std::memory_order_seq_cst);
+    more = accepted_.load(std::memory_order_seq_cst) > consumed;
     return n;
   }
 
@@ -225,7 +229,7 @@ class SessionCore {
         scratch[i] = Event{};
       }
       settle(n, bytes, discarded_);
-      unnotified_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_acq_rel);
+      consumed_.fetch_add(n, std::memory_order_seq_cst);
     }
   }
 
@@ -299,6 +303,7 @@ class SessionCore {
   std::atomic<std::uint64_t> bytes_in_{0};
   std::atomic<std::uint64_t> accepted_{0};
   std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
+  std::atomic<std::uint64_t> wakeups_{0};  // written only when a producer wakes the consumer
 
   // producers, per dropped event
   char pad_dropped_closed[64] = {};
@@ -307,17 +312,13 @@ class SessionCore {
   std::atomic<std::uint64_t> dropped_queue_full_{0};
   std::atomic<std::uint64_t> dropped_max_events_{0};
 
-  // both sides: the wake-up protocol
-  char pad_unnotified[64] = {};
-  std::atomic<std::int64_t> unnotified_{0};
-  std::atomic<std::uint64_t> wakeups_{0};
-
   // the consumer (drain) and close(), per batch
   char pad_slots_out[64] = {};
   std::atomic<std::uint64_t> slots_out_{0};
   std::atomic<std::uint64_t> bytes_out_{0};
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> discarded_{0};
+  std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded: the wake-up protocol's side
 };
 
 }  // namespace kino_trace
