@@ -1,4 +1,6 @@
-# kino_trace demo: traces a small sample workload and prints it on the console.
+# kino_trace demo: traces a small sample workload and prints it on the console:
+# calls with returns and exceptions across processes, a throttled flood, messages,
+# and per-function statistics from the VM's counters.
 # Run with `make demo` (sets up the toolchain first) or `mix run demo/demo.exs`.
 
 defmodule Demo.Inventory do
@@ -72,4 +74,18 @@ Kino.Trace.stop(flood)
 
 Kino.Trace.stop(trace)
 Process.sleep(100)
+
+IO.puts(IO.ANSI.format([:bright, "\n== messages to and from the inventory server ==\n"]))
+messages = Kino.Trace.messages([Demo.Inventory], print: true)
+Demo.Shop.order(["plum"])
+Process.sleep(200)
+Kino.Trace.stop(messages)
+Process.sleep(100)
+
+IO.puts(IO.ANSI.format([:bright, "\n== statistics from the VM's counters: 1 000 orders of 2 items ==\n"]))
+stats = Kino.Trace.stats(["Demo.Shop", "Demo.Inventory"])
+for _ <- 1..1_000, do: Demo.Shop.order(["apple", "kiwi"])
+Kino.Trace.print_stats(stats)
+Kino.Trace.stop(stats)
+
 IO.puts("\ntrace sessions left in the VM: #{inspect(:trace.session_info(:all))}")
