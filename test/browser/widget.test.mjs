@@ -8,16 +8,9 @@
 // Kino's JS ctx API, then checks the widget's behaviour, prints a benchmark figure and
 // saves a screenshot. Exits 0 when every check passes.
 
-import { createRequire } from "node:module";
 import { readFileSync, mkdirSync } from "node:fs";
-import http from "node:http";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "../..");
-const require = createRequire(path.join(root, "assets", "package.json"));
-const { chromium } = require("playwright-core");
+import { root, startServer, launch, checker, assert, openWidget as openHarness, emit } from "./support.mjs";
 
 const fixturePath = process.argv[2];
 if (!fixturePath) {
@@ -26,75 +19,16 @@ if (!fixturePath) {
 }
 const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
 
-// --- a tiny static server: /build/* from the committed build, the rest from here ------
-
-const TYPES = { ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html" };
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, "http://localhost");
-  const file = url.pathname.startsWith("/build/")
-    ? path.join(root, "lib/assets/trace/build", url.pathname.slice("/build/".length))
-    : url.pathname.startsWith("/stats-build/")
-      ? path.join(root, "lib/assets/stats/build", url.pathname.slice("/stats-build/".length))
-      : path.join(here, url.pathname === "/" ? "harness.html" : url.pathname.slice(1));
-  try {
-    const body = readFileSync(file);
-    res.writeHead(200, { "content-type": TYPES[path.extname(file)] || "application/octet-stream" });
-    res.end(body);
-  } catch {
-    res.writeHead(404);
-    res.end("not found");
-  }
-});
-await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-const base = `http://127.0.0.1:${server.address().port}/`;
-
-// --- checks ---------------------------------------------------------------------------
-
-let failures = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`  ok  ${name}`);
-  } catch (error) {
-    failures++;
-    console.log(`  FAIL ${name}\n       ${String(error && error.stack ? error.stack : error).split("\n").join("\n       ")}`);
-  }
-}
-function assert(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-  ],
-});
+// The committed build under /build/, the harness page from here (see support.mjs).
+const { server, base } = await startServer();
+const t = checker();
+const check = t.check;
+const browser = await launch();
 
 const external = [];
 const pageErrors = [];
+const openWidget = (data, opts = {}) => openHarness(browser, base, data, { ...opts, errors: pageErrors, external });
 
-async function openWidget(data, { width = 1200, height = 900, scale = 1 } = {}) {
-  const context = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: scale });
-  const page = await context.newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error)));
-  page.on("console", (msg) => msg.type() === "error" && pageErrors.push(msg.text()));
-  page.on("request", (request) => {
-    if (!request.url().startsWith(base) && !request.url().startsWith("blob:")) external.push(request.url());
-  });
-  await page.goto(base);
-  await page.waitForFunction(() => window.harnessReady === true);
-  await page.evaluate((d) => window.harness.start(d), data);
-  return page;
-}
-
-const emit = (page, event, payload) => page.evaluate(([e, p]) => window.harness.emit(e, p), [event, payload]);
 const modelSize = (page) => page.evaluate(() => document.getElementById("output").__kinoTrace.model.size);
 const nextFrame = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
 const rowTexts = (page) =>
@@ -395,5 +329,5 @@ await check("no page errors and no external network loads", async () => {
 
 await browser.close();
 server.close();
-console.log(failures ? `${failures} check(s) failed` : "all browser checks passed");
-process.exit(failures ? 1 : 0);
+console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
+process.exit(t.failures ? 1 : 0);
