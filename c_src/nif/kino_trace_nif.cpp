@@ -6,11 +6,13 @@
 // enqueues it; the owner (the session process) is woken with one message when the queue
 // goes from empty to non-empty, and drains batches with drain/2.
 #include <erl_nif.h>
+#include <fmt/format.h>
 
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "session_core.hpp"
@@ -33,7 +35,7 @@ struct Atoms {
   ERL_NIF_TERM struct_, cut_module, kind, value, size, depth, items, bytes, binary, tuple, map, malformed;
   ERL_NIF_TERM accepted, delivered, queued, discarded, bytes_queued, dropped_closed, dropped_rate,
       dropped_queue_full, dropped_max_events, wakeups, closed, id;
-  ERL_NIF_TERM skip_returns;
+  ERL_NIF_TERM skip_returns, exception_, message, argument_error;
   ERL_NIF_TERM max_events, rate_count, rate_period_ms, queue_events, queue_bytes, max_depth, max_items,
       max_binary, max_bytes;
 };
@@ -103,6 +105,9 @@ void init_atoms(ErlNifEnv* env) {
   atoms.closed = atom(env, "closed");
   atoms.id = atom(env, "id");
   atoms.skip_returns = atom(env, "skip_returns");
+  atoms.exception_ = atom(env, "__exception__");
+  atoms.message = atom(env, "message");
+  atoms.argument_error = atom(env, "Elixir.ArgumentError");
   atoms.max_events = atom(env, "max_events");
   atoms.rate_count = atom(env, "rate_count");
   atoms.rate_period_ms = atom(env, "rate_period_ms");
@@ -450,42 +455,68 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 // ---------------------------------------------------------------------------------------
 // session management, called by Kino.Trace.Session
 
-bool get_u64(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t& out) {
-  ERL_NIF_TERM v;
-  if (!enif_get_map_value(env, map, key, &v)) return true;  // absent: keep the default
-  ErlNifUInt64 x;
-  if (!enif_get_uint64(env, v, &x)) return false;
-  out = x;
-  return true;
+// Raises an Elixir ArgumentError with `message`: bad input gets an error that names it.
+ERL_NIF_TERM raise_argument_error(ErlNifEnv* env, const std::string& message) {
+  ERL_NIF_TERM text;
+  unsigned char* bytes = enif_make_new_binary(env, message.size(), &text);
+  std::memcpy(bytes, message.data(), message.size());
+  ERL_NIF_TERM keys[] = {atoms.struct_, atoms.exception_, atoms.message};
+  ERL_NIF_TERM vals[] = {atoms.argument_error, atoms.true_, text};
+  ERL_NIF_TERM exception;
+  enif_make_map_from_arrays(env, keys, vals, 3, &exception);
+  return enif_raise_exception(env, exception);
 }
 
-bool get_u32(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint32_t& out) {
+// Reads an optional non-negative integer at `key` of `map` into `out`, at most `max`.
+// Returns an error message naming the key when the value is not such an integer.
+std::string read_limit(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t max, std::uint64_t& out) {
+  ERL_NIF_TERM v;
+  if (!enif_get_map_value(env, map, key, &v)) return {};  // absent: keep the default
+  ErlNifUInt64 x;
+  if (enif_get_uint64(env, v, &x) && x <= max) {
+    out = x;
+    return {};
+  }
+  char name[64] = "?";
+  enif_get_atom(env, key, name, sizeof name, ERL_NIF_LATIN1);
+  return fmt::format("invalid limit {}: expected an integer from 0 to {}", name, max);
+}
+
+std::string read_cap(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t max, std::uint32_t& out) {
   std::uint64_t v = out;
-  if (!get_u64(env, map, key, v) || v > 0xFFFFFFFFu) return false;
-  out = static_cast<std::uint32_t>(v);
-  return true;
+  std::string error = read_limit(env, map, key, max, v);
+  if (error.empty()) out = static_cast<std::uint32_t>(v);
+  return error;
+}
+
+// Reads every limit and cap of a session (or of roundtrip/2) from `map`.
+std::string read_caps(ErlNifEnv* env, ERL_NIF_TERM map, kt::TermCaps& caps) {
+  // Bounded: the term walk recurses once per nesting level.
+  for (std::string e : {read_cap(env, map, atoms.max_depth, 100, caps.max_depth),
+                        read_cap(env, map, atoms.max_items, 0xFFFFFFFFu, caps.max_items),
+                        read_cap(env, map, atoms.max_binary, 0xFFFFFFFFu, caps.max_binary),
+                        read_cap(env, map, atoms.max_bytes, 0xFFFFFFFFu, caps.max_bytes)}) {
+    if (!e.empty()) return e;
+  }
+  return {};
 }
 
 // new_session(OwnerPid, LimitsMap) -> Resource
 ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   ErlNifPid owner;
-  if (!enif_get_local_pid(env, argv[0], &owner) || !enif_is_map(env, argv[1])) return enif_make_badarg(env);
+  if (!enif_get_local_pid(env, argv[0], &owner)) return raise_argument_error(env, "expected the owner to be a local pid");
+  if (!enif_is_map(env, argv[1])) return raise_argument_error(env, "expected the limits to be a map");
   kt::Limits limits;
   std::uint64_t rate_period_ms = 0;
-  if (!get_u64(env, argv[1], atoms.max_events, limits.max_events) ||
-      !get_u64(env, argv[1], atoms.rate_count, limits.rate_count) ||
-      !get_u64(env, argv[1], atoms.rate_period_ms, rate_period_ms) ||
-      !get_u64(env, argv[1], atoms.queue_events, limits.queue_events) ||
-      !get_u64(env, argv[1], atoms.queue_bytes, limits.queue_bytes) ||
-      !get_u32(env, argv[1], atoms.max_depth, limits.caps.max_depth) ||
-      !get_u32(env, argv[1], atoms.max_items, limits.caps.max_items) ||
-      !get_u32(env, argv[1], atoms.max_binary, limits.caps.max_binary) ||
-      !get_u32(env, argv[1], atoms.max_bytes, limits.caps.max_bytes)) {
-    return enif_make_badarg(env);
-  }
-  // Bounds that keep the token bucket's arithmetic and the term walk's recursion safe.
-  if (limits.caps.max_depth > 100 || rate_period_ms > 86400000ull || limits.rate_count > 1000000000ull) {
-    return enif_make_badarg(env);
+  constexpr std::uint64_t kAny = ~std::uint64_t{0};
+  // Bounds on the rate keep the token bucket's arithmetic in range.
+  for (std::string e : {read_limit(env, argv[1], atoms.max_events, kAny, limits.max_events),
+                        read_limit(env, argv[1], atoms.rate_count, 1000000000u, limits.rate_count),
+                        read_limit(env, argv[1], atoms.rate_period_ms, 86400000u, rate_period_ms),
+                        read_limit(env, argv[1], atoms.queue_events, kAny, limits.queue_events),
+                        read_limit(env, argv[1], atoms.queue_bytes, kAny, limits.queue_bytes),
+                        read_caps(env, argv[1], limits.caps)}) {
+    if (!e.empty()) return raise_argument_error(env, e);
   }
   limits.rate_period_ns = static_cast<std::int64_t>(rate_period_ms) * 1000000;
 
@@ -588,12 +619,9 @@ ERL_NIF_TERM close_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 // once copied out of its process (for tests and for the display caps of the Elixir side).
 ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   kt::TermCaps caps;
-  if (!enif_is_map(env, argv[1]) || !get_u32(env, argv[1], atoms.max_depth, caps.max_depth) ||
-      !get_u32(env, argv[1], atoms.max_items, caps.max_items) ||
-      !get_u32(env, argv[1], atoms.max_binary, caps.max_binary) ||
-      !get_u32(env, argv[1], atoms.max_bytes, caps.max_bytes) || caps.max_depth > 100) {
-    return enif_make_badarg(env);
-  }
+  if (!enif_is_map(env, argv[1])) return raise_argument_error(env, "expected the caps to be a map");
+  std::string error = read_caps(env, argv[1], caps);
+  if (!error.empty()) return raise_argument_error(env, error);
   kt::PayloadBuffer buf;
   kt::TermWriter writer(buf, caps);
   EnifSource source{env};

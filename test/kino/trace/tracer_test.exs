@@ -230,10 +230,26 @@ defmodule Kino.Trace.TracerTest do
     end
   end
 
-  test "bad arguments are rejected" do
-    assert_raise ArgumentError, fn -> Tracer.new_session(:not_a_pid, %{}) end
-    assert_raise ArgumentError, fn -> Tracer.new_session(self(), %{max_events: -1}) end
-    assert_raise ArgumentError, fn -> Tracer.new_session(self(), [max_events: 1]) end
+  test "bad arguments are rejected with a message naming them" do
+    assert_raise ArgumentError, "expected the owner to be a local pid", fn -> Tracer.new_session(:not_a_pid, %{}) end
+    assert_raise ArgumentError, "expected the limits to be a map", fn -> Tracer.new_session(self(), [max_events: 1]) end
+
+    assert_raise ArgumentError, "invalid limit max_events: expected an integer from 0 to 18446744073709551615", fn ->
+      Tracer.new_session(self(), %{max_events: -1})
+    end
+
+    assert_raise ArgumentError, "invalid limit max_depth: expected an integer from 0 to 100", fn ->
+      Tracer.new_session(self(), %{max_depth: 101})
+    end
+
+    assert_raise ArgumentError, "invalid limit rate_period_ms: expected an integer from 0 to 86400000", fn ->
+      Tracer.new_session(self(), %{rate_count: 1, rate_period_ms: :soon})
+    end
+
+    assert_raise ArgumentError, "invalid limit max_items: expected an integer from 0 to 4294967295", fn ->
+      Tracer.roundtrip([1], %{max_items: 2 ** 32})
+    end
+
     resource = Tracer.new_session(self(), %{})
     assert_raise ArgumentError, fn -> Tracer.drain(resource, 0) end
     assert_raise ArgumentError, fn -> Tracer.drain(make_ref(), 10) end
