@@ -224,16 +224,18 @@ defmodule Kino.Trace.Session do
         {input, {:error, message}} -> {input, {:error, message}}
       end)
 
-    {:reply, reply, state}
+    {:reply, merge_remote_results(reply, on_remotes(state, {:set_patterns, inputs})), state}
   end
 
   def handle_call(:pause, _from, %{status: :running} = state) do
     state = remove_patterns(state)
+    on_remotes(state, :pause)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
   def handle_call(:resume, _from, %{status: :paused} = state) do
     state = apply_patterns(state, state.patterns)
+    on_remotes(state, :resume)
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
@@ -447,6 +449,32 @@ defmodule Kino.Trace.Session do
       end
 
     %{state | remotes: remotes}
+  end
+
+  # Asks every running remote session the same; returns [{node, reply}] of those that answered.
+  defp on_remotes(state, request) do
+    for {node, %{status: status, pid: pid}} <- state.remotes, status not in [:gone, :stopped] do
+      try do
+        {node, GenServer.call(pid, request, 15_000)}
+      catch
+        :exit, reason -> {node, {:error, reason}}
+      end
+    end
+  end
+
+  # An entry good here but bad on another node is reported as that node's error.
+  defp merge_remote_results(local, remote_replies) do
+    Enum.reduce(remote_replies, local, fn
+      {node, results}, acc when is_list(results) ->
+        Enum.zip_with(acc, results, fn
+          {input, {:error, _} = bad}, _ -> {input, bad}
+          {input, _ok}, {_, {:error, message}} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
+          entry, _ -> entry
+        end)
+
+      _, acc ->
+        acc
+    end)
   end
 
   defp stop_remotes(state) do

@@ -116,6 +116,34 @@ defmodule Kino.Trace.DistributedTest do
     Kino.Trace.stop(trace)
   end
 
+  test "set_patterns, pause and resume reach every node" do
+    {_p1, n1} = start_peer(:patterns)
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.start_echo/0"], nodes: [node(), n1])
+
+    assert [{"KinoTraceTest.Remote.Echo.double/1", :ok}] =
+             Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])
+
+    :erpc.call(n1, Echo, :double, [3])
+    await_events(trace, &Enum.any?(&1, fn e -> e.node == n1 and e.args == [3] end))
+
+    # A module only this node has: good here, reported as bad on the peer.
+    [{local_only, _}] =
+      Code.compile_string("defmodule KinoTraceTest.Remote.LocalOnly#{System.unique_integer([:positive])} do def f(x), do: x end")
+
+    assert [{_, :ok}, {_, {:error, "on node " <> message}}] =
+             Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1", "#{inspect(local_only)}.f/1"])
+
+    assert message =~ inspect(n1) and message =~ "unknown module"
+
+    Kino.Trace.pause(trace)
+    :erpc.call(n1, Echo, :double, [4])
+    Kino.Trace.resume(trace)
+    :erpc.call(n1, Echo, :double, [5])
+    events = await_events(trace, &Enum.any?(&1, fn e -> e.node == n1 and e.args == [5] end))
+    refute Enum.any?(events, &(&1.args == [4]))
+    Kino.Trace.stop(trace)
+  end
+
   test "a node that goes down mid-trace is shown as gone and the rest go on" do
     {_p1, n1} = start_peer(:stays)
     {p2, n2} = start_peer(:dies)
