@@ -26,7 +26,7 @@ namespace {
 // atoms
 
 struct Atoms {
-  ERL_NIF_TERM ok, error, trace, discard, remove, trace_status, undefined, true_, false_;
+  ERL_NIF_TERM ok, error, nil, trace, discard, remove, trace_status, undefined, true_, false_;
   ERL_NIF_TERM call, return_from, exception_from, return_to, send, send_to_non_existing_process,
       receive, spawn, spawned, exit, link, unlink, getting_linked, getting_unlinked, register_,
       unregister;
@@ -51,6 +51,7 @@ ERL_NIF_TERM atom(ErlNifEnv* env, const char* name) {
 void init_atoms(ErlNifEnv* env) {
   atoms.ok = atom(env, "ok");
   atoms.error = atom(env, "error");
+  atoms.nil = atom(env, "nil");
   atoms.trace = atom(env, "trace");
   atoms.discard = atom(env, "discard");
   atoms.remove = atom(env, "remove");
@@ -275,7 +276,6 @@ struct EnifBuilder {
     enif_make_map_from_arrays(env, keys, vals, 4, &m);
     return m;
   }
-  Term nil_atom() const { return atom(env, "nil"); }
 
   Term immediate(std::uint64_t w) const { return static_cast<ERL_NIF_TERM>(w); }
   Term int64(std::int64_t v) const { return enif_make_int64(env, v); }
@@ -299,7 +299,7 @@ struct EnifBuilder {
     switch (end) {
       case kt::ListEnd::Improper: acc = *tail; break;
       case kt::ListEnd::Cut:
-        acc = enif_make_list1(env, cut_struct(atoms.items, nil_atom(), nil_atom()));
+        acc = enif_make_list1(env, cut_struct(atoms.items, atoms.nil, atoms.nil));
         break;
       default: acc = enif_make_list(env, 0); break;
     }
@@ -329,9 +329,9 @@ struct EnifBuilder {
   }
   Term cut(kt::CutReason why) const {
     ERL_NIF_TERM kind = why == kt::CutReason::Depth ? atoms.depth : why == kt::CutReason::Items ? atoms.items : atoms.bytes;
-    return cut_struct(kind, nil_atom(), nil_atom());
+    return cut_struct(kind, atoms.nil, atoms.nil);
   }
-  Term malformed() const { return cut_struct(atoms.malformed, nil_atom(), nil_atom()); }
+  Term malformed() const { return cut_struct(atoms.malformed, atoms.nil, atoms.nil); }
 };
 
 // ---------------------------------------------------------------------------------------
