@@ -19,6 +19,15 @@ defmodule KinoTraceTest.SequenceSample do
 
   def go(%{ping: ping}), do: send(ping, :go)
 
+  @doc "Traces a started sample: the server's reply/1 calls, both processes' messages, the server's lifecycle."
+  def trace(%{ping: ping, pong: pong}) do
+    Kino.Trace.trace(
+      calls: ["KinoTraceTest.SequenceSample.reply/1"],
+      messages: [ping, pong],
+      processes: [pong]
+    )
+  end
+
   @doc "The pong's reply to ping `n`."
   def reply(n), do: n * 10
 

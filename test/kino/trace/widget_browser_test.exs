@@ -71,12 +71,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     rounds = 250
     sample = SequenceSample.start(rounds)
 
-    trace =
-      Kino.Trace.trace(
-        calls: ["KinoTraceTest.SequenceSample.reply/1"],
-        messages: [sample.ping, sample.pong],
-        processes: [sample.pong]
-      )
+    trace = SequenceSample.trace(sample)
 
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _effects} = Controller.init(trace, max_batch: 256)

@@ -12,12 +12,7 @@ defmodule Kino.Trace.WidgetMessagesTest do
   defp run_traced(rounds) do
     sample = SequenceSample.start(rounds)
 
-    trace =
-      Kino.Trace.trace(
-        calls: ["KinoTraceTest.SequenceSample.reply/1"],
-        messages: [sample.ping, sample.pong],
-        processes: [sample.pong]
-      )
+    trace = SequenceSample.trace(sample)
 
     on_exit(fn -> Kino.Trace.stop(trace) end)
     SequenceSample.go(sample)
