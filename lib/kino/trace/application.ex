@@ -5,6 +5,7 @@ defmodule Kino.Trace.Application do
   @impl true
   def start(_type, _args) do
     children = [
+      Kino.Trace.Internal,
       {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
     ]
 

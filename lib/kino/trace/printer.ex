@@ -32,11 +32,28 @@ defmodule Kino.Trace.Printer do
     device = Keyword.get(opts, :device, Process.group_leader())
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)
+    Kino.Trace.Internal.register(pid)
+    # What we print passes through the device and the console's I/O processes: a trace
+    # recording them would feed on its own output (and so would every other trace that
+    # records them), so no trace records them while this printer prints.
+    for io <- output_chain(device), do: Kino.Trace.Internal.register(io, pid)
     Kino.Trace.subscribe(trace, pid)
-    # The device receives what we print: tracing it would feed the trace its own output.
-    if is_pid(device), do: Kino.Trace.exclude(trace, device)
     send(pid, :subscribed)
     pid
+  end
+
+  @console [:user_drv, :user_drv_writer, :user, :standard_error]
+
+  defp output_chain(device) do
+    device =
+      case device do
+        :stdio -> Process.group_leader()
+        name when is_atom(name) -> Process.whereis(name)
+        pid -> pid
+      end
+
+    ios = [device | Enum.map(@console, &Process.whereis/1)]
+    for io <- ios, is_pid(io), node(io) == node(), uniq: true, do: io
   end
 
   defp init(trace, device, opts) do

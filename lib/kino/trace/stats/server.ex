@@ -36,6 +36,7 @@ defmodule Kino.Trace.Stats.Server do
   @impl true
   def init({owner, patterns, mfas, opts}) do
     Process.flag(:trap_exit, true)
+    Kino.Trace.Internal.register(self())
     session = :trace.session_create(:kino_trace_stats, self(), [])
 
     state = %__MODULE__{

@@ -81,6 +81,9 @@ defmodule Kino.Trace.Widget.Controller do
   """
   @spec init(Kino.Trace.t(), keyword()) :: {t(), [effect()]}
   def init(trace, opts \\ []) do
+    # The widget's process is kino_trace's own: no trace records it.
+    Kino.Trace.Internal.register(self())
+
     opts =
       Keyword.validate!(opts,
         interval: 100,

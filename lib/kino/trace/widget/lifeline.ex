@@ -33,6 +33,7 @@ defmodule Kino.Trace.Widget.Lifeline do
 
   defp watch(trace, session, holder) do
     spawn(fn ->
+      Kino.Trace.Internal.register(self())
       holder_ref = Process.monitor(holder)
       session_ref = Process.monitor(session)
 

@@ -52,6 +52,9 @@ defmodule Kino.Trace.Widget.StatsController do
   """
   @spec init(Stats.t(), keyword()) :: {t(), [effect()]}
   def init(%Stats{} = stats, opts \\ []) do
+    # The widget's process is kino_trace's own: no trace records it.
+    Kino.Trace.Internal.register(self())
+
     opts = Keyword.validate!(opts, interval: 1_000, rows: 500, processes: 20, lifeline: true)
 
     controller = %__MODULE__{
