@@ -70,6 +70,9 @@ defmodule Kino.Trace do
   @type t :: %__MODULE__{id: pos_integer(), session: pid(), node: node()}
   @type status :: :running | :paused | :stopped | :limit_reached | :timeout
 
+  # How long stop/1 lets a session end by itself before killing it.
+  @stop_timeout 5_000
+
   @doc """
   Starts tracing calls that match `patterns` and returns the trace.
 
@@ -262,9 +265,22 @@ defmodule Kino.Trace do
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
 
   def stop(%__MODULE__{session: pid}) do
-    GenServer.call(pid, :stop)
-  catch
-    :exit, _ -> :ok
+    ref = Process.monitor(pid)
+
+    try do
+      GenServer.call(pid, :stop, @stop_timeout)
+    catch
+      # Already ended, or ending as we asked.
+      :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> :ok
+      :exit, {{:nodedown, _}, _} -> :ok
+      # A session that cannot answer in time is killed: its OTP trace session goes with
+      # its handle and the native session with its last reference.
+      :exit, {:timeout, _} -> Process.exit(pid, :kill)
+    end
+
+    receive do
+      {:DOWN, ^ref, :process, _, _} -> :ok
+    end
   end
 
   @doc """

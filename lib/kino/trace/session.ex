@@ -24,8 +24,15 @@ defmodule Kino.Trace.Session do
   alias Kino.Trace.{Decoder, Options, Pattern, Tracer}
 
   @drain_batch 1_000
-  @max_per_wakeup 10_000
+  # Events drained before the mailbox is looked at again: what a request may wait for.
+  @max_per_wakeup 2_000
+  # At most this many queued events are decoded to answer one request (events/2): under
+  # a flood the queue never empties, and a request must not wait for it.
+  @max_sync_drain 10_000
   @subscriber_backlog 32
+  @tick_ms 1_000
+  # The longest any request waits for other nodes, in all.
+  @remote_timeout 2_000
 
   defstruct [
     :id,
@@ -47,12 +54,19 @@ defmodule Kino.Trace.Session do
     collected: nil,
     tag: nil,
     remotes: %{},
-    numbering: {1, %{}}
+    remote_requests: :gen_server.reqids_new(),
+    numbering: {1, %{}},
+    setup_error: nil,
+    loaded: %{},
+    reapplied: 0
   ]
 
   # --- starting ---------------------------------------------------------------------
 
   @doc false
+  # Starts a session and waits until it traces. The supervisor only runs `init/1`, which
+  # is cheap: flags, patterns (possibly thousands) and remote sessions are set up in the
+  # new process, so one slow start never holds up other traces.
   def start(owner, patterns, opts) do
     spec = %{
       id: __MODULE__,
@@ -60,16 +74,19 @@ defmodule Kino.Trace.Session do
       restart: :temporary
     }
 
-    case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
-      {:ok, pid} -> {:ok, pid, GenServer.call(pid, :id)}
-      {:error, {%ArgumentError{} = e, _}} -> raise e
-      {:error, reason} -> {:error, reason}
+    with {:ok, pid} <- DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
+      case GenServer.call(pid, :await_setup, :infinity) do
+        {:ok, id} -> {:ok, pid, id}
+        {:error, %ArgumentError{} = e} -> raise e
+        {:error, reason} -> {:error, reason}
+      end
     end
   end
 
   @impl true
   def init({owner, patterns, opts}) do
     Process.flag(:trap_exit, true)
+    Kino.Trace.Internal.register(self())
     resource = Tracer.new_session(self(), Options.native_limits(opts))
     # The tracer module must be loaded before the session is created.
     Code.ensure_loaded!(Tracer)
@@ -87,13 +104,21 @@ defmodule Kino.Trace.Session do
       collected: if(opts[:collect], do: [], else: nil)
     }
 
-    state = %{state | tag: opts[:tag] || state.id}
+    {:ok, %{state | tag: opts[:tag] || state.id}, {:continue, {:setup, patterns}}}
+  end
+
+  @impl true
+  def handle_continue({:setup, patterns}, state) do
     set_process_flags(state)
-    state = apply_patterns(state, patterns)
-    state = start_remotes(state)
-    timer = if opts[:timeout], do: Process.send_after(self(), :timeout, opts[:timeout])
-    Process.send_after(self(), :tick, 1_000)
-    {:ok, %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}}
+    # after the process flags, which may cover every process
+    Kino.Trace.Internal.add_session(state.session)
+    state = state |> apply_patterns(patterns) |> start_remotes()
+    timer = if state.opts[:timeout], do: Process.send_after(self(), :timeout, state.opts[:timeout])
+    Process.send_after(self(), :tick, @tick_ms)
+    state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
+    {:noreply, %{state | loaded: loaded_versions(state)}}
+  rescue
+    e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
   end
 
   defp set_process_flags(%{session: session, opts: opts}) do
@@ -101,13 +126,13 @@ defmodule Kino.Trace.Session do
 
     if Keyword.get(opts, :calls, true) do
       for target <- Options.resolve_pids(opts[:pids]) do
-        :trace.process(session, target, true, [:call, :scheduler_id] ++ children)
+        trace_process!(session, target, [:call, :scheduler_id] ++ children)
       end
     end
 
     if messages = opts[:messages] do
       for target <- messages.targets do
-        :trace.process(session, target, true, [:send, :receive, :scheduler_id] ++ children)
+        trace_process!(session, target, [:send, :receive, :scheduler_id] ++ children)
       end
 
       :trace.send(session, messages.specs.send, [])
@@ -116,13 +141,22 @@ defmodule Kino.Trace.Session do
 
     if processes = opts[:processes] do
       for target <- processes.targets do
-        :trace.process(session, target, true, [:procs, :scheduler_id] ++ children)
+        trace_process!(session, target, [:procs, :scheduler_id] ++ children)
       end
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
     :trace.process(session, self(), false, [:all])
   end
+
+  # A pid that exited since the options were checked is a bad target, not a crash.
+  defp trace_process!(session, target, flags) when is_pid(target) do
+    :trace.process(session, target, true, flags)
+  rescue
+    ArgumentError -> raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
+  end
+
+  defp trace_process!(session, target, flags), do: :trace.process(session, target, true, flags)
 
   defp apply_patterns(state, patterns) do
     body = match_spec_body(state.opts)
@@ -169,9 +203,15 @@ defmodule Kino.Trace.Session do
   end
 
   # --- requests -----------------------------------------------------------------------
+  #
+  # Every request is answered in bounded time under any load: nothing here waits for the
+  # native queue to become empty (producers may keep it full forever), only for what was
+  # queued when the request came, capped; and no remote node is waited on for longer
+  # than @remote_timeout.
 
   @impl true
-  def handle_call(:id, _from, state), do: {:reply, state.id, state}
+  def handle_call(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_call(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
 
   def handle_call({:exclude, pid}, _from, state) do
     if tracing?(state) and node(pid) == node(), do: :trace.process(state.session, pid, false, [:all])
@@ -194,17 +234,21 @@ defmodule Kino.Trace.Session do
   end
 
   def handle_call({:events, n}, _from, state) do
-    state = drain_all(state)
+    state = catch_up(state, @max_sync_drain)
     list = :queue.to_list(state.history)
     {:reply, Enum.take(list, -n), state}
   end
 
+  # Everything queued when asked (capture/3 asks once every event of its block is queued).
   def handle_call(:collect, _from, state) do
-    state = drain_all(state)
+    state = catch_up(state, :infinity)
     {:reply, Enum.reverse(state.collected || []), %{state | collected: []}}
   end
 
-  def handle_call(:info, _from, state), do: {:reply, info(state), state}
+  def handle_call(:info, _from, state) do
+    state = refresh_remote_info(state)
+    {:reply, info(state), state}
+  end
 
   def handle_call({:set_patterns, inputs}, _from, state) do
     results = Pattern.parse_each(inputs, pattern_opts(state.opts))
@@ -224,25 +268,26 @@ defmodule Kino.Trace.Session do
         {input, {:error, message}} -> {input, {:error, message}}
       end)
 
-    {:reply, merge_remote_results(reply, on_remotes(state, {:set_patterns, inputs})), state}
+    {remote_replies, state} = on_remotes(state, {:set_patterns, inputs})
+    {:reply, merge_remote_results(reply, remote_replies), %{state | loaded: loaded_versions(state)}}
   end
 
   def handle_call(:pause, _from, %{status: :running} = state) do
     state = remove_patterns(state)
-    on_remotes(state, :pause)
+    {_replies, state} = on_remotes(state, :pause)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
   def handle_call(:resume, _from, %{status: :paused} = state) do
     state = apply_patterns(state, state.patterns)
-    on_remotes(state, :resume)
-    {:reply, :ok, broadcast_status(%{state | status: :running})}
+    {_replies, state} = on_remotes(state, :resume)
+    {:reply, :ok, broadcast_status(%{state | status: :running, loaded: loaded_versions(state)})}
   end
 
   def handle_call(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
   def handle_call(:stop, _from, state) do
-    {:stop, :normal, :ok, finish(state, :stopped)}
+    {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
   # --- native wake-ups and timers -----------------------------------------------------
@@ -252,22 +297,23 @@ defmodule Kino.Trace.Session do
   def handle_info(:drain, state), do: {:noreply, drain(state)}
 
   def handle_info({:kino_trace, id, :limit_reached}, %{id: id} = state) do
-    {:noreply, finish(state, :limit_reached)}
+    {:noreply, finish(state, :limit_reached, :deliver)}
   end
 
-  def handle_info(:timeout, state), do: {:noreply, finish(state, :timeout)}
+  def handle_info(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
   def handle_info(:tick, state) do
     {t0, n0} = state.rate_sample
     now = System.monotonic_time(:millisecond)
     %{accepted: n} = Tracer.counters(state.resource)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
-    if tracing?(state), do: Process.send_after(self(), :tick, 1_000)
+    if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
+    state = state |> ask_remotes_info() |> reapply_if_reloaded()
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
   end
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
-    {:stop, :normal, finish(state, :stopped)}
+    {:stop, :normal, finish(state, :stopped, :discard)}
   end
 
   def handle_info({:kino_trace, {node, :remote}, {:events, events}}, state) when is_map_key(state.remotes, node) do
@@ -289,12 +335,18 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped)}
-  def handle_info(_other, state), do: {:noreply, state}
+  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
+
+  def handle_info(message, state) do
+    case :gen_server.check_response(message, state.remote_requests, true) do
+      {reply, node, requests} -> {:noreply, remote_info_reply(%{state | remote_requests: requests}, node, reply)}
+      _no_request -> {:noreply, state}
+    end
+  end
 
   @impl true
   def terminate(_reason, state) do
-    finish(state, :stopped)
+    finish(state, :stopped, :discard)
     :ok
   end
 
@@ -316,12 +368,29 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  defp drain_all(%{resource: nil} = state), do: state
+  # Delivers what is queued now, at most `cap` events: producers that keep the queue
+  # full never hold a request up for longer than that.
+  defp catch_up(%{resource: nil} = state, _cap), do: state
 
-  defp drain_all(state) do
-    case drain_raw(state.resource, @max_per_wakeup, []) do
-      {[], _} -> state
-      {raw, _more} -> state |> deliver(raw) |> drain_all()
+  # Someone is waiting for this bounded work, so it runs at high priority: processes
+  # flooding the trace must not stretch it out. Background draining stays normal.
+  defp catch_up(state, cap) do
+    %{queued: queued} = Tracer.counters(state.resource)
+    priority = Process.flag(:priority, :high)
+
+    try do
+      drain_n(state, min(queued, cap))
+    after
+      Process.flag(:priority, priority)
+    end
+  end
+
+  defp drain_n(state, n) when n <= 0, do: state
+
+  defp drain_n(state, n) do
+    case drain_raw(state.resource, min(n, @max_per_wakeup), []) do
+      {[], _more} -> state
+      {raw, _more} -> state |> deliver(raw) |> drain_n(n - length(raw))
     end
   end
 
@@ -378,18 +447,76 @@ defmodule Kino.Trace.Session do
     end)
   end
 
+  # --- modules reloaded while traced ------------------------------------------------------
+
+  # Loading a new version of a module drops its trace patterns. Each traced module has a
+  # probe: one of its traced functions, asked whether it is still traced; a module whose
+  # probe is no longer traced gets every pattern applied again (and is counted).
+  defp loaded_versions(%{session: nil}), do: %{}
+
+  defp loaded_versions(state) do
+    for %Pattern{module: m} = pattern <- state.patterns, m != :_, reduce: %{} do
+      probes ->
+        case not Map.has_key?(probes, m) && probe(pattern) do
+          mfa when is_tuple(mfa) -> Map.put(probes, m, mfa)
+          _ -> probes
+        end
+    end
+  end
+
+  defp probe(%Pattern{module: m, function: f, arity: a}) when is_integer(a), do: {m, f, a}
+
+  defp probe(%Pattern{module: m, function: f}) do
+    functions = m.module_info(:functions)
+
+    case if(f == :_, do: Enum.reject(functions, &match?({:module_info, _}, &1)), else: for({^f, _} = fa <- functions, do: fa)) do
+      [{f, a} | _] -> {m, f, a}
+      [] -> nil
+    end
+  rescue
+    _ -> nil
+  end
+
+  defp reapply_if_reloaded(%{status: :running, session: session} = state) when session != nil do
+    reloaded? =
+      Enum.any?(state.loaded, fn {m, mfa} ->
+        :erlang.module_loaded(m) and :trace.info(session, mfa, :traced) == {:traced, false}
+      end)
+
+    if reloaded? do
+      state = apply_patterns(state, state.patterns)
+      %{state | loaded: loaded_versions(state), reapplied: state.reapplied + 1}
+    else
+      state
+    end
+  end
+
+  defp reapply_if_reloaded(state), do: state
+
   # --- ending ---------------------------------------------------------------------------
 
   defp tracing?(state), do: state.session != nil
 
-  # Ends tracing: destroys the OTP session, delivers what is left, closes the native
-  # session. Idempotent; the process itself may live on (limit/timeout) for queries.
-  defp finish(%{session: nil} = state, _status), do: state
+  # Ends tracing. `:discard` (stop/1, the owner exits): the native session closes first,
+  # so nothing more is admitted, and what is queued is freed natively (counted as
+  # discarded, never decoded); then the OTP session is destroyed. `:deliver` (the limit
+  # or the timeout): the OTP session is destroyed and what it queued before is delivered,
+  # which is bounded by the queue's caps; the process lives on for events/2 and info/1.
+  # Idempotent.
+  defp finish(state, status, mode) do
+    if mode == :discard and state.resource, do: Tracer.close(state.resource)
+    end_tracing(state, status, mode)
+  end
 
-  defp finish(state, status) do
-    stop_remotes(state)
+  defp end_tracing(%{session: nil} = state, _status, _mode), do: state
+
+  defp end_tracing(state, status, mode) do
+    state = stop_remotes(state)
+    Kino.Trace.Internal.remove_session(state.session)
     :trace.session_destroy(state.session)
-    state = drain_all(%{state | session: nil})
+    state = %{state | session: nil}
+    # what was queued before is delivered; then the native session closes
+    state = if mode == :deliver, do: catch_up(state, :infinity), else: state
     Tracer.close(state.resource)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})
@@ -408,7 +535,7 @@ defmodule Kino.Trace.Session do
     else
       nodes =
         Map.new(state.remotes, fn {node, remote} ->
-          {node, Map.put(remote_info(remote), :status, remote.status)}
+          {node, Map.put(remote.info, :status, remote.status)}
         end)
 
       nodes = if state.opts[:trace_local], do: Map.put(nodes, node(), local), else: nodes
@@ -429,40 +556,104 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  defp remote_info(%{status: :gone}), do: %{}
-
-  defp remote_info(remote) do
-    GenServer.call(remote.pid, :info, 5_000)
-  catch
-    :exit, _ -> %{}
-  end
-
   # --- remote nodes ---------------------------------------------------------------------
+  #
+  # Remote sessions are asked in parallel and waited on for at most @remote_timeout in
+  # all. A node that does not answer in time is marked :unresponsive: requests skip it
+  # (and report it) until it answers one of the info requests sent on every tick. Its
+  # last known counters stay in info/1. Stopping kills a remote session that does not
+  # answer, so nothing of the trace is left on any node.
 
+  # A node that fails to start its session stops the ones already started.
   defp start_remotes(state) do
-    remotes =
-      for node <- state.opts[:remote_nodes] || [], into: %{} do
+    state =
+      Enum.reduce(state.opts[:remote_nodes] || [], state, fn node, state ->
         case Kino.Trace.Remote.start(node, self(), state.opts[:remote_what], state.opts[:remote_opts]) do
-          {:ok, pid} -> {node, %{pid: pid, ref: Process.monitor(pid), status: :running}}
-          {:error, message} -> raise ArgumentError, "on node #{inspect(node)}: #{message}"
-        end
-      end
+          {:ok, pid} ->
+            put_in(state.remotes[node], %{pid: pid, ref: Process.monitor(pid), status: :running, info: %{}})
 
-    %{state | remotes: remotes}
+          {:error, message} ->
+            stop_remotes(state)
+            raise ArgumentError, "on node #{inspect(node)}: #{message}"
+        end
+      end)
+
+    {_replies, state} = on_remotes(state, :info, &remote_info_reply/3)
+    state
   end
 
-  # Asks every running remote session the same; returns [{node, reply}] of those that answered.
-  defp on_remotes(state, request) do
-    for {node, %{status: status, pid: pid}} <- state.remotes, status not in [:gone, :stopped] do
-      try do
-        {node, GenServer.call(pid, request, 15_000)}
-      catch
-        :exit, reason -> {node, {:error, reason}}
+  defp answering?(%{status: status}), do: status not in [:gone, :stopped, :unresponsive]
+
+  # Asks every answering remote session the same; returns [{node, reply}], with
+  # {:error, message} for a node that did not answer in time (then marked :unresponsive).
+  # `on_reply` may fold each reply into the state.
+  defp on_remotes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
+    asked =
+      for {node, remote} <- state.remotes, answering?(remote), reduce: :gen_server.reqids_new() do
+        requests -> :gen_server.send_request(remote.pid, request, node, requests)
       end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+    {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
+    skipped = for {node, %{status: :unresponsive}} <- state.remotes, not List.keymember?(replies, node, 0), do: {node, {:error, not_answering()}}
+    {replies ++ skipped, state}
+  end
+
+  defp not_answering, do: "the node is not answering (no reply within #{@remote_timeout} ms)"
+
+  defp collect_replies(state, requests, deadline, acc, on_reply) do
+    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    case :gen_server.receive_response(requests, timeout, true) do
+      :no_request ->
+        {Enum.reverse(acc), state}
+
+      :timeout ->
+        late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
+
+        state =
+          Enum.reduce(late, state, fn node, state -> put_in(state.remotes[node].status, :unresponsive) end)
+
+        errors = for node <- late, do: {node, {:error, not_answering()}}
+        {Enum.reverse(acc, errors), state}
+
+      {{:reply, reply}, node, requests} ->
+        collect_replies(on_reply.(state, node, {:reply, reply}), requests, deadline, [{node, reply} | acc], on_reply)
+
+      {{:error, {reason, _server}}, node, requests} ->
+        collect_replies(state, requests, deadline, [{node, {:error, inspect(reason)}} | acc], on_reply)
     end
   end
 
-  # An entry good here but bad on another node is reported as that node's error.
+  # info/1: fresh counters from the nodes that answer, the last known ones otherwise.
+  defp refresh_remote_info(%{remotes: remotes} = state) when remotes == %{}, do: state
+
+  defp refresh_remote_info(state) do
+    {_replies, state} = on_remotes(state, :info, &remote_info_reply/3)
+    state
+  end
+
+  # On every tick, every remote session that is not gone is asked for its counters
+  # without waiting; the reply (handle_info/2) also marks an unresponsive node answering.
+  defp ask_remotes_info(state) do
+    requests =
+      for {node, remote} <- state.remotes, remote.status != :gone, reduce: state.remote_requests do
+        requests -> :gen_server.send_request(remote.pid, :info, node, requests)
+      end
+
+    %{state | remote_requests: requests}
+  end
+
+  defp remote_info_reply(state, node, {:reply, info}) when is_map(info) and is_map_key(state.remotes, node) do
+    remote = state.remotes[node]
+    status = if remote.status == :unresponsive, do: Map.get(info, :status, :running), else: remote.status
+    put_in(state.remotes[node], %{remote | info: info, status: status})
+  end
+
+  defp remote_info_reply(state, _node, _reply), do: state
+
+  # An entry good here but bad on another node is reported as that node's error; a node
+  # that did not answer makes every entry an error for that node.
   defp merge_remote_results(local, remote_replies) do
     Enum.reduce(remote_replies, local, fn
       {node, results}, acc when is_list(results) ->
@@ -472,19 +663,47 @@ defmodule Kino.Trace.Session do
           entry, _ -> entry
         end)
 
+      {node, {:error, message}}, acc ->
+        Enum.map(acc, fn
+          {input, {:error, _} = bad} -> {input, bad}
+          {input, _ok} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
+        end)
+
       _, acc ->
         acc
     end)
   end
 
+  # Stops every remote session: those that do not answer in time are killed, and each is
+  # waited for (its monitor) for a bounded time.
+  defp stop_remotes(%{remotes: remotes} = state) when remotes == %{}, do: state
+
   defp stop_remotes(state) do
-    for {_node, %{status: status, pid: pid}} <- state.remotes, status != :gone do
-      try do
-        GenServer.call(pid, :stop, 5_000)
-      catch
-        :exit, _ -> :ok
-      end
+    {replies, state} = on_remotes(state, :stop)
+    answered = for {node, :ok} <- replies, do: node
+
+    for {node, remote} <- state.remotes, remote.status != :gone, node not in answered do
+      Process.exit(remote.pid, :kill)
     end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+
+    remotes =
+      Map.new(state.remotes, fn
+        {node, %{status: :gone} = remote} ->
+          {node, remote}
+
+        {node, remote} ->
+          timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+          receive do
+            {:DOWN, ref, :process, _, _} when ref == remote.ref -> {node, %{remote | status: :stopped}}
+          after
+            timeout -> {node, %{remote | status: :stopped}}
+          end
+      end)
+
+    %{state | remotes: remotes}
   end
 
   defp local_info(state) do
@@ -509,7 +728,8 @@ defmodule Kino.Trace.Session do
       started_at: state.started_at,
       limit: state.opts[:limit],
       traced: tracing?(state),
-      subscribers: map_size(state.subscribers)
+      subscribers: map_size(state.subscribers),
+      reapplied: state.reapplied
     }
   end
 

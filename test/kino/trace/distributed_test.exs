@@ -169,6 +169,40 @@ defmodule Kino.Trace.DistributedTest do
     assert kino_sessions(n1) == []
   end
 
+  test "a hung remote session blocks nothing: info/1 answers, set_patterns reports it, stop/1 ends it" do
+    {_p1, n1} = start_peer(:hung)
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1])
+    remote = :sys.get_state(trace.session).remotes[n1].pid
+    :ok = :erpc.call(n1, :sys, :suspend, [remote])
+
+    # Before: info/1 took 10 s, set_patterns and pause exited with a timeout, and stop/1
+    # returned :ok with both sessions alive.
+    {info_us, info} = :timer.tc(fn -> Kino.Trace.info(trace) end)
+    assert info.nodes[n1].status == :unresponsive
+    assert info_us < 5_000_000
+    {again_us, _} = :timer.tc(fn -> Kino.Trace.info(trace) end)
+    assert again_us < 1_000_000, "a known unresponsive node is not waited on again"
+
+    assert [{_, {:error, "on node " <> message}}] =
+             Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])
+
+    assert message =~ inspect(n1) and message =~ "not answering"
+
+    assert :ok = Kino.Trace.pause(trace)
+    assert :ok = Kino.Trace.resume(trace)
+
+    # local tracing goes on
+    Echo.double(21)
+    await_events(trace, &Enum.any?(&1, fn e -> e.node == node() and e.args == [21] end))
+
+    {stop_us, :ok} = :timer.tc(fn -> Kino.Trace.stop(trace) end)
+    assert stop_us < 10_000_000
+    refute Process.alive?(trace.session)
+    refute :erpc.call(n1, Process, :alive?, [remote])
+    assert kino_sessions(n1) == []
+    assert :erpc.call(n1, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
+  end
+
   test "a node without kino_trace gives a clear error naming that node" do
     {_peer, bare} = start_peer(:bare, false)
 
