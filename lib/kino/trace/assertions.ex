@@ -72,9 +72,10 @@ defmodule Kino.Trace.Assertions do
   its call count. `times:` failures give both counts and the calls; `assert_returned`
   and `assert_raised_in` failures list what each matching call returned or raised.
 
-  A call can only be seen if `capture/3` traced its function: `refute_called` on a
-  function left out of the capture's patterns passes whatever the code does, so trace
-  whole modules (`"MyApp.Repo"`) when refuting.
+  A call can only be seen if `capture/3` traced its function, so `refute_called` on a
+  function left out of the capture's patterns could never fail: it raises
+  `ArgumentError` naming the function and the patterns instead. Trace whole modules
+  (`"MyApp.Repo"`) when refuting.
 
   ## Isolation
 

@@ -37,6 +37,58 @@ defmodule Kino.Trace.Event do
       iex> event = %Kino.Trace.Event{kind: :call, module: Enum, function: :map, arity: 2, args: [[1, 2], :f]}
       iex> Kino.Trace.Event.mfa(event)
       {Enum, :map, 2}
+
+  ## Inspecting
+
+  An event inspects as its console line (see `Kino.Trace.Printer`): what happened, then
+  the process. Call-related kinds start with the kind.
+
+      iex> pid = :c.pid(0, 210, 0)
+      iex> %Kino.Trace.Event{kind: :call, pid: pid, module: MyApp.Repo, function: :get,
+      ...>   arity: 2, args: [:users, 42]}
+      #Kino.Trace.Event<call MyApp.Repo.get(:users, 42) #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :return, pid: pid, name: :repo, module: MyApp.Repo,
+      ...>   function: :get, arity: 2, return: {:ok, %{id: 42}}, duration: 38_400}
+      #Kino.Trace.Event<return -> {:ok, %{id: 42}} (38 µs)  MyApp.Repo.get/2 #PID<0.210.0> (:repo)>
+      iex> %Kino.Trace.Event{kind: :exception, pid: pid, module: MyApp.Repo, function: :get,
+      ...>   arity: 2, exception: {:error, %ArgumentError{message: "negative id"}}, duration: 1_250_000}
+      #Kino.Trace.Event<exception !! ** (ArgumentError) negative id (1.3 ms)  MyApp.Repo.get/2 #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :return_to, pid: pid, module: MyApp, function: :run, arity: 0}
+      #Kino.Trace.Event<return_to <- returned to MyApp.run/0 #PID<0.210.0>>
+
+  Message and process events start with what happened:
+
+      iex> pid = :c.pid(0, 210, 0)
+      iex> peer = :c.pid(0, 211, 0)
+      iex> %Kino.Trace.Event{kind: :send, pid: pid, data: {:fetch, 42}, peer: peer}
+      #Kino.Trace.Event<send {:fetch, 42} to #PID<0.211.0> #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :send_to_non_existing, pid: pid, data: :hi, peer: peer}
+      #Kino.Trace.Event<send :hi to #PID<0.211.0> (no such process) #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :receive, pid: pid, data: {:ok, 42}}
+      #Kino.Trace.Event<receive {:ok, 42} #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :spawn, pid: pid, peer: peer, data: {MyApp, :work, [1]}}
+      #Kino.Trace.Event<spawn #PID<0.211.0> as MyApp.work(1) #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :spawned, pid: peer, peer: pid, data: {MyApp, :work, [1]}}
+      #Kino.Trace.Event<spawned by #PID<0.210.0> as MyApp.work(1) #PID<0.211.0>>
+      iex> %Kino.Trace.Event{kind: :exit, pid: pid, data: {:shutdown, :done}}
+      #Kino.Trace.Event<exit {:shutdown, :done} #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :link, pid: pid, peer: peer}
+      #Kino.Trace.Event<link #PID<0.211.0> #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :getting_unlinked, pid: pid, peer: peer}
+      #Kino.Trace.Event<getting_unlinked #PID<0.211.0> #PID<0.210.0>>
+      iex> %Kino.Trace.Event{kind: :register, pid: pid, data: :my_server}
+      #Kino.Trace.Event<register :my_server #PID<0.210.0>>
+
+  `inspect/2`'s `:limit` and `:printable_limit` apply to the terms, and
+  `structs: false` shows every field (as ExUnit's diffs do when two events inspect the
+  same but differ in a field not shown, such as `:time`):
+
+      iex> event = %Kino.Trace.Event{kind: :call, pid: :c.pid(0, 210, 0), module: Enum,
+      ...>   function: :sum, arity: 1, args: [[1, 2, 3, 4]]}
+      iex> inspect(event, limit: 2)
+      "#Kino.Trace.Event<call Enum.sum([1, 2, ...]) #PID<0.210.0>>"
+      iex> inspect(event, structs: false) =~ "kind: :call"
+      true
   """
 
   @type kind ::
@@ -103,8 +155,68 @@ defmodule Kino.Trace.Event do
     duration: nil
   ]
 
+  @kinds [
+    :call,
+    :return,
+    :exception,
+    :return_to,
+    :send,
+    :send_to_non_existing,
+    :receive,
+    :spawn,
+    :spawned,
+    :exit,
+    :link,
+    :unlink,
+    :getting_linked,
+    :getting_unlinked,
+    :register,
+    :unregister
+  ]
+
+  @doc """
+  Every event kind, as in `t:kind/0`.
+
+      iex> :call in Kino.Trace.Event.kinds()
+      true
+  """
+  @spec kinds() :: [kind()]
+  def kinds, do: @kinds
+
   @doc "The event's `{module, function, arity}`, or `nil` for events without one."
   @spec mfa(t()) :: {module(), atom(), non_neg_integer()} | nil
   def mfa(%__MODULE__{module: nil}), do: nil
   def mfa(%__MODULE__{module: m, function: f, arity: a}), do: {m, f, a}
+end
+
+defimpl Inspect, for: Kino.Trace.Event do
+  alias Kino.Trace.Printer
+
+  @labelled [:call, :return, :exception, :return_to]
+
+  def inspect(%Kino.Trace.Event{kind: kind} = event, opts) do
+    if kind in Kino.Trace.Event.kinds() do
+      line(event, opts)
+    else
+      # Not an event (say, an empty %Kino.Trace.Event{}): its fields say more.
+      Inspect.Any.inspect(event, opts)
+    end
+  end
+
+  defp line(event, opts) do
+    terms = [limit: opts.limit, printable_limit: opts.printable_limit, base: opts.base]
+    label = if event.kind in @labelled, do: [Atom.to_string(event.kind), " "], else: []
+
+    IO.iodata_to_binary([
+      "#Kino.Trace.Event<",
+      label,
+      Printer.format_body(event, inspect: terms),
+      " ",
+      Printer.format_process(event),
+      ">"
+    ])
+  rescue
+    # Fields the tracer would not make (say, arguments that are not a list).
+    _ -> Inspect.Any.inspect(event, opts)
+  end
 end

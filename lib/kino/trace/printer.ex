@@ -91,18 +91,44 @@ defmodule Kino.Trace.Printer do
   """
   @spec format(Event.t(), keyword()) :: iodata()
   def format(%Event{} = event, opts \\ []) do
-    inspect_opts = Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, []))
     time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
-    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
-    who = [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: []), " "]
     indent = String.duplicate("  ", event.depth)
 
     [
       colorize(time, :faint, opts),
-      colorize(who, :cyan, opts),
+      colorize([format_process(event), " "], :cyan, opts),
       indent,
-      body(event, inspect_opts, opts)
+      format_body(event, opts)
     ]
+  end
+
+  @doc """
+  Formats what an event says, the part of `format/2`'s line after the process and the
+  indentation: a call as Elixir code, a return's value, duration and function, a
+  message... Options: `:colors` and `:inspect`, as for `format/2`.
+
+      iex> event = %Kino.Trace.Event{kind: :return, module: Enum, function: :sum, arity: 1,
+      ...>   return: 3, duration: 38_400}
+      iex> event |> Kino.Trace.Printer.format_body() |> IO.iodata_to_binary()
+      "-> 3 (38 µs)  Enum.sum/1"
+  """
+  @spec format_body(Event.t(), keyword()) :: iodata()
+  def format_body(%Event{} = event, opts \\ []) do
+    body(event, Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, [])), opts)
+  end
+
+  @doc """
+  Formats the process of an event: its pid, its registered name if any, and its node
+  first when that is not this node.
+
+      iex> event = %Kino.Trace.Event{kind: :exit, pid: :c.pid(0, 42, 0), name: :cache, node: node()}
+      iex> event |> Kino.Trace.Printer.format_process() |> IO.iodata_to_binary()
+      "#PID<0.42.0> (:cache)"
+  """
+  @spec format_process(Event.t()) :: iodata()
+  def format_process(%Event{} = event) do
+    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
+    [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: [])]
   end
 
   defp body(%Event{kind: :call} = e, io, opts) do

@@ -9,7 +9,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
         Kino.Trace.calls(["MyApp.Repo.get/2", "Enum"])
 
-    To place it yourself (in a layout, or with options), use `new/2`:
+    To place it yourself (in a layout, or with options), use `new/2`. Here a browser
+    that connects gets the last 1 000 events (a call and its return are two events and
+    one row of the log):
 
         trace = Kino.Trace.calls([MyApp.Cache])
         Kino.Layout.tabs(Trace: Kino.Trace.Widget.new(trace, history: 1_000))

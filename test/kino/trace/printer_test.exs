@@ -9,6 +9,9 @@ defmodule Kino.Trace.PrinterTest do
   alias Kino.Trace.{Cut, Event, Printer}
   alias KinoTraceTest.Sample.{Math, Worker}
 
+  # The module doc's first example is console output of a live trace, not a doctest.
+  doctest Kino.Trace.Printer, except: [:moduledoc]
+
   defp pid, do: :c.pid(0, 42, 0)
 
   defp line(event, opts \\ []) do

@@ -74,7 +74,9 @@ defmodule Kino.Trace.Widget.Controller do
     * `:max_pending` - events waiting for a push before the oldest are dropped
       (default 10 000)
     * `:keep` - events kept for expanding rows (default 10 000)
-    * `:history` - rows sent to a browser when it connects (default 5 000)
+    * `:history` - how many of the most recent events a browser gets when it connects
+      (default 5 000, at most `:keep`). Like every count here it counts events, not log
+      rows: a call and its return are two events, shown as one row.
     * `:limit`, `:printable_limit`, `:max_chars` - how terms render in rows
       (see `Kino.Trace.Widget.Payload`)
     * `:lifeline` - stop the trace when the calling process exits (default `true`)
