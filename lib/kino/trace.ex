@@ -286,8 +286,9 @@ defmodule Kino.Trace do
   @doc """
   Subscribes `pid` to the trace. It receives
   `{:kino_trace, id, {:events, [Kino.Trace.Event.t()]}}` batches and
-  `{:kino_trace, id, {:status, status}}` when the status changes. The subscriber is never
-  traced by this trace.
+  `{:kino_trace, id, {:status, status}}` when the status changes. While subscribed, the
+  subscriber is not traced by this trace (what it does with the events would feed the
+  trace); `unsubscribe/2` traces it again as before.
   """
   @spec subscribe(t(), pid()) :: :ok
   def subscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:subscribe, pid})
@@ -308,7 +309,11 @@ defmodule Kino.Trace do
   def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})
 
   @doc """
-  A live stream of the trace's events, ending when the trace stops.
+  A live stream of the trace's events, ending when the trace stops (a trace that has
+  already ended gives an empty stream).
+
+  While the stream runs, the process reading it is a subscriber and is not traced by
+  this trace; tracing it resumes as before when the stream ends (halted or done).
 
       trace |> Kino.Trace.stream() |> Stream.filter(&(&1.kind == :call)) |> Enum.take(10)
   """
@@ -316,9 +321,17 @@ defmodule Kino.Trace do
   def stream(%__MODULE__{id: id} = trace) do
     Stream.resource(
       fn ->
-        subscribe(trace)
         ref = Process.monitor(trace.session)
-        {status_ended?(trace), ref}
+
+        ended? =
+          try do
+            subscribe(trace)
+            status_ended?(trace)
+          rescue
+            ArgumentError -> true
+          end
+
+        {ended?, ref}
       end,
       fn
         {true, ref} ->
@@ -354,7 +367,16 @@ defmodule Kino.Trace do
   over the last second), `:patterns`, `:status`.
   """
   @spec info(t()) :: map()
-  def info(%__MODULE__{} = trace), do: call(trace, :info)
+  def info(%__MODULE__{} = trace) do
+    call(trace, :info)
+  rescue
+    # the session process is gone: its final info, when it ended by itself or stop/1
+    e in ArgumentError ->
+      case Kino.Trace.Final.fetch(trace.id) do
+        {:ok, info} -> info
+        :error -> reraise e, __STACKTRACE__
+      end
+  end
 
   @doc """
   Replaces the patterns of a running trace. Good entries apply, bad ones are reported:

@@ -47,6 +47,7 @@ defmodule Kino.Trace.Session do
     patterns: [],
     status: :running,
     subscribers: %{},
+    subscriber_flags: %{},
     history: :queue.new(),
     history_size: 0,
     rate: 0.0,
@@ -73,6 +74,8 @@ defmodule Kino.Trace.Session do
       start: {GenServer, :start_link, [__MODULE__, {owner, patterns, opts}]},
       restart: :temporary
     }
+
+    Kino.Trace.Application.ensure_started!()
 
     with {:ok, pid} <- DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
       case GenServer.call(pid, :await_setup, :infinity) do
@@ -149,6 +152,20 @@ defmodule Kino.Trace.Session do
     :trace.process(session, self(), false, [:all])
   end
 
+  # Stops tracing `pid` in this session; returns the flags it had.
+  defp untrace(session, pid) do
+    flags =
+      case :trace.info(session, pid, :flags) do
+        {:flags, flags} -> flags
+        _ -> []
+      end
+
+    :trace.process(session, pid, false, [:all])
+    flags
+  rescue
+    ArgumentError -> []
+  end
+
   # A pid that exited since the options were checked is a bad target, not a crash.
   defp trace_process!(session, target, flags) when is_pid(target) do
     :trace.process(session, target, true, flags)
@@ -218,19 +235,28 @@ defmodule Kino.Trace.Session do
     {:reply, :ok, state}
   end
 
+  # A subscriber is not traced while subscribed: the flags it had are kept and given back
+  # when it unsubscribes.
   def handle_call({:subscribe, pid}, _from, state) do
-    if tracing?(state) and node(pid) == node(), do: :trace.process(state.session, pid, false, [:all])
-
-    subscribers =
-      Map.put_new_lazy(state.subscribers, pid, fn -> Process.monitor(pid) end)
-
-    {:reply, :ok, %{state | subscribers: subscribers}}
+    if Map.has_key?(state.subscribers, pid) do
+      {:reply, :ok, state}
+    else
+      flags = if tracing?(state) and node(pid) == node(), do: untrace(state.session, pid), else: []
+      subscribers = Map.put(state.subscribers, pid, Process.monitor(pid))
+      {:reply, :ok, %{state | subscribers: subscribers, subscriber_flags: Map.put(state.subscriber_flags, pid, flags)}}
+    end
   end
 
   def handle_call({:unsubscribe, pid}, _from, state) do
     {ref, subscribers} = Map.pop(state.subscribers, pid)
+    {flags, subscriber_flags} = Map.pop(state.subscriber_flags, pid, [])
     if ref, do: Process.demonitor(ref, [:flush])
-    {:reply, :ok, %{state | subscribers: subscribers}}
+
+    if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in Kino.Trace.Internal.pids() do
+      :trace.process(state.session, pid, true, flags)
+    end
+
+    {:reply, :ok, %{state | subscribers: subscribers, subscriber_flags: subscriber_flags}}
   end
 
   def handle_call({:events, n}, _from, state) do
@@ -331,7 +357,9 @@ defmodule Kino.Trace.Session do
         {:noreply, put_in(state.remotes[node].status, :gone)}
 
       nil ->
-        {:noreply, %{state | subscribers: Enum.reject(state.subscribers, fn {_pid, r} -> r == ref end) |> Map.new()}}
+        {gone, subscribers} = Enum.split_with(state.subscribers, fn {_pid, r} -> r == ref end)
+        subscriber_flags = Map.drop(state.subscriber_flags, Enum.map(gone, &elem(&1, 0)))
+        {:noreply, %{state | subscribers: Map.new(subscribers), subscriber_flags: subscriber_flags}}
     end
   end
 
@@ -346,7 +374,8 @@ defmodule Kino.Trace.Session do
 
   @impl true
   def terminate(_reason, state) do
-    finish(state, :stopped, :discard)
+    state = finish(state, :stopped, :discard)
+    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, info(state))
     :ok
   end
 

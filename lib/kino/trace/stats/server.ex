@@ -27,6 +27,8 @@ defmodule Kino.Trace.Stats.Server do
       modules: [__MODULE__]
     }
 
+    Kino.Trace.Application.ensure_started!()
+
     case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
       {:ok, pid} -> {:ok, pid, GenServer.call(pid, :id)}
       {:error, reason} -> {:error, reason}

@@ -1,0 +1,48 @@
+defmodule Kino.Trace.Final do
+  @moduledoc """
+  The last `Kino.Trace.info/1` of traces that have ended, so a trace stopped with
+  `Kino.Trace.stop/1` (whose session process is gone) still tells how it ended: status
+  `:stopped` and its final counters. Only the newest #{1_000} are kept.
+
+      iex> Kino.Trace.Final.put(-1, %{status: :stopped})
+      :ok
+      iex> Kino.Trace.Final.fetch(-1)
+      {:ok, %{status: :stopped}}
+      iex> Kino.Trace.Final.fetch(-2)
+      :error
+  """
+
+  use GenServer
+
+  @table __MODULE__
+  @max 1_000
+
+  @doc false
+  def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
+
+  @doc "Keeps `info` as the final info of the trace `id`."
+  @spec put(integer(), map()) :: :ok
+  def put(id, info) when is_map(info) do
+    if :ets.whereis(@table) != :undefined do
+      :ets.insert(@table, {id, info})
+      if :ets.info(@table, :size) > @max, do: :ets.delete(@table, :ets.first(@table))
+    end
+
+    :ok
+  end
+
+  @doc "The final info of the trace `id`, if it ended recently."
+  @spec fetch(integer()) :: {:ok, map()} | :error
+  def fetch(id) do
+    case :ets.whereis(@table) != :undefined and :ets.lookup(@table, id) do
+      [{^id, info}] -> {:ok, info}
+      _ -> :error
+    end
+  end
+
+  @impl true
+  def init([]) do
+    :ets.new(@table, [:named_table, :public, :ordered_set])
+    {:ok, nil}
+  end
+end
