@@ -65,6 +65,49 @@ defmodule Kino.Trace.SelfTracingTest do
     Trace.stop(trace)
   end
 
+  # A widget's process, driven as Kino drives it: every message goes to the controller,
+  # whose timers are set as it asks.
+  defp widget(controller, init) do
+    spawn(fn ->
+      {state, effects} = init.()
+      widget_loop(controller, state, effects)
+    end)
+  end
+
+  defp widget_loop(controller, state, effects) do
+    for {:send_after, message, ms} <- effects, do: Process.send_after(self(), message, ms)
+
+    receive do
+      message ->
+        case controller.handle_info(state, message) do
+          {:ok, effects, state} -> widget_loop(controller, state, effects)
+          :unknown -> widget_loop(controller, state, [])
+        end
+    end
+  end
+
+  test "with two trace widgets and a stats widget open on Enum, a trace of Enum.map/2 sees only the user's calls" do
+    w1 = widget(Kino.Trace.Widget.Controller, fn -> Kino.Trace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)
+    w2 = widget(Kino.Trace.Widget.Controller, fn -> Kino.Trace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)
+    s = widget(Kino.Trace.Widget.StatsController, fn -> Kino.Trace.Widget.StatsController.init(Trace.stats(["Enum"]), interval: 50) end)
+
+    # the widgets are up (their controllers are running)
+    wait_until(fn -> Enum.all?([w1, w2, s], &(&1 in Kino.Trace.Internal.pids())) end)
+    Process.sleep(100)
+
+    trace = Trace.calls(["Enum.map/2"], return: false)
+    for i <- 1..3, do: Enum.map([i], & &1)
+    Process.sleep(1_000)
+    for i <- 4..6, do: Enum.map([i], & &1)
+
+    events = events_after(trace)
+    pids = events |> Enum.map(& &1.pid) |> Enum.uniq()
+    assert pids == [self()], "calls from #{inspect(pids -- [self()])} (kino_trace's own) were traced: #{length(events)} events"
+    assert length(events) == 6
+    Trace.stop(trace)
+    Enum.each([w1, w2, s], &Process.exit(&1, :kill))
+  end
+
   test "a dead pid as a target raises ArgumentError naming it, and leaves no session" do
     dead = spawn(fn -> :ok end)
     ref = Process.monitor(dead)
