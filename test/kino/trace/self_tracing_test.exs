@@ -114,11 +114,21 @@ defmodule Kino.Trace.SelfTracingTest do
     assert_receive {:DOWN, ^ref, :process, _, _}
     sessions = kino_sessions()
 
-    for start <- [fn -> Trace.messages([dead]) end, fn -> Trace.calls([&Math.echo/1], pids: dead) end] do
+    all_sessions = :trace.session_info(:all)
+
+    starts = [
+      fn -> Trace.messages([dead]) end,
+      fn -> Trace.processes([dead]) end,
+      fn -> Trace.calls([&Math.echo/1], pids: dead) end,
+      fn -> Trace.stats([&Math.echo/1], pids: dead) end
+    ]
+
+    for start <- starts do
       error = assert_raise ArgumentError, start
       assert error.message =~ inspect(dead)
       assert error.message =~ "not alive"
       assert kino_sessions() == sessions
+      assert :trace.session_info(:all) == all_sessions
     end
   end
 

@@ -31,6 +31,7 @@ defmodule Kino.Trace.Stats.Server do
 
     case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
       {:ok, pid} -> {:ok, pid, GenServer.call(pid, :id)}
+      {:error, {%ArgumentError{} = e, _stacktrace}} -> raise e
       {:error, reason} -> {:error, reason}
     end
   end
@@ -68,7 +69,9 @@ defmodule Kino.Trace.Stats.Server do
         :trace.process(session, target, true, flags)
       rescue
         # a process that has exited since the options were checked
-        ArgumentError -> 0
+        ArgumentError ->
+          :trace.session_destroy(session)
+          raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
       end
     end
 
