@@ -29,6 +29,7 @@ defmodule Kino.Trace.Application do
     children = [
       Kino.Trace.Internal,
       Kino.Trace.Final,
+      Kino.Trace.Reaper,
       {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
     ]
 

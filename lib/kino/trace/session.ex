@@ -21,7 +21,7 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, Options, Pattern, Tracer}
+  alias Kino.Trace.{Decoder, Options, Pattern, Reaper, Tracer}
 
   @drain_batch 1_000
   # Events drained before the mailbox is looked at again: what a request may wait for.
@@ -115,6 +115,7 @@ defmodule Kino.Trace.Session do
     set_process_flags(state)
     # after the process flags, which may cover every process
     Kino.Trace.Internal.add_session(state.session)
+    check_in_bifs(patterns)
     state = state |> apply_patterns(patterns) |> start_remotes()
     timer = if state.opts[:timeout], do: Process.send_after(self(), :timeout, state.opts[:timeout])
     Process.send_after(self(), :tick, @tick_ms)
@@ -280,6 +281,8 @@ defmodule Kino.Trace.Session do
     results = Pattern.parse_each(inputs, pattern_opts(state.opts))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
+    if tracing?(state), do: check_in_bifs(good)
+
     state =
       if tracing?(state) do
         state |> remove_patterns() |> then(&(if &1.status == :paused, do: %{&1 | patterns: good}, else: apply_patterns(&1, good)))
@@ -334,7 +337,7 @@ defmodule Kino.Trace.Session do
     %{accepted: n} = Tracer.counters(state.resource)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
-    state = state |> ask_remotes_info() |> reapply_if_reloaded()
+    state = state |> ask_remotes_info() |> reapply_if_reloaded() |> reassert_bifs()
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
   end
 
@@ -476,6 +479,26 @@ defmodule Kino.Trace.Session do
     end)
   end
 
+  # --- BIFs (OTP 27.3, erlang/otp#10349: see Kino.Trace.Reaper) ---------------------------
+
+  defp check_in_bifs(patterns) do
+    if Enum.any?(patterns, &bif_pattern?/1), do: Reaper.bif_trace()
+  end
+
+  defp bif_pattern?(pattern), do: pattern |> Pattern.mfa() |> then(fn {m, f, a} -> Reaper.bif?(m, f, a) end)
+
+  # Another tool ending its trace session switches BIF tracing off without a trace of
+  # it, so a trace of BIFs sets its BIF patterns again on every tick (they stay set in
+  # the session: this only switches them back on).
+  defp reassert_bifs(%{status: :running, session: session} = state) when session != nil do
+    case Enum.filter(state.patterns, &bif_pattern?/1) do
+      [] -> state
+      bifs -> %{apply_patterns(state, bifs) | patterns: state.patterns}
+    end
+  end
+
+  defp reassert_bifs(state), do: state
+
   # --- modules reloaded while traced ------------------------------------------------------
 
   # Loading a new version of a module drops its trace patterns. Each traced module has a
@@ -542,7 +565,9 @@ defmodule Kino.Trace.Session do
   defp end_tracing(state, status, mode) do
     state = stop_remotes(state)
     Kino.Trace.Internal.remove_session(state.session)
-    :trace.session_destroy(state.session)
+    # through the reaper: destroying a session must not switch off other traces of BIFs
+    Reaper.bif_trace_ended()
+    Reaper.destroy(state.session, Enum.map(state.patterns, &Pattern.mfa/1))
     state = %{state | session: nil}
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state

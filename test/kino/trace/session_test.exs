@@ -67,19 +67,7 @@ defmodule Kino.Trace.SessionTest do
       end
     end
 
-    # OTP 27.3.4.1: destroying any trace session clears the BIF trace patterns of every
-    # other session (fixed upstream by erlang/otp#10349). kino_trace cannot work
-    # around it: a trace of :ets.insert/2 goes silent when another trace or :dbg ends.
-    @tag skip: "OTP bug erlang/otp#10349: ending one trace session untraces BIFs in the others"
-    test "a BIF stays traced when another trace ends" do
-      worker = Worker.start()
-      trace = Trace.calls([":ets.insert/2"], pids: worker)
-      other = Trace.calls([&Math.echo/1], pids: self())
-      Trace.stop(other)
-      table = :ets.new(:kino_trace_test, [:public])
-      Worker.run(worker, fn -> :ets.insert(table, {:a, 1}) end)
-      assert [%Event{function: :insert}, %Event{kind: :return}] = Trace.events(trace)
-    end
+    # A BIF staying traced when another trace ends: see bif_test.exs.
   end
 
   describe "kino_trace never traces itself" do

@@ -54,6 +54,7 @@ defmodule Kino.Trace.Stats.Server do
     }
 
     set_process_flags(state)
+    if Enum.any?(mfas, fn {m, f, a} -> Kino.Trace.Reaper.bif?(m, f, a) end), do: Kino.Trace.Reaper.bif_trace()
     set_counters(state, true)
     {:ok, state}
   end
@@ -70,7 +71,7 @@ defmodule Kino.Trace.Stats.Server do
       rescue
         # a process that has exited since the options were checked
         ArgumentError ->
-          :trace.session_destroy(session)
+          Kino.Trace.Reaper.destroy(session)
           raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
       end
     end
@@ -124,7 +125,8 @@ defmodule Kino.Trace.Stats.Server do
   defp destroy(%{session: nil} = state), do: state
 
   defp destroy(state) do
-    :trace.session_destroy(state.session)
+    Kino.Trace.Reaper.bif_trace_ended()
+    Kino.Trace.Reaper.destroy(state.session, state.mfas)
     %{state | session: nil}
   end
 

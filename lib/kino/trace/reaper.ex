@@ -1,0 +1,146 @@
+defmodule Kino.Trace.Reaper do
+  @moduledoc """
+  Destroys the OTP trace sessions of ended traces, without breaking the traces of BIFs
+  that are still running.
+
+  On OTP 27.3 (erlang/otp#10349, fixed upstream), destroying *any* trace session, or
+  clearing a BIF's trace pattern in one session, switches off the tracing of every BIF
+  (such as `:ets.insert/2`) in every other session, while `:trace.info/3` still says it
+  is traced. Setting a BIF pattern again switches it back on.
+
+  So kino_trace never destroys a session while one of its traces of a BIF is running:
+
+    * a trace checks in (`bif_trace/1`) before it sets a BIF pattern;
+    * an ended trace hands its OTP session here (`destroy/1`). With no BIF trace
+      running it is destroyed at once; otherwise it is parked, with no process traced
+      and its other patterns removed (so it costs nothing and records nothing), and
+      destroyed when the last BIF trace ends.
+
+  Both go through this one process, so no session is destroyed between a trace's
+  check-in and its patterns. What other tools do is out of reach: a BIF trace also sets
+  its BIF patterns again once a second (see `Kino.Trace.Session`).
+
+      iex> session = :trace.session_create(:reaper_doc, self(), [])
+      iex> Kino.Trace.Reaper.destroy(session)
+      :ok
+      iex> session in :trace.session_info(:all)
+      false
+  """
+
+  use GenServer
+
+  @doc false
+  def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
+
+  @doc """
+  Checks in the calling process as running a trace of BIFs, until it calls
+  `bif_trace_ended/0` or exits. Call it before setting a BIF pattern.
+  """
+  @spec bif_trace(pid()) :: :ok
+  def bif_trace(pid \\ self()), do: call({:bif_trace, pid}, :ok)
+
+  @doc "The calling process no longer runs a trace of BIFs."
+  @spec bif_trace_ended(pid()) :: :ok
+  def bif_trace_ended(pid \\ self()), do: call({:bif_trace_ended, pid}, :ok)
+
+  @doc """
+  Destroys `session` (a handle from `:trace.session_create/3`), now or, while a trace
+  of BIFs runs, once none does. Untraces every process and removes the given non-BIF
+  function patterns first.
+  """
+  @spec destroy(term(), [mfa_pattern]) :: :ok when mfa_pattern: {atom(), atom(), atom() | arity()}
+  def destroy(session, functions \\ []) do
+    call({:destroy, session, functions}, fn -> :trace.session_destroy(session) end)
+  end
+
+  @doc "The sessions parked until no trace of BIFs runs."
+  @spec parked() :: non_neg_integer()
+  def parked, do: call(:parked, 0)
+
+  # Without the reaper (kino_trace stopped), act at once.
+  defp call(request, fallback) do
+    GenServer.call(__MODULE__, request, :infinity)
+  catch
+    :exit, {:noproc, _} -> if is_function(fallback), do: (fallback.(); :ok), else: fallback
+  end
+
+  # --- the reaper ---------------------------------------------------------------------
+
+  @impl true
+  def init([]), do: {:ok, %{bif_traces: %{}, parked: []}}
+
+  @impl true
+  def handle_call({:bif_trace, pid}, _from, state) do
+    refs = Map.put_new_lazy(state.bif_traces, pid, fn -> Process.monitor(pid) end)
+    {:reply, :ok, %{state | bif_traces: refs}}
+  end
+
+  def handle_call({:bif_trace_ended, pid}, _from, state) do
+    {:reply, :ok, ended(state, pid)}
+  end
+
+  def handle_call({:destroy, session, functions}, _from, state) do
+    if state.bif_traces == %{} do
+      :trace.session_destroy(session)
+      {:reply, :ok, state}
+    else
+      quiet(session, functions)
+      {:reply, :ok, %{state | parked: [session | state.parked]}}
+    end
+  end
+
+  def handle_call(:parked, _from, state), do: {:reply, length(state.parked), state}
+
+  @impl true
+  def handle_info({:DOWN, _ref, :process, pid, _reason}, state), do: {:noreply, ended(state, pid)}
+
+  defp ended(state, pid) do
+    {ref, refs} = Map.pop(state.bif_traces, pid)
+    if ref, do: Process.demonitor(ref, [:flush])
+
+    if refs == %{} do
+      Enum.each(state.parked, &:trace.session_destroy/1)
+      %{state | bif_traces: refs, parked: []}
+    else
+      %{state | bif_traces: refs}
+    end
+  end
+
+  # A parked session records nothing: no process is traced. Its patterns of ordinary
+  # functions go (clearing those is safe); its BIF patterns stay until it is destroyed.
+  defp quiet(session, functions) do
+    :trace.process(session, :all, false, [:all])
+    :trace.send(session, false, [])
+    :trace.recv(session, false, [])
+
+    for {m, f, a} = mfa <- functions, not bif?(m, f, a), flags <- [[:local], [:global]] do
+      :trace.function(session, mfa, false, flags)
+    end
+  rescue
+    ArgumentError -> :ok
+  end
+
+  @doc """
+  Whether `{m, f, a}` (`:_` as wildcards) names or covers a BIF.
+
+      iex> Kino.Trace.Reaper.bif?(:ets, :insert, 2)
+      true
+      iex> Kino.Trace.Reaper.bif?(:ets, :_, :_)
+      true
+      iex> Kino.Trace.Reaper.bif?(Enum, :map, 2)
+      false
+  """
+  @spec bif?(atom(), atom(), atom() | arity()) :: boolean()
+  def bif?(m, _f, _a) when m == :_, do: true
+  def bif?(m, f, a) when is_integer(a), do: :erlang.is_builtin(m, f, a)
+
+  def bif?(m, f, :_) do
+    Enum.any?(exports(m), fn {ef, ea} -> (f == :_ or ef == f) and :erlang.is_builtin(m, ef, ea) end)
+  end
+
+  defp exports(m) do
+    if :erlang.module_loaded(m), do: m.module_info(:exports), else: []
+  rescue
+    _ -> []
+  end
+end
