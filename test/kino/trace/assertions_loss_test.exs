@@ -3,6 +3,7 @@ defmodule Kino.Trace.AssertionsLossTest do
   # it may pass (refute_called least of all). Real traces, the real NIF.
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
+  import KinoTraceTest.AssertionFailure
 
   alias Kino.Trace.Capture
   alias KinoTraceTest.Sample.Math
@@ -11,26 +12,6 @@ defmodule Kino.Trace.AssertionsLossTest do
 
   @patterns ["KinoTraceTest.Sample.Math.echo/1", "KinoTraceTest.Sample.Math.add/2"]
   @echoes 300_000
-
-  # The ExUnit.AssertionError the block raised; fails the test when it raised none.
-  defmacrop failure(do: block) do
-    quote do
-      result =
-        try do
-          {:passed, unquote(block)}
-        rescue
-          error in ExUnit.AssertionError -> error
-        end
-
-      case result do
-        {:passed, value} ->
-          flunk("the assertion did not fail; it returned #{inspect(value, limit: 5)}")
-
-        error ->
-          error
-      end
-    end
-  end
 
   defp echoes_then_add(n, opts \\ []) do
     Kino.Trace.capture(
