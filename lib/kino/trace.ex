@@ -234,8 +234,15 @@ defmodule Kino.Trace do
       #=> [:call, :return]
 
   Options are those of `calls/2`; `:pids` adds processes to trace besides the caller
-  (default none), `:children` defaults to `true`. If `fun` raises, the trace is ended
-  and the exception re-raised.
+  (default none), `:children` defaults to `true`, `:limit` to 1_000_000 events and
+  `:queue` to as many events as the limit and 256 MB. If `fun` raises, the trace is
+  ended and the exception re-raised.
+
+  Tracing never blocks the block, so a capture can lose events: dropped when the queue
+  is full or over the rate (counted by reason in `capture.dropped`), or not traced once
+  the limit or the timeout ended the trace before the block (`capture.truncated`).
+  `Kino.Trace.Capture.complete?/1` tells whether it lost none; every assertion of
+  `Kino.Trace.Assertions` on an incomplete capture fails and says why.
   """
   @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
   def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do

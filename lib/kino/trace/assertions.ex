@@ -77,6 +77,30 @@ defmodule Kino.Trace.Assertions do
   `ArgumentError` naming the function and the patterns instead. Trace whole modules
   (`"MyApp.Repo"`) when refuting.
 
+  ## Lost events
+
+  Tracing never blocks the code under test, so a capture can lose events: dropped when
+  its queue is full or over its `:rate`, or not traced at all once its `:limit` or
+  `:timeout` ends the trace before the block (see `Kino.Trace.Capture`). A call an
+  incomplete capture lacks may still have happened, so every assertion on it fails,
+  whatever its calls say (`refute_called` never passes on it), with a message that gives
+  the number dropped per reason and the remedy:
+
+      The capture is incomplete: 144275 of its events were dropped. No assertion on it can
+      be trusted: a call the capture lacks may still have happened, and counts may be short.
+
+          144275 dropped because the capture's queue was full (the block made events faster
+      than they were collected) (queue_full)
+
+      To capture every event:
+
+        * trace fewer calls: give Kino.Trace.capture/3 narrower patterns (a function rather
+      than a whole module, argument patterns)
+        * or give it a bigger queue: the queue: [events: n, bytes: n] option (now queue:
+      [events: 100000, bytes: 67108864])
+
+  `Kino.Trace.Capture.complete?/1` tells whether a capture lost nothing.
+
   ## Isolation
 
   `Kino.Trace.capture/3` traces only the calling process and the processes it spawns

@@ -10,28 +10,198 @@ defmodule Kino.Trace.Capture do
   Use it with `Kino.Trace.Assertions`. With `messages: true` and `processes: true`,
   the capture also records what the traced processes send and receive (`:pattern`
   filters messages) and their lifecycle (spawn, exit, link, register...).
+
+  ## Lost events
+
+  Tracing never blocks the traced code, so a capture can lose events:
+
+    * when the block makes them faster than the trace collects them and the queue is
+      full (`:queue_full`), or over the `:rate` (`:rate`): they are dropped and counted;
+    * at the `:limit` or the `:timeout`, the trace ends before the block does: the few
+      events caught on their way are counted (`:max_events`, `:closed`), what the block
+      does later is not traced at all (`truncated` is then `:limit` or `:timeout`).
+
+  `dropped` counts the drops by reason, read after every event of the block was queued
+  or dropped. `complete?/1` is `true` only when nothing was dropped and the trace did not
+  end early. Every assertion of `Kino.Trace.Assertions` on an incomplete capture fails,
+  saying how many events were dropped, why, and how to avoid it (`loss_report/1`).
+
+  A capture's queue holds as many events as its `:limit` (1_000_000 by default) within
+  256 MB (about 190 bytes per small event), so a block that makes fewer events than the
+  limit loses none. Narrower patterns make fewer events; `queue: [events: n, bytes: n]`
+  and `limit: n` raise the caps.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> {capture.dropped, capture.truncated, Kino.Trace.Capture.complete?(capture)}
+      {%{rate: 0, queue_full: 0, max_events: 0, closed: 0}, nil, true}
+      iex> lossy = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) + Enum.sum([2]) end, limit: 2)
+      iex> {length(lossy.events), lossy.truncated, Kino.Trace.Capture.complete?(lossy)}
+      {2, :limit, false}
   """
 
   alias Kino.Trace.{Options, Pattern, Session}
 
-  defstruct events: [], result: nil, patterns: [], info: %{}
+  @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+  @limit 1_000_000
+  @queue_bytes 256 * 1024 * 1024
 
+  defstruct events: [],
+            result: nil,
+            patterns: [],
+            info: %{},
+            dropped: @no_drops,
+            truncated: nil,
+            limits: %{}
+
+  @typedoc "Events dropped, by reason."
+  @type dropped :: %{
+          rate: non_neg_integer(),
+          queue_full: non_neg_integer(),
+          max_events: non_neg_integer(),
+          closed: non_neg_integer()
+        }
+
+  @typedoc """
+  A capture. `info` is `Kino.Trace.info/1` of its trace when the block ended; `limits`
+  the `:limit`, `:queue`, `:rate` and `:timeout` it ran with. `truncated` is `:limit` or
+  `:timeout` when the trace ended before the block did (later events were not traced),
+  else `nil`.
+  """
   @type t :: %__MODULE__{
           events: [Kino.Trace.Event.t()],
           result: term(),
           patterns: [String.t()],
-          info: map()
+          info: map(),
+          dropped: dropped(),
+          truncated: nil | :limit | :timeout,
+          limits: %{optional(:limit | :queue | :rate | :timeout) => term()}
         }
 
   @defaults Keyword.merge(Options.defaults(),
               pids: [],
               children: true,
               history: 1,
-              limit: 1_000_000,
+              limit: @limit,
+              queue: [events: @limit, bytes: @queue_bytes],
               max_items: 100,
               max_binary: 4096,
               max_bytes: 65_536
             )
+
+  @doc """
+  True when the capture lost no event: nothing dropped (`dropped` is all zeros) and the
+  trace did not end before the block (`truncated` is `nil`). A list of events, or a map
+  without `:dropped` and `:truncated`, counts as complete, since it cannot tell.
+  """
+  @spec complete?(t() | map() | list()) :: boolean()
+  def complete?(capture), do: dropped_total(capture) == 0 and truncated(capture) == nil
+
+  @doc "How many events the capture dropped, all reasons together."
+  @spec dropped_total(t() | map() | list()) :: non_neg_integer()
+  def dropped_total(%{dropped: %{} = dropped}), do: dropped |> Map.values() |> Enum.sum()
+  def dropped_total(_capture), do: 0
+
+  defp truncated(%{truncated: truncated}), do: truncated
+  defp truncated(_capture), do: nil
+
+  @doc """
+  Why the capture cannot be trusted, or `nil` when it is complete: how many events were
+  dropped, for which reasons, whether the trace ended before the block, and how to
+  capture everything. The assertions of `Kino.Trace.Assertions` fail with it.
+
+      iex> Kino.Trace.Capture.loss_report(%Kino.Trace.Capture{})
+      nil
+      iex> capture = %Kino.Trace.Capture{dropped: %{rate: 0, queue_full: 12, max_events: 0, closed: 0}}
+      iex> Kino.Trace.Capture.loss_report(capture) =~ "12 dropped because the capture's queue was full"
+      true
+  """
+  @spec loss_report(t() | map() | list()) :: String.t() | nil
+  def loss_report(capture) do
+    if complete?(capture) do
+      nil
+    else
+      limits = Map.get(capture, :limits) || %{}
+      truncated = truncated(capture)
+      dropped = Map.get(capture, :dropped) || %{}
+
+      reasons =
+        for reason <- [:queue_full, :max_events, :closed, :rate],
+            (n = Map.get(dropped, reason, 0)) > 0,
+            do: {reason, n}
+
+      lines =
+        Enum.map(reasons, fn {reason, n} ->
+          "    #{n} dropped #{why(reason, limits)} (#{reason})\n"
+        end)
+
+      # Events dropped as the trace closed share the cause of its end, when known.
+      causes = Enum.map(reasons, &elem(&1, 0))
+      causes = if truncated, do: (causes -- [:closed]) ++ [truncated], else: causes
+
+      "The capture is incomplete: #{lost(dropped_total(capture), truncated, limits)}. No " <>
+        "assertion on it can be trusted: a call the capture lacks may still have happened, " <>
+        "and counts may be short.\n\n" <>
+        if(lines == [], do: "", else: Enum.join(lines) <> "\n") <>
+        "To capture every event:\n\n" <>
+        (causes
+         |> Enum.flat_map(&remedies(&1, limits))
+         |> Enum.uniq()
+         |> Enum.map_join("\n", &"  * #{&1}"))
+    end
+  end
+
+  defp lost(total, nil, _limits), do: "#{total} of its events were dropped"
+
+  defp lost(0, truncated, limits) do
+    "the trace ended before the block did, at its #{ending(truncated, limits)}, so what " <>
+      "the block did after that was not traced"
+  end
+
+  defp lost(total, truncated, limits),
+    do: lost(total, nil, limits) <> ", and " <> lost(0, truncated, limits)
+
+  defp ending(:limit, limits), do: "limit of #{limits[:limit]} events"
+  defp ending(:timeout, limits), do: "timeout of #{limits[:timeout]} ms"
+
+  defp why(:queue_full, _limits),
+    do:
+      "because the capture's queue was full (the block made events faster than they were collected)"
+
+  defp why(:max_events, limits), do: "past the capture's limit#{setting(limits, :limit)}"
+  defp why(:closed, _limits), do: "as the trace ended"
+  defp why(:rate, limits), do: "over the capture's rate#{setting(limits, :rate)}"
+
+  @narrower "trace fewer calls: give Kino.Trace.capture/3 narrower patterns (a function rather than a whole module, argument patterns)"
+
+  defp remedies(:queue_full, limits),
+    do: [
+      @narrower,
+      "or give it a bigger queue: the queue: [events: n, bytes: n] option#{setting(limits, :queue)}"
+    ]
+
+  defp remedies(reason, limits) when reason in [:max_events, :limit],
+    do: [@narrower, "or raise its limit: option#{setting(limits, :limit)}"]
+
+  defp remedies(:timeout, limits),
+    do: [
+      "raise the timeout: option of Kino.Trace.capture/3#{setting(limits, :timeout)}, or leave it out"
+    ]
+
+  defp remedies(:rate, limits),
+    do: [
+      "leave out the rate: option of Kino.Trace.capture/3, or raise it#{setting(limits, :rate)}"
+    ]
+
+  # Only the limit or the timeout closes a capture's trace while the block runs.
+  defp remedies(:closed, limits),
+    do: remedies(:limit, limits) ++ if(limits[:timeout], do: remedies(:timeout, limits), else: [])
+
+  defp setting(limits, key) do
+    case limits do
+      %{^key => value} when value != nil -> " (now #{key}: #{inspect(value)})"
+      _ -> ""
+    end
+  end
 
   @doc false
   def run(patterns, fun, opts) do
@@ -43,9 +213,12 @@ defmodule Kino.Trace.Capture do
       raise ArgumentError, "invalid value for :messages or :processes: expected a boolean"
     end
 
-    opts = Options.validate!(opts, Keyword.delete(@defaults, :pids))
+    opts = opts |> Options.validate!(Keyword.delete(@defaults, :pids)) |> size_queue(opts)
 
-    extra_pids = if extra_pids == [], do: [], else: Options.validate!([pids: extra_pids])[:pids] |> Options.resolve_pids()
+    extra_pids =
+      if extra_pids == [],
+        do: [],
+        else: Options.validate!(pids: extra_pids)[:pids] |> Options.resolve_pids()
 
     {patterns, warnings} = Pattern.parse_all!(patterns, Session.pattern_opts(opts))
     Enum.each(warnings, &IO.warn(&1, []))
@@ -60,26 +233,58 @@ defmodule Kino.Trace.Capture do
         processes: if(processes?, do: Kino.Trace.process_plan(targets))
       )
 
+    started = System.monotonic_time(:millisecond)
     trace = Kino.Trace.start!(self(), patterns, opts)
 
     try do
       result = fun.()
-      events = collect(trace, [self() | extra_pids])
-      %__MODULE__{events: events, result: result, patterns: Enum.map(patterns, &Pattern.to_string/1), info: Kino.Trace.info(trace)}
+      ran = System.monotonic_time(:millisecond) - started
+      {events, info} = collect(trace)
+
+      %__MODULE__{
+        events: events,
+        result: result,
+        patterns: Enum.map(patterns, &Pattern.to_string/1),
+        info: info,
+        dropped: Map.merge(@no_drops, info.dropped),
+        truncated: ended_early(info, opts[:timeout], ran),
+        limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]})
+      }
     after
       Kino.Trace.stop(trace)
     end
   end
 
+  # Whether the trace ended before the block did. At the limit the native session stops
+  # tracing the processes, so the block's later events are not even counted. A timeout
+  # (its timer starts after `started`) can only have cut the block if the block ran that long.
+  defp ended_early(%{limit: limit, accepted: accepted}, _timeout, _ran)
+       when is_integer(limit) and accepted >= limit,
+       do: :limit
+
+  defp ended_early(%{status: :timeout}, timeout, ran) when ran >= timeout, do: :timeout
+  defp ended_early(_info, _timeout, _ran), do: nil
+
+  # The queue holds as many events as the limit, and the capture's bytes, unless the
+  # caller said otherwise (Options fills a partial :queue with the defaults of calls/2).
+  defp size_queue(opts, given) do
+    given_queue = Keyword.get(given, :queue, [])
+    events = given_queue[:events] || opts[:limit] || @limit
+    bytes = given_queue[:bytes] || @queue_bytes
+    Keyword.put(opts, :queue, events: events, bytes: bytes)
+  end
+
   # The NIF tracer runs inside the traced process, so once trace_delivered answers, every
-  # event of the block is in the native queue; the session then drains it all.
-  defp collect(trace, _pids) do
+  # event of the block has been queued or dropped (and counted); the session then drains
+  # the queue, and the counters read after that are final for the block.
+  defp collect(trace) do
     ref = :erlang.trace_delivered(:all)
 
     receive do
       {:trace_delivered, :all, ^ref} -> :ok
     end
 
-    GenServer.call(trace.session, :collect, :infinity)
+    events = GenServer.call(trace.session, :collect, :infinity)
+    {events, Kino.Trace.info(trace)}
   end
 end

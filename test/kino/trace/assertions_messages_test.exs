@@ -3,23 +3,13 @@ defmodule Kino.Trace.AssertionsMessagesTest do
   # the closest calls by name, counts, returns and exceptions, and ExUnit's left/right.
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
+  import KinoTraceTest.AssertionFailure
 
   alias SampleApp.{Cache, Repo}
 
   @patterns ["SampleApp.Cache", "SampleApp.Repo"]
 
   defp capture(fun, opts \\ []), do: Kino.Trace.capture(@patterns, fun, opts)
-
-  defmacrop failure(do: block) do
-    quote do
-      try do
-        unquote(block)
-        flunk("the assertion did not fail")
-      rescue
-        error in ExUnit.AssertionError -> error
-      end
-    end
-  end
 
   defp two_fetches do
     capture(fn ->

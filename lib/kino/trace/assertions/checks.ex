@@ -31,6 +31,7 @@ defmodule Kino.Trace.Assertions.Checks do
     times = validate_times!(Keyword.get(opts, :times))
     validate_function!(pattern)
     if times == 0, do: validate_traced!(trace, pattern, "assert_called with times: 0")
+    complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
 
@@ -62,6 +63,7 @@ defmodule Kino.Trace.Assertions.Checks do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     validate_traced!(trace, pattern, "refute_called")
+    complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
 
     case Enum.filter(calls, &matches?(pattern, &1)) do
@@ -87,6 +89,7 @@ defmodule Kino.Trace.Assertions.Checks do
   def returned(trace, %CallPattern{} = pattern, %ValuePattern{} = value_pattern, opts, expr) do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
+    complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
 
@@ -147,6 +150,7 @@ defmodule Kino.Trace.Assertions.Checks do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     spec = validate_exception_spec!(spec)
+    complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
     raised = Enum.filter(matching, &exception_matches?(spec, &1))
@@ -184,6 +188,7 @@ defmodule Kino.Trace.Assertions.Checks do
   def called_in_order(trace, patterns, opts, expr) when is_list(patterns) do
     opts = validate_opts!(opts, [:pid])
     Enum.each(patterns, &validate_function!/1)
+    complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
 
     case in_order(patterns, calls, []) do
@@ -318,6 +323,15 @@ defmodule Kino.Trace.Assertions.Checks do
             "#{what} on #{Format.mfa_to_string(mfa)}, which the capture did not trace, " <>
               "could never fail: add it to the patterns given to Kino.Trace.capture/3 " <>
               "(they were #{Coverage.patterns_text(trace)})"
+    end
+  end
+
+  # A capture that lost events cannot back any assertion: a call it lacks may have
+  # happened (refute_called would pass), counts may be short, an order may have a gap.
+  defp complete!(trace, expr) do
+    case Kino.Trace.Capture.loss_report(trace) do
+      nil -> :ok
+      report -> fail(expr, report)
     end
   end
 
