@@ -326,13 +326,16 @@ defmodule Kino.Trace.Widget.Controller do
           else: info.status
 
       counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
-      {counters, %{controller | last_counters: counters, last_info: info}}
+      # info/1 gives the final info of a trace whose session is gone: it has ended
+      {counters, %{controller | last_counters: counters, last_info: info, ended?: session_gone?(controller.trace)}}
     rescue
       ArgumentError -> counters(%{controller | ended?: true})
     catch
       :exit, _ -> counters(%{controller | ended?: true})
     end
   end
+
+  defp session_gone?(%Kino.Trace{session: pid}), do: node(pid) == node() and not Process.alive?(pid)
 
   defp now, do: System.monotonic_time(:millisecond)
 end
