@@ -4,6 +4,8 @@ defmodule Kino.Trace.Application do
 
   @impl true
   def start(_type, _args) do
+    Kino.Trace.TailCalls.init_cache()
+
     children = [
       {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
     ]
