@@ -22,6 +22,7 @@ defmodule Kino.Trace.Session do
   use GenServer
 
   alias Kino.Trace.{Decoder, Options, Pattern, Tracer}
+  alias Kino.Trace.Pattern.Plan
 
   @drain_batch 1_000
   @max_per_wakeup 10_000
@@ -124,38 +125,25 @@ defmodule Kino.Trace.Session do
     :trace.process(session, self(), false, [:all])
   end
 
+  # One match spec per target, broadest first (see Kino.Trace.Pattern.Plan): linear in
+  # the number of patterns. Functions that loop through tail calls get no return actions.
   defp apply_patterns(state, patterns) do
-    body = match_spec_body(state.opts)
+    {returns, actions} = match_spec_body(state.opts)
     flags = if state.opts[:local], do: [:local], else: [:global]
+    plan = Plan.build(patterns, returns, actions, force: state.opts[:force], local: state.opts[:local])
 
-    # :trace.function/4 keeps one match spec per function, so a later pattern would
-    # replace an earlier one on the functions they share. Apply the broadest patterns
-    # first, each with the clauses of every pattern that covers it: a call is traced
-    # when any of the patterns matches it.
-    for pattern <- Enum.sort_by(patterns, &specificity/1) do
-      spec = for other <- patterns, covers?(other, pattern), clause <- Pattern.match_spec(other, body), do: clause
-      :trace.function(state.session, Pattern.mfa(pattern), Enum.uniq(spec), flags)
-    end
+    Plan.install(plan, state.session, flags)
 
-    %{state | patterns: patterns}
-  end
-
-  defp specificity(pattern), do: pattern |> Pattern.mfa() |> Tuple.to_list() |> Enum.count(&(&1 != :_))
-
-  defp covers?(broad, narrow) do
-    Enum.zip(Tuple.to_list(Pattern.mfa(broad)), Tuple.to_list(Pattern.mfa(narrow)))
-    |> Enum.all?(fn {b, n} -> b == :_ or b == n end)
+    %{state | patterns: patterns, decoder: Decoder.no_returns(state.decoder, plan.no_returns)}
   end
 
   defp remove_patterns(state) do
-    for pattern <- state.patterns do
-      :trace.function(state.session, Pattern.mfa(pattern), false, [:local])
-      :trace.function(state.session, Pattern.mfa(pattern), false, [:global])
-    end
-
+    targets = Plan.targets(state.patterns)
+    for target <- targets, flag <- [:local, :global], do: :trace.function(state.session, target, false, [flag])
     state
   end
 
+  # {return actions, other actions} of every match spec clause.
   defp match_spec_body(opts) do
     returns =
       cond do
@@ -165,7 +153,7 @@ defmodule Kino.Trace.Session do
       end
 
     caller = if opts[:caller], do: [{:message, {:caller}}], else: []
-    returns ++ caller
+    {returns, caller}
   end
 
   # --- requests -----------------------------------------------------------------------
