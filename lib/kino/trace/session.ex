@@ -21,7 +21,7 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, Options, Pattern, Tracer}
+  alias Kino.Trace.{Decoder, Options, Pattern, StackGuard, Tracer}
   alias Kino.Trace.Pattern.Plan
 
   @drain_batch 1_000
@@ -48,7 +48,8 @@ defmodule Kino.Trace.Session do
     collected: nil,
     tag: nil,
     remotes: %{},
-    numbering: {1, %{}}
+    numbering: {1, %{}},
+    guard: nil
   ]
 
   # --- starting ---------------------------------------------------------------------
@@ -134,13 +135,14 @@ defmodule Kino.Trace.Session do
 
     Plan.install(plan, state.session, flags)
 
-    %{state | patterns: patterns, decoder: Decoder.no_returns(state.decoder, plan.no_returns)}
+    guard = StackGuard.set_plan(state.guard || start_guard(state), plan)
+    %{state | patterns: patterns, guard: guard, decoder: Decoder.no_returns(state.decoder, plan.no_returns)}
   end
 
   defp remove_patterns(state) do
     targets = Plan.targets(state.patterns)
     for target <- targets, flag <- [:local, :global], do: :trace.function(state.session, target, false, [flag])
-    state
+    %{state | guard: StackGuard.clear(state.guard, targets)}
   end
 
   # {return actions, other actions} of every match spec clause.
@@ -154,6 +156,13 @@ defmodule Kino.Trace.Session do
 
     caller = if opts[:caller], do: [{:message, {:caller}}], else: []
     {returns, caller}
+  end
+
+  # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
+  defp start_guard(state) do
+    guard = StackGuard.new(state.resource, state.session, state.opts)
+    if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
+    guard
   end
 
   # --- requests -----------------------------------------------------------------------
@@ -252,6 +261,18 @@ defmodule Kino.Trace.Session do
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
     if tracing?(state), do: Process.send_after(self(), :tick, 1_000)
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
+  end
+
+  def handle_info(:stack_guard, state) do
+    if tracing?(state) do
+      {callers, decoder} = Decoder.take_callers(state.decoder)
+      {guard, moved} = StackGuard.check(state.guard, callers)
+      decoder = Enum.reduce(moved, decoder, &Decoder.unpair(&2, &1))
+      Process.send_after(self(), :stack_guard, StackGuard.interval())
+      {:noreply, %{state | guard: guard, decoder: decoder}}
+    else
+      {:noreply, state}
+    end
   end
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
@@ -377,6 +398,7 @@ defmodule Kino.Trace.Session do
   defp finish(state, status) do
     stop_remotes(state)
     :trace.session_destroy(state.session)
+    state = %{state | guard: StackGuard.stop(state.guard)}
     state = drain_all(%{state | session: nil})
     Tracer.close(state.resource)
     if state.timer, do: Process.cancel_timer(state.timer)
@@ -412,6 +434,7 @@ defmodule Kino.Trace.Session do
         bytes_queued: sum.(:bytes_queued),
         dropped: dropped,
         rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
+        stack_guarded: Enum.reduce(counted, 0, &(&2 + Map.get(&1, :stack_guarded, 0))),
         nodes: nodes
       })
     end
@@ -497,6 +520,7 @@ defmodule Kino.Trace.Session do
       started_at: state.started_at,
       limit: state.opts[:limit],
       traced: tracing?(state),
+      stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers)
     }
   end

@@ -9,6 +9,8 @@ defmodule Kino.Trace.StackTest do
   alias Kino.Trace
   alias KinoTraceTest.Sample.Loop
 
+  doctest Kino.Trace.StackGuard
+
   defp stack(pid), do: elem(Process.info(pid, :stack_size), 1)
 
   defp kill_on_exit(pid), do: on_exit(fn -> Process.exit(pid, :kill) end)
@@ -107,6 +109,38 @@ defmodule Kino.Trace.StackTest do
     # a frame per traced call: the stack grows (the stack guard ends it after a while)
     assert stack(pid) > 1_000
     Trace.stop(trace)
+  end
+
+  test "the stack guard turns return tracing off for a process whose stack keeps growing through a loop the code does not show" do
+    {pid, counter} = Loop.start(&Loop.bounce/1)
+    kill_on_exit(pid)
+
+    trace = Trace.calls(["KinoTraceTest.Sample.Loop.bounce/1"], pids: pid)
+    wait_until(fn -> Trace.info(trace).stack_guarded == 1 end, 1_000)
+
+    # It stopped growing, and its calls are still traced (without returns).
+    size = stack(pid)
+    accepted = Trace.info(trace).accepted
+    iterations = :counters.get(counter, 1)
+    assert max_stack(pid, 500) - size < 1_000
+    assert :counters.get(counter, 1) > iterations
+    assert Trace.info(trace).accepted > accepted
+    assert Trace.info(trace).stack_guarded == 1
+
+    events = Trace.events(trace, 10)
+    assert events != [] and Enum.all?(events, &(&1.kind == :call and &1.function == :bounce))
+    # Depth does not drift: calls without returns open no frame.
+    assert Enum.all?(events, &(&1.depth < 600))
+
+    # pause, resume and stop handle the guard's session too
+    :ok = Trace.pause(trace)
+    paused = Trace.info(trace).accepted
+    Process.sleep(50)
+    assert Trace.info(trace).accepted - paused < 10
+    :ok = Trace.resume(trace)
+    wait_until(fn -> Trace.info(trace).accepted > paused + 100 end)
+    Trace.stop(trace)
+    assert kino_sessions() == []
   end
 
   describe "setting patterns" do
