@@ -7,9 +7,9 @@ defmodule Kino.Trace.StackGuard do
   a module's code and `Kino.Trace.Pattern.Plan` traces them without returns; loops it
   cannot see (through a fun, across modules, in a module without object code, such as
   one defined in a Livebook cell) are this guard's: a session samples the stack size of
-  the processes that made calls with return tracing (every #{200} ms, at most #{64}
-  processes), and a process whose stack grew at #{3} samples in a row (no shrink in
-  between) and holds at least #{8_192} words is moved to a second OTP trace session on
+  the processes that made calls with return tracing (every 200 ms, at most 64
+  processes), and a process whose stack grew at 3 samples with no shrink in between
+  and holds at least 8 192 words is moved to a second OTP trace session on
   the same native session, whose match specs have no return actions. Its calls are
   still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
 
