@@ -365,6 +365,16 @@ export class TraceWidget {
     }
     parts.push(droppedEl);
     if (c.limit) parts.push(h("span", { class: "kt-counter kt-muted", text: `limit ${formatCount(c.limit)}` }));
+    if (c.stack_guarded) {
+      parts.push(
+        h("span", {
+          class: "kt-counter kt-muted",
+          "data-counter": "stack-guarded",
+          title: "Processes whose stack kept growing under return tracing: their calls are still traced, their returns no longer",
+          text: `${formatCount(c.stack_guarded)} ${c.stack_guarded === 1 ? "process" : "processes"} without returns`,
+        })
+      );
+    }
     if (this.held.length) {
       parts.push(h("span", { class: "kt-counter kt-muted", text: `${formatCount(this.held.length)} held while paused` }));
     }

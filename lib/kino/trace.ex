@@ -34,7 +34,9 @@ defmodule Kino.Trace do
     * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
       name, or a list of pids and names
     * `:children` - also trace the processes they spawn (default `false`)
-    * `:return` - return values, durations and call depth (default `true`)
+    * `:return` - return values, durations and call depth (default `true`); functions
+      that loop through tail calls are traced without returns (each would keep a stack
+      frame per iteration) unless a pattern names them and `:force` is given
     * `:exceptions` - exceptions raised out of traced calls (default `true`)
     * `:caller` - record each call's caller (default `false`)
     * `:local` - also trace local (private and module-internal) calls (default `true`)
@@ -47,7 +49,8 @@ defmodule Kino.Trace do
     * `:timeout` - stop tracing after this many milliseconds
     * `:print` - print events to the console as they arrive (default `false`); `true`
       or the options of `Kino.Trace.Printer.attach/2` such as `[colors: false]`
-    * `:force` - allow tracing everything or kino_trace's own modules
+    * `:force` - allow tracing everything or kino_trace's own modules, and the returns
+      of tail-recursive functions a pattern names (`"MyMod.loop/1"` or `"MyMod.loop"`)
     * `:history` - how many recent events `events/2` keeps (default 10 000)
     * `:nodes` - trace other nodes too: a node, a list of nodes, or `:all` (this node and
       every connected node); each gets its own session with the same limits and the
@@ -371,7 +374,8 @@ defmodule Kino.Trace do
   @doc """
   The trace's status and counters: `:accepted`, `:delivered`, `:queued`, `:dropped` by
   reason (`:rate`, `:queue_full`, `:max_events`, `:closed`), `:rate` (events per second
-  over the last second), `:patterns`, `:status`.
+  over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
+  returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """
   @spec info(t()) :: map()
   def info(%__MODULE__{} = trace) do

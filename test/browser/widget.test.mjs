@@ -153,6 +153,14 @@ await check("pause stops appending; resume shows what was held", async () => {
   assert((await modelSize(page)) === before + 5, "held rows not appended on resume");
 });
 
+await check("the header counts processes the stack guard took returns from", async () => {
+  assert((await page.$('[data-counter="stack-guarded"]')) === null, "shown while none is guarded");
+  await emit(page, "counters", { ...lastCounters, stack_guarded: 2 });
+  const text = await page.textContent('[data-counter="stack-guarded"]');
+  assert(text === "2 processes without returns", `stack guard counter shows ${text}`);
+  await emit(page, "counters", lastCounters);
+});
+
 await check("stats tab: per-function counts, sortable", async () => {
   await page.click('[data-tab="stats"]');
   const rows = await page.$$eval(".kt-stats tbody tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));

@@ -26,6 +26,8 @@ defmodule Kino.Trace.Application do
 
   @impl true
   def start(_type, _args) do
+    Kino.Trace.TailCalls.init_cache()
+
     children = [
       Kino.Trace.Internal,
       Kino.Trace.Final,

@@ -22,10 +22,24 @@ defmodule Kino.Trace.Decoder do
 
   # Open calls kept per process (deeper ones are forgotten), and processes tracked.
   @max_stack 512
+  # Past @max_stack open calls the oldest are forgotten in bulk, down to this many, so a
+  # process deeper than that costs O(1) per call (amortized).
+  @keep_frames 384
   @max_pids 20_000
   @max_names 10_000
 
-  defstruct next_id: 1, stacks: %{}, names: %{}, node: nil, time_offset: 0, pairing: true
+  # Processes that made calls with return tracing, kept between two take_callers/1.
+  @max_callers 256
+
+  defstruct next_id: 1,
+            stacks: %{},
+            names: %{},
+            node: nil,
+            time_offset: 0,
+            pairing: true,
+            no_returns: MapSet.new(),
+            unpaired: %{},
+            callers: %{}
 
   @type t :: %__MODULE__{}
 
@@ -37,6 +51,45 @@ defmodule Kino.Trace.Decoder do
   def new(opts \\ []) do
     %__MODULE__{node: node(), time_offset: :erlang.time_offset(:nanosecond), pairing: Keyword.get(opts, :pairing, true)}
   end
+
+  @doc """
+  Says which functions are traced without their returns (`Kino.Trace.Pattern.Plan`'s
+  `:no_returns`): their calls open no frame, so they neither wait for a return that
+  never comes nor deepen the calls after them.
+
+      iex> pid = self()
+      iex> decoder = Kino.Trace.Decoder.new() |> Kino.Trace.Decoder.no_returns(MapSet.new([{M, :loop, 1}]))
+      iex> raw = for t <- 1..3, do: {:call, pid, t, 1, M, :loop, 1, [t], :undefined}
+      iex> {events, _decoder} = Kino.Trace.Decoder.decode(decoder, raw)
+      iex> Enum.map(events, & &1.depth)
+      [0, 0, 0]
+  """
+  @spec no_returns(t(), MapSet.t(mfa())) :: t()
+  def no_returns(decoder, mfas), do: %{decoder | no_returns: mfas}
+
+  @doc """
+  Stops pairing the calls of `pid`, whose returns are no longer traced
+  (`Kino.Trace.StackGuard`): its open calls are forgotten and its later calls open none.
+  """
+  @spec unpair(t(), pid()) :: t()
+  def unpair(%{unpaired: unpaired} = decoder, pid) do
+    unpaired = if map_size(unpaired) >= @max_pids, do: %{}, else: unpaired
+    %{decoder | unpaired: Map.put(unpaired, pid, true), stacks: Map.delete(decoder.stacks, pid), callers: Map.delete(decoder.callers, pid)}
+  end
+
+  @doc """
+  The processes (at most #{@max_callers}) that made calls with return tracing since the
+  last take, and the decoder without them.
+
+      iex> pid = self()
+      iex> {[], decoder} = Kino.Trace.Decoder.take_callers(Kino.Trace.Decoder.new())
+      iex> {_events, decoder} = Kino.Trace.Decoder.decode(decoder, [{:call, pid, 1, 1, M, :f, 0, [], :undefined}])
+      iex> {callers, decoder} = Kino.Trace.Decoder.take_callers(decoder)
+      iex> {callers, elem(Kino.Trace.Decoder.take_callers(decoder), 0)}
+      {[pid], []}
+  """
+  @spec take_callers(t()) :: {[pid()], t()}
+  def take_callers(decoder), do: {Map.keys(decoder.callers), %{decoder | callers: %{}}}
 
   @doc """
   Decodes a batch of raw events (sorted by their monotonic timestamp first, since
@@ -69,26 +122,38 @@ defmodule Kino.Trace.Decoder do
 
   # Each clause updates the event once: it is a 20-field struct, copied on every update.
   defp fill(:call, event, {m, f, a} = mfa, args, caller, decoder) do
+    pid = event.pid
+    # A call opens a frame when its return is traced (the VM pushes one too).
+    framed? = not is_map_key(decoder.unpaired, pid) and not MapSet.member?(decoder.no_returns, mfa)
+    decoder = if framed?, do: note_caller(decoder, pid), else: decoder
+
     if decoder.pairing do
-      # Per process: {depth, frames}, frames newest first, at most @max_stack of them.
-      {depth, frames} = Map.get(decoder.stacks, event.pid, {0, []})
-      frames = [{event.id, event.monotonic, mfa} | frames]
-      stack = if depth + 1 > @max_stack, do: {depth, List.delete_at(frames, -1)}, else: {depth + 1, frames}
+      # Per process: {depth, n, frames}, frames newest first, n of them (at most
+      # @max_stack); depth counts forgotten frames too, up to @max_stack.
+      {depth, n, frames} = Map.get(decoder.stacks, pid, {0, 0, []})
       event = %{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller), depth: depth}
-      {event, put_stack(decoder, event.pid, stack)}
+
+      if framed? do
+        frames = [{event.id, event.monotonic, mfa} | frames]
+        depth = min(depth + 1, @max_stack)
+        stack = if n + 1 > @max_stack, do: {depth, @keep_frames, Enum.take(frames, @keep_frames)}, else: {depth, n + 1, frames}
+        {event, put_stack(decoder, pid, stack)}
+      else
+        {event, decoder}
+      end
     else
       {%{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller)}, decoder}
     end
   end
 
   defp fill(tag, event, {m, f, a} = mfa, _first, value, decoder) when tag in [:return_from, :exception_from] do
-    {depth, frames} = if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, []}), else: {0, []}
+    {depth, n, frames} = if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, 0, []}), else: {0, 0, []}
 
     {call_id, duration, depth, decoder} =
       case pop_frame(frames, mfa, 0) do
         {call_id, t0, popped, rest} ->
           depth = depth - popped
-          {call_id, event.monotonic - t0, depth, put_stack(decoder, event.pid, {depth, rest})}
+          {call_id, event.monotonic - t0, depth, put_stack(decoder, event.pid, {depth, n - popped, rest})}
 
         nil ->
           {nil, nil, 0, decoder}
@@ -107,7 +172,7 @@ defmodule Kino.Trace.Decoder do
   end
 
   defp fill(:return_to, event, {m, f, a}, _first, _second, decoder) do
-    {depth, _frames} = Map.get(decoder.stacks, event.pid, {0, []})
+    {depth, _n, _frames} = Map.get(decoder.stacks, event.pid, {0, 0, []})
     {%{event | kind: :return_to, module: m, function: f, arity: a, depth: depth}, decoder}
   end
 
@@ -125,8 +190,18 @@ defmodule Kino.Trace.Decoder do
         other -> %{event | kind: other, data: first, peer: undefined_to_nil(second)}
       end
 
-    decoder = if tag == :exit, do: %{decoder | stacks: Map.delete(decoder.stacks, event.pid)}, else: decoder
+    decoder =
+      if tag == :exit,
+        do: %{decoder | stacks: Map.delete(decoder.stacks, event.pid), unpaired: Map.delete(decoder.unpaired, event.pid)},
+        else: decoder
+
     {event, decoder}
+  end
+
+  defp note_caller(%{callers: callers} = decoder, pid) do
+    if is_map_key(callers, pid) or map_size(callers) >= @max_callers or not is_pid(pid),
+      do: decoder,
+      else: %{decoder | callers: Map.put(callers, pid, true)}
   end
 
   # The newest open call of `mfa`, and how many frames come off with it (frames above it
@@ -138,7 +213,7 @@ defmodule Kino.Trace.Decoder do
   defp caller({m, f, a}) when is_atom(m) and is_atom(f) and is_integer(a), do: {m, f, a}
   defp caller(_), do: nil
 
-  defp put_stack(decoder, pid, {0, _}), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
+  defp put_stack(decoder, pid, {0, _, _}), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
 
   defp put_stack(%{stacks: stacks} = decoder, pid, stack) when map_size(stacks) >= @max_pids do
     if Map.has_key?(stacks, pid),

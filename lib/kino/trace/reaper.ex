@@ -53,6 +53,13 @@ defmodule Kino.Trace.Reaper do
     call({:destroy, session, functions}, fn -> :trace.session_destroy(session) end)
   end
 
+  @doc """
+  Tells every running trace of BIFs to set its BIF patterns again at once: the calling
+  trace has just cleared some, which switched them off everywhere.
+  """
+  @spec bifs_cleared() :: :ok
+  def bifs_cleared, do: call({:bifs_cleared, self()}, :ok)
+
   @doc "The sessions parked until no trace of BIFs runs."
   @spec parked() :: non_neg_integer()
   def parked, do: call(:parked, 0)
@@ -87,6 +94,11 @@ defmodule Kino.Trace.Reaper do
       quiet(session, functions)
       {:reply, :ok, %{state | parked: [session | state.parked]}}
     end
+  end
+
+  def handle_call({:bifs_cleared, from}, _from, state) do
+    for pid <- Map.keys(state.bif_traces), pid != from, do: send(pid, :reassert_bifs)
+    {:reply, :ok, state}
   end
 
   def handle_call(:parked, _from, state), do: {:reply, length(state.parked), state}

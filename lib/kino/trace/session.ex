@@ -21,7 +21,8 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, Options, Pattern, Reaper, Tracer}
+  alias Kino.Trace.{Decoder, Options, Pattern, Reaper, StackGuard, Tracer}
+  alias Kino.Trace.Pattern.Plan
 
   @drain_batch 1_000
   # Events drained before the mailbox is looked at again: what a request may wait for.
@@ -59,7 +60,10 @@ defmodule Kino.Trace.Session do
     numbering: {1, %{}},
     setup_error: nil,
     loaded: %{},
-    reapplied: 0
+    reapplied: 0,
+    guard: nil,
+    bifs: [],
+    bif_cursor: 0
   ]
 
   # --- starting ---------------------------------------------------------------------
@@ -176,38 +180,29 @@ defmodule Kino.Trace.Session do
 
   defp trace_process!(session, target, flags), do: :trace.process(session, target, true, flags)
 
+  # One match spec per target, broadest first (see Kino.Trace.Pattern.Plan): linear in
+  # the number of patterns. Functions that loop through tail calls get no return actions.
   defp apply_patterns(state, patterns) do
-    body = match_spec_body(state.opts)
+    {returns, actions} = match_spec_body(state.opts)
     flags = if state.opts[:local], do: [:local], else: [:global]
+    plan = Plan.build(patterns, returns, actions, force: state.opts[:force], local: state.opts[:local])
 
-    # :trace.function/4 keeps one match spec per function, so a later pattern would
-    # replace an earlier one on the functions they share. Apply the broadest patterns
-    # first, each with the clauses of every pattern that covers it: a call is traced
-    # when any of the patterns matches it.
-    for pattern <- Enum.sort_by(patterns, &specificity/1) do
-      spec = for other <- patterns, covers?(other, pattern), clause <- Pattern.match_spec(other, body), do: clause
-      :trace.function(state.session, Pattern.mfa(pattern), Enum.uniq(spec), flags)
-    end
+    Plan.install(plan, state.session, flags)
 
-    %{state | patterns: patterns}
-  end
-
-  defp specificity(pattern), do: pattern |> Pattern.mfa() |> Tuple.to_list() |> Enum.count(&(&1 != :_))
-
-  defp covers?(broad, narrow) do
-    Enum.zip(Tuple.to_list(Pattern.mfa(broad)), Tuple.to_list(Pattern.mfa(narrow)))
-    |> Enum.all?(fn {b, n} -> b == :_ or b == n end)
+    guard = StackGuard.set_plan(state.guard || start_guard(state), plan)
+    state = %{state | patterns: patterns, guard: guard, decoder: Decoder.no_returns(state.decoder, plan.no_returns)}
+    %{state | bifs: Plan.bif_steps(plan)}
   end
 
   defp remove_patterns(state) do
-    for pattern <- state.patterns do
-      :trace.function(state.session, Pattern.mfa(pattern), false, [:local])
-      :trace.function(state.session, Pattern.mfa(pattern), false, [:global])
-    end
-
-    state
+    targets = Plan.targets(state.patterns)
+    for target <- targets, flag <- [:local, :global], do: :trace.function(state.session, target, false, [flag])
+    # clearing a BIF pattern switches its tracing off in every session (erlang/otp#10349)
+    if state.bifs != [], do: Reaper.bifs_cleared()
+    %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
   end
 
+  # {return actions, other actions} of every match spec clause.
   defp match_spec_body(opts) do
     returns =
       cond do
@@ -217,7 +212,14 @@ defmodule Kino.Trace.Session do
       end
 
     caller = if opts[:caller], do: [{:message, {:caller}}], else: []
-    returns ++ caller
+    {returns, caller}
+  end
+
+  # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
+  defp start_guard(state) do
+    guard = StackGuard.new(state.resource, state.session, state.opts)
+    if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
+    guard
   end
 
   # --- requests -----------------------------------------------------------------------
@@ -331,6 +333,9 @@ defmodule Kino.Trace.Session do
 
   def handle_info(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
+  # Another kino_trace session cleared a BIF pattern (see Kino.Trace.Reaper).
+  def handle_info(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
+
   def handle_info(:tick, state) do
     {t0, n0} = state.rate_sample
     now = System.monotonic_time(:millisecond)
@@ -339,6 +344,18 @@ defmodule Kino.Trace.Session do
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
     state = state |> ask_remotes_info() |> reapply_if_reloaded() |> reassert_bifs()
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
+  end
+
+  def handle_info(:stack_guard, state) do
+    if tracing?(state) do
+      {callers, decoder} = Decoder.take_callers(state.decoder)
+      {guard, moved} = StackGuard.check(state.guard, callers)
+      decoder = Enum.reduce(moved, decoder, &Decoder.unpair(&2, &1))
+      Process.send_after(self(), :stack_guard, StackGuard.interval())
+      {:noreply, %{state | guard: guard, decoder: decoder}}
+    else
+      {:noreply, state}
+    end
   end
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
@@ -488,16 +505,23 @@ defmodule Kino.Trace.Session do
   defp bif_pattern?(pattern), do: pattern |> Pattern.mfa() |> then(fn {m, f, a} -> Reaper.bif?(m, f, a) end)
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
-  # it, so a trace of BIFs sets its BIF patterns again on every tick (they stay set in
-  # the session: this only switches them back on).
-  defp reassert_bifs(%{status: :running, session: session} = state) when session != nil do
-    case Enum.filter(state.patterns, &bif_pattern?/1) do
-      [] -> state
-      bifs -> %{apply_patterns(state, bifs) | patterns: state.patterns}
-    end
+  # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
+  # again: every tick, at most @bifs_per_tick of them in turn (each call costs the VM a
+  # code barrier). They stay set in the session; this switches them back on.
+  @bifs_per_tick 32
+
+  defp reassert_bifs(state, count \\ @bifs_per_tick)
+
+  defp reassert_bifs(%{status: :running, session: session, bifs: [_ | _] = bifs} = state, count) when session != nil do
+    flags = if state.opts[:local], do: [:local], else: [:global]
+    n = length(bifs)
+    cursor = rem(state.bif_cursor, n)
+    batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
+    for {mfa, spec} <- batch, do: :trace.function(session, mfa, spec, flags)
+    %{state | bif_cursor: cursor + length(batch)}
   end
 
-  defp reassert_bifs(state), do: state
+  defp reassert_bifs(state, _count), do: state
 
   # --- modules reloaded while traced ------------------------------------------------------
 
@@ -568,7 +592,7 @@ defmodule Kino.Trace.Session do
     # through the reaper: destroying a session must not switch off other traces of BIFs
     Reaper.bif_trace_ended()
     Reaper.destroy(state.session, Enum.map(state.patterns, &Pattern.mfa/1))
-    state = %{state | session: nil}
+    state = %{state | session: nil, guard: StackGuard.stop(state.guard)}
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state
     Tracer.close(state.resource)
@@ -605,6 +629,7 @@ defmodule Kino.Trace.Session do
         bytes_queued: sum.(:bytes_queued),
         dropped: dropped,
         rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
+        stack_guarded: Enum.reduce(counted, 0, &(&2 + Map.get(&1, :stack_guarded, 0))),
         nodes: nodes
       })
     end
@@ -782,6 +807,7 @@ defmodule Kino.Trace.Session do
       started_at: state.started_at,
       limit: state.opts[:limit],
       traced: tracing?(state),
+      stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers),
       reapplied: state.reapplied
     }

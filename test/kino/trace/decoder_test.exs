@@ -3,6 +3,8 @@ defmodule Kino.Trace.DecoderTest do
 
   alias Kino.Trace.{Decoder, Event}
 
+  doctest Decoder
+
   # Raw events as Kino.Trace.Tracer.drain/2 returns them.
   defp call(pid, t, {m, f, args}, caller \\ :undefined), do: {:call, pid, t, 1, m, f, length(args), args, caller}
   defp ret(pid, t, {m, f, a}, value), do: {:return_from, pid, t, 1, m, f, a, :undefined, value}
@@ -163,7 +165,37 @@ defmodule Kino.Trace.DecoderTest do
     calls = for i <- 1..600, do: call(a, i, {M, :f, [i]})
     {events, decoder} = Decoder.decode(Decoder.new(), calls)
     assert List.last(events).depth == 512
-    {depth, frames} = decoder.stacks[a]
-    assert depth == 512 and length(frames) == 512
+    {depth, n, frames} = decoder.stacks[a]
+    assert depth == 512 and n == length(frames) and n <= 512
+  end
+
+  test "calls of functions traced without returns open no frame; other calls still pair", %{a: a} do
+    loop = {M, :loop, 1}
+    decoder = Decoder.no_returns(Decoder.new(), MapSet.new([loop]))
+    raw = [call(a, 1, {M, :f, []})] ++ for(t <- 2..1_000, do: call(a, t, {M, :loop, [t]})) ++ [{:return_from, a, 1_001, 0, M, :f, 0, :undefined, :ok}]
+    {events, decoder} = Decoder.decode(decoder, raw)
+
+    assert [%Event{kind: :call, depth: 0, id: f_id} | rest] = events
+    {loops, [ret]} = Enum.split(rest, -1)
+    assert Enum.all?(loops, &(&1.depth == 1))
+    assert %Event{kind: :return, call_id: ^f_id, depth: 0, duration: 1_000} = ret
+    assert decoder.stacks == %{}
+  end
+
+  test "unpair/2 forgets a process's open calls and opens none for its later calls", %{a: a, b: b} do
+    {_, decoder} = Decoder.decode(Decoder.new(), [call(a, 1, {M, :f, []}), call(b, 2, {M, :f, []})])
+    decoder = Decoder.unpair(decoder, a)
+    {events, decoder} = Decoder.decode(decoder, for(t <- 3..5, do: call(a, t, {M, :f, []})))
+    assert Enum.map(events, & &1.depth) == [0, 0, 0]
+    assert Map.keys(decoder.stacks) == [b]
+    assert {[^b], _} = Decoder.take_callers(decoder)
+  end
+
+  test "take_callers/1 holds a bounded number of processes" do
+    raw = for i <- 1..1_000, do: call(:c.pid(0, 10_000 + i, 0), i, {M, :f, []})
+    {_, decoder} = Decoder.decode(Decoder.new(pairing: false), raw)
+    {callers, decoder} = Decoder.take_callers(decoder)
+    assert length(callers) == 256
+    assert {[], _} = Decoder.take_callers(decoder)
   end
 end

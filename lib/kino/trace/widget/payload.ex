@@ -170,7 +170,11 @@ defmodule Kino.Trace.Widget.Payload do
       ...>   dropped: %{rate: 1, queue_full: 0, max_events: 0, closed: 0}, rate: 4.5, limit: nil}
       iex> Kino.Trace.Widget.Payload.counters(info, 3)
       %{status: "running", events: 10, accepted: 12, queued: 2, rate: 4.5, limit: nil,
+        stack_guarded: 0,
         dropped: %{"rate" => 1, "queue_full" => 0, "max_events" => 0, "closed" => 0, "display" => 3}}
+
+  `:stack_guarded` counts the processes whose returns are no longer traced because
+  their stack kept growing (`Kino.Trace.StackGuard`).
   """
   @spec counters(map(), non_neg_integer()) :: map()
   def counters(info, display_dropped \\ 0) do
@@ -187,6 +191,7 @@ defmodule Kino.Trace.Widget.Payload do
       queued: Map.get(info, :queued, 0),
       rate: Map.get(info, :rate, 0.0),
       limit: Map.get(info, :limit),
+      stack_guarded: Map.get(info, :stack_guarded, 0),
       dropped: dropped
     }
   end

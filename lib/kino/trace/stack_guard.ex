@@ -1,0 +1,197 @@
+defmodule Kino.Trace.StackGuard do
+  @moduledoc """
+  Turns return tracing off for a process whose stack keeps growing.
+
+  Return tracing leaves a frame on the traced process's stack at every traced call,
+  removed when the call returns. `Kino.Trace.TailCalls` finds the loops it can see in
+  a module's code and `Kino.Trace.Pattern.Plan` traces them without returns; loops it
+  cannot see (through a fun, across modules, in a module without object code, such as
+  one defined in a Livebook cell) are this guard's: a session samples the stack size of
+  the processes that made calls with return tracing (every 200 ms, at most 64
+  processes), and a process whose stack grew at 3 samples with no shrink in between
+  and holds at least 8 192 words is moved to a second OTP trace session on
+  the same native session, whose match specs have no return actions. Its calls are
+  still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
+
+  The decision is a pure function of the samples:
+
+      iex> alias Kino.Trace.StackGuard
+      iex> pid = self()
+      iex> {watched, []} = StackGuard.observe(%{}, [{pid, 10_000}])
+      iex> {watched, []} = StackGuard.observe(watched, [{pid, 12_000}])
+      iex> {watched, []} = StackGuard.observe(watched, [{pid, 14_000}])
+      iex> StackGuard.observe(watched, [{pid, 16_000}])
+      {%{}, [pid]}
+
+  A stack that shrinks starts the count again, and a small one is left alone:
+
+      iex> alias Kino.Trace.StackGuard
+      iex> pid = self()
+      iex> samples = [20_000, 21_000, 19_000, 22_000, 23_000]
+      iex> Enum.reduce(samples, {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
+      {%{pid => {23_000, 2}}, []}
+      iex> Enum.reduce([10, 20, 30, 40, 50], {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
+      {%{pid => {50, 4}}, []}
+  """
+
+  alias Kino.Trace.Pattern.Plan
+  alias Kino.Trace.Tracer
+
+  @interval 200
+  @rises 3
+  @min_words 8_192
+  @max_watched 64
+  @max_guarded 10_000
+
+  defstruct [
+    :resource,
+    :main,
+    :session,
+    :plan,
+    :flags,
+    :call_flags,
+    watched: %{},
+    guarded: %{},
+    count: 0
+  ]
+
+  @type t :: %__MODULE__{}
+
+  @doc "How often a session samples stack sizes, in milliseconds."
+  @spec interval() :: pos_integer()
+  def interval, do: @interval
+
+  @doc """
+  A guard for the OTP trace session `main` (whose tracer state is `resource`), or `nil`
+  when the trace has no return actions (`return: false, exceptions: false`) or no calls.
+  """
+  @spec new(Tracer.resource(), term(), keyword()) :: t() | nil
+  def new(resource, main, opts) do
+    if Keyword.get(opts, :calls, true) and (opts[:return] || opts[:exceptions]) do
+      %__MODULE__{
+        resource: resource,
+        main: main,
+        flags: if(opts[:local], do: [:local], else: [:global]),
+        call_flags: [:call, :scheduler_id] ++ if(opts[:children], do: [:set_on_spawn], else: [])
+      }
+    end
+  end
+
+  @doc "Number of processes whose return tracing the guard turned off."
+  @spec count(t() | nil) :: non_neg_integer()
+  def count(nil), do: 0
+  def count(guard), do: guard.count
+
+  @doc """
+  Applies a new plan: the guard's own session, when it has one, gets the plan's match
+  specs without return actions.
+  """
+  @spec set_plan(t() | nil, Plan.t()) :: t() | nil
+  def set_plan(nil, _plan), do: nil
+
+  def set_plan(guard, plan) do
+    guard = %{guard | plan: Plan.without_returns(plan)}
+    if guard.session, do: apply_plan(guard)
+    guard
+  end
+
+  @doc "Clears the `targets` (as `Plan.targets/1` gives them) from the guard's session."
+  @spec clear(t() | nil, list()) :: t() | nil
+  def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
+    for target <- targets,
+        flag <- [:local, :global],
+        do: :trace.function(session, target, false, [flag])
+
+    guard
+  end
+
+  def clear(guard, _targets), do: guard
+
+  @doc """
+  Samples the stack sizes of the watched processes and of `callers` (processes that made
+  calls with return tracing lately), at most #{@max_watched} of them, and moves those
+  whose stack keeps growing. Returns the guard and the moved processes.
+  """
+  @spec check(t() | nil, [pid()]) :: {t() | nil, [pid()]}
+  def check(nil, _callers), do: {nil, []}
+
+  def check(guard, callers) do
+    candidates =
+      callers
+      |> Enum.reject(&(is_map_key(guard.watched, &1) or is_map_key(guard.guarded, &1)))
+      |> Enum.take(max(@max_watched - map_size(guard.watched), 0))
+
+    sizes =
+      for pid <- Map.keys(guard.watched) ++ candidates,
+          node(pid) == node(),
+          {:stack_size, words} <- [Process.info(pid, :stack_size)],
+          do: {pid, words}
+
+    {watched, growing} = observe(guard.watched, sizes)
+    guard = Enum.reduce(growing, %{guard | watched: watched}, &move/2)
+    {guard, growing}
+  end
+
+  @doc """
+  One sample of `{pid, stack_words}`: returns the processes to keep watching, with their
+  last size and how many samples in a row their stack grew, and those to move. Processes
+  not in `sizes` are forgotten.
+  """
+  @spec observe(%{pid() => {non_neg_integer(), non_neg_integer()}}, [{pid(), non_neg_integer()}]) ::
+          {%{pid() => {non_neg_integer(), non_neg_integer()}}, [pid()]}
+  def observe(watched, sizes) do
+    Enum.reduce(sizes, {%{}, []}, fn {pid, words}, {next, growing} ->
+      rises =
+        case watched do
+          %{^pid => {last, rises}} when words > last -> rises + 1
+          %{^pid => {last, _rises}} when words < last -> 0
+          %{^pid => {_last, rises}} -> rises
+          _ -> 0
+        end
+
+      if rises >= @rises and words >= @min_words,
+        do: {next, [pid | growing]},
+        else: {Map.put(next, pid, {words, rises}), growing}
+    end)
+    |> then(fn {next, growing} -> {next, Enum.reverse(growing)} end)
+  end
+
+  @doc "Destroys the guard's session, if it made one."
+  @spec stop(t() | nil) :: t() | nil
+  def stop(%__MODULE__{session: session} = guard) when session != nil do
+    targets = if guard.plan, do: Enum.map(guard.plan.steps, &elem(&1, 0)), else: []
+    Kino.Trace.Reaper.destroy(session, targets)
+    %{guard | session: nil}
+  end
+
+  def stop(guard), do: guard
+
+  # Moves `pid` from the main session to the guard's, which has no return actions.
+  defp move(pid, guard) do
+    guard = ensure_session(guard)
+
+    try do
+      :trace.process(guard.main, pid, false, [:call])
+      :trace.process(guard.session, pid, true, guard.call_flags)
+    rescue
+      # The process exited meanwhile.
+      ArgumentError -> :ok
+    end
+
+    guarded = if map_size(guard.guarded) >= @max_guarded, do: %{}, else: guard.guarded
+    %{guard | guarded: Map.put(guarded, pid, true), count: guard.count + 1}
+  end
+
+  defp ensure_session(%__MODULE__{session: nil} = guard) do
+    session = :trace.session_create(:kino_trace, {Tracer, guard.resource}, [])
+    guard = %{guard | session: session}
+    if guard.plan, do: apply_plan(guard)
+    guard
+  end
+
+  defp ensure_session(guard), do: guard
+
+  defp apply_plan(guard) do
+    Plan.install(guard.plan, guard.session, guard.flags)
+  end
+end

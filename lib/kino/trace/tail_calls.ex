@@ -1,0 +1,194 @@
+defmodule Kino.Trace.TailCalls do
+  @moduledoc """
+  Finds the functions of a module that loop through tail calls.
+
+  Return tracing (`{:return_trace}` or `{:exception_trace}` in a match spec) puts a
+  frame on the traced process's stack at every call, removed only when the call
+  returns. A function that calls itself in tail position, directly or through other
+  functions of its module, would otherwise run in constant stack: traced with returns,
+  every iteration leaves a frame, so a server loop's stack grows without bound and keeps
+  the frames after the trace ends. kino_trace therefore traces such functions without
+  their returns unless asked otherwise (see `Kino.Trace.Pattern.Plan`).
+
+  `cycles/1` reads the module's loaded object code with `:beam_disasm` (no debug info
+  needed) and returns the `{function, arity}` of every function on a cycle of tail calls
+  within the module: `call_only`/`call_last` to a local function and
+  `call_ext_only`/`call_ext_last` to the module itself (`?MODULE:loop(...)`,
+  `__MODULE__.loop(...)`). A function on such a cycle is found whichever of its
+  functions is traced: with `loop -> helper -> loop`, both are.
+
+      iex> cycles = Kino.Trace.TailCalls.cycles(:lists)
+      iex> # sum/1 calls sum/2 once; sum/2 is the loop
+      iex> {MapSet.member?(cycles, {:sum, 1}), MapSet.member?(cycles, {:sum, 2})}
+      {false, true}
+      iex> # foldl/3 calls its private loop foldl_1/3 once
+      iex> {MapSet.member?(cycles, {:foldl, 3}), MapSet.member?(cycles, {:foldl_1, 3})}
+      {false, true}
+
+  With `:global` as the scope (patterns traced with `local: false`, where only calls
+  through the module's name are traced), a function counts when a call through the
+  module's name enters it on such a cycle: a loop of plain local calls is not traced
+  past its first call.
+
+      iex> Kino.Trace.TailCalls.cycles(:lists, :global) |> MapSet.member?({:sum, 2})
+      false
+
+  A module whose object code cannot be read (preloaded modules, modules compiled in
+  memory, such as those defined in a Livebook cell or an `.exs` file, or an object file
+  that is not the loaded version) gives `:unknown`; the stack guard
+  (`Kino.Trace.StackGuard`) covers those.
+
+      iex> Kino.Trace.TailCalls.cycles(:erlang)
+      :unknown
+
+  Results are cached per module version (the module's MD5), in a bounded table.
+  """
+
+  @table __MODULE__
+  @max_cached 1_024
+
+  @type cycles :: MapSet.t({atom(), arity()}) | :unknown
+  @type scope :: :local | :global
+
+  @doc "Creates the cache table (called once, by kino_trace's application)."
+  @spec init_cache() :: :ok
+  def init_cache do
+    if :ets.whereis(@table) == :undefined do
+      :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
+    end
+
+    :ok
+  end
+
+  @doc """
+  The functions of `module` on a cycle of tail calls within it, or `:unknown` when its
+  loaded object code cannot be read. `scope` is `:local` (every call traced, the
+  default) or `:global` (only calls through the module's name).
+  """
+  @spec cycles(module(), scope()) :: cycles()
+  def cycles(module, scope \\ :local) when is_atom(module) and scope in [:local, :global] do
+    case loaded_md5(module) do
+      nil ->
+        :unknown
+
+      md5 ->
+        case lookup(module, md5) do
+          {:ok, found} ->
+            pick(found, scope)
+
+          :miss ->
+            found = analyze(module, md5)
+            store(module, md5, found)
+            pick(found, scope)
+        end
+    end
+  end
+
+  @doc """
+  The functions on a cycle of tail calls in the module whose object code is `beam` (a
+  `.beam` binary), for both scopes, or `:unknown` when it cannot be disassembled.
+  """
+  @spec from_beam(binary()) :: %{local: MapSet.t(), global: MapSet.t()} | :unknown
+  def from_beam(beam) when is_binary(beam) do
+    case :beam_disasm.file(beam) do
+      {:beam_file, module, _exports, _attributes, _compile_info, code} ->
+        edges = tail_edges(code, module)
+        local = edges |> Enum.map(fn {from, to, _kind} -> {from, to} end) |> on_cycles()
+
+        # Entered through the module's name from a function on a cycle.
+        global =
+          for {from, to, :external} <- edges,
+              MapSet.member?(local, from) and MapSet.member?(local, to),
+              into: MapSet.new(),
+              do: to
+
+        %{local: local, global: global}
+
+      _error ->
+        :unknown
+    end
+  end
+
+  defp pick(:unknown, _scope), do: :unknown
+  defp pick(found, scope), do: Map.fetch!(found, scope)
+
+  @doc """
+  The functions on a cycle of a graph given as `{from, to}` edges (a function on a
+  cycle with itself included).
+
+      iex> Kino.Trace.TailCalls.on_cycles([{:a, :b}, {:b, :a}, {:b, :c}, {:d, :d}, {:e, :a}])
+      MapSet.new([:a, :b, :d])
+  """
+  @spec on_cycles([{term(), term()}]) :: MapSet.t()
+  def on_cycles(edges) do
+    graph = :digraph.new()
+
+    try do
+      for {from, to} <- edges do
+        :digraph.add_vertex(graph, from)
+        :digraph.add_vertex(graph, to)
+        :digraph.add_edge(graph, from, to)
+      end
+
+      graph |> :digraph_utils.cyclic_strong_components() |> List.flatten() |> MapSet.new()
+    after
+      :digraph.delete(graph)
+    end
+  end
+
+  # {caller, callee, :local | :external} for every tail call between functions of `module`.
+  defp tail_edges(code, module) do
+    for {:function, name, arity, _entry, instructions} <- code,
+        instruction <- instructions,
+        {callee, kind} <- tail_callee(instruction, module),
+        do: {{name, arity}, callee, kind}
+  end
+
+  defp tail_callee({:call_only, _, {module, f, a}}, module), do: [{{f, a}, :local}]
+  defp tail_callee({:call_last, _, {module, f, a}, _}, module), do: [{{f, a}, :local}]
+
+  defp tail_callee({:call_ext_only, _, {:extfunc, module, f, a}}, module),
+    do: [{{f, a}, :external}]
+
+  defp tail_callee({:call_ext_last, _, {:extfunc, module, f, a}, _}, module),
+    do: [{{f, a}, :external}]
+
+  defp tail_callee(_instruction, _module), do: []
+
+  defp loaded_md5(module) do
+    case :code.ensure_loaded(module) do
+      {:module, ^module} -> :erlang.get_module_info(module, :md5)
+      _ -> nil
+    end
+  rescue
+    _ -> nil
+  end
+
+  defp analyze(module, md5) do
+    with {^module, beam, _file} <- :code.get_object_code(module),
+         {:ok, {^module, ^md5}} <- :beam_lib.md5(beam) do
+      from_beam(beam)
+    else
+      _ -> :unknown
+    end
+  end
+
+  defp lookup(module, md5) do
+    case :ets.whereis(@table) != :undefined and :ets.lookup(@table, module) do
+      [{^module, ^md5, cycles}] -> {:ok, cycles}
+      _ -> :miss
+    end
+  end
+
+  defp store(module, md5, cycles) do
+    if :ets.whereis(@table) != :undefined do
+      if :ets.info(@table, :size) >= @max_cached, do: :ets.delete_all_objects(@table)
+      :ets.insert(@table, {module, md5, cycles})
+    end
+
+    :ok
+  rescue
+    # The table went away with the application: nothing to cache in.
+    ArgumentError -> :ok
+  end
+end
