@@ -4,8 +4,12 @@ defmodule Kino.Trace.Pattern.Preflight do
   # the module loads, the function exists with that arity, it is not a macro,
   # it is not inlined away by the compiler, and the pattern does not trace
   # everything or kino_trace itself (unless forced).
+  #
+  # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
+  # resolved here, after the module is loaded; no other atom is created.
 
   alias Kino.Trace.Pattern
+  alias Kino.Trace.Pattern.Name
 
   # Jaro similarity that makes a name a "did you mean" suggestion even when it
   # needs more edits than allowed.
@@ -14,7 +18,8 @@ defmodule Kino.Trace.Pattern.Preflight do
   # Modules that run the tracer: tracing them makes the tracer trace itself.
   @tracer_modules [:trace, :erl_tracer]
 
-  @spec run(Pattern.t(), keyword) :: {:ok, [String.t()]} | {:error, String.t()}
+  # Returns the pattern with its names resolved to atoms.
+  @spec run(Pattern.t(), keyword) :: {:ok, Pattern.t(), [String.t()]} | {:error, String.t()}
   def run(%Pattern{} = pattern, opts) do
     force? = Keyword.get(opts, :force, false)
     local? = Keyword.get(opts, :local, true)
@@ -22,8 +27,9 @@ defmodule Kino.Trace.Pattern.Preflight do
     with :ok <- refuse_everything(pattern, force?),
          :ok <- refuse_tracer(pattern, force?),
          :ok <- ensure_module(pattern),
+         pattern = %{pattern | function: Name.retry(pattern.function)},
          {:ok, arities} <- ensure_function(pattern, local?, force?) do
-      {:ok, warnings(pattern, arities)}
+      {:ok, pattern, warnings(pattern, arities)}
     end
   end
 
@@ -52,7 +58,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   defp tracer_module?(module) when module in @tracer_modules, do: true
 
   defp tracer_module?(module) do
-    name = inspect(module)
+    name = Name.inspect_module(module)
     name == "Kino.Trace" or String.starts_with?(name, "Kino.Trace.")
   end
 
@@ -60,33 +66,40 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp ensure_module(%Pattern{module: :_}), do: :ok
 
+  # Neither loaded nor on the code path when the pattern was parsed.
+  defp ensure_module(%Pattern{module: %Name{} = module}), do: unknown_module(module, :nofile)
+
   defp ensure_module(%Pattern{module: module}) do
     case Code.ensure_loaded(module) do
-      {:module, ^module} ->
-        :ok
-
-      {:error, reason} ->
-        {:error, "unknown module #{inspect(module)}" <> module_hint(module, reason)}
+      {:module, ^module} -> :ok
+      {:error, reason} -> unknown_module(module, reason)
     end
   end
 
-  defp module_hint(module, :nofile) do
-    case suggest_module(module) do
+  defp unknown_module(module, :nofile) do
+    wanted = Name.inspect_module(module)
+    {:error, "unknown module #{wanted}" <> module_hint(wanted, module_names())}
+  end
+
+  defp unknown_module(module, reason) do
+    {:error,
+     "unknown module #{Name.inspect_module(module)} (it could not be loaded: #{inspect(reason)})"}
+  end
+
+  defp module_hint(wanted, candidates) do
+    case suggest_module(wanted, candidates) do
       nil -> ""
       suggestion -> "; did you mean #{suggestion}?"
     end
   end
 
-  defp module_hint(_module, reason), do: " (it could not be loaded: #{inspect(reason)})"
+  # Display names ("Enum", ":ets") of every module the code path knows, without
+  # creating atoms for modules that are not loaded.
+  defp module_names do
+    Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
+  end
 
-  # Compares display names ("Enum", ":ets") of every module the code path
-  # knows, without creating atoms for modules that are not loaded.
-  defp suggest_module(module) do
-    wanted = inspect(module)
-
-    candidates =
-      Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
-
+  defp suggest_module(wanted, candidates) do
     # An alias whose lowercase form is an Erlang module: `Ets` -> `:ets`.
     erlang_form = ":" <> String.downcase(wanted)
 
@@ -168,12 +181,13 @@ defmodule Kino.Trace.Pattern.Preflight do
     {Enum.uniq(defined ++ exported), exported}
   end
 
+  # Compared as text: no atom is made for a macro that does not exist.
   defp macro_arities(functions, function) do
-    macro_name = :"MACRO-#{function}"
-    for {^macro_name, a} <- functions, do: a - 1
+    macro_name = "MACRO-" <> Name.text(function)
+    for {name, a} <- functions, Atom.to_string(name) == macro_name, do: a - 1
   end
 
-  defp macro_expansion?(function), do: String.starts_with?(Atom.to_string(function), "MACRO-")
+  defp macro_expansion?(function), do: String.starts_with?(Name.text(function), "MACRO-")
 
   defp function_hint(%Pattern{module: module, function: function, arity: arity}, visible) do
     candidates =
@@ -183,7 +197,7 @@ defmodule Kino.Trace.Pattern.Preflight do
       |> Enum.reject(&generated_name?/1)
       |> Enum.map(&Atom.to_string/1)
 
-    case closest(Atom.to_string(function), candidates) do
+    case closest(Name.text(function), candidates) do
       nil ->
         ""
 
@@ -345,5 +359,5 @@ defmodule Kino.Trace.Pattern.Preflight do
   defp mfa_text(module, function, :_), do: "#{inspect(module)}.#{name(function)}"
   defp mfa_text(module, function, arity), do: "#{inspect(module)}.#{name(function)}/#{arity}"
 
-  defp name(function), do: Macro.inspect_atom(:remote_call, function)
+  defp name(function), do: Name.inspect_atom(:remote_call, function)
 end
