@@ -170,7 +170,10 @@ defmodule Kino.Trace.Pattern do
       {:ok, pattern, ["Kernel.+/2 is inlined by the compiler (calls never reach it); trace :erlang.+/2 instead (compiled code usually runs :erlang.+/2 as a VM instruction, so only dynamic calls reach it)"]}
   """
   @spec check(t, check_opts) :: {:ok, t, [String.t()]} | {:error, String.t()}
-  def check(%__MODULE__{} = pattern, opts \\ []), do: Preflight.run(pattern, opts)
+  def check(%__MODULE__{} = pattern, opts \\ []) do
+    [result] = Preflight.run_all([{:ok, pattern}], opts)
+    result
+  end
 
   @doc """
   Parses and checks each input on its own, for showing a result per line.
@@ -181,7 +184,8 @@ defmodule Kino.Trace.Pattern do
   @spec parse_each([input] | String.t(), check_opts) ::
           [{input, {:ok, t, [String.t()]} | {:error, String.t()}}]
   def parse_each(inputs, opts \\ []) do
-    for input <- entries(inputs), do: {input, parse_and_check(input, opts)}
+    inputs = entries(inputs)
+    Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse/1), opts))
   end
 
   @doc """
@@ -273,10 +277,6 @@ defmodule Kino.Trace.Pattern do
 
   defp entries(inputs) when is_list(inputs), do: inputs
   defp entries(input), do: [input]
-
-  defp parse_and_check(input, opts) do
-    with {:ok, pattern} <- parse(input), do: check(pattern, opts)
-  end
 
   defp display(input) when is_binary(input), do: inspect(input)
   defp display(%__MODULE__{} = pattern), do: inspect(__MODULE__.to_string(pattern))

@@ -18,9 +18,36 @@ defmodule Kino.Trace.Pattern.Preflight do
   # Modules that run the tracer: tracing them makes the tracer trace itself.
   @tracer_modules [:trace, :erl_tracer]
 
-  # Returns the pattern with its names resolved to atoms.
-  @spec run(Pattern.t(), keyword) :: {:ok, Pattern.t(), [String.t()]} | {:error, String.t()}
-  def run(%Pattern{} = pattern, opts) do
+  @type result :: {:ok, Pattern.t(), [String.t()]} | {:error, String.t()}
+
+  # Checks every parsed pattern (`{:ok, pattern}`; errors pass through), in order.
+  # An `{:ok, pattern, warnings}` result has the pattern's names resolved to atoms.
+  # The modules of the code path, for "did you mean" on unknown modules, are
+  # listed once for all of them (listing them reads every code path directory).
+  @spec run_all([{:ok, Pattern.t()} | {:error, String.t()}], keyword) :: [result]
+  def run_all(parsed, opts) do
+    results =
+      Enum.map(parsed, fn
+        {:ok, %Pattern{} = pattern} -> run(pattern, opts)
+        {:error, message} -> {:error, message}
+      end)
+
+    if Enum.any?(results, &match?({:unknown_module, _}, &1)) do
+      candidates = module_names()
+
+      Enum.map(results, fn
+        {:unknown_module, wanted} ->
+          {:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)}
+
+        result ->
+          result
+      end)
+    else
+      results
+    end
+  end
+
+  defp run(%Pattern{} = pattern, opts) do
     force? = Keyword.get(opts, :force, false)
     local? = Keyword.get(opts, :local, true)
 
@@ -76,10 +103,8 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  defp unknown_module(module, :nofile) do
-    wanted = Name.inspect_module(module)
-    {:error, "unknown module #{wanted}" <> module_hint(wanted, module_names())}
-  end
+  # No such module: the hint is added by run_all/2.
+  defp unknown_module(module, :nofile), do: {:unknown_module, Name.inspect_module(module)}
 
   defp unknown_module(module, reason) do
     {:error,
@@ -307,17 +332,28 @@ defmodule Kino.Trace.Pattern.Preflight do
   # The candidate closest to `wanted`: fewest edits (a swap of two neighbours
   # counts as one), then highest Jaro similarity. Only offered when it is close.
   defp closest(wanted, candidates) do
-    max_edits = max(1, div(String.length(wanted), 4))
+    wanted_length = String.length(wanted)
+    max_edits = max(1, div(wanted_length, 4))
+    wanted_graphemes = wanted |> String.graphemes() |> List.to_tuple()
 
     candidates
     |> Enum.reject(&(&1 == wanted))
-    |> Enum.map(fn candidate ->
-      edits =
-        if abs(String.length(candidate) - String.length(wanted)) <= max_edits,
-          do: edit_distance(wanted, candidate),
-          else: max_edits + 1
+    |> Enum.flat_map(fn candidate ->
+      length = String.length(candidate)
 
-      {candidate, edits, String.jaro_distance(wanted, candidate)}
+      cond do
+        abs(length - wanted_length) <= max_edits ->
+          edits = edit_distance(wanted_graphemes, candidate, max_edits)
+          [{candidate, edits, String.jaro_distance(wanted, candidate)}]
+
+        # Jaro similarity is at most (2 + shorter / longer) / 3: skip the
+        # candidates whose lengths alone keep it below the threshold.
+        min(length, wanted_length) < (3 * @suggestion_threshold - 2) * max(length, wanted_length) ->
+          []
+
+        true ->
+          [{candidate, max_edits + 1, String.jaro_distance(wanted, candidate)}]
+      end
     end)
     |> Enum.filter(fn {_, edits, jaro} -> edits <= max_edits or jaro >= @suggestion_threshold end)
     |> Enum.min_by(fn {_, edits, jaro} -> {edits, -jaro} end, fn -> nil end)
@@ -327,34 +363,43 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  # Optimal string alignment distance (Levenshtein plus adjacent swaps).
-  defp edit_distance(left, right) do
-    left = left |> String.graphemes() |> List.to_tuple()
+  # Optimal string alignment distance (Levenshtein plus adjacent swaps) between
+  # `left` (a tuple of graphemes) and `right`, or
+  # `limit + 1` as soon as two rows in a row exceed `limit` (every alignment
+  # crosses one of them: a swap skips one row at most).
+  defp edit_distance(left, right, limit) do
     right = right |> String.graphemes() |> List.to_tuple()
     right_size = tuple_size(right)
     first_row = List.to_tuple(Enum.to_list(0..right_size))
 
-    {_before_previous, last_row} =
-      Enum.reduce(1..tuple_size(left)//1, {nil, first_row}, fn i, {before_previous, previous} ->
-        row =
-          Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
-            cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
+    Enum.reduce_while(1..tuple_size(left)//1, {nil, first_row}, fn i,
+                                                                   {before_previous, previous} ->
+      row =
+        Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
+          cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
 
-            best =
-              Enum.min([left_cell + 1, elem(previous, j) + 1, elem(previous, j - 1) + cost])
+          best = min(min(left_cell + 1, elem(previous, j) + 1), elem(previous, j - 1) + cost)
 
-            swapped? =
-              i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
-                elem(left, i - 2) == elem(right, j - 1)
+          swapped? =
+            i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
+              elem(left, i - 2) == elem(right, j - 1)
 
-            [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
-          end)
+          [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
+        end)
 
-        {previous, row |> Enum.reverse() |> List.to_tuple()}
-      end)
+      row = row |> Enum.reverse() |> List.to_tuple()
 
-    elem(last_row, right_size)
+      if row_min(row) > limit and row_min(previous) > limit,
+        do: {:halt, :over},
+        else: {:cont, {previous, row}}
+    end)
+    |> case do
+      :over -> limit + 1
+      {_before_previous, last_row} -> elem(last_row, right_size)
+    end
   end
+
+  defp row_min(row), do: row |> Tuple.to_list() |> Enum.min()
 
   defp mfa_text(module, function, :_), do: "#{inspect(module)}.#{name(function)}"
   defp mfa_text(module, function, arity), do: "#{inspect(module)}.#{name(function)}/#{arity}"
