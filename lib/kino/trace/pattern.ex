@@ -132,6 +132,12 @@ defmodule Kino.Trace.Pattern do
   def parse(module) when is_atom(module), do: build(module, module, :_, :_)
   def parse(fun) when is_function(fun), do: parse_function(fun)
 
+  def parse([_ | _] = list) do
+    if List.improper?(list),
+      do: {:error, "expected a proper list of patterns, got an improper list: #{inspect(list)}"},
+      else: parse_other(list)
+  end
+
   def parse({module, function, arity} = tuple) when is_atom(module) and is_atom(function) do
     if arity == :_ or (is_integer(arity) and arity >= 0) do
       build(tuple, module, function, arity)
@@ -143,7 +149,9 @@ defmodule Kino.Trace.Pattern do
   def parse({module, function} = tuple) when is_atom(module) and is_atom(function),
     do: build(tuple, module, function, :_)
 
-  def parse(other) do
+  def parse(other), do: parse_other(other)
+
+  defp parse_other(other) do
     {:error,
      "expected a string such as \"Enum.map/2\", a module, a capture such as &Enum.map/2 " <>
        "or a {module, function, arity} tuple, got: #{inspect(other)}"}
@@ -200,6 +208,11 @@ defmodule Kino.Trace.Pattern do
   """
   @spec parse_all!([input] | input, check_opts) :: {[t], [String.t()]}
   def parse_all!(inputs, opts \\ []) do
+    if improper_list?(inputs) do
+      raise ArgumentError,
+            "expected a list of trace patterns, got an improper list: #{inspect(inputs)}"
+    end
+
     results = parse_each(inputs, opts)
 
     if results == [] do
@@ -275,8 +288,13 @@ defmodule Kino.Trace.Pattern do
     |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
   end
 
-  defp entries(inputs) when is_list(inputs), do: inputs
+  # An improper list is one bad entry (`parse/1` explains it).
+  defp entries(inputs) when is_list(inputs),
+    do: if(improper_list?(inputs), do: [inputs], else: inputs)
+
   defp entries(input), do: [input]
+
+  defp improper_list?(inputs), do: is_list(inputs) and List.improper?(inputs)
 
   defp display(input) when is_binary(input), do: inspect(input)
   defp display(%__MODULE__{} = pattern), do: inspect(__MODULE__.to_string(pattern))

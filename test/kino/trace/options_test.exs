@@ -226,6 +226,25 @@ defmodule Kino.Trace.OptionsTest do
       assert_rejected("no trace patterns given", fn -> Trace.calls([], pids: self()) end)
     end
 
+    test "an improper list of patterns" do
+      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
+        Trace.calls(["Enum" | :x], pids: self())
+      end)
+
+      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
+        Kino.Trace.stats(["Enum" | :x], pids: self())
+      end)
+    end
+
+    test "set_patterns reports an improper list, and the trace keeps running" do
+      trace = Trace.calls([&Math.echo/1], pids: self())
+
+      assert [{["Enum" | :x], {:error, message}}] = Trace.set_patterns(trace, ["Enum" | :x])
+      assert message == ~S(expected a proper list of patterns, got an improper list: ["Enum" | :x])
+      assert Trace.info(trace).status == :running
+      assert Trace.stop(trace) == :ok
+    end
+
     test "every bad entry is named, good ones are not" do
       message =
         assert_rejected(~r/invalid trace pattern "Enum.mpa\/2"/, fn ->
