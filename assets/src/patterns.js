@@ -37,6 +37,7 @@ export class PatternEditor {
   constructor(parent, { patterns = [], onApply }) {
     this.onApply = onApply;
     this.results = new Map();
+    this.error = null;
 
     this.el = document.createElement("div");
     this.el.className = "kt-patterns";
@@ -82,6 +83,7 @@ export class PatternEditor {
     this.textarea.addEventListener("input", () => {
       // edits make old marks meaningless
       this.results = new Map();
+      this.error = null;
       this.note.textContent = "";
       this.renderMarks();
     });
@@ -98,10 +100,21 @@ export class PatternEditor {
     this.onApply(this.sent.map((l) => l.pattern));
   }
 
-  /** Shows the server's answer: {patterns, results: [{input, ok, error, warning}]}. */
-  showResults({ results }) {
+  /**
+   * Shows the server's answer: {patterns, results: [{input, ok, error, warning}]}, or
+   * {patterns, results: [], error} when the edit was refused as a whole.
+   */
+  showResults({ results, error }) {
     const lines = this.sent || parsePatternLines(this.textarea.value);
     this.sent = null;
+    this.error = error || null;
+    if (this.error) {
+      this.results = new Map();
+      this.note.textContent = "Not applied";
+      this.note.classList.add("kt-bad");
+      this.renderMarks();
+      return;
+    }
     this.results = matchResults(lines, results);
     const bad = results.filter((r) => !r.ok).length;
     const good = results.length - bad;
@@ -126,6 +139,12 @@ export class PatternEditor {
       })
     );
     const items = [];
+    if (this.error) {
+      const li = document.createElement("li");
+      li.className = "kt-error";
+      li.textContent = this.error;
+      items.push(li);
+    }
     for (const [line, result] of [...this.results.entries()].sort((a, b) => a[0] - b[0])) {
       if (result.ok && !result.warning) continue;
       const li = document.createElement("li");

@@ -37,4 +37,19 @@ describe("patterns", () => {
     editor.textarea.dispatchEvent(new Event("input"));
     expect(parent.querySelectorAll(".kt-line-error").length).toBe(0);
   });
+
+  it("the editor shows an edit refused as a whole", () => {
+    const parent = document.createElement("div");
+    const editor = new PatternEditor(parent, { patterns: [], onApply: vi.fn() });
+    editor.textarea.value = "A.b/1";
+    editor.applyButton.click();
+
+    editor.showResults({ patterns: [], results: [], error: "not applied: too many patterns" });
+    expect(editor.note.textContent).toBe("Not applied");
+    expect(editor.note.classList.contains("kt-bad")).toBe(true);
+    expect(parent.querySelector(".kt-editor-messages .kt-error").textContent).toBe("not applied: too many patterns");
+
+    editor.textarea.dispatchEvent(new Event("input"));
+    expect(parent.querySelectorAll(".kt-editor-messages .kt-error").length).toBe(0);
+  });
 });

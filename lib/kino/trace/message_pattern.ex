@@ -7,6 +7,10 @@ defmodule Kino.Trace.MessagePattern do
   message: `"{:ok, _}"`, `"{:get, key} when is_atom(key)"`, `"%{event: :login}"`.
   The `:distributed` preset keeps only messages that cross to or from another node.
 
+  Parsing creates no atom: variables may have any name, and a literal atom that
+  does not exist yet is refused, since no message can contain it (see
+  `Kino.Trace.Pattern.Name`).
+
       iex> {:ok, specs} = Kino.Trace.MessagePattern.compile("{:ok, x} when x > 1", false)
       iex> :erlang.match_spec_test([self(), {:ok, 2}], specs.send, :trace)
       {:ok, true, [], []}
@@ -14,7 +18,7 @@ defmodule Kino.Trace.MessagePattern do
       {:ok, false, [], []}
   """
 
-  alias Kino.Trace.Pattern.MatchSpec
+  alias Kino.Trace.Pattern.{MatchSpec, Quoted}
 
   @type specs :: %{send: list() | true, recv: list() | true}
 
@@ -27,7 +31,7 @@ defmodule Kino.Trace.MessagePattern do
   def compile(nil, true), do: compile("_", true)
 
   def compile(text, distributed?) when is_binary(text) do
-    with {:ok, ast} <- quoted(text),
+    with {:ok, ast} <- Quoted.parse(text),
          {message, guard} = split_guard(ast),
          {:ok, send} <- spec([var(:__kino_to__), message], guard, send_guard(distributed?)),
          {:ok, recv} <- spec([var(:__kino_node__), var(:__kino_from__), message], guard, recv_guard(distributed?)) do
@@ -39,17 +43,6 @@ defmodule Kino.Trace.MessagePattern do
 
   def compile(other, _distributed?),
     do: {:error, "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}
-
-  defp quoted(text) do
-    case Code.string_to_quoted(text) do
-      {:ok, ast} -> {:ok, ast}
-      {:error, {_meta, message, token}} -> {:error, "syntax error: #{format_error(message)}#{token}"}
-    end
-  end
-
-  defp format_error(message) when is_binary(message), do: message
-  defp format_error({prefix, suffix}), do: "#{prefix}#{suffix}"
-  defp format_error(other), do: inspect(other)
 
   defp split_guard({:when, _, [message, guard]}), do: {message, guard}
   defp split_guard(message), do: {message, nil}

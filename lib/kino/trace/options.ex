@@ -10,7 +10,16 @@ defmodule Kino.Trace.Options do
 
       iex> Kino.Trace.Options.validate!(limit: -1)
       ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
+
+  The native tracer owns the bounds of the limits it enforces (`:limit`, `:rate`,
+  `:queue`, `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`): they are
+  checked by asking it, and a value out of range is reported under the option's name.
+
+      iex> Kino.Trace.Options.validate!(rate: {1, 86_400_001})
+      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
   """
+
+  alias Kino.Trace.Tracer
 
   @defaults [
     pids: :all,
@@ -34,6 +43,11 @@ defmodule Kino.Trace.Options do
     nodes: nil,
     name: nil
   ]
+
+  # Events kept by a session for `Kino.Trace.events/2`.
+  @max_history 0xFFFFFFFF
+  # The longest `receive ... after` timeout (about 49.7 days); every VM timer takes it.
+  @max_timeout 0xFFFFFFFF
 
   @doc "The default options."
   @spec defaults() :: keyword()
@@ -60,8 +74,57 @@ defmodule Kino.Trace.Options do
       if key == :pids and remote?, do: check_pids_shape!(value), else: check!(key, value)
     end)
 
-    opts = Keyword.merge(defaults, opts)
-    Keyword.update!(opts, :queue, &Keyword.merge(@defaults[:queue], &1))
+    merged = Keyword.merge(defaults, opts)
+    merged = Keyword.update!(merged, :queue, &Keyword.merge(@defaults[:queue], &1))
+    check_native!(merged, opts)
+    merged
+  end
+
+  # The user option (and what of it) behind each limit of the native session.
+  @native_options %{
+    "max_events" => {:limit, nil},
+    "rate_count" => {:rate, "a count"},
+    "rate_period_ms" => {:rate, "a period"},
+    "queue_events" => {:queue, ":events"},
+    "queue_bytes" => {:queue, ":bytes"},
+    "max_depth" => {:max_depth, nil},
+    "max_items" => {:max_items, nil},
+    "max_binary" => {:max_binary, nil},
+    "max_bytes" => {:max_bytes, nil}
+  }
+
+  # Makes (and closes) a native session with these limits: the tracer checks its
+  # own bounds, and its error is told in terms of the user's options.
+  defp check_native!(merged, given) do
+    if Tracer.loaded?() do
+      try do
+        merged |> native_limits() |> then(&Tracer.new_session(self(), &1)) |> Tracer.close()
+      rescue
+        e in ArgumentError -> raise ArgumentError, native_error(e.message, given)
+      end
+    end
+
+    :ok
+  end
+
+  # `given`: the options as the user wrote them.
+  defp native_error(message, given) do
+    with [native, max] <-
+           Regex.run(~r/^invalid limit (\w+): expected an integer from 0 to (\d+)$/, message,
+             capture: :all_but_first
+           ),
+         {key, part} <- Map.get(@native_options, native) do
+      expected =
+        case part do
+          nil -> "at most #{max}"
+          "a period" -> "a period of at most #{max} ms"
+          part -> "#{part} of at most #{max}"
+        end
+
+      "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(given[key])}"
+    else
+      _ -> message
+    end
   end
 
   defp check!(:pids, value), do: check_pids!(value)
@@ -75,37 +138,37 @@ defmodule Kino.Trace.Options do
     unless is_boolean(value), do: invalid!(key, "a boolean", value)
   end
 
-  defp check!(key, value) when key in [:limit, :timeout] do
-    unless is_nil(value) or pos_integer?(value), do: invalid!(key, "a positive integer", value)
+  defp check!(:limit, value) do
+    unless is_nil(value) or pos_integer?(value), do: invalid!(:limit, "a positive integer", value)
   end
 
-  # Bounded: the tracer's term walk recurses once per nesting level.
-  defp check!(:max_depth, value) do
+  defp check!(:timeout, value) do
     cond do
-      not pos_integer?(value) -> invalid!(:max_depth, "a positive integer", value)
-      value > 100 -> invalid!(:max_depth, "at most 100", value)
+      is_nil(value) -> :ok
+      not pos_integer?(value) -> invalid!(:timeout, "a positive integer", value)
+      value > @max_timeout -> invalid!(:timeout, "at most #{@max_timeout} (ms)", value)
       true -> :ok
     end
   end
 
-  defp check!(key, value) when key in [:max_items, :max_binary, :max_bytes, :history] do
-    unless pos_integer?(value) and value <= 0xFFFFFFFF,
-      do: invalid!(key, "a positive integer", value)
+  # Upper bounds of the tracer's limits are its own (see check_native!/2).
+  defp check!(key, value) when key in [:max_depth, :max_items, :max_binary, :max_bytes] do
+    unless pos_integer?(value), do: invalid!(key, "a positive integer", value)
+  end
+
+  defp check!(:history, value) do
+    cond do
+      not pos_integer?(value) -> invalid!(:history, "a positive integer", value)
+      value > @max_history -> invalid!(:history, "at most #{@max_history}", value)
+      true -> :ok
+    end
   end
 
   defp check!(:rate, nil), do: :ok
 
   defp check!(:rate, {count, ms} = value) do
-    cond do
-      not (pos_integer?(count) and pos_integer?(ms)) ->
-        invalid!(:rate, "{count, milliseconds} with positive integers", value)
-
-      count > 1_000_000_000 or ms > 86_400_000 ->
-        invalid!(:rate, "at most 1_000_000_000 events per at most 86_400_000 ms", value)
-
-      true ->
-        :ok
-    end
+    unless pos_integer?(count) and pos_integer?(ms),
+      do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
   end
 
   defp check!(:rate, value), do: invalid!(:rate, "{count, milliseconds} with positive integers", value)

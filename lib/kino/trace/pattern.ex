@@ -61,9 +61,28 @@ defmodule Kino.Trace.Pattern do
   `is_map_key/2`), `map.field`, `abs/1`, `div/2`, `rem/2`, `min/2`, `max/2`,
   `round/1`, `trunc/1`, `floor/1`, `ceil/1`, `node/0`, `self/0` (the traced
   process) and remote calls of guard functions of `:erlang`.
+
+  ## Atoms
+
+  Atoms are never freed and the VM aborts when its atom table is full, so
+  pattern text never creates atoms (see `Kino.Trace.Pattern.Name`): typing into
+  the widget cannot exhaust the table. What that means:
+
+    * variables may have any name
+    * a module becomes an atom only when it exists (loaded, or on the code
+      path); an unknown one is reported by `check/2`, with a suggestion
+    * a literal atom in an argument pattern or guard must already exist: no
+      traced term can contain an atom that does not, so `:usres` is an error
+      rather than a pattern that silently never matches. The target module is
+      loaded first, so the atoms of its code count. If an atom only appears
+      once some code has run, set the pattern once it has.
+
+      iex> Kino.Trace.Pattern.parse("Map.get(_, :kino_trace_no_such_atom_3e9a)")
+      {:error, "unknown atom :kino_trace_no_such_atom_3e9a: no such atom exists yet, so no traced term can contain it (kino_trace never creates atoms from pattern text; if the atom appears once some code has run or loaded, set the pattern again then)"}
   """
 
-  alias Kino.Trace.Pattern.{MatchSpec, Preflight}
+  import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.Pattern.{MatchSpec, Name, Preflight, Quoted}
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
 
@@ -71,7 +90,9 @@ defmodule Kino.Trace.Pattern do
   A parsed pattern.
 
     * `:source` - what the user wrote
-    * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard
+    * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard. A
+      module or function named in text that does not exist as an atom is a
+      `Kino.Trace.Pattern.Name` until `check/2` resolves it (or reports it)
     * `:head` - the match spec head: a list with one pattern per argument, or
       `:_` for any arguments
     * `:guards` - the match spec guards
@@ -80,8 +101,8 @@ defmodule Kino.Trace.Pattern do
   """
   @type t :: %__MODULE__{
           source: term,
-          module: module | :_,
-          function: atom | :_,
+          module: module | :_ | Name.t(),
+          function: atom | :_ | Name.t(),
           arity: non_neg_integer | :_,
           head: [term] | :_,
           guards: [term],
@@ -111,6 +132,12 @@ defmodule Kino.Trace.Pattern do
   def parse(module) when is_atom(module), do: build(module, module, :_, :_)
   def parse(fun) when is_function(fun), do: parse_function(fun)
 
+  def parse([_ | _] = list) do
+    if List.improper?(list),
+      do: {:error, "expected a proper list of patterns, got an improper list: #{inspect(list)}"},
+      else: parse_other(list)
+  end
+
   def parse({module, function, arity} = tuple) when is_atom(module) and is_atom(function) do
     if arity == :_ or (is_integer(arity) and arity >= 0) do
       build(tuple, module, function, arity)
@@ -122,7 +149,9 @@ defmodule Kino.Trace.Pattern do
   def parse({module, function} = tuple) when is_atom(module) and is_atom(function),
     do: build(tuple, module, function, :_)
 
-  def parse(other) do
+  def parse(other), do: parse_other(other)
+
+  defp parse_other(other) do
     {:error,
      "expected a string such as \"Enum.map/2\", a module, a capture such as &Enum.map/2 " <>
        "or a {module, function, arity} tuple, got: #{inspect(other)}"}
@@ -133,7 +162,8 @@ defmodule Kino.Trace.Pattern do
 
   Returns `{:ok, pattern, warnings}` when it can be traced (warnings are
   strings, for example when the compiler inlines the function so calls never
-  reach it), or `{:error, message}`.
+  reach it), or `{:error, message}`. The returned pattern has its module and
+  function as atoms (see "Atoms" in the module documentation).
 
   Options:
 
@@ -149,7 +179,8 @@ defmodule Kino.Trace.Pattern do
   """
   @spec check(t, check_opts) :: {:ok, t, [String.t()]} | {:error, String.t()}
   def check(%__MODULE__{} = pattern, opts \\ []) do
-    with {:ok, warnings} <- Preflight.run(pattern, opts), do: {:ok, pattern, warnings}
+    [result] = Preflight.run_all([{:ok, pattern}], opts)
+    result
   end
 
   @doc """
@@ -161,7 +192,8 @@ defmodule Kino.Trace.Pattern do
   @spec parse_each([input] | String.t(), check_opts) ::
           [{input, {:ok, t, [String.t()]} | {:error, String.t()}}]
   def parse_each(inputs, opts \\ []) do
-    for input <- entries(inputs), do: {input, parse_and_check(input, opts)}
+    inputs = entries(inputs)
+    Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse/1), opts))
   end
 
   @doc """
@@ -176,6 +208,11 @@ defmodule Kino.Trace.Pattern do
   """
   @spec parse_all!([input] | input, check_opts) :: {[t], [String.t()]}
   def parse_all!(inputs, opts \\ []) do
+    if improper_list?(inputs) do
+      raise ArgumentError,
+            "expected a list of trace patterns, got an improper list: #{inspect(inputs)}"
+    end
+
     results = parse_each(inputs, opts)
 
     if results == [] do
@@ -230,10 +267,10 @@ defmodule Kino.Trace.Pattern do
   """
   @spec to_string(t) :: String.t()
   def to_string(%__MODULE__{module: :_}), do: "*"
-  def to_string(%__MODULE__{module: module, function: :_}), do: inspect(module)
+  def to_string(%__MODULE__{module: module, function: :_}), do: Name.inspect_module(module)
 
   def to_string(%__MODULE__{module: module, function: function} = pattern) do
-    prefix = "#{inspect(module)}.#{Macro.inspect_atom(:remote_call, function)}"
+    prefix = "#{Name.inspect_module(module)}.#{Name.inspect_atom(:remote_call, function)}"
 
     cond do
       pattern.call_text -> prefix <> pattern.call_text
@@ -251,12 +288,13 @@ defmodule Kino.Trace.Pattern do
     |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
   end
 
-  defp entries(inputs) when is_list(inputs), do: inputs
+  # An improper list is one bad entry (`parse/1` explains it).
+  defp entries(inputs) when is_list(inputs),
+    do: if(improper_list?(inputs), do: [inputs], else: inputs)
+
   defp entries(input), do: [input]
 
-  defp parse_and_check(input, opts) do
-    with {:ok, pattern} <- parse(input), do: check(pattern, opts)
-  end
+  defp improper_list?(inputs), do: is_list(inputs) and List.improper?(inputs)
 
   defp display(input) when is_binary(input), do: inspect(input)
   defp display(%__MODULE__{} = pattern), do: inspect(__MODULE__.to_string(pattern))
@@ -315,13 +353,8 @@ defmodule Kino.Trace.Pattern do
         {:ok, %__MODULE__{source: source, module: :_, function: :_, arity: :_}}
 
       true ->
-        text
-        |> normalize_wildcards()
-        |> Code.string_to_quoted()
-        |> case do
-          {:ok, ast} -> from_ast(ast, source)
-          {:error, error} -> {:error, syntax_error(error)}
-        end
+        with {:ok, ast} <- text |> normalize_wildcards() |> Quoted.parse(),
+             do: from_ast(ast, source)
     end
   end
 
@@ -333,22 +366,11 @@ defmodule Kino.Trace.Pattern do
     |> String.replace(~r{\.\*(\s*(#.*)?)$}, "\\1")
   end
 
-  defp syntax_error({location, message, token}) when is_binary(message) do
-    column = if is_list(location), do: location[:column]
-    position = if column, do: " at column #{column}", else: ""
-    "syntax error#{position}: #{String.trim(message)}#{syntax_token(token)}"
-  end
-
-  defp syntax_error(other), do: "syntax error: #{inspect(other)}"
-
-  defp syntax_token(token) when is_binary(token), do: token
-  defp syntax_token(_), do: ""
-
   # `&Mod.fun/2` written as text
   defp from_ast({:&, _, [capture]}, source), do: from_ast(capture, source)
 
   defp from_ast({:/, _, [{{:., _, [module_ast, function]}, meta, []}, arity_ast]}, source)
-       when is_atom(function) do
+       when is_name(function) do
     with true <- meta[:no_parens] == true || {:error, expected(source)},
          {:ok, module} <- module_from_ast(module_ast, source),
          {:ok, arity} <- arity_from_ast(arity_ast) do
@@ -363,7 +385,7 @@ defmodule Kino.Trace.Pattern do
 
   defp from_ast({:when, _, [call, guard]} = ast, source) do
     case call do
-      {{:., _, [_module, function]}, meta, args} when is_atom(function) and is_list(args) ->
+      {{:., _, [_module, function]}, meta, args} when is_name(function) and is_list(args) ->
         if meta[:no_parens],
           do:
             {:error, "a guard needs argument patterns to refer to: write Mod.fun(a, b) when ..."},
@@ -375,7 +397,7 @@ defmodule Kino.Trace.Pattern do
   end
 
   defp from_ast({{:., _, [module_ast, function]}, meta, args} = call, source)
-       when is_atom(function) and is_list(args) do
+       when is_name(function) and is_list(args) do
     if meta[:no_parens] && args == [] do
       with {:ok, module} <- module_from_ast(module_ast, source),
            do: build(source, module, function, :_)
@@ -391,6 +413,7 @@ defmodule Kino.Trace.Pattern do
 
   defp call_with_arguments({{:., _, [module_ast, function]}, _, args}, guard, ast, source) do
     with {:ok, module} <- module_from_ast(module_ast, source),
+         :ok <- load(module),
          {:ok, head, bindings} <- MatchSpec.compile_args(args),
          {:ok, guards} <- MatchSpec.compile_guard(guard, bindings),
          :ok <- validate(head, guards) do
@@ -412,9 +435,18 @@ defmodule Kino.Trace.Pattern do
     end
   end
 
+  # Literal atoms in the arguments may be atoms of the module's code: they
+  # exist once it is loaded.
+  defp load(module) when is_atom(module) do
+    Code.ensure_loaded(module)
+    :ok
+  end
+
+  defp load(%Name{}), do: :ok
+
   # "(list, _) when length(list) > 100"
   defp call_text(ast) do
-    text = Macro.to_string(ast)
+    text = Quoted.to_string(ast)
     [_, rest] = String.split(text, "(", parts: 2)
     "(" <> rest
   end
@@ -433,17 +465,20 @@ defmodule Kino.Trace.Pattern do
     end
   end
 
+  # A module that does not exist stays a `Name`: the pre-flight check reports it.
   defp module_from_ast(atom, _source) when is_atom(atom), do: {:ok, atom}
+  defp module_from_ast(%Name{text: text}, _source), do: {:ok, Name.module_name(text)}
 
   defp module_from_ast({:__aliases__, _, parts} = ast, _source) do
     case MatchSpec.alias_to_atom(parts) do
       {:ok, module} -> {:ok, module}
-      :error -> {:error, "cannot use #{Macro.to_string(ast)} as a module name"}
+      :error -> {:error, "cannot use #{Quoted.to_string(ast)} as a module name"}
     end
   end
 
-  defp module_from_ast({name, _, context}, _source) when is_atom(name) and is_atom(context) do
-    alias = name |> Atom.to_string() |> Macro.camelize()
+  defp module_from_ast({name, _, context}, _source) when is_name(name) and is_atom(context) do
+    name = Name.text(name)
+    alias = Macro.camelize(name)
 
     {:error,
      "#{name} is not a module name; write :#{name} for an Erlang module or #{alias} for an Elixir alias"}
@@ -455,7 +490,7 @@ defmodule Kino.Trace.Pattern do
   defp arity_from_ast({:_, _, context}) when is_atom(context), do: {:ok, :_}
 
   defp arity_from_ast(ast),
-    do: {:error, "the arity must be a non-negative integer or *, got: #{Macro.to_string(ast)}"}
+    do: {:error, "the arity must be a non-negative integer or *, got: #{Quoted.to_string(ast)}"}
 
   defp expected(source) do
     "expected Mod, Mod.fun, Mod.fun/arity or Mod.fun(args) when guard, got: #{inspect(source)}"

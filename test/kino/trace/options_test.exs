@@ -13,6 +13,8 @@ defmodule Kino.Trace.OptionsTest do
 
   @math "KinoTraceTest.Sample.Math"
 
+  doctest Kino.Trace.Options
+
   # Sessions of earlier test modules end when their owners exit, a moment later: start
   # from a quiet VM so the before/after comparisons below see only this test.
   setup do
@@ -81,13 +83,48 @@ defmodule Kino.Trace.OptionsTest do
       end
     end
 
-    test "term caps and :history take positive integers that fit 32 bits" do
-      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history], bad <- [0, -3, 2.0, nil, 0x1_0000_0000],
-          not (key == :max_depth and bad == 0x1_0000_0000) do
+    test "term caps and :history take positive integers" do
+      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history], bad <- [0, -3, 2.0, nil] do
         assert_rejected("invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}", fn ->
           calls([{key, bad}])
         end)
       end
+    end
+
+    test "term caps and :history fit 32 bits, and say so" do
+      for key <- [:max_items, :max_binary, :max_bytes, :history], bad <- [0x1_0000_0000, 2 ** 64] do
+        assert_rejected("invalid value for #{inspect(key)}: expected at most 4294967295, got: #{inspect(bad)}", fn ->
+          calls([{key, bad}])
+        end)
+      end
+
+      assert Options.validate!(max_items: 0xFFFF_FFFF, history: 0xFFFF_FFFF)[:max_items] == 0xFFFF_FFFF
+    end
+
+    test "too large a :limit names :limit and its range, not the tracer's own name" do
+      for bad <- [2 ** 64, 2 ** 100] do
+        assert_rejected("invalid value for :limit: expected at most 18446744073709551615, got: #{inspect(bad)}", fn ->
+          calls(limit: bad)
+        end)
+      end
+
+      assert Options.validate!(limit: 2 ** 64 - 1)[:limit] == 2 ** 64 - 1
+    end
+
+    test "too large a :queue cap names :queue and the cap" do
+      assert_rejected("invalid value for :queue: expected :events of at most 18446744073709551615, got: [events: 18446744073709551616]", fn ->
+        calls(queue: [events: 2 ** 64])
+      end)
+
+      assert_rejected("invalid value for :queue: expected :bytes of at most 18446744073709551615, got: [events: 5, bytes: 18446744073709551616]", fn ->
+        calls(queue: [events: 5, bytes: 2 ** 64])
+      end)
+    end
+
+    test "too large a :timeout says its range" do
+      assert_rejected("invalid value for :timeout: expected at most 4294967295 (ms), got: 4294967296", fn ->
+        calls(timeout: 0x1_0000_0000)
+      end)
     end
 
     test ":max_depth is at most 100 (the tracer's term walk recurses once per level)" do
@@ -99,12 +136,17 @@ defmodule Kino.Trace.OptionsTest do
     end
 
     test ":rate is bounded" do
-      for bad <- [{1_000_000_001, 1}, {1, 86_400_001}] do
-        assert_rejected(
-          "invalid value for :rate: expected at most 1_000_000_000 events per at most 86_400_000 ms, got: #{inspect(bad)}",
-          fn -> calls(rate: bad) end
-        )
-      end
+      assert_rejected("invalid value for :rate: expected a count of at most 1000000000, got: {1000000001, 1}", fn ->
+        calls(rate: {1_000_000_001, 1})
+      end)
+
+      assert_rejected("invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}", fn ->
+        calls(rate: {1, 86_400_001})
+      end)
+
+      assert_rejected("invalid value for :rate: expected a count of at most 1000000000, got: {18446744073709551616, 1}", fn ->
+        calls(rate: {2 ** 64, 1})
+      end)
     end
 
     test ":rate takes {count, milliseconds}" do
@@ -224,6 +266,25 @@ defmodule Kino.Trace.OptionsTest do
       end)
 
       assert_rejected("no trace patterns given", fn -> Trace.calls([], pids: self()) end)
+    end
+
+    test "an improper list of patterns" do
+      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
+        Trace.calls(["Enum" | :x], pids: self())
+      end)
+
+      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
+        Kino.Trace.stats(["Enum" | :x], pids: self())
+      end)
+    end
+
+    test "set_patterns reports an improper list, and the trace keeps running" do
+      trace = Trace.calls([&Math.echo/1], pids: self())
+
+      assert [{["Enum" | :x], {:error, message}}] = Trace.set_patterns(trace, ["Enum" | :x])
+      assert message == ~S(expected a proper list of patterns, got an improper list: ["Enum" | :x])
+      assert Trace.info(trace).status == :running
+      assert Trace.stop(trace) == :ok
     end
 
     test "every bad entry is named, good ones are not" do

@@ -162,6 +162,54 @@ defmodule Kino.Trace.Widget.ControllerTest do
     refute has_row?(sent, "SampleApp.Repo.get(:users, 5)")
   end
 
+  describe "a set_patterns event too large" do
+    # Refused as a whole, before parsing: a reply to the sender says why, and the
+    # trace keeps its patterns.
+    defp refused(trace, lines) do
+      {controller, _} = Controller.init(trace)
+      before = Kino.Trace.patterns(trace)
+
+      assert {[{:reply, "patterns", payload}], ^controller} =
+               Controller.handle_event(controller, "set_patterns", %{"patterns" => lines})
+
+      assert payload.results == []
+      assert payload.patterns == before
+      assert Kino.Trace.patterns(trace) == before
+      payload.error
+    end
+
+    test "too many lines", %{trace: trace} do
+      lines = List.duplicate("SampleApp.Repo.delete/1", 501)
+      assert refused(trace, lines) == "not applied: 501 patterns sent, at most 500 at once"
+    end
+
+    test "a line too long", %{trace: trace} do
+      long = "SampleApp.Repo.get(" <> String.duplicate("x", 4_100) <> ")"
+
+      assert refused(trace, ["SampleApp.Repo.delete/1", long]) ==
+               "not applied: the pattern starting \"SampleApp.Repo.get(xxxxxxxxxxxxxxxxxxxxx...\" " <>
+                 "is 4120 bytes long, at most 4096 bytes per pattern"
+    end
+
+    test "too many bytes in all", %{trace: trace} do
+      lines = List.duplicate("SampleApp.Repo.get(" <> String.duplicate("x", 4_000) <> ")", 20)
+
+      assert refused(trace, lines) ==
+               "not applied: the patterns are 80400 bytes in all, at most 65536 at once"
+    end
+
+    test "the largest event allowed is applied", %{trace: trace} do
+      {controller, _} = Controller.init(trace)
+      lines = List.duplicate("SampleApp.Repo.delete/1", 500)
+
+      assert {[{:broadcast, "patterns", payload}], _controller} =
+               Controller.handle_event(controller, "set_patterns", %{"patterns" => lines})
+
+      assert length(payload.results) == 500
+      assert Enum.uniq(Kino.Trace.patterns(trace)) == ["SampleApp.Repo.delete/1"]
+    end
+  end
+
   test "pause, resume and stop change the status", %{trace: trace} do
     {controller, _} = Controller.init(trace)
 

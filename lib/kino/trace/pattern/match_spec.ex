@@ -10,8 +10,15 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   #
   # Every function returns `{:ok, ...}` or `{:error, message}`; errors name the
   # construct that is not supported.
+  #
+  # The quoted forms come from `Kino.Trace.Pattern.Quoted`: names that are not
+  # atoms are `Kino.Trace.Pattern.Name`s. A variable may have such a name; a
+  # literal atom may not (no term can contain an atom that does not exist).
 
-  @typep bindings :: %{optional(atom) => atom}
+  import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.Pattern.{Name, Quoted}
+
+  @typep bindings :: %{optional(atom | Name.t()) => atom}
 
   @comparisons %{
     ==: :==,
@@ -92,12 +99,12 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   ## Argument patterns (match spec head)
 
   # With `:literal` instead of bindings, only literal terms are accepted.
-  defp pattern({name, _, context} = ast, :literal) when is_atom(name) and is_atom(context),
+  defp pattern({name, _, context} = ast, :literal) when is_name(name) and is_atom(context),
     do: {:error, {:not_literal, ast}}
 
   defp pattern({:_, _, context}, bindings) when is_atom(context), do: {:ok, :_, bindings}
 
-  defp pattern({name, _, context}, bindings) when is_atom(name) and is_atom(context) do
+  defp pattern({name, _, context}, bindings) when is_name(name) and is_atom(context) do
     case bindings do
       %{^name => ms_var} ->
         {:ok, ms_var, bindings}
@@ -115,6 +122,15 @@ defmodule Kino.Trace.Pattern.MatchSpec do
          "(match specs read it as a variable); bind a variable and compare it in a guard"}
     else
       {:ok, atom, bindings}
+    end
+  end
+
+  # An atom that did not exist when the text was parsed may exist now (the
+  # traced module was loaded since).
+  defp pattern(%Name{text: text}, bindings) do
+    case Name.existing(text) do
+      nil -> {:error, unknown_atom(Name.inspect_atom(:literal, text))}
+      atom -> pattern(atom, bindings)
     end
   end
 
@@ -152,7 +168,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   defp pattern({:__aliases__, _, parts} = ast, bindings) do
     case alias_to_atom(parts) do
-      {:ok, atom} -> {:ok, atom, bindings}
+      {:ok, atom} when is_atom(atom) -> {:ok, atom, bindings}
+      {:ok, %Name{} = name} -> {:error, unknown_alias(name)}
       :error -> unsupported("alias", ast)
     end
   end
@@ -243,6 +260,9 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   defp struct_name_pattern({:_, _, context}, _ast, bindings) when is_atom(context),
     do: {:ok, :_, bindings}
 
+  defp struct_name_pattern({:__aliases__, _, _} = name_ast, _ast, bindings),
+    do: pattern(name_ast, bindings)
+
   defp struct_name_pattern(name_ast, ast, bindings) do
     case literal_term(name_ast, "struct name") do
       {:ok, name} when is_atom(name) -> {:ok, name, bindings}
@@ -256,13 +276,14 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     unsupported("_ in a guard", ast, "_ matches anything and binds nothing")
   end
 
-  defp guard_expr({name, _, context}, bindings) when is_atom(name) and is_atom(context) do
+  defp guard_expr({name, _, context}, bindings) when is_name(name) and is_atom(context) do
     case bindings do
       %{^name => ms_var} ->
         {:ok, ms_var}
 
       %{} ->
-        {:error, "variable #{name} is used in the guard but not bound in the argument patterns"}
+        {:error,
+         "variable #{Name.text(name)} is used in the guard but not bound in the argument patterns"}
     end
   end
 
@@ -366,15 +387,15 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   end
 
   # map.field
-  defp guard_expr({{:., _, [map, field]}, meta, []}, bindings) when is_atom(field) do
-    if meta[:no_parens] && not match?({:__aliases__, _, _}, map) && not is_atom(map) do
+  defp guard_expr({{:., _, [map, field]}, meta, []}, bindings) when is_name(field) do
+    if meta[:no_parens] && not match?({:__aliases__, _, _}, map) && not is_name(map) do
       guard_call(:map_get, [field, map], bindings)
     else
       remote_guard_call(map, field, [], bindings)
     end
   end
 
-  defp guard_expr({{:., _, [module, name]}, _, args}, bindings) when is_atom(name) do
+  defp guard_expr({{:., _, [module, name]}, _, args}, bindings) when is_name(name) do
     remote_guard_call(module, name, args, bindings)
   end
 
@@ -396,17 +417,17 @@ defmodule Kino.Trace.Pattern.MatchSpec do
         guard_expr({name, [], args}, bindings)
 
       {:ok, :erlang} ->
-        if erlang_guard_function?(name, arity) do
+        if is_atom(name) and erlang_guard_function?(name, arity) do
           guard_call(name, args, bindings)
         else
-          not_a_guard(":erlang.#{name}/#{arity}")
+          not_a_guard(":erlang.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
         end
 
       {:ok, module} when is_atom(module) ->
-        not_a_guard("#{inspect(module)}.#{name}/#{arity}")
+        not_a_guard("#{inspect(module)}.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
 
       _ ->
-        not_a_guard(Macro.to_string({{:., [], [module_ast, name]}, [], args}))
+        not_a_guard(Quoted.to_string({{:., [], [module_ast, name]}, [], args}))
     end
   end
 
@@ -464,6 +485,10 @@ defmodule Kino.Trace.Pattern.MatchSpec do
               {:ok, Enum.reduce(rest, first, &{:orelse, &2, &1})}
             end
 
+          # A list, with something in it that is not a literal: say what.
+          {:error, _} = error when is_list(right_ast) ->
+            error
+
           _ ->
             unsupported(
               "in with a right side that is not a literal list or integer range",
@@ -511,8 +536,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
           {:^, _, _} ->
             unsupported("the pin operator", ast, "write the value itself")
 
-          {name, _, args} when is_atom(name) and is_list(args) ->
-            not_a_guard("#{name}/#{length(args)}")
+          {name, _, args} when is_name(name) and is_list(args) ->
+            not_a_guard("#{Name.inspect_atom(:remote_call, name)}/#{length(args)}")
 
           _ ->
             literal_error
@@ -569,7 +594,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
         {:ok, term}
 
       {:error, {:not_literal, _var}} ->
-        {:error, "#{where} must be a literal value, got: #{Macro.to_string(ast)}"}
+        {:error, "#{where} must be a literal value, got: #{Quoted.to_string(ast)}"}
 
       {:error, _} = error ->
         error
@@ -587,7 +612,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
         {:ok, value}
       rescue
         error ->
-          {:error, "invalid binary #{Macro.to_string(ast)}: #{Exception.message(error)}"}
+          {:error, "invalid binary #{Quoted.to_string(ast)}: #{Exception.message(error)}"}
       end
     else
       unsupported(
@@ -640,7 +665,12 @@ defmodule Kino.Trace.Pattern.MatchSpec do
         {:ok, Enum.map(String.split(text), &String.to_charlist/1)}
 
       {w, ~c"a"} when w in [:sigil_w, :sigil_W] ->
-        {:ok, Enum.map(String.split(text), &String.to_atom/1)}
+        words = String.split(text)
+
+        case Enum.find(words, &is_nil(Name.existing(&1))) do
+          nil -> {:ok, Enum.map(words, &String.to_existing_atom/1)}
+          word -> {:error, unknown_atom(Name.inspect_atom(:literal, word))}
+        end
 
       _ ->
         unsupported("sigil", ast)
@@ -651,32 +681,45 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   ## Helpers
 
+  # The module an alias names: its atom when the module exists (see
+  # `Name.module_name/1`), else a `Name`. `:error` when it is not a plain alias.
   @doc false
-  @spec alias_to_atom([term]) :: {:ok, module} | :error
+  @spec alias_to_atom([term]) :: {:ok, module | Name.t()} | :error
   def alias_to_atom(parts) do
-    if parts != [] and Enum.all?(parts, &is_atom/1),
-      do: {:ok, Module.concat(parts)},
+    if parts != [] and Enum.all?(parts, &is_name/1),
+      do: {:ok, Name.module_name(parts)},
       else: :error
+  end
+
+  defp unknown_alias(name) do
+    "unknown module #{Name.inspect_module(name)}: no module or atom of that name exists yet, " <>
+      "so no traced term can contain it"
+  end
+
+  defp unknown_atom(written) do
+    "unknown atom #{written}: no such atom exists yet, so no traced term can contain it " <>
+      "(kino_trace never creates atoms from pattern text; if the atom appears once some code " <>
+      "has run or loaded, set the pattern again then)"
   end
 
   # Atoms a match spec reads as variables (`:"$1"`, `:"$_"`) or wildcards (`:_`).
   defp special_atom?(:_), do: true
   defp special_atom?(atom), do: String.starts_with?(Atom.to_string(atom), "$")
 
-  defp describe({{:., _, [_, name]}, _, args}) when is_atom(name) and is_list(args),
+  defp describe({{:., _, [_, name]}, _, args}) when is_name(name) and is_list(args),
     do: "the function call"
 
   defp describe({:.., _, _}), do: "a range"
   defp describe({:&, _, _}), do: "a function capture"
   defp describe({:fn, _, _}), do: "an anonymous function"
 
-  defp describe({name, _, args}) when is_atom(name) and is_list(args),
-    do: "the call #{name}/#{length(args)}"
+  defp describe({name, _, args}) when is_name(name) and is_list(args),
+    do: "the call #{Name.inspect_atom(:remote_call, name)}/#{length(args)}"
 
   defp describe(_), do: "the expression"
 
   defp unsupported(what, ast, hint \\ nil) do
-    message = "#{what} is not supported in trace patterns: #{Macro.to_string(ast)}"
+    message = "#{what} is not supported in trace patterns: #{Quoted.to_string(ast)}"
     {:error, if(hint, do: message <> " (#{hint})", else: message)}
   end
 end

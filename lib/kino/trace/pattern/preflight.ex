@@ -4,8 +4,12 @@ defmodule Kino.Trace.Pattern.Preflight do
   # the module loads, the function exists with that arity, it is not a macro,
   # it is not inlined away by the compiler, and the pattern does not trace
   # everything or kino_trace itself (unless forced).
+  #
+  # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
+  # resolved here, after the module is loaded; no other atom is created.
 
   alias Kino.Trace.Pattern
+  alias Kino.Trace.Pattern.Name
 
   # Jaro similarity that makes a name a "did you mean" suggestion even when it
   # needs more edits than allowed.
@@ -14,16 +18,45 @@ defmodule Kino.Trace.Pattern.Preflight do
   # Modules that run the tracer: tracing them makes the tracer trace itself.
   @tracer_modules [:trace, :erl_tracer]
 
-  @spec run(Pattern.t(), keyword) :: {:ok, [String.t()]} | {:error, String.t()}
-  def run(%Pattern{} = pattern, opts) do
+  @type result :: {:ok, Pattern.t(), [String.t()]} | {:error, String.t()}
+
+  # Checks every parsed pattern (`{:ok, pattern}`; errors pass through), in order.
+  # An `{:ok, pattern, warnings}` result has the pattern's names resolved to atoms.
+  # The modules of the code path, for "did you mean" on unknown modules, are
+  # listed once for all of them (listing them reads every code path directory).
+  @spec run_all([{:ok, Pattern.t()} | {:error, String.t()}], keyword) :: [result]
+  def run_all(parsed, opts) do
+    results =
+      Enum.map(parsed, fn
+        {:ok, %Pattern{} = pattern} -> run(pattern, opts)
+        {:error, message} -> {:error, message}
+      end)
+
+    if Enum.any?(results, &match?({:unknown_module, _}, &1)) do
+      candidates = module_names()
+
+      Enum.map(results, fn
+        {:unknown_module, wanted} ->
+          {:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)}
+
+        result ->
+          result
+      end)
+    else
+      results
+    end
+  end
+
+  defp run(%Pattern{} = pattern, opts) do
     force? = Keyword.get(opts, :force, false)
     local? = Keyword.get(opts, :local, true)
 
     with :ok <- refuse_everything(pattern, force?),
          :ok <- refuse_tracer(pattern, force?),
          :ok <- ensure_module(pattern),
+         pattern = %{pattern | function: Name.retry(pattern.function)},
          {:ok, arities} <- ensure_function(pattern, local?, force?) do
-      {:ok, warnings(pattern, arities)}
+      {:ok, pattern, warnings(pattern, arities)}
     end
   end
 
@@ -52,7 +85,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   defp tracer_module?(module) when module in @tracer_modules, do: true
 
   defp tracer_module?(module) do
-    name = inspect(module)
+    name = Name.inspect_module(module)
     name == "Kino.Trace" or String.starts_with?(name, "Kino.Trace.")
   end
 
@@ -60,33 +93,38 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp ensure_module(%Pattern{module: :_}), do: :ok
 
+  # Neither loaded nor on the code path when the pattern was parsed.
+  defp ensure_module(%Pattern{module: %Name{} = module}), do: unknown_module(module, :nofile)
+
   defp ensure_module(%Pattern{module: module}) do
     case Code.ensure_loaded(module) do
-      {:module, ^module} ->
-        :ok
-
-      {:error, reason} ->
-        {:error, "unknown module #{inspect(module)}" <> module_hint(module, reason)}
+      {:module, ^module} -> :ok
+      {:error, reason} -> unknown_module(module, reason)
     end
   end
 
-  defp module_hint(module, :nofile) do
-    case suggest_module(module) do
+  # No such module: the hint is added by run_all/2.
+  defp unknown_module(module, :nofile), do: {:unknown_module, Name.inspect_module(module)}
+
+  defp unknown_module(module, reason) do
+    {:error,
+     "unknown module #{Name.inspect_module(module)} (it could not be loaded: #{inspect(reason)})"}
+  end
+
+  defp module_hint(wanted, candidates) do
+    case suggest_module(wanted, candidates) do
       nil -> ""
       suggestion -> "; did you mean #{suggestion}?"
     end
   end
 
-  defp module_hint(_module, reason), do: " (it could not be loaded: #{inspect(reason)})"
+  # Display names ("Enum", ":ets") of every module the code path knows, without
+  # creating atoms for modules that are not loaded.
+  defp module_names do
+    Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
+  end
 
-  # Compares display names ("Enum", ":ets") of every module the code path
-  # knows, without creating atoms for modules that are not loaded.
-  defp suggest_module(module) do
-    wanted = inspect(module)
-
-    candidates =
-      Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
-
+  defp suggest_module(wanted, candidates) do
     # An alias whose lowercase form is an Erlang module: `Ets` -> `:ets`.
     erlang_form = ":" <> String.downcase(wanted)
 
@@ -168,12 +206,13 @@ defmodule Kino.Trace.Pattern.Preflight do
     {Enum.uniq(defined ++ exported), exported}
   end
 
+  # Compared as text: no atom is made for a macro that does not exist.
   defp macro_arities(functions, function) do
-    macro_name = :"MACRO-#{function}"
-    for {^macro_name, a} <- functions, do: a - 1
+    macro_name = "MACRO-" <> Name.text(function)
+    for {name, a} <- functions, Atom.to_string(name) == macro_name, do: a - 1
   end
 
-  defp macro_expansion?(function), do: String.starts_with?(Atom.to_string(function), "MACRO-")
+  defp macro_expansion?(function), do: String.starts_with?(Name.text(function), "MACRO-")
 
   defp function_hint(%Pattern{module: module, function: function, arity: arity}, visible) do
     candidates =
@@ -183,7 +222,7 @@ defmodule Kino.Trace.Pattern.Preflight do
       |> Enum.reject(&generated_name?/1)
       |> Enum.map(&Atom.to_string/1)
 
-    case closest(Atom.to_string(function), candidates) do
+    case closest(Name.text(function), candidates) do
       nil ->
         ""
 
@@ -293,17 +332,28 @@ defmodule Kino.Trace.Pattern.Preflight do
   # The candidate closest to `wanted`: fewest edits (a swap of two neighbours
   # counts as one), then highest Jaro similarity. Only offered when it is close.
   defp closest(wanted, candidates) do
-    max_edits = max(1, div(String.length(wanted), 4))
+    wanted_length = String.length(wanted)
+    max_edits = max(1, div(wanted_length, 4))
+    wanted_graphemes = wanted |> String.graphemes() |> List.to_tuple()
 
     candidates
     |> Enum.reject(&(&1 == wanted))
-    |> Enum.map(fn candidate ->
-      edits =
-        if abs(String.length(candidate) - String.length(wanted)) <= max_edits,
-          do: edit_distance(wanted, candidate),
-          else: max_edits + 1
+    |> Enum.flat_map(fn candidate ->
+      length = String.length(candidate)
 
-      {candidate, edits, String.jaro_distance(wanted, candidate)}
+      cond do
+        abs(length - wanted_length) <= max_edits ->
+          edits = edit_distance(wanted_graphemes, candidate, max_edits)
+          [{candidate, edits, String.jaro_distance(wanted, candidate)}]
+
+        # Jaro similarity is at most (2 + shorter / longer) / 3: skip the
+        # candidates whose lengths alone keep it below the threshold.
+        min(length, wanted_length) < (3 * @suggestion_threshold - 2) * max(length, wanted_length) ->
+          []
+
+        true ->
+          [{candidate, max_edits + 1, String.jaro_distance(wanted, candidate)}]
+      end
     end)
     |> Enum.filter(fn {_, edits, jaro} -> edits <= max_edits or jaro >= @suggestion_threshold end)
     |> Enum.min_by(fn {_, edits, jaro} -> {edits, -jaro} end, fn -> nil end)
@@ -313,37 +363,46 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  # Optimal string alignment distance (Levenshtein plus adjacent swaps).
-  defp edit_distance(left, right) do
-    left = left |> String.graphemes() |> List.to_tuple()
+  # Optimal string alignment distance (Levenshtein plus adjacent swaps) between
+  # `left` (a tuple of graphemes) and `right`, or
+  # `limit + 1` as soon as two rows in a row exceed `limit` (every alignment
+  # crosses one of them: a swap skips one row at most).
+  defp edit_distance(left, right, limit) do
     right = right |> String.graphemes() |> List.to_tuple()
     right_size = tuple_size(right)
     first_row = List.to_tuple(Enum.to_list(0..right_size))
 
-    {_before_previous, last_row} =
-      Enum.reduce(1..tuple_size(left)//1, {nil, first_row}, fn i, {before_previous, previous} ->
-        row =
-          Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
-            cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
+    Enum.reduce_while(1..tuple_size(left)//1, {nil, first_row}, fn i,
+                                                                   {before_previous, previous} ->
+      row =
+        Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
+          cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
 
-            best =
-              Enum.min([left_cell + 1, elem(previous, j) + 1, elem(previous, j - 1) + cost])
+          best = min(min(left_cell + 1, elem(previous, j) + 1), elem(previous, j - 1) + cost)
 
-            swapped? =
-              i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
-                elem(left, i - 2) == elem(right, j - 1)
+          swapped? =
+            i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
+              elem(left, i - 2) == elem(right, j - 1)
 
-            [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
-          end)
+          [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
+        end)
 
-        {previous, row |> Enum.reverse() |> List.to_tuple()}
-      end)
+      row = row |> Enum.reverse() |> List.to_tuple()
 
-    elem(last_row, right_size)
+      if row_min(row) > limit and row_min(previous) > limit,
+        do: {:halt, :over},
+        else: {:cont, {previous, row}}
+    end)
+    |> case do
+      :over -> limit + 1
+      {_before_previous, last_row} -> elem(last_row, right_size)
+    end
   end
+
+  defp row_min(row), do: row |> Tuple.to_list() |> Enum.min()
 
   defp mfa_text(module, function, :_), do: "#{inspect(module)}.#{name(function)}"
   defp mfa_text(module, function, arity), do: "#{inspect(module)}.#{name(function)}/#{arity}"
 
-  defp name(function), do: Macro.inspect_atom(:remote_call, function)
+  defp name(function), do: Name.inspect_atom(:remote_call, function)
 end

@@ -1,4 +1,9 @@
 defmodule Kino.Trace.Widget.Controller do
+  # Bounds of one "set_patterns" event from the browser.
+  @max_pattern_lines 500
+  @max_pattern_bytes 4_096
+  @max_edit_bytes 65_536
+
   @moduledoc """
   Everything the Livebook widget does on the Elixir side, without Kino.
 
@@ -24,7 +29,11 @@ defmodule Kino.Trace.Widget.Controller do
   `Kino.Trace.Widget.Payload.full/2`).
 
   Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
-  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`).
+  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`). A `"set_patterns"`
+  event is bounded: at most #{@max_pattern_lines} patterns of at most #{@max_pattern_bytes}
+  bytes each, #{@max_edit_bytes} bytes in all;
+  a larger one is refused as a whole and answered with a `"patterns"` reply whose
+  `error` says why (see `Kino.Trace.Widget.Payload.pattern_error/2`).
 
   ## Examples
 
@@ -201,18 +210,12 @@ defmodule Kino.Trace.Widget.Controller do
       when is_list(lines) do
     lines = Enum.filter(lines, &is_binary/1)
 
-    try do
-      results = Kino.Trace.set_patterns(controller.trace, lines)
-      patterns = Kino.Trace.patterns(controller.trace)
+    case check_pattern_edit(lines) do
+      :ok ->
+        set_patterns(controller, lines)
 
-      {[{:broadcast, "patterns", Payload.pattern_results(results, patterns)}],
-       %{controller | patterns: patterns}}
-    rescue
-      e in ArgumentError ->
-        results = Enum.map(lines, &{&1, {:error, Exception.message(e)}})
-
-        {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
-         controller}
+      {:error, message} ->
+        {[{:reply, "patterns", Payload.pattern_error(message, controller.patterns)}], controller}
     end
   end
 
@@ -265,6 +268,47 @@ defmodule Kino.Trace.Widget.Controller do
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
   ## Internals
+
+  defp set_patterns(controller, lines) do
+    try do
+      results = Kino.Trace.set_patterns(controller.trace, lines)
+      patterns = Kino.Trace.patterns(controller.trace)
+
+      {[{:broadcast, "patterns", Payload.pattern_results(results, patterns)}],
+       %{controller | patterns: patterns}}
+    rescue
+      e in ArgumentError ->
+        results = Enum.map(lines, &{&1, {:error, Exception.message(e)}})
+
+        {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
+         controller}
+    end
+  end
+
+  # A pattern edit is bounded before anything parses it: what a browser sends is
+  # not trusted to be small.
+  defp check_pattern_edit(lines) do
+    count = length(lines)
+    total = Enum.reduce(lines, 0, &(byte_size(&1) + &2))
+    long = Enum.find(lines, &(byte_size(&1) > @max_pattern_bytes))
+
+    cond do
+      count > @max_pattern_lines ->
+        {:error, "not applied: #{count} patterns sent, at most #{@max_pattern_lines} at once"}
+
+      long ->
+        {:error,
+         "not applied: the pattern starting #{inspect(String.slice(long, 0, 40) <> "...")} " <>
+           "is #{byte_size(long)} bytes long, at most #{@max_pattern_bytes} bytes per pattern"}
+
+      total > @max_edit_bytes ->
+        {:error,
+         "not applied: the patterns are #{total} bytes in all, at most #{@max_edit_bytes} at once"}
+
+      true ->
+        :ok
+    end
+  end
 
   defp handle_status_gone(controller) do
     {:ok, effects, controller} =

@@ -225,6 +225,18 @@ defmodule Kino.Trace.Widget.Payload do
     }
   end
 
+  @doc """
+  The reply to a pattern edit refused as a whole (nothing was applied): the
+  current patterns and the reason.
+
+      iex> Kino.Trace.Widget.Payload.pattern_error("not applied: too many patterns", ["Enum.map/2"])
+      %{patterns: ["Enum.map/2"], results: [], error: "not applied: too many patterns"}
+  """
+  @spec pattern_error(String.t(), [String.t()]) :: map()
+  def pattern_error(message, patterns) when is_binary(message) do
+    %{patterns: patterns, results: [], error: message}
+  end
+
   defp result(input, ok?, error, warning) do
     %{input: pattern_text(input), ok: ok?, error: error, warning: warning}
   end
