@@ -31,8 +31,10 @@ defmodule Kino.Trace do
 
   ## Options
 
-    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
-      name, or a list of pids and names
+    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a name (a
+      registered atom, `{:global, name}` or `{:via, module, name}`, as GenServer takes),
+      or a list of pids and names. A name that names no process raises `ArgumentError`;
+      with `:nodes`, names are looked up on each node
     * `:children` - also trace the processes they spawn (default `false`)
     * `:return` - return values, durations and call depth (default `true`)
     * `:exceptions` - exceptions raised out of traced calls (default `true`)
@@ -85,8 +87,8 @@ defmodule Kino.Trace do
   @doc """
   Starts tracing messages sent and received by `targets` and returns the trace.
 
-  `targets` is a pid, a registered name, a list of them, `:all`, `:new`, `:existing`,
-  or the preset `:distributed`: every message that crosses to or from another node.
+  `targets` is a pid, a name (a registered atom, `{:global, name}` or `{:via, module,
+  name}`), a list of them, `:all`, `:new`, `:existing`, or the preset `:distributed`: every message that crosses to or from another node.
   The `:pattern` option keeps only messages that match an Elixir pattern with an
   optional guard, e.g. `pattern: "{:ok, _}"` or `pattern: "{:get, key} when is_atom(key)"`.
   Events have kind `:send` (`:data` is the message, `:peer` the receiver) and `:receive`.
