@@ -245,6 +245,12 @@ defmodule Kino.Trace do
   the limit or the timeout ended the trace before the block (`capture.truncated`).
   `Kino.Trace.Capture.complete?/1` tells whether it lost none; every assertion of
   `Kino.Trace.Assertions` on an incomplete capture fails and says why.
+
+  Work done in another process, such as a GenServer the block calls, is captured only
+  when that process is traced too: `pids: [MyApp.Cache]`. The capture notes the
+  processes the block sent messages to that it did not trace
+  (`capture.untraced_receivers`), and an assertion about a missing call names them and
+  suggests that option (see `Kino.Trace.Capture.Sends`).
   """
   @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
   def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do
