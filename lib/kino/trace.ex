@@ -31,8 +31,10 @@ defmodule Kino.Trace do
 
   ## Options
 
-    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
-      name, or a list of pids and names
+    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a name (a
+      registered atom, `{:global, name}` or `{:via, module, name}`, as GenServer takes),
+      or a list of pids and names. A name that names no process raises `ArgumentError`;
+      with `:nodes`, names are looked up on each node
     * `:children` - also trace the processes they spawn (default `false`)
     * `:return` - return values, durations and call depth (default `true`); functions
       that loop through tail calls are traced without returns (each would keep a stack
@@ -88,8 +90,8 @@ defmodule Kino.Trace do
   @doc """
   Starts tracing messages sent and received by `targets` and returns the trace.
 
-  `targets` is a pid, a registered name, a list of them, `:all`, `:new`, `:existing`,
-  or the preset `:distributed`: every message that crosses to or from another node.
+  `targets` is a pid, a name (a registered atom, `{:global, name}` or `{:via, module,
+  name}`), a list of them, `:all`, `:new`, `:existing`, or the preset `:distributed`: every message that crosses to or from another node.
   The `:pattern` option keeps only messages that match an Elixir pattern with an
   optional guard, e.g. `pattern: "{:ok, _}"` or `pattern: "{:get, key} when is_atom(key)"`.
   Events have kind `:send` (`:data` is the message, `:peer` the receiver) and `:receive`.
@@ -246,6 +248,12 @@ defmodule Kino.Trace do
   the limit or the timeout ended the trace before the block (`capture.truncated`).
   `Kino.Trace.Capture.complete?/1` tells whether it lost none; every assertion of
   `Kino.Trace.Assertions` on an incomplete capture fails and says why.
+
+  Work done in another process, such as a GenServer the block calls, is captured only
+  when that process is traced too: `pids: [MyApp.Cache]`. The capture notes the
+  processes the block sent messages to that it did not trace
+  (`capture.untraced_receivers`), and an assertion about a missing call names them and
+  suggests that option (see `Kino.Trace.Capture.Sends`).
   """
   @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
   def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do

@@ -3,6 +3,9 @@ defmodule KinoTraceTest.Remote.Echo do
   # A function to trace on other nodes, and a process that echoes messages back.
   def double(x), do: x * 2
 
+  # A fun to run on another node (it must come from a module that node has loaded).
+  def double_fun(x), do: fn -> double(x) end
+
   def start_echo do
     spawn(fn -> loop() end)
   end

@@ -72,6 +72,16 @@ defmodule Kino.Trace.Assertions do
   its call count. `times:` failures give both counts and the calls; `assert_returned`
   and `assert_raised_in` failures list what each matching call returned or raised.
 
+  A call made in another process, such as a GenServer the block calls, is seen only if
+  `capture/3` traced that process too. When an assertion about a missing call fails and
+  the block sent messages to processes the capture did not trace, the message names
+  them (by registered name when they have one) and suggests the option that traces
+  them:
+
+      The block sent messages to processes the capture did not trace: MyApp.Cache. Calls
+      they made are not in the capture; to capture them, pass pids: [MyApp.Cache] to
+      Kino.Trace.capture/3.
+
   A call can only be seen if `capture/3` traced its function, so `refute_called` on a
   function left out of the capture's patterns could never fail: it raises
   `ArgumentError` naming the function and the patterns instead. Trace whole modules

@@ -40,6 +40,7 @@ defmodule Kino.Trace.Capture do
   """
 
   alias Kino.Trace.{Options, Pattern, Session}
+  alias Kino.Trace.Capture.Sends
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
   @limit 1_000_000
@@ -51,7 +52,8 @@ defmodule Kino.Trace.Capture do
             info: %{},
             dropped: @no_drops,
             truncated: nil,
-            limits: %{}
+            limits: %{},
+            untraced_receivers: []
 
   @typedoc "Events dropped, by reason."
   @type dropped :: %{
@@ -65,7 +67,9 @@ defmodule Kino.Trace.Capture do
   A capture. `info` is `Kino.Trace.info/1` of its trace when the block ended; `limits`
   the `:limit`, `:queue`, `:rate` and `:timeout` it ran with. `truncated` is `:limit` or
   `:timeout` when the trace ended before the block did (later events were not traced),
-  else `nil`.
+  else `nil`. `untraced_receivers` are the processes the block sent messages to that the
+  capture did not trace, by registered name when they have one (see
+  `Kino.Trace.Capture.Sends`).
   """
   @type t :: %__MODULE__{
           events: [Kino.Trace.Event.t()],
@@ -74,7 +78,8 @@ defmodule Kino.Trace.Capture do
           info: map(),
           dropped: dropped(),
           truncated: nil | :limit | :timeout,
-          limits: %{optional(:limit | :queue | :rate | :timeout) => term()}
+          limits: %{optional(:limit | :queue | :rate | :timeout) => term()},
+          untraced_receivers: [Sends.receiver()]
         }
 
   @defaults Keyword.merge(Options.defaults(),
@@ -236,6 +241,15 @@ defmodule Kino.Trace.Capture do
     started = System.monotonic_time(:millisecond)
     trace = Kino.Trace.start!(self(), patterns, opts)
 
+    sends =
+      try do
+        Sends.start(targets, opts[:children], trace.session)
+      rescue
+        e ->
+          Kino.Trace.stop(trace)
+          reraise e, __STACKTRACE__
+      end
+
     try do
       result = fun.()
       ran = System.monotonic_time(:millisecond) - started
@@ -248,9 +262,11 @@ defmodule Kino.Trace.Capture do
         info: info,
         dropped: Map.merge(@no_drops, info.dropped),
         truncated: ended_early(info, opts[:timeout], ran),
-        limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]})
+        limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]}),
+        untraced_receivers: Sends.untraced(sends, trace)
       }
     after
+      Sends.stop(sends)
       Kino.Trace.stop(trace)
     end
   end
@@ -275,8 +291,9 @@ defmodule Kino.Trace.Capture do
   end
 
   # The NIF tracer runs inside the traced process, so once trace_delivered answers, every
-  # event of the block has been queued or dropped (and counted); the session then drains
-  # the queue, and the counters read after that are final for the block.
+  # event of the block has been queued or dropped (and counted), in every session (the
+  # capture's and the one of its sends); the session then drains the queue, and the
+  # counters read after that are final for the block.
   defp collect(trace) do
     ref = :erlang.trace_delivered(:all)
 

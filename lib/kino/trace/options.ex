@@ -196,18 +196,15 @@ defmodule Kino.Trace.Options do
   end
 
   # With other nodes, names are looked up on each node: only the shape is checked here.
-  defp check_pids_shape!(value) when is_atom(value) or is_pid(value), do: :ok
+  defp check_pids_shape!(value) when is_pid(value), do: :ok
   defp check_pids_shape!([_ | _] = list), do: Enum.each(list, &check_pids_shape!/1)
-  defp check_pids_shape!(value), do: check_pids!(value)
+
+  defp check_pids_shape!(value) do
+    if name?(value) and value not in [:all, :new, :existing], do: :ok, else: check_pids!(value)
+  end
 
   defp check_pids!(value) when value in [:all, :new, :existing], do: :ok
   defp check_pids!(value) when is_pid(value), do: :ok
-
-  defp check_pids!(value) when is_atom(value) do
-    unless Process.whereis(value) do
-      raise ArgumentError, "invalid value for :pids: no process is registered as #{inspect(value)}"
-    end
-  end
 
   defp check_pids!([_ | _] = list) do
     Enum.each(list, fn
@@ -220,8 +217,43 @@ defmodule Kino.Trace.Options do
   end
 
   defp check_pids!(value) do
-    invalid!(:pids, ":all, :new, :existing, a pid, a registered name, or a list of pids and names", value)
+    if name?(value),
+      do: whereis!(value),
+      else: invalid!(:pids, ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names", value)
+
+    :ok
   end
+
+  defp name?(value) when is_atom(value), do: true
+  defp name?({:global, _name}), do: true
+  defp name?({:via, module, _name}) when is_atom(module), do: true
+  defp name?(_value), do: false
+
+  # The pid of a process name, looked up as GenServer does; raises naming it when none.
+  defp whereis!(name) do
+    pid =
+      try do
+        whereis(name)
+      rescue
+        e in UndefinedFunctionError ->
+          reraise ArgumentError,
+                  "invalid value for :pids: cannot look up #{inspect(name)}: #{inspect(e.module)}.#{e.function}/#{e.arity} is not defined",
+                  __STACKTRACE__
+
+        e ->
+          reraise ArgumentError,
+                  "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}",
+                  __STACKTRACE__
+      end
+
+    if is_pid(pid),
+      do: pid,
+      else: raise(ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}")
+  end
+
+  defp whereis(name) when is_atom(name), do: Process.whereis(name)
+  defp whereis({:global, name}), do: :global.whereis_name(name)
+  defp whereis({:via, module, name}), do: module.whereis_name(name)
 
   defp pos_integer?(v), do: is_integer(v) and v > 0
 
@@ -240,26 +272,24 @@ defmodule Kino.Trace.Options do
 
   @doc """
   Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,
-  `:new`, `:existing` or pids.
+  `:new`, `:existing` or pids of this node. Names (registered atoms, `{:global, name}`,
+  `{:via, module, name}`) are looked up here; one that names no process raises
+  `ArgumentError` naming it.
+
+      iex> Kino.Trace.Options.resolve_pids([:kino_trace_nobody])
+      ** (ArgumentError) invalid value for :pids: no process is registered as :kino_trace_nobody
   """
   @spec resolve_pids(term()) :: [pid() | :all | :new | :existing]
   def resolve_pids(value) when value in [:all, :new, :existing], do: [value]
   def resolve_pids(value) when is_pid(value) and node(value) == node(), do: [value]
   def resolve_pids(value) when is_pid(value), do: []
-
-  def resolve_pids(value) when is_atom(value) do
-    case Process.whereis(value) do
-      nil -> raise ArgumentError, "invalid value for :pids: no process is registered as #{inspect(value)}"
-      pid -> [pid]
-    end
-  end
-
   def resolve_pids(list) when is_list(list), do: Enum.flat_map(list, &resolve_pids/1)
+  def resolve_pids(name), do: resolve_pids(whereis!(name))
 
   @doc """
   Validates and resolves the targets of message or process tracing (`what` names the
-  option in error messages): `:all`, `:new`, `:existing`, a pid, a registered name, or a
-  list of pids and names.
+  option in error messages): `:all`, `:new`, `:existing`, a pid, a name (registered,
+  `{:global, name}` or `{:via, module, name}`), or a list of pids and names.
   """
   @spec resolve_targets!(term(), atom()) :: [pid() | :all | :new | :existing]
   def resolve_targets!(targets, what) do

@@ -42,8 +42,8 @@ defmodule Kino.Trace.Stats do
 
   ## Options
 
-    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a registered
-      name, or a list of pids and names
+    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a name (a
+      registered atom, `{:global, name}` or `{:via, module, name}`), or a list of them
     * `:children` - also count in processes they spawn (default `false`)
     * `:time` - measure time (default `true`)
     * `:memory` - measure memory (default `true`)

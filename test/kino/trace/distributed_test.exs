@@ -2,7 +2,7 @@ defmodule Kino.Trace.DistributedTest do
   # Real peer nodes on loopback, started by the test with kino_trace's code path.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2]
+  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1]
 
   alias KinoTraceTest.Remote.Echo
 
@@ -91,6 +91,32 @@ defmodule Kino.Trace.DistributedTest do
     for n <- [n1, n2] do
       assert kino_sessions(n) == []
       assert :erpc.call(n, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
+    end
+  end
+
+  test "names in pids: are looked up on each node, {:global, name} and {:via, module, name} too" do
+    {_peer, n1} = start_peer(:names)
+    # started from a process that ends normally, so the worker outlives it
+    :erpc.call(n1, :erlang, :spawn, [KinoTraceTest.Sample.Worker, :start, [:kino_trace_remote_worker]])
+    wait_until(fn -> :erpc.call(n1, Process, :whereis, [:kino_trace_remote_worker]) end)
+    worker = :erpc.call(n1, Process, :whereis, [:kino_trace_remote_worker])
+    name = {__MODULE__, :remote_worker}
+    :yes = :erpc.call(n1, :global, :register_name, [name, worker])
+
+    for pids <- [{:global, name}, {:via, :global, name}] do
+      trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n1], pids: pids)
+
+      # another process on n1 is not traced: only the named worker
+      :erpc.call(n1, Echo, :double, [5])
+      14 = :erpc.call(n1, KinoTraceTest.Sample.Worker, :run, [worker, Echo.double_fun(7)])
+
+      events = await_events(trace, &Enum.any?(&1, fn e -> e.kind == :return end))
+      assert [%{node: ^n1, pid: ^worker, args: [7]}] = for(e <- events, e.kind == :call, do: e)
+      Kino.Trace.stop(trace)
+    end
+
+    assert_raise ArgumentError, ~r/no process is registered as \{:global, :kino_trace_nobody\}/, fn ->
+      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n1], pids: {:global, :kino_trace_nobody})
     end
   end
 

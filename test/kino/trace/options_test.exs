@@ -174,8 +174,11 @@ defmodule Kino.Trace.OptionsTest do
       )
     end
 
-    test ":pids takes :all, :new, :existing, a pid, a registered name or a list" do
-      expected = ":all, :new, :existing, a pid, a registered name, or a list of pids and names"
+    test ":pids takes :all, :new, :existing, a pid, a name or a list" do
+      expected =
+        ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), " <>
+          "or a list of pids and names"
+
       assert_rejected("invalid value for :pids: expected #{expected}, got: \"self\"", fn -> calls(pids: "self") end)
       assert_rejected("invalid value for :pids: expected #{expected}, got: []", fn -> calls(pids: []) end)
       assert_rejected("invalid value for :pids: expected #{expected}, got: {1, 2}", fn -> calls(pids: [self(), {1, 2}]) end)
@@ -189,6 +192,37 @@ defmodule Kino.Trace.OptionsTest do
       end)
 
       assert_rejected("invalid value for :pids: :all cannot be part of a list", fn -> calls(pids: [self(), :all]) end)
+    end
+
+    test ":pids names a {:global, name} or {:via, module, name} that names no process" do
+      registry = :"#{__MODULE__}.Registry"
+      start_supervised!({Registry, keys: :unique, name: registry})
+      nobody = {:via, Registry, {registry, :nobody}}
+
+      for {pids, name} <- [
+            {{:global, :kino_trace_nobody}, {:global, :kino_trace_nobody}},
+            {[self(), {:global, :kino_trace_nobody}], {:global, :kino_trace_nobody}},
+            {nobody, nobody}
+          ] do
+        message = "invalid value for :pids: no process is registered as #{inspect(name)}"
+        assert_rejected(message, fn -> calls(pids: pids) end)
+        assert_rejected(message, fn -> Trace.capture([&Math.echo/1], fn -> :ok end, pids: pids) end)
+        assert_rejected(message, fn -> Trace.stats([&Math.echo/1], pids: pids) end)
+      end
+
+      assert_rejected("invalid messages target: no process is registered as #{inspect(nobody)}", fn ->
+        Trace.messages(nobody)
+      end)
+
+      assert_rejected("invalid processes target: no process is registered as {:global, :kino_trace_nobody}", fn ->
+        Trace.processes([{:global, :kino_trace_nobody}])
+      end)
+
+      assert_rejected(
+        "invalid value for :pids: cannot look up {:via, KinoTraceNoSuchRegistry, :x}: " <>
+          "KinoTraceNoSuchRegistry.whereis_name/1 is not defined",
+        fn -> calls(pids: {:via, KinoTraceNoSuchRegistry, :x}) end
+      )
     end
 
     test "capture/3 validates its options the same way" do

@@ -50,7 +50,9 @@ defmodule Kino.Trace.Assertions.Checks do
         )
 
       true ->
-        fail(expr, times_message(pattern, times, matching, calls) <> note,
+        missing = if length(matching) < times, do: untraced_note(trace), else: ""
+
+        fail(expr, times_message(pattern, times, matching, calls) <> missing <> note,
           left: length(matching),
           right: times
         )
@@ -201,7 +203,7 @@ defmodule Kino.Trace.Assertions.Checks do
         fail(
           expr,
           order_message(patterns, calls, found, missing_index) <>
-            not_traced_note(trace, CallPattern.mfa(missing)) <> note
+            not_traced_note(trace, CallPattern.mfa(missing)) <> untraced_note(trace) <> note
         )
     end
   end
@@ -372,7 +374,16 @@ defmodule Kino.Trace.Assertions.Checks do
         _ -> "but #{none_matched(same_function, mfa)}:\n\n" <> Format.list_calls(same_function)
       end
 
-    head <> body <> cut_note(same_function) <> pins_note(pattern.pins)
+    head <> body <> cut_note(same_function) <> pins_note(pattern.pins) <> untraced_note(trace)
+  end
+
+  # A call made in a process the capture did not trace is missing from it: name the
+  # processes the block sent messages to that it did not trace.
+  defp untraced_note(trace) do
+    case Kino.Trace.Capture.Sends.hint(trace) do
+      nil -> ""
+      hint -> "\n\n" <> hint
+    end
   end
 
   defp not_traced_note(trace, mfa) do
