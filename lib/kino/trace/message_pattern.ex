@@ -16,6 +16,13 @@ defmodule Kino.Trace.MessagePattern do
       {:ok, true, [], []}
       iex> :erlang.match_spec_test([self(), {:ok, 0}], specs.send, :trace)
       {:ok, false, [], []}
+
+  Any atom matches as written, `:"$gen_call"` included; several `when` clauses
+  are one match spec clause each, as `Kino.Trace.Pattern` does for calls.
+
+      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile(~S|{:"$gen_call", _, {:fetch, _}}|, false)
+      iex> :erlang.match_spec_test([self(), {:"$gen_call", {self(), make_ref()}, {:fetch, 1}}], specs.send, :trace)
+      {:ok, true, [], []}
   """
 
   alias Kino.Trace.Pattern.{MatchSpec, Quoted}
@@ -31,35 +38,37 @@ defmodule Kino.Trace.MessagePattern do
   def compile(nil, true), do: compile("_", true)
 
   def compile(text, distributed?) when is_binary(text) do
-    with {:ok, ast} <- Quoted.parse(text),
-         {message, guard} = split_guard(ast),
-         {:ok, send} <- spec([var(:__kino_to__), message], guard, send_guard(distributed?)),
-         {:ok, recv} <- spec([var(:__kino_node__), var(:__kino_from__), message], guard, recv_guard(distributed?)) do
-      {:ok, %{send: send, recv: recv}}
-    else
+    result =
+      MatchSpec.safely(inspect(text), fn ->
+        with {:ok, ast} <- Quoted.parse(text) do
+          {message, guard} = split_guard(ast)
+          to = var(:__kino_to__)
+          from = [var(:__kino_node__), var(:__kino_from__)]
+
+          with {:ok, send} <- spec([to, message], guard, send_guard(distributed?)),
+               {:ok, recv} <- spec(from ++ [message], guard, recv_guard(distributed?)),
+               do: {:ok, %{send: send, recv: recv}}
+        end
+      end)
+
+    case result do
+      {:ok, specs} -> {:ok, specs}
       {:error, message} -> {:error, "invalid message pattern #{inspect(text)}: #{message}"}
     end
   end
 
   def compile(other, _distributed?),
-    do: {:error, "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}
+    do:
+      {:error,
+       "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}
 
   defp split_guard({:when, _, [message, guard]}), do: {message, guard}
   defp split_guard(message), do: {message, nil}
 
-  defp spec(head_ast, user_guard, preset_guard) do
-    guard =
-      case {user_guard, preset_guard} do
-        {nil, nil} -> nil
-        {g, nil} -> g
-        {nil, p} -> p
-        {g, p} -> quote(do: unquote(g) and unquote(p))
-      end
-
-    with {:ok, head, bindings} <- MatchSpec.compile_args(head_ast),
-         {:ok, guards} <- MatchSpec.compile_guard(guard, bindings) do
-      {:ok, [{head, guards, []}]}
-    end
+  # One clause per `when` of the guard, each also under the preset's guard.
+  defp spec(head_ast, guard, preset_guard) do
+    with {:ok, head, clauses} <- MatchSpec.compile(head_ast, guard, preset_guard),
+         do: {:ok, for(guards <- clauses, do: {head, guards, []})}
   end
 
   defp var(name), do: Macro.var(name, nil)
@@ -68,8 +77,10 @@ defmodule Kino.Trace.MessagePattern do
 
   defp send_guard(true) do
     to = var(:__kino_to__)
-    quote do: (is_pid(unquote(to)) and node(unquote(to)) != node()) or
-                (is_tuple(unquote(to)) and elem(unquote(to), 1) != node())
+
+    quote do:
+            (is_pid(unquote(to)) and node(unquote(to)) != node()) or
+              (is_tuple(unquote(to)) and elem(unquote(to), 1) != node())
   end
 
   defp recv_guard(false), do: nil

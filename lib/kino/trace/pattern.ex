@@ -53,14 +53,32 @@ defmodule Kino.Trace.Pattern do
 
   Arguments may be literals (numbers, atoms, strings, charlists, literal
   binaries such as `<<1, 2>>`), `_`, variables, tuples, lists (also
-  `[head | tail]`), maps and structs. Guards may use comparisons, `and`, `or`,
-  `not`, `in` with a literal list or integer range, the `is_*` type checks,
-  arithmetic and the guard-safe functions `elem/2`, `hd/1`, `tl/1`,
-  `length/1`, `tuple_size/1`, `map_size/1`, `byte_size/1`, `bit_size/1`,
-  `binary_part/3`, `is_map_key/2`, `map_get/2` (map first, like
-  `is_map_key/2`), `map.field`, `abs/1`, `div/2`, `rem/2`, `min/2`, `max/2`,
-  `round/1`, `trunc/1`, `floor/1`, `ceil/1`, `node/0`, `self/0` (the traced
-  process) and remote calls of guard functions of `:erlang`.
+  `[head | tail]`), maps and structs (`%_{}` and `%name{}` too). Any atom
+  matches as written, even those match specs read as variables (`:"$1"`, `:_`).
+  Guards may use comparisons, `and`, `or`, `not`, `in` with a literal list or
+  integer range (`-5..5`, `1..10//3`), the `is_*` type checks (`is_struct/1,2`,
+  `is_exception/1,2` and `is_non_struct_map/1` too), arithmetic, `Bitwise`
+  (`&&&`, `|||`, `<<<`, `>>>`, `~~~`, `band/2`, `bxor/2`, ...) and the
+  guard-safe functions `elem/2`, `hd/1`, `tl/1`, `length/1`, `tuple_size/1`,
+  `map_size/1`, `byte_size/1`, `bit_size/1`, `binary_part/3`, `is_map_key/2`,
+  `map_get/2` (map first, like `is_map_key/2`), `map.field`, `abs/1`, `div/2`,
+  `rem/2`, `min/2`, `max/2`, `round/1`, `trunc/1`, `floor/1`, `ceil/1`,
+  `node/0`, `self/0` (the traced process) and remote calls of guard functions of
+  `:erlang`.
+
+  Several `when` clauses are one match spec clause each, so as in Elixir a
+  guard that raises only fails its own clause:
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(x) when hd(x) == 1 when is_atom(x)")
+      iex> spec = Kino.Trace.Pattern.match_spec(pattern, [])
+      [{[:"$1"], [{:==, {:hd, :"$1"}, 1}], []}, {[:"$1"], [{:is_atom, :"$1"}], []}]
+      iex> :erlang.match_spec_test([:a], spec, :trace)
+      {:ok, true, [], []}
+
+  Anything else is an error naming it, never a crash:
+
+      iex> Kino.Trace.Pattern.parse("Foo.bar(%URI{u | host: h})")
+      {:error, "map update syntax is not supported in trace patterns: %URI{u | host: h} (write a map pattern such as %{key: value})"}
 
   ## Atoms
 
@@ -95,7 +113,8 @@ defmodule Kino.Trace.Pattern do
       `Kino.Trace.Pattern.Name` until `check/2` resolves it (or reports it)
     * `:head` - the match spec head: a list with one pattern per argument, or
       `:_` for any arguments
-    * `:guards` - the match spec guards
+    * `:guards` - the match spec guards of each clause, one list per `when` (`[]`
+      when there is none)
     * `:call_text` - the argument patterns and guard as written (`nil` when
       there are none), used by `to_string/1`
   """
@@ -105,7 +124,7 @@ defmodule Kino.Trace.Pattern do
           function: atom | :_ | Name.t(),
           arity: non_neg_integer | :_,
           head: [term] | :_,
-          guards: [term],
+          guards: [[term]],
           call_text: String.t() | nil
         }
 
@@ -235,16 +254,21 @@ defmodule Kino.Trace.Pattern do
 
   @doc """
   The match spec for `:trace.function/4`, with `body` as the actions of every
-  clause (such as `[{:return_trace}]` or `[{:message, {:caller}}]`).
+  clause (such as `[{:return_trace}]` or `[{:message, {:caller}}]`): one clause,
+  or one per `when` clause of the guard.
 
       iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(x) when x in [:a, :b]")
       iex> Kino.Trace.Pattern.match_spec(pattern, [{:exception_trace}])
       [{[:"$1"], [{:orelse, {:"=:=", :"$1", :a}, {:"=:=", :"$1", :b}}], [{:exception_trace}]}]
   """
   @spec match_spec(t, list) :: [{[term] | :_, [term], list}]
-  def match_spec(%__MODULE__{head: head, guards: guards}, body \\ []) when is_list(body) do
-    [{head, guards, body}]
-  end
+  def match_spec(pattern, body \\ [])
+
+  def match_spec(%__MODULE__{head: head, guards: []}, body) when is_list(body),
+    do: [{head, [], body}]
+
+  def match_spec(%__MODULE__{head: head, guards: guards}, body) when is_list(body),
+    do: for(clause_guards <- guards, do: {head, clause_guards, body})
 
   @doc """
   The `{module, function, arity}` trace target, with `:_` as wildcards.
@@ -353,8 +377,10 @@ defmodule Kino.Trace.Pattern do
         {:ok, %__MODULE__{source: source, module: :_, function: :_, arity: :_}}
 
       true ->
-        with {:ok, ast} <- text |> normalize_wildcards() |> Quoted.parse(),
-             do: from_ast(ast, source)
+        MatchSpec.safely(inspect(source), fn ->
+          with {:ok, ast} <- text |> normalize_wildcards() |> Quoted.parse(),
+               do: from_ast(ast, source)
+        end)
     end
   end
 
@@ -414,9 +440,9 @@ defmodule Kino.Trace.Pattern do
   defp call_with_arguments({{:., _, [module_ast, function]}, _, args}, guard, ast, source) do
     with {:ok, module} <- module_from_ast(module_ast, source),
          :ok <- load(module),
-         {:ok, head, bindings} <- MatchSpec.compile_args(args),
-         {:ok, guards} <- MatchSpec.compile_guard(guard, bindings),
-         :ok <- validate(head, guards) do
+         {:ok, head, clauses} <- MatchSpec.compile(args, guard) do
+      guards = if clauses == [[]], do: [], else: clauses
+
       if guards == [] and Enum.all?(head, &(&1 == :_)) do
         {:ok,
          %__MODULE__{source: source, module: module, function: function, arity: length(args)}}
@@ -449,20 +475,6 @@ defmodule Kino.Trace.Pattern do
     text = Quoted.to_string(ast)
     [_, rest] = String.split(text, "(", parts: 2)
     "(" <> rest
-  end
-
-  # The compilers above only build valid specs, but never let a bad one reach
-  # `:trace.function/4`: the VM compiles it here first.
-  defp validate(head, guards) do
-    case :erlang.match_spec_test(Enum.map(head, fn _ -> nil end), [{head, guards, []}], :trace) do
-      {:ok, _result, _flags, _messages} ->
-        :ok
-
-      {:error, errors} ->
-        {:error,
-         "invalid match spec: " <>
-           Enum.map_join(errors, "; ", fn {_kind, text} -> List.to_string(text) end)}
-    end
   end
 
   # A module that does not exist stays a `Name`: the pre-flight check reports it.

@@ -9,7 +9,13 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   # use variables bound in the arguments.
   #
   # Every function returns `{:ok, ...}` or `{:error, message}`; errors name the
-  # construct that is not supported.
+  # construct that is not supported. `a when b` in a guard is one match spec clause
+  # per alternative, so a guard that fails (raises) only fails its own clause.
+  #
+  # Atoms a match spec reads as variables are escaped: `:_` and `:"$1"`, ... in a
+  # head become a fresh variable compared with the atom in the clause's guards;
+  # `:"$1"`, `:"$_"`, `:"$$"` in a guard are `{:const, atom}`. Others, such as
+  # `:"$gen_call"`, are plain atoms.
   #
   # The quoted forms come from `Kino.Trace.Pattern.Quoted`: names that are not
   # atoms are `Kino.Trace.Pattern.Name`s. A variable may have such a name; a
@@ -17,8 +23,6 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
   alias Kino.Trace.Pattern.{Name, Quoted}
-
-  @typep bindings :: %{optional(atom | Name.t()) => atom}
 
   @comparisons %{
     ==: :==,
@@ -49,6 +53,10 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     is_tuple: 1
   ]
 
+  # Bitwise's guard operators (as if `import Bitwise`) and functions.
+  @bitwise_operators %{&&&: :band, |||: :bor, <<<: :bsl, >>>: :bsr, "~~~": :bnot}
+  @bitwise_functions [band: 2, bor: 2, bxor: 2, bnot: 1, bsl: 2, bsr: 2]
+
   # Elixir guard functions that are the match spec function of the same name
   # with the same argument order.
   @same_name_guards @type_checks ++
@@ -72,57 +80,156 @@ defmodule Kino.Trace.Pattern.MatchSpec do
                         self: 0,
                         tl: 1,
                         trunc: 1,
-                        tuple_size: 1,
-                        band: 2,
-                        bor: 2,
-                        bxor: 2,
-                        bnot: 1,
-                        bsl: 2,
-                        bsr: 2
-                      ]
+                        tuple_size: 1
+                      ] ++ @bitwise_functions
 
   @arithmetic [:+, :-, :*, :/]
+
+  # Quoted forms that are not calls: refused for what they are, not as functions.
+  @special_forms [:%, :%{}, :{}, :<<>>, :"::", :=, :<>, :@, :__aliases__, :.., :..//, :|, :&, :fn] ++
+                   [:sigil_c, :sigil_C, :sigil_s, :sigil_S, :sigil_w, :sigil_W]
   @boolean_results Map.keys(@comparisons) ++ [:and, :or, :not, :&&, :||, :!, :in, :is_nil]
 
-  @doc false
-  @spec compile_args([Macro.t()]) :: {:ok, list, bindings} | {:error, String.t()}
-  def compile_args(args) when is_list(args), do: patterns(args, %{})
+  # Match variables of one pattern, at most (each is an atom `:"$N"`, shared by
+  # every pattern; the bound keeps their number bounded).
+  @max_variables 1_000
+
+  # `vars`: each variable's match variable; `count`: match variables so far;
+  # `checks`: conditions the head needs (reversed), for what a head cannot say
+  # itself (an atom a match spec would read as a variable, a struct name that
+  # must be an atom). With `:literal` instead, only literal terms are accepted.
+  @no_bindings %{vars: %{}, count: 0, checks: []}
 
   @doc false
-  @spec compile_guard(Macro.t(), bindings) :: {:ok, list} | {:error, String.t()}
-  def compile_guard(nil, _bindings), do: {:ok, []}
+  # Compiles argument patterns and a guard (`nil` for none; `a when b` is two
+  # clauses) into a match spec head and one guard list per clause. `extra` is a
+  # guard every clause must also pass (`nil` for none), over the same variables.
+  # Any input this cannot compile is `{:error, message}` naming it.
+  @spec compile([Macro.t()], Macro.t() | nil, Macro.t() | nil) ::
+          {:ok, list, [[term]]} | {:error, String.t()}
+  def compile(args, guard, extra \\ nil) when is_list(args) do
+    with {:ok, head, bindings} <- patterns(args, @no_bindings),
+         {:ok, clauses} <- guard_clauses(guard, bindings),
+         {:ok, extra} <- extra_guard(extra, bindings) do
+      checks = Enum.reverse(bindings.checks)
+      clauses = Enum.map(clauses, &(checks ++ &1 ++ extra))
+      with :ok <- validate(head, clauses), do: {:ok, head, clauses}
+    end
+  end
 
-  def compile_guard(guard, bindings) do
+  @doc false
+  # Runs `fun`, turning an exception into `{:error, message}` naming `what`: a
+  # pattern the compiler cannot handle must never crash its caller (a running
+  # trace's session). Every entry point from text runs in it; the fuzz test
+  # checks that no input ends up here.
+  @spec safely(String.t(), (-> result)) :: result | {:error, String.t()} when result: term
+  def safely(what, fun) do
+    fun.()
+  rescue
+    error ->
+      {:error,
+       "the pattern compiler failed on #{what} (#{Exception.format_banner(:error, error)}); " <>
+         "this is a bug in kino_trace"}
+  end
+
+  # The code above only builds valid specs, but never let a bad one reach
+  # `:trace.function/4`: the VM compiles it here first.
+  defp validate(head, clauses) do
+    spec = for guards <- clauses, do: {head, guards, []}
+
+    case :erlang.match_spec_test(Enum.map(head, fn _ -> nil end), spec, :trace) do
+      {:ok, _result, _flags, _messages} ->
+        :ok
+
+      {:error, errors} ->
+        {:error,
+         "invalid match spec: " <>
+           Enum.map_join(errors, "; ", fn {_kind, text} -> List.to_string(text) end)}
+    end
+  end
+
+  defp guard_clauses(nil, _bindings), do: {:ok, [[]]}
+
+  defp guard_clauses(guard, bindings) do
+    guard
+    |> split_whens()
+    |> Enum.reduce_while({:ok, []}, fn clause, {:ok, acc} ->
+      case guard_expr(clause, bindings) do
+        {:ok, condition} -> {:cont, {:ok, [[condition] | acc]}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, clauses} -> {:ok, Enum.reverse(clauses)}
+      error -> error
+    end
+  end
+
+  # `a when b when c` is quoted as `a when (b when c)`: one clause each.
+  @doc false
+  @spec split_whens(Macro.t()) :: [Macro.t()]
+  def split_whens({:when, _, [left, right]}), do: [left | split_whens(right)]
+  def split_whens(guard), do: [guard]
+
+  defp extra_guard(nil, _bindings), do: {:ok, []}
+
+  defp extra_guard(guard, bindings) do
     with {:ok, condition} <- guard_expr(guard, bindings), do: {:ok, [condition]}
   end
 
   ## Argument patterns (match spec head)
 
-  # With `:literal` instead of bindings, only literal terms are accepted.
+  defp fresh_variable(%{count: count}) when count >= @max_variables do
+    {:error,
+     "too many variables (a pattern has at most #{@max_variables} variables and escaped atoms)"}
+  end
+
+  defp fresh_variable(bindings) do
+    count = bindings.count + 1
+    {:ok, :"$#{count}", %{bindings | count: count}}
+  end
+
+  defp add_check(bindings, check), do: %{bindings | checks: [check | bindings.checks]}
+
+  # A literal atom a match spec head reads as a variable or `_`: a fresh variable
+  # that a check compares with the atom.
+  defp escaped_atom(atom, bindings) do
+    with {:ok, var, bindings} <- fresh_variable(bindings),
+         do: {:ok, var, add_check(bindings, {:"=:=", var, {:const, atom}})}
+  end
+
   defp pattern({name, _, context} = ast, :literal) when is_name(name) and is_atom(context),
     do: {:error, {:not_literal, ast}}
+
+  # A struct is never a literal value: in a guard, Elixir builds the whole struct
+  # with its defaults, which a match spec cannot.
+  defp pattern({:%, _, _} = ast, :literal) do
+    unsupported(
+      "a struct in a guard",
+      ast,
+      "Elixir would build the whole struct, with its default values; compare fields with x.field, or use is_struct/2"
+    )
+  end
 
   defp pattern({:_, _, context}, bindings) when is_atom(context), do: {:ok, :_, bindings}
 
   defp pattern({name, _, context}, bindings) when is_name(name) and is_atom(context) do
-    case bindings do
+    case bindings.vars do
       %{^name => ms_var} ->
         {:ok, ms_var, bindings}
 
       %{} ->
-        ms_var = :"$#{map_size(bindings) + 1}"
-        {:ok, ms_var, Map.put(bindings, name, ms_var)}
+        with {:ok, ms_var, bindings} <- fresh_variable(bindings),
+             do: {:ok, ms_var, %{bindings | vars: Map.put(bindings.vars, name, ms_var)}}
     end
   end
 
+  defp pattern(atom, :literal) when is_atom(atom), do: {:ok, atom, :literal}
+
   defp pattern(atom, bindings) when is_atom(atom) do
-    if special_atom?(atom) and bindings != :literal do
-      {:error,
-       "the atom #{inspect(atom)} cannot be matched literally in a trace pattern " <>
-         "(match specs read it as a variable); bind a variable and compare it in a guard"}
-    else
-      {:ok, atom, bindings}
-    end
+    if head_variable_atom?(atom),
+      do: escaped_atom(atom, bindings),
+      else: {:ok, atom, bindings}
   end
 
   # An atom that did not exist when the text was parsed may exist now (the
@@ -148,18 +255,17 @@ defmodule Kino.Trace.Pattern.MatchSpec do
          do: {:ok, {left, right}, bindings}
   end
 
-  defp pattern({:{}, _, elements}, bindings) do
+  defp pattern({:{}, _, elements}, bindings) when is_list(elements) do
     with {:ok, elements, bindings} <- patterns(elements, bindings),
          do: {:ok, List.to_tuple(elements), bindings}
   end
 
-  defp pattern({:%{}, _, [{:|, _, _}]} = ast, _bindings) do
-    unsupported("map update syntax", ast, "write a map pattern such as %{key: value}")
-  end
+  defp pattern({:%{}, _, [{:|, _, _}]} = ast, _bindings), do: map_update(ast)
+  defp pattern({:%, _, [_name, {:%{}, _, [{:|, _, _}]}]} = ast, _bindings), do: map_update(ast)
 
-  defp pattern({:%{}, _, pairs}, bindings), do: map_pattern(pairs, bindings)
+  defp pattern({:%{}, _, pairs}, bindings) when is_list(pairs), do: map_pattern(pairs, bindings)
 
-  defp pattern({:%, _, [struct_name, {:%{}, _, pairs}]} = ast, bindings) do
+  defp pattern({:%, _, [struct_name, {:%{}, _, pairs}]} = ast, bindings) when is_list(pairs) do
     with {:ok, struct_pattern, bindings} <- struct_name_pattern(struct_name, ast, bindings),
          {:ok, map, bindings} <- map_pattern(pairs, bindings) do
       {:ok, Map.put(map, :__struct__, struct_pattern), bindings}
@@ -180,7 +286,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   defp pattern({sigil, _, _} = ast, bindings)
        when sigil in [:sigil_c, :sigil_C, :sigil_s, :sigil_S, :sigil_w, :sigil_W] do
-    with {:ok, value} <- literal_sigil(ast), do: {:ok, value, bindings}
+    with {:ok, value} <- literal_sigil(ast), do: head_term(value, bindings)
   end
 
   defp pattern({:^, _, _} = ast, _bindings) do
@@ -215,9 +321,35 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     unsupported(describe(ast) <> " in an argument pattern", ast)
   end
 
-  defp patterns(asts, bindings) do
+  # A literal term (from a sigil) in a head: its atoms escaped where needed.
+  defp head_term(atom, bindings) when is_atom(atom), do: pattern(atom, bindings)
+  defp head_term(list, bindings) when is_list(list), do: terms(list, bindings, &head_term/2)
+  defp head_term(term, bindings), do: {:ok, term, bindings}
+
+  # Match spec heads: `:_` and `:"$1"`, `:"$2"`, ... are not atoms but patterns.
+  defp head_variable_atom?(:_), do: true
+
+  defp head_variable_atom?(atom) do
+    case Atom.to_string(atom) do
+      "$" <> digits -> digits != "" and digits =~ ~r/\A[0-9]+\z/
+      _ -> false
+    end
+  end
+
+  defp map_update(ast) do
+    unsupported(
+      "map update syntax",
+      ast,
+      "write a map pattern such as %{key: value}"
+    )
+  end
+
+  defp patterns(asts, bindings), do: terms(asts, bindings, &pattern/2)
+
+  # Compiles each element with `fun`, threading the bindings.
+  defp terms(asts, bindings, fun) do
     Enum.reduce_while(asts, {:ok, [], bindings}, fn ast, {:ok, acc, bindings} ->
-      case pattern(ast, bindings) do
+      case fun.(ast, bindings) do
         {:ok, compiled, bindings} -> {:cont, {:ok, [compiled | acc], bindings}}
         error -> {:halt, error}
       end
@@ -253,22 +385,60 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   defp map_pair_pattern({key_ast, value_ast}, bindings) do
     with {:ok, key} <- literal_term(key_ast, "map key"),
+         :ok <- head_key(key),
          {:ok, value, bindings} <- pattern(value_ast, bindings),
          do: {:ok, key, value, bindings}
   end
 
-  defp struct_name_pattern({:_, _, context}, _ast, bindings) when is_atom(context),
-    do: {:ok, :_, bindings}
+  defp map_pair_pattern(ast, _bindings), do: unsupported("map entry", ast)
+
+  # A map key in a head is taken literally, so it cannot hold a variable atom.
+  defp head_key(key) do
+    case find_head_variable_atom(key) do
+      nil ->
+        :ok
+
+      atom ->
+        {:error,
+         "the atom #{inspect(atom)} cannot be a map key in a trace pattern (match specs read it " <>
+           "as a variable); bind the map to a variable and use is_map_key/2 or map_get/2 in a guard"}
+    end
+  end
+
+  defp find_head_variable_atom(atom) when is_atom(atom),
+    do: if(head_variable_atom?(atom), do: atom)
+
+  defp find_head_variable_atom([head | tail]),
+    do: find_head_variable_atom(head) || find_head_variable_atom(tail)
+
+  defp find_head_variable_atom(tuple) when is_tuple(tuple),
+    do: find_head_variable_atom(Tuple.to_list(tuple))
+
+  defp find_head_variable_atom(map) when is_map(map),
+    do: find_head_variable_atom(Map.to_list(map))
+
+  defp find_head_variable_atom(_term), do: nil
+
+  # `%_{}` and `%name{}` match a struct of any module: Elixir checks that
+  # `__struct__` is an atom, so a check does here too.
+  defp struct_name_pattern({name, _, context} = name_ast, _ast, bindings)
+       when is_name(name) and is_atom(context) do
+    with {:ok, var, bindings} <- any_struct_name(name_ast, bindings),
+         do: {:ok, var, add_check(bindings, {:is_atom, var})}
+  end
 
   defp struct_name_pattern({:__aliases__, _, _} = name_ast, _ast, bindings),
     do: pattern(name_ast, bindings)
 
   defp struct_name_pattern(name_ast, ast, bindings) do
     case literal_term(name_ast, "struct name") do
-      {:ok, name} when is_atom(name) -> {:ok, name, bindings}
+      {:ok, name} when is_atom(name) -> pattern(name, bindings)
       _ -> unsupported("struct name", ast, "write the struct module, as in %MyApp.User{}")
     end
   end
+
+  defp any_struct_name({:_, _, _}, bindings), do: fresh_variable(bindings)
+  defp any_struct_name(var, bindings), do: pattern(var, bindings)
 
   ## Guards
 
@@ -277,7 +447,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   end
 
   defp guard_expr({name, _, context}, bindings) when is_name(name) and is_atom(context) do
-    case bindings do
+    case bindings.vars do
       %{^name => ms_var} ->
         {:ok, ms_var}
 
@@ -287,8 +457,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     end
   end
 
-  defp guard_expr({:when, _, [left, right]}, bindings) do
-    boolean_op(:orelse, left, right, bindings)
+  defp guard_expr({:when, _, _} = ast, _bindings) do
+    unsupported("when inside a guard", ast, "write each alternative as a when clause of its own")
   end
 
   defp guard_expr({op, _, [left, right]}, bindings) when is_map_key(@comparisons, op) do
@@ -347,31 +517,38 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     end
   end
 
+  # These follow Kernel's guard definitions term for term, `:fail` included (a
+  # name that is not an atom makes the clause fail, as it raises in Elixir).
   defp guard_expr({:is_struct, _, [term]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings) do
-      {:ok,
-       {:andalso, {:is_map, term},
-        {:andalso, {:is_map_key, :__struct__, term}, {:is_atom, {:map_get, :__struct__, term}}}}}
-    end
+    with {:ok, term} <- guard_expr(term, bindings),
+         do: {:ok, {:andalso, {:is_map, term}, has_struct_name(term)}}
   end
 
   defp guard_expr({:is_struct, _, [term, name]}, bindings) do
     with {:ok, term} <- guard_expr(term, bindings),
-         {:ok, name} <- guard_expr(name, bindings) do
-      {:ok,
-       {:andalso, {:is_map, term},
-        {:andalso, {:is_map_key, :__struct__, term},
-         {:"=:=", {:map_get, :__struct__, term}, name}}}}
-    end
+         {:ok, name} <- guard_expr(name, bindings),
+         do: {:ok, and_all([{:is_map, term} | struct_of(term, name)])}
+  end
+
+  defp guard_expr({:is_non_struct_map, _, [term]}, bindings) do
+    with {:ok, term} <- guard_expr(term, bindings),
+         do: {:ok, {:andalso, {:is_map, term}, {:not, has_struct_name(term)}}}
   end
 
   defp guard_expr({:is_exception, _, [term]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings) do
-      {:ok,
-       {:andalso, {:is_map, term},
-        {:andalso, {:is_map_key, :__exception__, term},
-         {:"=:=", {:map_get, :__exception__, term}, true}}}}
+    with {:ok, term} <- guard_expr(term, bindings),
+         do: {:ok, and_all([{:is_map, term}, has_struct_name(term), exception_flag(term)])}
+  end
+
+  defp guard_expr({:is_exception, _, [term, name]}, bindings) do
+    with {:ok, term} <- guard_expr(term, bindings),
+         {:ok, name} <- guard_expr(name, bindings) do
+      {:ok, and_all([{:is_map, term} | struct_of(term, name)] ++ [exception_flag(term)])}
     end
+  end
+
+  defp guard_expr({op, _, args}, bindings) when is_map_key(@bitwise_operators, op) do
+    guard_expr({Map.fetch!(@bitwise_operators, op), [], args}, bindings)
   end
 
   defp guard_expr({op, _, [left, right]}, bindings) when op in @arithmetic do
@@ -415,6 +592,11 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     case literal_term(module_ast, "module") do
       {:ok, Kernel} ->
         guard_expr({name, [], args}, bindings)
+
+      {:ok, Bitwise} ->
+        if is_atom(name) and {name, arity} in @bitwise_functions,
+          do: guard_call(name, args, bindings),
+          else: not_a_guard("Bitwise.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
 
       {:ok, :erlang} ->
         if is_atom(name) and erlang_guard_function?(name, arity) do
@@ -464,13 +646,17 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   defp membership(left, right_ast, ast) do
     case right_ast do
-      {:.., _, [first, last]} when is_integer(first) and is_integer(last) ->
-        {low, high} = {min(first, last), max(first, last)}
+      {range, _, bounds} when range in [:.., :..//] and is_list(bounds) ->
+        case range_bounds(right_ast) do
+          {:ok, first, last, step} ->
+            {:ok, in_range(left, first, last, step)}
 
-        {:ok, {:andalso, {:is_integer, left}, {:andalso, {:>=, left, low}, {:"=<", left, high}}}}
-
-      {:.., _, _} ->
-        unsupported("in with a range that is not two integer literals", ast)
+          :error ->
+            unsupported(
+              "in with a range that is not of integer literals (and a non-zero integer step)",
+              ast
+            )
+        end
 
       _ ->
         case literal_term(right_ast, "right side of in") do
@@ -499,6 +685,63 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     end
   end
 
+  # `first..last` (step 1, or -1 when first > last, as Elixir still reads it)
+  # and `first..last//step`, of integer literals.
+  defp range_bounds({:.., _, [first, last]}) do
+    with {:ok, first, last, _} <- range_bounds({:..//, [], [first, last, 1]}),
+         do: {:ok, first, last, if(first <= last, do: 1, else: -1)}
+  end
+
+  defp range_bounds({:..//, _, [first, last, step]}) do
+    case Enum.map([first, last, step], &literal_term(&1, "range bound")) do
+      [{:ok, first}, {:ok, last}, {:ok, step}]
+      when is_integer(first) and is_integer(last) and is_integer(step) and step != 0 ->
+        {:ok, first, last, step}
+
+      _ ->
+        :error
+    end
+  end
+
+  defp range_bounds(_range), do: :error
+
+  # As Kernel.in/2 compiles a literal range in a guard.
+  defp in_range(left, first, first, _step), do: {:"=:=", left, first}
+
+  defp in_range(left, first, last, step) do
+    bounds =
+      if step > 0,
+        do: {:andalso, {:>=, left, first}, {:"=<", left, last}},
+        else: {:andalso, {:"=<", left, first}, {:>=, left, last}}
+
+    in_bounds = {:andalso, {:is_integer, left}, bounds}
+
+    if step in [1, -1],
+      do: in_bounds,
+      else: {:andalso, in_bounds, {:"=:=", {:rem, {:-, left, first}, step}, 0}}
+  end
+
+  # `__struct__` is a key of `term` and holds an atom.
+  defp has_struct_name(term),
+    do: {:andalso, {:is_map_key, :__struct__, term}, {:is_atom, {:map_get, :__struct__, term}}}
+
+  defp struct_of(term, name) do
+    [
+      {:orelse, {:is_atom, name}, :fail},
+      {:is_map_key, :__struct__, term},
+      {:==, {:map_get, :__struct__, term}, name}
+    ]
+  end
+
+  defp exception_flag(term),
+    do:
+      {:andalso, {:is_map_key, :__exception__, term},
+       {:==, {:map_get, :__exception__, term}, true}}
+
+  # `a and b and c`, grouped to the right.
+  defp and_all([condition]), do: condition
+  defp and_all([condition | rest]), do: {:andalso, condition, and_all(rest)}
+
   # Literal terms and term constructions inside guards.
   defp literal_or_unsupported(ast, bindings) do
     case literal_term(ast, "guard") do
@@ -523,12 +766,13 @@ defmodule Kino.Trace.Pattern.MatchSpec do
               guard_exprs(list, bindings)
             end
 
+          {:%{}, _, [{:|, _, _}]} ->
+            unsupported("map update syntax", ast, "match specs cannot update a map in a guard")
+
           {:%{}, _, pairs} when is_list(pairs) ->
-            Enum.reduce_while(pairs, {:ok, %{}}, fn {key_ast, value_ast}, {:ok, map} ->
-              with {:ok, key} <- literal_term(key_ast, "map key"),
-                   {:ok, value} <- guard_expr(value_ast, bindings) do
-                {:cont, {:ok, Map.put(map, key, value)}}
-              else
+            Enum.reduce_while(pairs, {:ok, %{}}, fn pair, {:ok, map} ->
+              case guard_map_pair(pair, bindings) do
+                {:ok, key, value} -> {:cont, {:ok, Map.put(map, key, value)}}
                 error -> {:halt, error}
               end
             end)
@@ -536,7 +780,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
           {:^, _, _} ->
             unsupported("the pin operator", ast, "write the value itself")
 
-          {name, _, args} when is_name(name) and is_list(args) ->
+          {name, _, args} when is_name(name) and is_list(args) and name not in @special_forms ->
             not_a_guard("#{Name.inspect_atom(:remote_call, name)}/#{length(args)}")
 
           _ ->
@@ -544,6 +788,14 @@ defmodule Kino.Trace.Pattern.MatchSpec do
         end
     end
   end
+
+  defp guard_map_pair({key_ast, value_ast}, bindings) do
+    with {:ok, key} <- literal_term(key_ast, "map key"),
+         {:ok, value} <- guard_expr(value_ast, bindings),
+         do: {:ok, key, value}
+  end
+
+  defp guard_map_pair(ast, _bindings), do: unsupported("map entry", ast)
 
   defp guard_exprs(asts, bindings) do
     Enum.reduce_while(asts, {:ok, []}, fn ast, {:ok, acc} ->

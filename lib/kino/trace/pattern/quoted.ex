@@ -73,9 +73,30 @@ defmodule Kino.Trace.Pattern.Quoted do
   @doc """
   Prints a quoted form that may hold `Name`s, as `Macro.to_string/1` does but
   on one line, however long.
+
+  A part of parsed text may be a form no text prints as on its own (the
+  `-> 1` of `(-> 1)`): that is shown as its quoted form.
+
+      iex> Kino.Trace.Pattern.Quoted.to_string({:->, [], [[], 1]})
+      "{:->, [], [[], 1]}"
   """
   @spec to_string(Macro.t()) :: String.t()
   def to_string(quoted) do
+    print(quoted)
+  rescue
+    _ -> inspect(without_meta(quoted), limit: 20, printable_limit: 200)
+  end
+
+  defp without_meta({form, meta, args}) when is_list(meta),
+    do: {without_meta(form), [], without_meta(args)}
+
+  defp without_meta(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map(&without_meta/1) |> List.to_tuple()
+
+  defp without_meta([head | tail]), do: [without_meta(head) | without_meta(tail)]
+  defp without_meta(other), do: other
+
+  defp print(quoted) do
     names = quoted |> names(MapSet.new()) |> Enum.take(@max_names) |> Enum.with_index(1)
     by_name = Map.new(names, fn {name, i} -> {name, elem(@placeholders, i - 1)} end)
 
