@@ -148,6 +148,20 @@ class TermWriter {
   void int64(std::int64_t v) { tag(Tag::Int64); put(v); }
   void float64(double v) { tag(Tag::Float); put(v); }
 
+  // Room for `n` more bytes. The first time a payload leaves its inline buffer for a
+  // large piece, it gets room for the rest of the event's budget (at most kUpfront) in
+  // one allocation, not a chain of doublings; the caller trims it (shrink_to_fit) once
+  // the event is complete. Untouched capacity costs no memory pages.
+  void make_room(std::size_t n) {
+    std::size_t wanted = out_.size() + n;
+    if (wanted <= out_.capacity() || out_.on_heap()) return;
+    std::size_t upfront = static_cast<std::size_t>(caps_.max_bytes) + kSlack;
+    if (upfront > kUpfront) upfront = kUpfront;
+    out_.reserve_exact(wanted > upfront ? wanted : upfront);
+  }
+  static constexpr std::size_t kUpfront = std::size_t{64} << 10;
+  static constexpr std::size_t kSlack = 64;  // a piece that starts just under the budget
+
   // How many of a binary's `size` bytes are kept: max_binary, and what the budget allows.
   std::size_t binary_keep(std::uint64_t size) const {
     std::uint64_t keep = size;
@@ -157,6 +171,7 @@ class TermWriter {
   }
   // The first `keep` bytes (binary_keep) of a binary of `size` bytes.
   void binary(const std::uint8_t* data, std::size_t keep, std::uint64_t size) {
+    make_room(13 + keep);
     tag(Tag::Binary);
     put(static_cast<std::uint64_t>(size));
     put(static_cast<std::uint32_t>(keep));
@@ -164,6 +179,7 @@ class TermWriter {
   }
   // The first `keep` whole bytes of a bitstring of `bits` bits.
   void bits(const std::uint8_t* data, std::size_t keep, std::uint64_t bits) {
+    make_room(13 + keep);
     tag(Tag::Bits);
     put(bits);
     put(static_cast<std::uint32_t>(keep));
@@ -211,6 +227,7 @@ class TermWriter {
   }
 
   void external(const std::uint8_t* data, std::size_t size) {
+    make_room(5 + size);
     tag(Tag::External);
     put(static_cast<std::uint32_t>(size));
     out_.append(data, size);

@@ -604,6 +604,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
     writer.immediate(atoms.undefined);
   }
 
+  event.payload.shrink_to_fit();  // its footprint in the queue is what it holds
   kt::CommitResult r = core.commit(std::move(event));
   if (r.limit_reached) {
     enif_send(env, &s->owner, nullptr,

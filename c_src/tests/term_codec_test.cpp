@@ -1439,3 +1439,23 @@ TEST_CASE("decoder: malformed bitstring, bignum and fun cuts", "[codec][decoder]
   short_fun.pop_back();
   CHECK(decodes_as_malformed(short_fun));
 }
+
+TEST_CASE("codec: a payload that spills gets the event's budget in one allocation", "[codec][cost]") {
+  TermCaps caps;  // max_bytes 16384
+  std::vector<TestTerm> args;
+  for (int i = 0; i < 40; ++i) args.push_back(bin(bytes_of(600)));
+  PayloadBuffer buf = encode(list(std::move(args)), caps);
+  REQUIRE(buf.on_heap());
+  CHECK(buf.capacity() == caps.max_bytes + TermWriter::kSlack);  // not doubled up to 32 KiB
+  CHECK(buf.size() <= buf.capacity());
+  std::size_t size = buf.size();
+  buf.shrink_to_fit();
+  CHECK(buf.capacity() == size);
+
+  SECTION("a huge max_bytes reserves at most kUpfront at first") {
+    TermCaps big = caps;
+    big.max_bytes = 1u << 30;
+    PayloadBuffer b2 = encode(bin(bytes_of(600)), big);
+    CHECK(b2.capacity() == TermWriter::kUpfront);
+  }
+}
