@@ -773,11 +773,24 @@ ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return m;
 }
 
-ERL_NIF_TERM close_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+// close(Resource): nothing more is admitted at once; then every queued event is freed
+// (counted as discarded) in slices of kCloseSlice events, rescheduling itself between
+// slices, so a 1 M-event queue never holds a scheduler for long. Returns when all are.
+constexpr std::size_t kCloseSlice = 20000;
+
+ERL_NIF_TERM close_continue(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   if (!s) return enif_make_badarg(env);
-  s->core.close();
-  return atoms.ok;
+  if (s->core.discard(kCloseSlice)) return atoms.ok;
+  enif_consume_timeslice(env, 100);
+  return enif_schedule_nif(env, "close", 0, close_continue, argc, argv);
+}
+
+ERL_NIF_TERM close_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  s->core.shut();
+  return close_continue(env, argc, argv);
 }
 
 // Encodes a term with the given caps and decodes it again: what a traced term looks like

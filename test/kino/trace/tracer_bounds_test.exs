@@ -2,8 +2,9 @@ defmodule Kino.Trace.TracerBoundsTest do
   # What a traced call costs the traced process does not grow with its arguments: a huge
   # bitstring, fun capturing a huge term or huge integer costs about what a small argument
   # costs, a list of 50 of them what a list of 50 small ones costs, and the decoded event
-  # says what was cut. Real OTP trace
-  # sessions and the real NIF; timing is compared as ratios within one run.
+  # says what was cut. Closing a session with a full queue frees it natively, in bounded
+  # time. Real OTP trace sessions and the real NIF; timing is compared as ratios within
+  # one run.
   use ExUnit.Case, async: false
 
   alias Kino.Trace.{Cut, Tracer}
@@ -165,5 +166,40 @@ defmodule Kino.Trace.TracerBoundsTest do
 
   test "50 huge arguments cost within 3x 50 small ones: the caps bound the work, not the terms' size" do
     cost_ratios([:list_of_50], :list_of_50_small)
+  end
+
+  describe "closing under a full queue" do
+    test "frees 1 M queued events natively, counts them discarded, while producers still call in" do
+      {resource, session} = start()
+      filler = worker(session, :small)
+      run(filler, 1_000_000)
+      assert Tracer.counters(resource).queued == 1_000_000
+
+      # Producers keep calling in while the session closes; drain and counters stay bounded.
+      floods = for _ <- 1..2, do: worker(session, :small)
+      for pid <- floods, do: send(pid, {:run, 200_000_000})
+      Process.sleep(20)
+      {drain_us, {batch, true}} = :timer.tc(fn -> Tracer.drain(resource, 1000) end)
+      {counters_us, during} = :timer.tc(fn -> Tracer.counters(resource) end)
+      assert length(batch) == 1000
+      assert during.accepted == during.delivered + during.queued + during.discarded
+
+      {close_us, :ok} = :timer.tc(fn -> Tracer.close(resource) end)
+      IO.puts("\n  under a flood: drain(1000) #{drain_us} us, counters #{counters_us} us; close with " <>
+                "#{during.queued} queued: #{div(close_us, 1000)} ms")
+      Process.sleep(20)
+      c = Tracer.counters(resource)
+      Process.sleep(20)
+      assert Tracer.counters(resource).accepted == c.accepted
+      for pid <- floods, do: Process.unlink(pid) && Process.exit(pid, :kill)
+
+      assert close_us < 10_000_000
+      assert drain_us < 1_000_000 and counters_us < 1_000_000
+      assert c.closed and c.queued == 0 and c.bytes_queued == 0
+      assert c.delivered == 1000
+      assert c.accepted == c.delivered + c.discarded
+      assert c.discarded >= 1_000_000 - 1000
+      assert Tracer.drain(resource, 1000) == {[], false}
+    end
   end
 end
