@@ -49,36 +49,36 @@ TEST_CASE("erts layout: boxed words", "[erts]") {
 }
 
 TEST_CASE("erts layout: bignums", "[erts]") {
-  alignas(8) std::uint64_t pos[] = {header(2, 0x08), 5, std::uint64_t{1} << 36};
+  alignas(8) std::uint64_t pos[8] = {header(2, 0x08), 5, std::uint64_t{1} << 36};
   BigShape p = erts::read_bignum(pos);
   CHECK(p.known);
   CHECK_FALSE(p.negative);
   CHECK(p.bits == 101);
   CHECK(p.lead == std::uint64_t{1} << 56);
 
-  alignas(8) std::uint64_t neg[] = {header(1, 0x0C), ~std::uint64_t{0}};
+  alignas(8) std::uint64_t neg[8] = {header(1, 0x0C), ~std::uint64_t{0}};
   BigShape n = erts::read_bignum(neg);
   CHECK(n.known);
   CHECK(n.negative);
   CHECK(n.bits == 64);
 
-  alignas(8) std::uint64_t tuple[] = {header(2, 0x00), 1, 2};
-  alignas(8) std::uint64_t fun[] = {fun_header(1, 0), 0};
+  alignas(8) std::uint64_t tuple[8] = {header(2, 0x00), 1, 2};
+  alignas(8) std::uint64_t fun[8] = {fun_header(1, 0), 0};
   CHECK_FALSE(erts::read_bignum(tuple).known);
   CHECK_FALSE(erts::read_bignum(fun).known);
 }
 
 TEST_CASE("erts layout: bitstring sizes", "[erts]") {
   std::uint64_t bits = 0;
-  alignas(8) std::uint64_t heap[] = {header(2, erts::kHeapBitsSubtag), 21, 0, 0};
+  alignas(8) std::uint64_t heap[8] = {header(2, erts::kHeapBitsSubtag), 21, 0, 0};
   REQUIRE(erts::read_bit_size(heap, bits));
   CHECK(bits == 21);
-  alignas(8) std::uint64_t sub[] = {header(4, erts::kSubBitsSubtag), 0, 24, 8024 + 3, 0};
+  alignas(8) std::uint64_t sub[8] = {header(4, erts::kSubBitsSubtag), 0, 24, 8024 + 3, 0};
   REQUIRE(erts::read_bit_size(sub, bits));
   CHECK(bits == 8003);
-  alignas(8) std::uint64_t backwards[] = {header(4, erts::kSubBitsSubtag), 0, 100, 99, 0};
+  alignas(8) std::uint64_t backwards[8] = {header(4, erts::kSubBitsSubtag), 0, 100, 99, 0};
   CHECK_FALSE(erts::read_bit_size(backwards, bits));
-  alignas(8) std::uint64_t big[] = {header(1, 0x08), 1};
+  alignas(8) std::uint64_t big[8] = {header(1, 0x08), 1};
   CHECK_FALSE(erts::read_bit_size(big, bits));
 }
 
@@ -86,7 +86,7 @@ TEST_CASE("erts layout: funs", "[erts]") {
   for (std::size_t addresses : {3u, 4u}) {
     INFO(addresses << " code addresses");
     Entry entry(addresses, kModule, 2, 7, 123456);
-    alignas(8) std::uint64_t local[] = {fun_header(2, 3), reinterpret_cast<std::uintptr_t>(&entry), 42, 43, 99};
+    alignas(8) std::uint64_t local[8] = {fun_header(2, 3), reinterpret_cast<std::uintptr_t>(&entry), 42, 43, 99};
     erts::FunEntryLayout layout{8 * addresses};
 
     FunShape f = erts::read_fun(local, layout);
@@ -109,7 +109,7 @@ TEST_CASE("erts layout: funs", "[erts]") {
     CHECK_FALSE(erts::read_fun(local, wrong).identity);
   }
 
-  alignas(8) std::uint64_t external[] = {fun_header(3, 0), 0};
+  alignas(8) std::uint64_t external[8] = {fun_header(3, 0), 0};
   FunShape e = erts::read_fun(external, erts::FunEntryLayout{32});
   CHECK(e.known);
   CHECK(e.external);
@@ -117,6 +117,6 @@ TEST_CASE("erts layout: funs", "[erts]") {
   CHECK(e.num_free == 0);
   CHECK_FALSE(e.identity);
 
-  alignas(8) std::uint64_t not_fun[] = {header(2, 0x00), 1, 2};
+  alignas(8) std::uint64_t not_fun[8] = {header(2, 0x00), 1, 2};
   CHECK_FALSE(erts::read_fun(not_fun, erts::FunEntryLayout{32}).known);
 }

@@ -1240,7 +1240,7 @@ TEST_CASE("codec: a binary reads only the bytes it keeps", "[codec][bits]") {
 }
 
 TEST_CASE("codec: bignum shapes: sign, bit length and leading hex digits", "[codec][bignum]") {
-  std::uint64_t two_pow_100_plus_5[] = {5, std::uint64_t{1} << 36};
+  std::uint64_t two_pow_100_plus_5[8] = {5, std::uint64_t{1} << 36};
   BigShape s = bignum_shape(two_pow_100_plus_5, 2, false);
   CHECK(s.known);
   CHECK_FALSE(s.negative);
@@ -1248,7 +1248,7 @@ TEST_CASE("codec: bignum shapes: sign, bit length and leading hex digits", "[cod
   CHECK(s.lead_bits == 57);  // 101 - 57 = 44 bits follow: 11 hex digits
   CHECK(s.lead == std::uint64_t{1} << 56);
 
-  std::uint64_t top_zero[] = {1, 0};
+  std::uint64_t top_zero[8] = {1, 0};
   CHECK_FALSE(bignum_shape(top_zero, 2, false).known);
   CHECK_FALSE(bignum_shape(top_zero, 0, false).known);
 

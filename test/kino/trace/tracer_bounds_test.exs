@@ -160,10 +160,14 @@ defmodule Kino.Trace.TracerBoundsTest do
     for kind <- kinds, do: assert(ratios[kind] <= 3.0, "#{kind}: #{Float.round(ratios[kind], 2)}x (#{report})")
   end
 
+  # Timing: left out of the sanitized run (scripts/test-nif-sanitized.sh), where the
+  # NIF alone is instrumented.
+  @tag :timing
   test "a huge argument costs within 3x a small one" do
     cost_ratios([:bitstring, :fun, :fun_list, :bignum], :small)
   end
 
+  @tag :timing
   test "50 huge arguments cost within 3x 50 small ones: the caps bound the work, not the terms' size" do
     cost_ratios([:list_of_50], :list_of_50_small)
   end
