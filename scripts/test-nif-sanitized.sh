@@ -15,5 +15,8 @@ preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 export LD_PRELOAD="$preload"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# tracer_bounds_test.exs: the NIF's term-layout readers on huge terms; its timing
+# comparisons are left out (only the NIF is instrumented here).
 mix test test/kino/trace/tracer_test.exs test/kino/trace/messages_test.exs \
-    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs
+    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs \
+    test/kino/trace/tracer_bounds_test.exs --exclude timing

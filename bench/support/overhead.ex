@@ -21,6 +21,11 @@ defmodule KinoTrace.Bench.Overhead do
       {:native, "3n kino_trace accepts (native layer)", :native, accept, :small, n.(200_000)},
       {:kino_10mb, "4  kino_trace accepts, 10 MB list arg", :kino, accept, :list_10mb, n.(200_000)},
       {:native_10mb, "4n the same, native layer", :native, accept, :list_10mb, n.(200_000)},
+      {:native_bits, "4b native, 10 MB bitstring arg", :native, accept, :bits_10mb, n.(200_000)},
+      {:native_fun, "4c native, fun capturing 10 MB", :native, accept, :fun_10mb, n.(200_000)},
+      {:native_bignum, "4d native, 512 KiB integer arg", :native, accept, :bignum, n.(200_000)},
+      {:native_list50, "4e native, list of 50 of 4b-4d", :native, accept, :list_50_huge, n.(40_000)},
+      {:native_list50_small, "4f native, list of 50 small ones", :native, accept, :list_50_small, n.(40_000)},
       {:kino_rate, "5  kino_trace over its rate limit", :kino,
        [return: false, exceptions: false, rate: {1, 3_600_000}], :small, n.(400_000)},
       {:kino_return, "6  kino_trace return: true (API)", :kino, [return: true, queue: @big_queue], :small,
@@ -125,7 +130,9 @@ defmodule KinoTrace.Bench.Overhead do
     3, 4, 5, 6: Kino.Trace.calls/2 with pids: the workers (the session process drains and
     decodes concurrently; queue sized so nothing is dropped in 3, 4, 6). 3n, 4n: the native
     layer (Kino.Trace.Tracer) drained by a process that throws the events away, the same
-    work at the consumer as the pid tracer's receive-and-discard. 5: rate: {1, 1 hour}.
+    work at the consumer as the pid tracer's receive-and-discard. 4b-4f: the same with
+    huge arguments, cut at max_binary (512 bytes) and max_bytes (16 KiB per event); 4f
+    has terms just under the caps, copied whole. 5: rate: {1, 1 hour}.
     7, 8: call events only, like 3.
     """)
 
@@ -137,6 +144,7 @@ defmodule KinoTrace.Bench.Overhead do
     get = fn key, field -> r[key] && Map.get(r[key], field) end
     x = fn a, b -> ratio_value(get.(a, :ns1), get.(b, :ns1)) end
     check = fn label, value, ok? -> IO.puts("  #{pad(label, 58)} #{lpad(fmt_ratio(value), 6)}  #{verdict(value, ok?)}") end
+    info = fn label, value -> IO.puts("  #{pad(label, 58)} #{lpad(fmt_ratio(value), 6)}") end
 
     IO.puts("Targets (reported, not asserted):")
     check.("accepted event / floor (3n native), <= 1.8", x.(:native, :floor), &(&1 <= 1.8))
@@ -149,6 +157,11 @@ defmodule KinoTrace.Bench.Overhead do
     check.("  the same for the untraced loop (the machine's share)", untraced_scaling, &(&1 >= 1.7))
     check.("10 MB list / small argument (4 / 3), close to 1", x.(:kino_10mb, :kino), &(&1 <= 1.2))
     check.("10 MB list / small argument (4n / 3n), close to 1", x.(:native_10mb, :native), &(&1 <= 1.2))
+    check.("10 MB bitstring / small argument (4b / 3n), <= 3", x.(:native_bits, :native), &(&1 <= 3))
+    check.("fun capturing 10 MB / small argument (4c / 3n), <= 3", x.(:native_fun, :native), &(&1 <= 3))
+    check.("512 KiB integer / small argument (4d / 3n), <= 3", x.(:native_bignum, :native), &(&1 <= 3))
+    check.("50 huge / 50 small under the caps (4e / 4f), <= 3", x.(:native_list50, :native_list50_small), &(&1 <= 3))
+    info.("  50 huge / small argument (4e / 3n): 16 KiB copied per call", x.(:native_list50, :native))
   end
 
   defp verdict(nil, _), do: "-"

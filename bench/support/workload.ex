@@ -12,9 +12,23 @@ defmodule KinoTrace.Bench.Workload do
     loop(n - 1, arg)
   end
 
-  # The arguments: :small is an integer; :list_10mb a 10 MiB proper list (655 360 cells).
+  # The arguments: :small is an integer; :list_10mb a 10 MiB proper list (655 360 cells);
+  # :bits_10mb a 10 MiB bitstring (with 3 tail bits); :fun_10mb a fun capturing a 10 MiB
+  # binary; :bignum the largest integer ERTS holds (512 KiB); :list_50_huge a list of 50
+  # of those three; :list_50_small the same list with each just under the caps (copied whole).
   def build_arg(:small), do: 42
   def build_arg(:list_10mb), do: :lists.duplicate(655_360, 0)
+  def build_arg(:bits_10mb), do: <<:binary.copy(<<200>>, 10 * 1024 * 1024)::binary, 5::3>>
+  def build_arg(:fun_10mb), do: capture(:binary.copy(<<200>>, 10 * 1024 * 1024))
+  def build_arg(:bignum), do: Bitwise.bsl(1, 64 * 65_535 - 1) + 12_345
+  def build_arg(:list_50_huge), do: for(i <- 1..50, do: build_arg(Enum.at([:bits_10mb, :fun_10mb, :bignum], rem(i, 3))))
+  def build_arg(:list_50_small), do: for(i <- 1..50, do: small(rem(i, 3)))
+
+  defp small(0), do: <<:binary.copy(<<200>>, 500)::binary, 5::3>>
+  defp small(1), do: capture(:binary.copy(<<200>>, 400))
+  defp small(2), do: Bitwise.bsl(1, 8 * 500) + 12_345
+
+  defp capture(term), do: fn -> term end
 
   @doc false
   # A worker: builds its argument, reports ready, then runs {:go, n} calls and reports

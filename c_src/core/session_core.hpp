@@ -193,10 +193,19 @@ class SessionCore {
   // Closes the session: nothing more is accepted. Frees what is still queued (counted
   // as discarded). Safe to call more than once.
   void close() {
-    closed_.store(true, std::memory_order_release);
-    shut_.exchange(1, std::memory_order_acq_rel);
+    shut();
     discard_queued();
   }
+
+  // close() in two steps, for a caller that must not run long at once: shut() (constant
+  // time) then discard(max) until it returns true. After shut(), nothing more is
+  // queued: a producer that was already past admit() drops its event or discards it.
+  void shut() {
+    closed_.store(true, std::memory_order_release);
+    shut_.exchange(1, std::memory_order_acq_rel);
+  }
+  // Frees up to about `max` queued events (counted as discarded); true once none is left.
+  bool discard(std::size_t max) { return discard_queued(max); }
 
   Counters counters() const {
     Counters c;
@@ -217,12 +226,15 @@ class SessionCore {
   }
 
  private:
-  // Frees every queued event, counted as discarded (close(), or a commit racing it).
-  void discard_queued() {
+  // Frees queued events, counted as discarded (close(), or a commit racing it): all of
+  // them, or about `max`. True when the queue was found empty.
+  bool discard_queued(std::size_t max = ~std::size_t{0}) {
     Event scratch[64];
-    for (;;) {
+    for (std::size_t done = 0;; ) {
+      if (done >= max) return false;
       std::size_t n = queue_.try_dequeue_bulk(scratch, 64);
-      if (n == 0) break;
+      if (n == 0) return true;
+      done += n;
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < n; ++i) {
         bytes += scratch[i].footprint();

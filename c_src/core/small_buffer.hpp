@@ -54,11 +54,30 @@ class SmallBuffer {
     // three allocations and copies for a payload of a few hundred bytes.
     std::size_t cap = capacity() * 2 < kFirstHeapCapacity ? kFirstHeapCapacity : capacity() * 2;
     while (cap < wanted) cap *= 2;
-    HeapBytes bigger(static_cast<std::uint8_t*>(std::malloc(cap)));  // uninitialised: we overwrite it
-    if (!bigger) std::abort();
-    if (size_ > 0) std::memcpy(bigger.get(), data(), size_);
-    heap_ = std::move(bigger);
-    heap_capacity_ = cap;
+    reallocate(cap);
+  }
+
+  // Exactly `wanted` bytes of capacity (when more than now): for a writer that knows
+  // how much it may need, one allocation instead of a chain of doublings.
+  void reserve_exact(std::size_t wanted) {
+    if (wanted > capacity()) reallocate(wanted);
+  }
+
+  // Gives back unused heap capacity: contents that fit inline move back inline; a larger
+  // block is shrunk in place (realloc). Keeps the buffer as it is if realloc fails.
+  void shrink_to_fit() {
+    if (!heap_ || heap_capacity_ == size_) return;
+    if (size_ <= InlineCapacity) {
+      if (size_ > 0) std::memcpy(inline_, heap_.get(), size_);
+      heap_.reset();
+      heap_capacity_ = 0;
+      return;
+    }
+    void* smaller = std::realloc(heap_.get(), size_);
+    if (!smaller) return;
+    (void)heap_.release();  // realloc took it
+    heap_.reset(static_cast<std::uint8_t*>(smaller));
+    heap_capacity_ = size_;
   }
 
  private:
@@ -72,6 +91,14 @@ class SmallBuffer {
     }
     other.size_ = 0;
     other.heap_capacity_ = 0;
+  }
+
+  void reallocate(std::size_t cap) {
+    HeapBytes bigger(static_cast<std::uint8_t*>(std::malloc(cap)));  // uninitialised: we overwrite it
+    if (!bigger) std::abort();
+    if (size_ > 0) std::memcpy(bigger.get(), data(), size_);
+    heap_ = std::move(bigger);
+    heap_capacity_ = cap;
   }
 
   struct FreeBytes {

@@ -5,8 +5,11 @@
 // a compact format into a byte buffer, honouring `TermCaps`: nesting depth, items per
 // list/tuple/map, bytes per binary and bytes per event. Whatever is cut is recorded in
 // the format, so the decoder can show `...` exactly where something was left out.
-// The walk never looks past the caps: a 10 MB list costs what its first `max_items`
-// elements cost.
+// The walk never looks past the caps, whatever the term: a 10 MB list costs what its
+// first `max_items` elements cost, a 10 MB binary or bitstring what its first
+// `max_binary` bytes cost; a bignum or a fun's environment is copied whole only when it
+// is at most `max_binary` bytes (checked before any copying), else it is described (a
+// bignum's sign, bit length and leading bits; a fun's module, index and arity).
 //
 // `TermDecoder<Builder>` reads the format back and hands each piece to a *Builder*
 // (the NIF builds Erlang terms, the tests build C++ terms).
@@ -25,7 +28,8 @@ namespace kino_trace {
 struct TermCaps {
   std::uint32_t max_depth = 10;     // nesting levels below the payload's root
   std::uint32_t max_items = 50;     // elements per list, tuple or map
-  std::uint32_t max_binary = 512;   // bytes kept per binary
+  std::uint32_t max_binary = 512;   // bytes kept per binary or bitstring; the largest
+                                    // bignum or fun environment copied whole
   std::uint32_t max_bytes = 16384;  // encoded bytes per event (soft: checked between items)
 };
 
@@ -39,6 +43,10 @@ enum class Tag : std::uint8_t {
   Map = 7,        // u32 total size, u32 kept, key/value pairs
   External = 8,   // u32 length, external term format bytes
   Cut = 9,        // u8 CutReason: a whole subterm left out
+  Bits = 10,      // a bitstring cut short: u64 total bits, u32 kept whole bytes, bytes
+  BigCut = 11,    // a bignum too large to copy: u8 negative, u64 bits, u64 lead, u8 lead_bits
+  FunCut = 12,    // a fun whose environment is too large to copy:
+                  //   u64 module atom word, u32 arity, u32 index, u32 uniq, u32 free variables
 };
 
 enum class ListEnd : std::uint8_t { Proper = 0, Improper = 1, Cut = 2 };
@@ -47,14 +55,80 @@ enum class CutReason : std::uint8_t { Depth = 1, Items = 2, Bytes = 3 };
 // What a Source says a term is.
 enum class TermKind {
   Immediate,  // can be kept as its raw word: valid in any environment, never freed
-  Integer,    // boxed integer: int64 if it fits, else External
+  Integer,    // boxed integer: int64 if it fits, else a bignum (External or BigCut)
   Float,
-  Binary,     // byte-aligned binary
+  Binary,     // a bitstring of whole bytes
+  Bitstring,  // a bitstring with a tail of 1..7 bits (External or Bits)
   Tuple,
   List,       // a non-empty list cell
   Map,
-  Other,      // anything else (bignums, refs, funs, remote pids, bitstrings): External
+  Fun,        // External, or FunCut when its environment is large
+  Other,      // anything else (refs, remote pids and ports): small, External
 };
+
+// A bignum as the tracer reports one too large to copy: sign, bit length and leading bits.
+struct BigShape {
+  bool known = false;      // false: the source could not read it
+  bool negative = false;
+  std::uint64_t bits = 0;  // bit length of the magnitude
+  std::uint64_t lead = 0;  // the magnitude's leading `lead_bits` bits
+  std::uint8_t lead_bits = 0;
+
+  std::uint64_t bytes() const { return (bits + 7) / 8; }
+};
+
+inline unsigned bit_length(std::uint64_t x) {
+  unsigned n = 0;
+  while (x) {
+    ++n;
+    x >>= 1;
+  }
+  return n;
+}
+
+// The shape of the magnitude held in `n` 64-bit digits, least significant first (the
+// top digit non-zero). `lead_bits` is 57..60 bits, chosen so that the bits after it are
+// a multiple of 4: `lead` written in hex is then exactly the number's first hex digits.
+inline BigShape bignum_shape(const std::uint64_t* digits, std::uint64_t n, bool negative) {
+  BigShape s;
+  if (n == 0 || digits[n - 1] == 0) return s;
+  s.known = true;
+  s.negative = negative;
+  s.bits = (n - 1) * 64 + bit_length(digits[n - 1]);
+  if (s.bits <= 60) {
+    s.lead = digits[0];
+    s.lead_bits = static_cast<std::uint8_t>(s.bits);
+    return s;
+  }
+  s.lead_bits = static_cast<std::uint8_t>(57 + (s.bits - 57) % 4);
+  std::uint64_t shift = s.bits - s.lead_bits;
+  std::uint64_t word = shift / 64;
+  unsigned off = static_cast<unsigned>(shift % 64);
+  std::uint64_t v = digits[word] >> off;
+  if (off != 0 && word + 1 < n) v |= digits[word + 1] << (64 - off);
+  s.lead = v & ((std::uint64_t{1} << s.lead_bits) - 1);
+  return s;
+}
+
+// What the tracer keeps of a fun whose environment is too large to copy.
+struct FunShape {
+  bool known = false;         // false: the source could not read it (the fun is cut whole)
+  bool external = false;      // fun M:F/A: no environment, always small
+  bool identity = false;      // module, index and uniq are known
+  std::uint64_t module = 0;   // the module's atom word
+  std::uint32_t arity = 0;
+  std::uint32_t index = 0;    // which fun of its module (Elixir shows "#Function<index.uniq/...")
+  std::uint32_t uniq = 0;
+  std::uint32_t num_free = 0; // captured variables
+};
+
+// Whether a word is an atom (the immediate tag of atoms on 64-bit ERTS).
+inline bool is_atom_word(std::uint64_t word) { return (word & 0x3F) == 0x0B; }
+
+// Estimated external size of a leaf the source cannot measure cheaply (a pid, port,
+// reference or external fun: a node name and a few words).
+constexpr std::size_t kLeafEstimate = 64;
+
 
 using PayloadBuffer = SmallBuffer<112>;
 
@@ -74,14 +148,57 @@ class TermWriter {
   void int64(std::int64_t v) { tag(Tag::Int64); put(v); }
   void float64(double v) { tag(Tag::Float); put(v); }
 
-  void binary(const std::uint8_t* data, std::size_t size) {
-    std::size_t keep = size;
+  // Room for `n` more bytes. The first time a payload leaves its inline buffer for a
+  // large piece, it gets room for the rest of the event's budget (at most kUpfront) in
+  // one allocation, not a chain of doublings; the caller trims it (shrink_to_fit) once
+  // the event is complete. Untouched capacity costs no memory pages.
+  void make_room(std::size_t n) {
+    std::size_t wanted = out_.size() + n;
+    if (wanted <= out_.capacity() || out_.on_heap()) return;
+    std::size_t upfront = static_cast<std::size_t>(caps_.max_bytes) + kSlack;
+    if (upfront > kUpfront) upfront = kUpfront;
+    out_.reserve_exact(wanted > upfront ? wanted : upfront);
+  }
+  static constexpr std::size_t kUpfront = std::size_t{64} << 10;
+  static constexpr std::size_t kSlack = 64;  // a piece that starts just under the budget
+
+  // How many of a binary's `size` bytes are kept: max_binary, and what the budget allows.
+  std::size_t binary_keep(std::uint64_t size) const {
+    std::uint64_t keep = size;
     if (keep > caps_.max_binary) keep = caps_.max_binary;
     if (keep > room()) keep = room();
+    return static_cast<std::size_t>(keep);
+  }
+  // The first `keep` bytes (binary_keep) of a binary of `size` bytes.
+  void binary(const std::uint8_t* data, std::size_t keep, std::uint64_t size) {
+    make_room(13 + keep);
     tag(Tag::Binary);
     put(static_cast<std::uint64_t>(size));
     put(static_cast<std::uint32_t>(keep));
     out_.append(data, keep);
+  }
+  // The first `keep` whole bytes of a bitstring of `bits` bits.
+  void bits(const std::uint8_t* data, std::size_t keep, std::uint64_t bits) {
+    make_room(13 + keep);
+    tag(Tag::Bits);
+    put(bits);
+    put(static_cast<std::uint32_t>(keep));
+    out_.append(data, keep);
+  }
+  void big_cut(const BigShape& b) {
+    tag(Tag::BigCut);
+    put(static_cast<std::uint8_t>(b.negative ? 1 : 0));
+    put(b.bits);
+    put(b.lead);
+    put(b.lead_bits);
+  }
+  void fun_cut(const FunShape& f) {
+    tag(Tag::FunCut);
+    put(f.module);
+    put(f.arity);
+    put(f.index);
+    put(f.uniq);
+    put(f.num_free);
   }
 
   std::size_t begin_tuple(std::uint32_t arity) {
@@ -110,6 +227,7 @@ class TermWriter {
   }
 
   void external(const std::uint8_t* data, std::size_t size) {
+    make_room(5 + size);
     tag(Tag::External);
     put(static_cast<std::uint32_t>(size));
     out_.append(data, size);
@@ -139,15 +257,25 @@ class TermWriter {
 // Source must provide, for its `Term` type:
 //   TermKind kind(Term)
 //   std::uint64_t word(Term)                          // Immediate
+//   std::size_t leaf_size(Term)                       // Immediate, Other: estimated external size
 //   bool int64(Term, std::int64_t&)                   // Integer
+//   BigShape bignum(Term)                             // Integer that int64 refused
 //   double float64(Term)                              // Float
-//   void binary(Term, const std::uint8_t*&, std::size_t&)
+//   bool bit_size(Term, std::uint64_t& bits)          // Binary, Bitstring; false if unknown
+//   bool bytes(Term, std::size_t n, const std::uint8_t*& data)
+//                                                     // Binary, Bitstring: its first n whole
+//                                                     // bytes; reads only those n bytes
+//   const Term* fun(Term, FunShape&)                  // Fun: its shape and environment
+//                                                     // (num_free terms)
 //   const Term* tuple(Term, std::uint32_t& arity)
 //   bool list_cell(Term, Term& head, Term& tail)       // false when Term is not a cell
 //   bool is_nil(Term)                                 // the empty list, a proper tail
 //   std::uint32_t map_size(Term)
 //   template <class F> void map_each(Term, std::uint32_t limit, F&& f)  // f(key, value) -> bool (continue)
-//   template <class F> bool external(Term, F&& sink)  // sink(data, size); false if impossible
+//   template <class F> bool external(Term, F&& sink)  // sink(data, size); false if impossible.
+//                                                     // Called only for terms the encoder
+//                                                     // has sized first (at most max_binary
+//                                                     // bytes, or a small leaf).
 template <class Source>
 class TermEncoder {
  public:
@@ -169,20 +297,17 @@ class TermEncoder {
         if (src_.int64(t, v)) {
           w_.int64(v);
         } else {
-          encode_external(t);
+          encode_bignum(t);
         }
         return;
       }
       case TermKind::Float:
         w_.float64(src_.float64(t));
         return;
-      case TermKind::Binary: {
-        const std::uint8_t* data = nullptr;
-        std::size_t size = 0;
-        src_.binary(t, data, size);
-        w_.binary(data, size);
+      case TermKind::Binary:
+      case TermKind::Bitstring:
+        encode_bits(t);
         return;
-      }
       case TermKind::Tuple:
         if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
         return encode_tuple(t, depth);
@@ -192,9 +317,13 @@ class TermEncoder {
       case TermKind::Map:
         if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
         return encode_map(t, depth);
+      case TermKind::Fun:
+        if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
+        encode_fun(t);
+        return;
       case TermKind::Other:
         if (depth >= caps_.max_depth) return w_.cut(CutReason::Depth);
-        encode_external(t);
+        encode_external(t, src_.leaf_size(t));
         return;
     }
   }
@@ -253,7 +382,51 @@ class TermEncoder {
     w_.end_container(at, kept);
   }
 
-  void encode_external(Term t) {
+  // A binary keeps its first bytes; a bitstring is copied whole (with its tail bits)
+  // when it is at most max_binary bytes and fits the budget, else it keeps its first
+  // whole bytes, as a binary would.
+  void encode_bits(Term t) {
+    std::uint64_t bits = 0;
+    if (!src_.bit_size(t, bits)) return w_.cut(CutReason::Bytes);
+    std::uint64_t whole = bits / 8;
+    bool tail = bits % 8 != 0;
+    if (tail && whole + 1 <= caps_.max_binary && 6 + whole + 1 <= w_.room()) return encode_external(t, 6 + whole + 1);
+    std::size_t keep = w_.binary_keep(whole);
+    const std::uint8_t* data = nullptr;
+    if (keep > 0 && !src_.bytes(t, keep, data)) return w_.cut(CutReason::Bytes);
+    if (tail) {
+      w_.bits(data, keep, bits);
+    } else {
+      w_.binary(data, keep, whole);
+    }
+  }
+
+  void encode_bignum(Term t) {
+    BigShape b = src_.bignum(t);
+    if (!b.known) return w_.cut(CutReason::Bytes);
+    if (b.bytes() <= caps_.max_binary) return encode_external(t, 7 + b.bytes());
+    w_.big_cut(b);
+  }
+
+  // An external fun, or a local one whose environment is at most max_binary bytes, is
+  // copied whole; other local funs are described by their identity.
+  void encode_fun(Term t) {
+    FunShape f;
+    const Term* env = src_.fun(t, f);
+    if (!f.known) return w_.cut(CutReason::Bytes);
+    if (f.external) return encode_external(t, kLeafEstimate);
+    std::size_t budget = caps_.max_binary;
+    bool small = true;
+    for (std::uint32_t i = 0; i < f.num_free && small; ++i) small = fits(env[i], budget, 0);
+    if (small) return encode_external(t, kFunEstimate + caps_.max_binary - budget);
+    if (!f.identity) return w_.cut(CutReason::Bytes);
+    w_.fun_cut(f);
+  }
+
+  // Copies a term in the external term format, `estimate` bytes by the encoder's sizing:
+  // a term that does not fit the event's budget is cut before any copying.
+  void encode_external(Term t, std::size_t estimate) {
+    if (estimate > w_.room()) return w_.cut(CutReason::Bytes);
     bool written = src_.external(t, [&](const std::uint8_t* data, std::size_t size) {
       if (size > w_.room()) {
         w_.cut(CutReason::Bytes);
@@ -263,6 +436,78 @@ class TermEncoder {
     });
     if (!written) w_.cut(CutReason::Bytes);
   }
+
+  // Whether `t`'s external format fits in `budget` bytes, by an estimate that charges
+  // every node at least kMinNode bytes: the walk stops after budget / kMinNode nodes.
+  // Takes what it counts from `budget`.
+  bool fits(Term t, std::size_t& budget, std::uint32_t depth) {
+    auto take = [&](std::size_t n) {
+      if (n < kMinNode) n = kMinNode;
+      if (n > budget) return false;
+      budget -= n;
+      return true;
+    };
+    if (depth >= caps_.max_depth) return false;
+    switch (src_.kind(t)) {
+      case TermKind::Immediate:
+      case TermKind::Other:
+        return take(src_.leaf_size(t));
+      case TermKind::Integer: {
+        std::int64_t v;
+        if (src_.int64(t, v)) return take(11);
+        BigShape b = src_.bignum(t);
+        return b.known && b.bytes() < budget && take(7 + b.bytes());
+      }
+      case TermKind::Float:
+        return take(9);
+      case TermKind::Binary:
+      case TermKind::Bitstring: {
+        std::uint64_t bits = 0;
+        return src_.bit_size(t, bits) && bits / 8 < budget && take(6 + (bits + 7) / 8);
+      }
+      case TermKind::Tuple: {
+        std::uint32_t arity = 0;
+        const Term* elems = src_.tuple(t, arity);
+        if (!take(5)) return false;
+        for (std::uint32_t i = 0; i < arity; ++i)
+          if (!fits(elems[i], budget, depth + 1)) return false;
+        return true;
+      }
+      case TermKind::List: {
+        if (!take(5)) return false;
+        Term head, tail;
+        Term cell = t;
+        while (src_.list_cell(cell, head, tail)) {
+          if (!fits(head, budget, depth + 1)) return false;
+          cell = tail;
+        }
+        return fits(cell, budget, depth + 1);
+      }
+      case TermKind::Map: {
+        std::uint32_t n = src_.map_size(t);
+        if (!take(5) || n > budget / (2 * kMinNode)) return false;
+        bool ok = true;
+        src_.map_each(t, n, [&](Term k, Term v) {
+          ok = fits(k, budget, depth + 1) && fits(v, budget, depth + 1);
+          return ok;
+        });
+        return ok;
+      }
+      case TermKind::Fun: {
+        FunShape f;
+        const Term* env = src_.fun(t, f);
+        if (!f.known || !take(f.external ? kLeafEstimate : kFunEstimate)) return false;
+        for (std::uint32_t i = 0; i < f.num_free; ++i)
+          if (!fits(env[i], budget, depth + 1)) return false;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A local fun's own fields in the external format (module, indexes, uniq, creator pid).
+  static constexpr std::size_t kFunEstimate = 96;
+  static constexpr std::size_t kMinNode = 16;
 
   Source& src_;
   TermWriter& w_;
@@ -279,6 +524,9 @@ class TermEncoder {
 //   Term map(std::vector<Term>& keys_and_values, std::uint32_t total)
 //   Term external(const std::uint8_t*, std::size_t)
 //   Term cut(CutReason)
+//   Term bits(const std::uint8_t*, std::size_t kept, std::uint64_t total_bits)   // cut short
+//   Term big_cut(const BigShape&)
+//   Term fun_cut(const FunShape&)                                   // identity only
 //   Term malformed()                                                // never for our own output
 // A payload that is malformed anywhere (bad tag, truncated, inconsistent counts) decodes
 // as a whole to malformed(), and the decoder then stays at_end(): nothing after a bad
@@ -370,6 +618,33 @@ class TermDecoder {
             why > static_cast<std::uint8_t>(CutReason::Bytes))
           return malformed();
         return b_.cut(static_cast<CutReason>(why));
+      }
+      case Tag::Bits: {
+        std::uint64_t total;
+        std::uint32_t kept;
+        if (!get(total) || !get(kept) || total % 8 == 0 || kept > total / 8 || remaining() < kept)
+          return malformed();
+        const std::uint8_t* data = p_;
+        p_ += kept;
+        return b_.bits(data, kept, total);
+      }
+      case Tag::BigCut: {
+        BigShape b;
+        std::uint8_t negative;
+        if (!get(negative) || !get(b.bits) || !get(b.lead) || !get(b.lead_bits) || negative > 1 ||
+            b.lead_bits == 0 || b.lead_bits > 60 || b.lead_bits > b.bits || (b.lead >> (b.lead_bits - 1)) != 1)
+          return malformed();
+        b.known = true;
+        b.negative = negative == 1;
+        return b_.big_cut(b);
+      }
+      case Tag::FunCut: {
+        FunShape f;
+        if (!get(f.module) || !get(f.arity) || !get(f.index) || !get(f.uniq) || !get(f.num_free) ||
+            !is_atom_word(f.module) || f.arity > 255 || f.num_free == 0 || f.num_free > 255)
+          return malformed();
+        f.known = f.identity = true;
+        return b_.fun_cut(f);
       }
     }
     return malformed();

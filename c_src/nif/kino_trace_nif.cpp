@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "erts_layout.hpp"
 #include "session_core.hpp"
 #include "term_codec.hpp"
 
@@ -32,7 +33,8 @@ struct Atoms {
       unregister;
   ERL_NIF_TERM extra, match_spec_result, scheduler_id;
   ERL_NIF_TERM kino_trace, ready, limit_reached;
-  ERL_NIF_TERM struct_, cut_module, kind, value, size, depth, items, bytes, binary, tuple, map, malformed;
+  ERL_NIF_TERM struct_, cut_module, kind, value, size, depth, items, bytes, binary, bitstring, integer, fun, tuple,
+      map, malformed, module, index, uniq, arity;
   ERL_NIF_TERM accepted, delivered, queued, discarded, bytes_queued, dropped_closed, dropped_rate,
       dropped_queue_full, dropped_max_events, wakeups, closed, id;
   ERL_NIF_TERM skip_returns, exception_, message, argument_error;
@@ -90,6 +92,13 @@ void init_atoms(ErlNifEnv* env) {
   atoms.items = atom(env, "items");
   atoms.bytes = atom(env, "bytes");
   atoms.binary = atom(env, "binary");
+  atoms.bitstring = atom(env, "bitstring");
+  atoms.integer = atom(env, "integer");
+  atoms.fun = atom(env, "fun");
+  atoms.module = atom(env, "module");
+  atoms.index = atom(env, "index");
+  atoms.uniq = atom(env, "uniq");
+  atoms.arity = atom(env, "arity");
   atoms.tuple = atom(env, "tuple");
   atoms.map = atom(env, "map");
   atoms.malformed = atom(env, "malformed");
@@ -183,6 +192,15 @@ Session* get_session(ErlNifEnv* env, ERL_NIF_TERM term) {
 // ---------------------------------------------------------------------------------------
 // reading Erlang terms for the encoder
 
+// What check_layout (at load) found about ERTS's term layout: whether erts_layout.hpp's
+// readers may be used, and where a fun entry keeps its identity.
+struct Layout {
+  bool ok = false;
+  kt::erts::FunEntryLayout fun_entry;
+};
+
+Layout layout;
+
 struct EnifSource {
   using Term = ERL_NIF_TERM;
   ErlNifEnv* env;
@@ -197,34 +215,63 @@ struct EnifSource {
       case ERL_NIF_TERM_TYPE_INTEGER: return kt::TermKind::Integer;
       case ERL_NIF_TERM_TYPE_FLOAT: return kt::TermKind::Float;
       case ERL_NIF_TERM_TYPE_BITSTRING:
-        return enif_is_binary(env, t) ? kt::TermKind::Binary : kt::TermKind::Other;
+        return enif_is_binary(env, t) ? kt::TermKind::Binary : kt::TermKind::Bitstring;
       case ERL_NIF_TERM_TYPE_TUPLE: return kt::TermKind::Tuple;
       case ERL_NIF_TERM_TYPE_LIST: return kt::TermKind::List;
       case ERL_NIF_TERM_TYPE_MAP: return kt::TermKind::Map;
+      case ERL_NIF_TERM_TYPE_FUN: return kt::TermKind::Fun;
       default: return kt::TermKind::Other;
     }
   }
   std::uint64_t word(Term t) const { return static_cast<std::uint64_t>(t); }
+  // From the immediate tags (64-bit ERTS): small integer 0b1111, atom 0b001011, [] 0x3B.
+  std::size_t leaf_size(Term t) const {
+    if ((t & 0xF) == 0xF) return 11;
+    if (t == 0x3B) return 1;
+    unsigned len = 0;
+    if (kt::is_atom_word(t) && enif_get_atom_length(env, t, &len, ERL_NIF_UTF8)) return 3 + len;
+    return kt::kLeafEstimate;
+  }
   bool int64(Term t, std::int64_t& v) const {
     ErlNifSInt64 x;
     if (!enif_get_int64(env, t, &x)) return false;
     v = static_cast<std::int64_t>(x);
     return true;
   }
+  kt::BigShape bignum(Term t) const {
+    if (!layout.ok || !kt::erts::is_boxed(t)) return kt::BigShape{};
+    return kt::erts::read_bignum(kt::erts::boxed(t));
+  }
   double float64(Term t) const {
     double d = 0;
     enif_get_double(env, t, &d);
     return d;
   }
-  void binary(Term t, const std::uint8_t*& data, std::size_t& size) const {
+  bool bit_size(Term t, std::uint64_t& bits) const {
+    if (layout.ok && kt::erts::is_boxed(t)) return kt::erts::read_bit_size(kt::erts::boxed(t), bits);
+    // Without the layout: a binary's size (an unaligned binary is copied whole here).
     ErlNifBinary bin;
-    if (enif_inspect_binary(env, t, &bin)) {
-      data = bin.data;
-      size = bin.size;
-    } else {
-      data = nullptr;
-      size = 0;
-    }
+    if (!enif_inspect_binary(env, t, &bin)) return false;
+    bits = std::uint64_t{bin.size} * 8;
+    return true;
+  }
+  // The first n whole bytes. A binary of exactly n bytes is inspected as it is; anything
+  // longer through a sub-binary of its first n bytes, so that an unaligned one (which
+  // enif_inspect_binary copies) costs n bytes, not its whole size.
+  bool bytes(Term t, std::size_t n, const std::uint8_t*& data) const {
+    std::uint64_t bits = 0;
+    bool whole = bit_size(t, bits) && bits == std::uint64_t{n} * 8;
+    ErlNifBinary bin;
+    if (!enif_inspect_binary(env, whole ? t : enif_make_sub_binary(env, t, 0, n), &bin) || bin.size != n) return false;
+    data = bin.data;
+    return true;
+  }
+  const Term* fun(Term t, kt::FunShape& f) const {
+    f = kt::FunShape{};
+    if (!layout.ok || !kt::erts::is_boxed(t)) return nullptr;
+    const std::uint64_t* p = kt::erts::boxed(t);
+    f = kt::erts::read_fun(p, layout.fun_entry);
+    return reinterpret_cast<const Term*>(p + 2);
   }
   const Term* tuple(Term t, std::uint32_t& arity) const {
     int n = 0;
@@ -261,6 +308,103 @@ struct EnifSource {
     return true;
   }
 };
+
+// Checks erts_layout.hpp's readers on terms of known shapes, made here from the external
+// term format: bignums, bitstrings (on the heap, off it, a sub-binary), an external fun
+// and a local fun of a made-up module. Only when every answer is right are the readers
+// used; the fun entry's field offset is found the same way (3 or 4 code addresses
+// precede it, JIT or not).
+struct ExtBuilder {
+  std::vector<unsigned char> b{131};
+  ExtBuilder& u8(unsigned v) { b.push_back(static_cast<unsigned char>(v)); return *this; }
+  ExtBuilder& u32(std::uint32_t v) {
+    for (int i = 3; i >= 0; --i) b.push_back(static_cast<unsigned char>(v >> (8 * i)));
+    return *this;
+  }
+  ExtBuilder& atom(const char* name) {
+    std::size_t n = std::strlen(name);
+    u8(119).u8(static_cast<unsigned>(n));  // SMALL_ATOM_UTF8_EXT
+    b.insert(b.end(), name, name + n);
+    return *this;
+  }
+  bool term(ErlNifEnv* env, ERL_NIF_TERM& out) const { return enif_binary_to_term(env, b.data(), b.size(), &out, 0) == b.size(); }
+};
+
+bool check_bignum(ErlNifEnv* env, bool negative, unsigned digits_bytes, unsigned top, std::uint64_t bits) {
+  ExtBuilder e;
+  e.u8(110).u8(digits_bytes).u8(negative ? 1 : 0);  // SMALL_BIG_EXT, least significant byte first
+  for (unsigned i = 0; i + 1 < digits_bytes; ++i) e.u8(i == 0 ? 5 : 0);
+  e.u8(top);
+  ERL_NIF_TERM t;
+  ErlNifSInt64 small;
+  if (!e.term(env, t) || enif_get_int64(env, t, &small) || !kt::erts::is_boxed(t)) return false;
+  kt::BigShape b = kt::erts::read_bignum(kt::erts::boxed(t));
+  return b.known && b.negative == negative && b.bits == bits;
+}
+
+bool check_bits(ERL_NIF_TERM t, std::uint64_t bits) {
+  std::uint64_t read = 0;
+  return kt::erts::is_boxed(t) && kt::erts::read_bit_size(kt::erts::boxed(t), read) && read == bits;
+}
+
+// The offset of the module in a fun entry, or 0 if none of the known ones is right.
+std::size_t find_fun_entry_module(const std::uint64_t* p, ERL_NIF_TERM module) {
+  for (std::size_t offset : {std::size_t{32}, std::size_t{24}}) {
+    kt::erts::FunEntryLayout l{offset};
+    kt::FunShape f = kt::erts::read_fun(p, l);
+    std::uint64_t arity = 0;
+    std::memcpy(&arity, reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(p[1])) + l.arity(), sizeof arity);
+    if (f.identity && f.module == module && f.index == 7 && f.uniq == 123456 && arity == 2) return offset;
+  }
+  return 0;
+}
+
+Layout check_layout(ErlNifEnv* env) {
+  Layout result;
+  if (sizeof(void*) != 8 || sizeof(ERL_NIF_TERM) != 8) return result;
+  // The immediate tags leaf_size reads.
+  if (enif_make_list(env, 0) != 0x3B || (enif_make_int(env, -42) & 0xF) != 0xF || !kt::is_atom_word(atoms.ok))
+    return result;
+
+  // 2^100 + 5 and -(2^64 + 5)
+  if (!check_bignum(env, false, 13, 0x10, 101) || !check_bignum(env, true, 9, 0x01, 65)) return result;
+
+  ERL_NIF_TERM heap_bits, small_bin, refc_bin, sub_bin;
+  ExtBuilder bits;
+  bits.u8(77).u32(3).u8(5).u8(1).u8(2).u8(0xF8);  // BIT_BINARY_EXT: 2 bytes and 5 bits
+  std::memset(enif_make_new_binary(env, 10, &small_bin), 1, 10);
+  std::memset(enif_make_new_binary(env, 200, &refc_bin), 2, 200);
+  sub_bin = enif_make_sub_binary(env, refc_bin, 3, 100);
+  if (!bits.term(env, heap_bits) || !check_bits(heap_bits, 21) || !check_bits(small_bin, 80) ||
+      !check_bits(refc_bin, 1600) || !check_bits(sub_bin, 800))
+    return result;
+
+  ERL_NIF_TERM external_fun, local_fun, probe_module, probe_free;
+  ExtBuilder ext;
+  ext.u8(113).atom("erlang").atom("abs").u8(97).u8(1);  // EXPORT_EXT erlang:abs/1
+  ExtBuilder local;
+  local.u8(112).u32(0).u8(2);  // NEW_FUN_EXT, size (not checked), arity 2
+  for (unsigned i = 1; i <= 16; ++i) local.u8(i);  // uniq
+  local.u32(7).u32(2).atom("kino_trace_layout_probe");  // index, free variables, module
+  local.u8(97).u8(5).u8(98).u32(123456);  // old index, old uniq
+  local.u8(88).atom("nonode@nohost").u32(0).u32(0).u32(0);  // creator pid
+  local.u8(97).u8(42).atom("probe");  // the free variables: 42, :probe
+  if (!ext.term(env, external_fun) || !local.term(env, local_fun) ||
+      !enif_make_existing_atom(env, "kino_trace_layout_probe", &probe_module, ERL_NIF_LATIN1) ||
+      !enif_make_existing_atom(env, "probe", &probe_free, ERL_NIF_LATIN1) || !kt::erts::is_boxed(external_fun) ||
+      !kt::erts::is_boxed(local_fun))
+    return result;
+  kt::FunShape e = kt::erts::read_fun(kt::erts::boxed(external_fun), {});
+  const std::uint64_t* p = kt::erts::boxed(local_fun);
+  kt::FunShape l = kt::erts::read_fun(p, {});
+  if (!e.known || !e.external || e.arity != 1 || !l.known || l.external || l.arity != 2 || l.num_free != 2 ||
+      p[2] != enif_make_int(env, 42) || p[3] != probe_free)
+    return result;
+
+  result.ok = true;
+  result.fun_entry.module = find_fun_entry_module(p, probe_module);
+  return result;
+}
 
 // ---------------------------------------------------------------------------------------
 // building Erlang terms from the encoded format
@@ -330,6 +474,26 @@ struct EnifBuilder {
   Term cut(kt::CutReason why) const {
     ERL_NIF_TERM kind = why == kt::CutReason::Depth ? atoms.depth : why == kt::CutReason::Items ? atoms.items : atoms.bytes;
     return cut_struct(kind, atoms.nil, atoms.nil);
+  }
+  Term bits(const std::uint8_t* data, std::size_t kept, std::uint64_t total_bits) const {
+    ERL_NIF_TERM bin;
+    unsigned char* dst = enif_make_new_binary(env, kept, &bin);
+    if (kept) std::memcpy(dst, data, kept);
+    return cut_struct(atoms.bitstring, bin, enif_make_uint64(env, total_bits));
+  }
+  // value: the leading bits, signed; size: the bit length.
+  Term big_cut(const kt::BigShape& b) const {
+    auto lead = static_cast<std::int64_t>(b.lead);  // < 2^60
+    return cut_struct(atoms.integer, enif_make_int64(env, b.negative ? -lead : lead), enif_make_uint64(env, b.bits));
+  }
+  // value: the fun's identity; size: how many captured values were left out.
+  Term fun_cut(const kt::FunShape& f) const {
+    ERL_NIF_TERM keys[] = {atoms.module, atoms.index, atoms.uniq, atoms.arity};
+    ERL_NIF_TERM vals[] = {static_cast<ERL_NIF_TERM>(f.module), enif_make_uint(env, f.index),
+                           enif_make_uint(env, f.uniq), enif_make_uint(env, f.arity)};
+    ERL_NIF_TERM identity;
+    enif_make_map_from_arrays(env, keys, vals, 4, &identity);
+    return cut_struct(atoms.fun, identity, enif_make_uint(env, f.num_free));
   }
   Term malformed() const { return cut_struct(atoms.malformed, atoms.nil, atoms.nil); }
 };
@@ -440,6 +604,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
     writer.immediate(atoms.undefined);
   }
 
+  event.payload.shrink_to_fit();  // its footprint in the queue is what it holds
   kt::CommitResult r = core.commit(std::move(event));
   if (r.limit_reached) {
     enif_send(env, &s->owner, nullptr,
@@ -608,11 +773,24 @@ ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return m;
 }
 
-ERL_NIF_TERM close_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+// close(Resource): nothing more is admitted at once; then every queued event is freed
+// (counted as discarded) in slices of kCloseSlice events, rescheduling itself between
+// slices, so a 1 M-event queue never holds a scheduler for long. Returns when all are.
+constexpr std::size_t kCloseSlice = 20000;
+
+ERL_NIF_TERM close_continue(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   if (!s) return enif_make_badarg(env);
-  s->core.close();
-  return atoms.ok;
+  if (s->core.discard(kCloseSlice)) return atoms.ok;
+  enif_consume_timeslice(env, 100);
+  return enif_schedule_nif(env, "close", 0, close_continue, argc, argv);
+}
+
+ERL_NIF_TERM close_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  s->core.shut();
+  return close_continue(env, argc, argv);
 }
 
 // Encodes a term with the given caps and decodes it again: what a traced term looks like
@@ -638,6 +816,7 @@ ERL_NIF_TERM nif_loaded(ErlNifEnv*, int, const ERL_NIF_TERM[]) { return atoms.tr
 
 int load(ErlNifEnv* env, void**, ERL_NIF_TERM) {
   init_atoms(env);
+  layout = check_layout(env);
   ErlNifResourceTypeInit init{};
   init.dtor = session_dtor;
   init.down = session_down;
@@ -648,6 +827,7 @@ int load(ErlNifEnv* env, void**, ERL_NIF_TERM) {
 
 int upgrade(ErlNifEnv* env, void** priv, void**, ERL_NIF_TERM info) {
   init_atoms(env);
+  layout = check_layout(env);
   ErlNifResourceTypeInit init{};
   init.dtor = session_dtor;
   init.down = session_down;

@@ -424,6 +424,31 @@ TEST_CASE("SessionCore: close discards and counts what is queued", "[session][cl
   CHECK(c2.dropped_closed == 2);
 }
 
+TEST_CASE("SessionCore: shut then discard in slices: nothing admitted, books exact at every step", "[session][close]") {
+  SessionCore s(no_limits(), kEpoch);
+  for (std::uint64_t i = 0; i < 1000; ++i)
+    REQUIRE(offer(s, kEpoch, i, i % 3 ? 0 : 500).verdict == Verdict::Accept);
+  s.shut();
+  CHECK(s.closed());
+  CHECK(s.admit(kEpoch) == Verdict::DropClosed);
+  CHECK(s.counters().queued == 1000);  // shut() frees nothing by itself
+  check_balance(s);
+  int slices = 0;
+  while (!s.discard(300)) {
+    ++slices;
+    Counters c = s.counters();
+    CHECK(c.accepted == c.discarded + c.queued);
+    CHECK(c.discarded >= 300u * static_cast<unsigned>(slices));
+    REQUIRE(slices < 10);
+  }
+  CHECK(slices == 3);  // 320 (bulks of 64), 640, 960 freed; the 4th call frees 40 and finds it empty
+  Counters c = s.counters();
+  CHECK(c.discarded == 1000);
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(s.discard(300));  // nothing left: true at once
+}
+
 TEST_CASE("SessionCore: an event admitted before close and committed after is not left queued", "[session][close]") {
   SessionCore s(no_limits(), kEpoch);
   REQUIRE(offer(s, kEpoch, 0).verdict == Verdict::Accept);

@@ -465,3 +465,70 @@ TEST_CASE("stress: concurrent rate limiting never exceeds burst + refill", "[str
   CHECK(c.delivered == c.accepted);
   check_books(s, r);
 }
+
+TEST_CASE("stress: close() with 1 M queued events (250 k sanitized) and producers still calling in", "[stress][close]") {
+  // The session tears down under a full queue: close() frees everything natively, counts
+  // it as discarded, and returns in bounded time while producers keep offering events;
+  // drain() and counters() stay bounded meanwhile.
+#ifdef KINO_TRACE_TEST_SANITIZED
+  const std::uint64_t queued = 250'000;
+#else
+  const std::uint64_t queued = 1'000'000;
+#endif
+  Limits l;
+  l.queue_events = 4 * queued;
+  l.queue_bytes = std::uint64_t{4} << 30;
+  SessionCore s(l, kEpoch);
+  for (std::uint64_t i = 0; i < queued; ++i) {
+    REQUIRE(s.admit(kEpoch) == Verdict::Accept);
+    s.commit(make_event(0, i));
+  }
+  REQUIRE(s.counters().queued == queued);
+
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> offered{0}, committed{0};
+  std::vector<std::thread> producers;
+  for (int p = 1; p <= kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t seq = 0; !stop.load(std::memory_order_relaxed); ++seq) {
+        offered.fetch_add(1, std::memory_order_relaxed);
+        if (s.admit(kEpoch) != Verdict::Accept) continue;
+        s.commit(make_event(static_cast<std::uint64_t>(p), seq));
+        committed.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  while (committed.load() < 1000) std::this_thread::yield();
+
+  // While they flood: one bounded drain and a counters read, timed.
+  Event batch[64];
+  bool more = false;
+  std::int64_t t0 = mono_ns();
+  std::size_t got = s.drain(batch, 64, more);
+  Counters during = s.counters();
+  std::int64_t drain_ns = mono_ns() - t0;
+  CHECK(got == 64);
+  CHECK(more);
+  CHECK(during.accepted == during.delivered + during.queued + during.discarded);
+
+  t0 = mono_ns();
+  s.close();
+  std::int64_t close_ns = mono_ns() - t0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // producers keep calling in
+  stop = true;
+  for (auto& t : producers) t.join();
+
+  Counters c = s.counters();
+  WARN("drain(64) + counters during the flood: " << drain_ns / 1000 << " us; close with " << during.queued
+                                                 << " queued: " << close_ns / 1000000 << " ms");
+  CHECK(close_ns < 30'000'000'000);  // generous: 1 M frees take well under a second unsanitized
+  CHECK(c.closed);
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(c.delivered == 64);
+  CHECK(c.accepted == c.delivered + c.discarded);
+  CHECK(c.discarded >= queued - 64);
+  CHECK(c.dropped_closed > 0);
+  CHECK(c.accepted + c.dropped_closed + c.dropped_queue_full == queued + offered.load());
+  CHECK(s.drain(batch, 64, more) == 0);
+}

@@ -211,3 +211,54 @@ TEST_CASE("SmallBuffer move assignment", "[small_buffer]") {
     }
   }
 }
+
+TEST_CASE("SmallBuffer::reserve_exact allocates exactly what is asked, once", "[small_buffer]") {
+  SmallBuffer<16> b;
+  auto p = pattern(10);
+  b.append(p.data(), p.size());
+  b.reserve_exact(16448);
+  CHECK(b.on_heap());
+  CHECK(b.capacity() == 16448);
+  CHECK(contents(b) == p);
+  const std::uint8_t* at = b.data();
+  auto more = pattern(16000, 3);
+  b.append(more.data(), more.size());
+  CHECK(b.data() == at);  // no reallocation within the reserved room
+  b.reserve_exact(100);   // less than held: nothing changes
+  CHECK(b.capacity() == 16448);
+}
+
+TEST_CASE("SmallBuffer::shrink_to_fit trims the heap block or moves back inline", "[small_buffer]") {
+  SECTION("a large payload keeps its contents in an exact block") {
+    SmallBuffer<16> b;
+    b.reserve_exact(4096);
+    auto p = pattern(1000, 5);
+    b.append(p.data(), p.size());
+    b.shrink_to_fit();
+    CHECK(b.on_heap());
+    CHECK(b.capacity() == 1000);
+    CHECK(contents(b) == p);
+    b.shrink_to_fit();  // again: nothing to do
+    CHECK(b.capacity() == 1000);
+    b.append(p.data(), 1);  // still growable
+    CHECK(b.size() == 1001);
+  }
+  SECTION("contents that fit inline go back inline") {
+    SmallBuffer<16> b;
+    b.reserve_exact(4096);
+    auto p = pattern(12, 9);
+    b.append(p.data(), p.size());
+    b.shrink_to_fit();
+    CHECK_FALSE(b.on_heap());
+    CHECK(b.capacity() == 16);
+    CHECK(contents(b) == p);
+  }
+  SECTION("an inline buffer is left alone") {
+    SmallBuffer<16> b;
+    auto p = pattern(5);
+    b.append(p.data(), p.size());
+    b.shrink_to_fit();
+    CHECK_FALSE(b.on_heap());
+    CHECK(contents(b) == p);
+  }
+}

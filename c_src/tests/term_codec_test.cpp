@@ -20,6 +20,17 @@
 
 using namespace kino_trace;
 
+namespace kino_trace {
+bool operator==(const BigShape& a, const BigShape& b) {
+  return a.known == b.known && a.negative == b.negative && a.bits == b.bits && a.lead == b.lead &&
+         a.lead_bits == b.lead_bits;
+}
+bool operator==(const FunShape& a, const FunShape& b) {
+  return a.known == b.known && a.external == b.external && a.identity == b.identity && a.module == b.module &&
+         a.arity == b.arity && a.index == b.index && a.uniq == b.uniq && a.num_free == b.num_free;
+}
+}  // namespace kino_trace
+
 namespace {
 
 // ---------------------------------------------------------------------------------
@@ -35,7 +46,22 @@ constexpr std::uint64_t atom_word(std::uint64_t n) { return (n << 6) | 0x0B; }
 
 struct Imm { std::uint64_t word = 0; };
 struct Int { std::int64_t value = 0; };
-struct Big { Bytes ext; };                 // an integer that does not fit int64: External
+struct Big {                               // an integer that does not fit int64
+  Bytes ext;                                //   its external format (opaque here)
+  std::vector<std::uint64_t> digits;        //   its magnitude, least significant first
+  bool negative = false;
+};
+struct Bits {                               // a bitstring with tail bits; decoded: cut short
+  Bytes bytes;                              //   source: all bytes; decoded: the kept whole bytes
+  std::uint64_t bits = 0;
+  Bytes ext;                                //   source: its external format
+};
+struct BigCutT { BigShape shape; };         // decoded only
+struct Fun {                                // source: a fun; decoded (cut): shape only
+  FunShape shape;
+  std::vector<TestTerm> env;                //   source only
+  Bytes ext;                                //   source only
+};
 struct Flt { double value = 0; };
 struct Bin { Bytes bytes; std::uint64_t total = 0; };
 struct Tup { std::vector<TestTerm> elems; std::uint32_t total = 0; };
@@ -50,13 +76,16 @@ struct Cut { CutReason why = CutReason::Depth; };
 struct Malformed {};
 
 struct TestTerm {
-  std::variant<Imm, Int, Big, Flt, Bin, Tup, Lst, Map, Ext, Cut, Malformed> v;
+  std::variant<Imm, Int, Big, Flt, Bin, Tup, Lst, Map, Ext, Cut, Malformed, Bits, BigCutT, Fun> v;
 };
 
 bool operator==(const TestTerm& a, const TestTerm& b);
 bool operator==(const Imm& a, const Imm& b) { return a.word == b.word; }
 bool operator==(const Int& a, const Int& b) { return a.value == b.value; }
-bool operator==(const Big& a, const Big& b) { return a.ext == b.ext; }
+bool operator==(const Big& a, const Big& b) { return a.ext == b.ext && a.digits == b.digits && a.negative == b.negative; }
+bool operator==(const Bits& a, const Bits& b) { return a.bytes == b.bytes && a.bits == b.bits && a.ext == b.ext; }
+bool operator==(const BigCutT& a, const BigCutT& b) { return a.shape == b.shape; }
+bool operator==(const Fun& a, const Fun& b) { return a.shape == b.shape && a.env == b.env && a.ext == b.ext; }
 bool operator==(const Flt& a, const Flt& b) { return std::memcmp(&a.value, &b.value, sizeof a.value) == 0; }
 bool operator==(const Bin& a, const Bin& b) { return a.bytes == b.bytes && a.total == b.total; }
 bool operator==(const Tup& a, const Tup& b) { return a.elems == b.elems && a.total == b.total; }
@@ -99,17 +128,68 @@ void show(std::ostream& os, const TestTerm& t) {
     void operator()(const Ext& x) { out << "ext<" << x.bytes.size() << (x.encodable ? "" : ",!") << ">"; }
     void operator()(const Cut& x) { out << "CUT(" << static_cast<int>(x.why) << ")"; }
     void operator()(const Malformed&) { out << "MALFORMED"; }
+    void operator()(const Bits& x) { out << "<<" << x.bytes.size() << " bytes/" << x.bits << " bits" << ">>"; }
+    void operator()(const BigCutT& x) {
+      out << "bigcut(" << (x.shape.negative ? "-" : "+") << x.shape.bits << " bits, lead " << x.shape.lead << "/"
+          << int(x.shape.lead_bits) << ")";
+    }
+    void operator()(const Fun& x) {
+      out << "fun(" << (x.shape.external ? "ext " : "") << x.shape.module << " " << x.shape.index << "/"
+          << x.shape.arity << " free " << x.shape.num_free << " env " << x.env.size() << ")";
+    }
   };
   std::visit(V{os}, t.v);
 }
 std::ostream& operator<<(std::ostream& os, const TestTerm& t) { show(os, t); return os; }
 
 // --- constructors ------------------------------------------------------------------
+Bytes bytes_of(std::size_t n, std::uint8_t seed = 1) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(seed + 31u * i);
+  return b;
+}
 TestTerm imm(std::uint64_t w) { return {Imm{w}}; }
 TestTerm atom(std::uint64_t n) { return imm(atom_word(n)); }
 TestTerm nil() { return imm(kNil); }
 TestTerm i64(std::int64_t v) { return {Int{v}}; }
-TestTerm big(Bytes b) { return {Big{std::move(b)}}; }
+// A bignum whose magnitude takes b.size() bytes (its top byte made non-zero).
+TestTerm big(Bytes b, bool negative = false) {
+  std::vector<std::uint64_t> digits((b.size() + 7) / 8, 0);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    std::uint8_t byte = i + 1 == b.size() && b[i] == 0 ? 1 : b[i];
+    digits[i / 8] |= std::uint64_t{byte} << (8 * (i % 8));
+  }
+  return {Big{std::move(b), std::move(digits), negative}};
+}
+TestTerm bits(Bytes bytes, std::uint64_t nbits) {
+  Bytes e = bytes;
+  e.push_back(static_cast<std::uint8_t>(nbits % 8));
+  return {Bits{std::move(bytes), nbits, std::move(e)}};
+}
+TestTerm bits_cut(Bytes kept, std::uint64_t nbits) { return {Bits{std::move(kept), nbits, {}}}; }
+TestTerm big_cut(const BigShape& s) { return {BigCutT{s}}; }
+FunShape local_fun_shape(std::uint32_t num_free) {
+  FunShape f;
+  f.known = f.identity = true;
+  f.module = atom_word(77);
+  f.arity = 2;
+  f.index = 3;
+  f.uniq = 123456;
+  f.num_free = num_free;
+  return f;
+}
+TestTerm local_fun(std::vector<TestTerm> env) {
+  Bytes e = bytes_of(60, 9);
+  FunShape f = local_fun_shape(static_cast<std::uint32_t>(env.size()));
+  return {Fun{f, std::move(env), std::move(e)}};
+}
+TestTerm external_fun() {
+  FunShape f;
+  f.known = f.external = true;
+  f.arity = 1;
+  return {Fun{f, {}, bytes_of(30, 4)}};
+}
+TestTerm fun_cut(const FunShape& f) { return {Fun{f, {}, {}}}; }
 TestTerm flt(double d) { return {Flt{d}}; }
 TestTerm bin(Bytes b) { std::uint64_t n = b.size(); return {Bin{std::move(b), n}}; }
 TestTerm bin_cut(Bytes kept, std::uint64_t total) { return {Bin{std::move(kept), total}}; }
@@ -128,11 +208,6 @@ TestTerm map_cut(std::vector<TestTerm> kvs, std::uint32_t total) { return {Map{s
 TestTerm ext(Bytes b, bool encodable = true) { return {Ext{std::move(b), encodable}}; }
 TestTerm cut(CutReason why) { return {Cut{why}}; }
 
-Bytes bytes_of(std::size_t n, std::uint8_t seed = 1) {
-  Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(seed + 31u * i);
-  return b;
-}
 
 // ---------------------------------------------------------------------------------
 // The Source adapter. A Term is a reference to a node; for a list node it names the cell
@@ -156,6 +231,8 @@ class TestSource {
   std::size_t list_cell_calls = 0;
   std::size_t map_pairs_visited = 0;
   std::size_t tuple_elems_exposed = 0;
+  std::size_t bytes_read = 0;      // binary/bitstring bytes handed to the encoder
+  std::size_t external_bytes = 0;  // bytes serialised by external()
 
   TermKind kind(Ref r) {
     ++kind_calls;
@@ -171,10 +248,43 @@ class TestSource {
       TermKind operator()(const Ext&) { return TermKind::Other; }
       TermKind operator()(const Cut&) { return TermKind::Other; }
       TermKind operator()(const Malformed&) { return TermKind::Other; }
+      TermKind operator()(const Bits&) { return TermKind::Bitstring; }
+      TermKind operator()(const BigCutT&) { return TermKind::Other; }
+      TermKind operator()(const Fun&) { return TermKind::Fun; }
     };
     return std::visit(K{}, r.node->v);
   }
   std::uint64_t word(Ref r) { return std::get<Imm>(r.node->v).word; }
+  std::size_t leaf_size(Ref r) {
+    if (auto* e = std::get_if<Ext>(&r.node->v)) return e->bytes.size();
+    return 9;
+  }
+  BigShape bignum(Ref r) {
+    const Big& b = std::get<Big>(r.node->v);
+    return bignum_shape(b.digits.data(), b.digits.size(), b.negative);
+  }
+  bool bit_size(Ref r, std::uint64_t& n) {
+    if (auto* b = std::get_if<Bin>(&r.node->v)) {
+      n = 8 * std::uint64_t{b->bytes.size()};
+      return true;
+    }
+    n = std::get<Bits>(r.node->v).bits;
+    return true;
+  }
+  bool bytes(Ref r, std::size_t n, const std::uint8_t*& data) {
+    const Bytes& b = std::holds_alternative<Bin>(r.node->v) ? std::get<Bin>(r.node->v).bytes : std::get<Bits>(r.node->v).bytes;
+    REQUIRE(n <= b.size());
+    bytes_read += n;
+    data = b.data();
+    return true;
+  }
+  const Ref* fun(Ref r, FunShape& shape) {
+    const Fun& f = std::get<Fun>(r.node->v);
+    shape = f.shape;
+    arrays_.emplace_back();
+    for (const TestTerm& e : f.env) arrays_.back().push_back(Ref{&e, 0});
+    return arrays_.back().data();
+  }
   bool int64(Ref r, std::int64_t& out) {
     if (auto* i = std::get_if<Int>(&r.node->v)) {
       out = i->value;
@@ -183,11 +293,7 @@ class TestSource {
     return false;
   }
   double float64(Ref r) { return std::get<Flt>(r.node->v).value; }
-  void binary(Ref r, const std::uint8_t*& data, std::size_t& size) {
-    const Bin& b = std::get<Bin>(r.node->v);
-    data = b.bytes.data();
-    size = b.bytes.size();
-  }
+
   const Ref* tuple(Ref r, std::uint32_t& arity) {
     const Tup& t = std::get<Tup>(r.node->v);
     arrays_.emplace_back();
@@ -223,13 +329,17 @@ class TestSource {
   }
   template <class F>
   bool external(Ref r, F&& sink) {
-    if (auto* b = std::get_if<Big>(&r.node->v)) {
-      sink(b->ext.data(), b->ext.size());
-      return true;
+    const Bytes* bytes = nullptr;
+    if (auto* b = std::get_if<Big>(&r.node->v)) bytes = &b->ext;
+    if (auto* b = std::get_if<Bits>(&r.node->v)) bytes = &b->ext;
+    if (auto* f = std::get_if<Fun>(&r.node->v)) bytes = &f->ext;
+    if (!bytes) {
+      const Ext& e = std::get<Ext>(r.node->v);
+      if (!e.encodable) return false;
+      bytes = &e.bytes;
     }
-    const Ext& e = std::get<Ext>(r.node->v);
-    if (!e.encodable) return false;
-    sink(e.bytes.data(), e.bytes.size());
+    external_bytes += bytes->size();
+    sink(bytes->data(), bytes->size());
     return true;
   }
 
@@ -256,6 +366,9 @@ struct TestBuilder {
   Term map(std::vector<Term>& kvs, std::uint32_t total) { return map_cut(std::move(kvs), total); }
   Term external(const std::uint8_t* data, std::size_t size) { return ext(Bytes(data, data + size)); }
   Term cut(CutReason why) { return ::cut(why); }
+  Term bits(const std::uint8_t* data, std::size_t kept, std::uint64_t total) { return bits_cut(Bytes(data, data + kept), total); }
+  Term big_cut(const BigShape& b) { return ::big_cut(b); }
+  Term fun_cut(const FunShape& f) { return ::fun_cut(f); }
   Term malformed() {
     ++malformed_calls;
     return {Malformed{}};
@@ -302,6 +415,8 @@ TestTerm round_trip(const TestTerm& t, const TermCaps& caps) {
 // What a source term looks like after an uncut round trip: bignums come back as external.
 TestTerm normalized(const TestTerm& t) {
   if (auto* b = std::get_if<Big>(&t.v)) return ext(b->ext);
+  if (auto* b = std::get_if<Bits>(&t.v)) return ext(b->ext);
+  if (auto* f = std::get_if<Fun>(&t.v)) return ext(f->ext);
   if (auto* tp = std::get_if<Tup>(&t.v)) {
     std::vector<TestTerm> e;
     for (auto& x : tp->elems) e.push_back(normalized(x));
@@ -324,7 +439,24 @@ TestTerm normalized(const TestTerm& t) {
 // Reference model of the caps (without the byte budget): what the decoder must give back.
 TestTerm expected_under_caps(const TestTerm& t, const TermCaps& caps, std::uint32_t depth) {
   auto sub = [&](const TestTerm& x) { return expected_under_caps(x, caps, depth + 1); };
-  if (auto* b = std::get_if<Big>(&t.v)) return ext(b->ext);
+  if (auto* b = std::get_if<Big>(&t.v)) {
+    if (b->ext.size() <= caps.max_binary) return ext(b->ext);
+    return big_cut(bignum_shape(b->digits.data(), b->digits.size(), b->negative));
+  }
+  if (auto* b = std::get_if<Bits>(&t.v)) {
+    if ((b->bits + 7) / 8 <= caps.max_binary) return ext(b->ext);
+    std::size_t keep = std::min<std::size_t>(b->bits / 8, caps.max_binary);
+    return bits_cut(Bytes(b->bytes.begin(), b->bytes.begin() + static_cast<std::ptrdiff_t>(keep)), b->bits);
+  }
+  if (auto* f = std::get_if<Fun>(&t.v)) {
+    // The generator makes funs whose environment is either a few integers (each sized
+    // as the encoder's minimum per node, 16 bytes) or 1000-byte binaries (1006 bytes).
+    if (depth >= caps.max_depth) return cut(CutReason::Depth);
+    std::size_t env = 0;
+    for (const TestTerm& e : f->env) env += std::holds_alternative<Bin>(e.v) ? 1006 : 16;
+    if (f->shape.external || env <= caps.max_binary) return ext(f->ext);
+    return fun_cut(f->shape);
+  }
   if (auto* b = std::get_if<Bin>(&t.v)) {
     std::size_t keep = std::min<std::size_t>(b->bytes.size(), caps.max_binary);
     return bin_cut(Bytes(b->bytes.begin(), b->bytes.begin() + static_cast<std::ptrdiff_t>(keep)), b->total);
@@ -387,7 +519,22 @@ class TermGen {
       case 3: return flt(std::ldexp(static_cast<double>(pick(-1000000, 1000000)), pick(-60, 60)));
       case 4: return bin(bytes_of(static_cast<std::size_t>(pick(0, 3) == 0 ? pick(0, 700) : pick(0, 20)),
                                   static_cast<std::uint8_t>(pick(0, 255))));
-      case 5: return pick(0, 1) ? big(bytes_of(static_cast<std::size_t>(pick(3, 40)))) : ext(bytes_of(static_cast<std::size_t>(pick(0, 40))));
+      case 5:
+        switch (pick(0, 4)) {
+          case 0: return big(bytes_of(static_cast<std::size_t>(pick(8, 60))), pick(0, 1) == 1);
+          case 1: {
+            std::size_t n = static_cast<std::size_t>(pick(1, 60));
+            return bits(bytes_of(n), 8 * (n - 1) + static_cast<std::uint64_t>(pick(1, 7)));
+          }
+          case 2: {
+            if (pick(0, 3) == 0) return external_fun();
+            std::vector<TestTerm> env;
+            bool huge = pick(0, 1) == 1;
+            for (int i = pick(1, 3); i > 0; --i) env.push_back(huge ? bin(bytes_of(1000)) : i64(i));
+            return local_fun(std::move(env));
+          }
+          default: return ext(bytes_of(static_cast<std::size_t>(pick(0, 40))));
+        }
       case 6:
       case 7: {
         std::vector<TestTerm> e;
@@ -424,6 +571,9 @@ class TermGen {
 // Everything a decoded term may legally look like.
 bool well_formed_decoded(const TestTerm& t) {
   if (auto* b = std::get_if<Bin>(&t.v)) return b->bytes.size() <= b->total;
+  if (auto* b = std::get_if<Bits>(&t.v)) return b->bytes.size() <= b->bits / 8 && b->bits % 8 != 0;
+  if (auto* b = std::get_if<BigCutT>(&t.v)) return b->shape.known && b->shape.lead_bits <= b->shape.bits;
+  if (auto* f = std::get_if<Fun>(&t.v)) return f->shape.identity && f->env.empty();
   if (auto* c = std::get_if<Cut>(&t.v))
     return c->why == CutReason::Depth || c->why == CutReason::Items || c->why == CutReason::Bytes;
   if (auto* tp = std::get_if<Tup>(&t.v)) {
@@ -800,9 +950,13 @@ class LongListSource {
     return t.what == Term::What::Cell ? TermKind::List : TermKind::Immediate;
   }
   std::uint64_t word(Term t) { return t.what == Term::What::Nil ? kNil : ((t.index << 4) | 0xF); }
+  std::size_t leaf_size(Term) { return 9; }
   bool int64(Term, std::int64_t&) { return false; }
+  BigShape bignum(Term) { return {}; }
   double float64(Term) { return 0; }
-  void binary(Term, const std::uint8_t*& d, std::size_t& n) { d = nullptr; n = 0; }
+  bool bit_size(Term, std::uint64_t&) { return false; }
+  bool bytes(Term, std::size_t, const std::uint8_t*&) { return false; }
+  const Term* fun(Term, FunShape&) { return nullptr; }
   const Term* tuple(Term, std::uint32_t& arity) { arity = 0; return nullptr; }
   bool list_cell(Term t, Term& head, Term& tail) {
     if (t.what != Term::What::Cell) return false;
@@ -898,7 +1052,7 @@ void put(Bytes& b, T v) {
 TEST_CASE("decoder: hand-made malformed inputs", "[codec][decoder]") {
   CHECK(decodes_as_malformed({}));
   CHECK(decodes_as_malformed({0}));    // no such tag
-  CHECK(decodes_as_malformed({10}));
+  CHECK(decodes_as_malformed({13}));
   CHECK(decodes_as_malformed({255}));
   CHECK(decodes_as_malformed({static_cast<std::uint8_t>(Tag::Immediate), 1, 2, 3}));  // short word
 
@@ -1030,5 +1184,278 @@ TEST_CASE("decoder: mutated valid encodings never crash", "[codec][decoder][fuzz
       TestTerm t = decode(mutated.data(), mutated.size());
       if (!std::holds_alternative<Malformed>(t.v)) REQUIRE(well_formed_decoded(t));
     }
+  }
+}
+
+// =====================================================================================
+// Bitstrings, bignums and funs: bounded whatever their size.
+
+namespace {
+
+Bytes bytes_of_tag(Tag t) { return Bytes{static_cast<std::uint8_t>(t)}; }
+
+// 10 MB of bytes, shared by the tests below (made once).
+const Bytes& ten_mb() {
+  static const Bytes b = bytes_of(10u << 20, 3);
+  return b;
+}
+
+Bytes prefix(const Bytes& b, std::size_t n) { return Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n)); }
+
+}  // namespace
+
+TEST_CASE("codec: a bitstring is copied whole up to max_binary bytes, else its first bytes", "[codec][bits]") {
+  TermCaps caps;  // max_binary 512
+  TestTerm small = bits(bytes_of(3), 21);
+  CHECK(round_trip(small, caps) == normalized(small));
+
+  TestSource src;
+  TestTerm huge = bits(ten_mb(), 8 * std::uint64_t{ten_mb().size()} - 3);
+  CHECK(decode(encode(huge, caps, &src)) == bits_cut(prefix(ten_mb(), caps.max_binary), 8 * ten_mb().size() - 3));
+  CHECK(src.bytes_read == caps.max_binary);
+  CHECK(src.external_bytes == 0);
+
+  SECTION("the last whole byte and the tail: 513 bytes with a tail is cut, 512 is not") {
+    TestTerm at = bits(bytes_of(512), 8 * 511 + 1);
+    TestTerm over = bits(bytes_of(513), 8 * 512 + 1);
+    CHECK(round_trip(at, caps) == normalized(at));
+    CHECK(round_trip(over, caps) == bits_cut(bytes_of(512), 8 * 512 + 1));
+  }
+  SECTION("the byte budget bounds what is kept") {
+    TermCaps small_budget = unlimited_caps();
+    small_budget.max_binary = 1u << 30;
+    small_budget.max_bytes = 100;
+    TestSource s2;
+    CHECK(decode(encode(huge, small_budget, &s2)) == bits_cut(prefix(ten_mb(), 100), 8 * ten_mb().size() - 3));
+    CHECK(s2.bytes_read == 100);
+    CHECK(s2.external_bytes == 0);
+  }
+}
+
+TEST_CASE("codec: a binary reads only the bytes it keeps", "[codec][bits]") {
+  TermCaps caps;
+  TestSource src;
+  CHECK(decode(encode(bin(ten_mb()), caps, &src)) == bin_cut(prefix(ten_mb(), caps.max_binary), ten_mb().size()));
+  CHECK(src.bytes_read == caps.max_binary);
+}
+
+TEST_CASE("codec: bignum shapes: sign, bit length and leading hex digits", "[codec][bignum]") {
+  std::uint64_t two_pow_100_plus_5[8] = {5, std::uint64_t{1} << 36};
+  BigShape s = bignum_shape(two_pow_100_plus_5, 2, false);
+  CHECK(s.known);
+  CHECK_FALSE(s.negative);
+  CHECK(s.bits == 101);
+  CHECK(s.lead_bits == 57);  // 101 - 57 = 44 bits follow: 11 hex digits
+  CHECK(s.lead == std::uint64_t{1} << 56);
+
+  std::uint64_t top_zero[8] = {1, 0};
+  CHECK_FALSE(bignum_shape(top_zero, 2, false).known);
+  CHECK_FALSE(bignum_shape(top_zero, 0, false).known);
+
+  // For any magnitude: lead is its leading bits, and a whole number of hex digits follows.
+  std::mt19937_64 rng(99);
+  for (int i = 0; i < 2000; ++i) {
+    std::size_t n = 1 + rng() % 5;
+    std::vector<std::uint64_t> d(n);
+    for (auto& w : d) w = rng() >> (rng() % 64);
+    if (d.back() == 0) d.back() = 1;
+    if (n == 1 && d[0] < (std::uint64_t{1} << 59)) d[0] |= std::uint64_t{1} << 59;
+    BigShape b = bignum_shape(d.data(), n, i % 2 == 0);
+    INFO("iteration " << i);
+    REQUIRE(b.known);
+    CHECK(b.negative == (i % 2 == 0));
+    CHECK(b.lead_bits >= 57);
+    CHECK(b.lead_bits <= 60);
+    CHECK((b.bits - b.lead_bits) % 4 == 0);
+    CHECK((b.lead >> (b.lead_bits - 1)) == 1);
+    // Compare with a bit-by-bit reading of the magnitude.
+    std::uint64_t want = 0;
+    for (std::uint64_t k = 0; k < b.lead_bits; ++k) {
+      std::uint64_t bit = b.bits - 1 - k;
+      want = (want << 1) | ((d[bit / 64] >> (bit % 64)) & 1);
+    }
+    CHECK(b.lead == want);
+  }
+}
+
+TEST_CASE("codec: a bignum is copied up to max_binary bytes, else described", "[codec][bignum]") {
+  TermCaps caps;  // max_binary 512
+  TestTerm small = big(bytes_of(512), true);
+  CHECK(round_trip(small, caps) == normalized(small));
+
+  const Big& s = std::get<Big>(small.v);
+  (void)s;
+  TestTerm large = big(bytes_of(513), true);
+  const Big& l = std::get<Big>(large.v);
+  TestSource src;
+  TestTerm back = decode(encode(large, caps, &src));
+  REQUIRE(std::holds_alternative<BigCutT>(back.v));
+  CHECK(std::get<BigCutT>(back.v).shape == bignum_shape(l.digits.data(), l.digits.size(), true));
+  CHECK(std::get<BigCutT>(back.v).shape.negative);
+  CHECK(std::get<BigCutT>(back.v).shape.bits > 8 * 512);
+  CHECK(src.external_bytes == 0);
+
+  SECTION("a bignum the source cannot read is cut") {
+    Big unknown{bytes_of(20), {}, false};
+    CHECK(round_trip(TestTerm{unknown}, caps) == cut(CutReason::Bytes));
+  }
+}
+
+TEST_CASE("codec: funs: external and small environments whole, large environments by identity", "[codec][fun]") {
+  TermCaps caps;  // max_binary 512
+
+  TestTerm ext_fun = external_fun();
+  CHECK(round_trip(ext_fun, caps) == normalized(ext_fun));
+  TestTerm no_env = local_fun({});
+  CHECK(round_trip(no_env, caps) == normalized(no_env));
+  TestTerm small_env = local_fun({i64(1), atom(3), bin(bytes_of(100)), tup({i64(2), list(ints(0, 10))})});
+  CHECK(round_trip(small_env, caps) == normalized(small_env));
+
+  SECTION("a 10 MB binary in the environment: identity only, nothing serialised or read") {
+    TestTerm f = local_fun({i64(1), bin(ten_mb())});
+    TestSource src;
+    CHECK(decode(encode(f, caps, &src)) == fun_cut(local_fun_shape(2)));
+    CHECK(src.external_bytes == 0);
+    CHECK(src.bytes_read == 0);
+  }
+  SECTION("a long list in the environment: sizing stops after max_binary / 16 cells") {
+    TestTerm f = local_fun({list(ints(0, 200000))});
+    TestSource src;
+    CHECK(decode(encode(f, caps, &src)) == fun_cut(local_fun_shape(1)));
+    CHECK(src.list_cell_calls <= caps.max_binary / 16 + 1);
+    CHECK(src.external_bytes == 0);
+  }
+  SECTION("a deep environment: sizing stops at max_depth") {
+    TestTerm deep = i64(1);
+    for (int i = 0; i < 200; ++i) deep = tup({deep});
+    TestSource src;
+    CHECK(decode(encode(local_fun({deep}), caps, &src)) == fun_cut(local_fun_shape(1)));
+    CHECK(src.kind_calls <= 2 + caps.max_depth);
+  }
+  SECTION("a large map in the environment is refused from its size") {
+    std::vector<TestTerm> kvs;
+    for (int i = 0; i < 2000; ++i) {
+      kvs.push_back(i64(i));
+      kvs.push_back(i64(i));
+    }
+    TestSource src;
+    CHECK(decode(encode(local_fun({map(kvs)}), caps, &src)) == fun_cut(local_fun_shape(1)));
+    CHECK(src.map_pairs_visited == 0);
+  }
+  SECTION("a fun inside the environment is sized with its own environment") {
+    TestTerm inner = local_fun({bin(ten_mb())});
+    CHECK(decode(encode(local_fun({inner}), caps)) == fun_cut(local_fun_shape(1)));
+    TestTerm small_inner = local_fun({i64(5)});
+    TestTerm outer = local_fun({small_inner});
+    CHECK(round_trip(outer, caps) == normalized(outer));
+  }
+  SECTION("max_binary 0: every environment is too large") {
+    TermCaps zero = caps;
+    zero.max_binary = 0;
+    CHECK(round_trip(local_fun({i64(1)}), zero) == fun_cut(local_fun_shape(1)));
+    CHECK(round_trip(ext_fun, zero) == normalized(ext_fun));
+  }
+  SECTION("a fun whose identity or shape the source cannot read is cut") {
+    TestTerm f = local_fun({bin(ten_mb())});
+    std::get<Fun>(f.v).shape.identity = false;
+    CHECK(round_trip(f, caps) == cut(CutReason::Bytes));
+    std::get<Fun>(f.v).shape.known = false;
+    CHECK(round_trip(f, caps) == cut(CutReason::Bytes));
+  }
+  SECTION("at max_depth a fun is cut like a container") {
+    TermCaps shallow = caps;
+    shallow.max_depth = 1;
+    CHECK(round_trip(list({list({ext_fun})}), shallow) == list({cut(CutReason::Depth)}));
+  }
+}
+
+TEST_CASE("codec: 50 huge terms in one event cost the event's budget, not their size", "[codec][cost]") {
+  TermCaps caps;  // max_items 50, max_binary 512, max_bytes 16384
+  std::vector<TestTerm> args;
+  for (int i = 0; i < 50; ++i) {
+    switch (i % 4) {
+      case 0: args.push_back(bits(ten_mb(), 8 * ten_mb().size() - 1)); break;
+      case 1: args.push_back(bin(ten_mb())); break;
+      case 2: args.push_back(local_fun({bin(ten_mb())})); break;
+      default: args.push_back(big(bytes_of(600))); break;
+    }
+  }
+  TestTerm t = list(std::move(args));
+  TestSource src;
+  PayloadBuffer buf = encode(t, caps, &src);
+  CHECK(buf.size() <= caps.max_bytes + 64);
+  CHECK(src.bytes_read <= caps.max_bytes);
+  CHECK(src.external_bytes == 0);
+  bool at_end = false;
+  TestTerm back = decode(buf, &at_end);
+  CHECK(at_end);
+  CHECK(well_formed_decoded(back));
+}
+
+TEST_CASE("decoder: malformed bitstring, bignum and fun cuts", "[codec][decoder]") {
+  auto bits_piece = [](std::uint64_t total, std::uint32_t kept) {
+    Bytes b = bytes_of_tag(Tag::Bits);
+    put(b, total);
+    put(b, kept);
+    for (std::uint32_t i = 0; i < kept; ++i) b.push_back(1);
+    return b;
+  };
+  CHECK_FALSE(decodes_as_malformed(bits_piece(20, 2)));
+  CHECK(decodes_as_malformed(bits_piece(16, 2)));  // whole bytes: that is a binary
+  CHECK(decodes_as_malformed(bits_piece(20, 3)));  // more bytes than whole ones
+  Bytes short_bits = bits_piece(2000, 100);
+  short_bits.resize(short_bits.size() - 1);
+  CHECK(decodes_as_malformed(short_bits));
+
+  auto big_piece = [](std::uint8_t negative, std::uint64_t nbits, std::uint64_t lead, std::uint8_t lead_bits) {
+    Bytes b = bytes_of_tag(Tag::BigCut);
+    put(b, negative);
+    put(b, nbits);
+    put(b, lead);
+    put(b, lead_bits);
+    return b;
+  };
+  CHECK_FALSE(decodes_as_malformed(big_piece(1, 4000, std::uint64_t{1} << 59, 60)));
+  CHECK(decodes_as_malformed(big_piece(2, 4000, std::uint64_t{1} << 59, 60)));  // sign
+  CHECK(decodes_as_malformed(big_piece(0, 4000, std::uint64_t{1} << 60, 61)));  // too many lead bits
+  CHECK(decodes_as_malformed(big_piece(0, 4000, 1, 60)));                       // lead's top bit clear
+  CHECK(decodes_as_malformed(big_piece(0, 4000, 0, 0)));
+  CHECK(decodes_as_malformed(big_piece(0, 50, std::uint64_t{1} << 59, 60)));    // more lead than bits
+
+  auto fun_piece = [](std::uint64_t module, std::uint32_t arity, std::uint32_t num_free) {
+    Bytes b = bytes_of_tag(Tag::FunCut);
+    put(b, module);
+    put(b, arity);
+    put<std::uint32_t>(b, 1);
+    put<std::uint32_t>(b, 2);
+    put(b, num_free);
+    return b;
+  };
+  CHECK_FALSE(decodes_as_malformed(fun_piece(atom_word(5), 2, 1)));
+  CHECK(decodes_as_malformed(fun_piece(0x2, 2, 1)));  // not an atom: never a raw boxed word
+  CHECK(decodes_as_malformed(fun_piece(atom_word(5), 256, 1)));
+  CHECK(decodes_as_malformed(fun_piece(atom_word(5), 2, 0)));
+  Bytes short_fun = fun_piece(atom_word(5), 2, 1);
+  short_fun.pop_back();
+  CHECK(decodes_as_malformed(short_fun));
+}
+
+TEST_CASE("codec: a payload that spills gets the event's budget in one allocation", "[codec][cost]") {
+  TermCaps caps;  // max_bytes 16384
+  std::vector<TestTerm> args;
+  for (int i = 0; i < 40; ++i) args.push_back(bin(bytes_of(600)));
+  PayloadBuffer buf = encode(list(std::move(args)), caps);
+  REQUIRE(buf.on_heap());
+  CHECK(buf.capacity() == caps.max_bytes + TermWriter::kSlack);  // not doubled up to 32 KiB
+  CHECK(buf.size() <= buf.capacity());
+  std::size_t size = buf.size();
+  buf.shrink_to_fit();
+  CHECK(buf.capacity() == size);
+
+  SECTION("a huge max_bytes reserves at most kUpfront at first") {
+    TermCaps big = caps;
+    big.max_bytes = 1u << 30;
+    PayloadBuffer b2 = encode(bin(bytes_of(600)), big);
+    CHECK(b2.capacity() == TermWriter::kUpfront);
   }
 }

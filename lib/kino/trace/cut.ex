@@ -14,6 +14,17 @@ defmodule Kino.Trace.Cut do
       elements, `size` the tuple's arity
     * `kind: :map` - a map with too many keys: `value` is a map of some of them, `size` the
       map's size
+    * `kind: :bitstring` - a bitstring (not a whole number of bytes) cut short: `value`
+      holds its first whole bytes, `size` its full size in bits
+    * `kind: :integer` - an integer too large to copy: `value` is its leading bits, with
+      its sign (57 to 60 bits, so that in hex they are its first digits), `size` its size
+      in bits
+    * `kind: :fun` - a fun whose captured values were too large to copy: `value` is
+      `%{module: m, index: i, uniq: u, arity: a}` (Elixir shows a fun as
+      `#Function<i.u/a in m...>`), `size` how many captured values were left out
+
+  Binaries, bitstrings, integers and a fun's captured values are copied whole up to the
+  `:max_binary` cap, so the cost of tracing a call stays the same whatever its arguments.
 
   `inspect/2` shows each as Elixir code with `...` where something was left out:
 
@@ -23,10 +34,17 @@ defmodule Kino.Trace.Cut do
       "{:ok, 1, ...}"
       iex> inspect(%Kino.Trace.Cut{kind: :binary, value: "abc", size: 1000})
       ~S("abc" <> ...)
+      iex> inspect(%Kino.Trace.Cut{kind: :bitstring, value: "abc", size: 8003})
+      ~S("abc" <> ...)
+      iex> inspect(%Kino.Trace.Cut{kind: :integer, value: -0x1F0000000000000, size: 4_000_001})
+      "-0x1F0000000000000... (4000001 bits)"
+      iex> identity = %{module: MyApp.Worker, index: 3, uniq: 1234, arity: 1}
+      iex> inspect(%Kino.Trace.Cut{kind: :fun, value: identity, size: 2})
+      "#Function<3.1234/1 in MyApp.Worker, ...>"
   """
 
   @type t :: %__MODULE__{
-          kind: :depth | :bytes | :items | :binary | :tuple | :map,
+          kind: :depth | :bytes | :items | :binary | :tuple | :map | :bitstring | :integer | :fun,
           value: term(),
           size: non_neg_integer() | nil
         }
@@ -49,8 +67,17 @@ defmodule Kino.Trace.Cut do
   defimpl Inspect do
     import Inspect.Algebra
 
-    def inspect(%{kind: :binary, value: prefix}, opts) when is_binary(prefix) do
+    def inspect(%{kind: kind, value: prefix}, opts) when kind in [:binary, :bitstring] and is_binary(prefix) do
       concat([Inspect.BitString.inspect(prefix, opts), " <> ..."])
+    end
+
+    def inspect(%{kind: :integer, value: lead, size: bits}, _opts) when is_integer(lead) and is_integer(bits) do
+      sign = if lead < 0, do: "-", else: ""
+      "#{sign}0x#{Integer.to_string(abs(lead), 16)}... (#{bits} bits)"
+    end
+
+    def inspect(%{kind: :fun, value: %{module: m, index: i, uniq: u, arity: a}}, opts) do
+      concat(["#Function<#{i}.#{u}/#{a} in ", to_doc(m, opts), ", ...>"])
     end
 
     def inspect(%{kind: :tuple, value: elems}, opts) when is_list(elems) do

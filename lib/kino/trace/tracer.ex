@@ -20,6 +20,19 @@ defmodule Kino.Trace.Tracer do
   `:queue_events` and `:queue_bytes` (queue caps), and the term caps `:max_depth`,
   `:max_items`, `:max_binary`, `:max_bytes`. `counters/1` tells what happened to every event.
 
+  The caps bound the work done in the traced process whatever the terms: a list costs
+  what its first `:max_items` elements cost, a binary or bitstring its first
+  `:max_binary` bytes; an integer or the values a fun captured are copied whole only up
+  to `:max_binary` bytes, else described (sign and size; module, index and arity). The
+  parts left out become `Kino.Trace.Cut` structs:
+
+      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(<<1, 2, 3, 4, 5::3>>, %{max_binary: 2})
+      iex> copy
+      %Kino.Trace.Cut{kind: :bitstring, value: <<1, 2>>, size: 35}
+      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(2 ** 5000, %{})
+      iex> inspect(copy)
+      "0x100000000000000... (5001 bits)"
+
   This is the low-level layer: use `Kino.Trace` instead.
   """
 
@@ -93,7 +106,11 @@ defmodule Kino.Trace.Tracer do
   @spec counters(resource()) :: map()
   def counters(_resource), do: :erlang.nif_error(:not_loaded)
 
-  @doc "Closes the session: nothing more is accepted and queued events are freed."
+  @doc """
+  Closes the session: nothing more is accepted, and every queued event is freed (counted
+  as `discarded`). The freeing runs natively in slices that yield to the scheduler, so a
+  queue of a million events takes tens of milliseconds and holds no scheduler meanwhile.
+  """
   @spec close(resource()) :: :ok
   def close(_resource), do: :erlang.nif_error(:not_loaded)
 

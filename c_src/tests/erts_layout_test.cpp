@@ -1,0 +1,122 @@
+// erts_layout.hpp's readers on words laid out by hand as ERTS 27 lays out boxed terms.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "erts_layout.hpp"
+
+using namespace kino_trace;
+
+namespace {
+
+constexpr std::uint64_t header(std::uint64_t arity, std::uint64_t subtag) { return (arity << 6) | subtag; }
+
+// A boxed term word pointing at `words` (8-byte aligned, as ERTS's heaps are).
+std::uint64_t box(const std::uint64_t* words, std::uint64_t extra_tag = 0) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(words)) | erts::kPrimaryBoxed | extra_tag;
+}
+
+std::uint64_t fun_header(std::uint64_t arity, std::uint64_t env_size) {
+  return erts::kFunSubtag | (arity << erts::kFunArityShift) | (env_size << erts::kFunEnvShift);
+}
+
+// A fun entry as ERTS 27 lays it out after `addresses` code pointers.
+struct alignas(8) Entry {
+  unsigned char bytes[128] = {};
+  Entry(std::size_t addresses, std::uint64_t module, std::uint64_t arity, std::int32_t index, std::int32_t old_uniq) {
+    std::size_t m = 8 * addresses;
+    std::memcpy(bytes + m, &module, 8);
+    std::memcpy(bytes + m + 8, &arity, 8);
+    std::memcpy(bytes + m + 16, &index, 4);
+    std::memcpy(bytes + m + 36, &old_uniq, 4);
+  }
+};
+
+constexpr std::uint64_t kModule = (1234u << 6) | 0x0B;
+
+}  // namespace
+
+TEST_CASE("erts layout: boxed words", "[erts]") {
+  alignas(8) std::uint64_t words[2] = {header(1, erts::kBignumSubtag), 7};
+  std::uint64_t t = box(words);
+  CHECK(erts::is_boxed(t));
+  CHECK(erts::boxed(t) == words);
+  CHECK(erts::boxed(box(words, 0x4)) == words);  // a literal tag bit is ignored
+  CHECK_FALSE(erts::is_boxed(0x3B));              // []
+  CHECK_FALSE(erts::is_boxed(t - 1));             // a list cell
+}
+
+TEST_CASE("erts layout: bignums", "[erts]") {
+  alignas(8) std::uint64_t pos[8] = {header(2, 0x08), 5, std::uint64_t{1} << 36};
+  BigShape p = erts::read_bignum(pos);
+  CHECK(p.known);
+  CHECK_FALSE(p.negative);
+  CHECK(p.bits == 101);
+  CHECK(p.lead == std::uint64_t{1} << 56);
+
+  alignas(8) std::uint64_t neg[8] = {header(1, 0x0C), ~std::uint64_t{0}};
+  BigShape n = erts::read_bignum(neg);
+  CHECK(n.known);
+  CHECK(n.negative);
+  CHECK(n.bits == 64);
+
+  alignas(8) std::uint64_t tuple[8] = {header(2, 0x00), 1, 2};
+  alignas(8) std::uint64_t fun[8] = {fun_header(1, 0), 0};
+  CHECK_FALSE(erts::read_bignum(tuple).known);
+  CHECK_FALSE(erts::read_bignum(fun).known);
+}
+
+TEST_CASE("erts layout: bitstring sizes", "[erts]") {
+  std::uint64_t bits = 0;
+  alignas(8) std::uint64_t heap[8] = {header(2, erts::kHeapBitsSubtag), 21, 0, 0};
+  REQUIRE(erts::read_bit_size(heap, bits));
+  CHECK(bits == 21);
+  alignas(8) std::uint64_t sub[8] = {header(4, erts::kSubBitsSubtag), 0, 24, 8024 + 3, 0};
+  REQUIRE(erts::read_bit_size(sub, bits));
+  CHECK(bits == 8003);
+  alignas(8) std::uint64_t backwards[8] = {header(4, erts::kSubBitsSubtag), 0, 100, 99, 0};
+  CHECK_FALSE(erts::read_bit_size(backwards, bits));
+  alignas(8) std::uint64_t big[8] = {header(1, 0x08), 1};
+  CHECK_FALSE(erts::read_bit_size(big, bits));
+}
+
+TEST_CASE("erts layout: funs", "[erts]") {
+  for (std::size_t addresses : {3u, 4u}) {
+    INFO(addresses << " code addresses");
+    Entry entry(addresses, kModule, 2, 7, 123456);
+    alignas(8) std::uint64_t local[8] = {fun_header(2, 3), reinterpret_cast<std::uintptr_t>(&entry), 42, 43, 99};
+    erts::FunEntryLayout layout{8 * addresses};
+
+    FunShape f = erts::read_fun(local, layout);
+    CHECK(f.known);
+    CHECK_FALSE(f.external);
+    CHECK(f.identity);
+    CHECK(f.arity == 2);
+    CHECK(f.num_free == 2);  // the environment's last word is the fun reference
+    CHECK(f.module == kModule);
+    CHECK(f.index == 7);
+    CHECK(f.uniq == 123456);
+
+    FunShape unknown_entry = erts::read_fun(local, erts::FunEntryLayout{});
+    CHECK(unknown_entry.known);
+    CHECK_FALSE(unknown_entry.identity);
+    CHECK(unknown_entry.num_free == 2);
+
+    // The wrong offset reads something that is not an atom: no identity.
+    erts::FunEntryLayout wrong{8 * addresses + 4};
+    CHECK_FALSE(erts::read_fun(local, wrong).identity);
+  }
+
+  alignas(8) std::uint64_t external[8] = {fun_header(3, 0), 0};
+  FunShape e = erts::read_fun(external, erts::FunEntryLayout{32});
+  CHECK(e.known);
+  CHECK(e.external);
+  CHECK(e.arity == 3);
+  CHECK(e.num_free == 0);
+  CHECK_FALSE(e.identity);
+
+  alignas(8) std::uint64_t not_fun[8] = {header(2, 0x00), 1, 2};
+  CHECK_FALSE(erts::read_fun(not_fun, erts::FunEntryLayout{32}).known);
+}
