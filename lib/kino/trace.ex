@@ -39,6 +39,8 @@ defmodule Kino.Trace do
       frame per iteration) unless a pattern names them and `:force` is given
     * `:exceptions` - exceptions raised out of traced calls (default `true`)
     * `:caller` - record each call's caller (default `false`)
+    * `:return_to` - also record where traced calls return into (`:return_to` events;
+      default `false`, needs `local: true`)
     * `:local` - also trace local (private and module-internal) calls (default `true`)
     * `:limit` - stop tracing after this many events
     * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are

@@ -133,8 +133,10 @@ defmodule Kino.Trace.Session do
     children = if opts[:children], do: [:set_on_spawn], else: []
 
     if Keyword.get(opts, :calls, true) do
+      returns_to = if opts[:return_to], do: [:return_to], else: []
+
       for target <- Options.resolve_pids(opts[:pids]) do
-        trace_process!(session, target, [:call, :scheduler_id] ++ children)
+        trace_process!(session, target, [:call, :scheduler_id] ++ returns_to ++ children)
       end
     end
 

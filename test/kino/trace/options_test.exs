@@ -69,10 +69,20 @@ defmodule Kino.Trace.OptionsTest do
 
   describe "wrong types" do
     test "boolean options" do
-      for key <- [:children, :return, :exceptions, :caller, :local, :force] do
+      for key <- [:children, :return, :exceptions, :caller, :return_to, :local, :force] do
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: 1", fn -> calls([{key, 1}]) end)
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: nil", fn -> calls([{key, nil}]) end)
       end
+    end
+
+    test ":return_to needs local calls traced" do
+      assert_rejected(
+        "invalid value for :return_to: returns are traced only with local: true " <>
+          "(the VM reports them only for functions traced on local calls)",
+        fn -> calls(return_to: true, local: false) end
+      )
+
+      assert Options.validate!(return_to: true)[:return_to] == true
     end
 
     test ":limit and :timeout take positive integers" do
@@ -322,6 +332,7 @@ defmodule Kino.Trace.OptionsTest do
       assert opts[:return] == true
       assert opts[:exceptions] == true
       assert opts[:caller] == false
+      assert opts[:return_to] == false
       assert opts[:local] == true
       assert opts[:history] == 10_000
       assert opts[:queue] == [events: 100_000, bytes: 64 * 1024 * 1024]

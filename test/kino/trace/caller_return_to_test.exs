@@ -1,0 +1,80 @@
+defmodule Kino.Trace.CallerReturnToTest do
+  # Real traces of a worker process: `return_to: true` (where traced calls return into).
+  use ExUnit.Case, async: false
+
+  alias Kino.Trace
+  alias Kino.Trace.{Event, Printer}
+  alias Kino.Trace.Widget.Payload
+  alias KinoTraceTest.Sample.{Math, Worker}
+
+  defp kinds(events), do: Enum.map(events, &{&1.kind, Event.mfa(&1)})
+
+  defp line(event), do: event |> Printer.format(time: false) |> IO.iodata_to_binary()
+
+  describe "return_to: true" do
+    test "records where a traced call returns into, after an exception caught there too" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return_to: true)
+      Worker.run(worker, fn -> Math.safe_boom("no") end)
+
+      assert [
+               {:call, {Math, :safe_boom, 1}},
+               {:call, {Math, :boom, 1}},
+               {:exception, {Math, :boom, 1}},
+               {:return_to, {Math, :safe_boom, 1}},
+               {:return, {Math, :safe_boom, 1}},
+               {:return_to, {m, _, _}}
+             ] = kinds(Trace.events(trace))
+
+      # the worker's loop, which ran the function
+      assert m == Worker
+    end
+
+    test "without return tracing, once per chain of tail calls, inside the function returned into" do
+      worker = Worker.start()
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return_to: true, return: false, exceptions: false)
+
+      # double/1 calls add/2 as a tail call: one return, into the fun below
+      Worker.run(worker, fn ->
+        Math.double(2)
+        :ok
+      end)
+
+      # the fun calls secret/1 as a tail call: secret/1 returns into the worker's loop
+      Worker.run(worker, fn -> Math.secret(1) end)
+
+      assert [
+               {:call, {Math, :double, 1}},
+               {:call, {Math, :add, 2}},
+               {:return_to, {__MODULE__, fun, 0}},
+               {:call, {Math, :secret, 1}},
+               {:call, {Math, :hidden, 1}},
+               {:return_to, {Math, :secret, 1}},
+               {:return_to, {Worker, :loop, 0}}
+             ] = kinds(Trace.events(trace))
+
+      assert "#{fun}" =~ "-fun-"
+    end
+
+    test "the console and the widget show the function returned into" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.boom/1"], pids: worker, return_to: true)
+      Worker.run(worker, fn -> Math.safe_boom("no") end)
+
+      assert [_call, _exception, %Event{kind: :return_to, depth: 0} = back] = Trace.events(trace)
+      assert line(back) =~ ~r/^#PID<[\d.]+> <- returned to KinoTraceTest.Sample.Math.safe_boom\/1$/
+
+      row = Payload.event(back)
+      assert {row.kind, row.mfa, row.call} == {"return_to", "KinoTraceTest.Sample.Math.safe_boom/1", nil}
+    end
+
+    test "no return_to events unless asked" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker)
+      Worker.run(worker, fn -> Math.safe_boom("no") end)
+      refute Enum.any?(Trace.events(trace), &(&1.kind == :return_to))
+    end
+  end
+end
