@@ -145,8 +145,12 @@ defmodule Kino.Trace.Options do
       do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
   end
 
-  defp check!(key, value) when key in [:children, :return, :exceptions, :caller, :return_to, :local, :force] do
+  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force] do
     unless is_boolean(value), do: invalid!(key, "a boolean", value)
+  end
+
+  defp check!(:caller, value) do
+    unless is_boolean(value) or value == :line, do: invalid!(:caller, "true, false or :line", value)
   end
 
   defp check!(:limit, value) do

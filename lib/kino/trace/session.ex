@@ -213,7 +213,15 @@ defmodule Kino.Trace.Session do
         true -> []
       end
 
-    caller = if opts[:caller], do: [{:message, {:caller}}], else: []
+    caller =
+      case opts[:caller] do
+        # The caller's frame with the line of the call. (`{:caller_line}` gives the line
+        # of the return address, often the line after the call.)
+        :line -> [{:message, {:current_stacktrace, 1}}]
+        true -> [{:message, {:caller}}]
+        _ -> []
+      end
+
     {returns, caller}
   end
 

@@ -1,11 +1,14 @@
 defmodule Kino.Trace.CallerReturnToTest do
-  # Real traces of a worker process: `return_to: true` (where traced calls return into).
+  # Real traces of a worker process: `caller: :line` (where each call was made) and
+  # `return_to: true` (where traced calls return into).
   use ExUnit.Case, async: false
 
   alias Kino.Trace
   alias Kino.Trace.{Event, Printer}
   alias Kino.Trace.Widget.Payload
   alias KinoTraceTest.Sample.{Math, Worker}
+
+  @file_name Path.relative_to_cwd(__ENV__.file)
 
   defp kinds(events), do: Enum.map(events, &{&1.kind, Event.mfa(&1)})
 
@@ -75,6 +78,80 @@ defmodule Kino.Trace.CallerReturnToTest do
       trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker)
       Worker.run(worker, fn -> Math.safe_boom("no") end)
       refute Enum.any?(Trace.events(trace), &(&1.kind == :return_to))
+    end
+  end
+
+  describe "caller: :line" do
+    test "gives the file and line each call was made from" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false)
+      first = __ENV__.line + 4
+      second = first + 1
+
+      Worker.run(worker, fn ->
+        x = Math.echo(1)
+        Math.echo(x)
+        :ok
+      end)
+
+      # (the VM's `caller_line` would give `second` for the first call: the line of the
+      # code the call returns to)
+      assert [
+               %Event{caller: {__MODULE__, fun, 0, {@file_name, ^first}}},
+               %Event{caller: {__MODULE__, fun, 0, {@file_name, ^second}}}
+             ] = Trace.events(trace)
+
+      assert "#{fun}" =~ "-fun-"
+    end
+
+    test "a call from another module's function, and the caller of a BIF" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.boom/1", ":erlang.phash2/1"], pids: worker, caller: :line)
+      Worker.run(worker, fn -> Math.safe_boom("no") end)
+      Worker.run(worker, fn -> {:erlang.phash2(:x)} end)
+      line = __ENV__.line - 1
+
+      source = File.read!("test/support/trace_sample.ex") |> String.split("\n")
+      boom_line = Enum.find_index(source, &(&1 =~ "    boom(message)")) + 1
+
+      assert [
+               %Event{function: :boom, caller: {Math, :safe_boom, 1, {"test/support/trace_sample.ex", ^boom_line}}},
+               %Event{kind: :exception},
+               %Event{function: :phash2, caller: {__MODULE__, _, 0, {@file_name, ^line}}},
+               %Event{kind: :return}
+             ] = Trace.events(trace)
+    end
+
+    test "the console and the widget show where the call was made" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false)
+      Worker.run(worker, fn -> {Math.echo(:hi)} end)
+      line = __ENV__.line - 1
+      [event] = Trace.events(trace)
+
+      where = " at #{@file_name}:#{line}"
+      assert line(event) =~ ~r/ KinoTraceTest.Sample.Math.echo\(:hi\)  \(from Kino.Trace.CallerReturnToTest.".+"\/0#{where}\)$/
+      assert Payload.event(event).caller =~ ~r/^Kino.Trace.CallerReturnToTest.".+"\/0#{where}$/
+    end
+
+    test "a file name longer than :max_items keeps its first characters" do
+      worker = Worker.start()
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false, max_items: 4)
+
+      Worker.run(worker, fn -> {Math.echo(1)} end)
+      line = __ENV__.line - 1
+
+      assert [%Event{caller: {__MODULE__, _, 0, {"test...", ^line}}}] = Trace.events(trace)
+    end
+
+    test "caller: true stays the function alone" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: true, return: false)
+      Worker.run(worker, fn -> {Math.echo(1)} end)
+      assert [%Event{caller: {__MODULE__, fun, 0}}] = Trace.events(trace)
+      assert "#{fun}" =~ "-fun-"
     end
   end
 end

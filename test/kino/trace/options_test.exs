@@ -69,10 +69,20 @@ defmodule Kino.Trace.OptionsTest do
 
   describe "wrong types" do
     test "boolean options" do
-      for key <- [:children, :return, :exceptions, :caller, :return_to, :local, :force] do
+      for key <- [:children, :return, :exceptions, :return_to, :local, :force] do
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: 1", fn -> calls([{key, 1}]) end)
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: nil", fn -> calls([{key, nil}]) end)
       end
+    end
+
+    test ":caller takes true, false or :line" do
+      for bad <- [1, nil, :lines, "line"] do
+        assert_rejected("invalid value for :caller: expected true, false or :line, got: #{inspect(bad)}", fn ->
+          calls(caller: bad)
+        end)
+      end
+
+      assert Options.validate!(caller: :line)[:caller] == :line
     end
 
     test ":return_to needs local calls traced" do
