@@ -95,7 +95,9 @@ export function peerLabel(entry) {
 
 /** The main text of a message or process event, after its badge (no kind label). */
 export function eventBody(entry) {
-  if (entry.kind === "return" || entry.kind === "exception" || entry.kind === "return_to") return entry.mfa || "";
+  // a return_to without a function: the process's first call returned
+  if (entry.kind === "return_to") return entry.mfa || "(no function)";
+  if (entry.kind === "return" || entry.kind === "exception") return entry.mfa || "";
   if (entry.data != null) return entry.data;
   // link and friends: the other process is the subject
   return peerLabel(entry);

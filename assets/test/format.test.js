@@ -34,6 +34,7 @@ describe("format", () => {
 
   it("a return_to event reads as where the process returned into", () => {
     expect(entryText({ kind: "return_to", mfa: "MyApp.run/0" })).toBe("return to MyApp.run/0");
+    expect(entryText({ kind: "return_to", mfa: null })).toBe("return to (no function)");
   });
 
   it("a text line has time, process, indented call, outcome and duration", () => {

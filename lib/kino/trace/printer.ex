@@ -151,6 +151,8 @@ defmodule Kino.Trace.Printer do
     [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
   end
 
+  # No function: the process's first call returned (and the process ends).
+  defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
   defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", format_mfa(Event.mfa(e))]
   defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
 

@@ -73,6 +73,24 @@ defmodule Kino.Trace.CallerReturnToTest do
       assert {row.kind, row.mfa, row.call} == {"return_to", "KinoTraceTest.Sample.Math.safe_boom/1", nil}
     end
 
+    test "a process's first call returns to no function" do
+      pid =
+        spawn(fn ->
+          receive do
+            :go -> Math.echo(1)
+          end
+        end)
+
+      ref = Process.monitor(pid)
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: pid, return_to: true)
+      send(pid, :go)
+      assert_receive {:DOWN, ^ref, :process, _, :normal}
+
+      assert [_call, _return, %Event{kind: :return_to, module: nil} = back] = Trace.events(trace)
+      assert line(back) =~ ~r/ <- returned to \(no function\)$/
+      assert Payload.event(back).mfa == nil
+    end
+
     test "no return_to events unless asked" do
       worker = Worker.start()
       trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker)
