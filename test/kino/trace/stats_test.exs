@@ -139,6 +139,8 @@ defmodule Kino.Trace.StatsTest do
       assert {S, :tick, 1} in mfas
       refute Enum.any?(mfas, fn {_, f, _} -> f in [:__info__, :module_info] end), inspect(mfas)
       assert [%Row{mfa: {S, :__info__, 1}, calls: 1}] = Stats.snapshot(named).rows
+      Stats.stop(stats)
+      Stats.stop(named)
     end
   end
 
