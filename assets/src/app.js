@@ -24,6 +24,7 @@ import {
   entryText,
   entryOutcome,
   entryLine,
+  callerText,
 } from "./format.js";
 
 const ROW_HEIGHT = 24;
@@ -488,6 +489,9 @@ export class TraceWidget {
       sections.push(h("div", { class: "kt-detail-label", text: label }), h("pre", { class: `kt-term ${cls}`, text }));
     const loading = "loading…";
 
+    if (entry.kind === "call" && entry.caller) {
+      sections.push(h("dl", { class: "kt-facts" }, h("dt", { text: "Called from" }), h("dd", { class: "kt-mono kt-caller", text: entry.caller })));
+    }
     if (entry.kind === "call") {
       if (call && call.args) call.args.forEach((arg, i) => section(`Argument ${i + 1}`, arg));
       else if (call && call.error) section("Arguments", call.error, "kt-muted");
@@ -611,7 +615,7 @@ function renderRow(el, entry) {
   const text = message ? eventBody(entry) : entryText(entry);
   textEl.textContent = text;
   call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
-  call.title = entryText(entry);
+  call.title = [entryText(entry), callerText(entry)].filter(Boolean).join("\n");
   const outcome = entryOutcome(entry);
   out.textContent = outcome;
   out.title = outcome;

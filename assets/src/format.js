@@ -95,7 +95,9 @@ export function peerLabel(entry) {
 
 /** The main text of a message or process event, after its badge (no kind label). */
 export function eventBody(entry) {
-  if (entry.kind === "return" || entry.kind === "exception" || entry.kind === "return_to") return entry.mfa || "";
+  // a return_to without a function: the process's first call returned
+  if (entry.kind === "return_to") return entry.mfa || "(no function)";
+  if (entry.kind === "return" || entry.kind === "exception") return entry.mfa || "";
   if (entry.data != null) return entry.data;
   // link and friends: the other process is the subject
   return peerLabel(entry);
@@ -123,9 +125,19 @@ export function entryOutcome(entry) {
   return "";
 }
 
+/**
+ * Where a call came from, when the trace recorded its caller (`caller: true` or
+ * `caller: :line`): `from Mod.fun/1` or `from Mod.fun/1 at lib/x.ex:12`; else "".
+ */
+export function callerText(entry) {
+  return entry.caller ? `from ${entry.caller}` : "";
+}
+
 /** One entry as a plain text line (used for "copy as text"), indented by depth. */
 export function entryLine(entry) {
-  const parts = [formatTime(entry.time), whoWithNode(entry), "  ".repeat(entry.depth || 0) + entryText(entry)];
+  const caller = callerText(entry);
+  const text = entryText(entry) + (caller ? ` (${caller})` : "");
+  const parts = [formatTime(entry.time), whoWithNode(entry), "  ".repeat(entry.depth || 0) + text];
   const outcome = entryOutcome(entry);
   if (outcome) parts.push(outcome);
   if (entry.duration != null) parts.push(`(${formatDuration(entry.duration)})`);

@@ -153,7 +153,7 @@ export class LogModel {
   matches(entry) {
     if (!this.filter) return true;
     if (entry.search == null) {
-      entry.search = [who(entry), entry.pid, entry.node, entry.peer, entryText(entry), entryOutcome(entry)]
+      entry.search = [who(entry), entry.pid, entry.node, entry.peer, entryText(entry), entryOutcome(entry), entry.caller]
         .join(" ")
         .toLowerCase();
     }

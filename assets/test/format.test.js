@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { formatDuration, formatCount, formatRate, formatTime, entryLine, entryOutcome } from "../src/format.js";
+import { formatDuration, formatCount, formatRate, formatTime, entryLine, entryOutcome, entryText, callerText } from "../src/format.js";
 
 describe("format", () => {
   it("durations keep three significant digits", () => {
@@ -23,6 +23,18 @@ describe("format", () => {
 
   it("times show microseconds", () => {
     expect(formatTime(1_700_000_000_123_456)).toMatch(/^\d\d:\d\d:\d\d\.123456$/);
+  });
+
+  it("a call's caller, with the file and line of the call when recorded, follows it in a text line", () => {
+    const entry = { time: 1_700_000_000_000_001, pid: "#PID<0.1.0>", depth: 0, kind: "call", call: "M.f(1)", caller: "C.run/0 at lib/c.ex:7" };
+    expect(callerText(entry)).toBe("from C.run/0 at lib/c.ex:7");
+    expect(entryLine(entry)).toMatch(/ M\.f\(1\) \(from C\.run\/0 at lib\/c\.ex:7\)$/);
+    expect(callerText({ kind: "call", call: "M.f(1)", caller: null })).toBe("");
+  });
+
+  it("a return_to event reads as where the process returned into", () => {
+    expect(entryText({ kind: "return_to", mfa: "MyApp.run/0" })).toBe("return to MyApp.run/0");
+    expect(entryText({ kind: "return_to", mfa: null })).toBe("return to (no function)");
   });
 
   it("a text line has time, process, indented call, outcome and duration", () => {

@@ -81,6 +81,18 @@ describe("LogModel", () => {
     expect(m.viewLength).toBe(3);
   });
 
+  it("filters over the caller and the file and line it called from", () => {
+    const m = new LogModel();
+    m.append([
+      call("Repo.get/2", { call: "Repo.get(:users, 1)", caller: "MyApp.Users.show/1 at lib/my_app/users.ex:12" }),
+      call("Repo.get/2", { call: "Repo.get(:users, 2)", caller: "MyApp.Users.list/0" }),
+    ]);
+    m.setFilter("users.ex:12");
+    expect(m.viewLength).toBe(1);
+    m.setFilter("myapp.users.");
+    expect(m.viewLength).toBe(2);
+  });
+
   it("counts per-function stats: calls, durations, exceptions", () => {
     const m = new LogModel();
     const a1 = call("M.a/1");

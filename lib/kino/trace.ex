@@ -40,7 +40,11 @@ defmodule Kino.Trace do
       that loop through tail calls are traced without returns (each would keep a stack
       frame per iteration) unless a pattern names them and `:force` is given
     * `:exceptions` - exceptions raised out of traced calls (default `true`)
-    * `:caller` - record each call's caller (default `false`)
+    * `:caller` - record each call's caller (default `false`); `:line` adds the file and
+      line of the call (`{m, f, a, {file, line}}`; it takes a one-frame stack trace per
+      call, a few times the cost of `true`)
+    * `:return_to` - also record where traced calls return into (`:return_to` events;
+      default `false`, needs `local: true`)
     * `:local` - also trace local (private and module-internal) calls (default `true`)
     * `:limit` - stop tracing after this many events
     * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are

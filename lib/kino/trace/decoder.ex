@@ -210,8 +210,40 @@ defmodule Kino.Trace.Decoder do
   defp pop_frame([_ | rest], mfa, n), do: pop_frame(rest, mfa, n + 1)
   defp pop_frame([], _mfa, _n), do: nil
 
+  # `{:caller}` gives {m, f, a}; `caller: :line` a one-frame stack trace (see Session).
   defp caller({m, f, a}) when is_atom(m) and is_atom(f) and is_integer(a), do: {m, f, a}
+
+  defp caller([{m, f, a, location} | _]) when is_atom(m) and is_atom(f) and is_integer(a) do
+    with {:ok, file} <- location_value(location, :file),
+         {:ok, line} when is_integer(line) <- location_value(location, :line),
+         file when is_binary(file) <- file_name(file) do
+      {m, f, a, {file, line}}
+    else
+      _ -> {m, f, a}
+    end
+  end
+
   defp caller(_), do: nil
+
+  # A location is [file: charlist, line: integer]; the tracer may have cut any part.
+  defp location_value([{key, value} | _], key), do: {:ok, value}
+  defp location_value([_ | rest], key), do: location_value(rest, key)
+  defp location_value(_, _key), do: :error
+
+  # A file name the tracer cut (longer than :max_items) keeps its first characters.
+  defp file_name(chars), do: file_name(chars, [])
+
+  defp file_name([c | rest], acc) when is_integer(c) and c >= 0, do: file_name(rest, [c | acc])
+  defp file_name([], acc), do: acc |> Enum.reverse() |> chars_to_string("")
+  defp file_name([%Kino.Trace.Cut{}], acc), do: acc |> Enum.reverse() |> chars_to_string("...")
+  defp file_name(_, _acc), do: nil
+
+  defp chars_to_string(chars, suffix) do
+    case :unicode.characters_to_binary(chars) do
+      bin when is_binary(bin) -> bin <> suffix
+      _ -> nil
+    end
+  end
 
   defp put_stack(decoder, pid, {0, _, _}), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
 

@@ -18,7 +18,9 @@ defmodule Kino.Trace.Event do
     * `:args` - the call's arguments (`:call` only), a list
     * `:return` - the return value (`:return` only)
     * `:exception` - `{class, reason}` (`:exception` only)
-    * `:caller` - `{m, f, a}` of the caller when the trace asked for it, else `nil`
+    * `:caller` - `{m, f, a}` of the caller when the trace asked for it (`caller: true`),
+      `{m, f, a, {file, line}}` with where the call was made (`caller: :line`; `{m, f, a}`
+      when the caller's code has no line information), else `nil`
     * `:data` - the payload of message and process events (the message, the exit reason,
       the linked pid, the registered name, ...), and `:peer` the other process (the
       receiver of a send, the spawned process, the linked process), else `nil`
@@ -109,6 +111,9 @@ defmodule Kino.Trace.Event do
           | :register
           | :unregister
 
+  @typedoc "The function that made a call, and with `caller: :line` the file and line of the call."
+  @type caller :: {module(), atom(), arity()} | {module(), atom(), arity(), {String.t(), pos_integer()}}
+
   @type t :: %__MODULE__{
           id: pos_integer() | nil,
           kind: kind(),
@@ -121,7 +126,7 @@ defmodule Kino.Trace.Event do
           args: list() | nil,
           return: term(),
           exception: {atom(), term()} | nil,
-          caller: {module(), atom(), non_neg_integer()} | nil,
+          caller: caller() | nil,
           data: term(),
           peer: pid() | port() | nil,
           time: integer() | nil,

@@ -27,6 +27,7 @@ defmodule Kino.Trace.Options do
     return: true,
     exceptions: true,
     caller: false,
+    return_to: false,
     local: true,
     limit: nil,
     rate: nil,
@@ -76,8 +77,18 @@ defmodule Kino.Trace.Options do
 
     merged = Keyword.merge(defaults, opts)
     merged = Keyword.update!(merged, :queue, &Keyword.merge(@defaults[:queue], &1))
+    check_return_to!(merged)
     check_native!(merged, opts)
     merged
+  end
+
+  # The VM reports returns into a function only where calls are traced as local calls.
+  defp check_return_to!(merged) do
+    if merged[:return_to] && !merged[:local] do
+      raise ArgumentError,
+            "invalid value for :return_to: returns are traced only with local: true " <>
+              "(the VM reports them only for functions traced on local calls)"
+    end
   end
 
   # The user option (and what of it) behind each limit of the native session.
@@ -134,8 +145,12 @@ defmodule Kino.Trace.Options do
       do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
   end
 
-  defp check!(key, value) when key in [:children, :return, :exceptions, :caller, :local, :force] do
+  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force] do
     unless is_boolean(value), do: invalid!(key, "a boolean", value)
+  end
+
+  defp check!(:caller, value) do
+    unless is_boolean(value) or value == :line, do: invalid!(:caller, "true, false or :line", value)
   end
 
   defp check!(:limit, value) do

@@ -133,7 +133,7 @@ defmodule Kino.Trace.Printer do
 
   defp body(%Event{kind: :call} = e, io, opts) do
     args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
-    caller = if e.caller, do: colorize(["  (from ", format_mfa(e.caller), ")"], :faint, opts), else: []
+    caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
     [colorize([format_fun(e.module, e.function), "(", args, ")"], :bright, opts), caller]
   end
 
@@ -151,6 +151,8 @@ defmodule Kino.Trace.Printer do
     [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
   end
 
+  # No function: the process's first call returned (and the process ends).
+  defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
   defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", format_mfa(Event.mfa(e))]
   defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
 
@@ -205,6 +207,21 @@ defmodule Kino.Trace.Printer do
   def format_fun(module, function) do
     inspect(module) <> "." <> Macro.inspect_atom(:remote_call, function)
   end
+
+  @doc """
+  Formats an event's `:caller`: the function, and where it made the call when the
+  trace recorded it (`caller: :line`).
+
+      iex> Kino.Trace.Printer.format_caller({MyApp.Cache, :fetch, 2})
+      "MyApp.Cache.fetch/2"
+      iex> Kino.Trace.Printer.format_caller({MyApp.Cache, :fetch, 2, {"lib/my_app/cache.ex", 12}})
+      "MyApp.Cache.fetch/2 at lib/my_app/cache.ex:12"
+  """
+  @spec format_caller(Event.caller()) :: String.t()
+  def format_caller({m, f, a, {file, line}}),
+    do: IO.iodata_to_binary([format_mfa({m, f, a}), " at ", file, ":", Integer.to_string(line)])
+
+  def format_caller({m, f, a}), do: IO.iodata_to_binary(format_mfa({m, f, a}))
 
   defp format_mfa({m, f, a}), do: [format_fun(m, f), "/", Integer.to_string(a)]
   defp format_mfa(_), do: "?"

@@ -133,8 +133,10 @@ defmodule Kino.Trace.Session do
     children = if opts[:children], do: [:set_on_spawn], else: []
 
     if Keyword.get(opts, :calls, true) do
+      returns_to = if opts[:return_to], do: [:return_to], else: []
+
       for target <- Options.resolve_pids(opts[:pids]) do
-        trace_process!(session, target, [:call, :scheduler_id] ++ children)
+        trace_process!(session, target, [:call, :scheduler_id] ++ returns_to ++ children)
       end
     end
 
@@ -211,7 +213,15 @@ defmodule Kino.Trace.Session do
         true -> []
       end
 
-    caller = if opts[:caller], do: [{:message, {:caller}}], else: []
+    caller =
+      case opts[:caller] do
+        # The caller's frame with the line of the call. (`{:caller_line}` gives the line
+        # of the return address, often the line after the call.)
+        :line -> [{:message, {:current_stacktrace, 1}}]
+        true -> [{:message, {:caller}}]
+        _ -> []
+      end
+
     {returns, caller}
   end
 

@@ -72,7 +72,9 @@ defmodule Kino.Trace.StackGuard do
         resource: resource,
         main: main,
         flags: if(opts[:local], do: [:local], else: [:global]),
-        call_flags: [:call, :scheduler_id] ++ if(opts[:children], do: [:set_on_spawn], else: [])
+        call_flags:
+          [:call, :scheduler_id] ++
+            if(opts[:return_to], do: [:return_to], else: []) ++ if(opts[:children], do: [:set_on_spawn], else: [])
       }
     end
   end

@@ -112,6 +112,33 @@ defmodule Kino.Trace.DecoderTest do
     assert c3.caller == nil
   end
 
+  test "caller: :line's one-frame stack trace gives the caller with the file and line", %{a: a} do
+    frame = fn location -> [{Caller, :run, 2, location}] end
+    cut = %Kino.Trace.Cut{kind: :items}
+
+    raw = [
+      call(a, 1, {M, :f, []}, frame.(file: ~c"lib/caller.ex", line: 12)),
+      # no line information (code compiled without it)
+      call(a, 2, {M, :f, []}, frame.([])),
+      # a file name longer than :max_items keeps its first characters
+      call(a, 3, {M, :f, []}, frame.(file: ~c"lib/ca" ++ [cut], line: 12)),
+      # the location nested deeper than :max_depth
+      call(a, 4, {M, :f, []}, frame.(%Kino.Trace.Cut{kind: :depth})),
+      call(a, 5, {M, :f, []}, frame.(file: ~c"lib/caller_ü.ex", line: 7)),
+      # backtrace_depth 0: no frame
+      call(a, 6, {M, :f, []}, [])
+    ]
+
+    assert Enum.map(decode(raw), & &1.caller) == [
+             {Caller, :run, 2, {"lib/caller.ex", 12}},
+             {Caller, :run, 2},
+             {Caller, :run, 2, {"lib/ca...", 12}},
+             {Caller, :run, 2},
+             {Caller, :run, 2, {"lib/caller_ü.ex", 7}},
+             nil
+           ]
+  end
+
   test "time is system time in microseconds" do
     decoder = Decoder.new()
     mono = System.monotonic_time(:nanosecond)

@@ -69,10 +69,30 @@ defmodule Kino.Trace.OptionsTest do
 
   describe "wrong types" do
     test "boolean options" do
-      for key <- [:children, :return, :exceptions, :caller, :local, :force] do
+      for key <- [:children, :return, :exceptions, :return_to, :local, :force] do
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: 1", fn -> calls([{key, 1}]) end)
         assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: nil", fn -> calls([{key, nil}]) end)
       end
+    end
+
+    test ":caller takes true, false or :line" do
+      for bad <- [1, nil, :lines, "line"] do
+        assert_rejected("invalid value for :caller: expected true, false or :line, got: #{inspect(bad)}", fn ->
+          calls(caller: bad)
+        end)
+      end
+
+      assert Options.validate!(caller: :line)[:caller] == :line
+    end
+
+    test ":return_to needs local calls traced" do
+      assert_rejected(
+        "invalid value for :return_to: returns are traced only with local: true " <>
+          "(the VM reports them only for functions traced on local calls)",
+        fn -> calls(return_to: true, local: false) end
+      )
+
+      assert Options.validate!(return_to: true)[:return_to] == true
     end
 
     test ":limit and :timeout take positive integers" do
@@ -356,6 +376,7 @@ defmodule Kino.Trace.OptionsTest do
       assert opts[:return] == true
       assert opts[:exceptions] == true
       assert opts[:caller] == false
+      assert opts[:return_to] == false
       assert opts[:local] == true
       assert opts[:history] == 10_000
       assert opts[:queue] == [events: 100_000, bytes: 64 * 1024 * 1024]

@@ -5,6 +5,7 @@ defmodule Kino.Trace.Pattern.PlanTest do
   alias Kino.Trace.Pattern.Plan
 
   doctest Plan
+  doctest Kino.Trace.Pattern.Generated
 
   defp parse!(input), do: input |> Pattern.parse() |> elem(1)
 

@@ -143,6 +143,42 @@ defmodule Kino.Trace.SessionTest do
     end
   end
 
+  describe "the compiler's functions (__info__/1, module_info/0,1...)" do
+    # IEx calls Mod.__info__/1 to autocomplete and to print a module's values: a trace of
+    # the whole module must not record those calls nor spend its limit on them.
+    test "a module-wide trace leaves them out, and they do not count against the limit" do
+      worker = Worker.start()
+      trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return: false, limit: 2)
+
+      Worker.run(worker, fn ->
+        for _ <- 1..5, do: {Math.__info__(:functions), Math.module_info(), Math.module_info(:exports)}
+        Math.echo(1)
+        Math.echo(2)
+      end)
+
+      assert [[1], [2]] == trace |> Trace.events() |> Enum.map(& &1.args)
+    end
+
+    test "a pattern that names one traces it, beside a module-wide pattern" do
+      worker = Worker.start()
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math", "KinoTraceTest.Sample.Math.__info__/1"],
+          pids: worker,
+          return: false
+        )
+
+      Worker.run(worker, fn ->
+        Math.__info__(:module)
+        Math.module_info(:module)
+        Math.echo(1)
+      end)
+
+      assert [{:__info__, [:module]}, {:echo, [1]}] ==
+               trace |> Trace.events() |> Enum.map(&{&1.function, &1.args})
+    end
+  end
+
   describe "several traces at once" do
     test "traces of the same function owned by different processes each see their own calls" do
       tasks =

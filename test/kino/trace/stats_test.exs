@@ -123,6 +123,27 @@ defmodule Kino.Trace.StatsTest do
     end
   end
 
+  describe "the compiler's functions (__info__/1, module_info/0,1...)" do
+    test "a module-wide session leaves them out; a pattern that names one counts it" do
+      worker = S.worker()
+      stats = Stats.start(["KinoTraceTest.StatsSample"], pids: worker)
+      named = Stats.start(["KinoTraceTest.StatsSample.__info__/1"], pids: worker)
+
+      S.run_in(worker, fn ->
+        S.__info__(:functions)
+        S.module_info(:exports)
+        S.tick(1)
+      end)
+
+      mfas = stats |> Stats.snapshot() |> Map.fetch!(:rows) |> Enum.map(& &1.mfa)
+      assert {S, :tick, 1} in mfas
+      refute Enum.any?(mfas, fn {_, f, _} -> f in [:__info__, :module_info] end), inspect(mfas)
+      assert [%Row{mfa: {S, :__info__, 1}, calls: 1}] = Stats.snapshot(named).rows
+      Stats.stop(stats)
+      Stats.stop(named)
+    end
+  end
+
   describe "time and memory" do
     test "are present, and ordered as the workload makes them" do
       stats =

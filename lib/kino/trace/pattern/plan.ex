@@ -32,14 +32,28 @@ defmodule Kino.Trace.Pattern.Plan do
   (`:lists.foldl_1/3`, the loop behind `:lists.foldl/3`, is set again without returns
   because the module-wide pattern covers it; `:lists.sum/2` keeps its returns with
   `force: true` because a pattern names it.)
+
+  The functions the compiler adds (`Kino.Trace.Pattern.Generated`: `__info__/1`,
+  `module_info/0,1`...) are set untraced after a module-wide step, unless a pattern
+  names them:
+
+      iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
+      iex> plan = Kino.Trace.Pattern.Plan.build([lists], [], [])
+      iex> Enum.filter(plan.steps, &(elem(&1, 1) == false))
+      [{{:lists, :module_info, 0}, false}, {{:lists, :module_info, 1}, false}]
+      iex> {:ok, info} = Kino.Trace.Pattern.parse(":lists.module_info/1")
+      iex> Kino.Trace.Pattern.Plan.build([lists, info], [], []).steps |> Enum.filter(&(elem(&1, 1) == false))
+      [{{:lists, :module_info, 0}, false}]
   """
 
   alias Kino.Trace.{Pattern, TailCalls}
+  alias Kino.Trace.Pattern.Generated
 
   defstruct steps: [], no_returns: MapSet.new(), transient_returns: false
 
   @typedoc """
-    * `:steps` - `{mfa, match_spec}` in the order to set them
+    * `:steps` - `{mfa, match_spec}` in the order to set them (`false` for a function
+      set untraced)
     * `:no_returns` - the functions (`{m, f, a}`) set without return actions although
       the trace asked for returns
     * `:transient_returns` - whether setting the steps in order gives some of those
@@ -47,7 +61,7 @@ defmodule Kino.Trace.Pattern.Plan do
       silences the session's processes meanwhile
   """
   @type t :: %__MODULE__{
-          steps: [{mfa_pattern(), list()}],
+          steps: [{mfa_pattern(), list() | false}],
           no_returns: MapSet.t(mfa()),
           transient_returns: boolean()
         }
@@ -128,7 +142,7 @@ defmodule Kino.Trace.Pattern.Plan do
       end)
 
     %__MODULE__{
-      steps: for({target, spec, _} <- steps, do: {target, spec}),
+      steps: for({target, spec, _} <- steps, do: {target, spec}) ++ generated_off(by_target),
       no_returns: no_returns,
       transient_returns: transient?
     }
@@ -171,15 +185,18 @@ defmodule Kino.Trace.Pattern.Plan do
   def without_returns(%__MODULE__{steps: steps} = plan) do
     steps =
       for {target, spec} <- steps do
-        {target,
-         spec
-         |> Enum.map(fn {head, guards, body} ->
-           {head, guards, body -- [{:return_trace}, {:exception_trace}]}
-         end)
-         |> Enum.uniq()}
+        {target, if(spec == false, do: false, else: remove_returns(spec))}
       end
 
     %{plan | steps: steps, transient_returns: false}
+  end
+
+  defp remove_returns(spec) do
+    spec
+    |> Enum.map(fn {head, guards, body} ->
+      {head, guards, body -- [{:return_trace}, {:exception_trace}]}
+    end)
+    |> Enum.uniq()
   end
 
   @doc """
@@ -222,6 +239,17 @@ defmodule Kino.Trace.Pattern.Plan do
   """
   @spec targets([Pattern.t()]) :: [mfa_pattern()]
   def targets(patterns), do: patterns |> Enum.map(&Pattern.mfa/1) |> Enum.uniq()
+
+  # The compiler's functions (Kino.Trace.Pattern.Generated) a module-wide pattern covers
+  # and no pattern names: set after the module's step, untraced. Not on a tail-call
+  # cycle nor in `no_returns`, so they never make `install/3` silence anything.
+  defp generated_off(by_target) do
+    for {m, :_, :_} <- Map.keys(by_target),
+        m != :_,
+        {^m, f, _a} = mfa <- Generated.of(m),
+        not is_map_key(by_target, {m, f, :_}) and not is_map_key(by_target, mfa),
+        do: {mfa, false}
+  end
 
   # The functions on a tail-call cycle covered by a pattern with a wildcard.
   defp overrides(by_target, cycles) do

@@ -20,6 +20,7 @@ defmodule Kino.Trace.Stats.Targets do
   """
 
   alias Kino.Trace.Pattern
+  alias Kino.Trace.Pattern.Generated
 
   @doc """
   Raises `ArgumentError` naming every pattern with argument patterns or guards.
@@ -39,8 +40,18 @@ defmodule Kino.Trace.Stats.Targets do
   end
 
   @doc """
-  The functions the patterns name, in the loaded code, without duplicates.
+  The functions the patterns name, in the loaded code, without duplicates. A
+  module-wide pattern leaves out the functions the compiler adds
+  (`Kino.Trace.Pattern.Generated`); a pattern that names one counts it.
   Options: `:local` (default `true`) - include private functions.
+
+      iex> {:ok, all} = Kino.Trace.Pattern.parse(":erl_eval")
+      iex> {:ok, info} = Kino.Trace.Pattern.parse(":erl_eval.module_info")
+      iex> expanded = Kino.Trace.Stats.Targets.expand([all], local: false)
+      iex> {{:erl_eval, :exprs, 2} in expanded, {:erl_eval, :module_info, 0} in expanded}
+      {true, false}
+      iex> Kino.Trace.Stats.Targets.expand([info])
+      [{:erl_eval, :module_info, 0}, {:erl_eval, :module_info, 1}]
   """
   @spec expand([Pattern.t()], keyword()) :: [mfa()]
   def expand(patterns, opts \\ []) do
@@ -59,9 +70,10 @@ defmodule Kino.Trace.Stats.Targets do
   defp expand_one({module, function, arity}, _local?) when is_integer(arity),
     do: [{module, function, arity}]
 
+  # A module-wide pattern leaves out the compiler's functions (Pattern.Generated).
   defp expand_one({module, function, arity}, local?) do
     for {f, a} <- functions(module, local?),
-        function == :_ or f == function,
+        if(function == :_, do: not Generated.generated?(f, a), else: f == function),
         arity == :_ or a == arity,
         do: {module, f, a}
   end
