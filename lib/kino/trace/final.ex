@@ -25,10 +25,18 @@ defmodule Kino.Trace.Final do
   def put(id, info) when is_map(info) do
     if :ets.whereis(@table) != :undefined do
       :ets.insert(@table, {id, info})
-      if :ets.info(@table, :size) > @max, do: :ets.delete(@table, :ets.first(@table))
+      if :ets.info(@table, :size) > @max, do: evict_oldest_but(id)
     end
 
     :ok
+  end
+
+  # Ids grow with time: the smallest is the oldest (never the one just kept).
+  defp evict_oldest_but(id) do
+    case :ets.first(@table) do
+      ^id -> :ets.delete(@table, :ets.next(@table, id))
+      oldest -> :ets.delete(@table, oldest)
+    end
   end
 
   @doc "The final info of the trace `id`, if it ended recently."

@@ -143,11 +143,21 @@ defmodule Kino.Trace.Reaper do
       false
   """
   @spec bif?(atom(), atom(), atom() | arity()) :: boolean()
-  def bif?(m, _f, _a) when m == :_, do: true
-  def bif?(m, f, a) when is_integer(a), do: :erlang.is_builtin(m, f, a)
+  def bif?(:_, _f, _a), do: true
+  def bif?(m, f, a), do: bifs({m, f, a}) != []
 
-  def bif?(m, f, :_) do
-    Enum.any?(exports(m), fn {ef, ea} -> (f == :_ or ef == f) and :erlang.is_builtin(m, ef, ea) end)
+  @doc """
+  The BIFs that `{m, f, a}` (`:_` as wildcards, but in the module) names or covers.
+
+      iex> Kino.Trace.Reaper.bifs({:ets, :insert, :_})
+      [{:ets, :insert, 2}]
+  """
+  @spec bifs({atom(), atom(), atom() | arity()}) :: [mfa()]
+  def bifs({:_, _f, _a}), do: []
+
+  def bifs({m, f, a}) do
+    candidates = if is_integer(a), do: [{f, a}], else: exports(m)
+    for {ef, ea} <- candidates, f in [:_, ef], a in [:_, ea], :erlang.is_builtin(m, ef, ea), do: {m, ef, ea}
   end
 
   defp exports(m) do

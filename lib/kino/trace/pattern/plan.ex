@@ -215,22 +215,9 @@ defmodule Kino.Trace.Pattern.Plan do
   def bif_steps(%__MODULE__{steps: steps}) do
     steps
     |> Enum.reduce(%{}, fn {target, spec}, acc ->
-      Enum.reduce(bifs_of(target), acc, &Map.put(&2, &1, spec))
+      Enum.reduce(Kino.Trace.Reaper.bifs(target), acc, &Map.put(&2, &1, spec))
     end)
     |> Enum.sort()
-  end
-
-  defp bifs_of({:_, _, _}), do: []
-
-  defp bifs_of({m, f, a}) do
-    exports = if is_integer(a), do: [{f, a}], else: exports(m)
-    for {ef, ea} <- exports, f in [:_, ef], a in [:_, ea], :erlang.is_builtin(m, ef, ea), do: {m, ef, ea}
-  end
-
-  defp exports(m) do
-    if :erlang.module_loaded(m), do: m.module_info(:exports), else: []
-  rescue
-    _ -> []
   end
 
   @doc """
