@@ -19,6 +19,12 @@
 // frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
 // so the queue caps bound the buffer too.
 //
+// Drops: every dropped event bumps a mark in a small table indexed by a hash of its
+// process (drop_mark), and each accepted event carries its process's mark. When a
+// process's mark differs from the one on its previous event, it may have lost events
+// in between (or a process sharing its slot did): the consumer can then stop trusting
+// what it inferred from the earlier events (open calls, depth).
+//
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed by close())
 #pragma once
@@ -84,9 +90,10 @@ class SessionCore {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
   // For `enabled`: would an event now be accepted? Counts the drop when not.
-  Verdict precheck(std::int64_t now_ns) {
+  // `who` identifies the traced process (its pid term) for the drop marks.
+  Verdict precheck(std::int64_t now_ns, std::uint64_t who = 0) {
     Verdict v = peek(now_ns);
-    if (v != Verdict::Accept) count_drop(v);
+    if (v != Verdict::Accept) count_drop(v, who);
     return v;
   }
 
@@ -103,9 +110,9 @@ class SessionCore {
 
   // For `trace`, before encoding: reserves a rate token, a queue slot and a ticket.
   // On Accept the caller must follow with commit() or abandon().
-  Verdict admit(std::int64_t now_ns) {
+  Verdict admit(std::int64_t now_ns, std::uint64_t who = 0) {
     Verdict v = reserve(now_ns);
-    if (v != Verdict::Accept) count_drop(v);
+    if (v != Verdict::Accept) count_drop(v, who);
     return v;
   }
 
@@ -119,7 +126,7 @@ class SessionCore {
     CommitResult r;
     if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never enqueue
       abandon();
-      count_drop(Verdict::DropClosed);
+      count_drop(Verdict::DropClosed, event.pid);
       r.verdict = Verdict::DropClosed;
       return r;
     }
@@ -128,10 +135,12 @@ class SessionCore {
     if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
       bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
       abandon();
-      count_drop(Verdict::DropQueueFull);
+      count_drop(Verdict::DropQueueFull, event.pid);
       r.verdict = Verdict::DropQueueFull;
       return r;
     }
+    // The process's own earlier drops happened before this, in its own order.
+    event.drops = drop_mark(event.pid).load(std::memory_order_relaxed);
     // Counted before it becomes visible, so delivered can never overtake accepted. The
     // count before is the event's number; from here on it is always enqueued.
     event.seq = accepted_.fetch_add(1, std::memory_order_seq_cst);
@@ -318,7 +327,14 @@ class SessionCore {
     return i > o ? i - o : 0;
   }
 
-  void count_drop(Verdict v) {
+  // The drop mark of the process `who`: one of kDropMarks counters, by a hash of its
+  // pid term, bumped by each of its drops (and those of the processes sharing it).
+  std::atomic<std::uint64_t>& drop_mark(std::uint64_t who) {
+    return drop_marks_[(who * 0x9E3779B97F4A7C15ull) >> (64 - kDropMarkBits)];
+  }
+
+  void count_drop(Verdict v, std::uint64_t who) {
+    if (v != Verdict::Accept) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
     switch (v) {
       case Verdict::DropClosed: dropped_closed_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;
@@ -330,6 +346,7 @@ class SessionCore {
 
   static constexpr std::size_t kBatch = 32;  // events dequeued at once by drain()
   static constexpr std::size_t kAhead = 4096;  // more events drain() may set aside
+  static constexpr unsigned kDropMarkBits = 10;
 
   const Limits limits_;
   const std::int64_t epoch_ns_;
@@ -376,6 +393,10 @@ class SessionCore {
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> discarded_{0};
   std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded: the wake-up protocol's side
+
+  // written on drops, read once per accepted event
+  char pad_drop_marks[64] = {};
+  std::atomic<std::uint64_t> drop_marks_[std::size_t{1} << kDropMarkBits] = {};
 };
 
 }  // namespace kino_trace

@@ -40,6 +40,9 @@ struct Event {
   std::uint64_t tag = 0;       // the VM's trace tag, for kinds we do not name
   std::int64_t time_ns = 0;    // monotonic
   std::uint64_t seq = 0;       // admission number: dense, in each process's own order
+  std::uint64_t drops = 0;     // the drop mark of the process's slot at admission (see
+                               // SessionCore::drop_mark): it changed since the process's
+                               // previous event when events of it may have been dropped
   PayloadBuffer payload;       // encoded: args, return value, exception, message, ...
 
   std::size_t footprint() const { return sizeof(Event) + (payload.on_heap() ? payload.capacity() : 0); }

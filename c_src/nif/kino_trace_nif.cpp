@@ -536,7 +536,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
-  return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+  return core.precheck(now, argv[2]) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
 
 // trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
@@ -548,7 +548,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
   kt::SessionCore& core = s->core;
   std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
-  if (core.admit(now) != kt::Verdict::Accept) return atoms.ok;
+  if (core.admit(now, argv[2]) != kt::Verdict::Accept) return atoms.ok;
 
   const ERL_NIF_TERM tag = argv[0];
   const ERL_NIF_TERM term = argv[3];
@@ -717,12 +717,13 @@ ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
       enif_make_uint(env, e.arity),
       first,
       second,
+      enif_make_uint64(env, e.drops),
   };
-  return enif_make_tuple_from_array(env, items, 9);
+  return enif_make_tuple_from_array(env, items, 10);
 }
 
-// drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra}], More}
-// Events come in admission order (see SessionCore).
+// drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra, DropMark}], More}
+// Events come in admission order (see SessionCore); DropMark: Event::drops.
 ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;

@@ -1,5 +1,6 @@
 // Admission order: ReorderBuffer on its own, then SessionCore handing events out in
-// admission order (seq) while processes move between producer threads.
+// admission order (seq) while processes move between producer threads, and the drop
+// marks that tell the consumer a process may have lost events.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -59,9 +60,9 @@ bool payload_ok(const Event& e) {
 
 // The full path of one event from process `pid`, as the NIF runs it.
 Verdict offer(SessionCore& s, std::uint64_t pid, std::uint64_t nth, CommitResult* r = nullptr) {
-  Verdict v = s.precheck(0);
+  Verdict v = s.precheck(0, pid);
   if (v != Verdict::Accept) return v;
-  v = s.admit(0);
+  v = s.admit(0, pid);
   if (v != Verdict::Accept) return v;
   CommitResult c = s.commit(from(pid, nth));
   if (r) *r = c;
@@ -136,6 +137,35 @@ TEST_CASE("SessionCore: events are numbered in admission order", "[session][orde
   std::vector<Event> got = drain_all(s);
   REQUIRE(got.size() == 100);
   for (std::uint64_t i = 0; i < 100; ++i) CHECK(got[i].seq == i);
+}
+
+TEST_CASE("SessionCore: a drop changes the drop mark of its process's next event", "[session][drops]") {
+  Limits l;
+  l.queue_events = 2;
+  SessionCore s(l, 0);
+  REQUIRE(offer(s, 7, 0) == Verdict::Accept);
+  REQUIRE(offer(s, 8, 0) == Verdict::Accept);
+  CHECK(offer(s, 7, 1) == Verdict::DropQueueFull);  // precheck drops it
+  std::vector<Event> first = drain_all(s);
+  REQUIRE(first.size() == 2);
+  REQUIRE(offer(s, 7, 2) == Verdict::Accept);
+  REQUIRE(offer(s, 8, 1) == Verdict::Accept);
+  std::vector<Event> second = drain_all(s);
+  REQUIRE(second.size() == 2);
+  CHECK(second[0].drops != first[0].drops);  // pid 7 lost an event in between
+  CHECK(second[1].drops == first[1].drops);  // pid 8 did not (another slot)
+
+  // A drop at admit() (the VM reports returns without asking enabled) marks too.
+  REQUIRE(offer(s, 7, 3) == Verdict::Accept);
+  REQUIRE(offer(s, 8, 2) == Verdict::Accept);
+  CHECK(s.admit(0, 7) == Verdict::DropQueueFull);
+  std::vector<Event> third = drain_all(s);
+  REQUIRE(offer(s, 7, 4) == Verdict::Accept);
+  std::vector<Event> fourth = drain_all(s);
+  REQUIRE(third.size() == 2);
+  REQUIRE(fourth.size() == 1);
+  CHECK(third[0].drops == second[0].drops);
+  CHECK(fourth[0].drops != third[0].drops);
 }
 
 // Processes (not threads) are what must stay in order: each of kProcs processes is run
