@@ -19,8 +19,10 @@
 // frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
 // so the queue caps bound the buffer too.
 //
-// Drops: every dropped event bumps a mark in a small table indexed by a hash of its
-// process (drop_mark), and each accepted event carries its process's mark. When a
+// Drops: every event dropped in trace() (admit or commit: the VM has already recorded
+// it, e.g. pushed the frame a return will pop; returns come only this way) bumps a
+// mark in a small table indexed by a hash of its process (drop_mark), and each
+// accepted event carries its process's mark. When a
 // process's mark differs from the one on its previous event, it may have lost events
 // in between (or a process sharing its slot did): the consumer can then stop trusting
 // what it inferred from the earlier events (open calls, depth).
@@ -90,10 +92,11 @@ class SessionCore {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
   // For `enabled`: would an event now be accepted? Counts the drop when not.
-  // `who` identifies the traced process (its pid term) for the drop marks.
-  Verdict precheck(std::int64_t now_ns, std::uint64_t who = 0) {
+  // No drop mark: an event refused here is never generated at all (for a call, the VM
+  // then does not run its match spec, so no return follows), nothing is half-recorded.
+  Verdict precheck(std::int64_t now_ns) {
     Verdict v = peek(now_ns);
-    if (v != Verdict::Accept) count_drop(v, who);
+    if (v != Verdict::Accept) count_drop(v, 0, false);
     return v;
   }
 
@@ -110,6 +113,7 @@ class SessionCore {
 
   // For `trace`, before encoding: reserves a rate token, a queue slot and a ticket.
   // On Accept the caller must follow with commit() or abandon().
+  // `who` identifies the traced process (its pid term) for the drop marks.
   Verdict admit(std::int64_t now_ns, std::uint64_t who = 0) {
     Verdict v = reserve(now_ns);
     if (v != Verdict::Accept) count_drop(v, who);
@@ -333,8 +337,8 @@ class SessionCore {
     return drop_marks_[(who * 0x9E3779B97F4A7C15ull) >> (64 - kDropMarkBits)];
   }
 
-  void count_drop(Verdict v, std::uint64_t who) {
-    if (v != Verdict::Accept) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
+  void count_drop(Verdict v, std::uint64_t who, bool mark = true) {
+    if (mark && v != Verdict::Accept) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
     switch (v) {
       case Verdict::DropClosed: dropped_closed_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;

@@ -536,7 +536,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
-  return core.precheck(now, argv[2]) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+  return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
 
 // trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.

@@ -60,7 +60,7 @@ bool payload_ok(const Event& e) {
 
 // The full path of one event from process `pid`, as the NIF runs it.
 Verdict offer(SessionCore& s, std::uint64_t pid, std::uint64_t nth, CommitResult* r = nullptr) {
-  Verdict v = s.precheck(0, pid);
+  Verdict v = s.precheck(0);
   if (v != Verdict::Accept) return v;
   v = s.admit(0, pid);
   if (v != Verdict::Accept) return v;
@@ -139,33 +139,49 @@ TEST_CASE("SessionCore: events are numbered in admission order", "[session][orde
   for (std::uint64_t i = 0; i < 100; ++i) CHECK(got[i].seq == i);
 }
 
-TEST_CASE("SessionCore: a drop changes the drop mark of its process's next event", "[session][drops]") {
+TEST_CASE("SessionCore: a drop in trace() changes the drop mark of its process's next event", "[session][drops]") {
   Limits l;
   l.queue_events = 2;
   SessionCore s(l, 0);
   REQUIRE(offer(s, 7, 0) == Verdict::Accept);
   REQUIRE(offer(s, 8, 0) == Verdict::Accept);
-  CHECK(offer(s, 7, 1) == Verdict::DropQueueFull);  // precheck drops it
+  // Refused in enabled (precheck): the VM generates nothing, so nothing to mark.
+  CHECK(offer(s, 7, 1) == Verdict::DropQueueFull);
   std::vector<Event> first = drain_all(s);
   REQUIRE(first.size() == 2);
   REQUIRE(offer(s, 7, 2) == Verdict::Accept);
   REQUIRE(offer(s, 8, 1) == Verdict::Accept);
   std::vector<Event> second = drain_all(s);
   REQUIRE(second.size() == 2);
-  CHECK(second[0].drops != first[0].drops);  // pid 7 lost an event in between
-  CHECK(second[1].drops == first[1].drops);  // pid 8 did not (another slot)
+  CHECK(second[0].drops == first[0].drops);
 
-  // A drop at admit() (the VM reports returns without asking enabled) marks too.
+  // Dropped at admit() (a return: the VM reports returns without asking enabled).
   REQUIRE(offer(s, 7, 3) == Verdict::Accept);
   REQUIRE(offer(s, 8, 2) == Verdict::Accept);
   CHECK(s.admit(0, 7) == Verdict::DropQueueFull);
   std::vector<Event> third = drain_all(s);
-  REQUIRE(offer(s, 7, 4) == Verdict::Accept);
-  std::vector<Event> fourth = drain_all(s);
   REQUIRE(third.size() == 2);
-  REQUIRE(fourth.size() == 1);
+  REQUIRE(offer(s, 7, 4) == Verdict::Accept);
+  REQUIRE(offer(s, 8, 3) == Verdict::Accept);
+  std::vector<Event> fourth = drain_all(s);
+  REQUIRE(fourth.size() == 2);
   CHECK(third[0].drops == second[0].drops);
-  CHECK(fourth[0].drops != third[0].drops);
+  CHECK(fourth[0].drops != third[0].drops);  // pid 7 lost an event in between
+  CHECK(fourth[1].drops == third[1].drops);  // pid 8 did not (another slot)
+
+  // Dropped at commit() (over the byte cap) marks too.
+  Limits b;
+  b.queue_bytes = 1;  // an empty queue takes any one event; a second one is over
+  SessionCore t(b, 0);
+  REQUIRE(offer(t, 7, 0) == Verdict::Accept);
+  REQUIRE(t.admit(0, 7) == Verdict::Accept);
+  CHECK(t.commit(from(7, 1)).verdict == Verdict::DropQueueFull);
+  std::vector<Event> one = drain_all(t);
+  REQUIRE(offer(t, 7, 2) == Verdict::Accept);
+  std::vector<Event> two = drain_all(t);
+  REQUIRE(one.size() == 1);
+  REQUIRE(two.size() == 1);
+  CHECK(two[0].drops != one[0].drops);
 }
 
 // Processes (not threads) are what must stay in order: each of kProcs processes is run
