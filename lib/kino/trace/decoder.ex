@@ -150,6 +150,8 @@ defmodule Kino.Trace.Decoder do
   # The process's drop mark changed since its open calls were made (`marks`, kept for
   # processes with open calls, 0 when absent): it may have lost events (a return among
   # them), so they are forgotten.
+  defp check_mark(%{marks: marks} = decoder, event, 0) when map_size(marks) == 0, do: {event, decoder}
+
   defp check_mark(%{stacks: stacks, marks: marks} = decoder, %{pid: pid} = event, mark) do
     if is_map_key(stacks, pid) and Map.get(marks, pid, 0) != mark,
       do: {%{event | lost: true}, %{decoder | stacks: Map.delete(stacks, pid)}},
@@ -160,7 +162,8 @@ defmodule Kino.Trace.Decoder do
   defp put_mark(%{marks: marks} = decoder, pid, mark) do
     case marks do
       %{^pid => ^mark} -> decoder
-      _ when mark == 0 -> %{decoder | marks: Map.delete(marks, pid)}
+      %{^pid => _} when mark == 0 -> %{decoder | marks: Map.delete(marks, pid)}
+      _ when mark == 0 -> decoder
       _ when map_size(marks) >= @max_pids -> %{decoder | marks: %{pid => mark}}
       _ -> %{decoder | marks: Map.put(marks, pid, mark)}
     end
