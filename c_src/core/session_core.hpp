@@ -7,7 +7,25 @@
 //               drop, so a rejected event costs almost nothing (no trace term is built);
 //   admit()     in `trace`: takes a rate token, a queue slot and a max_events ticket;
 //   commit()    after encoding: checks the byte cap and enqueues (or abandon());
-//   drain()     in the session process: hands out events in batches.
+//   drain()     in the session process: hands out events in batches, in admission order.
+//
+// Order: commit() numbers each event (`seq`, dense) as it admits it, and a process's
+// events are admitted in its own order. The queue is FIFO per producer thread only: a
+// process that moved between schedulers can have a later event dequeued first. drain()
+// keeps such early events in a ReorderBuffer and hands out only the run of consecutive
+// numbers, so the consumer sees every event in admission order: each process's events
+// in order, a return after its call. A gap is an event between its numbering and its
+// enqueue in another thread (microseconds); only close() makes a gap permanent, and it
+// frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
+// so the queue caps bound the buffer too.
+//
+// Drops: every event dropped in trace() (admit or commit: the VM has already recorded
+// it, e.g. pushed the frame a return will pop; returns come only this way) bumps a
+// mark in a small table indexed by a hash of its process (drop_mark), and each
+// accepted event carries its process's mark. When a
+// process's mark differs from the one on its previous event, it may have lost events
+// in between (or a process sharing its slot did): the consumer can then stop trusting
+// what it inferred from the earlier events (open calls, depth).
 //
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed by close())
@@ -19,46 +37,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <mutex>
+
 #include "rate_limiter.hpp"
+#include "reorder_buffer.hpp"
+#include "session_event.hpp"
 #include "term_codec.hpp"
 
 namespace kino_trace {
-
-enum class EventKind : std::uint8_t {
-  Call = 1,
-  ReturnFrom = 2,
-  ExceptionFrom = 3,
-  ReturnTo = 4,
-  Send = 5,
-  SendToNonExisting = 6,
-  Receive = 7,
-  Spawn = 8,
-  Spawned = 9,
-  Exit = 10,
-  Link = 11,
-  Unlink = 12,
-  GettingLinked = 13,
-  GettingUnlinked = 14,
-  Register = 15,
-  Unregister = 16,
-  Other = 17,
-};
-
-// A self-contained event. Words (pid, module, function) are raw immediate terms, which
-// stay valid outside any process; everything else is in the encoded payload.
-struct Event {
-  EventKind kind = EventKind::Other;
-  std::uint32_t scheduler = 0;
-  std::uint32_t arity = 0;
-  std::uint64_t pid = 0;
-  std::uint64_t module = 0;    // 0 when the event has no MFA
-  std::uint64_t function = 0;
-  std::uint64_t tag = 0;       // the VM's trace tag, for kinds we do not name
-  std::int64_t time_ns = 0;    // monotonic
-  PayloadBuffer payload;       // encoded: args, return value, exception, message, ...
-
-  std::size_t footprint() const { return sizeof(Event) + (payload.on_heap() ? payload.capacity() : 0); }
-};
 
 struct Limits {
   std::uint64_t max_events = 0;           // total accepted, then the session closes; 0: none
@@ -106,9 +92,11 @@ class SessionCore {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
   // For `enabled`: would an event now be accepted? Counts the drop when not.
+  // No drop mark: an event refused here is never generated at all (for a call, the VM
+  // then does not run its match spec, so no return follows), nothing is half-recorded.
   Verdict precheck(std::int64_t now_ns) {
     Verdict v = peek(now_ns);
-    if (v != Verdict::Accept) count_drop(v);
+    if (v != Verdict::Accept) count_drop(v, 0, false);
     return v;
   }
 
@@ -125,9 +113,10 @@ class SessionCore {
 
   // For `trace`, before encoding: reserves a rate token, a queue slot and a ticket.
   // On Accept the caller must follow with commit() or abandon().
-  Verdict admit(std::int64_t now_ns) {
+  // `who` identifies the traced process (its pid term) for the drop marks.
+  Verdict admit(std::int64_t now_ns, std::uint64_t who = 0) {
     Verdict v = reserve(now_ns);
-    if (v != Verdict::Accept) count_drop(v);
+    if (v != Verdict::Accept) count_drop(v, who);
     return v;
   }
 
@@ -141,7 +130,7 @@ class SessionCore {
     CommitResult r;
     if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never enqueue
       abandon();
-      count_drop(Verdict::DropClosed);
+      count_drop(Verdict::DropClosed, event.pid);
       r.verdict = Verdict::DropClosed;
       return r;
     }
@@ -150,12 +139,16 @@ class SessionCore {
     if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
       bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
       abandon();
-      count_drop(Verdict::DropQueueFull);
+      count_drop(Verdict::DropQueueFull, event.pid);
       r.verdict = Verdict::DropQueueFull;
       return r;
     }
-    // Counted before it becomes visible, so delivered can never overtake accepted.
-    std::uint64_t accepted = accepted_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    // The process's own earlier drops happened before this, in its own order.
+    event.drops = drop_mark(event.pid).load(std::memory_order_relaxed);
+    // Counted before it becomes visible, so delivered can never overtake accepted. The
+    // count before is the event's number; from here on it is always enqueued.
+    event.seq = accepted_.fetch_add(1, std::memory_order_seq_cst);
+    std::uint64_t accepted = event.seq + 1;
     queue_.enqueue(std::move(event));
     if (limits_.max_events && accepted == limits_.max_events) {
       closed_.store(true, std::memory_order_release);
@@ -163,7 +156,9 @@ class SessionCore {
       r.limit_reached = true;
     }
     // Wake the consumer when the queue was empty as far as it knows: everything accepted
-    // before this event has been consumed. Together with drain()'s store-then-load of
+    // before this event has been consumed, i.e. this is the event it expects next (also
+    // when it holds later events in its reorder buffer, waiting for this one). Together
+    // with drain()'s store-then-load of
     // the same two counters (seq_cst on both sides), a consumer that stops draining is
     // always woken by the next event, and the producer only reads the consumer's line.
     if (consumed_.load(std::memory_order_seq_cst) == accepted - 1) {
@@ -177,12 +172,42 @@ class SessionCore {
     return r;
   }
 
-  // Moves up to `max` events into `out` (default-constructed Events). Returns how many;
-  // `more` tells whether events may remain (the consumer should drain again).
+  // Moves up to `max` events into `out`, in admission order (seq). Returns how many;
+  // `more` tells whether events may remain (the consumer should drain again): it stays
+  // true while the reorder buffer holds events waiting for an earlier one, so the
+  // consumer keeps polling until the gap fills (its producer also wakes it, see commit()).
   std::size_t drain(Event* out, std::size_t max, bool& more) {
-    std::size_t n = queue_.try_dequeue_bulk(out, max);
+    std::lock_guard<std::mutex> lock(consumer_);
+    std::size_t n = 0;
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) bytes += out[i].footprint();
+    if (shut_.load(std::memory_order_acquire)) {
+      discard_reorder();  // the gaps may never fill
+    } else {
+      auto hand_out = [&](Event&& e) {
+        bytes += e.footprint();
+        out[n++] = std::move(e);
+      };
+      while (n < max && reorder_.ready()) hand_out(reorder_.take());
+      Event batch[kBatch];
+      // Dequeues at most max + kAhead events per call, even while waiting for a gap
+      // (the caller drains again: `more` stays true).
+      for (std::size_t taken = 0; n < max && taken < max + kAhead;) {
+        std::size_t want = max - n < kBatch ? max - n : kBatch;
+        std::size_t got = queue_.try_dequeue_bulk(token_, batch, want);
+        taken += got;
+        for (std::size_t i = 0; i < got; ++i) {
+          if (batch[i].seq == reorder_.next() && n < max) {
+            reorder_.skip();
+            hand_out(std::move(batch[i]));
+            while (n < max && reorder_.ready()) hand_out(reorder_.take());
+          } else {
+            reorder_.put(std::move(batch[i]));
+          }
+        }
+        if (got == 0) break;
+      }
+      reorder_.trim();
+    }
     settle(n, bytes, delivered_);
     std::uint64_t consumed = n ? consumed_.fetch_add(n, std::memory_order_seq_cst) + n
                                : consumed_.load(std::memory_order_seq_cst);
@@ -190,11 +215,17 @@ class SessionCore {
     return n;
   }
 
+  // Events the consumer holds back, waiting for an earlier one (for tests).
+  std::size_t reordering() {
+    std::lock_guard<std::mutex> lock(consumer_);
+    return reorder_.size();
+  }
+
   // Closes the session: nothing more is accepted. Frees what is still queued (counted
   // as discarded). Safe to call more than once.
   void close() {
     shut();
-    discard_queued();
+    discard(~std::size_t{0});
   }
 
   // close() in two steps, for a caller that must not run long at once: shut() (constant
@@ -205,7 +236,14 @@ class SessionCore {
     shut_.exchange(1, std::memory_order_acq_rel);
   }
   // Frees up to about `max` queued events (counted as discarded); true once none is left.
-  bool discard(std::size_t max) { return discard_queued(max); }
+  // The reorder buffer goes first, at once (it holds at most the queue's cap).
+  bool discard(std::size_t max) {
+    {
+      std::lock_guard<std::mutex> lock(consumer_);
+      discard_reorder();
+    }
+    return discard_queued(max);
+  }
 
   Counters counters() const {
     Counters c;
@@ -226,8 +264,19 @@ class SessionCore {
   }
 
  private:
+  // Frees the events the consumer held back (after shut(); `consumer_` held).
+  void discard_reorder() {
+    if (reorder_.empty()) return;
+    std::size_t n = reorder_.size();
+    std::uint64_t bytes = 0;
+    reorder_.clear([&](const Event& e) { bytes += e.footprint(); });
+    settle(n, bytes, discarded_);
+    consumed_.fetch_add(n, std::memory_order_seq_cst);
+  }
+
   // Frees queued events, counted as discarded (close(), or a commit racing it): all of
-  // them, or about `max`. True when the queue was found empty.
+  // them, or about `max`. True when the queue was found empty. Not the reorder buffer:
+  // a producer racing close() calls this, and the buffer is the consumer's.
   bool discard_queued(std::size_t max = ~std::size_t{0}) {
     Event scratch[64];
     for (std::size_t done = 0;; ) {
@@ -282,7 +331,14 @@ class SessionCore {
     return i > o ? i - o : 0;
   }
 
-  void count_drop(Verdict v) {
+  // The drop mark of the process `who`: one of kDropMarks counters, by a hash of its
+  // pid term, bumped by each of its drops (and those of the processes sharing it).
+  std::atomic<std::uint64_t>& drop_mark(std::uint64_t who) {
+    return drop_marks_[(who * 0x9E3779B97F4A7C15ull) >> (64 - kDropMarkBits)];
+  }
+
+  void count_drop(Verdict v, std::uint64_t who, bool mark = true) {
+    if (mark && v != Verdict::Accept) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
     switch (v) {
       case Verdict::DropClosed: dropped_closed_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;
@@ -292,10 +348,20 @@ class SessionCore {
     }
   }
 
+  static constexpr std::size_t kBatch = 32;  // events dequeued at once by drain()
+  static constexpr std::size_t kAhead = 4096;  // more events drain() may set aside
+  static constexpr unsigned kDropMarkBits = 10;
+
   const Limits limits_;
   const std::int64_t epoch_ns_;
   RateLimiter rate_;
   moodycamel::ConcurrentQueue<Event> queue_;
+  // The consumer's side: its queue token (it visits the producers in turn, a bounded
+  // number of events each, which keeps the reorder buffer small) and the buffer. drain() and
+  // discard() take the mutex (never contended in practice: one session process).
+  std::mutex consumer_;
+  moodycamel::ConsumerToken token_{queue_};
+  ReorderBuffer reorder_;
 
   // The atomics are grouped by who writes them, one cache line per group, so the traced
   // processes' per-event writes do not keep pulling lines away from the session process
@@ -331,6 +397,10 @@ class SessionCore {
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> discarded_{0};
   std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded: the wake-up protocol's side
+
+  // written on drops, read once per accepted event
+  char pad_drop_marks[64] = {};
+  std::atomic<std::uint64_t> drop_marks_[std::size_t{1} << kDropMarkBits] = {};
 };
 
 }  // namespace kino_trace

@@ -548,7 +548,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
   kt::SessionCore& core = s->core;
   std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
-  if (core.admit(now) != kt::Verdict::Accept) return atoms.ok;
+  if (core.admit(now, argv[2]) != kt::Verdict::Accept) return atoms.ok;
 
   const ERL_NIF_TERM tag = argv[0];
   const ERL_NIF_TERM term = argv[3];
@@ -717,11 +717,13 @@ ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
       enif_make_uint(env, e.arity),
       first,
       second,
+      enif_make_uint64(env, e.drops),
   };
-  return enif_make_tuple_from_array(env, items, 9);
+  return enif_make_tuple_from_array(env, items, 10);
 }
 
-// drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra}], More}
+// drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra, DropMark}], More}
+// Events come in admission order (see SessionCore); DropMark: Event::drops.
 ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;
@@ -735,12 +737,16 @@ ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   terms.reserve(max < 256 ? max : 256);
   bool more = false;
   std::size_t n = 0;
+  // A short chunk means the queue is empty or the next event in order is not there yet
+  // (see SessionCore::drain): a few more tries, then the caller drains again later.
+  constexpr int kShortChunks = 16;
+  int short_chunks = 0;
   while (n < max) {
     std::size_t want = max - n < kChunk ? max - n : kChunk;
     std::size_t got = s->core.drain(chunk, want, more);
     for (std::size_t i = 0; i < got; ++i) terms.push_back(event_tuple(env, chunk[i]));
     n += got;
-    if (got < want || !more) break;
+    if (!more || (got < want && ++short_chunks > kShortChunks)) break;
   }
   ERL_NIF_TERM list = enif_make_list_from_array(env, terms.data(), static_cast<unsigned>(terms.size()));
   int percent = static_cast<int>(n * 100 / 10000) + 1;

@@ -7,6 +7,13 @@ defmodule Kino.Trace.Decoder do
   each return its duration. The state is a plain struct, so the pairing is a pure
   function of the raw events.
 
+  The native tracer hands events out in admission order, which is each process's own
+  order, so a return always comes after its call. Each raw event also carries its
+  process's drop mark: when it changed since that process's previous event, events of
+  the process may have been dropped (queue full, rate limit), so its open calls are
+  forgotten (a later return is left unpaired, with no duration, rather than paired with
+  the wrong call), its depth restarts at 0, and the event is marked `lost: true`.
+
       iex> decoder = Kino.Trace.Decoder.new()
       iex> pid = self()
       iex> raw = [
@@ -39,6 +46,7 @@ defmodule Kino.Trace.Decoder do
             pairing: true,
             no_returns: MapSet.new(),
             unpaired: %{},
+            marks: %{},
             callers: %{}
 
   @type t :: %__MODULE__{}
@@ -92,18 +100,36 @@ defmodule Kino.Trace.Decoder do
   def take_callers(decoder), do: {Map.keys(decoder.callers), %{decoder | callers: %{}}}
 
   @doc """
-  Decodes a batch of raw events (sorted by their monotonic timestamp first, since
-  events from different schedulers may arrive out of order).
+  Decodes a batch of raw events. They come in admission order (each process's events
+  in its own order) and are ordered by timestamp within the batch. A raw event without
+  a drop mark (9 elements) has mark 0.
+
+  A process whose drop mark changed may have lost events: its open calls are forgotten.
+
+      iex> pid = self()
+      iex> raw = [
+      ...>   {:call, pid, 1_000, 1, M, :f, 1, [1], :undefined, 0},
+      ...>   # the return of f(1) and the call f(2) were dropped: the mark changed
+      ...>   {:return_from, pid, 4_000, 1, M, :f, 1, :undefined, 3, 1},
+      ...>   {:call, pid, 5_000, 1, M, :f, 1, [3], :undefined, 1}
+      ...> ]
+      iex> {events, _decoder} = Kino.Trace.Decoder.decode(Kino.Trace.Decoder.new(), raw)
+      iex> Enum.map(events, &{&1.kind, &1.depth, &1.call_id, &1.duration, &1.lost})
+      [{:call, 0, nil, nil, false}, {:return, 0, nil, nil, true}, {:call, 0, nil, nil, false}]
   """
   @spec decode(t(), [Kino.Trace.Tracer.raw_event()]) :: {[Event.t()], t()}
   def decode(decoder, raw) do
     decoder = %{decoder | time_offset: :erlang.time_offset(:nanosecond)}
 
-    # Events from different schedulers may arrive out of order: sort by timestamp.
+    # Events already come in each process's order; the stable sort by timestamp (which
+    # keeps that order) only interleaves the processes of a batch by time.
     Enum.map_reduce(:lists.keysort(3, raw), decoder, &decode_one/2)
   end
 
-  defp decode_one({tag, pid, mono, sched, m, f, a, first, second}, decoder) do
+  defp decode_one({tag, pid, mono, sched, m, f, a, first, second}, decoder),
+    do: decode_one({tag, pid, mono, sched, m, f, a, first, second, 0}, decoder)
+
+  defp decode_one({tag, pid, mono, sched, m, f, a, first, second, mark}, decoder) do
     {name, decoder} = name_of(decoder, pid)
 
     event = %Event{
@@ -117,11 +143,34 @@ defmodule Kino.Trace.Decoder do
     }
 
     decoder = %{decoder | next_id: decoder.next_id + 1}
-    fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, decoder)
+    {event, decoder} = check_mark(decoder, event, mark)
+    fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, mark, decoder)
+  end
+
+  # The process's drop mark changed since its open calls were made (`marks`, kept for
+  # processes with open calls, 0 when absent): it may have lost events (a return among
+  # them), so they are forgotten.
+  defp check_mark(%{marks: marks} = decoder, event, 0) when map_size(marks) == 0, do: {event, decoder}
+
+  defp check_mark(%{stacks: stacks, marks: marks} = decoder, %{pid: pid} = event, mark) do
+    if is_map_key(stacks, pid) and Map.get(marks, pid, 0) != mark,
+      do: {%{event | lost: true}, %{decoder | stacks: Map.delete(stacks, pid)}},
+      else: {event, decoder}
+  end
+
+  # A process opens its first call: its drop mark now.
+  defp put_mark(%{marks: marks} = decoder, pid, mark) do
+    case marks do
+      %{^pid => ^mark} -> decoder
+      %{^pid => _} when mark == 0 -> %{decoder | marks: Map.delete(marks, pid)}
+      _ when mark == 0 -> decoder
+      _ when map_size(marks) >= @max_pids -> %{decoder | marks: %{pid => mark}}
+      _ -> %{decoder | marks: Map.put(marks, pid, mark)}
+    end
   end
 
   # Each clause updates the event once: it is a 20-field struct, copied on every update.
-  defp fill(:call, event, {m, f, a} = mfa, args, caller, decoder) do
+  defp fill(:call, event, {m, f, a} = mfa, args, caller, mark, decoder) do
     pid = event.pid
     # A call opens a frame when its return is traced (the VM pushes one too).
     framed? = not is_map_key(decoder.unpaired, pid) and not MapSet.member?(decoder.no_returns, mfa)
@@ -137,6 +186,7 @@ defmodule Kino.Trace.Decoder do
         frames = [{event.id, event.monotonic, mfa} | frames]
         depth = min(depth + 1, @max_stack)
         stack = if n + 1 > @max_stack, do: {depth, @keep_frames, Enum.take(frames, @keep_frames)}, else: {depth, n + 1, frames}
+        decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
         {event, put_stack(decoder, pid, stack)}
       else
         {event, decoder}
@@ -146,7 +196,7 @@ defmodule Kino.Trace.Decoder do
     end
   end
 
-  defp fill(tag, event, {m, f, a} = mfa, _first, value, decoder) when tag in [:return_from, :exception_from] do
+  defp fill(tag, event, {m, f, a} = mfa, _first, value, _mark, decoder) when tag in [:return_from, :exception_from] do
     {depth, n, frames} = if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, 0, []}), else: {0, 0, []}
 
     {call_id, duration, depth, decoder} =
@@ -171,12 +221,12 @@ defmodule Kino.Trace.Decoder do
     {event, decoder}
   end
 
-  defp fill(:return_to, event, {m, f, a}, _first, _second, decoder) do
+  defp fill(:return_to, event, {m, f, a}, _first, _second, _mark, decoder) do
     {depth, _n, _frames} = Map.get(decoder.stacks, event.pid, {0, 0, []})
     {%{event | kind: :return_to, module: m, function: f, arity: a, depth: depth}, decoder}
   end
 
-  defp fill(tag, event, _mfa, first, second, decoder) do
+  defp fill(tag, event, _mfa, first, second, _mark, decoder) do
     event =
       case tag do
         :send -> %{event | kind: :send, data: first, peer: second}
@@ -192,7 +242,12 @@ defmodule Kino.Trace.Decoder do
 
     decoder =
       if tag == :exit,
-        do: %{decoder | stacks: Map.delete(decoder.stacks, event.pid), unpaired: Map.delete(decoder.unpaired, event.pid)},
+        do: %{
+              decoder
+              | stacks: Map.delete(decoder.stacks, event.pid),
+                unpaired: Map.delete(decoder.unpaired, event.pid),
+                marks: Map.delete(decoder.marks, event.pid)
+            },
         else: decoder
 
     {event, decoder}

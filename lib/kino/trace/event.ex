@@ -30,6 +30,9 @@ defmodule Kino.Trace.Event do
     * `:depth` - call depth within the process at this event (0 for the outermost call)
     * `:call_id` - for `:return` and `:exception`, the `:id` of the matching `:call` (or `nil`)
     * `:duration` - for `:return` and `:exception`, nanoseconds since the matching call
+    * `:lost` - `true` when events of this process may have been dropped (a queue or
+      rate limit) just before this one: its open calls were forgotten, so its depth
+      restarts at 0 and earlier calls stay unpaired
 
   Terms that were too large to copy whole are cut: the cut parts are
   `Kino.Trace.Cut` structs, which `inspect/2` shows as `...`.
@@ -134,7 +137,8 @@ defmodule Kino.Trace.Event do
           scheduler: non_neg_integer(),
           depth: non_neg_integer(),
           call_id: pos_integer() | nil,
-          duration: non_neg_integer() | nil
+          duration: non_neg_integer() | nil,
+          lost: boolean()
         }
 
   defstruct [
@@ -157,7 +161,8 @@ defmodule Kino.Trace.Event do
     scheduler: 0,
     depth: 0,
     call_id: nil,
-    duration: nil
+    duration: nil,
+    lost: false
   ]
 
   @kinds [

@@ -63,7 +63,7 @@ defmodule Kino.Trace.Tracer do
   @type raw_event ::
           {tag :: atom(), pid() | port() | :undefined, monotonic_ns :: integer(),
            scheduler :: non_neg_integer(), module() | :undefined, atom() | :undefined,
-           arity :: non_neg_integer(), term(), term()}
+           arity :: non_neg_integer(), term(), term(), drop_mark :: non_neg_integer()}
 
   # --- erl_tracer callbacks (NIFs) -------------------------------------------------------
 

@@ -87,7 +87,7 @@ defmodule Kino.Trace.TracerBoundsTest do
     run(pid, 1)
     ref = :erlang.trace_delivered(pid)
     assert_receive {:trace_delivered, ^pid, ^ref}, 5_000
-    assert [{:call, ^pid, _, _, Target, :echo, 1, [arg], _}] = drain_all(resource)
+    assert [{:call, ^pid, _, _, Target, :echo, 1, [arg], _, _}] = drain_all(resource)
     arg
   end
 

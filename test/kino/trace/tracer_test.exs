@@ -56,7 +56,7 @@ defmodule Kino.Trace.TracerTest do
     assert length(events) == 4
 
     for {pid, i} <- Enum.with_index(pids, 1) do
-      assert [{:call, ^pid, t, sched, Target, :add, 2, [^i, b], :undefined}] =
+      assert [{:call, ^pid, t, sched, Target, :add, 2, [^i, b], :undefined, _}] =
                Enum.filter(events, &(elem(&1, 1) == pid))
 
       assert b == 10 * i
@@ -73,10 +73,10 @@ defmodule Kino.Trace.TracerTest do
     delivered(pid)
 
     assert [
-             {:call, ^pid, _, _, Target, :echo, 1, [{:ok, [1, 2]}], :undefined},
-             {:return_from, ^pid, _, _, Target, :echo, 1, :undefined, {:ok, [1, 2]}},
-             {:call, ^pid, _, _, Target, :boom, 1, [:x], :undefined},
-             {:exception_from, ^pid, _, _, Target, :boom, 1, :undefined, {:error, %ArgumentError{message: "boom :x"}}}
+             {:call, ^pid, _, _, Target, :echo, 1, [{:ok, [1, 2]}], :undefined, _},
+             {:return_from, ^pid, _, _, Target, :echo, 1, :undefined, {:ok, [1, 2]}, _},
+             {:call, ^pid, _, _, Target, :boom, 1, [:x], :undefined, _},
+             {:exception_from, ^pid, _, _, Target, :boom, 1, :undefined, {:error, %ArgumentError{message: "boom :x"}}, _}
            ] = drain_all(resource)
   end
 
@@ -226,7 +226,7 @@ defmodule Kino.Trace.TracerTest do
     for {{resource, _}, {pid, i}} <- Enum.zip(sessions, Enum.with_index(procs)) do
       events = drain_all(resource)
       assert length(events) == 50
-      assert Enum.all?(events, &match?({:call, ^pid, _, _, Target, :add, 2, [^i, ^i], _}, &1))
+      assert Enum.all?(events, &match?({:call, ^pid, _, _, Target, :add, 2, [^i, ^i], _, _}, &1))
     end
   end
 

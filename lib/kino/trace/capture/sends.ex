@@ -133,13 +133,13 @@ defmodule Kino.Trace.Capture.Sends do
   end
 
   # The distinct receivers in the order of their first message. Raw send events are
-  # {:send, sender, time, scheduler, _, _, _, message, receiver}.
+  # {:send, sender, time, scheduler, _, _, _, message, receiver, drop_mark}.
   defp receivers(resource, {seen, order}) do
     {raw, more?} = Tracer.drain(resource, 10_000)
 
     acc =
       Enum.reduce(raw, {seen, order}, fn
-        {:send, _, _, _, _, _, _, _, to}, {seen, order} when is_pid(to) or is_atom(to) ->
+        {:send, _, _, _, _, _, _, _, to, _}, {seen, order} when is_pid(to) or is_atom(to) ->
           if MapSet.member?(seen, to),
             do: {seen, order},
             else: {MapSet.put(seen, to), [to | order]}

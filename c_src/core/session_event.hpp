@@ -1,0 +1,51 @@
+// One traced event as the native queue holds it, free of erl_nif.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "term_codec.hpp"
+
+namespace kino_trace {
+
+enum class EventKind : std::uint8_t {
+  Call = 1,
+  ReturnFrom = 2,
+  ExceptionFrom = 3,
+  ReturnTo = 4,
+  Send = 5,
+  SendToNonExisting = 6,
+  Receive = 7,
+  Spawn = 8,
+  Spawned = 9,
+  Exit = 10,
+  Link = 11,
+  Unlink = 12,
+  GettingLinked = 13,
+  GettingUnlinked = 14,
+  Register = 15,
+  Unregister = 16,
+  Other = 17,
+};
+
+// A self-contained event. Words (pid, module, function) are raw immediate terms, which
+// stay valid outside any process; everything else is in the encoded payload.
+struct Event {
+  EventKind kind = EventKind::Other;
+  std::uint32_t scheduler = 0;
+  std::uint32_t arity = 0;
+  std::uint64_t pid = 0;
+  std::uint64_t module = 0;    // 0 when the event has no MFA
+  std::uint64_t function = 0;
+  std::uint64_t tag = 0;       // the VM's trace tag, for kinds we do not name
+  std::int64_t time_ns = 0;    // monotonic
+  std::uint64_t seq = 0;       // admission number: dense, in each process's own order
+  std::uint64_t drops = 0;     // the drop mark of the process's slot at admission (see
+                               // SessionCore::drop_mark): it changed since the process's
+                               // previous event when events of it may have been dropped
+  PayloadBuffer payload;       // encoded: args, return value, exception, message, ...
+
+  std::size_t footprint() const { return sizeof(Event) + (payload.on_heap() ? payload.capacity() : 0); }
+};
+
+}  // namespace kino_trace
