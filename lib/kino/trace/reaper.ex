@@ -17,17 +17,20 @@ defmodule Kino.Trace.Reaper do
       destroyed when the last BIF trace ends.
 
   Both go through this one process, so no session is destroyed between a trace's
-  check-in and its patterns. What other tools do is out of reach: a BIF trace also sets
+  check-in and its patterns. At most #{1_000} sessions are parked: past that they are
+  destroyed all the same and the traces of BIFs set their patterns again at once. What other tools do is out of reach: a BIF trace also sets
   its BIF patterns again once a second (see `Kino.Trace.Session`).
 
       iex> session = :trace.session_create(:reaper_doc, self(), [])
       iex> Kino.Trace.Reaper.destroy(session)
       :ok
-      iex> session in :trace.session_info(:all)
+      iex> elem(session, 1) in :trace.session_info(:all)
       false
   """
 
   use GenServer
+
+  @max_parked 1_000
 
   @doc false
   def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
@@ -87,12 +90,21 @@ defmodule Kino.Trace.Reaper do
   end
 
   def handle_call({:destroy, session, functions}, _from, state) do
-    if state.bif_traces == %{} do
-      :trace.session_destroy(session)
-      {:reply, :ok, state}
-    else
-      quiet(session, functions)
-      {:reply, :ok, %{state | parked: [session | state.parked]}}
+    cond do
+      state.bif_traces == %{} ->
+        :trace.session_destroy(session)
+        {:reply, :ok, state}
+
+      # Bounded: past @max_parked the parked sessions go after all, and the traces of
+      # BIFs set their patterns again at once.
+      length(state.parked) >= @max_parked ->
+        Enum.each([session | state.parked], &:trace.session_destroy/1)
+        for pid <- Map.keys(state.bif_traces), do: send(pid, :reassert_bifs)
+        {:reply, :ok, %{state | parked: []}}
+
+      true ->
+        quiet(session, functions)
+        {:reply, :ok, %{state | parked: [session | state.parked]}}
     end
   end
 

@@ -35,6 +35,25 @@ defmodule Kino.Trace.BifTest do
     Trace.stop(trace)
   end
 
+  test "parked sessions are bounded: past 1 000 they are destroyed and the traces of BIFs told to set their patterns again" do
+    me = self()
+    bif_trace = spawn(fn -> receive(do: (:reassert_bifs -> send(me, :told))) end)
+    Kino.Trace.Reaper.bif_trace(bif_trace)
+    tracer = spawn(fn -> Process.sleep(:infinity) end)
+
+    sessions = for i <- 1..1_001, do: :trace.session_create(:"kino_trace_reaper_test_#{rem(i, 3)}", tracer, [])
+    Enum.each(Enum.take(sessions, 1_000), &Kino.Trace.Reaper.destroy/1)
+    assert Kino.Trace.Reaper.parked() == 1_000
+    assert Enum.all?(Enum.take(sessions, 3), &(elem(&1, 1) in :trace.session_info(:all)))
+
+    Kino.Trace.Reaper.destroy(List.last(sessions))
+    assert Kino.Trace.Reaper.parked() == 0
+    assert_receive :told, 5_000
+    assert Enum.all?(sessions, &(elem(&1, 1) not in :trace.session_info(:all)))
+    Kino.Trace.Reaper.bif_trace_ended(bif_trace)
+    Process.exit(tracer, :kill)
+  end
+
   # As in four async test modules, each capturing :ets.insert/2 thirty times: every
   # capture ending used to switch the others' BIF tracing off (9-15 of 30 missed).
   test "four processes capturing :ets.insert/2 thirty times each at once miss nothing, twenty runs in a row" do

@@ -36,7 +36,8 @@ defmodule Kino.Trace.FloodTest do
 
   defp session_handle(trace), do: :sys.get_state(trace.session).session
 
-  defp gone?(handle), do: handle not in :trace.session_info(:all)
+  # :trace.session_info/1 lists sessions by their weak handle
+  defp gone?({_strong, weak}), do: weak not in :trace.session_info(:all)
 
   for producers <- [2, 8] do
     @tag producers: producers

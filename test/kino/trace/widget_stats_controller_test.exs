@@ -142,7 +142,7 @@ defmodule Kino.Trace.Widget.StatsControllerTest do
 
     assert_receive {:stats, stats}
     ref = Process.monitor(stats.server)
-    assert_receive {:DOWN, ^ref, _, _, _}
+    assert_receive {:DOWN, ^ref, _, _, _}, 5_000
 
     {controller, []} = StatsController.init(stats, lifeline: false)
     {payload, _} = StatsController.connect(controller)
