@@ -59,7 +59,7 @@ defmodule Kino.Trace.Session do
     remote_requests: :gen_server.reqids_new(),
     numbering: {1, %{}},
     setup_error: nil,
-    loaded: %{},
+    probes: %{},
     reapplied: 0,
     guard: nil,
     bifs: [],
@@ -119,12 +119,11 @@ defmodule Kino.Trace.Session do
     set_process_flags(state)
     # after the process flags, which may cover every process
     Kino.Trace.Internal.add_session(state.session)
-    check_in_bifs(patterns)
     state = state |> apply_patterns(patterns) |> start_remotes()
     timer = if state.opts[:timeout], do: Process.send_after(self(), :timeout, state.opts[:timeout])
     Process.send_after(self(), :tick, @tick_ms)
     state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
-    {:noreply, %{state | loaded: loaded_versions(state)}}
+    {:noreply, state}
   rescue
     e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
   end
@@ -188,12 +187,16 @@ defmodule Kino.Trace.Session do
     {returns, actions} = match_spec_body(state.opts)
     flags = if state.opts[:local], do: [:local], else: [:global]
     plan = Plan.build(patterns, returns, actions, force: state.opts[:force], local: state.opts[:local])
+    bifs = Plan.bif_steps(plan)
+    # checked in before any BIF pattern is set (see Kino.Trace.Reaper); a step on every
+    # module covers BIFs too
+    if bifs != [] or Enum.any?(plan.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
 
     Plan.install(plan, state.session, flags)
 
     guard = StackGuard.set_plan(state.guard || start_guard(state), plan)
-    state = %{state | patterns: patterns, guard: guard, decoder: Decoder.no_returns(state.decoder, plan.no_returns)}
-    %{state | bifs: Plan.bif_steps(plan)}
+    decoder = Decoder.no_returns(state.decoder, plan.no_returns)
+    %{state | patterns: patterns, guard: guard, decoder: decoder, bifs: bifs, probes: probes(patterns)}
   end
 
   defp remove_patterns(state) do
@@ -293,8 +296,6 @@ defmodule Kino.Trace.Session do
     results = Pattern.parse_each(inputs, pattern_opts(state.opts))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
-    if tracing?(state), do: check_in_bifs(good)
-
     state =
       if tracing?(state) do
         state |> remove_patterns() |> then(&(if &1.status == :paused, do: %{&1 | patterns: good}, else: apply_patterns(&1, good)))
@@ -310,7 +311,7 @@ defmodule Kino.Trace.Session do
       end)
 
     {remote_replies, state} = on_remotes(state, {:set_patterns, inputs})
-    {:reply, merge_remote_results(reply, remote_replies), %{state | loaded: loaded_versions(state)}}
+    {:reply, merge_remote_results(reply, remote_replies), state}
   end
 
   def handle_call(:pause, _from, %{status: :running} = state) do
@@ -322,7 +323,7 @@ defmodule Kino.Trace.Session do
   def handle_call(:resume, _from, %{status: :paused} = state) do
     state = apply_patterns(state, state.patterns)
     {_replies, state} = on_remotes(state, :resume)
-    {:reply, :ok, broadcast_status(%{state | status: :running, loaded: loaded_versions(state)})}
+    {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
   def handle_call(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
@@ -508,12 +509,6 @@ defmodule Kino.Trace.Session do
 
   # --- BIFs (OTP 27.3, erlang/otp#10349: see Kino.Trace.Reaper) ---------------------------
 
-  defp check_in_bifs(patterns) do
-    if Enum.any?(patterns, &bif_pattern?/1), do: Reaper.bif_trace()
-  end
-
-  defp bif_pattern?(pattern), do: pattern |> Pattern.mfa() |> then(fn {m, f, a} -> Reaper.bif?(m, f, a) end)
-
   # Another tool ending its trace session switches BIF tracing off without a trace of
   # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
   # again: every tick, at most @bifs_per_tick of them in turn (each call costs the VM a
@@ -538,10 +533,8 @@ defmodule Kino.Trace.Session do
   # Loading a new version of a module drops its trace patterns. Each traced module has a
   # probe: one of its traced functions, asked whether it is still traced; a module whose
   # probe is no longer traced gets every pattern applied again (and is counted).
-  defp loaded_versions(%{session: nil}), do: %{}
-
-  defp loaded_versions(state) do
-    for %Pattern{module: m} = pattern <- state.patterns, m != :_, reduce: %{} do
+  defp probes(patterns) do
+    for %Pattern{module: m} = pattern <- patterns, m != :_, reduce: %{} do
       probes ->
         case not Map.has_key?(probes, m) && probe(pattern) do
           mfa when is_tuple(mfa) -> Map.put(probes, m, mfa)
@@ -555,7 +548,13 @@ defmodule Kino.Trace.Session do
   defp probe(%Pattern{module: m, function: f}) do
     functions = m.module_info(:functions)
 
-    case if(f == :_, do: Enum.reject(functions, &match?({:module_info, _}, &1)), else: for({^f, _} = fa <- functions, do: fa)) do
+    # a module pattern leaves the compiler-generated functions untraced
+    traced =
+      for {name, arity} = fa <- functions,
+          f == name or (f == :_ and not Kino.Trace.Pattern.Generated.generated?(name, arity)),
+          do: fa
+
+    case traced do
       [{f, a} | _] -> {m, f, a}
       [] -> nil
     end
@@ -565,13 +564,13 @@ defmodule Kino.Trace.Session do
 
   defp reapply_if_reloaded(%{status: :running, session: session} = state) when session != nil do
     reloaded? =
-      Enum.any?(state.loaded, fn {m, mfa} ->
+      Enum.any?(state.probes, fn {m, mfa} ->
         :erlang.module_loaded(m) and :trace.info(session, mfa, :traced) == {:traced, false}
       end)
 
     if reloaded? do
       state = apply_patterns(state, state.patterns)
-      %{state | loaded: loaded_versions(state), reapplied: state.reapplied + 1}
+      %{state | reapplied: state.reapplied + 1}
     else
       state
     end
@@ -724,9 +723,13 @@ defmodule Kino.Trace.Session do
 
   # On every tick, every remote session that is not gone is asked for its counters
   # without waiting; the reply (handle_info/2) also marks an unresponsive node answering.
+  # A node that has not answered the last request is not asked again: a hung node holds
+  # one request, not one more per tick.
   defp ask_remotes_info(state) do
+    waiting = for {_id, node} <- :gen_server.reqids_to_list(state.remote_requests), do: node
+
     requests =
-      for {node, remote} <- state.remotes, remote.status != :gone, reduce: state.remote_requests do
+      for {node, remote} <- state.remotes, remote.status != :gone, node not in waiting, reduce: state.remote_requests do
         requests -> :gen_server.send_request(remote.pid, :info, node, requests)
       end
 

@@ -209,6 +209,10 @@ defmodule Kino.Trace.DistributedTest do
     {again_us, _} = :timer.tc(fn -> Kino.Trace.info(trace) end)
     assert again_us < 1_000_000, "a known unresponsive node is not waited on again"
 
+    # the hung node is asked once per tick until it answers, not once more per tick
+    Process.sleep(3_500)
+    assert length(:gen_server.reqids_to_list(:sys.get_state(trace.session).remote_requests)) <= 1
+
     assert [{_, {:error, "on node " <> message}}] =
              Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])
 

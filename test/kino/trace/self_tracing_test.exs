@@ -162,6 +162,14 @@ defmodule Kino.Trace.SelfTracingTest do
     Trace.stop(trace)
   end
 
+  test "a module pattern is not applied again while nothing was reloaded" do
+    # its probe must be a function the pattern traces, not a compiler-generated one
+    trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: self(), return: false)
+    Process.sleep(2_300)
+    assert Trace.info(trace).reapplied == 0
+    Trace.stop(trace)
+  end
+
   test "a trace with thousands of patterns does not hold up other traces starting" do
     idle = spawn(fn -> Process.sleep(:infinity) end)
 
