@@ -71,13 +71,49 @@ defmodule Kino.Trace do
   on `stop/1`, at its `:timeout` or `:limit`; then nothing of it remains in the VM.
   """
 
-  alias Kino.Trace.{Options, Pattern, Session}
+  alias Kino.Trace.{Plan, Session}
 
   @enforce_keys [:id, :session]
   defstruct [:id, :session, node: nil]
 
   @type t :: %__MODULE__{id: pos_integer(), session: pid(), node: node()}
   @type status :: :running | :paused | :stopped | :limit_reached | :timeout
+
+  @typedoc "Events dropped, by reason."
+  @type dropped :: %{
+          rate: non_neg_integer(),
+          queue_full: non_neg_integer(),
+          max_events: non_neg_integer(),
+          closed: non_neg_integer()
+        }
+
+  @typedoc """
+  What `info/1` returns: the status and counters of a trace. A trace of several nodes
+  has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
+  that went away, `:unresponsive` for one that does not answer).
+  """
+  @type info :: %{
+          required(:id) => pos_integer(),
+          required(:status) => status(),
+          required(:patterns) => [String.t()],
+          required(:accepted) => non_neg_integer(),
+          required(:delivered) => non_neg_integer(),
+          required(:queued) => non_neg_integer(),
+          required(:discarded) => non_neg_integer(),
+          required(:bytes_queued) => non_neg_integer(),
+          required(:dropped) => dropped(),
+          required(:rate) => float(),
+          required(:started_at) => integer(),
+          required(:limit) => pos_integer() | nil,
+          required(:traced) => boolean(),
+          required(:stack_guarded) => non_neg_integer(),
+          required(:subscribers) => non_neg_integer(),
+          required(:reapplied) => non_neg_integer(),
+          optional(:nodes) => %{node() => map()}
+        }
+
+  @typedoc "The result of `set_patterns/2` for each entry."
+  @type pattern_result :: :ok | {:ok, [String.t()]} | {:error, String.t()}
 
   # How long stop/1 lets a session end by itself before killing it.
   @stop_timeout 5_000
@@ -124,20 +160,10 @@ defmodule Kino.Trace do
   """
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do
-    what = validate_what!(what)
-    opts = Options.validate!(opts)
+    plan = Plan.new!(what, opts)
+    trace = run(plan)
 
-    trace =
-      case opts[:nodes] do
-        nil ->
-          {patterns, opts} = plan!(what, opts)
-          start!(self(), patterns, opts)
-
-        nodes ->
-          start_on_nodes!(what, opts, Kino.Trace.Remote.resolve_nodes!(nodes))
-      end
-
-    case opts[:print] do
+    case plan.options[:print] do
       false -> :ok
       true -> Kino.Trace.Printer.attach(trace)
       printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
@@ -146,85 +172,27 @@ defmodule Kino.Trace do
     trace
   end
 
-  # One coordinating session here; it starts a session on every other node.
-  defp start_on_nodes!(what, opts, nodes) do
-    {remote_nodes, trace_local?} = {List.delete(nodes, node()), node() in nodes}
-    remote_opts = Keyword.merge(opts, nodes: nil, print: false)
-    Enum.each(remote_nodes, &Kino.Trace.Remote.preflight!(&1, what, remote_opts))
+  @doc """
+  Starts a trace that runs `plan` (`Kino.Trace.Plan.new!/3`), owned by `owner`, and
+  returns it. `calls/2` and the others build a plan and run it; this is for those that
+  build or keep their own (the widget, a capture). The `:print` option is not acted on
+  here.
 
-    {patterns, local_opts} =
-      if trace_local? do
-        plan!(what, opts)
-      else
-        {[], Keyword.merge(opts, calls: false, messages: nil, processes: nil)}
-      end
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
+      iex> trace = Kino.Trace.run(plan)
+      iex> Kino.Trace.info(trace).patterns
+      ["Enum.sum/1"]
+      iex> Kino.Trace.stop(trace)
+      :ok
+  """
+  @spec run(Plan.t(), pid()) :: t()
+  def run(%Plan{} = plan, owner \\ self()) do
+    started =
+      if Plan.remote?(plan),
+        do: Kino.Trace.Remote.Coordinator.start(owner, plan),
+        else: Session.start(owner, plan)
 
-    local_opts =
-      Keyword.merge(local_opts,
-        trace_local: trace_local?,
-        remote_nodes: remote_nodes,
-        remote_what: what,
-        remote_opts: remote_opts
-      )
-
-    start!(self(), patterns, local_opts)
-  end
-
-  @doc false
-  # Parses and checks what to trace on this node: {patterns, options with the plan}.
-  def plan!(what, opts) do
-    {patterns, warnings} =
-      case Keyword.fetch(what, :calls) do
-        {:ok, calls} -> Pattern.parse_all!(calls, Session.pattern_opts(opts))
-        :error -> {[], []}
-      end
-
-    Enum.each(warnings, &IO.warn(&1, []))
-
-    opts =
-      Keyword.merge(opts,
-        calls: Keyword.has_key?(what, :calls),
-        messages: message_plan(what[:messages], opts),
-        processes: process_plan(what[:processes])
-      )
-
-    {patterns, opts}
-  end
-
-  defp validate_what!(what) do
-    unless Keyword.keyword?(what) and what != [] and
-             Enum.all?(Keyword.keys(what), &(&1 in [:calls, :messages, :processes])) do
-      raise ArgumentError,
-            "expected what to trace as a keyword list with :calls, :messages and/or :processes, got: " <>
-              inspect(what)
-    end
-
-    what
-  end
-
-  @doc false
-  def message_plan(nil, _opts), do: nil
-
-  def message_plan(targets, opts) do
-    {targets, distributed?} =
-      case targets do
-        :distributed -> {[:all], true}
-        other -> {Options.resolve_targets!(other, :messages), false}
-      end
-
-    case Kino.Trace.MessagePattern.compile(opts[:pattern], distributed?) do
-      {:ok, specs} -> %{targets: targets, specs: specs, distributed: distributed?}
-      {:error, message} -> raise ArgumentError, message
-    end
-  end
-
-  @doc false
-  def process_plan(nil), do: nil
-  def process_plan(targets), do: %{targets: Options.resolve_targets!(targets, :processes)}
-
-  @doc false
-  def start!(owner, patterns, opts) do
-    case Session.start(owner, patterns, opts) do
+    case started do
       {:ok, pid, id} -> %__MODULE__{id: id, session: pid, node: node()}
       {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
     end
@@ -271,15 +239,19 @@ defmodule Kino.Trace do
       stats = Kino.Trace.stats(["MyApp.Repo"])
       Kino.Trace.print_stats(stats)
   """
+  @spec stats(term(), keyword()) :: Kino.Trace.Stats.t()
   defdelegate stats(patterns, opts \\ []), to: Kino.Trace.Stats, as: :start
 
   @doc "The statistics so far, per function. See `Kino.Trace.Stats.snapshot/1`."
+  @spec stats_snapshot(Kino.Trace.Stats.t()) :: Kino.Trace.Stats.Snapshot.t()
   defdelegate stats_snapshot(stats), to: Kino.Trace.Stats, as: :snapshot
 
   @doc "Sets a stats session's counters to zero."
+  @spec reset_stats(Kino.Trace.Stats.t()) :: :ok
   defdelegate reset_stats(stats), to: Kino.Trace.Stats, as: :reset
 
   @doc "Prints a stats session (or snapshot) as a table. See `Kino.Trace.Stats.Table`."
+  @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
@@ -389,7 +361,7 @@ defmodule Kino.Trace do
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
   returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """
-  @spec info(t()) :: map()
+  @spec info(t()) :: info()
   def info(%__MODULE__{} = trace) do
     call(trace, :info)
   rescue
@@ -405,7 +377,7 @@ defmodule Kino.Trace do
   Replaces the patterns of a running trace. Good entries apply, bad ones are reported:
   returns `{input, :ok | {:ok, warnings} | {:error, message}}` per entry.
   """
-  @spec set_patterns(t(), term()) :: [{term(), :ok | {:ok, [String.t()]} | {:error, String.t()}}]
+  @spec set_patterns(t(), term()) :: [{term(), pattern_result()}]
   def set_patterns(%__MODULE__{} = trace, patterns), do: call(trace, {:set_patterns, patterns})
 
   @doc "The trace's current patterns, as text."

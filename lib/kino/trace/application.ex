@@ -24,6 +24,32 @@ defmodule Kino.Trace.Application do
     end
   end
 
+  @doc """
+  Starts `module` (a GenServer taking `arg`) under kino_trace's session supervisor and
+  waits until it has set itself up: it answers `:await_setup` with `{:ok, id}` or
+  `{:error, exception_or_reason}`. An `ArgumentError` from its setup is raised here.
+  """
+  @spec start_session(module(), term()) :: {:ok, pid(), term()} | {:error, term()}
+  def start_session(module, arg) do
+    spec = %{id: module, start: {GenServer, :start_link, [module, arg]}, restart: :temporary}
+    ensure_started!()
+
+    case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
+      {:ok, pid} -> await_setup(pid)
+      # raised in init/1
+      {:error, {%ArgumentError{} = e, _stacktrace}} -> raise e
+      {:error, reason} -> {:error, reason}
+    end
+  end
+
+  defp await_setup(pid) do
+    case GenServer.call(pid, :await_setup, :infinity) do
+      {:ok, id} -> {:ok, pid, id}
+      {:error, %ArgumentError{} = e} -> raise e
+      {:error, reason} -> {:error, reason}
+    end
+  end
+
   @impl true
   def start(_type, _args) do
     Kino.Trace.TailCalls.init_cache()

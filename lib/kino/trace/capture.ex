@@ -39,8 +39,8 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias Kino.Trace.{Options, Pattern, Session}
-  alias Kino.Trace.Capture.Sends
+  alias Kino.Trace.{Options, Pattern, Plan}
+  alias Kino.Trace.Capture.{Collector, Sends}
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
   @limit 1_000_000
@@ -218,47 +218,46 @@ defmodule Kino.Trace.Capture do
       raise ArgumentError, "invalid value for :messages or :processes: expected a boolean"
     end
 
-    opts = opts |> Options.validate!(Keyword.delete(@defaults, :pids)) |> size_queue(opts)
+    defaults = Keyword.delete(@defaults, :pids)
+    opts = opts |> Options.validate!(defaults) |> size_queue(opts)
 
     extra_pids =
       if extra_pids == [],
         do: [],
         else: Options.validate!(pids: extra_pids)[:pids] |> Options.resolve_pids()
 
-    {patterns, warnings} = Pattern.parse_all!(patterns, Session.pattern_opts(opts))
-    Enum.each(warnings, &IO.warn(&1, []))
-
     targets = [self() | extra_pids]
 
-    opts =
-      Keyword.merge(opts,
-        pids: targets,
-        collect: true,
-        messages: if(messages?, do: Kino.Trace.message_plan(targets, opts)),
-        processes: if(processes?, do: Kino.Trace.process_plan(targets))
-      )
+    what =
+      [calls: patterns] ++
+        if(messages?, do: [messages: targets], else: []) ++ if(processes?, do: [processes: targets], else: [])
 
+    plan = Plan.new!(what, Keyword.put(opts, :pids, targets), @defaults)
+
+    # started before the trace, so it is not one of the processes the block spawns
+    collector = Collector.start()
     started = System.monotonic_time(:millisecond)
-    trace = Kino.Trace.start!(self(), patterns, opts)
 
-    sends =
+    {trace, sends} =
       try do
-        Sends.start(targets, opts[:children], trace.session)
+        trace = Kino.Trace.run(plan)
+        Kino.Trace.subscribe(trace, collector)
+        {trace, Sends.start(targets, opts[:children], trace.session)}
       rescue
         e ->
-          Kino.Trace.stop(trace)
+          Collector.stop(collector)
           reraise e, __STACKTRACE__
       end
 
     try do
       result = fun.()
       ran = System.monotonic_time(:millisecond) - started
-      {events, info} = collect(trace)
+      {events, info} = collect(trace, collector)
 
       %__MODULE__{
         events: events,
         result: result,
-        patterns: Enum.map(patterns, &Pattern.to_string/1),
+        patterns: Enum.map(plan.calls.patterns, &Pattern.to_string/1),
         info: info,
         dropped: Map.merge(@no_drops, info.dropped),
         truncated: ended_early(info, opts[:timeout], ran),
@@ -268,6 +267,7 @@ defmodule Kino.Trace.Capture do
     after
       Sends.stop(sends)
       Kino.Trace.stop(trace)
+      Collector.stop(collector)
     end
   end
 
@@ -292,16 +292,16 @@ defmodule Kino.Trace.Capture do
 
   # The NIF tracer runs inside the traced process, so once trace_delivered answers, every
   # event of the block has been queued or dropped (and counted), in every session (the
-  # capture's and the one of its sends); the session then drains the queue, and the
-  # counters read after that are final for the block.
-  defp collect(trace) do
+  # capture's and the one of its sends); the collector then has the session deliver the
+  # whole queue, and the counters read after that are final for the block.
+  defp collect(trace, collector) do
     ref = :erlang.trace_delivered(:all)
 
     receive do
       {:trace_delivered, :all, ^ref} -> :ok
     end
 
-    events = GenServer.call(trace.session, :collect, :infinity)
+    events = Collector.collect(collector, trace)
     {events, Kino.Trace.info(trace)}
   end
 end

@@ -61,7 +61,7 @@ defmodule Kino.Trace.Decoder do
   end
 
   @doc """
-  Says which functions are traced without their returns (`Kino.Trace.Pattern.Plan`'s
+  Says which functions are traced without their returns (`Kino.Trace.Plan.Functions`'s
   `:no_returns`): their calls open no frame, so they neither wait for a return that
   never comes nor deepen the calls after them.
 

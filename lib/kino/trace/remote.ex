@@ -1,108 +1,54 @@
 defmodule Kino.Trace.Remote do
   @moduledoc """
-  Tracing other nodes: the `nodes:` option of `Kino.Trace.calls/2`, `messages/2`,
-  `processes/2` and `trace/2`.
+  Tracing several nodes as one trace: the `nodes:` option of `Kino.Trace.calls/2`,
+  `messages/2`, `processes/2` and `trace/2`.
 
-  The session process on the calling node coordinates: it starts one ordinary
-  `Kino.Trace.Session` on each remote node over Erlang distribution (`:erpc`), with the
-  same patterns and the same limits per node, and subscribes to it. Remote events are
-  merged into the one trace (each event's `:node` says where it happened) and renumbered
-  so ids stay unique. A remote session is owned by the coordinator: when the coordinator
-  ends, or the connection drops, the remote session ends too. A node that goes down
-  mid-trace is marked gone (subscribers get `{:kino_trace, id, {:node_down, node,
-  reason}}`) and the others go on.
+  A coordinator process on the calling node (`Kino.Trace.Remote.Coordinator`) starts
+  one ordinary `Kino.Trace.Session` on each node, this one included when it is among
+  them, with the same patterns and the same limits per node, and subscribes to each.
+  It merges their events into the one trace (each event's `:node` says where it
+  happened), renumbers them so ids stay unique, and keeps the trace's history. The
+  sessions are owned by the coordinator: when it ends, or the connection drops, they
+  end too. A node that goes down mid-trace is marked gone (subscribers get
+  `{:kino_trace, id, {:node_down, node, reason}}`) and the others go on.
 
       Kino.Trace.calls(["MyApp.Repo.get/2"], nodes: :all)
       Kino.Trace.messages(:distributed, nodes: [:"a@127.0.0.1", :"b@127.0.0.1"])
 
   Every node must have kino_trace loaded (its code path and compiled native tracer);
-  patterns are checked on every node before anything is traced.
+  patterns are checked on every node before anything is traced (`Kino.Trace.Nodes`).
   """
 
-  @call_timeout 15_000
+  alias Kino.Trace.{Nodes, Plan, Session}
 
   @doc """
-  Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
-  connected node). Raises `ArgumentError` naming a node that is not connected or does
-  not have kino_trace loaded.
+  Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and
+  subscribed by it with `tag`. This node's session runs the plan's local part; another
+  node builds its own plan there. Returns `{:ok, pid}` or `{:error, message}`.
   """
-  @spec resolve_nodes!(node() | [node()] | :all) :: [node()]
-  def resolve_nodes!(:all), do: resolve_nodes!([node() | Node.list()])
-  def resolve_nodes!(node) when is_atom(node), do: resolve_nodes!([node])
+  @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}
+  def start(node, coordinator, %Plan{} = plan, tag) do
+    {what, opts} = Plan.for_node(plan, history: 1)
 
-  def resolve_nodes!(nodes) when is_list(nodes) do
-    nodes = Enum.uniq(nodes)
-    Enum.each(nodes, &check_node!/1)
-    nodes
-  end
-
-  defp check_node!(node) when node == node(), do: :ok
-
-  defp check_node!(node) when is_atom(node) do
-    unless node in Node.list() do
-      raise ArgumentError, "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
-    end
-
-    loaded =
-      try do
-        :erpc.call(node, :code, :ensure_loaded, [Kino.Trace.Session], @call_timeout)
-      catch
-        kind, reason -> {:error, {kind, reason}}
-      end
-
-    case loaded do
-      {:module, _} ->
-        :ok
-
-      _ ->
-        raise ArgumentError,
-              "cannot trace node #{inspect(node)}: kino_trace is not loaded there " <>
-                "(add its code path on that node, e.g. with :code.add_paths/1, and its compiled native tracer)"
-    end
-  end
-
-  defp check_node!(other), do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
-
-  @doc """
-  Checks on `node` that `what` can be traced there (patterns, targets), without tracing.
-  Returns `:ok` or raises `ArgumentError` naming the node.
-  """
-  @spec preflight!(node(), keyword(), keyword()) :: :ok
-  def preflight!(node, what, opts) do
-    case call(node, Kino.Trace.Remote, :check_here, [what, opts]) do
-      :ok -> :ok
-      {:error, message} -> raise ArgumentError, "on node #{inspect(node)}: #{message}"
+    if node == node() do
+      start_here(coordinator, tag, %{plan | nodes: [node()], options: opts})
+    else
+      Nodes.call(node, __MODULE__, :start_here, [coordinator, tag, what, opts])
     end
   end
 
   @doc false
-  # Runs on the remote node.
-  def check_here(what, opts) do
-    Kino.Trace.plan!(what, opts)
-    :ok
+  # Runs on the node it traces.
+  def start_here(coordinator, tag, what, opts) do
+    start_here(coordinator, tag, Plan.new!(what, opts))
   rescue
     e in ArgumentError -> {:error, Exception.message(e)}
   end
 
-  @doc """
-  Starts a session on `node` owned by `coordinator` and subscribed by it.
-  Returns `{:ok, pid}` or `{:error, message}`.
-  """
-  @spec start(node(), pid(), keyword(), keyword()) :: {:ok, pid()} | {:error, String.t()}
-  def start(node, coordinator, what, opts) do
-    call(node, Kino.Trace.Remote, :start_here, [coordinator, what, opts])
-  end
-
-  @doc false
-  # Runs on the remote node.
-  def start_here(coordinator, what, opts) do
-    {:ok, _} = Application.ensure_all_started(:kino_trace)
-    {patterns, opts} = Kino.Trace.plan!(what, opts)
-    opts = Keyword.put(opts, :tag, {node(), :remote})
-
-    case Kino.Trace.Session.start(coordinator, patterns, opts) do
+  defp start_here(coordinator, tag, plan) do
+    case Session.start(coordinator, plan) do
       {:ok, pid, _id} ->
-        :ok = GenServer.call(pid, {:subscribe, coordinator})
+        :ok = GenServer.call(pid, {:subscribe, coordinator, tag})
         {:ok, pid}
 
       {:error, reason} ->
@@ -112,16 +58,15 @@ defmodule Kino.Trace.Remote do
     e in ArgumentError -> {:error, Exception.message(e)}
   end
 
-  defp call(node, m, f, a) do
-    :erpc.call(node, m, f, a, @call_timeout)
-  catch
-    :error, {:erpc, reason} -> {:error, "node unreachable (#{inspect(reason)})"}
-    kind, reason -> {:error, Exception.format_banner(kind, reason)}
-  end
-
   @doc """
   Renumbers merged events so ids stay unique across nodes, keeping each return's
   `call_id` pointing at its call. `state` is `{next_id, %{{node, old_id} => new_id}}`.
+
+      iex> call = %Kino.Trace.Event{id: 7, kind: :call, node: :a@host}
+      iex> return = %Kino.Trace.Event{id: 8, kind: :return, call_id: 7, node: :a@host}
+      iex> {events, _state} = Kino.Trace.Remote.renumber([call, return], {1, %{}})
+      iex> Enum.map(events, &{&1.id, &1.call_id})
+      [{1, nil}, {2, 1}]
   """
   @spec renumber([Kino.Trace.Event.t()], {pos_integer(), map()}) :: {[Kino.Trace.Event.t()], {pos_integer(), map()}}
   def renumber(events, {next_id, ids}) do

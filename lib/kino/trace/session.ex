@@ -2,11 +2,13 @@ defmodule Kino.Trace.Session do
   @moduledoc """
   One trace: the owner of one OTP `:trace` session and one native session.
 
-  A session process starts under kino_trace's supervisor for every `Kino.Trace.calls/2`
-  (and every `Kino.Trace.capture/3`). It
+  A session runs one `Kino.Trace.Plan` on this node: it starts under kino_trace's
+  supervisor for every `Kino.Trace.calls/2` and `Kino.Trace.capture/3` (and on every
+  node of a multi-node trace, see `Kino.Trace.Remote`). It
 
-    * creates the native session (the limits live there) and the OTP trace session with
-      `Kino.Trace.Tracer` as its tracer, then sets process flags and function patterns;
+    * creates the native session (the plan's limits live there) and the OTP trace
+      session with `Kino.Trace.Tracer` as its tracer, then sets the plan's process flags
+      and match specs;
     * drains the native queue when woken (one message when the queue goes from empty to
       non-empty), decodes batches with `Kino.Trace.Decoder` and hands them to its
       subscribers and to a bounded history;
@@ -21,8 +23,8 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, Options, Pattern, Reaper, StackGuard, Tracer}
-  alias Kino.Trace.Pattern.Plan
+  alias Kino.Trace.{Decoder, History, Pattern, Plan, Reaper, StackGuard, Tracer}
+  alias Kino.Trace.Plan.Functions
 
   @drain_batch 1_000
   # Events drained before the mailbox is looked at again: what a request may wait for.
@@ -32,8 +34,6 @@ defmodule Kino.Trace.Session do
   @max_sync_drain 10_000
   @subscriber_backlog 32
   @tick_ms 1_000
-  # The longest any request waits for other nodes, in all.
-  @remote_timeout 2_000
 
   defstruct [
     :id,
@@ -41,23 +41,18 @@ defmodule Kino.Trace.Session do
     :owner_ref,
     :resource,
     :session,
-    :opts,
+    :plan,
     :decoder,
     :timer,
     :started_at,
-    patterns: [],
+    :history,
     status: :running,
+    # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
-    subscriber_flags: %{},
-    history: :queue.new(),
-    history_size: 0,
+    # pid => the trace flags it had before it was held (not traced while subscribed)
+    held: %{},
     rate: 0.0,
     rate_sample: {0, 0},
-    collected: nil,
-    tag: nil,
-    remotes: %{},
-    remote_requests: :gen_server.reqids_new(),
-    numbering: {1, %{}},
     setup_error: nil,
     probes: %{},
     reapplied: 0,
@@ -68,33 +63,24 @@ defmodule Kino.Trace.Session do
 
   # --- starting ---------------------------------------------------------------------
 
-  @doc false
-  # Starts a session and waits until it traces. The supervisor only runs `init/1`, which
-  # is cheap: flags, patterns (possibly thousands) and remote sessions are set up in the
-  # new process, so one slow start never holds up other traces.
-  def start(owner, patterns, opts) do
-    spec = %{
-      id: __MODULE__,
-      start: {GenServer, :start_link, [__MODULE__, {owner, patterns, opts}]},
-      restart: :temporary
-    }
+  @doc """
+  Starts a session that runs `plan` on this node, owned by `owner`, and waits until it
+  traces. Returns `{:ok, pid, id}`; raises `ArgumentError` when the plan cannot be set
+  (a target that exited since the plan was made).
 
-    Kino.Trace.Application.ensure_started!()
-
-    with {:ok, pid} <- DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
-      case GenServer.call(pid, :await_setup, :infinity) do
-        {:ok, id} -> {:ok, pid, id}
-        {:error, %ArgumentError{} = e} -> raise e
-        {:error, reason} -> {:error, reason}
-      end
-    end
+  The supervisor only runs `init/1`, which is cheap: flags and match specs (possibly
+  thousands) are set in the new process, so one slow start never holds up other traces.
+  """
+  @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  def start(owner, %Plan{calls: _} = plan) do
+    Kino.Trace.Application.start_session(__MODULE__, {owner, plan})
   end
 
   @impl true
-  def init({owner, patterns, opts}) do
+  def init({owner, plan}) do
     Process.flag(:trap_exit, true)
     Kino.Trace.Internal.register(self())
-    resource = Tracer.new_session(self(), Options.native_limits(opts))
+    resource = Tracer.new_session(self(), plan.limits)
     # The tracer module must be loaded before the session is created.
     Code.ensure_loaded!(Tracer)
     session = :trace.session_create(:kino_trace, {Tracer, resource}, [])
@@ -105,22 +91,23 @@ defmodule Kino.Trace.Session do
       owner_ref: Process.monitor(owner),
       resource: resource,
       session: session,
-      opts: opts,
-      decoder: Decoder.new(pairing: opts[:return]),
-      started_at: System.os_time(:microsecond),
-      collected: if(opts[:collect], do: [], else: nil)
+      plan: plan,
+      decoder: Decoder.new(pairing: plan.options[:return]),
+      history: History.new(plan.options[:history]),
+      started_at: System.os_time(:microsecond)
     }
 
-    {:ok, %{state | tag: opts[:tag] || state.id}, {:continue, {:setup, patterns}}}
+    {:ok, state, {:continue, :setup}}
   end
 
   @impl true
-  def handle_continue({:setup, patterns}, state) do
+  def handle_continue(:setup, state) do
     set_process_flags(state)
     # after the process flags, which may cover every process
     Kino.Trace.Internal.add_session(state.session)
-    state = state |> apply_patterns(patterns) |> start_remotes()
-    timer = if state.opts[:timeout], do: Process.send_after(self(), :timeout, state.opts[:timeout])
+    state = install(state, state.plan)
+    timeout = state.plan.options[:timeout]
+    timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
     Process.send_after(self(), :tick, @tick_ms)
     state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
     {:noreply, state}
@@ -128,30 +115,17 @@ defmodule Kino.Trace.Session do
     e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
   end
 
-  defp set_process_flags(%{session: session, opts: opts}) do
-    children = if opts[:children], do: [:set_on_spawn], else: []
+  defp set_process_flags(%{session: session, plan: plan}) do
+    parts = [plan.calls && {plan.calls.pids, plan.calls.flags}, plan.messages, plan.processes]
 
-    if Keyword.get(opts, :calls, true) do
-      returns_to = if opts[:return_to], do: [:return_to], else: []
-
-      for target <- Options.resolve_pids(opts[:pids]) do
-        trace_process!(session, target, [:call, :scheduler_id] ++ returns_to ++ children)
-      end
+    for part <- parts, part != nil do
+      {targets, flags} = if is_tuple(part), do: part, else: {part.targets, part.flags}
+      for target <- targets, do: trace_process!(session, target, flags)
     end
 
-    if messages = opts[:messages] do
-      for target <- messages.targets do
-        trace_process!(session, target, [:send, :receive, :scheduler_id] ++ children)
-      end
-
+    if messages = plan.messages do
       :trace.send(session, messages.specs.send, [])
       :trace.recv(session, messages.specs.recv, [])
-    end
-
-    if processes = opts[:processes] do
-      for target <- processes.targets do
-        trace_process!(session, target, [:procs, :scheduler_id] ++ children)
-      end
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
@@ -181,56 +155,40 @@ defmodule Kino.Trace.Session do
 
   defp trace_process!(session, target, flags), do: :trace.process(session, target, true, flags)
 
-  # One match spec per target, broadest first (see Kino.Trace.Pattern.Plan): linear in
-  # the number of patterns. Functions that loop through tail calls get no return actions.
-  defp apply_patterns(state, patterns) do
-    {returns, actions} = match_spec_body(state.opts)
-    flags = if state.opts[:local], do: [:local], else: [:global]
-    plan = Plan.build(patterns, returns, actions, force: state.opts[:force], local: state.opts[:local])
-    bifs = Plan.bif_steps(plan)
+  defp patterns(%{plan: %Plan{calls: nil}}), do: []
+  defp patterns(%{plan: %Plan{calls: calls}}), do: calls.patterns
+
+  # Sets the plan's match specs: one per target, broadest first (see
+  # Kino.Trace.Plan.Functions), linear in the number of patterns.
+  defp install(state, %Plan{calls: nil} = plan), do: %{state | plan: plan}
+
+  defp install(state, %Plan{calls: calls} = plan) do
+    functions = calls.functions
+    bifs = Functions.bif_steps(functions)
     # checked in before any BIF pattern is set (see Kino.Trace.Reaper); a step on every
     # module covers BIFs too
-    if bifs != [] or Enum.any?(plan.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
+    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
 
-    Plan.install(plan, state.session, flags)
+    Functions.install(functions, state.session, calls.match_flags)
 
-    guard = StackGuard.set_plan(state.guard || start_guard(state), plan)
-    decoder = Decoder.no_returns(state.decoder, plan.no_returns)
-    %{state | patterns: patterns, guard: guard, decoder: decoder, bifs: bifs, probes: probes(patterns)}
+    guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
+    decoder = Decoder.no_returns(state.decoder, functions.no_returns)
+    %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes(calls.patterns)}
   end
 
+  defp apply_patterns(state, patterns), do: install(state, Plan.put_patterns(state.plan, patterns))
+
   defp remove_patterns(state) do
-    targets = Plan.targets(state.patterns)
+    targets = Functions.targets(patterns(state))
     for target <- targets, flag <- [:local, :global], do: :trace.function(state.session, target, false, [flag])
     # clearing a BIF pattern switches its tracing off in every session (erlang/otp#10349)
     if state.bifs != [], do: Reaper.bifs_cleared()
     %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
   end
 
-  # {return actions, other actions} of every match spec clause.
-  defp match_spec_body(opts) do
-    returns =
-      cond do
-        opts[:exceptions] -> [{:exception_trace}]
-        opts[:return] -> [{:return_trace}]
-        true -> []
-      end
-
-    caller =
-      case opts[:caller] do
-        # The caller's frame with the line of the call. (`{:caller_line}` gives the line
-        # of the return address, often the line after the call.)
-        :line -> [{:message, {:current_stacktrace, 1}}]
-        true -> [{:message, {:caller}}]
-        _ -> []
-      end
-
-    {returns, caller}
-  end
-
   # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
   defp start_guard(state) do
-    guard = StackGuard.new(state.resource, state.session, state.opts)
+    guard = StackGuard.new(state.resource, state.session, state.plan)
     if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
     guard
   end
@@ -239,8 +197,7 @@ defmodule Kino.Trace.Session do
   #
   # Every request is answered in bounded time under any load: nothing here waits for the
   # native queue to become empty (producers may keep it full forever), only for what was
-  # queued when the request came, capped; and no remote node is waited on for longer
-  # than @remote_timeout.
+  # queued when the request came, capped.
 
   @impl true
   def handle_call(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
@@ -251,56 +208,52 @@ defmodule Kino.Trace.Session do
     {:reply, :ok, state}
   end
 
-  # A subscriber is not traced while subscribed: the flags it had are kept and given back
-  # when it unsubscribes.
-  def handle_call({:subscribe, pid}, _from, state) do
+  # A subscriber is not traced while subscribed (it is held): the flags it had are kept
+  # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
+  # unless the subscriber asks otherwise (a coordinator of several nodes does).
+  def handle_call({:subscribe, pid}, from, state), do: handle_call({:subscribe, pid, state.id}, from, state)
+
+  def handle_call({:subscribe, pid, tag}, _from, state) do
     if Map.has_key?(state.subscribers, pid) do
       {:reply, :ok, state}
     else
-      flags = if tracing?(state) and node(pid) == node(), do: untrace(state.session, pid), else: []
-      subscribers = Map.put(state.subscribers, pid, Process.monitor(pid))
-      {:reply, :ok, %{state | subscribers: subscribers, subscriber_flags: Map.put(state.subscriber_flags, pid, flags)}}
+      state = hold(state, pid)
+      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), tag})}}
     end
   end
 
   def handle_call({:unsubscribe, pid}, _from, state) do
-    {ref, subscribers} = Map.pop(state.subscribers, pid)
-    {flags, subscriber_flags} = Map.pop(state.subscriber_flags, pid, [])
-    if ref, do: Process.demonitor(ref, [:flush])
-
-    if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in Kino.Trace.Internal.pids() do
-      :trace.process(state.session, pid, true, flags)
-    end
-
-    {:reply, :ok, %{state | subscribers: subscribers, subscriber_flags: subscriber_flags}}
+    {entry, subscribers} = Map.pop(state.subscribers, pid)
+    with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
+    {:reply, :ok, release(%{state | subscribers: subscribers}, pid)}
   end
+
+  # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
+  # coordinator's subscriber) until it is released.
+  def handle_call({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
+  def handle_call({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
 
   def handle_call({:events, n}, _from, state) do
     state = catch_up(state, @max_sync_drain)
-    list = :queue.to_list(state.history)
-    {:reply, Enum.take(list, -n), state}
+    {:reply, History.take(state.history, n), state}
   end
 
-  # Everything queued when asked (capture/3 asks once every event of its block is queued).
-  def handle_call(:collect, _from, state) do
-    state = catch_up(state, :infinity)
-    {:reply, Enum.reverse(state.collected || []), %{state | collected: []}}
-  end
+  # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
+  # has every event queued before it asked (in its mailbox) when the answer comes.
+  # `:infinity` is for capture/3, which asks once every event of its block is queued.
+  def handle_call({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
 
-  def handle_call(:info, _from, state) do
-    state = refresh_remote_info(state)
-    {:reply, info(state), state}
-  end
+  def handle_call(:info, _from, state), do: {:reply, info(state), state}
 
   def handle_call({:set_patterns, inputs}, _from, state) do
-    results = Pattern.parse_each(inputs, pattern_opts(state.opts))
+    results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
     state =
-      if tracing?(state) do
-        state |> remove_patterns() |> then(&(if &1.status == :paused, do: %{&1 | patterns: good}, else: apply_patterns(&1, good)))
-      else
-        %{state | patterns: good}
+      cond do
+        not tracing?(state) -> %{state | plan: Plan.put_patterns(state.plan, good)}
+        state.status == :paused -> %{remove_patterns(state) | plan: Plan.put_patterns(state.plan, good)}
+        true -> state |> remove_patterns() |> apply_patterns(good)
       end
 
     reply =
@@ -310,19 +263,16 @@ defmodule Kino.Trace.Session do
         {input, {:error, message}} -> {input, {:error, message}}
       end)
 
-    {remote_replies, state} = on_remotes(state, {:set_patterns, inputs})
-    {:reply, merge_remote_results(reply, remote_replies), state}
+    {:reply, reply, state}
   end
 
   def handle_call(:pause, _from, %{status: :running} = state) do
     state = remove_patterns(state)
-    {_replies, state} = on_remotes(state, :pause)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
   def handle_call(:resume, _from, %{status: :paused} = state) do
-    state = apply_patterns(state, state.patterns)
-    {_replies, state} = on_remotes(state, :resume)
+    state = apply_patterns(state, patterns(state))
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
@@ -330,6 +280,25 @@ defmodule Kino.Trace.Session do
 
   def handle_call(:stop, _from, state) do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
+  end
+
+  defp hold(state, pid) do
+    if Map.has_key?(state.held, pid) do
+      state
+    else
+      flags = if tracing?(state) and node(pid) == node(), do: untrace(state.session, pid), else: []
+      %{state | held: Map.put(state.held, pid, flags)}
+    end
+  end
+
+  defp release(state, pid) do
+    {flags, held} = Map.pop(state.held, pid, [])
+
+    if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in Kino.Trace.Internal.pids() do
+      :trace.process(state.session, pid, true, flags)
+    end
+
+    %{state | held: held}
   end
 
   # --- native wake-ups and timers -----------------------------------------------------
@@ -353,7 +322,7 @@ defmodule Kino.Trace.Session do
     %{accepted: n} = Tracer.counters(state.resource)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
-    state = state |> ask_remotes_info() |> reapply_if_reloaded() |> reassert_bifs()
+    state = state |> reapply_if_reloaded() |> reassert_bifs()
     {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
   end
 
@@ -373,35 +342,16 @@ defmodule Kino.Trace.Session do
     {:stop, :normal, finish(state, :stopped, :discard)}
   end
 
-  def handle_info({:kino_trace, {node, :remote}, {:events, events}}, state) when is_map_key(state.remotes, node) do
-    {:noreply, deliver_events(state, events)}
-  end
-
-  def handle_info({:kino_trace, {node, :remote}, {:status, status}}, state) when is_map_key(state.remotes, node) do
-    {:noreply, put_in(state.remotes[node].status, status)}
-  end
-
-  def handle_info({:DOWN, ref, :process, _pid, reason}, state) do
-    case Enum.find(state.remotes, fn {_node, remote} -> remote.ref == ref end) do
-      {node, _remote} ->
-        for {pid, _} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:node_down, node, reason}})
-        {:noreply, put_in(state.remotes[node].status, :gone)}
-
-      nil ->
-        {gone, subscribers} = Enum.split_with(state.subscribers, fn {_pid, r} -> r == ref end)
-        subscriber_flags = Map.drop(state.subscriber_flags, Enum.map(gone, &elem(&1, 0)))
-        {:noreply, %{state | subscribers: Map.new(subscribers), subscriber_flags: subscriber_flags}}
+  def handle_info({:DOWN, ref, :process, pid, _reason}, state) do
+    case state.subscribers do
+      %{^pid => {^ref, _tag}} -> {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid), held: Map.delete(state.held, pid)}}
+      _ -> {:noreply, state}
     end
   end
 
   def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
 
-  def handle_info(message, state) do
-    case :gen_server.check_response(message, state.remote_requests, true) do
-      {reply, node, requests} -> {:noreply, remote_info_reply(%{state | remote_requests: requests}, node, reply)}
-      _no_request -> {:noreply, state}
-    end
-  end
+  def handle_info(_message, state), do: {:noreply, state}
 
   @impl true
   def terminate(_reason, state) do
@@ -474,29 +424,9 @@ defmodule Kino.Trace.Session do
   defp deliver_events(state, []), do: state
 
   defp deliver_events(state, events) do
-    {events, state} =
-      if state.remotes == %{} do
-        {events, state}
-      else
-        {events, numbering} = Kino.Trace.Remote.renumber(events, state.numbering)
-        {events, %{state | numbering: numbering}}
-      end
-
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:events, events}})
-
-    state = if state.collected, do: %{state | collected: Enum.reverse(events, state.collected)}, else: state
-    push_history(state, events)
+    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
+    %{state | history: History.push(state.history, events)}
   end
-
-  defp push_history(state, events) do
-    max = state.opts[:history]
-    {queue, size} = Enum.reduce(events, {state.history, state.history_size}, fn e, {q, n} -> {:queue.in(e, q), n + 1} end)
-    {queue, size} = trim(queue, size, max)
-    %{state | history: queue, history_size: size}
-  end
-
-  defp trim(queue, size, max) when size <= max, do: {queue, size}
-  defp trim(queue, size, max), do: trim(:queue.drop(queue), size - 1, max)
 
   defp backlogged?(state) do
     Enum.any?(state.subscribers, fn {pid, _} ->
@@ -518,7 +448,7 @@ defmodule Kino.Trace.Session do
   defp reassert_bifs(state, count \\ @bifs_per_tick)
 
   defp reassert_bifs(%{status: :running, session: session, bifs: [_ | _] = bifs} = state, count) when session != nil do
-    flags = if state.opts[:local], do: [:local], else: [:global]
+    flags = state.plan.calls.match_flags
     n = length(bifs)
     cursor = rem(state.bif_cursor, n)
     batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
@@ -569,7 +499,7 @@ defmodule Kino.Trace.Session do
       end)
 
     if reloaded? do
-      state = apply_patterns(state, state.patterns)
+      state = apply_patterns(state, patterns(state))
       %{state | reapplied: state.reapplied + 1}
     else
       state
@@ -596,11 +526,10 @@ defmodule Kino.Trace.Session do
   defp end_tracing(%{session: nil} = state, _status, _mode), do: state
 
   defp end_tracing(state, status, mode) do
-    state = stop_remotes(state)
     Kino.Trace.Internal.remove_session(state.session)
     # through the reaper: destroying a session must not switch off other traces of BIFs
     Reaper.bif_trace_ended()
-    Reaper.destroy(state.session, Enum.map(state.patterns, &Pattern.mfa/1))
+    Reaper.destroy(state.session, Enum.map(patterns(state), &Pattern.mfa/1))
     state = %{state | session: nil, guard: StackGuard.stop(state.guard)}
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state
@@ -610,201 +539,17 @@ defmodule Kino.Trace.Session do
   end
 
   defp broadcast_status(state) do
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.tag, {:status, state.status}})
+    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:status, state.status}})
     state
   end
 
   defp info(state) do
-    local = local_info(state)
-
-    if state.remotes == %{} do
-      local
-    else
-      nodes =
-        Map.new(state.remotes, fn {node, remote} ->
-          {node, Map.put(remote.info, :status, remote.status)}
-        end)
-
-      nodes = if state.opts[:trace_local], do: Map.put(nodes, node(), local), else: nodes
-      counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
-      sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.fetch!(&1, key))) end
-      dropped = Map.new([:rate, :queue_full, :max_events, :closed], fn k -> {k, Enum.reduce(counted, 0, &(&2 + &1.dropped[k]))} end)
-
-      Map.merge(local, %{
-        accepted: sum.(:accepted),
-        delivered: sum.(:delivered),
-        queued: sum.(:queued),
-        discarded: sum.(:discarded),
-        bytes_queued: sum.(:bytes_queued),
-        dropped: dropped,
-        rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
-        stack_guarded: Enum.reduce(counted, 0, &(&2 + Map.get(&1, :stack_guarded, 0))),
-        nodes: nodes
-      })
-    end
-  end
-
-  # --- remote nodes ---------------------------------------------------------------------
-  #
-  # Remote sessions are asked in parallel and waited on for at most @remote_timeout in
-  # all. A node that does not answer in time is marked :unresponsive: requests skip it
-  # (and report it) until it answers one of the info requests sent on every tick. Its
-  # last known counters stay in info/1. Stopping kills a remote session that does not
-  # answer, so nothing of the trace is left on any node.
-
-  # A node that fails to start its session stops the ones already started.
-  defp start_remotes(state) do
-    state =
-      Enum.reduce(state.opts[:remote_nodes] || [], state, fn node, state ->
-        case Kino.Trace.Remote.start(node, self(), state.opts[:remote_what], state.opts[:remote_opts]) do
-          {:ok, pid} ->
-            put_in(state.remotes[node], %{pid: pid, ref: Process.monitor(pid), status: :running, info: %{}})
-
-          {:error, message} ->
-            stop_remotes(state)
-            raise ArgumentError, "on node #{inspect(node)}: #{message}"
-        end
-      end)
-
-    {_replies, state} = on_remotes(state, :info, &remote_info_reply/3)
-    state
-  end
-
-  defp answering?(%{status: status}), do: status not in [:gone, :stopped, :unresponsive]
-
-  # Asks every answering remote session the same; returns [{node, reply}], with
-  # {:error, message} for a node that did not answer in time (then marked :unresponsive).
-  # `on_reply` may fold each reply into the state.
-  defp on_remotes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
-    asked =
-      for {node, remote} <- state.remotes, answering?(remote), reduce: :gen_server.reqids_new() do
-        requests -> :gen_server.send_request(remote.pid, request, node, requests)
-      end
-
-    deadline = System.monotonic_time(:millisecond) + @remote_timeout
-    {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
-    skipped = for {node, %{status: :unresponsive}} <- state.remotes, not List.keymember?(replies, node, 0), do: {node, {:error, not_answering()}}
-    {replies ++ skipped, state}
-  end
-
-  defp not_answering, do: "the node is not answering (no reply within #{@remote_timeout} ms)"
-
-  defp collect_replies(state, requests, deadline, acc, on_reply) do
-    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
-
-    case :gen_server.receive_response(requests, timeout, true) do
-      :no_request ->
-        {Enum.reverse(acc), state}
-
-      :timeout ->
-        late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
-
-        state =
-          Enum.reduce(late, state, fn node, state -> put_in(state.remotes[node].status, :unresponsive) end)
-
-        errors = for node <- late, do: {node, {:error, not_answering()}}
-        {Enum.reverse(acc, errors), state}
-
-      {{:reply, reply}, node, requests} ->
-        collect_replies(on_reply.(state, node, {:reply, reply}), requests, deadline, [{node, reply} | acc], on_reply)
-
-      {{:error, {reason, _server}}, node, requests} ->
-        collect_replies(state, requests, deadline, [{node, {:error, inspect(reason)}} | acc], on_reply)
-    end
-  end
-
-  # info/1: fresh counters from the nodes that answer, the last known ones otherwise.
-  defp refresh_remote_info(%{remotes: remotes} = state) when remotes == %{}, do: state
-
-  defp refresh_remote_info(state) do
-    {_replies, state} = on_remotes(state, :info, &remote_info_reply/3)
-    state
-  end
-
-  # On every tick, every remote session that is not gone is asked for its counters
-  # without waiting; the reply (handle_info/2) also marks an unresponsive node answering.
-  # A node that has not answered the last request is not asked again: a hung node holds
-  # one request, not one more per tick.
-  defp ask_remotes_info(state) do
-    waiting = for {_id, node} <- :gen_server.reqids_to_list(state.remote_requests), do: node
-
-    requests =
-      for {node, remote} <- state.remotes, remote.status != :gone, node not in waiting, reduce: state.remote_requests do
-        requests -> :gen_server.send_request(remote.pid, :info, node, requests)
-      end
-
-    %{state | remote_requests: requests}
-  end
-
-  defp remote_info_reply(state, node, {:reply, info}) when is_map(info) and is_map_key(state.remotes, node) do
-    remote = state.remotes[node]
-    status = if remote.status == :unresponsive, do: Map.get(info, :status, :running), else: remote.status
-    put_in(state.remotes[node], %{remote | info: info, status: status})
-  end
-
-  defp remote_info_reply(state, _node, _reply), do: state
-
-  # An entry good here but bad on another node is reported as that node's error; a node
-  # that did not answer makes every entry an error for that node.
-  defp merge_remote_results(local, remote_replies) do
-    Enum.reduce(remote_replies, local, fn
-      {node, results}, acc when is_list(results) ->
-        Enum.zip_with(acc, results, fn
-          {input, {:error, _} = bad}, _ -> {input, bad}
-          {input, _ok}, {_, {:error, message}} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
-          entry, _ -> entry
-        end)
-
-      {node, {:error, message}}, acc ->
-        Enum.map(acc, fn
-          {input, {:error, _} = bad} -> {input, bad}
-          {input, _ok} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
-        end)
-
-      _, acc ->
-        acc
-    end)
-  end
-
-  # Stops every remote session: those that do not answer in time are killed, and each is
-  # waited for (its monitor) for a bounded time.
-  defp stop_remotes(%{remotes: remotes} = state) when remotes == %{}, do: state
-
-  defp stop_remotes(state) do
-    {replies, state} = on_remotes(state, :stop)
-    answered = for {node, :ok} <- replies, do: node
-
-    for {node, remote} <- state.remotes, remote.status != :gone, node not in answered do
-      Process.exit(remote.pid, :kill)
-    end
-
-    deadline = System.monotonic_time(:millisecond) + @remote_timeout
-
-    remotes =
-      Map.new(state.remotes, fn
-        {node, %{status: :gone} = remote} ->
-          {node, remote}
-
-        {node, remote} ->
-          timeout = max(deadline - System.monotonic_time(:millisecond), 0)
-
-          receive do
-            {:DOWN, ref, :process, _, _} when ref == remote.ref -> {node, %{remote | status: :stopped}}
-          after
-            timeout -> {node, %{remote | status: :stopped}}
-          end
-      end)
-
-    %{state | remotes: remotes}
-  end
-
-  defp local_info(state) do
     c = Tracer.counters(state.resource)
 
     %{
       id: state.id,
       status: state.status,
-      patterns: Enum.map(state.patterns, &Pattern.to_string/1),
+      patterns: Enum.map(patterns(state), &Pattern.to_string/1),
       accepted: c.accepted,
       delivered: c.delivered,
       queued: c.queued,
@@ -818,14 +563,11 @@ defmodule Kino.Trace.Session do
       },
       rate: state.rate * 1.0,
       started_at: state.started_at,
-      limit: state.opts[:limit],
+      limit: state.plan.options[:limit],
       traced: tracing?(state),
       stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers),
       reapplied: state.reapplied
     }
   end
-
-  @doc false
-  def pattern_opts(opts), do: [force: opts[:force], local: opts[:local]]
 end

@@ -4,7 +4,7 @@ defmodule Kino.Trace.StackGuard do
 
   Return tracing leaves a frame on the traced process's stack at every traced call,
   removed when the call returns. `Kino.Trace.TailCalls` finds the loops it can see in
-  a module's code and `Kino.Trace.Pattern.Plan` traces them without returns; loops it
+  a module's code and `Kino.Trace.Plan.Functions` traces them without returns; loops it
   cannot see (through a fun, across modules, in a module without object code, such as
   one defined in a Livebook cell) are this guard's: a session samples the stack size of
   the processes that made calls with return tracing (every 200 ms, at most 64
@@ -34,7 +34,7 @@ defmodule Kino.Trace.StackGuard do
       {%{pid => {50, 4}}, []}
   """
 
-  alias Kino.Trace.Pattern.Plan
+  alias Kino.Trace.Plan.Functions
   alias Kino.Trace.Tracer
 
   @interval 200
@@ -65,17 +65,12 @@ defmodule Kino.Trace.StackGuard do
   A guard for the OTP trace session `main` (whose tracer state is `resource`), or `nil`
   when the trace has no return actions (`return: false, exceptions: false`) or no calls.
   """
-  @spec new(Tracer.resource(), term(), keyword()) :: t() | nil
-  def new(resource, main, opts) do
-    if Keyword.get(opts, :calls, true) and (opts[:return] || opts[:exceptions]) do
-      %__MODULE__{
-        resource: resource,
-        main: main,
-        flags: if(opts[:local], do: [:local], else: [:global]),
-        call_flags:
-          [:call, :scheduler_id] ++
-            if(opts[:return_to], do: [:return_to], else: []) ++ if(opts[:children], do: [:set_on_spawn], else: [])
-      }
+  @spec new(Tracer.resource(), term(), Kino.Trace.Plan.t()) :: t() | nil
+  def new(_resource, _main, %Kino.Trace.Plan{calls: nil}), do: nil
+
+  def new(resource, main, %Kino.Trace.Plan{calls: calls}) do
+    if calls.returns != [] do
+      %__MODULE__{resource: resource, main: main, flags: calls.match_flags, call_flags: calls.flags}
     end
   end
 
@@ -88,16 +83,16 @@ defmodule Kino.Trace.StackGuard do
   Applies a new plan: the guard's own session, when it has one, gets the plan's match
   specs without return actions.
   """
-  @spec set_plan(t() | nil, Plan.t()) :: t() | nil
+  @spec set_plan(t() | nil, Functions.t()) :: t() | nil
   def set_plan(nil, _plan), do: nil
 
   def set_plan(guard, plan) do
-    guard = %{guard | plan: Plan.without_returns(plan)}
+    guard = %{guard | plan: Functions.without_returns(plan)}
     if guard.session, do: apply_plan(guard)
     guard
   end
 
-  @doc "Clears the `targets` (as `Plan.targets/1` gives them) from the guard's session."
+  @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
     for target <- targets,
@@ -194,6 +189,6 @@ defmodule Kino.Trace.StackGuard do
   defp ensure_session(guard), do: guard
 
   defp apply_plan(guard) do
-    Plan.install(guard.plan, guard.session, guard.flags)
+    Functions.install(guard.plan, guard.session, guard.flags)
   end
 end

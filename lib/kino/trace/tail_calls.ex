@@ -8,7 +8,7 @@ defmodule Kino.Trace.TailCalls do
   functions of its module, would otherwise run in constant stack: traced with returns,
   every iteration leaves a frame, so a server loop's stack grows without bound and keeps
   the frames after the trace ends. kino_trace therefore traces such functions without
-  their returns unless asked otherwise (see `Kino.Trace.Pattern.Plan`).
+  their returns unless asked otherwise (see `Kino.Trace.Plan.Functions`).
 
   `cycles/1` reads the module's loaded object code with `:beam_disasm` (no debug info
   needed) and returns the `{function, arity}` of every function on a cycle of tail calls

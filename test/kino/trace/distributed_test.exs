@@ -198,7 +198,7 @@ defmodule Kino.Trace.DistributedTest do
   test "a hung remote session blocks nothing: info/1 answers, set_patterns reports it, stop/1 ends it" do
     {_p1, n1} = start_peer(:hung)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1])
-    remote = :sys.get_state(trace.session).remotes[n1].pid
+    remote = :sys.get_state(trace.session).nodes[n1].pid
     :ok = :erpc.call(n1, :sys, :suspend, [remote])
 
     # Before: info/1 took 10 s, set_patterns and pause exited with a timeout, and stop/1
@@ -211,7 +211,7 @@ defmodule Kino.Trace.DistributedTest do
 
     # the hung node is asked once per tick until it answers, not once more per tick
     Process.sleep(3_500)
-    assert length(:gen_server.reqids_to_list(:sys.get_state(trace.session).remote_requests)) <= 1
+    assert length(:gen_server.reqids_to_list(:sys.get_state(trace.session).requests)) <= 1
 
     assert [{_, {:error, "on node " <> message}}] =
              Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])

@@ -14,7 +14,7 @@ defmodule Kino.Trace.PatternCompilerTest do
   import KinoTraceTest.Helpers, only: [events_after: 2, calls: 1]
 
   alias Kino.Trace.{MessagePattern, Pattern}
-  alias Kino.Trace.Pattern.Plan
+  alias Kino.Trace.Plan.Functions
 
   doctest Kino.Trace.MessagePattern
 
@@ -161,7 +161,7 @@ defmodule Kino.Trace.PatternCompilerTest do
           "PatternCompilerTarget.f(x, _) when x == 7"
         ])
 
-      plan = Plan.build(patterns, [{:return_trace}], [])
+      plan = Functions.build(patterns, [{:return_trace}], [])
       {_target, spec} = List.keyfind(plan.steps, {PatternCompilerTarget, :f, 1}, 0)
       assert length(spec) == 4
 

@@ -7,7 +7,7 @@ defmodule Kino.Trace.Pattern.Generated do
   Tools call them all the time (IEx calls `__info__/1` to autocomplete and to print, the
   code server calls `module_info/1`), so a trace of a whole module would record those
   calls and spend its `:limit` on them. Module-wide patterns (`"MyApp.Repo"`) leave
-  them out, in call traces (`Kino.Trace.Pattern.Plan`) and statistics
+  them out, in call traces (`Kino.Trace.Plan.Functions`) and statistics
   (`Kino.Trace.Stats.Targets`); a pattern that names one (`"MyApp.Repo.__info__"`,
   `"MyApp.Repo.__info__/1"`) traces it.
 

@@ -20,20 +20,7 @@ defmodule Kino.Trace.Stats.Server do
   @spec start(pid(), [Kino.Trace.Pattern.t()], [mfa()], keyword()) ::
           {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, patterns, mfas, opts) do
-    spec = %{
-      id: __MODULE__,
-      start: {GenServer, :start_link, [__MODULE__, {owner, patterns, mfas, opts}]},
-      restart: :temporary,
-      modules: [__MODULE__]
-    }
-
-    Kino.Trace.Application.ensure_started!()
-
-    case DynamicSupervisor.start_child(Kino.Trace.SessionSupervisor, spec) do
-      {:ok, pid} -> {:ok, pid, GenServer.call(pid, :id)}
-      {:error, {%ArgumentError{} = e, _stacktrace}} -> raise e
-      {:error, reason} -> {:error, reason}
-    end
+    Kino.Trace.Application.start_session(__MODULE__, {owner, patterns, mfas, opts})
   end
 
   @impl true
@@ -85,7 +72,7 @@ defmodule Kino.Trace.Stats.Server do
   end
 
   @impl true
-  def handle_call(:id, _from, state), do: {:reply, state.id, state}
+  def handle_call(:await_setup, _from, state), do: {:reply, {:ok, state.id}, state}
 
   def handle_call(:snapshot, _from, state), do: {:reply, snapshot(state), state}
 

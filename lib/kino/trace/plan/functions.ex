@@ -1,4 +1,4 @@
-defmodule Kino.Trace.Pattern.Plan do
+defmodule Kino.Trace.Plan.Functions do
   @moduledoc """
   What a list of patterns sets with `:trace.function/4`: one match spec per target, in
   the order to set them.
@@ -18,14 +18,14 @@ defmodule Kino.Trace.Pattern.Plan do
 
       iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
       iex> {:ok, sum} = Kino.Trace.Pattern.parse({:lists, :sum, 2})
-      iex> plan = Kino.Trace.Pattern.Plan.build([lists, sum], [{:return_trace}], [])
+      iex> plan = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [])
       iex> hd(plan.steps)
       {{:lists, :_, :_}, [{:_, [], [{:return_trace}]}]}
       iex> List.keyfind(plan.steps, {:lists, :sum, 2}, 0)
       {{:lists, :sum, 2}, [{:_, [], []}]}
       iex> Enum.map([{:lists, :foldl_1, 3}, {:lists, :foldl, 3}], &MapSet.member?(plan.no_returns, &1))
       [true, false]
-      iex> forced = Kino.Trace.Pattern.Plan.build([lists, sum], [{:return_trace}], [], force: true)
+      iex> forced = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [], force: true)
       iex> List.keyfind(forced.steps, {:lists, :sum, 2}, 0)
       {{:lists, :sum, 2}, [{:_, [], [{:return_trace}]}, {:_, [], []}]}
 
@@ -38,11 +38,11 @@ defmodule Kino.Trace.Pattern.Plan do
   names them:
 
       iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
-      iex> plan = Kino.Trace.Pattern.Plan.build([lists], [], [])
+      iex> plan = Kino.Trace.Plan.Functions.build([lists], [], [])
       iex> Enum.filter(plan.steps, &(elem(&1, 1) == false))
       [{{:lists, :module_info, 0}, false}, {{:lists, :module_info, 1}, false}]
       iex> {:ok, info} = Kino.Trace.Pattern.parse(":lists.module_info/1")
-      iex> Kino.Trace.Pattern.Plan.build([lists, info], [], []).steps |> Enum.filter(&(elem(&1, 1) == false))
+      iex> Kino.Trace.Plan.Functions.build([lists, info], [], []).steps |> Enum.filter(&(elem(&1, 1) == false))
       [{{:lists, :module_info, 0}, false}]
   """
 
@@ -177,8 +177,8 @@ defmodule Kino.Trace.Pattern.Plan do
   The same plan with every return action removed: the match specs of a process whose
   returns are no longer traced.
 
-      iex> plan = %Kino.Trace.Pattern.Plan{steps: [{{M, :f, 1}, [{:_, [], [{:exception_trace}, {:message, {:caller}}]}]}]}
-      iex> Kino.Trace.Pattern.Plan.without_returns(plan).steps
+      iex> plan = %Kino.Trace.Plan.Functions{steps: [{{M, :f, 1}, [{:_, [], [{:exception_trace}, {:message, {:caller}}]}]}]}
+      iex> Kino.Trace.Plan.Functions.without_returns(plan).steps
       [{{M, :f, 1}, [{:_, [], [{:message, {:caller}}]}]}]
   """
   @spec without_returns(t()) :: t()
@@ -207,8 +207,8 @@ defmodule Kino.Trace.Pattern.Plan do
 
       iex> {:ok, ets} = Kino.Trace.Pattern.parse(":ets.insert/2")
       iex> {:ok, enum} = Kino.Trace.Pattern.parse("Enum.map/2")
-      iex> plan = Kino.Trace.Pattern.Plan.build([ets, enum], [], [])
-      iex> Kino.Trace.Pattern.Plan.bif_steps(plan)
+      iex> plan = Kino.Trace.Plan.Functions.build([ets, enum], [], [])
+      iex> Kino.Trace.Plan.Functions.bif_steps(plan)
       [{{:ets, :insert, 2}, [{:_, [], []}]}]
   """
   @spec bif_steps(t()) :: [{mfa(), list()}]

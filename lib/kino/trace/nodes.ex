@@ -1,0 +1,81 @@
+defmodule Kino.Trace.Nodes do
+  @moduledoc """
+  The `nodes:` option: which nodes a trace covers, and whether each can be traced.
+
+  `resolve!/1` turns the option into a list of nodes, checking that each is connected
+  and has kino_trace; `preflight!/3` checks on a node that what is asked can be traced
+  there (its patterns and targets), without tracing.
+
+      iex> Kino.Trace.Nodes.resolve!(node())
+      [node()]
+      iex> Kino.Trace.Nodes.resolve!(:all) == [node() | Node.list()]
+      true
+      iex> try do
+      ...>   Kino.Trace.Nodes.resolve!([:"nowhere@127.0.0.1"])
+      ...> rescue
+      ...>   e in ArgumentError -> e.message =~ ~s(cannot trace node :"nowhere@127.0.0.1": it is not connected)
+      ...> end
+      true
+  """
+
+  @call_timeout 15_000
+
+  @doc """
+  Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
+  connected node). Raises `ArgumentError` naming a node that is not connected or does
+  not have kino_trace loaded.
+  """
+  @spec resolve!(node() | [node()] | :all) :: [node()]
+  def resolve!(:all), do: resolve!([node() | Node.list()])
+  def resolve!(node) when is_atom(node), do: resolve!([node])
+
+  def resolve!(nodes) when is_list(nodes) do
+    nodes = Enum.uniq(nodes)
+    Enum.each(nodes, &check_node!/1)
+    nodes
+  end
+
+  defp check_node!(node) when node == node(), do: :ok
+
+  defp check_node!(node) when is_atom(node) do
+    unless node in Node.list() do
+      raise ArgumentError, "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
+    end
+
+    case call(node, :code, :ensure_loaded, [Kino.Trace.Session]) do
+      {:module, _} ->
+        :ok
+
+      _ ->
+        raise ArgumentError,
+              "cannot trace node #{inspect(node)}: kino_trace is not loaded there " <>
+                "(add its code path on that node, e.g. with :code.add_paths/1, and its compiled native tracer)"
+    end
+  end
+
+  defp check_node!(other), do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
+
+  @doc """
+  Checks on `node` that `what` can be traced there with `opts` (`Kino.Trace.Plan.check/2`
+  runs there), without tracing. Returns `:ok` or raises `ArgumentError` naming the node.
+  """
+  @spec preflight!(node(), keyword(), keyword()) :: :ok
+  def preflight!(node, what, opts) do
+    case call(node, Kino.Trace.Plan, :check, [what, opts]) do
+      :ok -> :ok
+      {:error, message} -> raise ArgumentError, "on node #{inspect(node)}: #{message}"
+    end
+  end
+
+  @doc """
+  Calls `m.f(a...)` on `node`: its result, or `{:error, message}` when the node cannot be
+  reached or the call raises.
+  """
+  @spec call(node(), module(), atom(), list()) :: term()
+  def call(node, m, f, a) do
+    :erpc.call(node, m, f, a, @call_timeout)
+  catch
+    :error, {:erpc, reason} -> {:error, "node unreachable (#{inspect(reason)})"}
+    kind, reason -> {:error, Exception.format_banner(kind, reason)}
+  end
+end

@@ -1,0 +1,263 @@
+defmodule Kino.Trace.Plan do
+  @moduledoc """
+  Everything one trace is, checked and resolved before anything is traced.
+
+  `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
+  `Kino.Trace.capture/3`, the widget and each node of a multi-node trace call it, and a
+  session (`Kino.Trace.Session`) runs a plan and nothing else. A bad pattern, target or
+  option raises `ArgumentError` here, naming it.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], return: false, exceptions: false, limit: 10)
+      iex> {Enum.map(plan.calls.patterns, &Kino.Trace.Pattern.to_string/1), plan.calls.pids, plan.calls.flags}
+      {["Enum.sum/1"], [:all], [:call, :scheduler_id]}
+      iex> plan.calls.functions.steps
+      [{{Enum, :sum, 1}, [{:_, [], []}]}]
+      iex> plan.limits.limit
+      10
+      iex> plan.nodes == [node()]
+      true
+
+  A plan holds:
+
+    * `:calls` - the parsed patterns, whose processes (`pids`, resolved) with which
+      flags, and the match specs to set (`Kino.Trace.Plan.Functions`: covering patterns
+      merged, loops without returns), or `nil`;
+    * `:messages` - targets, flags and the send and receive match specs, or `nil`;
+    * `:processes` - targets and flags, or `nil`;
+    * `:limits` - what the native tracer enforces, under the options' own names;
+    * `:nodes` - the nodes it traces (this one alone for a local trace); the parts
+      above are this node's, and are `nil` when this node is not among them (each other
+      node builds its own plan from `what` and `options`);
+    * `:what` and `:options` - what was asked for, validated: the user's options with
+      the defaults, and no internal key.
+
+  A message trace:
+
+      iex> plan = Kino.Trace.Plan.new!([messages: self()], pattern: "{:ok, _}")
+      iex> {plan.calls, plan.messages.targets == [self()], plan.messages.flags}
+      {nil, true, [:send, :receive, :scheduler_id]}
+  """
+
+  alias Kino.Trace.{MessagePattern, Options, Pattern}
+  alias Kino.Trace.Plan.Functions
+
+  @enforce_keys [:what, :options, :nodes, :limits]
+  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil]
+
+  @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
+  @type targets :: [pid() | :all | :new | :existing]
+
+  @typedoc """
+  Calls: `patterns` as parsed; `pids` traced with `flags`; `returns` and `actions`, the
+  action parts of every match spec clause; `functions`, the match specs to set, with
+  `match_flags` (`[:local]` or `[:global]`).
+  """
+  @type calls :: %{
+          patterns: [Pattern.t()],
+          pids: targets(),
+          flags: [atom()],
+          match_flags: [:local | :global],
+          returns: list(),
+          actions: list(),
+          functions: Functions.t()
+        }
+
+  @type messages :: %{
+          targets: targets(),
+          flags: [atom()],
+          specs: MessagePattern.specs(),
+          distributed: boolean()
+        }
+
+  @type processes :: %{targets: targets(), flags: [atom()]}
+
+  @typedoc "The native tracer's limits (see `Kino.Trace.Options`)."
+  @type limits :: %{atom() => term()}
+
+  @type t :: %__MODULE__{
+          what: keyword(),
+          options: keyword(),
+          nodes: [node()],
+          limits: limits(),
+          calls: calls() | nil,
+          messages: messages() | nil,
+          processes: processes() | nil
+        }
+
+  @what [:calls, :messages, :processes]
+
+  @doc """
+  Builds the plan of a trace of `what` (`[calls: patterns, messages: targets,
+  processes: targets]`, any of them) with `opts`, the options of `Kino.Trace.calls/2`.
+
+  `defaults` are the defaults of the options (`Kino.Trace.Options.defaults/0`, or a
+  capture's). Parses and checks everything; raises `ArgumentError` naming the bad entry.
+  Warnings (a pattern that matches nothing yet) are printed with `IO.warn/2`.
+  """
+  @spec new!(keyword(), keyword(), keyword()) :: t()
+  def new!(what, opts, defaults \\ Options.defaults()) do
+    what = validate_what!(what)
+    options = Options.validate!(opts, defaults)
+    nodes = nodes!(options[:nodes])
+    plan = %__MODULE__{what: what, options: options, nodes: nodes, limits: Options.native_limits(options)}
+
+    plan = preflight!(plan)
+    if node() in nodes, do: local!(plan), else: plan
+  end
+
+  @doc """
+  Checks that `what` can be traced here with `opts`, without tracing: `:ok` or
+  `{:error, message}`. Each node of a multi-node trace runs it before anything is traced.
+
+      iex> Kino.Trace.Plan.check([calls: ["Enum.sum/1"]], limit: 5)
+      :ok
+      iex> {:error, message} = Kino.Trace.Plan.check([calls: ["Enum.nope/1"]], [])
+      iex> message =~ "Enum.nope/1"
+      true
+  """
+  @spec check(keyword(), keyword()) :: :ok | {:error, String.t()}
+  def check(what, opts) do
+    new!(what, opts)
+    :ok
+  rescue
+    e in ArgumentError -> {:error, Exception.message(e)}
+  end
+
+  @doc """
+  The plan of one node's part of a multi-node plan: the same `what` and options, with
+  `nodes` unset and `overrides` applied (a node's session keeps a small history when
+  its events are collected elsewhere). Built on the node it traces: run it there.
+  """
+  @spec for_node(t(), keyword()) :: {keyword(), keyword()}
+  def for_node(%__MODULE__{what: what, options: options}, overrides \\ []) do
+    {what, Keyword.merge(options, [nodes: nil, print: false] ++ overrides)}
+  end
+
+  @doc "Whether the plan traces other nodes than this one."
+  @spec remote?(t()) :: boolean()
+  def remote?(%__MODULE__{nodes: nodes}), do: nodes != [node()]
+
+  @doc """
+  The plan with `patterns` (parsed) as its calls: the match specs are built again.
+  A plan without calls gets patterns that no process is traced for, as before.
+  """
+  @spec put_patterns(t(), [Pattern.t()]) :: t()
+  def put_patterns(%__MODULE__{calls: nil} = plan, patterns) do
+    put_patterns(%{plan | calls: calls(plan.options, [], [])}, patterns)
+  end
+
+  def put_patterns(%__MODULE__{calls: calls, options: options} = plan, patterns) do
+    functions =
+      Functions.build(patterns, calls.returns, calls.actions, force: options[:force], local: options[:local])
+
+    %{plan | calls: %{calls | patterns: patterns, functions: functions}}
+  end
+
+  @doc "The options `Kino.Trace.Pattern.parse_each/2` and friends take for this plan."
+  @spec pattern_opts(t() | keyword()) :: keyword()
+  def pattern_opts(%__MODULE__{options: options}), do: pattern_opts(options)
+  def pattern_opts(options), do: [force: options[:force], local: options[:local]]
+
+  # --- building ------------------------------------------------------------------------
+
+  defp validate_what!(what) do
+    unless Keyword.keyword?(what) and what != [] and Enum.all?(Keyword.keys(what), &(&1 in @what)) do
+      raise ArgumentError,
+            "expected what to trace as a keyword list with :calls, :messages and/or :processes, got: " <>
+              inspect(what)
+    end
+
+    what
+  end
+
+  defp nodes!(nil), do: [node()]
+  defp nodes!(nodes), do: Kino.Trace.Nodes.resolve!(nodes)
+
+  # Every other node checks its part before anything is traced anywhere.
+  defp preflight!(plan) do
+    for node <- plan.nodes, node != node() do
+      {what, options} = for_node(plan)
+      Kino.Trace.Nodes.preflight!(node, what, options)
+    end
+
+    plan
+  end
+
+  # This node's part.
+  defp local!(%__MODULE__{what: what, options: options} = plan) do
+    calls =
+      case Keyword.fetch(what, :calls) do
+        {:ok, given} ->
+          {patterns, warnings} = Pattern.parse_all!(given, pattern_opts(options))
+          Enum.each(warnings, &IO.warn(&1, []))
+          calls(options, patterns, Options.resolve_pids(options[:pids]))
+
+        :error ->
+          nil
+      end
+
+    plan = %{plan | messages: messages!(what[:messages], options), processes: processes!(what[:processes], options)}
+    if calls, do: put_patterns(%{plan | calls: calls}, calls.patterns), else: plan
+  end
+
+  defp calls(options, patterns, pids) do
+    {returns, actions} = match_spec_body(options)
+
+    %{
+      patterns: patterns,
+      pids: pids,
+      flags:
+        [:call, :scheduler_id] ++ if(options[:return_to], do: [:return_to], else: []) ++ children(options),
+      match_flags: if(options[:local], do: [:local], else: [:global]),
+      returns: returns,
+      actions: actions,
+      functions: %Functions{}
+    }
+  end
+
+  # {return actions, other actions} of every match spec clause.
+  defp match_spec_body(options) do
+    returns =
+      cond do
+        options[:exceptions] -> [{:exception_trace}]
+        options[:return] -> [{:return_trace}]
+        true -> []
+      end
+
+    caller =
+      case options[:caller] do
+        # The caller's frame with the line of the call. (`{:caller_line}` gives the line
+        # of the return address, often the line after the call.)
+        :line -> [{:message, {:current_stacktrace, 1}}]
+        true -> [{:message, {:caller}}]
+        _ -> []
+      end
+
+    {returns, caller}
+  end
+
+  defp messages!(nil, _options), do: nil
+
+  defp messages!(targets, options) do
+    {targets, distributed?} =
+      case targets do
+        :distributed -> {[:all], true}
+        other -> {Options.resolve_targets!(other, :messages), false}
+      end
+
+    case MessagePattern.compile(options[:pattern], distributed?) do
+      {:ok, specs} ->
+        %{targets: targets, flags: [:send, :receive, :scheduler_id] ++ children(options), specs: specs, distributed: distributed?}
+
+      {:error, message} ->
+        raise ArgumentError, message
+    end
+  end
+
+  defp processes!(nil, _options), do: nil
+
+  defp processes!(targets, options),
+    do: %{targets: Options.resolve_targets!(targets, :processes), flags: [:procs, :scheduler_id] ++ children(options)}
+
+  defp children(options), do: if(options[:children], do: [:set_on_spawn], else: [])
+end

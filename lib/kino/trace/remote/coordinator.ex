@@ -1,0 +1,423 @@
+defmodule Kino.Trace.Remote.Coordinator do
+  @moduledoc """
+  One trace over several nodes: the process behind a `Kino.Trace` started with
+  `nodes:` (see `Kino.Trace.Remote`).
+
+  It answers the same requests as a `Kino.Trace.Session`, so the API treats both alike.
+  It owns one session per node and subscribes to each: their events are renumbered,
+  kept in the trace's history and sent on to its own subscribers. Requests go to the
+  nodes in parallel and wait for at most 2 s in all: a node that does not answer
+  in time is marked `:unresponsive`, skipped (and reported) by later requests until it
+  answers one of the info requests sent on every tick; its last known counters stay in
+  `info/1`. Stopping kills a session that does not answer, so nothing of the trace is
+  left on any node.
+  """
+
+  use GenServer
+
+  alias Kino.Trace.{History, Plan, Remote}
+
+  # The longest any request waits for the nodes, in all.
+  @remote_timeout 2_000
+  @tick_ms 1_000
+  # At most this many queued events per node are delivered to answer events/2.
+  @max_sync_drain 10_000
+  @subscriber_backlog 32
+  # Coordinator ids are apart from session ids (which count from 1 per node).
+  @id_base Bitwise.bsl(1, 40)
+
+  defstruct [
+    :id,
+    :owner_ref,
+    :plan,
+    :history,
+    :started_at,
+    status: :running,
+    # node => %{pid, ref, status, info}
+    nodes: %{},
+    # pid => monitor
+    subscribers: %{},
+    # pending tick info requests
+    requests: :gen_server.reqids_new(),
+    numbering: {1, %{}},
+    setup_error: nil
+  ]
+
+  @doc """
+  Starts a coordinator for the multi-node `plan`, owned by `owner`, and waits until
+  every node traces. Returns `{:ok, pid, id}`; raises `ArgumentError` naming a node
+  whose session could not start (then none is left running).
+  """
+  @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  def start(owner, %Plan{} = plan), do: Kino.Trace.Application.start_session(__MODULE__, {owner, plan})
+
+  @impl true
+  def init({owner, plan}) do
+    Process.flag(:trap_exit, true)
+    Kino.Trace.Internal.register(self())
+
+    state = %__MODULE__{
+      id: @id_base + System.unique_integer([:positive, :monotonic]),
+      owner_ref: Process.monitor(owner),
+      plan: plan,
+      history: History.new(plan.options[:history]),
+      started_at: System.os_time(:microsecond)
+    }
+
+    {:ok, state, {:continue, :setup}}
+  end
+
+  # A node that fails to start its session stops the ones already started.
+  @impl true
+  def handle_continue(:setup, state) do
+    state =
+      Enum.reduce(state.plan.nodes, state, fn node, state ->
+        case Remote.start(node, self(), state.plan, {state.id, node}) do
+          {:ok, pid} ->
+            put_in(state.nodes[node], %{pid: pid, ref: Process.monitor(pid), status: :running, info: %{}})
+
+          {:error, message} ->
+            raise ArgumentError, if(node == node(), do: message, else: "on node #{inspect(node)}: #{message}")
+        end
+      end)
+
+    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    Process.send_after(self(), :tick, @tick_ms)
+    {:noreply, state}
+  rescue
+    e in ArgumentError -> {:noreply, %{stop_nodes(state) | setup_error: e, status: :stopped}}
+  end
+
+  # --- requests -------------------------------------------------------------------------
+
+  @impl true
+  def handle_call(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_call(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+
+  # Its subscribers are held (not traced) by the session of their node.
+  def handle_call({:subscribe, pid}, _from, state) do
+    if Map.has_key?(state.subscribers, pid) do
+      {:reply, :ok, state}
+    else
+      state = on_node_of(state, pid, {:hold, pid})
+      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, Process.monitor(pid))}}
+    end
+  end
+
+  def handle_call({:unsubscribe, pid}, _from, state) do
+    {ref, subscribers} = Map.pop(state.subscribers, pid)
+    if ref, do: Process.demonitor(ref, [:flush])
+    {:reply, :ok, on_node_of(%{state | subscribers: subscribers}, pid, {:release, pid})}
+  end
+
+  def handle_call({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, {:exclude, pid})}
+
+  # Each node delivers what it has queued (bounded) before it answers, so its events
+  # are in the mailbox when the answers are in.
+  def handle_call({:events, n}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, @max_sync_drain})
+    state = take_delivered(state)
+    {:reply, History.take(state.history, n), state}
+  end
+
+  def handle_call(:info, _from, state) do
+    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    {:reply, info(state), state}
+  end
+
+  def handle_call({:set_patterns, inputs}, _from, state) do
+    {replies, state} = on_nodes(state, {:set_patterns, inputs})
+    {:reply, merge_results(inputs, state.plan.nodes, replies), state}
+  end
+
+  def handle_call(op, _from, state) when op in [:pause, :resume] do
+    {_replies, state} = on_nodes(state, op)
+
+    case {op, state.status} do
+      {:pause, :running} -> {:reply, :ok, broadcast(%{state | status: :paused}, {:status, :paused})}
+      {:resume, :paused} -> {:reply, :ok, broadcast(%{state | status: :running}, {:status, :running})}
+      _ -> {:reply, :ok, state}
+    end
+  end
+
+  def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
+
+  defp on_node_of(state, pid, request) do
+    case Map.get(state.nodes, node(pid)) do
+      %{status: status} = entry when status not in [:gone, :stopped] ->
+        # a session answers these at once (no draining)
+        try do
+          GenServer.call(entry.pid, request, @remote_timeout)
+        catch
+          :exit, _ -> :ok
+        end
+
+        state
+
+      _ ->
+        state
+    end
+  end
+
+  # --- events and statuses from the nodes --------------------------------------------------
+
+  @impl true
+  def handle_info({:kino_trace, {id, node}, {:events, events}}, %{id: id} = state) do
+    # a backlogged subscriber slows this process down, so its mailbox grows and the
+    # node sessions leave their queues alone (they drop and count)
+    if backlogged?(state), do: Process.sleep(5)
+    {:noreply, deliver(state, node, events)}
+  end
+
+  def handle_info({:kino_trace, {id, node}, {:status, status}}, %{id: id} = state) do
+    state = put_in(state.nodes[node].status, status)
+    {:noreply, maybe_ended(state)}
+  end
+
+  def handle_info(:tick, state) do
+    Process.send_after(self(), :tick, @tick_ms)
+    {:noreply, ask_info(state)}
+  end
+
+  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
+    {:stop, :normal, finish(state)}
+  end
+
+  def handle_info({:DOWN, ref, :process, pid, reason}, state) do
+    case Enum.find(state.nodes, fn {_node, entry} -> entry.ref == ref end) do
+      {node, _entry} ->
+        state = broadcast(state, {:node_down, node, reason})
+        {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
+
+      nil ->
+        {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid)}}
+    end
+  end
+
+  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state)}
+
+  def handle_info(message, state) do
+    case :gen_server.check_response(message, state.requests, true) do
+      {reply, node, requests} -> {:noreply, info_reply(%{state | requests: requests}, node, reply)}
+      _no_request -> {:noreply, state}
+    end
+  end
+
+  @impl true
+  def terminate(_reason, state) do
+    state = finish(state)
+    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, info(state))
+    :ok
+  end
+
+  defp deliver(state, _node, events) do
+    {events, numbering} = Remote.renumber(events, state.numbering)
+    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, {:events, events}})
+    %{state | numbering: numbering, history: History.push(state.history, events)}
+  end
+
+  # The events the nodes delivered before answering a request, now in the mailbox.
+  defp take_delivered(%{id: id} = state) do
+    receive do
+      {:kino_trace, {^id, node}, {:events, events}} -> state |> deliver(node, events) |> take_delivered()
+    after
+      0 -> state
+    end
+  end
+
+  defp backlogged?(state) do
+    Enum.any?(state.subscribers, fn {pid, _} ->
+      case node(pid) == node() and Process.info(pid, :message_queue_len) do
+        {:message_queue_len, n} -> n > @subscriber_backlog
+        _ -> false
+      end
+    end)
+  end
+
+  defp broadcast(state, message) do
+    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, message})
+    state
+  end
+
+  # When every node has ended, the trace has: with the status the first one ended with.
+  defp maybe_ended(%{status: status} = state) when status in [:running, :paused] do
+    statuses = for node <- state.plan.nodes, do: state.nodes[node].status
+
+    if Enum.all?(statuses, &(&1 not in [:running, :paused, :unresponsive])) do
+      final = Enum.find(statuses, :stopped, &(&1 not in [:gone, :stopped]))
+      broadcast(%{state | status: final}, {:status, final})
+    else
+      state
+    end
+  end
+
+  defp maybe_ended(state), do: state
+
+  # --- asking the nodes ----------------------------------------------------------------------
+
+  defp answering?(%{status: status}), do: status not in [:gone, :stopped, :unresponsive]
+
+  # Asks every answering node's session the same; returns [{node, reply}], with
+  # {:error, message} for a node that did not answer in time (then marked :unresponsive).
+  # `on_reply` may fold each reply into the state.
+  defp on_nodes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
+    asked =
+      for {node, entry} <- state.nodes, answering?(entry), reduce: :gen_server.reqids_new() do
+        requests -> :gen_server.send_request(entry.pid, request, node, requests)
+      end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+    {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
+
+    skipped =
+      for {node, %{status: :unresponsive}} <- state.nodes, not List.keymember?(replies, node, 0),
+          do: {node, {:error, not_answering()}}
+
+    {replies ++ skipped, state}
+  end
+
+  defp not_answering, do: "the node is not answering (no reply within #{@remote_timeout} ms)"
+
+  defp collect_replies(state, requests, deadline, acc, on_reply) do
+    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    case :gen_server.receive_response(requests, timeout, true) do
+      :no_request ->
+        {Enum.reverse(acc), state}
+
+      :timeout ->
+        late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
+        state = Enum.reduce(late, state, fn node, state -> put_in(state.nodes[node].status, :unresponsive) end)
+        errors = for node <- late, do: {node, {:error, not_answering()}}
+        {Enum.reverse(acc, errors), state}
+
+      {{:reply, reply}, node, requests} ->
+        collect_replies(on_reply.(state, node, {:reply, reply}), requests, deadline, [{node, reply} | acc], on_reply)
+
+      {{:error, {reason, _server}}, node, requests} ->
+        collect_replies(state, requests, deadline, [{node, {:error, inspect(reason)}} | acc], on_reply)
+    end
+  end
+
+  # On every tick, every node that is not gone is asked for its counters without
+  # waiting; the reply (handle_info/2) also marks an unresponsive node answering. A node
+  # that has not answered the last request is not asked again: a hung node holds one
+  # request, not one more per tick.
+  defp ask_info(state) do
+    waiting = for {_id, node} <- :gen_server.reqids_to_list(state.requests), do: node
+
+    requests =
+      for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in waiting, reduce: state.requests do
+        requests -> :gen_server.send_request(entry.pid, :info, node, requests)
+      end
+
+    %{state | requests: requests}
+  end
+
+  defp info_reply(state, node, {:reply, info}) when is_map(info) and is_map_key(state.nodes, node) do
+    entry = state.nodes[node]
+    status = if entry.status == :unresponsive, do: Map.get(info, :status, :running), else: entry.status
+    put_in(state.nodes[node], %{entry | info: info, status: status})
+  end
+
+  defp info_reply(state, _node, _reply), do: state
+
+  # Per entry: an error on any node is the entry's error (named by node, but for this
+  # one's); otherwise the first node's result, in the plan's order of nodes. A node
+  # that did not answer makes every entry an error for that node.
+  defp merge_results(inputs, nodes, replies) do
+    per_node =
+      for node <- nodes, {^node, reply} <- replies do
+        case reply do
+          results when is_list(results) -> {node, Enum.map(results, &elem(&1, 1))}
+          {:error, message} -> {node, List.duplicate({:error, message}, length(inputs))}
+        end
+      end
+
+    inputs
+    |> Enum.with_index()
+    |> Enum.map(fn {input, i} ->
+      results = for {node, results} <- per_node, do: {node, Enum.at(results, i)}
+
+      case Enum.find(results, &match?({_, {:error, _}}, &1)) do
+        {node, {:error, message}} when node == node() -> {input, {:error, message}}
+        {node, {:error, message}} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
+        nil -> {input, with([{_, result} | _] <- results, do: result, else: (_ -> {:error, not_answering()}))}
+      end
+    end)
+  end
+
+  # --- ending --------------------------------------------------------------------------------
+
+  defp finish(state) do
+    state = stop_nodes(state)
+
+    if state.status in [:running, :paused],
+      do: broadcast(%{state | status: :stopped}, {:status, :stopped}),
+      else: state
+  end
+
+  # Stops every node's session: those that do not answer in time are killed, and each
+  # is waited for (its monitor) for a bounded time.
+  defp stop_nodes(%{nodes: nodes} = state) when nodes == %{}, do: state
+
+  defp stop_nodes(state) do
+    {replies, state} = on_nodes(state, :stop)
+    answered = for {node, :ok} <- replies, do: node
+
+    for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in answered do
+      Process.exit(entry.pid, :kill)
+    end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+
+    nodes =
+      Map.new(state.nodes, fn
+        {node, %{status: status} = entry} when status in [:gone, :stopped] ->
+          {node, entry}
+
+        {node, entry} ->
+          timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+          receive do
+            {:DOWN, ref, :process, _, _} when ref == entry.ref -> {node, %{entry | status: :stopped}}
+          after
+            timeout -> {node, %{entry | status: :stopped}}
+          end
+      end)
+
+    %{state | nodes: nodes}
+  end
+
+  # --- info -----------------------------------------------------------------------------------
+
+  @counters [:accepted, :delivered, :queued, :discarded, :bytes_queued]
+
+  defp info(state) do
+    nodes = Map.new(state.nodes, fn {node, entry} -> {node, Map.put(entry.info, :status, entry.status)} end)
+    counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
+    sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.get(&1, key, 0))) end
+
+    dropped =
+      Map.new([:rate, :queue_full, :max_events, :closed], fn k ->
+        {k, Enum.reduce(counted, 0, &(&2 + &1.dropped[k]))}
+      end)
+
+    first = Enum.find_value(state.plan.nodes, %{}, &(nodes[&1][:patterns] && nodes[&1]))
+
+    Map.merge(Map.new(@counters, &{&1, sum.(&1)}), %{
+      id: state.id,
+      status: state.status,
+      patterns: Map.get(first, :patterns, []),
+      dropped: dropped,
+      rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
+      started_at: state.started_at,
+      limit: state.plan.options[:limit],
+      traced: Enum.any?(counted, &Map.get(&1, :traced, false)),
+      stack_guarded: sum.(:stack_guarded),
+      subscribers: map_size(state.subscribers),
+      reapplied: sum.(:reapplied),
+      nodes: nodes
+    })
+  end
+end
