@@ -1,15 +1,20 @@
 // The trace widget: header (status, counters, controls, pattern editor), four tabs (log,
 // sequence, stats, calls) and the details of the selected item. This module wires the
-// parts together:
+// parts together and runs the tabs:
 //
-//   server (transport.js) --events--> TraceWidget --> TraceState (trace_state.js: status,
-//        ^                               |             counters, pause/hold/resume)
-//        '---------requests--------------'-----------> LogModel, SequenceLayout (the data)
-//                                        '-----------> views: HeaderView, LogView,
-//                                                      SequenceView, StatsTable, CallTree,
-//                                                      DetailView; export.js
+//   Kino's ctx <--> Transport (transport.js): server events in, requests out
+//                      |
+//                  TraceWidget (here)
+//                      |
+//      +---------------+------------------+---------------------------------------+
+//      |               |                  |                                       |
+//   TraceState      LogModel,          views: HeaderView, LogView, DetailView,    export.js
+//   (status,        SequenceLayout     SequenceView, StatsTable, CallTree
+//   counters,       (the data)
+//   pause/hold)
 //
-// Only the Transport talks to the server; the state and the data know no DOM.
+// Only the Transport talks to the server; the state and the data know no DOM; the views
+// report the user's actions to callbacks given here.
 
 import { LogModel } from "./model.js";
 import { TraceState } from "./trace_state.js";
