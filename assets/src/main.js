@@ -1,11 +1,8 @@
 // Entry point loaded by Livebook (Kino.JS): `init(ctx, data)` with the data from the
-// widget's handle_connect (patterns, status, counters, recent events).
+// widget's handle_connect (patterns, status, counters, recent events). The widget is
+// hung on the output's element as `__kinoTrace` for the browser console and the tests.
 
 import { TraceWidget } from "./app.js";
+import { mount } from "./transport.js";
 
-export async function init(ctx, data) {
-  await ctx.importCSS("main.css");
-  const widget = new TraceWidget(ctx, data);
-  // for debugging in the browser console and for the browser tests
-  ctx.root.__kinoTrace = widget;
-}
+export const init = mount(TraceWidget, "__kinoTrace");

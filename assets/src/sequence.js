@@ -7,6 +7,7 @@
 // into lanes and rows. SequenceView draws a layout as SVG.
 
 import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel } from "./format.js";
+import { h, svg } from "./dom.js";
 
 /** Geometry of the view, in CSS pixels. */
 export const GEOMETRY = { rowHeight: 30, laneWidth: 230, gutter: 104, headerHeight: 46, overscan: 6 };
@@ -363,22 +364,6 @@ export function fit(text, px) {
 
 // --- the view ---------------------------------------------------------------------------
 
-const SVG = "http://www.w3.org/2000/svg";
-
-function s(tag, attrs = {}, text) {
-  const el = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) if (v != null) el.setAttribute(k, v);
-  if (text != null) el.textContent = text;
-  return el;
-}
-
-function h(tag, cls, text) {
-  const el = document.createElement(tag);
-  if (cls) el.className = cls;
-  if (text != null) el.textContent = text;
-  return el;
-}
-
 export class SequenceView {
   /**
    * @param {HTMLElement} parent
@@ -392,17 +377,17 @@ export class SequenceView {
     this.selected = null;
     this.drawnLanes = -1;
 
-    this.el = h("div", "kt-seq");
-    this.scroller = h("div", "kt-seq-scroll");
+    this.el = h("div", { class: "kt-seq" });
+    this.scroller = h("div", { class: "kt-seq-scroll" });
     this.scroller.setAttribute("data-testid", "sequence");
-    this.spacer = h("div", "kt-seq-spacer");
-    this.header = h("div", "kt-seq-header");
-    this.corner = h("div", "kt-seq-corner", "Time");
+    this.spacer = h("div", { class: "kt-seq-spacer" });
+    this.header = h("div", { class: "kt-seq-header" });
+    this.corner = h("div", { class: "kt-seq-corner", text: "Time" });
     this.header.appendChild(this.corner);
-    this.svg = s("svg", { class: "kt-seq-svg" });
+    this.svg = svg("svg", { class: "kt-seq-svg" });
     this.spacer.append(this.header, this.svg);
     this.scroller.appendChild(this.spacer);
-    this.empty = h("div", "kt-empty kt-seq-empty", "No messages yet. Trace messages or processes (Kino.Trace.messages/2, processes/2) to see them here.");
+    this.empty = h("div", { class: "kt-empty kt-seq-empty", text: "No messages yet. Trace messages or processes (Kino.Trace.messages/2, processes/2) to see them here." });
     this.el.append(this.scroller, this.empty);
     parent.appendChild(this.el);
 
@@ -452,13 +437,13 @@ export class SequenceView {
   drawHeader() {
     const { layout, g } = this;
     const cells = layout.lanes.map((lane) => {
-      const cell = h("div", "kt-seq-lane");
+      const cell = h("div", { class: "kt-seq-lane" });
       cell.style.left = `${g.gutter + lane.index * g.laneWidth}px`;
       cell.style.width = `${g.laneWidth}px`;
       cell.dataset.lane = String(lane.index);
       cell.dataset.pid = lane.pid;
-      const name = h("div", "kt-seq-lane-name kt-mono", lane.name || lane.pid);
-      const sub = h("div", "kt-seq-lane-sub kt-mono", [lane.name ? lane.pid : "", lane.node && lane.remote ? lane.node : ""].filter(Boolean).join(" · "));
+      const name = h("div", { class: "kt-seq-lane-name kt-mono", text: lane.name || lane.pid });
+      const sub = h("div", { class: "kt-seq-lane-sub kt-mono", text: [lane.name ? lane.pid : "", lane.node && lane.remote ? lane.node : ""].filter(Boolean).join(" · ") });
       cell.title = [lane.name, lane.pid, lane.node].filter(Boolean).join("\n");
       cell.append(name, sub);
       return cell;
@@ -479,43 +464,43 @@ export class SequenceView {
     const x = (i) => laneX(i, g);
 
     const frag = document.createDocumentFragment();
-    const defs = s("defs");
+    const defs = svg("defs");
     defs.append(marker("kt-seq-arrow", "kt-seq-head"), marker("kt-seq-arrow-sel", "kt-seq-head kt-seq-head-sel"), marker("kt-seq-arrow-soft", "kt-seq-head kt-seq-head-soft"));
 
     // stripes and times
-    const gutter = s("g", { class: "kt-seq-gutter" });
+    const gutter = svg("g", { class: "kt-seq-gutter" });
     for (let seq = first; seq < last; seq++) {
       const row = layout.rowAt(seq);
       if (!row) continue;
       const yTop = y(seq) - g.rowHeight / 2;
-      if (row === this.selected) gutter.appendChild(s("rect", { class: "kt-seq-selected", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
-      else if ((seq & 1) === 1) gutter.appendChild(s("rect", { class: "kt-seq-stripe", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
-      gutter.appendChild(s("text", { class: "kt-seq-time", x: 10, y: y(seq) + 4 }, formatTime(row.time).slice(3)));
+      if (row === this.selected) gutter.appendChild(svg("rect", { class: "kt-seq-selected", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
+      else if ((seq & 1) === 1) gutter.appendChild(svg("rect", { class: "kt-seq-stripe", x: 0, y: yTop, width: g.gutter + layout.lanes.length * g.laneWidth, height: g.rowHeight }));
+      gutter.appendChild(svg("text", { class: "kt-seq-time", x: 10, y: y(seq) + 4 }, formatTime(row.time).slice(3)));
     }
     frag.appendChild(gutter);
 
     // lifelines: from the lane's first row (top for lanes seen from the start) to its exit
-    const lifelines = s("g", { class: "kt-seq-lifelines" });
+    const lifelines = svg("g", { class: "kt-seq-lifelines" });
     for (let i = firstLane; i < lastLane; i++) {
       const lane = layout.lanes[i];
       const from = Math.max(top, lane.firstSeq > layout.start ? y(lane.firstSeq) - g.rowHeight / 2 : top);
       const to = Math.min(bottom, lane.exitSeq != null ? y(lane.exitSeq) : bottom);
-      if (to > from) lifelines.appendChild(s("line", { class: "kt-seq-lifeline", x1: x(i), x2: x(i), y1: from, y2: to }));
+      if (to > from) lifelines.appendChild(svg("line", { class: "kt-seq-lifeline", x1: x(i), x2: x(i), y1: from, y2: to }));
     }
     frag.appendChild(lifelines);
 
     // activations (calls running)
-    const acts = s("g", { class: "kt-seq-activations" });
+    const acts = svg("g", { class: "kt-seq-activations" });
     for (const a of layout.activationsIn(first, last)) {
       if (a.lane < firstLane || a.lane >= lastLane) continue;
       const y1 = Math.max(top, y(a.from) - 8);
       const y2 = Math.min(bottom, a.to == null ? bottom : y(a.to) + 8);
-      acts.appendChild(s("rect", { class: "kt-seq-activation" + (a.to == null ? " kt-seq-running" : ""), x: x(a.lane) - 5 + a.depth * 4, y: y1, width: 10, height: Math.max(4, y2 - y1), rx: 2 }));
+      acts.appendChild(svg("rect", { class: "kt-seq-activation" + (a.to == null ? " kt-seq-running" : ""), x: x(a.lane) - 5 + a.depth * 4, y: y1, width: 10, height: Math.max(4, y2 - y1), rx: 2 }));
     }
     frag.appendChild(acts);
 
     // rows
-    const items = s("g", { class: "kt-seq-items" });
+    const items = svg("g", { class: "kt-seq-items" });
     for (const row of layout.rowsIn(first, last)) {
       const lo = Math.min(row.from ?? row.to, row.to);
       const hi = Math.max(row.from ?? row.to, row.to);
@@ -525,7 +510,7 @@ export class SequenceView {
     frag.appendChild(items);
 
     // the SVG covers only the rows drawn; its content keeps the spacer's coordinates
-    const shifted = s("g", { transform: `translate(0 ${-top})` });
+    const shifted = svg("g", { transform: `translate(0 ${-top})` });
     shifted.appendChild(frag);
     this.svg.setAttribute("width", String(g.gutter + layout.lanes.length * g.laneWidth + 24));
     this.svg.setAttribute("height", String(Math.max(0, bottom - top)));
@@ -536,10 +521,10 @@ export class SequenceView {
   item(row, y, x) {
     const g = this.g;
     const sel = row === this.selected;
-    const group = s("g", { class: `kt-seq-item kt-seq-t-${row.type}` + (sel ? " kt-seq-item-selected" : ""), "data-seq": row.seq, "data-type": row.type });
-    const title = s("title", {}, tooltip(row));
+    const group = svg("g", { class: `kt-seq-item kt-seq-t-${row.type}` + (sel ? " kt-seq-item-selected" : ""), "data-seq": row.seq, "data-type": row.type });
+    const title = svg("title", {}, tooltip(row));
     group.appendChild(title);
-    const hit = (x1, x2) => group.appendChild(s("rect", { class: "kt-seq-hit", x: Math.min(x1, x2) - 6, y: y - g.rowHeight / 2, width: Math.abs(x2 - x1) + 12, height: g.rowHeight }));
+    const hit = (x1, x2) => group.appendChild(svg("rect", { class: "kt-seq-hit", x: Math.min(x1, x2) - 6, y: y - g.rowHeight / 2, width: Math.abs(x2 - x1) + 12, height: g.rowHeight }));
     const arrowHead = sel ? "url(#kt-seq-arrow-sel)" : "url(#kt-seq-arrow)";
 
     switch (row.type) {
@@ -549,15 +534,15 @@ export class SequenceView {
         const x2 = x(row.to);
         if (row.from === row.to) {
           hit(x1, x1 + 40);
-          group.appendChild(s("path", { class: "kt-seq-line", d: `M${x1 + 6} ${y - 6} h26 v12 h-20`, "marker-end": arrowHead }));
-          group.appendChild(s("text", { class: "kt-seq-label", x: x1 + 38, y: y + 4 }, fit(row.label, g.laneWidth - 46)));
+          group.appendChild(svg("path", { class: "kt-seq-line", d: `M${x1 + 6} ${y - 6} h26 v12 h-20`, "marker-end": arrowHead }));
+          group.appendChild(svg("text", { class: "kt-seq-label", x: x1 + 38, y: y + 4 }, fit(row.label, g.laneWidth - 46)));
           break;
         }
         const dir = x2 > x1 ? 1 : -1;
         hit(x1, x2);
         const pending = row.type === "message" && !row.receive && !row.lost;
         group.appendChild(
-          s("line", {
+          svg("line", {
             class: "kt-seq-line" + (row.type === "spawn" ? " kt-seq-dashed" : "") + (pending ? " kt-seq-pending" : "") + (row.lost ? " kt-seq-lost" : ""),
             x1: x1 + dir * 6,
             x2: x2 - dir * 8,
@@ -568,26 +553,26 @@ export class SequenceView {
         );
         if (row.lost) group.appendChild(cross(x2 - dir * 10, y, "kt-seq-lost-x"));
         const span = Math.abs(x2 - x1) - 20;
-        const label = s("text", { class: "kt-seq-label", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, fit(row.label, span));
+        const label = svg("text", { class: "kt-seq-label", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, fit(row.label, span));
         group.appendChild(label);
-        group.appendChild(s("circle", { class: "kt-seq-dot", cx: x1, cy: y, r: 3 }));
+        group.appendChild(svg("circle", { class: "kt-seq-dot", cx: x1, cy: y, r: 3 }));
         break;
       }
       case "found": {
         const x2 = x(row.to);
         const x1 = x2 - Math.min(g.laneWidth * 0.6, 110);
         hit(x1, x2);
-        group.appendChild(s("circle", { class: "kt-seq-found-dot", cx: x1, cy: y, r: 4 }));
-        group.appendChild(s("line", { class: "kt-seq-line kt-seq-soft", x1: x1 + 4, x2: x2 - 8, y1: y, y2: y, "marker-end": sel ? arrowHead : "url(#kt-seq-arrow-soft)" }));
-        group.appendChild(s("text", { class: "kt-seq-label kt-seq-label-soft", x: x2 + 10, y: y + 4 }, fit(`← ${row.label}`, g.laneWidth / 2 + 60)));
+        group.appendChild(svg("circle", { class: "kt-seq-found-dot", cx: x1, cy: y, r: 4 }));
+        group.appendChild(svg("line", { class: "kt-seq-line kt-seq-soft", x1: x1 + 4, x2: x2 - 8, y1: y, y2: y, "marker-end": sel ? arrowHead : "url(#kt-seq-arrow-soft)" }));
+        group.appendChild(svg("text", { class: "kt-seq-label kt-seq-label-soft", x: x2 + 10, y: y + 4 }, fit(`← ${row.label}`, g.laneWidth / 2 + 60)));
         break;
       }
       case "call": {
         const x1 = x(row.from) + 5;
         hit(x1 - 10, x1 + g.laneWidth - 20);
-        group.appendChild(s("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
+        group.appendChild(svg("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
         const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` → ${row.ret.result}`) : "";
-        const text = s("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(shortCall(row.label) + ret, g.laneWidth - 26));
+        const text = svg("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(shortCall(row.label) + ret, g.laneWidth - 26));
         if (row.ret && row.ret.kind === "exception") text.classList.add("kt-seq-bad");
         group.appendChild(text);
         break;
@@ -595,25 +580,25 @@ export class SequenceView {
       case "return": {
         const x1 = x(row.from) + 5;
         hit(x1 - 10, x1 + g.laneWidth - 20);
-        group.appendChild(s("path", { class: "kt-seq-line kt-seq-dashed", d: `M${x1 + 12} ${y - 4} h-10`, "marker-end": arrowHead }));
-        group.appendChild(s("text", { class: "kt-seq-label kt-seq-result" + (row.exception ? " kt-seq-bad" : ""), x: x1 + 18, y: y + 4 }, fit(row.label, g.laneWidth - 30)));
+        group.appendChild(svg("path", { class: "kt-seq-line kt-seq-dashed", d: `M${x1 + 12} ${y - 4} h-10`, "marker-end": arrowHead }));
+        group.appendChild(svg("text", { class: "kt-seq-label kt-seq-result" + (row.exception ? " kt-seq-bad" : ""), x: x1 + 18, y: y + 4 }, fit(row.label, g.laneWidth - 30)));
         break;
       }
       case "link": {
         const x1 = x(row.from);
         const x2 = x(row.to);
         hit(x1, x2);
-        group.appendChild(s("line", { class: "kt-seq-line kt-seq-link" + (row.unlink ? " kt-seq-unlink" : ""), x1, x2, y1: y, y2: y }));
-        group.appendChild(s("circle", { class: "kt-seq-link-end", cx: x1, cy: y, r: 3 }));
-        group.appendChild(s("circle", { class: "kt-seq-link-end", cx: x2, cy: y, r: 3 }));
-        group.appendChild(s("text", { class: "kt-seq-label kt-seq-label-soft", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, row.label));
+        group.appendChild(svg("line", { class: "kt-seq-line kt-seq-link" + (row.unlink ? " kt-seq-unlink" : ""), x1, x2, y1: y, y2: y }));
+        group.appendChild(svg("circle", { class: "kt-seq-link-end", cx: x1, cy: y, r: 3 }));
+        group.appendChild(svg("circle", { class: "kt-seq-link-end", cx: x2, cy: y, r: 3 }));
+        group.appendChild(svg("text", { class: "kt-seq-label kt-seq-label-soft", x: (x1 + x2) / 2, y: y - 5, "text-anchor": "middle" }, row.label));
         break;
       }
       case "exit": {
         const x1 = x(row.from);
         hit(x1 - 10, x1 + g.laneWidth / 2);
         group.appendChild(cross(x1, y, row.normal ? "kt-seq-exit-x" : "kt-seq-exit-x kt-seq-crash"));
-        group.appendChild(s("text", { class: "kt-seq-label" + (row.normal ? " kt-seq-label-soft" : " kt-seq-bad"), x: x1 + 12, y: y + 4 }, fit(`exit ${row.label}`, g.laneWidth - 20)));
+        group.appendChild(svg("text", { class: "kt-seq-label" + (row.normal ? " kt-seq-label-soft" : " kt-seq-bad"), x: x1 + 12, y: y + 4 }, fit(`exit ${row.label}`, g.laneWidth - 20)));
         break;
       }
       case "note": {
@@ -621,8 +606,8 @@ export class SequenceView {
         const text = fit(row.label, g.laneWidth - 24);
         const w = text.length * 7.2 + 14;
         hit(x1 - w / 2, x1 + w / 2);
-        group.appendChild(s("rect", { class: "kt-seq-note", x: x1 - w / 2, y: y - 10, width: w, height: 20, rx: 4 }));
-        group.appendChild(s("text", { class: "kt-seq-label kt-seq-note-text", x: x1, y: y + 4, "text-anchor": "middle" }, text));
+        group.appendChild(svg("rect", { class: "kt-seq-note", x: x1 - w / 2, y: y - 10, width: w, height: 20, rx: 4 }));
+        group.appendChild(svg("text", { class: "kt-seq-label kt-seq-note-text", x: x1, y: y + 4, "text-anchor": "middle" }, text));
         break;
       }
     }
@@ -638,13 +623,13 @@ function namesOf(layout) {
 }
 
 function marker(id, cls) {
-  const m = s("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
-  m.appendChild(s("path", { d: "M0 0 L10 5 L0 10 z", class: cls }));
+  const m = svg("marker", { id, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+  m.appendChild(svg("path", { d: "M0 0 L10 5 L0 10 z", class: cls }));
   return m;
 }
 
 function cross(cx, cy, cls) {
-  return s("path", { class: cls, d: `M${cx - 5} ${cy - 5} L${cx + 5} ${cy + 5} M${cx + 5} ${cy - 5} L${cx - 5} ${cy + 5}` });
+  return svg("path", { class: cls, d: `M${cx - 5} ${cy - 5} L${cx + 5} ${cy + 5} M${cx + 5} ${cy - 5} L${cx - 5} ${cy + 5}` });
 }
 
 /** The tooltip of a row (the full label; the click shows the full terms). */

@@ -1,12 +1,9 @@
 // Entry point of the stats widget (Kino.Trace.StatsWidget), loaded by Livebook
 // (Kino.JS): `init(ctx, data)` with the widget's handle_connect data (status, refresh
-// interval, the first snapshot).
+// interval, the first snapshot). The widget is hung on the output's element as
+// `__kinoTraceStats` for the browser console and the tests.
 
 import { StatsWidget } from "./stats_widget.js";
+import { mount } from "./transport.js";
 
-export async function init(ctx, data) {
-  await ctx.importCSS("main.css");
-  const widget = new StatsWidget(ctx, data);
-  // for debugging in the browser console and for the browser tests
-  ctx.root.__kinoTraceStats = widget;
-}
+export const init = mount(StatsWidget, "__kinoTraceStats");

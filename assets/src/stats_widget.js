@@ -5,7 +5,7 @@
 
 import { StatsTable } from "./stats_table.js";
 import { formatDuration, formatCount } from "./format.js";
-import { h } from "./dom.js";
+import { h, button } from "./dom.js";
 
 const STATUS_LABELS = { running: "Running", stopped: "Stopped" };
 
@@ -95,25 +95,31 @@ export function processRows(row) {
 
 
 export class StatsWidget {
-  constructor(ctx, data) {
-    this.ctx = ctx;
+  /**
+   * @param {Transport} server the link to Kino.Trace.StatsWidget
+   * @param {object} data the connect payload: status, interval, snapshot
+   */
+  constructor(server, data) {
+    this.server = server;
     this.status = data.status || "running";
     this.interval = data.interval || 1000;
     this.snapshot = data.snapshot || emptySnapshot();
-    this.build(ctx.root);
+    this.table = null; // the StatsTable, rebuilt when what is measured changes
+    this.columnsFor = null; // what the table's columns were made for
+    this.build(server.root);
     this.render();
 
-    ctx.handleEvent("snapshot", ({ status, snapshot }) => {
+    server.on("snapshot", ({ status, snapshot }) => {
       this.status = status || this.status;
       this.snapshot = snapshot;
       this.render();
     });
-    ctx.handleEvent("tick", ({ status, elapsed_us, taken_at }) => {
+    server.on("tick", ({ status, elapsed_us, taken_at }) => {
       this.status = status || this.status;
       this.snapshot = { ...this.snapshot, elapsed_us, taken_at };
       this.renderHeader();
     });
-    ctx.handleEvent("status", ({ status, snapshot }) => {
+    server.on("status", ({ status, snapshot }) => {
       this.status = status;
       if (snapshot) this.snapshot = snapshot;
       this.render();
@@ -125,8 +131,8 @@ export class StatsWidget {
     this.root = h("div", { class: "kt-root kt-stats-widget" });
     this.statusEl = h("span", { class: "kt-status", "data-testid": "status" });
     this.countersEl = h("span", { class: "kt-counters", "data-testid": "counters" });
-    this.resetButton = h("button", { class: "kt-button", type: "button", "data-action": "reset", text: "Reset", onclick: () => this.ctx.pushEvent("reset", {}) });
-    this.stopButton = h("button", { class: "kt-button", type: "button", "data-action": "stop", text: "Stop", onclick: () => this.ctx.pushEvent("stop", {}) });
+    this.resetButton = button("Reset", "reset", () => this.server.push("reset"));
+    this.stopButton = button("Stop", "stop", () => this.server.push("stop"));
     this.patternsEl = h("div", { class: "kt-stats-patterns" });
     const top = h(
       "div",
@@ -137,7 +143,6 @@ export class StatsWidget {
     );
     const header = h("div", { class: "kt-header" }, top, this.patternsEl);
     this.tablePanel = h("div", { class: "kt-panel" });
-    this.columnsFor = null;
     this.noteEl = h("div", { class: "kt-stats-note kt-muted" });
     this.root.append(header, this.tablePanel, this.noteEl);
     root.appendChild(this.root);

@@ -2,6 +2,7 @@
 import { describe, it, expect } from "vitest";
 import { StatsWidget, statsColumns, processRows, formatMicros, formatWords, formatShare } from "../src/stats_widget.js";
 import { StatsTable, STATS_COLUMNS, barFraction } from "../src/stats_table.js";
+import { Transport } from "../src/transport.js";
 
 // A payload as Kino.Trace.Stats.Payload.snapshot/2 makes it.
 const proc = (pid, calls, time_us, time_share, memory_words, memory_share, name = null) => ({ pid, name, calls, time_us, time_share, memory_words, memory_share });
@@ -67,7 +68,7 @@ describe("stats widget", () => {
 
   it("renders the rows by time, with share bars, and sorts on header clicks", () => {
     const ctx = fakeCtx();
-    new StatsWidget(ctx, { status: "running", interval: 1000, snapshot: snapshot(rows) });
+    new StatsWidget(new Transport(ctx), { status: "running", interval: 1000, snapshot: snapshot(rows) });
     expect(names(ctx.root)).toEqual(["MyApp.Repo.get/2", ":ets.lookup/2"]);
     const bar = ctx.root.querySelector("tbody tr[data-key] .kt-bar");
     expect(bar.style.width).toBe("80%");
@@ -82,7 +83,7 @@ describe("stats widget", () => {
 
   it("a row click opens its per-process drill-down, which stays open across updates", () => {
     const ctx = fakeCtx();
-    new StatsWidget(ctx, { status: "running", snapshot: snapshot(rows) });
+    new StatsWidget(new Transport(ctx), { status: "running", snapshot: snapshot(rows) });
     ctx.root.querySelector('tr[data-key="MyApp.Repo.get/2"] td').click();
     let drill = ctx.root.querySelector('[data-testid="drill"]');
     expect([...drill.querySelectorAll(":scope > tbody > tr")].map((tr) => tr.dataset.pid)).toEqual(["#PID<0.1.0>", "#PID<0.2.0>"]);
@@ -109,7 +110,7 @@ describe("stats widget", () => {
 
   it("reset and stop push events; a stopped session disables them; ticks move the clock", () => {
     const ctx = fakeCtx();
-    new StatsWidget(ctx, { status: "running", snapshot: snapshot(rows) });
+    new StatsWidget(new Transport(ctx), { status: "running", snapshot: snapshot(rows) });
     ctx.root.querySelector('[data-action="reset"]').click();
     ctx.root.querySelector('[data-action="stop"]').click();
     expect(ctx.pushed.map(([e]) => e)).toEqual(["reset", "stop"]);
@@ -123,7 +124,7 @@ describe("stats widget", () => {
   it("without time measured, sorts by calls and shows no time columns", () => {
     const ctx = fakeCtx();
     const r = rows.map((x) => ({ ...x, time_us: null, time_share: null, per_call_us: null }));
-    new StatsWidget(ctx, { status: "running", snapshot: snapshot(r, { measured: { time: false, memory: true } }) });
+    new StatsWidget(new Transport(ctx), { status: "running", snapshot: snapshot(r, { measured: { time: false, memory: true } }) });
     expect(ctx.root.querySelector('th[data-key="time_us"]')).toBe(null);
     expect(ctx.root.querySelector("th.kt-sorted").dataset.key).toBe("calls");
     expect(names(ctx.root)).toEqual([":ets.lookup/2", "MyApp.Repo.get/2"]);

@@ -1,0 +1,46 @@
+// The trace widget's export: the log as JSON (with the status, patterns and counters) or
+// as text, one line per entry; a download and a copy to the clipboard.
+
+import { h } from "./dom.js";
+import { entryLine } from "./format.js";
+
+/** The JSON export of the entries (LogModel's, without its search keys). */
+export function exportData({ status, patterns, counters, entries }) {
+  return {
+    exported_at: new Date().toISOString(),
+    status,
+    patterns,
+    counters,
+    events: entries.map(({ search, ...entry }) => entry),
+  };
+}
+
+/** The text export: one line per entry. */
+export function exportText(entries) {
+  return entries.map(entryLine).join("\n");
+}
+
+/** Offers `data` as a JSON file download. */
+export function downloadJson(data) {
+  const blob = new Blob([JSON.stringify(data, null, 2)], { type: "application/json" });
+  const url = URL.createObjectURL(blob);
+  const a = h("a", { href: url, download: `trace-${Date.now()}.json` });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+/** Copies `text` to the clipboard (through a hidden textarea where the API is refused). */
+export async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (_error) {
+    const area = h("textarea", { style: "position:fixed;opacity:0" });
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+}

@@ -1,0 +1,117 @@
+// The log tab: a header row and a VirtualList of the model's entries (the filtered view),
+// one fixed-height row each, and a note while there is nothing to show.
+
+import { VirtualList } from "./virtual_list.js";
+import { h } from "./dom.js";
+import {
+  formatTime,
+  formatDuration,
+  whoWithNode,
+  kindLook,
+  eventBody,
+  isMessageKind,
+  isNormalExit,
+  entryText,
+  entryOutcome,
+  callerText,
+} from "./format.js";
+
+const ROW_HEIGHT = 24;
+
+export class LogView {
+  /**
+   * @param {LogModel} model what the rows show
+   * @param {object} opts onSelect(entry) for a click on a row
+   */
+  constructor(model, { onSelect }) {
+    this.model = model;
+    this.el = h("div", { class: "kt-panel kt-log", "data-panel": "log" });
+    this.el.appendChild(
+      h(
+        "div",
+        { class: "kt-row kt-row-head" },
+        h("span", { class: "kt-c-time", text: "Time" }),
+        h("span", { class: "kt-c-node", text: "Node" }),
+        h("span", { class: "kt-c-who", text: "Process" }),
+        h("span", { class: "kt-c-call", text: "Call" }),
+        h("span", { class: "kt-c-out", text: "Result" }),
+        h("span", { class: "kt-c-dur", text: "Duration" })
+      )
+    );
+    this.list = new VirtualList(this.el, {
+      rowHeight: ROW_HEIGHT,
+      length: () => model.viewLength,
+      item: (i) => model.viewAt(i),
+      createRow: () => createRow(),
+      renderRow: (el, entry) => renderRow(el, entry),
+      onSelect: (entry) => onSelect(entry),
+    });
+    this.emptyEl = h("div", { class: "kt-empty kt-log-empty", text: "Waiting for calls…" });
+    this.el.appendChild(this.emptyEl);
+  }
+
+  /** Redraws after the model or its filter changed. */
+  update() {
+    this.list.update();
+    this.emptyEl.hidden = this.model.viewLength > 0;
+    this.emptyEl.textContent = this.model.filter ? "No entry matches the filter." : "Waiting for calls…";
+  }
+}
+
+// --- rows -------------------------------------------------------------------------------
+
+function createRow() {
+  const el = document.createElement("div");
+  el.setAttribute("role", "listitem");
+  for (const cls of ["kt-c-time", "kt-c-node", "kt-c-who", "kt-c-call", "kt-c-out", "kt-c-dur"]) {
+    const span = document.createElement("span");
+    span.className = cls;
+    el.appendChild(span);
+  }
+  // the call cell: a kind badge (message and process events) and the text
+  const call = el.children[3];
+  const badge = document.createElement("span");
+  badge.className = "kt-kind";
+  const icon = document.createElement("span");
+  icon.className = "kt-kind-icon";
+  badge.append(icon, document.createTextNode(""));
+  const text = document.createElement("span");
+  text.className = "kt-c-text";
+  call.append(badge, text);
+  return el;
+}
+function renderRow(el, entry) {
+  if (!entry) return;
+  const [time, node, whoEl, call, out, dur] = el.children;
+  time.textContent = formatTime(entry.time);
+  node.textContent = entry.node || "";
+  whoEl.textContent = whoWithNode(entry);
+  whoEl.title = [entry.name, entry.pid, entry.node].filter(Boolean).join(" ");
+  const [badge, textEl] = call.children;
+  const look = entry.kind === "call" ? null : kindLook(entry.kind);
+  const message = isMessageKind(entry.kind);
+  if (message) {
+    const tone = entry.kind === "exit" && !isNormalExit(entry.data) ? "bad" : look.tone;
+    badge.className = `kt-kind kt-tone-${tone}`;
+    badge.firstChild.textContent = look.icon;
+    badge.lastChild.textContent = look.label;
+    badge.hidden = false;
+  } else if (!badge.hidden) {
+    badge.hidden = true;
+    badge.firstChild.textContent = badge.lastChild.textContent = "";
+  }
+  const text = message ? eventBody(entry) : entryText(entry);
+  textEl.textContent = text;
+  call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
+  call.title = [entryText(entry), callerText(entry)].filter(Boolean).join("\n");
+  const outcome = entryOutcome(entry);
+  out.textContent = outcome;
+  out.title = outcome;
+  dur.textContent = formatDuration(entry.duration);
+  el.dataset.kind = entry.kind;
+  el.classList.toggle("kt-row-exception", entry.exception != null);
+  el.classList.toggle("kt-row-pending", entry.kind === "call" && entry.result == null && entry.exception == null);
+  el.classList.toggle("kt-row-other", entry.kind !== "call" && !message);
+  el.classList.toggle("kt-row-message", message);
+  el.dataset.id = String(entry.id);
+}

@@ -1,0 +1,154 @@
+// The trace widget's state without the DOM or the server: the trace's status and
+// counters as the server last sent them, and the pause state machine.
+//
+// Pausing has two sides. The user presses Pause: the widget freezes at once (`frozen`)
+// and asks the server to pause; events already on their way still arrive and wait in
+// `held`. Resume (the user's, or the server reporting "running" from elsewhere) or the
+// trace ending releases them. Until the server answers the pause with a status
+// (`pausing`), a "running" status is the server's view from before the request and does
+// not release them.
+//
+//   const state = new TraceState({ status: "running", maxHeld: 200_000 });
+//   state.toggle();            // => { request: "pause", release: [] }
+//   state.receive([e1, e2]);   // => []          (held: [e1, e2])
+//   state.serverStatus("paused");  // => []      (the server confirms)
+//   state.toggle();            // => { request: "resume", release: [e1, e2] }
+//
+// Methods return the events the log must show now; the caller sends the requests.
+
+import { formatCount, formatRate } from "./format.js";
+
+export class TraceState {
+  /**
+   * @param {object} opts status and counters (the connect payload's), maxHeld (at most
+   *   this many events wait while paused, the newest; past the log's size the oldest
+   *   would be evicted anyway)
+   */
+  constructor({ status, counters, maxHeld = Infinity } = {}) {
+    /** The server's last status: running, paused, stopped, limit_reached or timeout. */
+    this.status = status || "running";
+    /** The server's last counters (Kino.Trace.Widget.Payload's counters map). */
+    this.counters = counters || {};
+    /** The user pressed pause here: incoming events wait in `held`. */
+    this.frozen = false;
+    /** Pause was requested and no status has come from the server since. */
+    this.pausing = false;
+    /** Events received while frozen, oldest first. */
+    this.held = [];
+    this.maxHeld = maxHeld;
+  }
+
+  /** The status to show: a frozen running trace shows as paused. */
+  get shownStatus() {
+    return this.frozen && this.status === "running" ? "paused" : this.status;
+  }
+
+  /** Paused here or on the server: the button offers Resume. */
+  get paused() {
+    return this.frozen || this.status === "paused";
+  }
+
+  /** The trace is over (stopped, limit reached, timed out): no more controls. */
+  get ended() {
+    return !["running", "paused"].includes(this.status);
+  }
+
+  /** A batch of events from the server. Returns the ones to show now (none when frozen). */
+  receive(events) {
+    if (!events || !events.length) return [];
+    if (!this.frozen) return events;
+    for (const e of events) this.held.push(e);
+    if (this.held.length > this.maxHeld) this.held.splice(0, this.held.length - this.maxHeld);
+    return [];
+  }
+
+  /**
+   * The user pressed the pause/resume button. Returns the request for the server
+   * ("pause" or "resume") and the events to show now (the held ones, on resume).
+   */
+  toggle() {
+    if (this.paused) return { request: "resume", release: this.unfreeze() };
+    this.frozen = true;
+    this.pausing = true;
+    return { request: "pause", release: [] };
+  }
+
+  /**
+   * A status from the server (with its counters, if any). The end of the trace releases
+   * the held events; so does "running", unless it predates our pause request.
+   * Returns the events to show now.
+   */
+  serverStatus(status, counters) {
+    this.status = status;
+    if (counters) this.counters = counters;
+    let release = [];
+    if (this.ended) release = this.unfreeze();
+    if (status === "running" && this.frozen && !this.pausing) release = this.unfreeze();
+    this.pausing = false;
+    return release;
+  }
+
+  /** New counters from the server. */
+  setCounters(counters) {
+    this.counters = counters;
+  }
+
+  /** The log was cleared: what was held goes too; a pause stays. */
+  clear() {
+    this.held = [];
+  }
+
+  /** Ends a freeze; returns the held events (none when not frozen). */
+  unfreeze() {
+    if (!this.frozen) return [];
+    this.frozen = false;
+    const held = this.held;
+    this.held = [];
+    return held;
+  }
+}
+
+// --- counters ---------------------------------------------------------------------------
+
+export const DROP_LABELS = {
+  rate: "rate limit",
+  queue_full: "queue full",
+  max_events: "event limit",
+  closed: "after stop",
+  display: "display backlog",
+};
+
+/**
+ * The header's counters for the server's counters and the number of held events, as
+ * data for the view: [{counter, value, label, note, title, bad, muted}], in order.
+ * `counter` is the element's data-counter (absent for the limit and held notes), `value`
+ * the figure shown in bold, `label` the plain text after it (or alone when there is no
+ * value), `note` a muted remark after that.
+ */
+export function counterItems(counters, held = 0) {
+  const c = counters || {};
+  const dropped = Object.entries(c.dropped || {}).filter(([, n]) => n > 0);
+  const droppedTotal = dropped.reduce((sum, [, n]) => sum + n, 0);
+  const items = [
+    { counter: "events", value: formatCount(c.events || 0), label: " events" },
+    { counter: "rate", value: formatRate(c.rate) },
+    {
+      counter: "dropped",
+      value: formatCount(droppedTotal),
+      label: " dropped",
+      bad: droppedTotal > 0,
+      note: droppedTotal ? ` (${dropped.map(([reason, n]) => `${DROP_LABELS[reason] || reason} ${formatCount(n)}`).join(", ")})` : undefined,
+    },
+  ];
+  if (c.limit) items.push({ label: `limit ${formatCount(c.limit)}`, muted: true });
+  if (c.stack_guarded) {
+    items.push({
+      counter: "stack-guarded",
+      label: `${formatCount(c.stack_guarded)} ${c.stack_guarded === 1 ? "process" : "processes"} without returns`,
+      title: "Processes whose stack kept growing under return tracing: their calls are still traced, their returns no longer",
+      muted: true,
+    });
+  }
+  if (held) items.push({ label: `${formatCount(held)} held while paused`, muted: true });
+  return items;
+}

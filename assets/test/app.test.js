@@ -1,0 +1,87 @@
+// @vitest-environment jsdom
+// The trace widget as Livebook runs it (main.js's init on a ctx): the header follows the
+// pause state machine, and the widget reaches the server only through ctx's handleEvent
+// and pushEvent.
+import { describe, it, expect } from "vitest";
+import { init } from "../src/main.js";
+
+function fakeCtx() {
+  const handlers = {};
+  const used = new Set();
+  const ctx = {
+    root: document.createElement("div"),
+    pushed: [],
+    importCSS: async () => {},
+    handleEvent: (e, f) => (handlers[e] = f),
+    pushEvent: (e, p) => ctx.pushed.push([e, p]),
+  };
+  document.body.replaceChildren(ctx.root);
+  // what the widget asks of ctx
+  const proxy = new Proxy(ctx, { get: (target, key) => (used.add(key), target[key]) });
+  return { ctx: proxy, raw: ctx, used, emit: (e, p) => handlers[e](p) };
+}
+
+let nextId = 1;
+const calls = (n) =>
+  Array.from({ length: n }, (_, i) => ({ id: nextId++, kind: "call", mfa: "M.f/1", call: `M.f(${i})`, pid: "#PID<0.1.0>", node: "a@h", depth: 0, time: 1_700_000_000_000_000 + i }));
+
+async function open(data = {}) {
+  const t = fakeCtx();
+  await init(t.ctx, { patterns: ["M.f/1"], status: "running", counters: { events: 0 }, events: calls(2), ...data });
+  const $ = (sel) => t.raw.root.querySelector(sel);
+  return { ...t, $, widget: t.raw.root.__kinoTrace, status: () => $(".kt-status").textContent, counters: () => $(".kt-counters").textContent };
+}
+
+describe("TraceWidget", () => {
+  it("pause holds incoming rows, shows them held, and resume shows them", async () => {
+    const w = await open();
+    expect(w.widget.model.size).toBe(2);
+    w.$('[data-action="pause"]').click();
+    expect(w.raw.pushed).toEqual([["pause", {}]]);
+    expect(w.status()).toBe("Paused");
+    w.emit("events", { events: calls(3), counters: { events: 5 } });
+    expect(w.widget.model.size).toBe(2);
+    expect(w.counters()).toBe("5 events0/s0 dropped3 held while paused");
+    w.emit("status", { status: "running" }); // sent before the server saw the pause
+    expect(w.widget.model.size).toBe(2);
+    w.emit("status", { status: "paused" });
+    expect(w.status()).toBe("Paused");
+    w.$('[data-action="resume"]').click();
+    expect(w.raw.pushed).toEqual([["pause", {}], ["resume", {}]]);
+    expect(w.widget.model.size).toBe(5);
+    expect(w.counters()).toBe("5 events0/s0 dropped");
+    expect(w.$('[data-action="resume"]')).not.toBe(null); // until the server says running
+    w.emit("status", { status: "running" });
+    expect([w.status(), w.$('[data-action="pause"]').textContent]).toEqual(["Running", "Pause"]);
+  });
+
+  it("a reload while the server is paused shows rows as they come and offers resume", async () => {
+    const w = await open({ status: "paused" });
+    expect([w.status(), w.$('[data-action="resume"]').textContent]).toEqual(["Paused", "Resume"]);
+    w.emit("events", { events: calls(1) });
+    expect(w.widget.model.size).toBe(3);
+    w.$('[data-action="resume"]').click();
+    expect(w.raw.pushed).toEqual([["resume", {}]]);
+  });
+
+  it("the end of the trace shows what was held and disables the controls", async () => {
+    const w = await open();
+    w.$('[data-action="pause"]').click();
+    w.emit("events", { events: calls(4) });
+    w.emit("status", { status: "limit_reached", counters: { events: 6, limit: 6 } });
+    expect(w.widget.model.size).toBe(6);
+    expect(w.status()).toBe("Limit reached");
+    expect(w.$('[data-action="pause"]').disabled).toBe(true);
+    expect(w.$('[data-action="stop"]').disabled).toBe(true);
+    expect(w.counters()).toBe("6 events0/s0 droppedlimit 6");
+  });
+
+  it("reaches the server only through ctx's handleEvent and pushEvent", async () => {
+    const w = await open();
+    w.$('[data-action="clear"]').click();
+    w.$('[data-action="stop"]').click();
+    w.$(".kt-vlist .kt-row").click();
+    expect(w.raw.pushed.map(([e]) => e)).toEqual(["clear", "stop", "get_term"]);
+    expect([...w.used].filter((k) => typeof k === "string").sort()).toEqual(["handleEvent", "importCSS", "pushEvent", "root"]);
+  });
+});

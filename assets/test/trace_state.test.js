@@ -1,0 +1,205 @@
+import { describe, it, expect } from "vitest";
+import { TraceState, counterItems } from "../src/trace_state.js";
+
+let nextId = 1;
+const batch = (n) => Array.from({ length: n }, () => ({ id: nextId++, kind: "call", mfa: "M.f/1" }));
+const ids = (events) => events.map((e) => e.id);
+
+// The user pressed pause on a running trace.
+function pausedHere(opts = {}) {
+  const state = new TraceState({ status: "running", ...opts });
+  expect(state.toggle()).toEqual({ request: "pause", release: [] });
+  return state;
+}
+
+describe("TraceState: the pause state machine", () => {
+  it("starts from the connect payload with every field declared", () => {
+    const state = new TraceState({ status: "running", counters: { events: 3 }, maxHeld: 10 });
+    expect({ ...state }).toEqual({ status: "running", counters: { events: 3 }, frozen: false, pausing: false, held: [], maxHeld: 10 });
+    expect(new TraceState()).toMatchObject({ status: "running", counters: {}, frozen: false, pausing: false, held: [], maxHeld: Infinity });
+    expect(new TraceState({ status: null, counters: null })).toMatchObject({ status: "running", counters: {} });
+  });
+
+  it("while running, every batch is shown at once", () => {
+    const state = new TraceState({ status: "running" });
+    const events = batch(3);
+    expect(state.receive(events)).toBe(events);
+    expect(state.receive([])).toEqual([]);
+    expect(state.receive(undefined)).toEqual([]);
+    expect(state.held).toEqual([]);
+    expect([state.shownStatus, state.paused, state.ended]).toEqual(["running", false, false]);
+  });
+
+  it("pause freezes at once: the server is asked, the widget shows paused before it answers", () => {
+    const state = pausedHere();
+    expect([state.frozen, state.pausing]).toEqual([true, true]);
+    expect(state.status).toBe("running");
+    expect([state.shownStatus, state.paused]).toEqual(["paused", true]);
+  });
+
+  it("events arriving while paused are held in order, not shown", () => {
+    const state = pausedHere();
+    const a = batch(2);
+    const b = batch(3);
+    expect(state.receive(a)).toEqual([]);
+    expect(state.receive(b)).toEqual([]);
+    expect(ids(state.held)).toEqual(ids([...a, ...b]));
+  });
+
+  it("at most maxHeld events are held: the newest", () => {
+    const state = pausedHere({ maxHeld: 4 });
+    const events = batch(3);
+    const more = batch(3);
+    state.receive(events);
+    state.receive(more);
+    expect(ids(state.held)).toEqual(ids([...events, ...more]).slice(2));
+  });
+
+  it("a 'running' status sent before the server saw the pause does not end the hold", () => {
+    const state = pausedHere();
+    state.receive(batch(2));
+    expect(state.serverStatus("running")).toEqual([]);
+    expect([state.frozen, state.pausing, state.held.length]).toEqual([true, false, 2]);
+    expect(state.shownStatus).toBe("paused");
+  });
+
+  it("the server confirming the pause keeps the hold; events still arriving are held", () => {
+    const state = pausedHere();
+    const early = batch(2);
+    state.receive(early);
+    expect(state.serverStatus("paused", { events: 7 })).toEqual([]);
+    expect([state.status, state.frozen, state.pausing, state.counters]).toEqual(["paused", true, false, { events: 7 }]);
+    const late = batch(1);
+    expect(state.receive(late)).toEqual([]);
+    expect(ids(state.held)).toEqual(ids([...early, ...late]));
+  });
+
+  it("resume asks the server and releases what was held, oldest first; its 'running' releases nothing more", () => {
+    const state = pausedHere();
+    const held = batch(3);
+    state.receive(held);
+    state.serverStatus("paused");
+    const { request, release } = state.toggle();
+    expect(request).toBe("resume");
+    expect(ids(release)).toEqual(ids(held));
+    expect([state.frozen, state.held]).toEqual([false, []]);
+    expect(state.paused).toBe(true); // the server has not resumed yet: the button still offers Resume
+    expect(state.serverStatus("running")).toEqual([]);
+    expect([state.shownStatus, state.paused]).toEqual(["running", false]);
+    const next = batch(1);
+    expect(state.receive(next)).toBe(next);
+  });
+
+  it("'running' after the server confirmed the pause (resumed elsewhere) releases the hold", () => {
+    const state = pausedHere();
+    state.serverStatus("paused");
+    const held = batch(2);
+    state.receive(held);
+    expect(ids(state.serverStatus("running"))).toEqual(ids(held));
+    expect([state.frozen, state.held, state.shownStatus]).toEqual([false, [], "running"]);
+  });
+
+  it("the trace ending releases the hold, even before the server answered the pause", () => {
+    for (const end of ["stopped", "limit_reached", "timeout"]) {
+      const state = pausedHere();
+      const held = batch(2);
+      state.receive(held);
+      expect(ids(state.serverStatus(end))).toEqual(ids(held));
+      expect([state.frozen, state.pausing, state.ended, state.paused, state.shownStatus]).toEqual([false, false, true, false, end]);
+    }
+  });
+
+  it("pause then resume before the server answers: its answers release nothing and leave it running", () => {
+    const state = pausedHere();
+    const held = batch(1);
+    state.receive(held);
+    expect(ids(state.toggle().release)).toEqual(ids(held));
+    expect([state.frozen, state.pausing]).toEqual([false, true]);
+    expect(state.serverStatus("paused")).toEqual([]);
+    expect(state.paused).toBe(true);
+    expect(state.serverStatus("running")).toEqual([]);
+    expect([state.frozen, state.pausing, state.paused]).toEqual([false, false, false]);
+  });
+
+  it("reload while the server is paused: not frozen, the button resumes, events are shown", () => {
+    const state = new TraceState({ status: "paused" });
+    expect([state.frozen, state.shownStatus, state.paused]).toEqual([false, "paused", true]);
+    const events = batch(2);
+    expect(state.receive(events)).toBe(events);
+    expect(state.toggle()).toEqual({ request: "resume", release: [] });
+    expect(state.frozen).toBe(false);
+    expect(state.serverStatus("running")).toEqual([]);
+    expect(state.paused).toBe(false);
+  });
+
+  it("reload after the trace ended: no controls, nothing held", () => {
+    const state = new TraceState({ status: "stopped", counters: { events: 5 } });
+    expect([state.ended, state.paused, state.shownStatus]).toEqual([true, false, "stopped"]);
+  });
+
+  it("clearing drops what was held but stays paused", () => {
+    const state = pausedHere();
+    state.receive(batch(3));
+    state.clear();
+    expect([state.frozen, state.held]).toEqual([true, []]);
+    const after = batch(1);
+    state.receive(after);
+    expect(ids(state.toggle().release)).toEqual(ids(after));
+  });
+
+  it("counters: replaced by a status only when it brings some; always by setCounters", () => {
+    const state = new TraceState({ status: "running", counters: { events: 1 } });
+    state.serverStatus("paused");
+    expect(state.counters).toEqual({ events: 1 });
+    state.serverStatus("running", { events: 2 });
+    expect(state.counters).toEqual({ events: 2 });
+    state.setCounters({ events: 3 });
+    expect(state.counters).toEqual({ events: 3 });
+  });
+});
+
+describe("counterItems: the header's counters", () => {
+  it("with nothing counted: events, rate and dropped, at zero", () => {
+    expect(counterItems({})).toEqual([
+      { counter: "events", value: "0", label: " events" },
+      { counter: "rate", value: "0/s" },
+      { counter: "dropped", value: "0", label: " dropped", bad: false, note: undefined },
+    ]);
+    expect(counterItems(null)).toEqual(counterItems({}));
+  });
+
+  it("formats events and the rate compactly", () => {
+    const [events, rate] = counterItems({ events: 1234, rate: 5.5 });
+    expect(events.value).toBe("1.23k");
+    expect(rate.value).toBe("5.5/s");
+    expect(counterItems({ rate: 2500 })[1].value).toBe("2.5k/s");
+  });
+
+  it("sums the drops, names each reason that dropped some, and marks them bad", () => {
+    const dropped = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } })[2];
+    expect(dropped).toEqual({
+      counter: "dropped",
+      value: "1.5k",
+      label: " dropped",
+      bad: true,
+      note: " (rate limit 3, event limit 1.49k, after stop 1, display backlog 2, something_new 4)",
+    });
+    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, note: undefined });
+  });
+
+  it("adds the limit, the stack-guarded processes and the held events when there are any", () => {
+    const items = counterItems({ events: 10, limit: 10_000, stack_guarded: 1 }, 1500);
+    expect(items.slice(3)).toEqual([
+      { label: "limit 10k", muted: true },
+      {
+        counter: "stack-guarded",
+        label: "1 process without returns",
+        title: "Processes whose stack kept growing under return tracing: their calls are still traced, their returns no longer",
+        muted: true,
+      },
+      { label: "1.5k held while paused", muted: true },
+    ]);
+    expect(counterItems({ stack_guarded: 3 })[3].label).toBe("3 processes without returns");
+    expect(counterItems({ limit: 0, stack_guarded: 0 }, 0)).toHaveLength(3);
+  });
+});
