@@ -100,6 +100,7 @@ defmodule Kino.Trace.Pattern do
   """
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{MatchSpec, Name, Preflight, Quoted}
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
@@ -294,13 +295,9 @@ defmodule Kino.Trace.Pattern do
   def to_string(%__MODULE__{module: module, function: :_}), do: Name.inspect_module(module)
 
   def to_string(%__MODULE__{module: module, function: function} = pattern) do
-    prefix = "#{Name.inspect_module(module)}.#{Name.inspect_atom(:remote_call, function)}"
-
-    cond do
-      pattern.call_text -> prefix <> pattern.call_text
-      pattern.arity == :_ -> prefix <> "/*"
-      true -> prefix <> "/#{pattern.arity}"
-    end
+    if pattern.call_text,
+      do: MFA.call(module, function) <> pattern.call_text,
+      else: MFA.to_string({module, function, pattern.arity})
   end
 
   ## Inputs

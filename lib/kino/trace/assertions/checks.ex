@@ -17,6 +17,7 @@ defmodule Kino.Trace.Assertions.Checks do
   """
 
   alias Kino.Trace.Assertions.{Call, CallPattern, Coverage, Format, ValuePattern}
+  alias Kino.Trace.MFA
 
   @typedoc "How an exception is asserted: its module (and message), or a `{class, reason}` pattern."
   @type exception_spec ::
@@ -284,19 +285,19 @@ defmodule Kino.Trace.Assertions.Checks do
                 String.jaro_distance(Atom.to_string(f), Atom.to_string(function)) >= 0.8,
                 not String.starts_with?(Atom.to_string(f), ["-", "MACRO-", "__"]),
                 uniq: true,
-                do: "#{Macro.inspect_atom(:remote_call, f)}/#{a}"
+                do: MFA.to_string({f, a})
 
           hint = if similar == [], do: "", else: " (did you mean #{Enum.join(similar, ", ")}?)"
 
           raise ArgumentError,
-                "#{Format.mfa_to_string({module, function, arity})} is not a function of " <>
+                "#{MFA.to_string({module, function, arity})} is not a function of " <>
                   "#{inspect(module)}#{hint}, so it can never be traced"
         end
 
       {:error, reason} ->
         raise ArgumentError,
               "unknown module #{inspect(module)} in call pattern " <>
-                "#{Format.mfa_to_string({module, function, arity})} (#{reason})"
+                "#{MFA.to_string({module, function, arity})} (#{reason})"
     end
   end
 
@@ -322,7 +323,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
     if Coverage.traced?(trace, mfa) == false do
       raise ArgumentError,
-            "#{what} on #{Format.mfa_to_string(mfa)}, which the capture did not trace, " <>
+            "#{what} on #{MFA.to_string(mfa)}, which the capture did not trace, " <>
               "could never fail: add it to the patterns given to Kino.Trace.capture/3 " <>
               "(they were #{Coverage.patterns_text(trace)})"
     end
@@ -388,7 +389,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
   defp not_traced_note(trace, mfa) do
     if Coverage.traced?(trace, mfa) == false do
-      "\n\n#{Format.mfa_to_string(mfa)} was not traced: the patterns given to " <>
+      "\n\n#{MFA.to_string(mfa)} was not traced: the patterns given to " <>
         "Kino.Trace.capture/3 were #{Coverage.patterns_text(trace)}."
     else
       ""
@@ -397,7 +398,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
   defp never_called(mfa, []) do
     "but no calls were traced at all. Check that the patterns given to Kino.Trace.capture/3 " <>
-      "include #{Format.mfa_to_string(mfa)} and that the block calls it."
+      "include #{MFA.to_string(mfa)} and that the block calls it."
   end
 
   defp never_called(mfa, calls) do
@@ -413,7 +414,7 @@ defmodule Kino.Trace.Assertions.Checks do
         do: "",
         else: "\n\nClosest calls by name:\n\n" <> Format.list_calls(close_calls)
 
-    "but #{Format.mfa_to_string(mfa)} was never called." <>
+    "but #{MFA.to_string(mfa)} was never called." <>
       closest_text <> "\n\nTraced functions: " <> Format.traced_functions(calls)
   end
 
@@ -436,7 +437,7 @@ defmodule Kino.Trace.Assertions.Checks do
           ""
 
         _ ->
-          "\n\nCalls to #{Format.mfa_to_string(CallPattern.mfa(pattern))} that did not match:\n\n" <>
+          "\n\nCalls to #{MFA.to_string(CallPattern.mfa(pattern))} that did not match:\n\n" <>
             Format.list_calls(others)
       end
 
@@ -551,10 +552,10 @@ defmodule Kino.Trace.Assertions.Checks do
        end))
   end
 
-  defp none_matched([_], mfa), do: "the only call to #{Format.mfa_to_string(mfa)} did not match"
+  defp none_matched([_], mfa), do: "the only call to #{MFA.to_string(mfa)} did not match"
 
   defp none_matched(calls, mfa),
-    do: "none of the #{length(calls)} calls to #{Format.mfa_to_string(mfa)} matched"
+    do: "none of the #{length(calls)} calls to #{MFA.to_string(mfa)} matched"
 
   defp none_did([_]), do: "the only matching call did not"
   defp none_did(calls), do: "none of the #{length(calls)} matching calls did"

@@ -22,6 +22,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   # literal atom may not (no term can contain an atom that does not exist).
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{Name, Quoted}
 
   @comparisons %{
@@ -596,17 +597,17 @@ defmodule Kino.Trace.Pattern.MatchSpec do
       {:ok, Bitwise} ->
         if is_atom(name) and {name, arity} in @bitwise_functions,
           do: guard_call(name, args, bindings),
-          else: not_a_guard("Bitwise.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+          else: not_a_guard(MFA.to_string({Bitwise, name, arity}))
 
       {:ok, :erlang} ->
         if is_atom(name) and erlang_guard_function?(name, arity) do
           guard_call(name, args, bindings)
         else
-          not_a_guard(":erlang.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+          not_a_guard(MFA.to_string({:erlang, name, arity}))
         end
 
       {:ok, module} when is_atom(module) ->
-        not_a_guard("#{inspect(module)}.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+        not_a_guard(MFA.to_string({module, name, arity}))
 
       _ ->
         not_a_guard(Quoted.to_string({{:., [], [module_ast, name]}, [], args}))
@@ -781,7 +782,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
             unsupported("the pin operator", ast, "write the value itself")
 
           {name, _, args} when is_name(name) and is_list(args) and name not in @special_forms ->
-            not_a_guard("#{Name.inspect_atom(:remote_call, name)}/#{length(args)}")
+            not_a_guard(MFA.to_string({name, length(args)}))
 
           _ ->
             literal_error
@@ -966,7 +967,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   defp describe({:fn, _, _}), do: "an anonymous function"
 
   defp describe({name, _, args}) when is_name(name) and is_list(args),
-    do: "the call #{Name.inspect_atom(:remote_call, name)}/#{length(args)}"
+    do: "the call #{MFA.to_string({name, length(args)})}"
 
   defp describe(_), do: "the expression"
 
