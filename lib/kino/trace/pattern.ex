@@ -300,14 +300,25 @@ defmodule Kino.Trace.Pattern do
       else: MFA.to_string({module, function, pattern.arity})
   end
 
-  ## Inputs
+  @doc """
+  Splits a text of patterns into its patterns: one per line, trimmed, with blank lines
+  and lines starting with `#` (comments) skipped. `parse_each/2` and `parse_all!/2` split
+  text this way.
 
-  defp entries(text) when is_binary(text) do
+      iex> Kino.Trace.Pattern.lines("Enum.map/2\\r\\n\\n  # off for now\\n :ets.insert \\n")
+      ["Enum.map/2", ":ets.insert"]
+  """
+  @spec lines(String.t()) :: [String.t()]
+  def lines(text) when is_binary(text) do
     text
     |> String.split(["\r\n", "\n"])
     |> Enum.map(&String.trim/1)
     |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
   end
+
+  ## Inputs
+
+  defp entries(text) when is_binary(text), do: lines(text)
 
   # An improper list is one bad entry (`parse/1` explains it).
   defp entries(inputs) when is_list(inputs),

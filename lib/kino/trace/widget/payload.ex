@@ -242,21 +242,6 @@ defmodule Kino.Trace.Widget.Payload do
   end
 
   @doc """
-  Splits the widget's textarea into patterns: one per line, blank lines and
-  `#` comments skipped.
-
-      iex> Kino.Trace.Widget.Payload.parse_lines("Enum.map/2\\n\\n  # off for now\\n :ets.insert \\n")
-      ["Enum.map/2", ":ets.insert"]
-  """
-  @spec parse_lines(String.t()) :: [String.t()]
-  def parse_lines(text) when is_binary(text) do
-    text
-    |> String.split(["\r\n", "\n"])
-    |> Enum.map(&String.trim/1)
-    |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
-  end
-
-  @doc """
   Renders a term in one line within the limits; returns `{text, truncated?}`.
 
       iex> Kino.Trace.Widget.Payload.render_term({:ok, "hello"})
