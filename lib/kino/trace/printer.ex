@@ -1,10 +1,14 @@
 defmodule Kino.Trace.Printer do
   @moduledoc """
-  Prints trace events to the console as Elixir code, for IEx and scripts.
+  Prints trace events to the console as Elixir code, for IEx and scripts. With
+  `print: true`, a trace prints each event as it comes:
 
-      iex> Kino.Trace.calls(["MyApp.Cache.fetch/2"], print: true)
+      Kino.Trace.calls(["MyApp.Cache.fetch/2"], print: true)
+
+  prints, for one call:
+
       12:01:03.123456 #PID<0.210.0> MyApp.Cache.fetch(:users, 42)
-      12:01:03.123494 #PID<0.210.0> -> {:ok, %User{...}} (38 µs)
+      12:01:03.123494 #PID<0.210.0> -> {:ok, %User{...}} (38 µs)  MyApp.Cache.fetch/2
 
   Calls are indented by their depth in the process, terms are shown with `inspect/2`
   limits (what the tracer cut shows as `...`), and lines are coloured when the terminal
