@@ -92,54 +92,27 @@ defmodule Kino.Trace.Assertions.Checks do
   def returned(trace, %CallPattern{} = pattern, %ValuePattern{} = value_pattern, opts, expr) do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
-    complete!(trace, expr)
-    {calls, note} = calls_for(trace, opts)
-    matching = Enum.filter(calls, &matches?(pattern, &1))
 
-    returned =
-      Enum.filter(matching, fn
-        %Call{outcome: {:returned, value}, args: args} ->
-          ValuePattern.match?(value_pattern, args, value)
+    returned? = fn
+      %Call{outcome: {:returned, value}, args: args} ->
+        ValuePattern.match?(value_pattern, args, value)
+
+      _ ->
+        false
+    end
+
+    diff = fn matching ->
+      case for %Call{outcome: {:returned, value}} <- matching, do: value do
+        [value | _] when value_pattern.diff? ->
+          [left: value_pattern.ast, right: value, context: {:match, value_pattern.pins}]
 
         _ ->
-          false
-      end)
+          []
+      end
+    end
 
     expected = "to return a value matching:\n\n    #{value_pattern.source}\n\n"
-
-    cond do
-      returned != [] ->
-        returned
-
-      matching == [] ->
-        fail(
-          expr,
-          no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
-          diff(pattern, calls)
-        )
-
-      true ->
-        actual = for %Call{outcome: {:returned, value}} <- matching, do: value
-
-        diff =
-          case actual do
-            [value | _] when value_pattern.diff? ->
-              [left: value_pattern.ast, right: value, context: {:match, value_pattern.pins}]
-
-            _ ->
-              []
-          end
-
-        fail(
-          expr,
-          "Expected a call matching:\n\n    #{pattern.source}\n\n" <>
-            expected <>
-            "but #{none_did(matching)}:\n\n" <>
-            Format.list_calls(matching, &Call.outcome_to_string/1) <>
-            pins_note(pattern.pins ++ value_pattern.pins) <> note,
-          diff
-        )
-    end
+    with_outcome(trace, pattern, opts, expr, {expected, value_pattern.pins}, returned?, diff)
   end
 
   @doc """
@@ -153,33 +126,48 @@ defmodule Kino.Trace.Assertions.Checks do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     spec = validate_exception_spec!(spec)
+    expected = "to raise #{describe_spec(spec)}\n\n"
+
+    with_outcome(
+      trace,
+      pattern,
+      opts,
+      expr,
+      {expected, spec_pins(spec)},
+      &exception_matches?(spec, &1),
+      &exception_diff(spec, &1)
+    )
+  end
+
+  # assert_returned and assert_raised_in: the calls matching `pattern` whose outcome
+  # `kept?` accepts; else fails saying what was `expected` (its pins noted) and, when
+  # calls matched, how they ended (`outcome_diff` makes the diff of those calls).
+  defp with_outcome(trace, pattern, opts, expr, {expected, pins}, kept?, outcome_diff) do
     complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
-    raised = Enum.filter(matching, &exception_matches?(spec, &1))
-    expected = "to raise #{describe_spec(spec)}\n\n"
 
-    cond do
-      raised != [] ->
-        raised
-
-      matching == [] ->
+    case Enum.filter(matching, kept?) do
+      [] when matching == [] ->
         fail(
           expr,
           no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
           diff(pattern, calls)
         )
 
-      true ->
+      [] ->
         fail(
           expr,
           "Expected a call matching:\n\n    #{pattern.source}\n\n" <>
             expected <>
             "but #{none_did(matching)}:\n\n" <>
             Format.list_calls(matching, &Call.outcome_to_string/1) <>
-            pins_note(pattern.pins ++ spec_pins(spec)) <> note,
-          exception_diff(spec, matching)
+            pins_note(pattern.pins ++ pins) <> note,
+          outcome_diff.(matching)
         )
+
+      kept ->
+        kept
     end
   end
 
