@@ -152,18 +152,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   defp guard_clauses(nil, _bindings), do: {:ok, [[]]}
 
   defp guard_clauses(guard, bindings) do
-    guard
-    |> split_whens()
-    |> Enum.reduce_while({:ok, []}, fn clause, {:ok, acc} ->
-      case guard_expr(clause, bindings) do
-        {:ok, condition} -> {:cont, {:ok, [[condition] | acc]}}
-        error -> {:halt, error}
-      end
-    end)
-    |> case do
-      {:ok, clauses} -> {:ok, Enum.reverse(clauses)}
-      error -> error
-    end
+    with {:ok, conditions} <- guard_exprs(split_whens(guard), bindings),
+         do: {:ok, Enum.map(conditions, &[&1])}
   end
 
   # `a when b when c` is quoted as `a when (b when c)`: one clause each.
@@ -627,16 +617,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   end
 
   defp guard_call(name, args, bindings) do
-    Enum.reduce_while(args, {:ok, [name]}, fn arg, {:ok, acc} ->
-      case guard_expr(arg, bindings) do
-        {:ok, compiled} -> {:cont, {:ok, [compiled | acc]}}
-        error -> {:halt, error}
-      end
-    end)
-    |> case do
-      {:ok, reversed} -> {:ok, reversed |> Enum.reverse() |> List.to_tuple()}
-      error -> error
-    end
+    with {:ok, compiled} <- guard_exprs(args, bindings),
+         do: {:ok, List.to_tuple([name | compiled])}
   end
 
   defp boolean_op(op, left, right, bindings) do
