@@ -67,9 +67,7 @@ defmodule Kino.Trace.Options do
 
     Enum.each(opts, fn {key, value} ->
       unless Keyword.has_key?(defaults, key) do
-        raise ArgumentError,
-              "unknown option #{inspect(key)}" <> suggestion(key, Keyword.keys(defaults)) <>
-                ". Known options: " <> Enum.map_join(Keyword.keys(defaults), ", ", &inspect/1)
+        raise ArgumentError, Kino.Trace.DidYouMean.unknown_option(key, Keyword.keys(defaults))
       end
 
       if key == :pids and remote?, do: check_pids_shape!(value), else: check!(key, value)
@@ -274,15 +272,6 @@ defmodule Kino.Trace.Options do
 
   defp invalid!(key, expected, value) do
     raise ArgumentError, "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
-  end
-
-  defp suggestion(key, known) do
-    key = to_string(key)
-
-    case Enum.max_by(known, &String.jaro_distance(to_string(&1), key), fn -> nil end) do
-      nil -> ""
-      best -> if String.jaro_distance(to_string(best), key) > 0.8, do: " (did you mean #{inspect(best)}?)", else: ""
-    end
   end
 
   @doc """

@@ -100,6 +100,7 @@ defmodule Kino.Trace.Pattern do
   """
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{MatchSpec, Name, Preflight, Quoted}
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
@@ -294,23 +295,30 @@ defmodule Kino.Trace.Pattern do
   def to_string(%__MODULE__{module: module, function: :_}), do: Name.inspect_module(module)
 
   def to_string(%__MODULE__{module: module, function: function} = pattern) do
-    prefix = "#{Name.inspect_module(module)}.#{Name.inspect_atom(:remote_call, function)}"
-
-    cond do
-      pattern.call_text -> prefix <> pattern.call_text
-      pattern.arity == :_ -> prefix <> "/*"
-      true -> prefix <> "/#{pattern.arity}"
-    end
+    if pattern.call_text,
+      do: MFA.call(module, function) <> pattern.call_text,
+      else: MFA.to_string({module, function, pattern.arity})
   end
 
-  ## Inputs
+  @doc """
+  Splits a text of patterns into its patterns: one per line, trimmed, with blank lines
+  and lines starting with `#` (comments) skipped. `parse_each/2` and `parse_all!/2` split
+  text this way.
 
-  defp entries(text) when is_binary(text) do
+      iex> Kino.Trace.Pattern.lines("Enum.map/2\\r\\n\\n  # off for now\\n :ets.insert \\n")
+      ["Enum.map/2", ":ets.insert"]
+  """
+  @spec lines(String.t()) :: [String.t()]
+  def lines(text) when is_binary(text) do
     text
     |> String.split(["\r\n", "\n"])
     |> Enum.map(&String.trim/1)
     |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
   end
+
+  ## Inputs
+
+  defp entries(text) when is_binary(text), do: lines(text)
 
   # An improper list is one bad entry (`parse/1` explains it).
   defp entries(inputs) when is_list(inputs),

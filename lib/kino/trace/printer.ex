@@ -1,10 +1,14 @@
 defmodule Kino.Trace.Printer do
   @moduledoc """
-  Prints trace events to the console as Elixir code, for IEx and scripts.
+  Prints trace events to the console as Elixir code, for IEx and scripts. With
+  `print: true`, a trace prints each event as it comes:
 
-      iex> Kino.Trace.calls(["MyApp.Cache.fetch/2"], print: true)
+      Kino.Trace.calls(["MyApp.Cache.fetch/2"], print: true)
+
+  prints, for one call:
+
       12:01:03.123456 #PID<0.210.0> MyApp.Cache.fetch(:users, 42)
-      12:01:03.123494 #PID<0.210.0> -> {:ok, %User{...}} (38 µs)
+      12:01:03.123494 #PID<0.210.0> -> {:ok, %User{...}} (38 µs)  MyApp.Cache.fetch/2
 
   Calls are indented by their depth in the process, terms are shown with `inspect/2`
   limits (what the tracer cut shows as `...`), and lines are coloured when the terminal
@@ -18,7 +22,7 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias Kino.Trace.Event
+  alias Kino.Trace.{Event, MFA}
 
   @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
 
@@ -134,7 +138,7 @@ defmodule Kino.Trace.Printer do
   defp body(%Event{kind: :call} = e, io, opts) do
     args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
     caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
-    [colorize([format_fun(e.module, e.function), "(", args, ")"], :bright, opts), caller]
+    [colorize([MFA.call(e.module, e.function), "(", args, ")"], :bright, opts), caller]
   end
 
   defp body(%Event{kind: :return} = e, io, opts) do
@@ -153,7 +157,7 @@ defmodule Kino.Trace.Printer do
 
   # No function: the process's first call returned (and the process ends).
   defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
-  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", format_mfa(Event.mfa(e))]
+  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", MFA.to_string(Event.mfa(e))]
   defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
 
   defp body(%Event{kind: :send_to_non_existing} = e, io, _opts),
@@ -167,13 +171,13 @@ defmodule Kino.Trace.Printer do
   defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data), do: [to_string(kind), " ", inspect(peer, io)]
   defp body(%Event{kind: kind} = e, io, _opts), do: [to_string(kind), " ", inspect(e.data, io)]
 
-  defp format_spawn({m, f, args}, io) when is_list(args),
-    do: [format_fun(m, f), "(", Enum.map_join(args, ", ", &inspect(&1, io)), ")"]
+  defp format_spawn({m, f, args}, io) when is_atom(m) and is_atom(f) and is_list(args),
+    do: [MFA.call(m, f), "(", Enum.map_join(args, ", ", &inspect(&1, io)), ")"]
 
   defp format_spawn(other, io), do: inspect(other, io)
 
   defp call_name(%Event{module: m, function: f, arity: a}, opts) when not is_nil(m),
-    do: colorize(["  ", format_fun(m, f), "/", Integer.to_string(a)], :faint, opts)
+    do: colorize(["  ", MFA.to_string({m, f, a})], :faint, opts)
 
   defp call_name(_, _), do: []
 
@@ -196,19 +200,6 @@ defmodule Kino.Trace.Printer do
   def format_duration(ns), do: "#{Float.round(ns / 1_000_000_000, 2)} s"
 
   @doc """
-  Formats `module.function` as Elixir code.
-
-      iex> Kino.Trace.Printer.format_fun(Enum, :map)
-      "Enum.map"
-      iex> Kino.Trace.Printer.format_fun(:ets, :insert)
-      ":ets.insert"
-  """
-  @spec format_fun(module(), atom()) :: String.t()
-  def format_fun(module, function) do
-    inspect(module) <> "." <> Macro.inspect_atom(:remote_call, function)
-  end
-
-  @doc """
   Formats an event's `:caller`: the function, and where it made the call when the
   trace recorded it (`caller: :line`).
 
@@ -219,12 +210,9 @@ defmodule Kino.Trace.Printer do
   """
   @spec format_caller(Event.caller()) :: String.t()
   def format_caller({m, f, a, {file, line}}),
-    do: IO.iodata_to_binary([format_mfa({m, f, a}), " at ", file, ":", Integer.to_string(line)])
+    do: IO.iodata_to_binary([MFA.to_string({m, f, a}), " at ", file, ":", Integer.to_string(line)])
 
-  def format_caller({m, f, a}), do: IO.iodata_to_binary(format_mfa({m, f, a}))
-
-  defp format_mfa({m, f, a}), do: [format_fun(m, f), "/", Integer.to_string(a)]
-  defp format_mfa(_), do: "?"
+  def format_caller({m, f, a}), do: MFA.to_string({m, f, a})
 
   defp format_time(us) do
     {{_, _, _}, {h, m, s}} = :calendar.system_time_to_local_time(div(us, 1_000_000), :second)

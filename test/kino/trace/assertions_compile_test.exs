@@ -18,6 +18,7 @@ defmodule Kino.Trace.AssertionsCompileTest do
   doctest Kino.Trace.Assertions.Call
   doctest Kino.Trace.Assertions.Format
   doctest Kino.Trace.Assertions.Coverage
+  doctest Kino.Trace.Assertions.Checks
 
   defp calls(list) do
     list

@@ -9,8 +9,7 @@ defmodule Kino.Trace.PrinterTest do
   alias Kino.Trace.{Cut, Event, Printer}
   alias KinoTraceTest.Sample.{Math, Worker}
 
-  # The module doc's first example is console output of a live trace, not a doctest.
-  doctest Kino.Trace.Printer, except: [:moduledoc]
+  doctest Kino.Trace.Printer
 
   defp pid, do: :c.pid(0, 42, 0)
 

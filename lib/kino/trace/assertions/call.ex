@@ -98,7 +98,7 @@ defmodule Kino.Trace.Assertions.Call do
   """
   @spec to_code(t()) :: String.t()
   def to_code(%__MODULE__{module: module, function: function, args: args}) do
-    Kino.Trace.Assertions.Format.mfa_name(module, function) <>
+    Kino.Trace.MFA.call(module, function) <>
       "(" <> Enum.map_join(args, ", ", &Kino.Trace.Assertions.Format.term/1) <> ")"
   end
 

@@ -151,7 +151,7 @@ defmodule Kino.Trace.Assertions.CallPattern do
   defp split_guard(expr), do: {expr, nil}
 
   defp any_args(%{module: module, function: fun, arity: arity}) do
-    source = "#{inspect(module)}.#{Macro.inspect_atom(:remote_call, fun)}/#{arity}"
+    source = Kino.Trace.MFA.to_string({module, fun, arity})
 
     quote do
       %Kino.Trace.Assertions.CallPattern{

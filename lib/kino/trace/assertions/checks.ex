@@ -17,6 +17,7 @@ defmodule Kino.Trace.Assertions.Checks do
   """
 
   alias Kino.Trace.Assertions.{Call, CallPattern, Coverage, Format, ValuePattern}
+  alias Kino.Trace.MFA
 
   @typedoc "How an exception is asserted: its module (and message), or a `{class, reason}` pattern."
   @type exception_spec ::
@@ -91,54 +92,27 @@ defmodule Kino.Trace.Assertions.Checks do
   def returned(trace, %CallPattern{} = pattern, %ValuePattern{} = value_pattern, opts, expr) do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
-    complete!(trace, expr)
-    {calls, note} = calls_for(trace, opts)
-    matching = Enum.filter(calls, &matches?(pattern, &1))
 
-    returned =
-      Enum.filter(matching, fn
-        %Call{outcome: {:returned, value}, args: args} ->
-          ValuePattern.match?(value_pattern, args, value)
+    returned? = fn
+      %Call{outcome: {:returned, value}, args: args} ->
+        ValuePattern.match?(value_pattern, args, value)
+
+      _ ->
+        false
+    end
+
+    diff = fn matching ->
+      case for %Call{outcome: {:returned, value}} <- matching, do: value do
+        [value | _] when value_pattern.diff? ->
+          [left: value_pattern.ast, right: value, context: {:match, value_pattern.pins}]
 
         _ ->
-          false
-      end)
+          []
+      end
+    end
 
     expected = "to return a value matching:\n\n    #{value_pattern.source}\n\n"
-
-    cond do
-      returned != [] ->
-        returned
-
-      matching == [] ->
-        fail(
-          expr,
-          no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
-          diff(pattern, calls)
-        )
-
-      true ->
-        actual = for %Call{outcome: {:returned, value}} <- matching, do: value
-
-        diff =
-          case actual do
-            [value | _] when value_pattern.diff? ->
-              [left: value_pattern.ast, right: value, context: {:match, value_pattern.pins}]
-
-            _ ->
-              []
-          end
-
-        fail(
-          expr,
-          "Expected a call matching:\n\n    #{pattern.source}\n\n" <>
-            expected <>
-            "but #{none_did(matching)}:\n\n" <>
-            Format.list_calls(matching, &Call.outcome_to_string/1) <>
-            pins_note(pattern.pins ++ value_pattern.pins) <> note,
-          diff
-        )
-    end
+    with_outcome(trace, pattern, opts, expr, {expected, value_pattern.pins}, returned?, diff)
   end
 
   @doc """
@@ -152,33 +126,48 @@ defmodule Kino.Trace.Assertions.Checks do
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     spec = validate_exception_spec!(spec)
+    expected = "to raise #{describe_spec(spec)}\n\n"
+
+    with_outcome(
+      trace,
+      pattern,
+      opts,
+      expr,
+      {expected, spec_pins(spec)},
+      &exception_matches?(spec, &1),
+      &exception_diff(spec, &1)
+    )
+  end
+
+  # assert_returned and assert_raised_in: the calls matching `pattern` whose outcome
+  # `kept?` accepts; else fails saying what was `expected` (its pins noted) and, when
+  # calls matched, how they ended (`outcome_diff` makes the diff of those calls).
+  defp with_outcome(trace, pattern, opts, expr, {expected, pins}, kept?, outcome_diff) do
     complete!(trace, expr)
     {calls, note} = calls_for(trace, opts)
     matching = Enum.filter(calls, &matches?(pattern, &1))
-    raised = Enum.filter(matching, &exception_matches?(spec, &1))
-    expected = "to raise #{describe_spec(spec)}\n\n"
 
-    cond do
-      raised != [] ->
-        raised
-
-      matching == [] ->
+    case Enum.filter(matching, kept?) do
+      [] when matching == [] ->
         fail(
           expr,
           no_call_message("Expected a call matching:", pattern, calls, trace, expected) <> note,
           diff(pattern, calls)
         )
 
-      true ->
+      [] ->
         fail(
           expr,
           "Expected a call matching:\n\n    #{pattern.source}\n\n" <>
             expected <>
             "but #{none_did(matching)}:\n\n" <>
             Format.list_calls(matching, &Call.outcome_to_string/1) <>
-            pins_note(pattern.pins ++ spec_pins(spec)) <> note,
-          exception_diff(spec, matching)
+            pins_note(pattern.pins ++ pins) <> note,
+          outcome_diff.(matching)
         )
+
+      kept ->
+        kept
     end
   end
 
@@ -284,19 +273,19 @@ defmodule Kino.Trace.Assertions.Checks do
                 String.jaro_distance(Atom.to_string(f), Atom.to_string(function)) >= 0.8,
                 not String.starts_with?(Atom.to_string(f), ["-", "MACRO-", "__"]),
                 uniq: true,
-                do: "#{Macro.inspect_atom(:remote_call, f)}/#{a}"
+                do: MFA.to_string({f, a})
 
           hint = if similar == [], do: "", else: " (did you mean #{Enum.join(similar, ", ")}?)"
 
           raise ArgumentError,
-                "#{Format.mfa_to_string({module, function, arity})} is not a function of " <>
+                "#{MFA.to_string({module, function, arity})} is not a function of " <>
                   "#{inspect(module)}#{hint}, so it can never be traced"
         end
 
       {:error, reason} ->
         raise ArgumentError,
               "unknown module #{inspect(module)} in call pattern " <>
-                "#{Format.mfa_to_string({module, function, arity})} (#{reason})"
+                "#{MFA.to_string({module, function, arity})} (#{reason})"
     end
   end
 
@@ -322,7 +311,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
     if Coverage.traced?(trace, mfa) == false do
       raise ArgumentError,
-            "#{what} on #{Format.mfa_to_string(mfa)}, which the capture did not trace, " <>
+            "#{what} on #{MFA.to_string(mfa)}, which the capture did not trace, " <>
               "could never fail: add it to the patterns given to Kino.Trace.capture/3 " <>
               "(they were #{Coverage.patterns_text(trace)})"
     end
@@ -388,7 +377,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
   defp not_traced_note(trace, mfa) do
     if Coverage.traced?(trace, mfa) == false do
-      "\n\n#{Format.mfa_to_string(mfa)} was not traced: the patterns given to " <>
+      "\n\n#{MFA.to_string(mfa)} was not traced: the patterns given to " <>
         "Kino.Trace.capture/3 were #{Coverage.patterns_text(trace)}."
     else
       ""
@@ -397,7 +386,7 @@ defmodule Kino.Trace.Assertions.Checks do
 
   defp never_called(mfa, []) do
     "but no calls were traced at all. Check that the patterns given to Kino.Trace.capture/3 " <>
-      "include #{Format.mfa_to_string(mfa)} and that the block calls it."
+      "include #{MFA.to_string(mfa)} and that the block calls it."
   end
 
   defp never_called(mfa, calls) do
@@ -413,7 +402,7 @@ defmodule Kino.Trace.Assertions.Checks do
         do: "",
         else: "\n\nClosest calls by name:\n\n" <> Format.list_calls(close_calls)
 
-    "but #{Format.mfa_to_string(mfa)} was never called." <>
+    "but #{MFA.to_string(mfa)} was never called." <>
       closest_text <> "\n\nTraced functions: " <> Format.traced_functions(calls)
   end
 
@@ -436,7 +425,7 @@ defmodule Kino.Trace.Assertions.Checks do
           ""
 
         _ ->
-          "\n\nCalls to #{Format.mfa_to_string(CallPattern.mfa(pattern))} that did not match:\n\n" <>
+          "\n\nCalls to #{MFA.to_string(CallPattern.mfa(pattern))} that did not match:\n\n" <>
             Format.list_calls(others)
       end
 
@@ -551,10 +540,10 @@ defmodule Kino.Trace.Assertions.Checks do
        end))
   end
 
-  defp none_matched([_], mfa), do: "the only call to #{Format.mfa_to_string(mfa)} did not match"
+  defp none_matched([_], mfa), do: "the only call to #{MFA.to_string(mfa)} did not match"
 
   defp none_matched(calls, mfa),
-    do: "none of the #{length(calls)} calls to #{Format.mfa_to_string(mfa)} matched"
+    do: "none of the #{length(calls)} calls to #{MFA.to_string(mfa)} matched"
 
   defp none_did([_]), do: "the only matching call did not"
   defp none_did(calls), do: "none of the #{length(calls)} matching calls did"

@@ -2,18 +2,18 @@ defmodule Kino.Trace.Assertions.Format do
   @moduledoc """
   Builds the text of assertion failure messages: calls written as Elixir code, lists of
   calls, the traced functions, and the calls closest by name to one that never happened.
+  Functions are written by `Kino.Trace.MFA`.
 
   ## Examples
 
-      iex> Kino.Trace.Assertions.Format.mfa_name(:ets, :lookup)
-      ":ets.lookup"
-      iex> Kino.Trace.Assertions.Format.mfa_to_string({Map, :get, 2})
-      "Map.get/2"
+      iex> Kino.Trace.Assertions.Format.traced_functions([])
+      "(no calls were traced)"
       iex> Kino.Trace.Assertions.Format.times(1)
       "1 time"
   """
 
   alias Kino.Trace.Assertions.Call
+  alias Kino.Trace.MFA
 
   @max_listed 10
   @inspect_opts [limit: 20, printable_limit: 120, pretty: false, width: :infinity]
@@ -25,16 +25,6 @@ defmodule Kino.Trace.Assertions.Format do
   @doc "A term as Elixir code, kept short."
   @spec term(term()) :: String.t()
   def term(value), do: inspect(value, @inspect_opts)
-
-  @doc "`Module.function` as it would be written in a remote call."
-  @spec mfa_name(module(), atom()) :: String.t()
-  def mfa_name(module, function) do
-    inspect(module) <> "." <> Macro.inspect_atom(:remote_call, function)
-  end
-
-  @doc "`Module.function/arity`."
-  @spec mfa_to_string(mfa()) :: String.t()
-  def mfa_to_string({m, f, a}), do: mfa_name(m, f) <> "/" <> Integer.to_string(a)
 
   @doc "`1 time`, `3 times`."
   @spec times(non_neg_integer()) :: String.t()
@@ -74,7 +64,7 @@ defmodule Kino.Trace.Assertions.Format do
     |> Enum.frequencies_by(&Call.mfa/1)
     |> Enum.sort_by(fn {mfa, count} -> {-count, mfa} end)
     |> Enum.map_join(", ", fn {mfa, count} ->
-      mfa_to_string(mfa) <> " (" <> if(count == 1, do: "1 call", else: "#{count} calls") <> ")"
+      MFA.to_string(mfa) <> " (" <> if(count == 1, do: "1 call", else: "#{count} calls") <> ")"
     end)
   end
 

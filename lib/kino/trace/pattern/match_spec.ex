@@ -22,6 +22,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   # literal atom may not (no term can contain an atom that does not exist).
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{Name, Quoted}
 
   @comparisons %{
@@ -151,18 +152,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   defp guard_clauses(nil, _bindings), do: {:ok, [[]]}
 
   defp guard_clauses(guard, bindings) do
-    guard
-    |> split_whens()
-    |> Enum.reduce_while({:ok, []}, fn clause, {:ok, acc} ->
-      case guard_expr(clause, bindings) do
-        {:ok, condition} -> {:cont, {:ok, [[condition] | acc]}}
-        error -> {:halt, error}
-      end
-    end)
-    |> case do
-      {:ok, clauses} -> {:ok, Enum.reverse(clauses)}
-      error -> error
-    end
+    with {:ok, conditions} <- guard_exprs(split_whens(guard), bindings),
+         do: {:ok, Enum.map(conditions, &[&1])}
   end
 
   # `a when b when c` is quoted as `a when (b when c)`: one clause each.
@@ -596,17 +587,17 @@ defmodule Kino.Trace.Pattern.MatchSpec do
       {:ok, Bitwise} ->
         if is_atom(name) and {name, arity} in @bitwise_functions,
           do: guard_call(name, args, bindings),
-          else: not_a_guard("Bitwise.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+          else: not_a_guard(MFA.to_string({Bitwise, name, arity}))
 
       {:ok, :erlang} ->
         if is_atom(name) and erlang_guard_function?(name, arity) do
           guard_call(name, args, bindings)
         else
-          not_a_guard(":erlang.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+          not_a_guard(MFA.to_string({:erlang, name, arity}))
         end
 
       {:ok, module} when is_atom(module) ->
-        not_a_guard("#{inspect(module)}.#{Name.inspect_atom(:remote_call, name)}/#{arity}")
+        not_a_guard(MFA.to_string({module, name, arity}))
 
       _ ->
         not_a_guard(Quoted.to_string({{:., [], [module_ast, name]}, [], args}))
@@ -626,16 +617,8 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   end
 
   defp guard_call(name, args, bindings) do
-    Enum.reduce_while(args, {:ok, [name]}, fn arg, {:ok, acc} ->
-      case guard_expr(arg, bindings) do
-        {:ok, compiled} -> {:cont, {:ok, [compiled | acc]}}
-        error -> {:halt, error}
-      end
-    end)
-    |> case do
-      {:ok, reversed} -> {:ok, reversed |> Enum.reverse() |> List.to_tuple()}
-      error -> error
-    end
+    with {:ok, compiled} <- guard_exprs(args, bindings),
+         do: {:ok, List.to_tuple([name | compiled])}
   end
 
   defp boolean_op(op, left, right, bindings) do
@@ -781,7 +764,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
             unsupported("the pin operator", ast, "write the value itself")
 
           {name, _, args} when is_name(name) and is_list(args) and name not in @special_forms ->
-            not_a_guard("#{Name.inspect_atom(:remote_call, name)}/#{length(args)}")
+            not_a_guard(MFA.to_string({name, length(args)}))
 
           _ ->
             literal_error
@@ -966,7 +949,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   defp describe({:fn, _, _}), do: "an anonymous function"
 
   defp describe({name, _, args}) when is_name(name) and is_list(args),
-    do: "the call #{Name.inspect_atom(:remote_call, name)}/#{length(args)}"
+    do: "the call #{MFA.to_string({name, length(args)})}"
 
   defp describe(_), do: "the expression"
 

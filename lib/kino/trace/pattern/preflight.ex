@@ -8,7 +8,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
   # resolved here, after the module is loaded; no other atom is created.
 
-  alias Kino.Trace.Pattern
+  alias Kino.Trace.{MFA, Pattern}
   alias Kino.Trace.Pattern.Name
 
   # Jaro similarity that makes a name a "did you mean" suggestion even when it
@@ -168,12 +168,12 @@ defmodule Kino.Trace.Pattern.Preflight do
 
       arity == :_ and macro_arities != [] ->
         {:error,
-         "#{inspect(module)}.#{name(function)} is a macro, expanded at compile time; " <>
+         "#{mfa_text(module, function, :_)} is a macro, expanded at compile time; " <>
            "it cannot be traced"}
 
       arity in macro_arities ->
         {:error,
-         "#{inspect(module)}.#{name(function)}/#{arity} is a macro, expanded at compile time; " <>
+         "#{mfa_text(module, function, arity)} is a macro, expanded at compile time; " <>
            "it cannot be traced"}
 
       not local? and (arity == :_ or arity in all_arities) and all_arities != [] ->
@@ -182,8 +182,8 @@ defmodule Kino.Trace.Pattern.Preflight do
 
       arities != [] ->
         {:error,
-         "#{inspect(module)}.#{name(function)}/#{arity} does not exist; " <>
-           "#{inspect(module)}.#{name(function)} has arities " <>
+         "#{mfa_text(module, function, arity)} does not exist; " <>
+           "#{mfa_text(module, function, :_)} has arities " <>
            (arities |> Enum.sort() |> Enum.uniq() |> Enum.join(", "))}
 
       true ->
@@ -401,8 +401,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp row_min(row), do: row |> Tuple.to_list() |> Enum.min()
 
-  defp mfa_text(module, function, :_), do: "#{inspect(module)}.#{name(function)}"
-  defp mfa_text(module, function, arity), do: "#{inspect(module)}.#{name(function)}/#{arity}"
-
-  defp name(function), do: Name.inspect_atom(:remote_call, function)
+  # Preflight names "any arity" by leaving the arity out (`Enum.map`), not as `/*`.
+  defp mfa_text(module, function, :_), do: MFA.to_string({module, function, nil})
+  defp mfa_text(module, function, arity), do: MFA.to_string({module, function, arity})
 end

@@ -47,23 +47,8 @@ defmodule Kino.Trace.Stats.Options do
     end
   end
 
-  defp check!(key, _value) do
-    known = Keyword.keys(@defaults)
-
-    raise ArgumentError,
-          "unknown option #{inspect(key)}" <>
-            suggestion(key, known) <>
-            ". Known options: " <> Enum.map_join(known, ", ", &inspect/1)
-  end
-
-  defp suggestion(key, known) do
-    key = to_string(key)
-    best = Enum.max_by(known, &String.jaro_distance(to_string(&1), key))
-
-    if String.jaro_distance(to_string(best), key) > 0.8,
-      do: " (did you mean #{inspect(best)}?)",
-      else: ""
-  end
+  defp check!(key, _value),
+    do: raise(ArgumentError, Kino.Trace.DidYouMean.unknown_option(key, Keyword.keys(@defaults)))
 
   @doc """
   The VM counters to enable for validated options.

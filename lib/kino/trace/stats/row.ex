@@ -168,5 +168,5 @@ defmodule Kino.Trace.Stats.Row do
   """
   @spec key(t() | mfa()) :: String.t()
   def key(%__MODULE__{mfa: mfa}), do: key(mfa)
-  def key({m, f, a}), do: "#{inspect(m)}.#{Macro.inspect_atom(:remote_call, f)}/#{a}"
+  def key({m, f, a}), do: Kino.Trace.MFA.to_string({m, f, a})
 end

@@ -30,7 +30,7 @@ defmodule Kino.Trace.Widget.Payload do
       {"[1, 2, 3, ...]", 38000, 7, true}
   """
 
-  alias Kino.Trace.{Cut, Event}
+  alias Kino.Trace.{Cut, Event, MFA}
 
   @default_limits [limit: 20, printable_limit: 120, max_chars: 400]
 
@@ -242,21 +242,6 @@ defmodule Kino.Trace.Widget.Payload do
   end
 
   @doc """
-  Splits the widget's textarea into patterns: one per line, blank lines and
-  `#` comments skipped.
-
-      iex> Kino.Trace.Widget.Payload.parse_lines("Enum.map/2\\n\\n  # off for now\\n :ets.insert \\n")
-      ["Enum.map/2", ":ets.insert"]
-  """
-  @spec parse_lines(String.t()) :: [String.t()]
-  def parse_lines(text) when is_binary(text) do
-    text
-    |> String.split(["\r\n", "\n"])
-    |> Enum.map(&String.trim/1)
-    |> Enum.reject(&(&1 == "" or String.starts_with?(&1, "#")))
-  end
-
-  @doc """
   Renders a term in one line within the limits; returns `{text, truncated?}`.
 
       iex> Kino.Trace.Widget.Payload.render_term({:ok, "hello"})
@@ -372,13 +357,10 @@ defmodule Kino.Trace.Widget.Payload do
   defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
 
   defp call_prefix(nil, _function), do: ""
-
-  defp call_prefix(module, function),
-    do: Macro.inspect_atom(:remote_call, function) |> then(&(inspect(module) <> "." <> &1))
+  defp call_prefix(module, function), do: MFA.call(module, function)
 
   defp mfa(nil, _f, _a), do: nil
-  defp mfa(module, function, nil), do: call_prefix(module, function)
-  defp mfa(module, function, arity), do: call_prefix(module, function) <> "/#{arity}"
+  defp mfa(module, function, arity), do: MFA.to_string({module, function, arity})
 
   # The registered name of a live local process (the trace only names the traced one).
   defp peer_name(pid) when is_pid(pid) and node(pid) == node() do
