@@ -61,6 +61,19 @@ defmodule Kino.Trace.Application do
       {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
     ]
 
-    Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor)
+    with {:ok, pid} <- Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
+      register_smart_cell()
+      {:ok, pid}
+    end
+  end
+
+  # The "Trace" smart cell, when Kino is there (it is an optional dependency, so its
+  # module is named at run time: no warning where it is absent).
+  defp register_smart_cell(kino_smart_cell \\ Kino.SmartCell) do
+    if Code.ensure_loaded?(kino_smart_cell) and Code.ensure_loaded?(Kino.Trace.SmartCell) do
+      kino_smart_cell.register(Kino.Trace.SmartCell)
+    end
+
+    :ok
   end
 end

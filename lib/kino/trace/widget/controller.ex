@@ -285,9 +285,16 @@ defmodule Kino.Trace.Widget.Controller do
     end
   end
 
-  # A pattern edit is bounded before anything parses it: what a browser sends is
-  # not trusted to be small.
-  defp check_pattern_edit(lines) do
+  @doc """
+  Bounds a pattern edit from a browser before anything parses it (what a browser sends
+  is not trusted to be small): `:ok`, or `{:error, message}` saying which bound it
+  passes. The smart cell's form (`Kino.Trace.SmartCell.Controller`) has the same bounds.
+
+      iex> Kino.Trace.Widget.Controller.check_pattern_edit(["Enum.map/2"])
+      :ok
+  """
+  @spec check_pattern_edit([String.t()]) :: :ok | {:error, String.t()}
+  def check_pattern_edit(lines) do
     count = length(lines)
     total = Enum.reduce(lines, 0, &(byte_size(&1) + &2))
     long = Enum.find(lines, &(byte_size(&1) > @max_pattern_bytes))

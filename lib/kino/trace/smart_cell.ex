@@ -1,0 +1,50 @@
+if Code.ensure_loaded?(Kino.SmartCell) do
+  defmodule Kino.Trace.SmartCell do
+    @moduledoc """
+    The "Trace" smart cell: a form that writes the `Kino.Trace` call for you.
+
+    Insert it from Livebook's "+ Smart" menu. Choose what to trace (calls, messages,
+    process events or call statistics), type the patterns one per line (each line is
+    checked as you type, with the same messages as the widget's pattern editor), choose
+    whose events, the limits and the nodes. The cell's code is the shortest call that
+    does it, with only the options that differ from the defaults:
+
+        Kino.Trace.calls(["MyApp.Repo.get/2"], caller: true, limit: 1_000)
+
+    Evaluating the cell starts the trace and shows its live widget; evaluating it
+    again ends the previous trace. Convert the cell to code to go on by hand.
+
+    kino_trace registers the cell when it starts, if Kino is loaded. The module is a
+    thin adapter over `Kino.Trace.SmartCell.Controller`, which holds the cell's
+    behaviour so it can be tested without Kino.
+    """
+
+    use Kino.JS, assets_path: "lib/assets/smart_cell/build"
+    use Kino.JS.Live
+    use Kino.SmartCell, name: "Trace"
+
+    alias Kino.Trace.SmartCell.Controller
+
+    @impl true
+    def init(attrs, ctx) do
+      {:ok, assign(ctx, controller: Controller.init(attrs))}
+    end
+
+    @impl true
+    def handle_connect(ctx) do
+      {:ok, Controller.connect(ctx.assigns.controller), ctx}
+    end
+
+    @impl true
+    def handle_event(event, payload, ctx) do
+      {effects, controller} = Controller.handle_event(ctx.assigns.controller, event, payload)
+      {:noreply, Kino.Trace.Widget.Live.run(effects, assign(ctx, controller: controller))}
+    end
+
+    @impl true
+    def to_attrs(ctx), do: Controller.to_attrs(ctx.assigns.controller)
+
+    @impl true
+    def to_source(attrs), do: Controller.to_source(attrs)
+  end
+end

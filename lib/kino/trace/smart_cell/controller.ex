@@ -1,0 +1,173 @@
+defmodule Kino.Trace.SmartCell.Controller do
+  @moduledoc """
+  Everything the "Trace" smart cell does on the Elixir side, without Kino.
+
+  `Kino.Trace.SmartCell` (the `Kino.SmartCell` module) is a thin adapter: it hands
+  each callback to this module and carries out the effects it returns, as the widgets
+  do (see `Kino.Trace.Widget.Controller`):
+
+    * `{:broadcast, event, payload}` - send to every connected browser
+    * `{:reply, event, payload}` - send to the browser that made the request
+
+  The controller holds the form (`Kino.Trace.SmartCell.Form`) and checks it as it is
+  filled in, where the trace will run: each pattern line as the widget's pattern editor
+  does (`Kino.Trace.Pattern.parse_each/2`, shown inline per line), the processes and
+  nodes typed in, and the message pattern.
+
+  Events from the browser: `"update"` (`%{"field" => field, "value" => value}`).
+  Events sent to the browser: `"update"` (`%{field => value}`, the field as stored, to
+  every browser), `"check"` (see `check/1`), and `"error"` (`%{field:, message:}`, a
+  value refused, to the browser that sent it).
+
+  ## Examples
+
+      iex> alias Kino.Trace.SmartCell.Controller
+      iex> controller = Controller.init(%{"patterns" => "Enum.map/2"})
+      iex> {effects, controller} = Controller.handle_event(controller, "update", %{"field" => "limit", "value" => "500"})
+      iex> effects
+      [{:broadcast, "update", %{"limit" => 500}}]
+      iex> Controller.to_attrs(controller)["limit"]
+      500
+  """
+
+  alias Kino.Trace.{MessagePattern, Pattern}
+  alias Kino.Trace.SmartCell.{Form, Names, Source}
+  alias Kino.Trace.Widget.Payload
+
+  defstruct form: Form.defaults()
+
+  @type t :: %__MODULE__{form: Form.t()}
+  @type effect :: {:broadcast, String.t(), map()} | {:reply, String.t(), map()}
+
+  # Fields whose check depends on others: a change of any of these checks again.
+  @checked ~w(mode patterns processes targets nodes node_names match)
+
+  @doc "The controller of a cell with saved `attrs` (`%{}` or `nil` for a new cell)."
+  @spec init(map() | nil) :: t()
+  def init(attrs), do: %__MODULE__{form: Form.new(attrs)}
+
+  @doc """
+  What a connecting browser starts from: `%{form: form, modes: modes, check: check}`.
+  """
+  @spec connect(t()) :: map()
+  def connect(%__MODULE__{form: form}), do: %{form: form, modes: Form.modes(), check: check(form)}
+
+  @doc "Handles an event pushed by a browser."
+  @spec handle_event(t(), String.t(), term()) :: {[effect()], t()}
+  def handle_event(%__MODULE__{form: form} = controller, "update", %{"field" => field, "value" => value}) do
+    with :ok <- bound(field, value),
+         {:ok, new_form} <- Form.put(form, field, value) do
+      controller = %{controller | form: new_form}
+      update = {:broadcast, "update", %{field => new_form[field]}}
+
+      if field in @checked and new_form != form,
+        do: {[update, {:broadcast, "check", check(new_form)}], controller},
+        else: {[update], controller}
+    else
+      {:error, message} -> {[{:reply, "error", %{field: field, message: message}}], controller}
+    end
+  end
+
+  def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
+
+  @doc "The attrs to save (see `Kino.Trace.SmartCell.Form`)."
+  @spec to_attrs(t()) :: map()
+  def to_attrs(%__MODULE__{form: form}), do: Form.to_attrs(form)
+
+  @doc "The cell's code for `attrs`: `Kino.Trace.SmartCell.Source.to_source/1`."
+  @spec to_source(map()) :: String.t()
+  defdelegate to_source(attrs), to: Source
+
+  @doc """
+  Checks the form where the trace will run. Returns a map the browser shows:
+
+    * `:patterns` - per pattern line, as the widget's pattern editor shows them
+      (`Kino.Trace.Widget.Payload.pattern_results/2`), or `nil` when the mode has none;
+    * `:processes`, `:nodes`, `:match` - a message for a field that is wrong, else `nil`.
+
+  Processes are looked up here only for a trace of this node alone (on other nodes
+  they are names there).
+
+      iex> check = Kino.Trace.SmartCell.Controller.check(Kino.Trace.SmartCell.Form.new(%{"patterns" => "Enum.map/2\\nEnum.mpa/2"}))
+      iex> Enum.map(check.patterns.results, &{&1.input, &1.ok})
+      [{"Enum.map/2", true}, {"Enum.mpa/2", false}]
+  """
+  @spec check(Form.t()) :: map()
+  def check(form) do
+    %{
+      patterns: check_patterns(form),
+      processes: check_processes(form),
+      nodes: check_nodes(form),
+      match: check_match(form)
+    }
+  end
+
+  ## Checks
+
+  defp check_patterns(%{"mode" => mode}) when mode in ["messages", "processes"], do: nil
+
+  defp check_patterns(%{"mode" => mode, "patterns" => text}) do
+    lines = Pattern.lines(text)
+
+    case Kino.Trace.Widget.Controller.check_pattern_edit(lines) do
+      :ok ->
+        lines
+        |> Pattern.parse_each(Kino.Trace.Plan.pattern_opts(Kino.Trace.Options.defaults()))
+        |> Enum.map(fn
+          {input, {:ok, pattern, warnings}} -> {input, stats_check(mode, pattern, warnings)}
+          {input, {:error, message}} -> {input, {:error, message}}
+        end)
+        |> Payload.pattern_results(lines)
+
+      {:error, message} ->
+        Payload.pattern_error(message, [])
+    end
+  end
+
+  # Statistics count every call: argument patterns and guards are refused there.
+  defp stats_check("stats", pattern, warnings) do
+    Kino.Trace.Stats.Targets.check_plain!([pattern])
+    {:ok, warnings}
+  rescue
+    e in ArgumentError -> {:error, e.message}
+  end
+
+  defp stats_check(_mode, _pattern, warnings), do: {:ok, warnings}
+
+  defp check_processes(%{"processes" => "some", "targets" => text} = form) do
+    result = if form["nodes"] == "local", do: Names.check_processes(text), else: Names.processes(text)
+
+    case result do
+      {:error, message} -> message
+      _ -> nil
+    end
+  end
+
+  defp check_processes(_form), do: nil
+
+  defp check_nodes(%{"nodes" => "some", "node_names" => text}) do
+    case Names.check_nodes(text) do
+      :ok -> nil
+      {:error, message} -> message
+    end
+  end
+
+  defp check_nodes(_form), do: nil
+
+  defp check_match(%{"mode" => "messages", "match" => text, "processes" => processes}) do
+    with text when text != "" <- String.trim(text),
+         {:error, message} <- MessagePattern.compile(text, processes == "distributed") do
+      message
+    else
+      _ -> nil
+    end
+  end
+
+  defp check_match(_form), do: nil
+
+  # The patterns' bounds are the widget's (one home): over them, the text is refused.
+  defp bound("patterns", text) when is_binary(text),
+    do: Kino.Trace.Widget.Controller.check_pattern_edit(Pattern.lines(text))
+
+  defp bound(_field, _value), do: :ok
+end

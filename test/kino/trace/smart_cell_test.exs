@@ -1,0 +1,411 @@
+defmodule Kino.Trace.SmartCellTest do
+  # The "Trace" smart cell without Kino: its form, the code it writes (compiled and run:
+  # real traces, compared with the plan the form describes) and its controller.
+  use ExUnit.Case, async: false
+
+  alias Kino.Trace.{Plan, SmartCell}
+  alias Kino.Trace.SmartCell.{Controller, Form, Source}
+
+  doctest Kino.Trace.SmartCell.Form
+  doctest Kino.Trace.SmartCell.Names
+  doctest Kino.Trace.SmartCell.Source
+  doctest Kino.Trace.SmartCell.Controller
+  doctest Kino.Trace.Widget.Controller, only: [check_pattern_edit: 1]
+
+  @moduletag timeout: 60_000
+
+  setup do
+    # A registered process, a globally registered one, and a plain pid, to name.
+    named = start_supervised!({Agent, fn -> :ok end}, id: :named)
+    Process.register(named, :kino_trace_sc_named)
+    global = start_supervised!({Agent, fn -> :ok end}, id: :global)
+    :yes = :global.register_name(:kino_trace_sc_global, global)
+    plain = start_supervised!({Agent, fn -> :ok end}, id: :plain)
+    on_exit(fn -> :global.unregister_name(:kino_trace_sc_global) end)
+    %{named: named, global: global, plain: plain}
+  end
+
+  # Evaluates the cell's code as Livebook would (a fresh binding), in a process that
+  # stays alive while the trace is looked at, and returns its result.
+  defp evaluate(source) do
+    assert {:ok, _quoted} = Code.string_to_quoted(source)
+    {result, _binding} = Code.eval_string(source)
+    result
+  end
+
+  defp plan(%Kino.Trace{session: session}), do: :sys.get_state(session).plan
+
+  defp pid_text(pid), do: inspect(pid)
+
+  defp source(attrs), do: Source.to_source(attrs)
+
+  describe "code for every mode and every option" do
+    test "calls: each option, alone, is the only one written, and the trace runs as the form says",
+         %{plain: plain} do
+      patterns = "Enum.map/2\n# a comment\n\n:ets.insert/2"
+      base = %{"mode" => "calls", "patterns" => patterns}
+      what = [calls: ["Enum.map/2", ":ets.insert/2"]]
+
+      cases = [
+        {%{}, "Kino.Trace.calls([\"Enum.map/2\", \":ets.insert/2\"])", []},
+        {%{"processes" => "new"}, "pids: :new", pids: :new},
+        {%{"processes" => "existing"}, "pids: :existing", pids: :existing},
+        {%{"processes" => "some", "targets" => "kino_trace_sc_named"}, "pids: :kino_trace_sc_named",
+         pids: :kino_trace_sc_named},
+        {%{"processes" => "some", "targets" => pid_text(plain)}, "pids: :c.pid(", pids: plain},
+        {%{"processes" => "some", "targets" => "{:global, :kino_trace_sc_global}, :kino_trace_sc_named"},
+         "pids: [{:global, :kino_trace_sc_global}, :kino_trace_sc_named]",
+         pids: [{:global, :kino_trace_sc_global}, :kino_trace_sc_named]},
+        {%{"return" => false}, "return: false", return: false},
+        {%{"exceptions" => false}, "exceptions: false", exceptions: false},
+        {%{"caller" => true}, "caller: true", caller: true},
+        {%{"limit" => 1_000}, "limit: 1_000", limit: 1_000},
+        {%{"rate_count" => 100}, "rate: {100, 1_000}", rate: {100, 1_000}},
+        {%{"rate_count" => 5, "rate_period" => 250}, "rate: {5, 250}", rate: {5, 250}},
+        {%{"nodes" => "all"}, "nodes: :all", nodes: :all},
+        {%{"nodes" => "some", "node_names" => Atom.to_string(node())}, "nodes: :", nodes: node()},
+        {%{"timeout" => 60_000}, "timeout: 60_000", timeout: 60_000}
+      ]
+
+      for {fields, expected_text, opts} <- cases do
+        code = source(Map.merge(base, fields))
+        assert code =~ expected_text, "#{inspect(fields)}: #{code}"
+        # nothing else than that option
+        assert length(Regex.scan(~r/\w+: /, code)) == length(opts), code
+
+        trace = evaluate(code)
+
+        try do
+          assert %Kino.Trace{} = trace
+          assert plan(trace) == Plan.new!(what, opts), "#{inspect(fields)}: #{code}"
+          assert Kino.Trace.info(trace).patterns == ["Enum.map/2", ":ets.insert/2"]
+        after
+          Kino.Trace.stop(trace)
+        end
+      end
+    end
+
+    test "calls: every option at once" do
+      attrs = %{
+        "patterns" => "Enum.map/2",
+        "processes" => "some",
+        "targets" => "kino_trace_sc_named",
+        "return" => false,
+        "exceptions" => false,
+        "caller" => true,
+        "limit" => 10,
+        "rate_count" => 1,
+        "rate_period" => 2,
+        "nodes" => "all",
+        "timeout" => 30_000
+      }
+
+      code = source(attrs)
+
+      assert code == """
+             Kino.Trace.calls(["Enum.map/2"],
+               pids: :kino_trace_sc_named,
+               return: false,
+               exceptions: false,
+               caller: true,
+               limit: 10,
+               rate: {1, 2},
+               nodes: :all,
+               timeout: 30_000
+             )\
+             """
+
+      trace = evaluate(code)
+
+      try do
+        opts = [
+          pids: :kino_trace_sc_named,
+          return: false,
+          exceptions: false,
+          caller: true,
+          limit: 10,
+          rate: {1, 2},
+          nodes: :all,
+          timeout: 30_000
+        ]
+
+        assert plan(trace) == Plan.new!([calls: ["Enum.map/2"]], opts)
+      after
+        Kino.Trace.stop(trace)
+      end
+    end
+
+    test "messages: targets as the first argument, the message pattern, limits", %{plain: plain} do
+      cases = [
+        {%{}, "Kino.Trace.messages(:all)", :all, []},
+        {%{"processes" => "new"}, "Kino.Trace.messages(:new)", :new, []},
+        {%{"processes" => "existing"}, "Kino.Trace.messages(:existing)", :existing, []},
+        {%{"processes" => "distributed"}, "Kino.Trace.messages(:distributed)", :distributed, []},
+        {%{"processes" => "some", "targets" => "kino_trace_sc_named, #{pid_text(plain)}"},
+         "Kino.Trace.messages([:kino_trace_sc_named, :c.pid(", [:kino_trace_sc_named, plain], []},
+        {%{"match" => " {:ok, _} "}, ~S|Kino.Trace.messages(:all, pattern: "{:ok, _}")|, :all,
+         pattern: "{:ok, _}"},
+        {%{"limit" => 5, "rate_count" => 2, "timeout" => 1_000, "nodes" => "all"},
+         "Kino.Trace.messages(:all, limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000)", :all,
+         limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000}
+      ]
+
+      for {fields, expected_text, targets, opts} <- cases do
+        code = source(Map.merge(%{"mode" => "messages", "patterns" => "Ignored.in/1"}, fields))
+        assert code =~ expected_text, code
+        trace = evaluate(code)
+
+        try do
+          assert plan(trace) == Plan.new!([messages: targets], opts), code
+        after
+          Kino.Trace.stop(trace)
+        end
+      end
+    end
+
+    test "processes: targets and limits; calls-only fields are not written" do
+      cases = [
+        {%{}, "Kino.Trace.processes(:all)", :all, []},
+        {%{"processes" => "new", "caller" => true, "return" => false, "match" => "{:ok, _}"},
+         "Kino.Trace.processes(:new)", :new, []},
+        {%{"processes" => "some", "targets" => "{:global, :kino_trace_sc_global}", "limit" => 3},
+         "Kino.Trace.processes({:global, :kino_trace_sc_global}, limit: 3)",
+         {:global, :kino_trace_sc_global}, limit: 3}
+      ]
+
+      for {fields, expected, targets, opts} <- cases do
+        code = source(Map.merge(%{"mode" => "processes"}, fields))
+        assert code == expected
+        trace = evaluate(code)
+
+        try do
+          assert plan(trace) == Plan.new!([processes: targets], opts)
+        after
+          Kino.Trace.stop(trace)
+        end
+      end
+    end
+
+    test "stats: patterns and processes; the trace's limits are not written" do
+      attrs = %{
+        "mode" => "stats",
+        "patterns" => "Enum.sum/1\n:lists.reverse/1",
+        "limit" => 5,
+        "timeout" => 10,
+        "nodes" => "all",
+        "caller" => true
+      }
+
+      for {fields, expected, opts} <- [
+            {%{}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"])|, []},
+            {%{"processes" => "some", "targets" => ":kino_trace_sc_named"},
+             ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], pids: :kino_trace_sc_named)|,
+             pids: :kino_trace_sc_named}
+          ] do
+        code = source(Map.merge(attrs, fields))
+        assert code == expected
+        stats = evaluate(code)
+
+        try do
+          assert %Kino.Trace.Stats{} = stats
+          info = Kino.Trace.Stats.info(stats)
+          assert info.patterns == ["Enum.sum/1", ":lists.reverse/1"]
+          assert info.opts == Kino.Trace.Stats.Options.validate!(opts)
+        after
+          Kino.Trace.stop(stats)
+        end
+      end
+    end
+
+    test "patterns are strings, escaped; argument patterns and guards are kept as written" do
+      lines = [~S|Map.get(_, "a\"b")|, "Enum.map(list, _) when length(list) > 100"]
+      code = source(%{"patterns" => Enum.join(lines, "\n")})
+
+      assert {{:., _, [{:__aliases__, _, [:Kino, :Trace]}, :calls]}, _, [^lines]} =
+               Code.string_to_quoted!(code)
+
+      trace = evaluate(code)
+
+      try do
+        assert Kino.Trace.info(trace).patterns == lines
+      after
+        Kino.Trace.stop(trace)
+      end
+    end
+
+    test "a field that does not read becomes a raise saying why; no trace starts" do
+      for {attrs, reason} <- [
+            {%{"patterns" => "Enum", "processes" => "some", "targets" => "1 + 1"}, "is not a process"},
+            {%{"patterns" => "Enum", "processes" => "some", "targets" => " "}, "name at least one process"},
+            {%{"patterns" => "Enum", "nodes" => "some", "node_names" => "not a node"}, "is not a node name"}
+          ] do
+        code = source(attrs)
+        assert code =~ ~r/^raise ArgumentError,/
+        assert_raise ArgumentError, ~r/#{reason}/, fn -> evaluate(code) end
+      end
+
+      # an empty form: the trace's own message
+      assert source(%{}) == "Kino.Trace.calls([])"
+      assert_raise ArgumentError, "no trace patterns given", fn -> evaluate(source(%{})) end
+    end
+  end
+
+  describe "attrs" do
+    test "to_attrs then init gives back the same form, also through JSON as Livebook saves it" do
+      forms = [
+        Form.defaults(),
+        %{
+          "mode" => "messages",
+          "patterns" => "Enum.map/2\n# later\nMyApp.Repo",
+          "processes" => "some",
+          "targets" => "MyApp.Cache, #PID<0.1.0>",
+          "return" => false,
+          "exceptions" => false,
+          "caller" => true,
+          "match" => "{:ok, _}",
+          "limit" => 1,
+          "rate_count" => 2,
+          "rate_period" => 3,
+          "nodes" => "some",
+          "node_names" => "a@b, c@d",
+          "timeout" => 4
+        }
+      ]
+
+      for form <- forms do
+        controller = Controller.init(form)
+        attrs = Controller.to_attrs(controller)
+        assert Controller.init(attrs) == controller
+        json = attrs |> :json.encode() |> IO.iodata_to_binary() |> :json.decode()
+        assert Controller.init(json) == controller
+        assert Controller.connect(Controller.init(json)).form == form
+      end
+    end
+
+    test "a form built field by field from the browser comes back the same" do
+      updates = [
+        {"mode", "stats"},
+        {"patterns", "Enum.sum/1"},
+        {"processes", "existing"},
+        {"limit", "1_000"},
+        {"rate_count", "10"},
+        {"rate_period", "500"},
+        {"timeout", ""},
+        {"caller", true}
+      ]
+
+      controller =
+        Enum.reduce(updates, Controller.init(nil), fn {field, value}, c ->
+          {effects, c} = Controller.handle_event(c, "update", %{"field" => field, "value" => value})
+          assert {:broadcast, "update", %{^field => _}} = hd(effects)
+          c
+        end)
+
+      attrs = Controller.to_attrs(controller)
+      assert attrs["limit"] == 1_000 and attrs["rate_period"] == 500 and attrs["timeout"] == nil
+      assert Controller.init(attrs) == controller
+    end
+
+    test "saved attrs with unknown keys or bad values read as the defaults for those fields" do
+      form = Form.new(%{"mode" => 3, "limit" => -1, "return" => "yes", "other" => 1, "patterns" => "Enum"})
+      assert form == %{Form.defaults() | "patterns" => "Enum"}
+      assert Form.new("not a map") == Form.defaults()
+    end
+  end
+
+  describe "controller" do
+    test "each pattern line is checked as the widget checks it: errors and warnings inline" do
+      controller = Controller.init(nil)
+      text = "Enum.map/2\nEnum.mpa/2\n\nKernel.+/2"
+
+      {[update, {:broadcast, "check", check}], _} =
+        Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => text})
+
+      assert update == {:broadcast, "update", %{"patterns" => text}}
+
+      assert [
+               %{input: "Enum.map/2", ok: true, warning: nil},
+               %{input: "Enum.mpa/2", ok: false, error: error},
+               %{input: "Kernel.+/2", ok: true, warning: warning}
+             ] = check.patterns.results
+
+      assert error =~ "Enum.map/2"
+      assert warning =~ "inlined"
+    end
+
+    test "stats refuse argument patterns, line by line" do
+      controller = Controller.init(%{"mode" => "stats"})
+
+      {[_, {:broadcast, "check", check}], _} =
+        Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => "Enum.sum/1\nEnum.map([], _)"})
+
+      assert [%{ok: true}, %{ok: false, error: error}] = check.patterns.results
+      assert error =~ "argument patterns and guards are not supported"
+
+      # the same line is fine for calls
+      {_, controller} = Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => "Enum.map([], _)"})
+      {[_, {:broadcast, "check", check}], _} = Controller.handle_event(controller, "update", %{"field" => "mode", "value" => "calls"})
+      assert [%{ok: true}] = check.patterns.results
+    end
+
+    test "processes, nodes and the message pattern are checked", %{plain: plain} do
+      check = fn attrs -> Controller.check(Form.new(attrs)) end
+
+      assert check.(%{"processes" => "some", "targets" => "kino_trace_sc_named, #{inspect(plain)}"}).processes == nil
+      assert check.(%{"processes" => "some", "targets" => ":kino_trace_sc_nobody"}).processes =~ "no process is registered"
+      assert check.(%{"processes" => "some", "targets" => "NoSuch.ModuleName9f"}).processes =~ "no process is registered as NoSuch.ModuleName9f"
+      assert check.(%{"processes" => "some", "targets" => "1 + 1"}).processes =~ "is not a process"
+      # on other nodes, names are those of each node: not looked up here
+      assert check.(%{"processes" => "some", "targets" => ":kino_trace_sc_nobody", "nodes" => "all"}).processes == nil
+
+      assert check.(%{"nodes" => "some", "node_names" => Atom.to_string(node())}).nodes == nil
+      assert check.(%{"nodes" => "some", "node_names" => "nobody@nowhere"}).nodes =~ "not connected"
+
+      assert check.(%{"mode" => "messages", "match" => "{:ok, _}"}).match == nil
+      assert check.(%{"mode" => "messages", "match" => "{:ok,"}).match =~ "invalid message pattern"
+      assert check.(%{"mode" => "calls", "match" => "{:ok,"}).match == nil
+      assert check.(%{"mode" => "messages"}).patterns == nil
+    end
+
+    test "typing process and node names creates no atom, nor does writing the code" do
+      controller = Controller.init(%{"processes" => "some"})
+      before = :erlang.system_info(:atom_count)
+
+      # as Kino does after each event: to_attrs, then to_source
+      for i <- 1..200 do
+        value = ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}, Kino.Trace.Sc#{i}, sc_#{i}"
+        {_, c} = Controller.handle_event(controller, "update", %{"field" => "targets", "value" => value})
+        {_, c} = Controller.handle_event(c, "update", %{"field" => "nodes", "value" => "some"})
+        {_, c} = Controller.handle_event(c, "update", %{"field" => "node_names", "value" => "sc_#{i}@host#{i}"})
+        assert Controller.to_source(Controller.to_attrs(c)) =~ ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}"
+      end
+
+      assert :erlang.system_info(:atom_count) - before < 20
+    end
+
+    test "a bad value is refused and answered to its sender; the form keeps its value" do
+      controller = Controller.init(%{"limit" => 5})
+
+      for {field, value} <- [{"limit", "-3"}, {"limit", "ten"}, {"mode", "all"}, {"caller", "yes"}, {"nope", 1}] do
+        assert {[{:reply, "error", %{field: ^field, message: message}}], ^controller} =
+                 Controller.handle_event(controller, "update", %{"field" => field, "value" => value})
+
+        assert message =~ field
+      end
+    end
+
+    test "a patterns text over the widget's bounds is refused as a whole" do
+      controller = Controller.init(nil)
+      text = Enum.map_join(1..501, "\n", fn i -> "Enum.map/#{rem(i, 3)}" end)
+
+      assert {[{:reply, "error", %{field: "patterns", message: message}}], ^controller} =
+               Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => text})
+
+      assert message =~ "at most 500"
+    end
+  end
+
+  test "the smart cell module is defined only with Kino" do
+    assert Code.ensure_loaded?(SmartCell) == Code.ensure_loaded?(Kino.SmartCell)
+  end
+end
