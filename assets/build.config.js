@@ -4,6 +4,7 @@
 //
 //   lib/assets/trace/build/main.{js,css}   Kino.Trace.Widget       (src/main.js, src/main.css)
 //   lib/assets/stats/build/main.{js,css}   Kino.Trace.StatsWidget  (src/stats_main.js, src/stats.css)
+//   lib/assets/smart_cell/build/main.{js,css}  Kino.Trace.SmartCell  (src/smart_cell_main.js, src/smart_cell.css)
 //
 // Both are built from the same sources: the stats table renderer and the shared styles
 // (src/base.css) are one module each, bundled into both.
@@ -43,8 +44,21 @@ export const statsBuildOptions = {
   outdir: statsOutdir,
 };
 
+/** Where `use Kino.JS, assets_path: "lib/assets/smart_cell/build"` reads the smart cell's bundle. */
+export const smartCellOutdir = path.join(here, "..", "lib", "assets", "smart_cell", "build");
+
+export const smartCellBuildOptions = {
+  ...common,
+  entryPoints: [
+    { in: src("smart_cell_main.js"), out: "main" },
+    { in: src("smart_cell.css"), out: "main" },
+  ],
+  outdir: smartCellOutdir,
+};
+
 /** Every bundle: [options, output directory]. */
 export const builds = [
   [buildOptions, outdir],
   [statsBuildOptions, statsOutdir],
+  [smartCellBuildOptions, smartCellOutdir],
 ];

@@ -27,6 +27,15 @@ export class Transport {
     return this;
   }
 
+  /**
+   * Calls fn() when Livebook is about to evaluate a smart cell, to send edits not sent
+   * yet (Kino's `ctx.handleSync`; absent outside smart cells).
+   */
+  onSync(fn) {
+    if (this.ctx.handleSync) this.ctx.handleSync(fn);
+    return this;
+  }
+
   /** Sends `event` with `payload` (a JSON-able object) to the server. */
   push(event, payload = {}) {
     this.ctx.pushEvent(event, payload);

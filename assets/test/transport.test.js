@@ -34,6 +34,17 @@ describe("Transport", () => {
     expect(server.root).toBe(ctx.root);
   });
 
+  it("onSync: hands Livebook's pre-evaluation sync to the widget; nothing without handleSync", () => {
+    const ctx = recordingCtx();
+    let synced = 0;
+    ctx.handleSync = (fn) => (ctx.sync = fn);
+    expect(new Transport(ctx).onSync(() => synced++)).toBeInstanceOf(Transport);
+    ctx.sync();
+    expect(synced).toBe(1);
+    // a plain Kino.JS.Live output has no handleSync
+    expect(() => new Transport(recordingCtx()).onSync(() => synced++)).not.toThrow();
+  });
+
   it("mount: Kino's init loads main.css, builds the widget on a Transport and hangs it on the root", async () => {
     class Widget {
       constructor(server, data) {

@@ -1,0 +1,174 @@
+// @vitest-environment jsdom
+import { describe, it, expect, vi, beforeEach, afterEach } from "vitest";
+import { TraceCellForm, MODE_FIELDS, shows, processChoices, shownProcesses, displayValue } from "../src/smart_cell.js";
+
+const FORM = {
+  mode: "calls",
+  patterns: "Enum.map/2",
+  processes: "all",
+  targets: "",
+  return: true,
+  exceptions: true,
+  caller: false,
+  match: "",
+  limit: null,
+  rate_count: null,
+  rate_period: 1000,
+  nodes: "local",
+  node_names: "",
+  timeout: null,
+};
+
+// A stand-in for the Transport: records pushes, delivers server events.
+function fakeServer() {
+  const handlers = new Map();
+  return {
+    root: document.createElement("div"),
+    pushed: [],
+    sync: null,
+    on(event, fn) {
+      handlers.set(event, fn);
+      return this;
+    },
+    onSync(fn) {
+      this.sync = fn;
+      return this;
+    },
+    push(event, payload) {
+      this.pushed.push({ event, payload });
+    },
+    emit(event, payload) {
+      handlers.get(event)(payload);
+    },
+  };
+}
+
+function open(form = {}, check = null) {
+  const server = fakeServer();
+  document.body.replaceChildren(server.root);
+  const cell = new TraceCellForm(server, { form: { ...FORM, ...form }, modes: ["calls", "messages", "processes", "stats"], check });
+  return { server, cell, $: (sel) => server.root.querySelector(sel), $$: (sel) => [...server.root.querySelectorAll(sel)] };
+}
+
+const visibleRows = ($$) => $$(".kt-sc-row").filter((r) => !r.hidden).map((r) => r.querySelector(".kt-sc-label").textContent);
+
+describe("smart cell form", () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  it("each mode shows its parts only", () => {
+    expect(shows("calls", "flags")).toBe(true);
+    expect(shows("stats", "limits")).toBe(false);
+    expect(Object.keys(MODE_FIELDS)).toEqual(["calls", "messages", "processes", "stats"]);
+
+    const { server, $$ } = open();
+    expect(visibleRows($$)).toEqual(["Patterns", "Processes", "Record", "Stop or drop", "Nodes"]);
+    server.emit("update", { mode: "messages" });
+    expect(visibleRows($$)).toEqual(["Processes", "Only messages", "Stop or drop", "Nodes"]);
+    server.emit("update", { mode: "processes" });
+    expect(visibleRows($$)).toEqual(["Processes", "Stop or drop", "Nodes"]);
+    server.emit("update", { mode: "stats" });
+    expect(visibleRows($$)).toEqual(["Patterns", "Processes"]);
+  });
+
+  it("'messages between nodes' is a messages preset; elsewhere it shows as all processes", () => {
+    expect(processChoices("messages").map(([v]) => v)).toContain("distributed");
+    expect(processChoices("calls").map(([v]) => v)).not.toContain("distributed");
+    expect(shownProcesses("calls", "distributed")).toBe("all");
+
+    const { $, server } = open({ mode: "messages", processes: "distributed" });
+    const option = $('select[data-field="processes"] option[value="distributed"]');
+    expect(option.hidden).toBe(false);
+    expect($('select[data-field="processes"]').value).toBe("distributed");
+    server.emit("update", { mode: "calls" });
+    expect(option.hidden).toBe(true);
+    expect($('select[data-field="processes"]').value).toBe("all");
+  });
+
+  it("a mode button, a select, a checkbox and a number push an update each", () => {
+    const { server, $ } = open();
+    $('button[data-mode="stats"]').click();
+    const processes = $('select[data-field="processes"]');
+    processes.value = "some";
+    processes.dispatchEvent(new Event("change"));
+    const caller = $('input[data-field="caller"]');
+    caller.checked = true;
+    caller.dispatchEvent(new Event("change"));
+    const limit = $('input[data-field="limit"]');
+    limit.value = "1000";
+    limit.dispatchEvent(new Event("change"));
+
+    expect(server.pushed).toEqual([
+      { event: "update", payload: { field: "mode", value: "stats" } },
+      { event: "update", payload: { field: "processes", value: "some" } },
+      { event: "update", payload: { field: "caller", value: true } },
+      { event: "update", payload: { field: "limit", value: "1000" } },
+    ]);
+    // the names input shows once "these processes" is chosen
+    expect($('input[data-field="targets"]').hidden).toBe(false);
+    expect($('button[data-mode="stats"]').getAttribute("aria-pressed")).toBe("true");
+  });
+
+  it("patterns are sent once typing pauses, and at once when Livebook syncs before evaluating", () => {
+    const { server, cell } = open();
+    const textarea = cell.patternsTextarea;
+    expect(textarea.dataset.complete).toBe("patterns");
+
+    for (const text of ["E", "En", "Enum.sum/1"]) {
+      textarea.value = text;
+      textarea.dispatchEvent(new Event("input"));
+      vi.advanceTimersByTime(100);
+    }
+    expect(server.pushed).toEqual([]);
+    vi.advanceTimersByTime(300);
+    expect(server.pushed).toEqual([{ event: "update", payload: { field: "patterns", value: "Enum.sum/1" } }]);
+
+    textarea.value = "Enum.sum/1\n:ets";
+    textarea.dispatchEvent(new Event("input"));
+    server.sync();
+    expect(server.pushed.at(-1)).toEqual({ event: "update", payload: { field: "patterns", value: "Enum.sum/1\n:ets" } });
+    vi.advanceTimersByTime(1000);
+    expect(server.pushed.length).toBe(2);
+  });
+
+  it("the server's check marks bad pattern lines inline and shows field errors", () => {
+    const { server, $, $$ } = open({ patterns: "Enum.map/2\nEnum.mpa/2", processes: "some", targets: ":nobody" });
+    server.emit("check", {
+      patterns: {
+        patterns: ["Enum.map/2", "Enum.mpa/2"],
+        results: [
+          { input: "Enum.map/2", ok: true, error: null, warning: null },
+          { input: "Enum.mpa/2", ok: false, error: "did you mean Enum.map/2?", warning: null },
+        ],
+      },
+      processes: "no process is registered as :nobody",
+      nodes: null,
+      match: null,
+    });
+    expect($$(".kt-editor-line").map((l) => l.classList.contains("kt-line-error"))).toEqual([false, true]);
+    expect($(".kt-editor-messages").textContent).toContain("line 2");
+    expect($(".kt-editor-messages").textContent).toContain("did you mean Enum.map/2?");
+    expect($('[data-error="processes"]').textContent).toBe("no process is registered as :nobody");
+
+    server.emit("check", { patterns: { patterns: [], results: [{ input: "Enum.map/2", ok: true }] }, processes: null, nodes: null, match: null });
+    expect($('[data-error="processes"]').hidden).toBe(true);
+  });
+
+  it("a refused value is shown; the next update of that field clears it", () => {
+    const { server, $ } = open();
+    server.emit("error", { field: "limit", message: "limit: expected a positive integer, got: \"-1\"" });
+    expect($('[data-error="form"]').textContent).toContain("limit: expected a positive integer");
+    server.emit("update", { limit: 5 });
+    expect($('[data-error="form"]').hidden).toBe(true);
+    expect($('input[data-field="limit"]').value).toBe("5");
+  });
+
+  it("updates from another browser fill the inputs", () => {
+    const { server, $, cell } = open();
+    server.emit("update", { patterns: ":ets.insert/2", timeout: 60000, nodes: "some", node_names: "a@b" });
+    expect(cell.patternsTextarea.value).toBe(":ets.insert/2");
+    expect($('input[data-field="timeout"]').value).toBe("60000");
+    expect($('input[data-field="node_names"]').hidden).toBe(false);
+    expect(displayValue(null)).toBe("");
+  });
+});
