@@ -71,7 +71,10 @@ const harness = {
           for (const [name, reply] of responder(copy) || []) setTimeout(() => harness.emit(name, reply), 0);
         }
       },
-      handleSync(_callback) {},
+      // Livebook calls it before evaluating a smart cell; tests call harness.sync()
+      handleSync(callback) {
+        harness.sync = callback;
+      },
       selectSecret(_callback, _preselect) {},
     };
     const module = await import(new URL("main.js", ASSETS).href);

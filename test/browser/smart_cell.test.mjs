@@ -1,0 +1,131 @@
+// Browser test of the "Trace" smart cell's form in real headless Chromium.
+//
+//   node test/browser/smart_cell.test.mjs PAYLOADS.json
+//
+// PAYLOADS.json is written by test/kino/trace/smart_cell_browser_test.exs with the real
+// controller (Kino.Trace.SmartCell.Controller): the connect payload of a cell and the
+// server's check of every patterns text this script types. The harness stands in for
+// Livebook's ctx and answers each "update" as the server does. The script fills the form
+// like a user, then writes every update it pushed to `fixture.pushed_out`: the Elixir test
+// replays them through the real controller and checks the code they make. Saves the
+// README's screenshot of the cell. Exits 0 when every check passes.
+
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { root, startServer, launch, checker, assert, openWidget, nextFrame } from "./support.mjs";
+
+const fixturePath = process.argv[2];
+if (!fixturePath) {
+  console.error("usage: node test/browser/smart_cell.test.mjs PAYLOADS.json");
+  process.exit(2);
+}
+const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
+const { server, base } = await startServer();
+const browser = await launch();
+const t = checker();
+const check = t.check;
+const errors = [];
+const external = [];
+
+// The server's side of "update": store and echo the field; for patterns, its check.
+async function openCell(opts = {}) {
+  const page = await openWidget(browser, base, fixture.connect, { bundle: "smart-cell-build", errors, external, width: 1000, height: 700, ...opts });
+  await page.evaluate((checks) => {
+    window.harness.respond("update", ({ field, value }) => {
+      const replies = [["update", { [field]: value }]];
+      if (field === "patterns" && checks[value]) replies.push(["check", checks[value]]);
+      return replies;
+    });
+  }, fixture.checks);
+  return page;
+}
+
+const visibleRows = (page) =>
+  page.$$eval(".kt-sc-row", (rows) => rows.filter((r) => !r.hidden).map((r) => r.querySelector(".kt-sc-label").textContent));
+const updates = (page) => page.evaluate(() => window.harness.pushedEvents("update").map((e) => e.payload));
+
+console.log("smart cell in Chromium:");
+const page = await openCell();
+
+await check("starts from the saved form: mode, patterns, limit and the server's check of each line", async () => {
+  assert((await page.getAttribute('[data-mode="calls"]', "aria-pressed")) === "true", "calls is not the mode");
+  const text = await page.inputValue('textarea[data-complete="patterns"]');
+  assert(text === fixture.connect.form.patterns, `patterns: ${text}`);
+  assert((await page.inputValue('input[data-field="limit"]')) === "1000", "limit not shown");
+  const marks = await page.$$eval(".kt-editor-line", (ls) => ls.map((l) => l.classList.contains("kt-line-error")));
+  assert(JSON.stringify(marks) === "[false,true,false]", `marks: ${JSON.stringify(marks)}`);
+  const messages = await page.textContent(".kt-editor-messages");
+  assert(messages.includes("line 2") && messages.includes("Enum.map/2"), `messages: ${messages}`);
+});
+
+await check("each mode shows its fields", async () => {
+  const seen = {};
+  for (const mode of ["messages", "processes", "stats", "calls"]) {
+    await page.click(`[data-mode="${mode}"]`);
+    await nextFrame(page);
+    seen[mode] = await visibleRows(page);
+  }
+  assert(JSON.stringify(seen.calls) === JSON.stringify(["Patterns", "Processes", "Record", "Stop or drop", "Nodes"]), `calls: ${seen.calls}`);
+  assert(JSON.stringify(seen.messages) === JSON.stringify(["Processes", "Only messages", "Stop or drop", "Nodes"]), `messages: ${seen.messages}`);
+  assert(JSON.stringify(seen.processes) === JSON.stringify(["Processes", "Stop or drop", "Nodes"]), `processes: ${seen.processes}`);
+  assert(JSON.stringify(seen.stats) === JSON.stringify(["Patterns", "Processes"]), `stats: ${seen.stats}`);
+});
+
+await check("typing patterns: sent when typing pauses, lines marked as the server checks them", async () => {
+  await page.fill('textarea[data-complete="patterns"]', "");
+  await page.type('textarea[data-complete="patterns"]', fixture.typed, { delay: 5 });
+  await page.waitForFunction(
+    (typed) => window.harness.pushedEvents("update").some((e) => e.payload.field === "patterns" && e.payload.value === typed),
+    fixture.typed
+  );
+  await page.waitForSelector(".kt-line-error");
+  const marks = await page.$$eval(".kt-editor-line", (ls) => ls.map((l) => l.classList.contains("kt-line-error")));
+  assert(JSON.stringify(marks) === "[false,true]", `marks: ${JSON.stringify(marks)}`);
+  const sent = (await updates(page)).filter((u) => u.field === "patterns");
+  assert(sent.length < fixture.typed.length / 2, `sent on every key: ${sent.length}`);
+});
+
+await check("fill the rest like a user: processes by name, caller, rate, timeout, all nodes", async () => {
+  await page.fill('textarea[data-complete="patterns"]', fixture.final_patterns);
+  await page.selectOption('select[data-field="processes"]', "some");
+  await page.fill('input[data-field="targets"]', "kino_trace_sc_browser");
+  await page.press('input[data-field="targets"]', "Enter");
+  await page.check('input[data-field="caller"]');
+  await page.uncheck('input[data-field="exceptions"]');
+  await page.fill('input[data-field="limit"]', "");
+  await page.press('input[data-field="limit"]', "Tab");
+  await page.fill('input[data-field="rate_count"]', "500");
+  await page.press('input[data-field="rate_count"]', "Tab");
+  await page.fill('input[data-field="timeout"]', "60000");
+  await page.press('input[data-field="timeout"]', "Tab");
+  await page.selectOption('select[data-field="nodes"]', "all");
+  // Livebook syncs before it evaluates
+  await page.evaluate(() => window.harness.sync());
+  const sent = await updates(page);
+  const last = Object.fromEntries(sent.map((u) => [u.field, u.value]));
+  assert(last.patterns === fixture.final_patterns, `patterns: ${last.patterns}`);
+  assert(last.targets === "kino_trace_sc_browser" && last.processes === "some", JSON.stringify(last));
+  assert(last.caller === true && last.exceptions === false && last.rate_count === "500" && last.timeout === "60000", JSON.stringify(last));
+  assert(last.limit === "" && last.nodes === "all", JSON.stringify(last));
+  writeFileSync(fixture.pushed_out, JSON.stringify(sent));
+});
+
+await check("screenshot saved", async () => {
+  const shot = await openCell({ width: 900, height: 600, scale: 2 });
+  await shot.waitForSelector(".kt-line-error");
+  await shot.mouse.move(0, 0);
+  const out = fixture.screenshot;
+  mkdirSync(path.dirname(out), { recursive: true });
+  await shot.locator("#output").screenshot({ path: out });
+  console.log(`  screenshot: ${out}`);
+});
+
+await check("no page errors and no external network loads", async () => {
+  assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
+  assert(external.length === 0, `external requests: ${external.join(", ")}`);
+});
+
+await browser.close();
+server.close();
+console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
+process.exit(t.failures ? 1 : 0);
