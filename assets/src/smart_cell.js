@@ -233,7 +233,11 @@ export class TraceCellForm {
     if (this.pendingPatterns === null) return;
     const value = this.pendingPatterns;
     this.pendingPatterns = null;
-    if (value === this.form.patterns) return;
+    if (value === this.form.patterns) {
+      // typed back to what the server has: its check holds again
+      this.showCheck(this.check);
+      return;
+    }
     this.form.patterns = value;
     this.server.push("update", { field: "patterns", value });
   }

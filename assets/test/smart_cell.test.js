@@ -154,6 +154,21 @@ describe("smart cell form", () => {
     expect($('[data-error="processes"]').hidden).toBe(true);
   });
 
+  it("typing the patterns back to what the server has shows its check again, sending nothing", () => {
+    const check = { patterns: { patterns: [], results: [{ input: "A.nope/1", ok: false, error: "no A.nope/1" }] }, processes: null, nodes: null, match: null };
+    const { server, cell, $$ } = open({ patterns: "A.nope/1" }, check);
+    expect($$(".kt-line-error").length).toBe(1);
+    const textarea = cell.patternsTextarea;
+    textarea.value = "A.nope/";
+    textarea.dispatchEvent(new Event("input"));
+    textarea.value = "A.nope/1";
+    textarea.dispatchEvent(new Event("input"));
+    expect($$(".kt-line-error").length).toBe(0);
+    vi.advanceTimersByTime(400);
+    expect(server.pushed).toEqual([]);
+    expect($$(".kt-line-error").length).toBe(1);
+  });
+
   it("a refused value is shown; the next update of that field clears it", () => {
     const { server, $ } = open();
     server.emit("error", { field: "limit", message: "limit: expected a positive integer, got: \"-1\"" });
