@@ -405,6 +405,35 @@ defmodule Kino.Trace.SmartCellTest do
     end
   end
 
+  test "the cell's own process is never traced: a trace of Enum does not show the form's checks" do
+    trace = Kino.Trace.calls(["Enum.map/2"])
+
+    try do
+      cell =
+        Task.async(fn ->
+          c = Controller.init(%{"patterns" => "Enum.map/2"})
+          {_, c} = Controller.handle_event(c, "update", %{"field" => "patterns", "value" => "Enum.map/2\n:ets"})
+          Controller.to_source(Controller.to_attrs(c))
+          self()
+        end)
+        |> Task.await()
+
+      # the same work in a plain process is traced
+      plain =
+        Task.async(fn ->
+          Kino.Trace.SmartCell.Source.to_source(%{"patterns" => "Enum.map/2"})
+          self()
+        end)
+        |> Task.await()
+
+      pids = fn -> trace |> Kino.Trace.events(10_000) |> Enum.map(& &1.pid) |> MapSet.new() end
+      assert Enum.find_value(1..100, fn _ -> plain in pids.() || (Process.sleep(20) && nil) end)
+      refute cell in pids.()
+    after
+      Kino.Trace.stop(trace)
+    end
+  end
+
   test "the smart cell module is defined only with Kino" do
     assert Code.ensure_loaded?(SmartCell) == Code.ensure_loaded?(Kino.SmartCell)
   end

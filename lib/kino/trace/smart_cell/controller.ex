@@ -42,9 +42,17 @@ defmodule Kino.Trace.SmartCell.Controller do
   # Fields whose check depends on others: a change of any of these checks again.
   @checked ~w(mode patterns processes targets nodes node_names match)
 
-  @doc "The controller of a cell with saved `attrs` (`%{}` or `nil` for a new cell)."
+  @doc """
+  The controller of a cell with saved `attrs` (`%{}` or `nil` for a new cell), in the
+  cell's process. That process is kino_trace's own from then on (see
+  `Kino.Trace.Internal`): no trace records it, so a trace of `Enum` does not fill with
+  the form checking its patterns.
+  """
   @spec init(map() | nil) :: t()
-  def init(attrs), do: %__MODULE__{form: Form.new(attrs)}
+  def init(attrs) do
+    Kino.Trace.Internal.register(self())
+    %__MODULE__{form: Form.new(attrs)}
+  end
 
   @doc """
   What a connecting browser starts from: `%{form: form, modes: modes, check: check}`.
