@@ -434,6 +434,26 @@ defmodule Kino.Trace.SmartCellTest do
     end
   end
 
+  test "the notebook's smart cell: its saved form writes the code saved with it" do
+    notebook = File.read!(Path.expand("../../../notebooks/kino_trace.livemd", __DIR__))
+
+    cells =
+      Regex.scan(~r/<!-- livebook:(\{[^\n]*"livebook_object":"smart_cell"\}) -->\n\n```elixir\n(.*?)\n```/s, notebook,
+        capture: :all_but_first
+      )
+
+    assert [_ | _] = cells
+
+    for [meta, code] <- cells do
+      meta = JSON.decode!(meta)
+      assert meta["kind"] == "Elixir.Kino.Trace.SmartCell"
+      # as Livebook saves attrs: JSON, then base 64 without padding
+      attrs = meta["attrs"] |> Base.decode64!(padding: false) |> JSON.decode!()
+      assert Controller.to_attrs(Controller.init(attrs)) == attrs
+      assert Source.to_source(attrs) == code
+    end
+  end
+
   test "the smart cell module is defined only with Kino" do
     assert Code.ensure_loaded?(SmartCell) == Code.ensure_loaded?(Kino.SmartCell)
   end
