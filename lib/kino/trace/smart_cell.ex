@@ -41,6 +41,19 @@ if Code.ensure_loaded?(Kino.SmartCell) do
       {:noreply, Kino.Trace.Widget.Live.run(effects, assign(ctx, controller: controller))}
     end
 
+    # The cells above were evaluated: the modules the patterns name may exist now.
+    # Runs in the evaluator: only a message to the cell's process.
+    @impl true
+    def scan_binding(server, _binding, _env), do: send(server, :kino_trace_recheck)
+
+    @impl true
+    def handle_info(:kino_trace_recheck, ctx) do
+      effects = Controller.recheck(ctx.assigns.controller)
+      {:noreply, Kino.Trace.Widget.Live.run(effects, ctx)}
+    end
+
+    def handle_info(_message, ctx), do: {:noreply, ctx}
+
     @impl true
     def to_attrs(ctx), do: Controller.to_attrs(ctx.assigns.controller)
 

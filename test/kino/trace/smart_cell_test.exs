@@ -333,6 +333,21 @@ defmodule Kino.Trace.SmartCellTest do
       assert warning =~ "inlined"
     end
 
+    test "a recheck sees a module defined since (as after evaluating the cells above)" do
+      controller = Controller.init(%{"patterns" => "KinoTraceScLater.go/0"})
+      [{:broadcast, "check", before}] = Controller.recheck(controller)
+      assert [%{ok: false}] = before.patterns.results
+
+      Code.compile_string("defmodule KinoTraceScLater do def go, do: :ok end")
+
+      try do
+        assert [{:broadcast, "check", %{patterns: %{results: [%{ok: true}]}}}] = Controller.recheck(controller)
+      after
+        :code.purge(KinoTraceScLater)
+        :code.delete(KinoTraceScLater)
+      end
+    end
+
     test "stats refuse argument patterns, line by line" do
       controller = Controller.init(%{"mode" => "stats"})
 

@@ -78,6 +78,14 @@ defmodule Kino.Trace.SmartCell.Controller do
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
+  @doc """
+  Checks the form again, for every browser: after cells above were evaluated, a module
+  a pattern names may exist now (or no more). The adapter calls it when Livebook says
+  the evaluation context changed (`c:Kino.SmartCell.scan_binding/3`).
+  """
+  @spec recheck(t()) :: [effect()]
+  def recheck(%__MODULE__{form: form}), do: [{:broadcast, "check", check(form)}]
+
   @doc "The attrs to save (see `Kino.Trace.SmartCell.Form`)."
   @spec to_attrs(t()) :: map()
   def to_attrs(%__MODULE__{form: form}), do: Form.to_attrs(form)
