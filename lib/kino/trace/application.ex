@@ -61,7 +61,8 @@ defmodule Kino.Trace.Application do
       {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
     ]
 
-    with {:ok, pid} <- Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
+    with {:ok, pid} <-
+           Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
       register_smart_cell()
       {:ok, pid}
     end

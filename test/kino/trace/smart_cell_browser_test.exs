@@ -29,7 +29,9 @@ defmodule Kino.Trace.SmartCellBrowserTest do
         {text, Controller.check(Form.new(%{saved | "patterns" => text}))}
       end
 
-    dir = Path.join(System.tmp_dir!(), "kino_trace_smart_cell_#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(System.tmp_dir!(), "kino_trace_smart_cell_#{System.unique_integer([:positive])}")
+
     File.mkdir_p!(dir)
     on_exit(fn -> File.rm_rf(dir) end)
     pushed_out = Path.join(dir, "pushed.json")
@@ -47,7 +49,9 @@ defmodule Kino.Trace.SmartCellBrowserTest do
     File.write!(path, JSON.encode!(fixture))
 
     {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/smart_cell.test.mjs"), path], stderr_to_stdout: true)
+      System.cmd("node", [Path.join(@root, "test/browser/smart_cell.test.mjs"), path],
+        stderr_to_stdout: true
+      )
 
     IO.puts(output)
     assert status == 0, "browser test failed (exit #{status}):\n#{output}"

@@ -50,11 +50,13 @@ defmodule Kino.Trace.SmartCellTest do
         {%{}, "Kino.Trace.calls([\"Enum.map/2\", \":ets.insert/2\"])", []},
         {%{"processes" => "new"}, "pids: :new", pids: :new},
         {%{"processes" => "existing"}, "pids: :existing", pids: :existing},
-        {%{"processes" => "some", "targets" => "kino_trace_sc_named"}, "pids: :kino_trace_sc_named",
-         pids: :kino_trace_sc_named},
+        {%{"processes" => "some", "targets" => "kino_trace_sc_named"},
+         "pids: :kino_trace_sc_named", pids: :kino_trace_sc_named},
         {%{"processes" => "some", "targets" => pid_text(plain)}, "pids: :c.pid(", pids: plain},
-        {%{"processes" => "some", "targets" => "{:global, :kino_trace_sc_global}, :kino_trace_sc_named"},
-         "pids: [{:global, :kino_trace_sc_global}, :kino_trace_sc_named]",
+        {%{
+           "processes" => "some",
+           "targets" => "{:global, :kino_trace_sc_global}, :kino_trace_sc_named"
+         }, "pids: [{:global, :kino_trace_sc_global}, :kino_trace_sc_named]",
          pids: [{:global, :kino_trace_sc_global}, :kino_trace_sc_named]},
         {%{"return" => false}, "return: false", return: false},
         {%{"exceptions" => false}, "exceptions: false", exceptions: false},
@@ -146,8 +148,8 @@ defmodule Kino.Trace.SmartCellTest do
         {%{"match" => " {:ok, _} "}, ~S|Kino.Trace.messages(:all, pattern: "{:ok, _}")|, :all,
          pattern: "{:ok, _}"},
         {%{"limit" => 5, "rate_count" => 2, "timeout" => 1_000, "nodes" => "all"},
-         "Kino.Trace.messages(:all, limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000)", :all,
-         limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000}
+         "Kino.Trace.messages(:all, limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000)",
+         :all, limit: 5, rate: {2, 1_000}, nodes: :all, timeout: 1_000}
       ]
 
       for {fields, expected_text, targets, opts} <- cases do
@@ -235,9 +237,12 @@ defmodule Kino.Trace.SmartCellTest do
 
     test "a field that does not read becomes a raise saying why; no trace starts" do
       for {attrs, reason} <- [
-            {%{"patterns" => "Enum", "processes" => "some", "targets" => "1 + 1"}, "is not a process"},
-            {%{"patterns" => "Enum", "processes" => "some", "targets" => " "}, "name at least one process"},
-            {%{"patterns" => "Enum", "nodes" => "some", "node_names" => "not a node"}, "is not a node name"}
+            {%{"patterns" => "Enum", "processes" => "some", "targets" => "1 + 1"},
+             "is not a process"},
+            {%{"patterns" => "Enum", "processes" => "some", "targets" => " "},
+             "name at least one process"},
+            {%{"patterns" => "Enum", "nodes" => "some", "node_names" => "not a node"},
+             "is not a node name"}
           ] do
         code = source(attrs)
         assert code =~ ~r/^raise ArgumentError,/
@@ -296,7 +301,9 @@ defmodule Kino.Trace.SmartCellTest do
 
       controller =
         Enum.reduce(updates, Controller.init(nil), fn {field, value}, c ->
-          {effects, c} = Controller.handle_event(c, "update", %{"field" => field, "value" => value})
+          {effects, c} =
+            Controller.handle_event(c, "update", %{"field" => field, "value" => value})
+
           assert {:broadcast, "update", %{^field => _}} = hd(effects)
           c
         end)
@@ -307,7 +314,15 @@ defmodule Kino.Trace.SmartCellTest do
     end
 
     test "saved attrs with unknown keys or bad values read as the defaults for those fields" do
-      form = Form.new(%{"mode" => 3, "limit" => -1, "return" => "yes", "other" => 1, "patterns" => "Enum"})
+      form =
+        Form.new(%{
+          "mode" => 3,
+          "limit" => -1,
+          "return" => "yes",
+          "other" => 1,
+          "patterns" => "Enum"
+        })
+
       assert form == %{Form.defaults() | "patterns" => "Enum"}
       assert Form.new("not a map") == Form.defaults()
     end
@@ -341,7 +356,8 @@ defmodule Kino.Trace.SmartCellTest do
       Code.compile_string("defmodule KinoTraceScLater do def go, do: :ok end")
 
       try do
-        assert [{:broadcast, "check", %{patterns: %{results: [%{ok: true}]}}}] = Controller.recheck(controller)
+        assert [{:broadcast, "check", %{patterns: %{results: [%{ok: true}]}}}] =
+                 Controller.recheck(controller)
       after
         :code.purge(KinoTraceScLater)
         :code.delete(KinoTraceScLater)
@@ -352,32 +368,61 @@ defmodule Kino.Trace.SmartCellTest do
       controller = Controller.init(%{"mode" => "stats"})
 
       {[_, {:broadcast, "check", check}], _} =
-        Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => "Enum.sum/1\nEnum.map([], _)"})
+        Controller.handle_event(controller, "update", %{
+          "field" => "patterns",
+          "value" => "Enum.sum/1\nEnum.map([], _)"
+        })
 
       assert [%{ok: true}, %{ok: false, error: error}] = check.patterns.results
       assert error =~ "argument patterns and guards are not supported"
 
       # the same line is fine for calls
-      {_, controller} = Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => "Enum.map([], _)"})
-      {[_, {:broadcast, "check", check}], _} = Controller.handle_event(controller, "update", %{"field" => "mode", "value" => "calls"})
+      {_, controller} =
+        Controller.handle_event(controller, "update", %{
+          "field" => "patterns",
+          "value" => "Enum.map([], _)"
+        })
+
+      {[_, {:broadcast, "check", check}], _} =
+        Controller.handle_event(controller, "update", %{"field" => "mode", "value" => "calls"})
+
       assert [%{ok: true}] = check.patterns.results
     end
 
     test "processes, nodes and the message pattern are checked", %{plain: plain} do
       check = fn attrs -> Controller.check(Form.new(attrs)) end
 
-      assert check.(%{"processes" => "some", "targets" => "kino_trace_sc_named, #{inspect(plain)}"}).processes == nil
-      assert check.(%{"processes" => "some", "targets" => ":kino_trace_sc_nobody"}).processes =~ "no process is registered"
-      assert check.(%{"processes" => "some", "targets" => "NoSuch.ModuleName9f"}).processes =~ "no process is registered as NoSuch.ModuleName9f"
-      assert check.(%{"processes" => "some", "targets" => "1 + 1"}).processes =~ "is not a process"
+      assert check.(%{
+               "processes" => "some",
+               "targets" => "kino_trace_sc_named, #{inspect(plain)}"
+             }).processes == nil
+
+      assert check.(%{"processes" => "some", "targets" => ":kino_trace_sc_nobody"}).processes =~
+               "no process is registered"
+
+      assert check.(%{"processes" => "some", "targets" => "NoSuch.ModuleName9f"}).processes =~
+               "no process is registered as NoSuch.ModuleName9f"
+
+      assert check.(%{"processes" => "some", "targets" => "1 + 1"}).processes =~
+               "is not a process"
+
       # on other nodes, names are those of each node: not looked up here
-      assert check.(%{"processes" => "some", "targets" => ":kino_trace_sc_nobody", "nodes" => "all"}).processes == nil
+      assert check.(%{
+               "processes" => "some",
+               "targets" => ":kino_trace_sc_nobody",
+               "nodes" => "all"
+             }).processes == nil
 
       assert check.(%{"nodes" => "some", "node_names" => Atom.to_string(node())}).nodes == nil
-      assert check.(%{"nodes" => "some", "node_names" => "nobody@nowhere"}).nodes =~ "not connected"
+
+      assert check.(%{"nodes" => "some", "node_names" => "nobody@nowhere"}).nodes =~
+               "not connected"
 
       assert check.(%{"mode" => "messages", "match" => "{:ok, _}"}).match == nil
-      assert check.(%{"mode" => "messages", "match" => "{:ok,"}).match =~ "invalid message pattern"
+
+      assert check.(%{"mode" => "messages", "match" => "{:ok,"}).match =~
+               "invalid message pattern"
+
       assert check.(%{"mode" => "calls", "match" => "{:ok,"}).match == nil
       assert check.(%{"mode" => "messages"}).patterns == nil
     end
@@ -388,11 +433,22 @@ defmodule Kino.Trace.SmartCellTest do
 
       # as Kino does after each event: to_attrs, then to_source
       for i <- 1..200 do
-        value = ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}, Kino.Trace.Sc#{i}, sc_#{i}"
-        {_, c} = Controller.handle_event(controller, "update", %{"field" => "targets", "value" => value})
+        value =
+          ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}, Kino.Trace.Sc#{i}, sc_#{i}"
+
+        {_, c} =
+          Controller.handle_event(controller, "update", %{"field" => "targets", "value" => value})
+
         {_, c} = Controller.handle_event(c, "update", %{"field" => "nodes", "value" => "some"})
-        {_, c} = Controller.handle_event(c, "update", %{"field" => "node_names", "value" => "sc_#{i}@host#{i}"})
-        assert Controller.to_source(Controller.to_attrs(c)) =~ ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}"
+
+        {_, c} =
+          Controller.handle_event(c, "update", %{
+            "field" => "node_names",
+            "value" => "sc_#{i}@host#{i}"
+          })
+
+        assert Controller.to_source(Controller.to_attrs(c)) =~
+                 ":kino_trace_sc_typed_#{i}, {:global, :kino_trace_sc_g#{i}}"
       end
 
       assert :erlang.system_info(:atom_count) - before < 20
@@ -401,9 +457,18 @@ defmodule Kino.Trace.SmartCellTest do
     test "a bad value is refused and answered to its sender; the form keeps its value" do
       controller = Controller.init(%{"limit" => 5})
 
-      for {field, value} <- [{"limit", "-3"}, {"limit", "ten"}, {"mode", "all"}, {"caller", "yes"}, {"nope", 1}] do
+      for {field, value} <- [
+            {"limit", "-3"},
+            {"limit", "ten"},
+            {"mode", "all"},
+            {"caller", "yes"},
+            {"nope", 1}
+          ] do
         assert {[{:reply, "error", %{field: ^field, message: message}}], ^controller} =
-                 Controller.handle_event(controller, "update", %{"field" => field, "value" => value})
+                 Controller.handle_event(controller, "update", %{
+                   "field" => field,
+                   "value" => value
+                 })
 
         assert message =~ field
       end
@@ -414,7 +479,10 @@ defmodule Kino.Trace.SmartCellTest do
       text = Enum.map_join(1..501, "\n", fn i -> "Enum.map/#{rem(i, 3)}" end)
 
       assert {[{:reply, "error", %{field: "patterns", message: message}}], ^controller} =
-               Controller.handle_event(controller, "update", %{"field" => "patterns", "value" => text})
+               Controller.handle_event(controller, "update", %{
+                 "field" => "patterns",
+                 "value" => text
+               })
 
       assert message =~ "at most 500"
     end
@@ -427,7 +495,13 @@ defmodule Kino.Trace.SmartCellTest do
       cell =
         Task.async(fn ->
           c = Controller.init(%{"patterns" => "Enum.map/2"})
-          {_, c} = Controller.handle_event(c, "update", %{"field" => "patterns", "value" => "Enum.map/2\n:ets"})
+
+          {_, c} =
+            Controller.handle_event(c, "update", %{
+              "field" => "patterns",
+              "value" => "Enum.map/2\n:ets"
+            })
+
           Controller.to_source(Controller.to_attrs(c))
           self()
         end)
@@ -453,7 +527,9 @@ defmodule Kino.Trace.SmartCellTest do
     notebook = File.read!(Path.expand("../../../notebooks/kino_trace.livemd", __DIR__))
 
     cells =
-      Regex.scan(~r/<!-- livebook:(\{[^\n]*"livebook_object":"smart_cell"\}) -->\n\n```elixir\n(.*?)\n```/s, notebook,
+      Regex.scan(
+        ~r/<!-- livebook:(\{[^\n]*"livebook_object":"smart_cell"\}) -->\n\n```elixir\n(.*?)\n```/s,
+        notebook,
         capture: :all_but_first
       )
 

@@ -62,7 +62,10 @@ defmodule Kino.Trace.SmartCell.Controller do
 
   @doc "Handles an event pushed by a browser."
   @spec handle_event(t(), String.t(), term()) :: {[effect()], t()}
-  def handle_event(%__MODULE__{form: form} = controller, "update", %{"field" => field, "value" => value}) do
+  def handle_event(%__MODULE__{form: form} = controller, "update", %{
+        "field" => field,
+        "value" => value
+      }) do
     with :ok <- bound(field, value),
          {:ok, new_form} <- Form.put(form, field, value) do
       controller = %{controller | form: new_form}
@@ -151,7 +154,8 @@ defmodule Kino.Trace.SmartCell.Controller do
   defp stats_check(_mode, _pattern, warnings), do: {:ok, warnings}
 
   defp check_processes(%{"processes" => "some", "targets" => text} = form) do
-    result = if form["nodes"] == "local", do: Names.check_processes(text), else: Names.processes(text)
+    result =
+      if form["nodes"] == "local", do: Names.check_processes(text), else: Names.processes(text)
 
     case result do
       {:error, message} -> message

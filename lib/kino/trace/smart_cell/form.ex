@@ -131,20 +131,31 @@ defmodule Kino.Trace.SmartCell.Form do
     if is_boolean(value), do: {:ok, value}, else: invalid(field, "true or false", value)
   end
 
-  defp cast(field, value) when field in ~w(limit rate_count timeout), do: count(field, value, true)
+  defp cast(field, value) when field in ~w(limit rate_count timeout),
+    do: count(field, value, true)
+
   defp cast("rate_period", value), do: count("rate_period", value, false)
 
   defp cast(field, value) when field in ~w(patterns targets match node_names) do
     cond do
-      not is_binary(value) -> invalid(field, "a text", value)
-      not String.valid?(value) -> invalid(field, "UTF-8 text", "<invalid UTF-8>")
-      field != "patterns" and byte_size(value) > @max_text_bytes -> invalid(field, "at most #{@max_text_bytes} bytes", "#{byte_size(value)} bytes")
-      true -> {:ok, value}
+      not is_binary(value) ->
+        invalid(field, "a text", value)
+
+      not String.valid?(value) ->
+        invalid(field, "UTF-8 text", "<invalid UTF-8>")
+
+      field != "patterns" and byte_size(value) > @max_text_bytes ->
+        invalid(field, "at most #{@max_text_bytes} bytes", "#{byte_size(value)} bytes")
+
+      true ->
+        {:ok, value}
     end
   end
 
   defp one_of(field, value, allowed) do
-    if value in allowed, do: {:ok, value}, else: invalid(field, "one of #{Enum.join(allowed, ", ")}", value)
+    if value in allowed,
+      do: {:ok, value},
+      else: invalid(field, "one of #{Enum.join(allowed, ", ")}", value)
   end
 
   # The browser's number inputs: integers, or their text; "" is "not set" where allowed.
@@ -155,9 +166,14 @@ defmodule Kino.Trace.SmartCell.Form do
     text = String.replace(String.trim(value), "_", "")
 
     cond do
-      text == "" and optional? -> {:ok, nil}
-      match?({_, ""}, Integer.parse(text)) -> count(field, elem(Integer.parse(text), 0), optional?)
-      true -> invalid(field, "a positive integer", value)
+      text == "" and optional? ->
+        {:ok, nil}
+
+      match?({_, ""}, Integer.parse(text)) ->
+        count(field, elem(Integer.parse(text), 0), optional?)
+
+      true ->
+        invalid(field, "a positive integer", value)
     end
   end
 
@@ -165,5 +181,7 @@ defmodule Kino.Trace.SmartCell.Form do
   defp count(field, value, _optional?), do: invalid(field, "a positive integer", value)
 
   defp invalid(field, expected, value),
-    do: {:error, "#{field}: expected #{expected}, got: #{inspect(value, limit: 5, printable_limit: 40)}"}
+    do:
+      {:error,
+       "#{field}: expected #{expected}, got: #{inspect(value, limit: 5, printable_limit: 40)}"}
 end

@@ -130,7 +130,8 @@ defmodule Kino.Trace.SmartCell.Names do
           Kino.Trace.Options.resolve_pids(term)
           nil
         rescue
-          e in ArgumentError -> {:error, String.replace_prefix(e.message, "invalid value for :pids: ", "")}
+          e in ArgumentError ->
+            {:error, String.replace_prefix(e.message, "invalid value for :pids: ", "")}
         end
 
       :no_atom ->
@@ -203,12 +204,23 @@ defmodule Kino.Trace.SmartCell.Names do
       text
       |> String.graphemes()
       |> Enum.reduce({[], [], 0, false}, fn
-        "\"", {entries, current, depth, quote?} -> {entries, ["\"" | current], depth, not quote?}
-        c, {entries, current, depth, true} -> {entries, [c | current], depth, true}
-        c, {entries, current, depth, false} when c in ["{", "[", "("] -> {entries, [c | current], depth + 1, false}
-        c, {entries, current, depth, false} when c in ["}", "]", ")"] -> {entries, [c | current], max(depth - 1, 0), false}
-        sep, {entries, current, 0, false} when sep in [",", "\n"] -> {[current | entries], [], 0, false}
-        c, {entries, current, depth, false} -> {entries, [c | current], depth, false}
+        "\"", {entries, current, depth, quote?} ->
+          {entries, ["\"" | current], depth, not quote?}
+
+        c, {entries, current, depth, true} ->
+          {entries, [c | current], depth, true}
+
+        c, {entries, current, depth, false} when c in ["{", "[", "("] ->
+          {entries, [c | current], depth + 1, false}
+
+        c, {entries, current, depth, false} when c in ["}", "]", ")"] ->
+          {entries, [c | current], max(depth - 1, 0), false}
+
+        sep, {entries, current, 0, false} when sep in [",", "\n"] ->
+          {[current | entries], [], 0, false}
+
+        c, {entries, current, depth, false} ->
+          {entries, [c | current], depth, false}
       end)
 
     [current | entries]

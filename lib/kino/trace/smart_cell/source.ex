@@ -74,7 +74,10 @@ defmodule Kino.Trace.SmartCell.Source do
   defp call(%{"mode" => mode} = form) when mode in ["messages", "processes"] do
     with {:ok, targets} <- targets(form, :argument),
          {:ok, nodes} <- nodes(form) do
-      match = if mode == "messages" and String.trim(form["match"]) != "", do: inspect(String.trim(form["match"]))
+      match =
+        if mode == "messages" and String.trim(form["match"]) != "",
+          do: inspect(String.trim(form["match"]))
+
       opts = [pattern: match] ++ limits(form) ++ [nodes: nodes, timeout: count(form["timeout"])]
       {:ok, {String.to_existing_atom(mode), [targets], compact(opts)}}
     end
@@ -83,20 +86,31 @@ defmodule Kino.Trace.SmartCell.Source do
   ## Parts
 
   # Patterns: a list of strings, as the user wrote them (comments and blanks dropped).
-  defp patterns(form), do: form["patterns"] |> Kino.Trace.Pattern.lines() |> inspect(limit: :infinity, printable_limit: :infinity)
+  defp patterns(form),
+    do:
+      form["patterns"]
+      |> Kino.Trace.Pattern.lines()
+      |> inspect(limit: :infinity, printable_limit: :infinity)
 
   # Whose events. As an option, :all is the default (nil: left out); as the first
   # argument of messages/2 and processes/2 it is always written. "distributed" is a
   # messages preset; elsewhere it means every process.
   defp targets(%{"processes" => "some"} = form, _as) do
     case Names.processes(form["targets"]) do
-      {:ok, []} -> {:error, "processes: name at least one process or pid, or choose all, new or existing"}
-      {:ok, names} -> {:ok, list(names)}
-      {:error, message} -> {:error, "processes: " <> message}
+      {:ok, []} ->
+        {:error, "processes: name at least one process or pid, or choose all, new or existing"}
+
+      {:ok, names} ->
+        {:ok, list(names)}
+
+      {:error, message} ->
+        {:error, "processes: " <> message}
     end
   end
 
-  defp targets(%{"processes" => "distributed", "mode" => "messages"}, :argument), do: {:ok, ":distributed"}
+  defp targets(%{"processes" => "distributed", "mode" => "messages"}, :argument),
+    do: {:ok, ":distributed"}
+
   defp targets(%{"processes" => "distributed"}, as), do: targets(%{"processes" => "all"}, as)
   defp targets(%{"processes" => "all"}, :option), do: {:ok, nil}
   defp targets(%{"processes" => which}, _as), do: {:ok, ":" <> which}
@@ -162,7 +176,9 @@ defmodule Kino.Trace.SmartCell.Source do
   # typed into the form must not become atoms each time the code is written (an atom
   # is never freed). Patterns and the message pattern are strings already.
   defp format_held(code) do
-    held = Regex.scan(~r/#{@held}([A-Za-z0-9_-]*)#{@held}/u, code, capture: :all_but_first) |> List.flatten()
+    held =
+      Regex.scan(~r/#{@held}([A-Za-z0-9_-]*)#{@held}/u, code, capture: :all_but_first)
+      |> List.flatten()
 
     {code, names} =
       held
@@ -170,11 +186,16 @@ defmodule Kino.Trace.SmartCell.Source do
       |> Enum.with_index()
       |> Enum.reduce({code, []}, fn {encoded, i}, {code, names} ->
         name = Base.url_decode64!(encoded, padding: false)
-        stand_in = ~s("#{@held}#{i}#{String.duplicate("_", max(String.length(name) - 4 - String.length("#{i}"), 0))}#{@held}")
+
+        stand_in =
+          ~s("#{@held}#{i}#{String.duplicate("_", max(String.length(name) - 4 - String.length("#{i}"), 0))}#{@held}")
+
         {String.replace(code, @held <> encoded <> @held, stand_in), [{stand_in, name} | names]}
       end)
 
-    Enum.reduce(names, format(code), fn {stand_in, name}, code -> String.replace(code, stand_in, name) end)
+    Enum.reduce(names, format(code), fn {stand_in, name}, code ->
+      String.replace(code, stand_in, name)
+    end)
   end
 
   defp format(code), do: code |> Code.format_string!() |> IO.iodata_to_binary()
