@@ -33,6 +33,13 @@ async function open(data = {}) {
 }
 
 describe("TraceWidget", () => {
+  it("marks a row whose process lost events just before it, and says why", async () => {
+    const w = await open({ events: [...calls(1), { ...calls(1)[0], lost: true }] });
+    const rows = [...w.raw.root.querySelectorAll("[data-id]")];
+    expect(rows.map((r) => r.classList.contains("kt-row-lost"))).toEqual([false, true]);
+    expect(rows[1].querySelector(".kt-c-call").title).toContain("were dropped just before this one");
+  });
+
   it("pause holds incoming rows, shows them held, and resume shows them", async () => {
     const w = await open();
     expect(w.widget.model.size).toBe(2);

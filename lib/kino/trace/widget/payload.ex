@@ -63,7 +63,8 @@ defmodule Kino.Trace.Widget.Payload do
           duration: non_neg_integer() | nil,
           depth: non_neg_integer(),
           call_id: pos_integer() | nil,
-          truncated: boolean()
+          truncated: boolean(),
+          lost: boolean()
         }
 
   @doc """
@@ -108,7 +109,8 @@ defmodule Kino.Trace.Widget.Payload do
       duration: event.duration,
       depth: event.depth || 0,
       call_id: event.call_id,
-      truncated: call_cut? or result_cut? or exception_cut? or data_cut?
+      truncated: call_cut? or result_cut? or exception_cut? or data_cut?,
+      lost: event.lost == true
     }
   end
 
