@@ -298,6 +298,20 @@ defmodule Kino.Trace do
   @spec unsubscribe(t(), pid()) :: :ok
   def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:unsubscribe, pid})
 
+  @doc """
+  Delivers the events queued so far to the subscribers and the history, then returns:
+  a subscriber that calls it has them in its mailbox when it returns. Under a flood it
+  delivers what was queued when asked, not what keeps coming. `capture/3` uses it once
+  every event of its block is queued.
+  """
+  @spec flush(t(), timeout()) :: :ok
+  def flush(%__MODULE__{session: pid}, timeout \\ :infinity) do
+    GenServer.call(pid, {:sync, :infinity}, timeout)
+  catch
+    :exit, {reason, _} when reason in [:noproc, :normal] ->
+      raise ArgumentError, "the trace has ended (its session process is gone)"
+  end
+
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
   def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})

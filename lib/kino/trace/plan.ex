@@ -124,9 +124,14 @@ defmodule Kino.Trace.Plan do
   end
 
   @doc """
-  The plan of one node's part of a multi-node plan: the same `what` and options, with
-  `nodes` unset and `overrides` applied (a node's session keeps a small history when
-  its events are collected elsewhere). Built on the node it traces: run it there.
+  What one node of a multi-node plan builds its own plan from (`new!/3` there): the same
+  `what` and options, with `nodes` and `print` unset and `overrides` applied (a node's
+  session keeps a small history when its events are collected elsewhere).
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 5)
+      iex> {what, options} = Kino.Trace.Plan.for_node(plan, history: 1)
+      iex> {what, options[:limit], options[:history], options[:nodes]}
+      {[calls: ["Enum.sum/1"]], 5, 1, nil}
   """
   @spec for_node(t(), keyword()) :: {keyword(), keyword()}
   def for_node(%__MODULE__{what: what, options: options}, overrides \\ []) do

@@ -120,6 +120,11 @@ defmodule Kino.Trace.Remote.Coordinator do
     {:reply, History.take(state.history, n), state}
   end
 
+  def handle_call({:sync, cap}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, cap})
+    {:reply, :ok, take_delivered(state)}
+  end
+
   def handle_call(:info, _from, state) do
     {_replies, state} = on_nodes(state, :info, &info_reply/3)
     {:reply, info(state), state}
