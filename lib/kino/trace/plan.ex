@@ -3,7 +3,7 @@ defmodule Kino.Trace.Plan do
   Everything one trace is, checked and resolved before anything is traced.
 
   `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
-  `Kino.Trace.capture/3`, the widget and each node of a multi-node trace call it, and a
+  `Kino.Trace.capture/3` and each node of a multi-node trace call it, and a
   session (`Kino.Trace.Session`) runs a plan and nothing else. A bad pattern, target or
   option raises `ArgumentError` here, naming it.
 
