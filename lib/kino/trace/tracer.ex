@@ -51,8 +51,19 @@ defmodule Kino.Trace.Tracer do
         :ok
 
       {:error, reason} ->
-        IO.warn("kino_trace: could not load its native tracer from #{path}: #{inspect(reason)}")
+        IO.warn("kino_trace: could not load its native tracer from #{path}: #{load_error(reason)}")
         :ok
+    end
+  end
+
+  # Why the NIF refused to load: erl_nif lets its load callback return only a number, so
+  # the NIF sends its reason (such as "unsupported term layout: ...") to the
+  # loading process. Other failures (no library, wrong architecture...) are as the VM tells.
+  defp load_error(reason) do
+    receive do
+      {:kino_trace_load_error, message} -> "#{message} (#{inspect(reason)})"
+    after
+      0 -> inspect(reason)
     end
   end
 
@@ -124,6 +135,14 @@ defmodule Kino.Trace.Tracer do
   """
   @spec roundtrip(term(), map()) :: {term(), non_neg_integer()}
   def roundtrip(_term, _caps), do: :erlang.nif_error(:not_loaded)
+
+  @doc """
+  The Elixir structs the native tracer builds, as `[{module, keys}]` (`:__struct__` left
+  out): one table in the NIF (`c_src/nif/structs.hpp`), checked against each `defstruct`
+  by the tests.
+  """
+  @spec struct_keys() :: [{module(), [atom()]}]
+  def struct_keys, do: :erlang.nif_error(:not_loaded)
 
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()

@@ -230,6 +230,21 @@ defmodule Kino.Trace.TracerTest do
     end
   end
 
+  test "the structs the NIF builds have the keys of their defstruct" do
+    table = Tracer.struct_keys()
+    assert Enum.sort(Enum.map(table, &elem(&1, 0))) == Enum.sort([Cut, ArgumentError])
+
+    for {module, keys} <- table do
+      assert Enum.sort([:__struct__ | keys]) == Enum.sort(Map.keys(struct(module))),
+             "the NIF builds #{inspect(module)} with #{inspect(keys)}: update c_src/nif/structs.hpp"
+    end
+
+    # And what it builds is that struct.
+    assert {%Cut{kind: :tuple, value: [1], size: 3}, _} = Tracer.roundtrip({1, 2, 3}, %{max_items: 1})
+    error = assert_raise ArgumentError, fn -> Tracer.new_session(:not_a_pid, %{}) end
+    assert Map.keys(error) |> Enum.sort() == Map.keys(%ArgumentError{}) |> Enum.sort()
+  end
+
   test "bad arguments are rejected with a message naming them" do
     assert_raise ArgumentError, "expected the owner to be a local pid", fn -> Tracer.new_session(:not_a_pid, %{}) end
     assert_raise ArgumentError, "expected the limits to be a map", fn -> Tracer.new_session(self(), [max_events: 1]) end
