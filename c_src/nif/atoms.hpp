@@ -72,12 +72,11 @@ namespace kino_trace::nif {
   X(dropped_max_events, "dropped_max_events")                          \
   X(wakeups, "wakeups")                                                \
   X(closed, "closed")                                                  \
-  /* session limits */                                                 \
-  X(max_events, "max_events")                                          \
-  X(rate_count, "rate_count")                                          \
-  X(rate_period_ms, "rate_period_ms")                                  \
-  X(queue_events, "queue_events")                                      \
-  X(queue_bytes, "queue_bytes")                                        \
+  /* session limits: the options of Kino.Trace */                     \
+  X(limit, "limit")                                                    \
+  X(rate, "rate")                                                      \
+  X(queue, "queue")                                                    \
+  X(events, "events")                                                  \
   X(max_depth, "max_depth")                                            \
   X(max_items, "max_items")                                            \
   X(max_binary, "max_binary")                                          \

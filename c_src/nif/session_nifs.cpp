@@ -28,66 +28,143 @@ ERL_NIF_TERM raise_argument_error(ErlNifEnv* env, const std::string& message) {
   return enif_raise_exception(env, structs.argument_error.make(env, {atoms.true_, text}));
 }
 
-// Reads an optional non-negative integer at `key` of `map` into `out`, at most `max`.
-// Returns an error message naming the key when the value is not such an integer.
-std::string read_limit(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t max, std::uint64_t& out) {
-  ERL_NIF_TERM v;
-  if (!enif_get_map_value(env, map, key, &v)) return {};  // absent: keep the default
+// The limits of a session, keyed and shaped as the options of Kino.Trace are (see
+// Kino.Trace.Options): an error names the option and says what it takes, in the
+// option's terms; Kino.Trace.Options adds the value the user gave. The bounds live here.
+constexpr std::uint64_t kAny = ~std::uint64_t{0};
+constexpr std::uint64_t kMaxRateCount = 1000000000u;  // keeps the token bucket's
+constexpr std::uint64_t kMaxRatePeriodMs = 86400000u; // arithmetic in range
+constexpr std::uint64_t kMaxDepth = 100;              // the term walk recurses once per level
+constexpr std::uint64_t kMaxCap = 0xFFFFFFFFu;
+
+enum class Count { Ok, NotCount, TooLarge };
+
+// A non-negative integer at most `max`.
+Count read_count(ErlNifEnv* env, ERL_NIF_TERM v, std::uint64_t max, std::uint64_t& out) {
   ErlNifUInt64 x;
-  if (enif_get_uint64(env, v, &x) && x <= max) {
+  if (enif_get_uint64(env, v, &x)) {
+    if (x > max) return Count::TooLarge;
     out = x;
-    return {};
+    return Count::Ok;
   }
-  char name[64] = "?";
-  enif_get_atom(env, key, name, sizeof name, ERL_NIF_LATIN1);
-  return fmt::format("invalid limit {}: expected an integer from 0 to {}", name, max);
+  // An integer above 2^64 - 1 is too large; a negative one or anything else is no count.
+  bool big = enif_term_type(env, v) == ERL_NIF_TERM_TYPE_INTEGER && enif_compare(v, enif_make_int(env, 0)) > 0;
+  return big ? Count::TooLarge : Count::NotCount;
 }
 
-std::string read_cap(ErlNifEnv* env, ERL_NIF_TERM map, ERL_NIF_TERM key, std::uint64_t max, std::uint32_t& out) {
-  std::uint64_t v = out;
-  std::string error = read_limit(env, map, key, max, v);
-  if (error.empty()) out = static_cast<std::uint32_t>(v);
-  return error;
+std::string invalid(const char* option, const std::string& expected) {
+  return fmt::format("invalid value for :{}: expected {}", option, expected);
 }
 
-// Reads every limit and cap of a session (or of roundtrip/2) from `map`.
-std::string read_caps(ErlNifEnv* env, ERL_NIF_TERM map, kt::TermCaps& caps) {
-  // Bounded: the term walk recurses once per nesting level.
-  for (std::string e : {read_cap(env, map, atoms.max_depth, 100, caps.max_depth),
-                        read_cap(env, map, atoms.max_items, 0xFFFFFFFFu, caps.max_items),
-                        read_cap(env, map, atoms.max_binary, 0xFFFFFFFFu, caps.max_binary),
-                        read_cap(env, map, atoms.max_bytes, 0xFFFFFFFFu, caps.max_bytes)}) {
-    if (!e.empty()) return e;
+// limit: nil | n (nil or 0: none).
+std::string read_limit(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
+  if (v == atoms.nil) return {};
+  switch (read_count(env, v, kAny, limits.max_events)) {
+    case Count::Ok: return {};
+    case Count::TooLarge: return invalid("limit", fmt::format("at most {}", kAny));
+    default: return invalid("limit", "nil or a non-negative integer");
   }
+}
+
+// rate: nil | {count, period_ms} (a count or period of 0: none).
+std::string read_rate(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
+  if (v == atoms.nil) return {};
+  const std::string shape = "nil or {count, period_ms} with non-negative integers";
+  int arity = 0;
+  const ERL_NIF_TERM* pair = nullptr;
+  if (!enif_get_tuple(env, v, &arity, &pair) || arity != 2) return invalid("rate", shape);
+  std::uint64_t period_ms = 0;
+  switch (read_count(env, pair[0], kMaxRateCount, limits.rate_count)) {
+    case Count::Ok: break;
+    case Count::TooLarge: return invalid("rate", fmt::format("a count of at most {}", kMaxRateCount));
+    default: return invalid("rate", shape);
+  }
+  switch (read_count(env, pair[1], kMaxRatePeriodMs, period_ms)) {
+    case Count::Ok: break;
+    case Count::TooLarge: return invalid("rate", fmt::format("a period of at most {} ms", kMaxRatePeriodMs));
+    default: return invalid("rate", shape);
+  }
+  limits.rate_period_ns = static_cast<std::int64_t>(period_ms) * 1000000;
   return {};
+}
+
+// queue: [events: n, bytes: n], either key optional (the first of a repeated key counts).
+std::string read_queue(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
+  const std::string shape = "a keyword list with :events and/or :bytes as non-negative integers";
+  bool seen_events = false, seen_bytes = false;
+  ERL_NIF_TERM head, tail = v;
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    int arity = 0;
+    const ERL_NIF_TERM* kv = nullptr;
+    if (!enif_get_tuple(env, head, &arity, &kv) || arity != 2) return invalid("queue", shape);
+    bool events = kv[0] == atoms.events;
+    if (!events && kv[0] != atoms.bytes) return invalid("queue", shape);
+    bool& seen = events ? seen_events : seen_bytes;
+    std::uint64_t n = 0;
+    switch (read_count(env, kv[1], kAny, n)) {
+      case Count::Ok: break;
+      case Count::TooLarge: return invalid("queue", fmt::format("{} of at most {}", events ? ":events" : ":bytes", kAny));
+      default: return invalid("queue", shape);
+    }
+    if (!seen) (events ? limits.queue_events : limits.queue_bytes) = n;
+    seen = true;
+  }
+  if (!enif_is_empty_list(env, tail)) return invalid("queue", shape);
+  return {};
+}
+
+// max_depth, max_items, max_binary, max_bytes: n.
+std::string read_cap(ErlNifEnv* env, ERL_NIF_TERM v, const char* option, std::uint64_t max, std::uint32_t& out) {
+  std::uint64_t n = 0;
+  switch (read_count(env, v, max, n)) {
+    case Count::Ok: out = static_cast<std::uint32_t>(n); return {};
+    case Count::TooLarge: return invalid(option, fmt::format("at most {}", max));
+    default: return invalid(option, "a non-negative integer");
+  }
+}
+
+// skip_returns: boolean (exception_trace without return values: returns are not wanted).
+std::string read_skip_returns(ErlNifEnv*, ERL_NIF_TERM v, bool& out) {
+  if (v != atoms.true_ && v != atoms.false_) return invalid("skip_returns", "a boolean");
+  out = v == atoms.true_;
+  return {};
+}
+
+// Reads the limits of a session (or of roundtrip/2) from `map`: a map or a struct keyed
+// by option names; absent keys keep their defaults; other keys are ignored. Returns the
+// first error, or "".
+std::string read_limits(ErlNifEnv* env, ERL_NIF_TERM map, kt::Limits& limits, bool& skip_returns) {
+  auto at = [&](ERL_NIF_TERM key, ERL_NIF_TERM& v) { return enif_get_map_value(env, map, key, &v); };
+  ERL_NIF_TERM v;
+  std::string e;
+  kt::TermCaps& caps = limits.caps;
+  if (e.empty() && at(atoms.limit, v)) e = read_limit(env, v, limits);
+  if (e.empty() && at(atoms.rate, v)) e = read_rate(env, v, limits);
+  if (e.empty() && at(atoms.queue, v)) e = read_queue(env, v, limits);
+  if (e.empty() && at(atoms.max_depth, v)) e = read_cap(env, v, "max_depth", kMaxDepth, caps.max_depth);
+  if (e.empty() && at(atoms.max_items, v)) e = read_cap(env, v, "max_items", kMaxCap, caps.max_items);
+  if (e.empty() && at(atoms.max_binary, v)) e = read_cap(env, v, "max_binary", kMaxCap, caps.max_binary);
+  if (e.empty() && at(atoms.max_bytes, v)) e = read_cap(env, v, "max_bytes", kMaxCap, caps.max_bytes);
+  if (e.empty() && at(atoms.skip_returns, v)) e = read_skip_returns(env, v, skip_returns);
+  return e;
 }
 
 }  // namespace
 
-// new_session(OwnerPid, LimitsMap) -> Resource
+// new_session(OwnerPid, Limits) -> Resource
 ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   ErlNifPid owner;
   if (!enif_get_local_pid(env, argv[0], &owner)) return raise_argument_error(env, "expected the owner to be a local pid");
   if (!enif_is_map(env, argv[1])) return raise_argument_error(env, "expected the limits to be a map");
   kt::Limits limits;
-  std::uint64_t rate_period_ms = 0;
-  constexpr std::uint64_t kAny = ~std::uint64_t{0};
-  // Bounds on the rate keep the token bucket's arithmetic in range.
-  for (std::string e : {read_limit(env, argv[1], atoms.max_events, kAny, limits.max_events),
-                        read_limit(env, argv[1], atoms.rate_count, 1000000000u, limits.rate_count),
-                        read_limit(env, argv[1], atoms.rate_period_ms, 86400000u, rate_period_ms),
-                        read_limit(env, argv[1], atoms.queue_events, kAny, limits.queue_events),
-                        read_limit(env, argv[1], atoms.queue_bytes, kAny, limits.queue_bytes),
-                        read_caps(env, argv[1], limits.caps)}) {
-    if (!e.empty()) return raise_argument_error(env, e);
-  }
-  limits.rate_period_ns = static_cast<std::int64_t>(rate_period_ms) * 1000000;
+  bool skip_returns = false;
+  std::string error = read_limits(env, argv[1], limits, skip_returns);
+  if (!error.empty()) return raise_argument_error(env, error);
 
   void* mem = enif_alloc_resource(session_type, sizeof(Session));
   if (!mem) return enif_make_badarg(env);
   Session* s = new (mem) Session(limits, owner, next_session_id.fetch_add(1));
-  ERL_NIF_TERM skip;
-  s->skip_returns = enif_get_map_value(env, argv[1], atoms.skip_returns, &skip) && skip == atoms.true_;
+  s->skip_returns = skip_returns;
   ERL_NIF_TERM term = enif_make_resource(env, s);
   if (enif_monitor_process(env, s, &owner, &s->owner_monitor) != 0) s->core.close();
   enif_release_resource(s);
@@ -207,13 +284,15 @@ ERL_NIF_TERM close_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) 
 
 // Encodes a term with the given caps and decodes it again: what a traced term looks like
 // once copied out of its process (for tests and for the display caps of the Elixir side).
+// `argv[1]`: the limits of new_session/2, of which the caps count here.
 ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
-  kt::TermCaps caps;
-  if (!enif_is_map(env, argv[1])) return raise_argument_error(env, "expected the caps to be a map");
-  std::string error = read_caps(env, argv[1], caps);
+  if (!enif_is_map(env, argv[1])) return raise_argument_error(env, "expected the limits to be a map");
+  kt::Limits limits;
+  bool skip_returns = false;
+  std::string error = read_limits(env, argv[1], limits, skip_returns);
   if (!error.empty()) return raise_argument_error(env, error);
   kt::PayloadBuffer buf;
-  kt::TermWriter writer(buf, caps);
+  kt::TermWriter writer(buf, limits.caps);
   EnifSource source{env};
   kt::TermEncoder<EnifSource> encoder(source, writer);
   encoder.encode(argv[0], 0);
