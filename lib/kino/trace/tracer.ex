@@ -59,7 +59,10 @@ defmodule Kino.Trace.Tracer do
         :ok
 
       {:error, reason} ->
-        IO.warn("kino_trace: could not load its native tracer from #{path}: #{load_error(reason)}")
+        IO.warn(
+          "kino_trace: could not load its native tracer from #{path}: #{load_error(reason)}"
+        )
+
         :ok
     end
   end
