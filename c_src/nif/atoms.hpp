@@ -70,6 +70,7 @@ namespace kino_trace::nif {
   X(dropped_rate, "dropped_rate")                                      \
   X(dropped_queue_full, "dropped_queue_full")                          \
   X(dropped_max_events, "dropped_max_events")                          \
+  X(dropped_no_memory, "dropped_no_memory")                            \
   X(wakeups, "wakeups")                                                \
   X(closed, "closed")                                                  \
   /* session limits: the options of Kino.Trace */                     \

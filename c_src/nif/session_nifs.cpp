@@ -239,7 +239,8 @@ ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   kt::Counters c = s->core.counters();
   ERL_NIF_TERM keys[] = {atoms.id, atoms.accepted, atoms.delivered, atoms.queued, atoms.discarded,
                          atoms.bytes_queued, atoms.dropped_closed, atoms.dropped_rate, atoms.dropped_queue_full,
-                         atoms.dropped_max_events, atoms.wakeups, atoms.closed, atoms.limit_reached};
+                         atoms.dropped_max_events, atoms.dropped_no_memory, atoms.wakeups, atoms.closed,
+                         atoms.limit_reached};
   ERL_NIF_TERM vals[] = {enif_make_uint64(env, s->id),
                          enif_make_uint64(env, c.accepted),
                          enif_make_uint64(env, c.delivered),
@@ -250,6 +251,7 @@ ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
                          enif_make_uint64(env, c.dropped_rate),
                          enif_make_uint64(env, c.dropped_queue_full),
                          enif_make_uint64(env, c.dropped_max_events),
+                         enif_make_uint64(env, c.dropped_no_memory),
                          enif_make_uint64(env, c.wakeups),
                          c.closed ? atoms.true_ : atoms.false_,
                          c.limit_reached ? atoms.true_ : atoms.false_};

@@ -84,7 +84,8 @@ defmodule Kino.Trace do
           rate: non_neg_integer(),
           queue_full: non_neg_integer(),
           max_events: non_neg_integer(),
-          closed: non_neg_integer()
+          closed: non_neg_integer(),
+          no_memory: non_neg_integer()
         }
 
   @typedoc """
@@ -371,7 +372,8 @@ defmodule Kino.Trace do
 
   @doc """
   The trace's status and counters: `:accepted`, `:delivered`, `:queued`, `:dropped` by
-  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`), `:rate` (events per second
+  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the queue
+  could not allocate), `:rate` (events per second
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
   returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """

@@ -12,7 +12,7 @@ defmodule Kino.Trace.Plan do
       {["Enum.sum/1"], [:all], [:call, :scheduler_id]}
       iex> plan.calls.functions.steps
       [{{Enum, :sum, 1}, [{:_, [], []}]}]
-      iex> plan.options[:limit]
+      iex> plan.limits.limit
       10
       iex> plan.nodes == [node()]
       true

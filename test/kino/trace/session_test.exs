@@ -226,7 +226,7 @@ defmodule Kino.Trace.SessionTest do
         calls = for %Event{kind: :call, args: [arg]} <- events, do: arg
         assert calls == for(i <- 1..50, do: {n, i})
         assert info.accepted == 100
-        assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+        assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
         # the owner (the task) has exited, so its trace has ended
         await_down(trace.session)
       end
