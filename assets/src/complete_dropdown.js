@@ -255,8 +255,11 @@ export class CompleteDropdown {
     const box = this.container.getBoundingClientRect();
     const top = inputBox.top - box.top + px(style.borderTopWidth) + px(style.paddingTop) + (row + 1) * lineHeight - input.scrollTop;
     const left = inputBox.left - box.left + px(style.borderLeftWidth) + px(style.paddingLeft) + column * charWidth(style, this.container) - input.scrollLeft;
+    // the labels, not the list's edge, line up with the replaced text
+    const label = this.el.querySelector(".kt-complete-label");
+    const indent = label ? label.getBoundingClientRect().left - this.el.getBoundingClientRect().left : 0;
     this.el.style.top = `${Math.round(top + 2)}px`;
-    this.el.style.left = `${Math.round(Math.max(0, Math.min(left, box.width - this.el.offsetWidth)))}px`;
+    this.el.style.left = `${Math.round(Math.max(0, Math.min(left - indent, box.width - this.el.offsetWidth)))}px`;
   }
 }
 
