@@ -79,6 +79,7 @@ export class TraceWidget {
       this.patterns = payload.patterns;
       this.header.editor.showResults(payload);
     });
+    server.on("completions", (reply) => this.header.editor.showCompletions(reply));
     server.on("clear", () => this.clearLocal());
     server.on("term", (term) => {
       this.terms.set(term.id, term);
@@ -99,6 +100,7 @@ export class TraceWidget {
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
       onApply: (patterns) => this.server.push("set_patterns", { patterns }),
+      onComplete: (text, seq) => this.server.push("complete", { text, seq }),
       onDownload: () => downloadJson(this.exportData()),
       onCopy: () => this.copyText(),
     });

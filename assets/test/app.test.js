@@ -83,6 +83,21 @@ describe("TraceWidget", () => {
     expect(w.counters()).toBe("6 events0/s0 droppedlimit 6");
   });
 
+  it("typing a pattern asks the server to complete it and shows its answer", async () => {
+    const w = await open();
+    const textarea = w.$(".kt-editor-input");
+    textarea.focus();
+    textarea.value = "M.f/1\n:ets.ins";
+    textarea.setSelectionRange(textarea.value.length, textarea.value.length);
+    textarea.dispatchEvent(new Event("input", { bubbles: true }));
+    expect(w.raw.pushed).toEqual([["complete", { text: ":ets.ins", seq: 1 }]]);
+    w.emit("completions", { seq: 1, prefix: "ins", items: [{ label: "insert/2", insert: "insert/2", kind: "function", detail: ":ets.insert/2" }] });
+    expect(w.$(".kt-complete li .kt-complete-label").textContent).toBe("insert/2");
+    textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Tab", bubbles: true, cancelable: true }));
+    expect(textarea.value).toBe("M.f/1\n:ets.insert/2");
+    expect(w.$(".kt-complete").hidden).toBe(true);
+  });
+
   it("reaches the server only through ctx's handleEvent and pushEvent", async () => {
     const w = await open();
     w.$('[data-action="clear"]').click();

@@ -400,6 +400,16 @@ defmodule Kino.Trace do
   @spec patterns(t()) :: [String.t()]
   def patterns(%__MODULE__{} = trace), do: info(trace).patterns
 
+  @doc """
+  Completes a pattern line as typed so far: modules, functions with their arities, and
+  the arities of a function. See `Kino.Trace.Complete`.
+
+      iex> Kino.Trace.complete(":ets.insert_n")
+      %{prefix: "insert_n", items: [%{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}]}
+  """
+  @spec complete(String.t(), keyword()) :: Kino.Trace.Complete.result()
+  defdelegate complete(text, opts \\ []), to: Kino.Trace.Complete
+
   @doc "Pauses tracing: nothing is recorded until `resume/1`."
   @spec pause(t()) :: :ok
   def pause(%__MODULE__{} = trace), do: call(trace, :pause)

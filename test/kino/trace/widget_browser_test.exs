@@ -53,13 +53,34 @@ defmodule Kino.Trace.WidgetBrowserTest do
         {to_string(row.id), Payload.full(event)}
       end
 
+    # The server's answers to the completion requests the browser test makes as it
+    # types these lines, one per character.
+    completions =
+      for line <- ["SampleApp.Cache.fe", ":ets.ins", "Enum.map_join(", "SampleApp.Re"],
+          n <- 1..String.length(line),
+          text = String.slice(line, 0, n),
+          into: %{} do
+        {[{:reply, "completions", reply}], _} =
+          Controller.handle_event(controller, "complete", %{"text" => text, "seq" => 0})
+
+        {text, Map.delete(reply, :seq)}
+      end
+
+    assert Enum.map(completions["SampleApp.Cache.fe"].items, & &1.insert) == [
+             "fetch/1",
+             "fetch/2",
+             "fetch_all/2"
+           ]
+
     fixture = %{
       connect: connect,
       batches: for({:broadcast, "events", payload} <- pushes, do: payload),
       pattern_lines: lines,
       pattern_reply: pattern_reply,
       terms: terms,
-      screenshot: Path.join(screenshot_dir(), "screenshot.png")
+      completions: completions,
+      screenshot: Path.join(screenshot_dir(), "screenshot.png"),
+      screenshot_completion: Path.join(screenshot_dir(), "screenshot-completion.png")
     }
 
     run_browser("widget.test.mjs", fixture)

@@ -240,6 +240,45 @@ defmodule Kino.Trace.Widget.ControllerTest do
     refute Enum.any?(effects, &match?({:send_after, :tick, _}, &1))
   end
 
+  test "complete answers the asking browser with the completions of the line", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+
+    {[{:reply, "completions", reply}], ^controller} =
+      Controller.handle_event(controller, "complete", %{
+        "text" => "SampleApp.Cache.fe",
+        "seq" => 3
+      })
+
+    assert %{
+             seq: 3,
+             prefix: "fe",
+             items: [%{insert: "fetch/1"}, %{insert: "fetch/2"}, %{insert: "fetch_all/2"}]
+           } = reply
+
+    # as the browser gets it
+    assert %{"seq" => 3, "prefix" => "fe", "items" => [first | _]} =
+             reply |> JSON.encode!() |> JSON.decode!()
+
+    assert first == %{
+             "label" => "fetch/1",
+             "insert" => "fetch/1",
+             "kind" => "function",
+             "detail" => "SampleApp.Cache.fetch/1"
+           }
+
+    # a request that is not one has no completions
+    for request <- [
+          %{},
+          %{"text" => nil},
+          %{"text" => ["Enum"]},
+          "Enum",
+          %{"text" => <<"Enum.", 0xFF>>, "seq" => "x"}
+        ] do
+      assert {[{:reply, "completions", %{seq: nil, prefix: "", items: []}}], ^controller} =
+               Controller.handle_event(controller, "complete", request)
+    end
+  end
+
   test "get_term renders an event's full terms; clear forgets them", %{trace: trace} do
     {controller, _} = Controller.init(trace)
     run(fn -> SampleApp.Cache.fetch(:users, 11) end)

@@ -25,11 +25,13 @@ defmodule Kino.Trace.Widget.Controller do
 
   Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
-  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"` and `"term"` (a reply, see
-  `Kino.Trace.Widget.Payload.full/2`).
+  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, `"term"` (a reply, see
+  `Kino.Trace.Widget.Payload.full/2`) and `"completions"` (a reply, see
+  `Kino.Trace.Widget.Payload.completions/1`).
 
   Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
-  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`). A `"set_patterns"`
+  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
+  (`%{"text" => line_up_to_the_cursor, "seq" => n}`). A `"set_patterns"`
   event is bounded: at most #{@max_pattern_lines} patterns of at most #{@max_pattern_bytes}
   bytes each, #{@max_edit_bytes} bytes in all;
   a larger one is refused as a whole and answered with a `"patterns"` reply whose
@@ -107,6 +109,8 @@ defmodule Kino.Trace.Widget.Controller do
         max_chars: 400,
         lifeline: true
       )
+
+    warm_completion()
 
     controller = %__MODULE__{
       trace: trace,
@@ -265,6 +269,10 @@ defmodule Kino.Trace.Widget.Controller do
     {[{:reply, "term", payload}], controller}
   end
 
+  def handle_event(%__MODULE__{} = controller, "complete", request) do
+    {[{:reply, "completions", Payload.completions(request)}], controller}
+  end
+
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
   ## Internals
@@ -308,6 +316,21 @@ defmodule Kino.Trace.Widget.Controller do
       true ->
         :ok
     end
+  end
+
+  # The first completion should not wait for the code path to be listed: it is read
+  # now, in a process of kino_trace's own (registered before it runs, so no trace
+  # records it).
+  defp warm_completion do
+    pid =
+      spawn(fn ->
+        receive do
+          :go -> Kino.Trace.Complete.Modules.warm()
+        end
+      end)
+
+    Kino.Trace.Internal.register(pid)
+    send(pid, :go)
   end
 
   defp handle_status_gone(controller) do

@@ -239,6 +239,36 @@ defmodule Kino.Trace.Widget.Payload do
     %{patterns: patterns, results: [], error: message}
   end
 
+  @doc """
+  The answer to a browser's `"complete"` request, `%{"text" => text, "seq" => seq}`:
+  the completions of `text` (the line being typed, up to the cursor; see
+  `Kino.Trace.Complete.complete/2`) with the request's `seq`, a number the browser
+  uses to drop answers to requests it has sent again since. A request without text
+  has no completions.
+
+      iex> reply = Kino.Trace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 7})
+      iex> {reply.seq, reply.prefix, Enum.map(reply.items, & &1.insert)}
+      {7, "insert_n", ["insert_new/2"]}
+      iex> Kino.Trace.Widget.Payload.completions(%{"text" => 42})
+      %{seq: nil, prefix: "", items: []}
+  """
+  @spec completions(term()) :: map()
+  def completions(request) do
+    seq =
+      case request do
+        %{"seq" => seq} when is_integer(seq) -> seq
+        _ -> nil
+      end
+
+    completions =
+      case request do
+        %{"text" => text} when is_binary(text) -> Kino.Trace.Complete.complete(text)
+        _ -> %{prefix: "", items: []}
+      end
+
+    Map.put(completions, :seq, seq)
+  end
+
   defp result(input, ok?, error, warning) do
     %{input: pattern_text(input), ok: ok?, error: error, warning: warning}
   end
