@@ -193,8 +193,11 @@ defmodule Kino.Trace do
         else: Session.start(owner, plan)
 
     case started do
-      {:ok, pid, id} -> %__MODULE__{id: id, session: pid, node: node()}
-      {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
+      {:ok, pid, id} ->
+        %__MODULE__{id: id, session: pid, node: node()}
+
+      {:error, reason} ->
+        raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
     end
   end
 
@@ -254,6 +257,26 @@ defmodule Kino.Trace do
   @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
+  @doc """
+  The source of a Mermaid `sequenceDiagram` of a trace's last events, a capture or a
+  list of events: processes as participants (named by their registered names),
+  messages as arrows, calls as activations, spawns, links and exits as notes. At most
+  `max_messages: 200` arrows and notes; labels are escaped, so any term is safe. See
+  `Kino.Trace.Mermaid` for the options.
+
+      capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end, messages: true)
+      Kino.Trace.to_mermaid(capture) |> IO.puts()
+  """
+  @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
+  defdelegate to_mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :diagram
+
+  @doc """
+  Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
+  not loaded. Takes the options of `to_mermaid/2` and Kino.Mermaid's `:caption`.
+  """
+  @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
+  defdelegate mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :render
+
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
@@ -300,7 +323,8 @@ defmodule Kino.Trace do
 
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
-  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})
+  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0,
+    do: call(trace, {:events, n})
 
   @doc """
   A live stream of the trace's events, ending when the trace stops (a trace that has
@@ -333,10 +357,17 @@ defmodule Kino.Trace do
 
         {false, ref} ->
           receive do
-            {:kino_trace, ^id, {:events, events}} -> {events, {false, ref}}
-            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] -> {[], {false, ref}}
-            {:kino_trace, ^id, {:status, _ended}} -> {:halt, {true, ref}}
-            {:DOWN, ^ref, :process, _, _} -> {:halt, {true, ref}}
+            {:kino_trace, ^id, {:events, events}} ->
+              {events, {false, ref}}
+
+            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] ->
+              {[], {false, ref}}
+
+            {:kino_trace, ^id, {:status, _ended}} ->
+              {:halt, {true, ref}}
+
+            {:DOWN, ^ref, :process, _, _} ->
+              {:halt, {true, ref}}
           end
       end,
       fn {_, ref} ->
@@ -402,7 +433,10 @@ defmodule Kino.Trace do
   defp call(%__MODULE__{session: pid}, request) do
     GenServer.call(pid, request, 30_000)
   catch
-    :exit, {:noproc, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
-    :exit, {:normal, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
+    :exit, {:noproc, _} ->
+      raise ArgumentError, "the trace has ended (its session process is gone)"
+
+    :exit, {:normal, _} ->
+      raise ArgumentError, "the trace has ended (its session process is gone)"
   end
 end
