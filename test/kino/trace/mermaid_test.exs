@@ -1,12 +1,15 @@
 defmodule Kino.Trace.MermaidTest do
   # Kino.Trace.to_mermaid/2 on real traces and on hostile events. The diagrams come from
-  # KinoTraceTest.MermaidSamples.
+  # KinoTraceTest.MermaidSamples, which the browser test below hands to Mermaid's own
+  # parser and renderer in Chromium: a diagram Mermaid rejects fails it.
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Event
   alias KinoTraceTest.MermaidSamples
 
   doctest Kino.Trace.Mermaid
+
+  @root Path.expand("../../..", __DIR__)
 
   # One statement per line: a participant, an arrow, an activation or a note.
   @statement ~r/^  (participant P\d+ as (?<alias>.*)|P\d+(->>|-->>|--x|-x)P\d+: (?<arrow>.*)|(activate|deactivate) P\d+|Note over P\d+(,P\d+)?: (?<note>.*)|%% .*)$/u
@@ -276,6 +279,44 @@ defmodule Kino.Trace.MermaidTest do
     end
   end
 
+  describe "Mermaid's own parser" do
+    @describetag :browser
+    @describetag timeout: 300_000
+
+    test "accepts and renders every diagram, and rejects a broken one" do
+      assert File.dir?(Path.join(@root, "assets/node_modules/mermaid")),
+             "Mermaid is not installed: run `npm ci` in assets/"
+
+      samples = MermaidSamples.all()
+      hostile = Enum.find(samples, &(&1.name == "hostile terms (built events)"))
+
+      # Control cases: the check must fail on diagrams Mermaid rejects.
+      broken = [
+        %{
+          name: "control: an unescaped ;",
+          source: String.replace(hostile.source, "#59;", ";"),
+          expect: "reject"
+        },
+        %{
+          name: "control: deactivate first",
+          source: "sequenceDiagram\n  deactivate P1\n",
+          expect: "reject"
+        }
+      ]
+
+      diagrams = Enum.map(samples, &Map.take(&1, [:name, :source, :texts])) ++ broken
+      {output, status} = run_node("mermaid.test.mjs", %{diagrams: diagrams})
+      assert status == 0, "Mermaid check failed:\n#{output}"
+      assert output =~ "#{length(samples)} diagrams accepted and rendered, 2 broken ones rejected"
+
+      # and it does fail when a diagram it should accept is broken
+      bad = [%{name: "unescaped", source: hd(broken).source, texts: []}]
+      {output, status} = run_node("mermaid.test.mjs", %{diagrams: bad})
+      assert status != 0
+      assert output =~ "unescaped: Mermaid rejected it"
+    end
+  end
+
   ## Helpers
 
   defp non_empty(nil), do: nil
@@ -323,5 +364,21 @@ defmodule Kino.Trace.MermaidTest do
 
   defp unescape(text) do
     Regex.replace(~r/#(\d+);/, text, fn _, code -> <<String.to_integer(code)::utf8>> end)
+  end
+
+  defp run_node(script, fixture) do
+    dir = Path.join(System.tmp_dir!(), "kino_trace_mermaid_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf(dir) end)
+    path = Path.join(dir, "diagrams.json")
+    File.write!(path, JSON.encode!(fixture))
+
+    {output, status} =
+      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path],
+        stderr_to_stdout: true
+      )
+
+    IO.puts(output)
+    {output, status}
   end
 end
