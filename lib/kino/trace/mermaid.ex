@@ -32,9 +32,9 @@ defmodule Kino.Trace.Mermaid do
 
   Labels are terms as Elixir code (with `inspect/2` limits, see `Kino.Trace.Printer`),
   escaped so that any term is safe in the diagram: the characters Mermaid reads as
-  syntax or markup (`#`, `;`, `%`, `<`, `>`, `&`) are written as Mermaid's `#code;`
-  entities, which it shows as the characters themselves; line breaks and other control
-  characters become spaces. A diagram also stays under Mermaid's size limit (50 000
+  syntax or markup (`#`, `;`, `<`, `>`, `&`, and `%%`) are written as Mermaid's
+  `#code;` entities, which it shows as the characters themselves; line breaks and other
+  control characters become spaces. A diagram also stays under Mermaid's size limit (50 000
   characters): events that would go past it are left out and counted in the final note.
 
   ## Examples
@@ -97,9 +97,9 @@ defmodule Kino.Trace.Mermaid do
   @note_room 200
 
   # The characters Mermaid reads as syntax or markup in a label: `;` ends a statement,
-  # `#...;` is an entity, `%%` a comment or directive, `<...>` HTML such as `<br>`, `&`
-  # an HTML entity.
-  @special ~c"#;%<>&"
+  # `#...;` is an entity, `<...>` HTML such as `<br>`, `&` an HTML entity; and `%%`
+  # starts a comment or a directive (a single `%`, as in `%{}`, is kept).
+  @special ~c"#;<>&"
 
   @kinds Event.kinds()
 
@@ -154,18 +154,21 @@ defmodule Kino.Trace.Mermaid do
 
       iex> Kino.Trace.Mermaid.escape(~S({:"a;b", "<br>", "#1"}))
       ~S({:"a#59;b", "#60;br#62;", "#35;1"})
-      iex> Kino.Trace.Mermaid.escape("50% & more\\nlines")
-      "50#37; #38; more lines"
+      iex> Kino.Trace.Mermaid.escape("%{a: 1} & %%{init: {}}%%\\nnext")
+      "%{a: 1} #38; #37;#37;{init: {}}#37;#37; next"
   """
   @spec escape(String.t()) :: String.t()
   def escape(text) when is_binary(text) do
-    for <<char::utf8 <- String.replace_invalid(text)>>, into: "" do
-      cond do
-        char in @special -> "#" <> Integer.to_string(char) <> ";"
-        control?(char) -> " "
-        true -> <<char::utf8>>
+    escaped =
+      for <<char::utf8 <- String.replace_invalid(text)>>, into: "" do
+        cond do
+          char in @special -> "#" <> Integer.to_string(char) <> ";"
+          control?(char) -> " "
+          true -> <<char::utf8>>
+        end
       end
-    end
+
+    String.replace(escaped, ~r/%%+/, &String.duplicate("#37;", byte_size(&1)))
   end
 
   # C0 and C1 controls, DEL, and the line and paragraph separators.
