@@ -43,7 +43,8 @@ defmodule KinoTraceTest.MermaidSamples do
       running_trace(),
       early_receive(),
       same_name(),
-      malformed()
+      malformed(),
+      widget_reply()
     ]
   end
 
@@ -587,5 +588,45 @@ defmodule KinoTraceTest.MermaidSamples do
         ]
       }
     )
+  end
+
+  @doc """
+  The widget's "Copy as Mermaid": the real controller answers "get_mermaid" for the
+  events of one of two calls of a real trace.
+  """
+  def widget_reply do
+    alias Kino.Trace.Widget.Controller
+
+    trace = Kino.Trace.calls(["SampleApp.Cache.fetch/2", "SampleApp.Repo.get/2"])
+
+    try do
+      Task.async(fn ->
+        SampleApp.Cache.fetch(:users, 12)
+        SampleApp.Cache.fetch(:users, 13)
+      end)
+      |> Task.await()
+
+      # the controller starts from the trace's history: it holds every event
+      {controller, _effects} = Controller.init(trace, lifeline: false)
+      events = Kino.Trace.events(trace)
+      call = Enum.find(events, &match?(%Event{kind: :call, args: [:users, 12]}, &1))
+      return = Enum.find(events, &(&1.call_id == call.id))
+      ids = for event <- events, event.id >= call.id and event.id <= return.id, do: event.id
+
+      {[{:reply, "mermaid", reply}], controller} =
+        Controller.handle_event(controller, "get_mermaid", %{"ids" => Enum.reverse(ids)})
+
+      Map.merge(
+        sample("the widget's Copy as Mermaid (real trace)", reply.source, ["SampleApp.Repo.get/2"]),
+        %{
+          reply: reply,
+          ids: ids,
+          events: events,
+          controller: controller
+        }
+      )
+    after
+      Kino.Trace.stop(trace)
+    end
   end
 end
