@@ -44,7 +44,8 @@ defmodule KinoTraceTest.MermaidSamples do
       early_receive(),
       same_name(),
       malformed(),
-      widget_reply()
+      widget_reply(),
+      genserver_call()
     ]
   end
 
@@ -627,6 +628,33 @@ defmodule KinoTraceTest.MermaidSamples do
       )
     after
       Kino.Trace.stop(trace)
+    end
+  end
+
+  @doc "A real GenServer call: its reply goes to the caller's alias, drawn to the caller."
+  def genserver_call do
+    {:ok, agent} = Agent.start(fn -> 41 end, name: :kino_trace_mermaid_agent)
+
+    try do
+      capture =
+        Kino.Trace.capture(
+          ["KinoTraceTest.MermaidSamples.echo/1"],
+          fn -> Agent.get(agent, &echo(&1 + 1)) end,
+          pids: [agent],
+          messages: true
+        )
+
+      source = Kino.Trace.to_mermaid(capture)
+
+      Map.merge(
+        sample("a GenServer call (real capture)", source, [":kino_trace_mermaid_agent", "-> 42"]),
+        %{
+          capture: capture,
+          agent: agent
+        }
+      )
+    after
+      Agent.stop(agent)
     end
   end
 end

@@ -239,7 +239,7 @@ defmodule Kino.Trace.Mermaid do
   ## Drawing
 
   defp draw(events, opts) do
-    skip = paired_second_halves(events)
+    {skip, receivers} = pairs(events)
     names = names(events)
 
     state = %{
@@ -263,7 +263,7 @@ defmodule Kino.Trace.Mermaid do
         cond do
           event.kind == :return_to or MapSet.member?(skip, index) -> state
           state.full -> %{state | left_out: state.left_out + 1}
-          true -> add(state, event)
+          true -> add(state, resolve_alias(event, index, receivers))
         end
       end)
 
@@ -274,6 +274,16 @@ defmodule Kino.Trace.Mermaid do
       left_out_note(state)
     ])
   end
+
+  # A send to an alias, drawn to the process that received it.
+  defp resolve_alias(%Event{kind: :send} = event, index, receivers) do
+    case receivers do
+      %{^index => pid} -> %{event | peer: pid}
+      _ -> event
+    end
+  end
+
+  defp resolve_alias(event, _index, _receivers), do: event
 
   # Adds one event's statements, unless the cap is reached or they would not fit.
   defp add(%{drawn: drawn, opts: opts} = state, event) do
@@ -474,41 +484,68 @@ defmodule Kino.Trace.Mermaid do
   # a traced send (the send's arrow shows it), the child's side of a traced spawn, the
   # other side of a link or unlink. Either side may come first (processes, and nodes,
   # are traced by their own clocks): the first side (:a) is drawn, the second (:b) not.
-  defp paired_second_halves(events) do
-    {skip, _waiting} =
+  #
+  # A send to a process alias (a reference, as GenServer.call's reply is since OTP 24)
+  # names no process: when a process receives the same message, the arrow goes to it.
+  # Returns {indexes not drawn, %{send index => receiver}}.
+  defp pairs(events) do
+    {skip, receivers, _waiting} =
       events
       |> Enum.with_index()
-      |> Enum.reduce({MapSet.new(), %{}}, fn {event, index}, {skip, waiting} ->
-        case pair_key(event) do
-          nil ->
-            {skip, waiting}
-
-          {side, key} ->
-            other = if side == :a, do: :b, else: :a
-
-            case Map.fetch(waiting, {other, key}) do
-              {:ok, queue} ->
-                {{:value, first}, rest} = :queue.out(queue)
-                skipped = if side == :b, do: index, else: first
-                {MapSet.put(skip, skipped), put_queue(waiting, {other, key}, rest)}
-
-              :error ->
-                {skip,
-                 Map.update(
-                   waiting,
-                   {side, key},
-                   :queue.from_list([index]),
-                   &:queue.in(index, &1)
-                 )}
-            end
-        end
+      |> Enum.reduce({MapSet.new(), %{}, %{}}, fn {event, index}, acc ->
+        pair(pair_key(event), index, event, acc)
       end)
 
-    skip
+    {skip, receivers}
   end
 
-  defp put_queue(map, key, queue) do
-    if :queue.is_empty(queue), do: Map.delete(map, key), else: Map.put(map, key, queue)
+  defp pair(nil, _index, _event, acc), do: acc
+
+  defp pair({:a, {:message, alias_ref, data}}, index, _event, {skip, receivers, waiting})
+       when is_reference(alias_ref) do
+    {skip, receivers, wait(waiting, {:alias, data}, index)}
+  end
+
+  defp pair({side, key} = pair_key, index, event, {skip, receivers, waiting}) do
+    other = if side == :a, do: :b, else: :a
+
+    case take(waiting, {other, key}) do
+      {first, waiting} ->
+        skipped = if side == :b, do: index, else: first
+        {MapSet.put(skip, skipped), receivers, waiting}
+
+      nil ->
+        case alias_send(pair_key, waiting) do
+          {send_index, waiting} ->
+            {MapSet.put(skip, index), Map.put(receivers, send_index, event.pid), waiting}
+
+          nil ->
+            {skip, receivers, wait(waiting, pair_key, index)}
+        end
+    end
+  end
+
+  defp alias_send({:b, {:message, _pid, data}}, waiting), do: take(waiting, {:alias, data})
+  defp alias_send(_pair_key, _waiting), do: nil
+
+  defp wait(waiting, key, index),
+    do: Map.update(waiting, key, :queue.from_list([index]), &:queue.in(index, &1))
+
+  defp take(waiting, key) do
+    case Map.fetch(waiting, key) do
+      {:ok, queue} ->
+        {{:value, first}, rest} = :queue.out(queue)
+
+        waiting =
+          if :queue.is_empty(rest),
+            do: Map.delete(waiting, key),
+            else: Map.put(waiting, key, rest)
+
+        {first, waiting}
+
+      :error ->
+        nil
+    end
   end
 
   defp pair_key(%Event{kind: :send, peer: peer, data: data}) when not is_nil(peer),

@@ -99,6 +99,34 @@ defmodule Kino.Trace.MermaidTest do
       assert "  Note over P1: SampleApp.Cache.fetch(:users, 1)" in note_lines
     end
 
+    test "a GenServer call: the reply to the caller's alias is an arrow to the caller" do
+      %{source: source, capture: capture} = MermaidSamples.genserver_call()
+      assert Kino.Trace.Capture.complete?(capture)
+      lines = String.split(source, "\n", trim: true)
+      caller = participant(lines, inspect(self()))
+      agent = participant(lines, ":kino_trace_mermaid_agent")
+      assert caller && agent, source
+
+      assert Enum.any?(
+               lines,
+               &String.starts_with?(&1, "  #{caller}->>#{agent}: {:\"$gen_call\", ")
+             )
+
+      assert Enum.any?(
+               lines,
+               &(&1 =~ ~r/^  #{agent}->>#{caller}: \{\[:alias \| #35;Reference#60;.*\], 42\}$/)
+             )
+
+      assert Enum.any?(
+               lines,
+               &(&1 =~ ~r/^  #{agent}->>#{agent}: KinoTraceTest\.MermaidSamples\.echo\/1$/)
+             )
+
+      # no participant for the alias, no separate receive of the reply
+      refute Enum.any?(lines, &(&1 =~ ~r/participant P\d+ as #35;Reference/))
+      refute source =~ ~r/receive \{\[:alias \| .*\], 42\}/
+    end
+
     test "capped at max_messages, with a note saying how many were left out" do
       %{source: source, capture: capture} = sample = MermaidSamples.capped_messages()
       assert Kino.Trace.Capture.complete?(capture)
