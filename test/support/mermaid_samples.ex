@@ -390,7 +390,15 @@ defmodule KinoTraceTest.MermaidSamples do
         data: "gone;#",
         peer: :c.pid(0, 304, 0)
       },
-      %Event{id: 1_007, kind: :unregister, pid: c, data: :"reg;#<br>\nname"}
+      %Event{id: 1_007, kind: :unregister, pid: c, data: :"reg;#<br>\nname"},
+      %Event{
+        id: 1_008,
+        kind: :send,
+        pid: :c.pid(0, 305, 0),
+        name: :"-->>d->x:y",
+        data: :"->>",
+        peer: a
+      }
     ]
 
     events = per_term ++ more
@@ -399,6 +407,7 @@ defmodule KinoTraceTest.MermaidSamples do
     sample("hostile terms (built events)", source, [
       ":P2",
       ~s(:"end;#<br>"),
+      ~s(:"-->>d->x:y"),
       ~s({:reply, :"quote\\"d"}),
       ~s({:reply, :"a-->>b"}),
       ~s(:"日本語 ünïcödé 😀"),

@@ -32,7 +32,7 @@ defmodule Kino.Trace.Mermaid do
 
   Labels are terms as Elixir code (with `inspect/2` limits, see `Kino.Trace.Printer`),
   escaped so that any term is safe in the diagram: the characters Mermaid reads as
-  syntax or markup (`#`, `;`, `<`, `>`, `&`, and `%%`) are written as Mermaid's
+  syntax or markup (`#`, `;`, `<`, `&`, and `%%`) are written as Mermaid's
   `#code;` entities, which it shows as the characters themselves; line breaks and other
   control characters become spaces. A diagram also stays under Mermaid's size limit (50 000
   characters): events that would go past it are left out and counted in the final note.
@@ -54,12 +54,12 @@ defmodule Kino.Trace.Mermaid do
       iex> events |> Kino.Trace.Mermaid.diagram() |> String.split("\\n")
       [
         "sequenceDiagram",
-        "  participant P1 as #35;PID#60;0.210.0#62;",
+        "  participant P1 as #35;PID#60;0.210.0>",
         "  participant P2 as MyApp.Cache",
         "  P1->>P2: {:fetch, 42}",
         "  P2->>P2: MyApp.Repo.get/1",
         "  activate P2",
-        ~S(  P2-->>P2: -#62; {:ok, "#35;1"}  MyApp.Repo.get/1),
+        ~S(  P2-->>P2: -> {:ok, "#35;1"}  MyApp.Repo.get/1),
         "  deactivate P2",
         ~S(  P2->>P1: {:ok, "#35;1"}),
         "  Note over P2: exit :normal",
@@ -97,9 +97,10 @@ defmodule Kino.Trace.Mermaid do
   @note_room 200
 
   # The characters Mermaid reads as syntax or markup in a label: `;` ends a statement,
-  # `#...;` is an entity, `<...>` HTML such as `<br>`, `&` an HTML entity; and `%%`
-  # starts a comment or a directive (a single `%`, as in `%{}`, is kept).
-  @special ~c"#;<>&"
+  # `#...;` is an entity, `<` opens HTML such as `<br>` (a `>` alone is text, kept so
+  # `->` reads as written), `&` an HTML entity; and `%%` starts a comment or a directive
+  # (a single `%`, as in `%{}`, is kept).
+  @special ~c"#;<&"
 
   @kinds Event.kinds()
 
@@ -153,7 +154,7 @@ defmodule Kino.Trace.Mermaid do
   entities, line breaks and other control characters as spaces.
 
       iex> Kino.Trace.Mermaid.escape(~S({:"a;b", "<br>", "#1"}))
-      ~S({:"a#59;b", "#60;br#62;", "#35;1"})
+      ~S({:"a#59;b", "#60;br>", "#35;1"})
       iex> Kino.Trace.Mermaid.escape("%{a: 1} & %%{init: {}}%%\\nnext")
       "%{a: 1} #38; #37;#37;{init: {}}#37;#37; next"
   """

@@ -131,7 +131,7 @@ defmodule Kino.Trace.Widget.Payload do
       iex> events = [%Kino.Trace.Event{id: 1, kind: :exit, pid: :c.pid(0, 250, 0), data: :normal}]
       iex> reply = Kino.Trace.Widget.Payload.mermaid(events)
       iex> {reply.events, String.split(reply.source, "\\n")}
-      {1, ["sequenceDiagram", "  participant P1 as #35;PID#60;0.250.0#62;", "  Note over P1: exit :normal", ""]}
+      {1, ["sequenceDiagram", "  participant P1 as #35;PID#60;0.250.0>", "  Note over P1: exit :normal", ""]}
   """
   @spec mermaid([Event.t()]) :: %{source: String.t(), events: non_neg_integer()}
   def mermaid(events) when is_list(events) do
