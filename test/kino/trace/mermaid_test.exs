@@ -332,10 +332,18 @@ defmodule Kino.Trace.MermaidTest do
         }
       ]
 
-      diagrams = Enum.map(samples, &Map.take(&1, [:name, :source, :texts])) ++ broken
+      # and the diagrams shown in the docs
+      documented = documented_diagrams()
+      assert Enum.any?(documented, &String.starts_with?(&1.name, "README.md"))
+
+      diagrams =
+        Enum.map(samples, &Map.take(&1, [:name, :source, :texts])) ++ documented ++ broken
+
       {output, status} = run_node("mermaid.test.mjs", %{diagrams: diagrams})
       assert status == 0, "Mermaid check failed:\n#{output}"
-      assert output =~ "#{length(samples)} diagrams accepted and rendered, 2 broken ones rejected"
+
+      assert output =~
+               "#{length(samples) + length(documented)} diagrams accepted and rendered, 2 broken ones rejected"
 
       # and it does fail when a diagram it should accept is broken
       bad = [%{name: "unescaped", source: hd(broken).source, texts: []}]
@@ -392,6 +400,17 @@ defmodule Kino.Trace.MermaidTest do
 
   defp unescape(text) do
     Regex.replace(~r/#(\d+);/, text, fn _, code -> <<String.to_integer(code)::utf8>> end)
+  end
+
+  # The ```mermaid blocks of the README and the example notebook.
+  defp documented_diagrams do
+    for file <- ["README.md", "notebooks/kino_trace.livemd"],
+        text = File.read!(Path.join(@root, file)),
+        [whole, source] <- Regex.scan(~r/^```mermaid\n(.*?)^```$/ms, text) do
+      {offset, _} = :binary.match(text, whole)
+      line = text |> binary_part(0, offset) |> String.split("\n") |> length()
+      %{name: "#{file}:#{line}", source: source, texts: []}
+    end
   end
 
   defp run_node(script, fixture) do
