@@ -125,7 +125,8 @@ defmodule Kino.Trace.Mermaid do
 
   @doc """
   Renders the diagram of `source` (see `diagram/2`, whose options it takes) with
-  `Kino.Mermaid` in Livebook. Also takes Kino.Mermaid's `:caption` and `:download`.
+  `Kino.Mermaid` in Livebook. Also takes Kino.Mermaid's `:caption` and `:download`
+  (Kino 0.14.2 and later).
   Raises when Kino is not loaded (then use `diagram/2` for the source).
   """
   @spec render(source(), keyword()) :: struct()
@@ -139,13 +140,19 @@ defmodule Kino.Trace.Mermaid do
   @compile {:no_warn_undefined, Kino.Mermaid}
 
   defp render_source(source, kino_opts) do
-    if Code.ensure_loaded?(Kino.Mermaid) do
-      Kino.Mermaid.new(source, kino_opts)
-    else
-      raise RuntimeError,
-            "Kino.Trace.mermaid/2 renders with Kino.Mermaid, but Kino is not loaded: add " <>
-              "{:kino, \"~> 0.14\"} to your dependencies, or use Kino.Trace.to_mermaid/2 " <>
-              "for the diagram's source"
+    cond do
+      not Code.ensure_loaded?(Kino.Mermaid) ->
+        raise RuntimeError,
+              "Kino.Trace.mermaid/2 renders with Kino.Mermaid, but Kino is not loaded: add " <>
+                "{:kino, \"~> 0.14\"} to your dependencies, or use Kino.Trace.to_mermaid/2 " <>
+                "for the diagram's source"
+
+      # Kino.Mermaid.new/2 (:caption, :download) is Kino 0.14.2's; before, new/1 only.
+      kino_opts == [] ->
+        Kino.Mermaid.new(source)
+
+      true ->
+        Kino.Mermaid.new(source, kino_opts)
     end
   end
 
