@@ -193,11 +193,8 @@ defmodule Kino.Trace do
         else: Session.start(owner, plan)
 
     case started do
-      {:ok, pid, id} ->
-        %__MODULE__{id: id, session: pid, node: node()}
-
-      {:error, reason} ->
-        raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
+      {:ok, pid, id} -> %__MODULE__{id: id, session: pid, node: node()}
+      {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
     end
   end
 
@@ -323,8 +320,7 @@ defmodule Kino.Trace do
 
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
-  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0,
-    do: call(trace, {:events, n})
+  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})
 
   @doc """
   A live stream of the trace's events, ending when the trace stops (a trace that has
@@ -357,17 +353,10 @@ defmodule Kino.Trace do
 
         {false, ref} ->
           receive do
-            {:kino_trace, ^id, {:events, events}} ->
-              {events, {false, ref}}
-
-            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] ->
-              {[], {false, ref}}
-
-            {:kino_trace, ^id, {:status, _ended}} ->
-              {:halt, {true, ref}}
-
-            {:DOWN, ^ref, :process, _, _} ->
-              {:halt, {true, ref}}
+            {:kino_trace, ^id, {:events, events}} -> {events, {false, ref}}
+            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] -> {[], {false, ref}}
+            {:kino_trace, ^id, {:status, _ended}} -> {:halt, {true, ref}}
+            {:DOWN, ^ref, :process, _, _} -> {:halt, {true, ref}}
           end
       end,
       fn {_, ref} ->
@@ -433,10 +422,7 @@ defmodule Kino.Trace do
   defp call(%__MODULE__{session: pid}, request) do
     GenServer.call(pid, request, 30_000)
   catch
-    :exit, {:noproc, _} ->
-      raise ArgumentError, "the trace has ended (its session process is gone)"
-
-    :exit, {:normal, _} ->
-      raise ArgumentError, "the trace has ended (its session process is gone)"
+    :exit, {:noproc, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
+    :exit, {:normal, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
   end
 end

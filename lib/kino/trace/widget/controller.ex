@@ -398,13 +398,7 @@ defmodule Kino.Trace.Widget.Controller do
 
       counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
       # info/1 gives the final info of a trace whose session is gone: it has ended
-      {counters,
-       %{
-         controller
-         | last_counters: counters,
-           last_info: info,
-           ended?: session_gone?(controller.trace)
-       }}
+      {counters, %{controller | last_counters: counters, last_info: info, ended?: session_gone?(controller.trace)}}
     rescue
       ArgumentError -> counters(%{controller | ended?: true})
     catch
@@ -412,8 +406,7 @@ defmodule Kino.Trace.Widget.Controller do
     end
   end
 
-  defp session_gone?(%Kino.Trace{session: pid}),
-    do: node(pid) == node() and not Process.alive?(pid)
+  defp session_gone?(%Kino.Trace{session: pid}), do: node(pid) == node() and not Process.alive?(pid)
 
   defp now, do: System.monotonic_time(:millisecond)
 end
