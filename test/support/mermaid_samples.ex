@@ -45,7 +45,8 @@ defmodule KinoTraceTest.MermaidSamples do
       same_name(),
       malformed(),
       widget_reply(),
-      genserver_call()
+      genserver_call(),
+      other_node()
     ]
   end
 
@@ -665,5 +666,27 @@ defmodule KinoTraceTest.MermaidSamples do
     after
       Agent.stop(agent)
     end
+  end
+
+  @doc "Processes of another node (pids made as the distribution would make them)."
+  def other_node do
+    cache = remote_pid("other@host", 42)
+    worker = remote_pid("other@host", 43)
+
+    events = [
+      %Event{id: 1, kind: :send, node: :other@host, pid: worker, peer: cache, data: :get},
+      %Event{id: 2, kind: :receive, node: :other@host, pid: cache, name: :cache, data: :get}
+    ]
+
+    source = Kino.Trace.to_mermaid(events)
+    sample("processes of another node (built events)", source, [":cache on other@host", ":get"])
+  end
+
+  defp remote_pid(node, id) do
+    name = to_string(node)
+
+    :erlang.binary_to_term(
+      <<131, 88, 118, byte_size(name)::16, name::binary, id::32, 0::32, 1::32>>
+    )
   end
 end

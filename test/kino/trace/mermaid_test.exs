@@ -234,6 +234,13 @@ defmodule Kino.Trace.MermaidTest do
       refute source =~ "returned to"
     end
 
+    test "a process of another node: its name says which node" do
+      source = MermaidSamples.other_node().source
+      assert source =~ "participant P1 as #35;PID#60;"
+      assert source =~ "participant P2 as :cache on other@host\n"
+      assert source =~ "P1->>P2: :get\n"
+    end
+
     test "a name two processes had is told apart by the pid" do
       source = MermaidSamples.same_name().source
       assert source =~ "participant P1 as :server\n"
