@@ -12,8 +12,10 @@ defmodule Kino.Trace.Mermaid do
     * one participant per process, its registered name as its alias when the events
       name it (the traced process's `:name`, or a `:register` event), else its pid;
     * messages as arrows from the sender to the receiver: a `:send` and the `:receive`
-      of the same message are one arrow; a receive whose send was not traced is a note;
-      a send to a process that did not exist is an arrow ending in a cross;
+      of the same message are one arrow; a message to a process alias (a
+      `GenServer.call/3` reply) goes to the process that received it; a receive whose
+      send was not traced is a note; a send to a process that did not exist is an arrow
+      ending in a cross;
     * calls as a self-arrow labelled `Mod.fun/arity` that activates the process's
       lifeline until the matching return or exception (a dashed self-arrow with the
       value, or ending in a cross), or, with `calls: false`, as notes;
@@ -32,9 +34,9 @@ defmodule Kino.Trace.Mermaid do
 
   Labels are terms as Elixir code (with `inspect/2` limits, see `Kino.Trace.Printer`),
   escaped so that any term is safe in the diagram: the characters Mermaid reads as
-  syntax or markup (`#`, `;`, `<`, `&`, and `%%`) are written as Mermaid's
-  `#code;` entities, which it shows as the characters themselves; line breaks and other
-  control characters become spaces. A diagram also stays under Mermaid's size limit (50 000
+  syntax or markup (`#`, `;`, `<`, `&`, and `%%`) are written as Mermaid's `#code;`
+  entities, which it shows as the characters themselves; line breaks and other control
+  characters become spaces. A diagram also stays under Mermaid's size limit (50 000
   characters): events that would go past it are left out and counted in the final note.
 
   ## Examples
