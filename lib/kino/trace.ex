@@ -255,6 +255,26 @@ defmodule Kino.Trace do
   @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
+  @doc """
+  The source of a Mermaid `sequenceDiagram` of a trace's last events, a capture or a
+  list of events: processes as participants (named by their registered names),
+  messages as arrows, calls as activations, spawns, links and exits as notes. At most
+  `max_messages: 200` arrows and notes; labels are escaped, so any term is safe. See
+  `Kino.Trace.Mermaid` for the options.
+
+      capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end, messages: true)
+      Kino.Trace.to_mermaid(capture) |> IO.puts()
+  """
+  @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
+  defdelegate to_mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :diagram
+
+  @doc """
+  Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
+  not loaded. Takes the options of `to_mermaid/2` and Kino.Mermaid's `:caption`.
+  """
+  @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
+  defdelegate mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :render
+
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)

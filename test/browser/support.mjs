@@ -3,6 +3,7 @@
 //
 //   /build/*        lib/assets/trace/build  (Kino.Trace.Widget)
 //   /stats-build/*  lib/assets/stats/build  (Kino.Trace.StatsWidget)
+//   /mermaid/*      assets/node_modules/mermaid/dist  (Mermaid's own parser and renderer)
 //   /*              test/browser (harness.html, harness.js)
 
 import { createRequire } from "node:module";
@@ -17,7 +18,11 @@ const require = createRequire(path.join(root, "assets", "package.json"));
 const { chromium } = require("playwright-core");
 
 const TYPES = { ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".html": "text/html" };
-const BUNDLES = { "/build/": "lib/assets/trace/build", "/stats-build/": "lib/assets/stats/build" };
+const BUNDLES = {
+  "/build/": "lib/assets/trace/build",
+  "/stats-build/": "lib/assets/stats/build",
+  "/mermaid/": "assets/node_modules/mermaid/dist",
+};
 
 export async function startServer() {
   const server = http.createServer((req, res) => {

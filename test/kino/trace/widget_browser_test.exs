@@ -113,6 +113,16 @@ defmodule Kino.Trace.WidgetBrowserTest do
         {to_string(row.id), Payload.full(event)}
       end
 
+    # The "Copy as Mermaid" reply for every kept event (the browser asks for the rows in
+    # view, which only it knows: the check there is that it asks for those, copies the
+    # reply and that Mermaid parses it).
+    ids = Enum.map(Store.rows(controller.store), & &1.id)
+
+    {[{:reply, "mermaid", mermaid}], controller} =
+      Controller.handle_event(controller, "get_mermaid", %{"ids" => ids})
+
+    assert mermaid.source =~ "left out (max_messages: 200)"
+
     # 2. A stats session on a small workload in three processes, through the real
     #    stats controller: the empty start, then a refresh with the figures.
     stats = Kino.Trace.stats(["KinoTraceTest.StatsWidgetSample"], pids: :new)
@@ -139,6 +149,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
         connect: connect,
         batches: for({:broadcast, "events", payload} <- pushes, do: payload),
         terms: terms,
+        mermaid: mermaid,
         ping: inspect(sample.ping),
         pong: inspect(sample.pong),
         rounds: rounds

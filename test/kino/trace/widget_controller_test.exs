@@ -301,6 +301,38 @@ defmodule Kino.Trace.Widget.ControllerTest do
     assert payload.events == []
   end
 
+  test "get_mermaid answers the diagram of exactly the events asked for" do
+    %{reply: reply, ids: ids, events: events, controller: controller} =
+      KinoTraceTest.MermaidSamples.widget_reply()
+
+    # fetch(:users, 12) and the Repo.get it made, with their returns; not fetch(:users, 13)
+    assert reply.events == length(ids) and length(ids) == 4
+    assert length(events) == 8
+    assert Regex.scan(~r/^  activate P1$/m, reply.source) |> length() == 2
+    assert Regex.scan(~r/^  deactivate P1$/m, reply.source) |> length() == 2
+    assert reply.source =~ "P1->>P1: SampleApp.Cache.fetch/2\n"
+    assert reply.source =~ "P1->>P1: SampleApp.Repo.get/2\n"
+    assert reply.source =~ "%{id: 12, table: :users}"
+    refute reply.source =~ "id: 13"
+
+    # ids no longer kept, too many ids, a payload of another shape
+    {[{:broadcast, "clear", %{}}], cleared} = Controller.handle_event(controller, "clear", %{})
+
+    assert {[{:reply, "mermaid", %{error: "these events are no longer kept" <> _}}], _} =
+             Controller.handle_event(cleared, "get_mermaid", %{"ids" => ids})
+
+    assert {[
+              {:reply, "mermaid",
+               %{error: "too many events for one diagram (20001, at most 20000)"}}
+            ],
+            _} =
+             Controller.handle_event(controller, "get_mermaid", %{
+               "ids" => Enum.to_list(1..20_001)
+             })
+
+    assert {[], _} = Controller.handle_event(controller, "get_mermaid", %{"ids" => "1,2"})
+  end
+
   test "the trace ends when the process holding the widget exits", %{trace: trace} do
     parent = self()
 

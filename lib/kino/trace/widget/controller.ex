@@ -3,6 +3,8 @@ defmodule Kino.Trace.Widget.Controller do
   @max_pattern_lines 500
   @max_pattern_bytes 4_096
   @max_edit_bytes 65_536
+  # Bound of one "get_mermaid" event (the widget keeps at most :keep events anyway).
+  @max_mermaid_ids 20_000
 
   @moduledoc """
   Everything the Livebook widget does on the Elixir side, without Kino.
@@ -25,13 +27,16 @@ defmodule Kino.Trace.Widget.Controller do
 
   Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
-  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, `"term"` (a reply, see
-  `Kino.Trace.Widget.Payload.full/2`) and `"completions"` (a reply, see
-  `Kino.Trace.Widget.Payload.completions/1`).
+  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
+  (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
+  `Kino.Trace.Widget.Payload.completions/1`) and `"mermaid"` (see
+  `Kino.Trace.Widget.Payload.mermaid/1`, or `%{error: message}`).
 
   Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
   `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
-  (`%{"text" => line_up_to_the_cursor, "seq" => n}`). A `"set_patterns"`
+  (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
+  (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
+  #{@max_mermaid_ids} ids). A `"set_patterns"`
   event is bounded: at most #{@max_pattern_lines} patterns of at most #{@max_pattern_bytes}
   bytes each, #{@max_edit_bytes} bytes in all;
   a larger one is refused as a whole and answered with a `"patterns"` reply whose
@@ -273,6 +278,11 @@ defmodule Kino.Trace.Widget.Controller do
     {[{:reply, "completions", Payload.completions(request)}], controller}
   end
 
+  def handle_event(%__MODULE__{} = controller, "get_mermaid", %{"ids" => ids})
+      when is_list(ids) do
+    {[{:reply, "mermaid", mermaid_reply(controller, ids)}], controller}
+  end
+
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
   ## Internals
@@ -290,6 +300,23 @@ defmodule Kino.Trace.Widget.Controller do
 
         {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
          controller}
+    end
+  end
+
+  defp mermaid_reply(_controller, ids) when length(ids) > @max_mermaid_ids do
+    %{error: "too many events for one diagram (#{length(ids)}, at most #{@max_mermaid_ids})"}
+  end
+
+  defp mermaid_reply(controller, ids) do
+    case Store.events(controller.store, ids) do
+      [] ->
+        %{
+          error:
+            "these events are no longer kept (the widget keeps the last #{controller.store.max_events})"
+        }
+
+      events ->
+        Payload.mermaid(events)
     end
   end
 

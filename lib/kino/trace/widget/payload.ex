@@ -127,6 +127,20 @@ defmodule Kino.Trace.Widget.Payload do
   def events(events, limits \\ []), do: Enum.map(events, &event(&1, limits))
 
   @doc """
+  The widget's "Copy as Mermaid" reply: the `sequenceDiagram` source of `events` (see
+  `Kino.Trace.Mermaid`, with its default cap) and how many events it was made from.
+
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :exit, pid: :c.pid(0, 250, 0), data: :normal}]
+      iex> reply = Kino.Trace.Widget.Payload.mermaid(events)
+      iex> {reply.events, String.split(reply.source, "\\n")}
+      {1, ["sequenceDiagram", "  participant P1 as #35;PID#60;0.250.0>", "  Note over P1: exit :normal", ""]}
+  """
+  @spec mermaid([Event.t()]) :: %{source: String.t(), events: non_neg_integer()}
+  def mermaid(events) when is_list(events) do
+    %{source: Kino.Trace.Mermaid.diagram(events), events: length(events)}
+  end
+
+  @doc """
   Renders the whole of an event's terms, pretty-printed, for an expanded row.
 
   Returns a map with `:id`, `:kind` and, where the event has them, `:args` (one string
