@@ -9,7 +9,9 @@ defmodule Kino.Trace.Capture do
 
   Use it with `Kino.Trace.Assertions`. With `messages: true` and `processes: true`,
   the capture also records what the traced processes send and receive (`:pattern`
-  filters messages) and their lifecycle (spawn, exit, link, register...).
+  filters messages) and their lifecycle (spawn, exit, link, register...). Of the calling
+  process, only what it does while the block runs is kept: the messages and calls
+  kino_trace makes around the block (starting the trace, collecting it) are not.
 
   ## Lost events
 
@@ -256,9 +258,12 @@ defmodule Kino.Trace.Capture do
       end
 
     try do
+      t0 = System.monotonic_time(:nanosecond)
       result = fun.()
+      t1 = System.monotonic_time(:nanosecond)
       ran = System.monotonic_time(:millisecond) - started
       {events, info} = collect(trace, collector)
+      events = Enum.filter(events, &in_block?(&1, self(), t0, t1))
 
       %__MODULE__{
         events: events,
@@ -276,6 +281,12 @@ defmodule Kino.Trace.Capture do
       Collector.stop(collector)
     end
   end
+
+  # What the calling process did before the block started or after it returned is
+  # kino_trace's own bookkeeping (starting the trace, subscribing, collecting), not the
+  # block's. Other processes' events are the block's whenever they happen.
+  defp in_block?(%{pid: pid, monotonic: t}, pid, t0, t1) when is_integer(t), do: t >= t0 and t <= t1
+  defp in_block?(_event, _self, _t0, _t1), do: true
 
   # Whether the trace ended before the block did. At the limit the native session stops
   # tracing the processes, so the block's later events are not even counted. A timeout
