@@ -9,8 +9,8 @@
 //      +---------------+------------------+---------------------------------------+
 //      |               |                  |                                       |
 //   TraceState      LogModel,          views: HeaderView, LogView, DetailView,    export.js
-//   (status,        SequenceLayout     SequenceView, StatsTable, CallTree
-//   counters,       (the data)
+//   (status,        SequenceLayout     SequenceView, StatsTable, CallTree,        (and the
+//   counters,       (the data)         the Mermaid fallback box                   clipboard)
 //   pause/hold)
 //
 // Only the Transport talks to the server; the state and the data know no DOM; the views
@@ -79,7 +79,9 @@ export class TraceWidget {
       this.patterns = payload.patterns;
       this.header.editor.showResults(payload);
     });
+    server.on("completions", (reply) => this.header.editor.showCompletions(reply));
     server.on("clear", () => this.clearLocal());
+    server.on("mermaid", (reply) => this.mermaidReply(reply));
     server.on("term", (term) => {
       this.terms.set(term.id, term);
       if (this.terms.size > MAX_TERMS) this.terms.delete(this.terms.keys().next().value);
@@ -99,6 +101,7 @@ export class TraceWidget {
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
       onApply: (patterns) => this.server.push("set_patterns", { patterns }),
+      onComplete: (text, seq) => this.server.push("complete", { text, seq }),
       onDownload: () => downloadJson(this.exportData()),
       onCopy: () => this.copyText(),
     });
@@ -126,7 +129,10 @@ export class TraceWidget {
       () => (this.tab === "sequence" ? this.sequenceView.scrollToEnd() : this.log.list.scrollToEnd()),
       "kt-button kt-follow"
     );
-    tabs.append(h("div", { class: "kt-tabs-spacer" }), this.followButton, this.filterInput);
+    this.mermaidButton = button("Copy as Mermaid", "copy-mermaid", () => this.copyMermaid(), "kt-button kt-mermaid");
+    this.mermaidButton.title = "Copy the rows in view as a Mermaid sequence diagram";
+    this.mermaidTimer = null;
+    tabs.append(h("div", { class: "kt-tabs-spacer" }), this.mermaidButton, this.followButton, this.filterInput);
 
     // panels
     this.log = new LogView(this.model, { onSelect: (entry) => this.select(entry) });
@@ -212,6 +218,7 @@ export class TraceWidget {
     this.callsPanel.hidden = tab !== "calls";
     this.filterInput.hidden = tab !== "log";
     this.followButton.hidden = tab !== "log" && tab !== "sequence";
+    this.mermaidButton.hidden = tab !== "sequence";
     if (tab === "log") this.log.list.update();
     this.renderTabContent(true);
   }
@@ -273,6 +280,48 @@ export class TraceWidget {
   async copyText() {
     await copyText(this.exportText());
     this.header.flash(`Copied ${formatCount(this.model.size)} entries`);
+  }
+
+  // "Copy as Mermaid": the server makes the diagram of the events in view (it has their
+  // terms whole); the reply is copied, or shown selected when the browser refuses.
+
+  copyMermaid() {
+    const ids = this.sequenceView.idsInView();
+    if (!ids.length) return this.flashMermaid("Nothing in view");
+    this.server.push("get_mermaid", { ids });
+  }
+
+  async mermaidReply({ source, events, error }) {
+    if (error) return this.flashMermaid(error);
+    if (await copyText(source)) this.flashMermaid(`Copied ${formatCount(events)} events`);
+    else this.showMermaid(source);
+  }
+
+  flashMermaid(text) {
+    this.mermaidButton.textContent = text;
+    clearTimeout(this.mermaidTimer);
+    this.mermaidTimer = setTimeout(() => (this.mermaidButton.textContent = "Copy as Mermaid"), 2000);
+  }
+
+  /** The diagram in a box over the sequence, selected, to copy by hand. */
+  showMermaid(source) {
+    if (this.mermaidBox) this.mermaidBox.remove();
+    const area = h("textarea", { class: "kt-mermaid-text kt-mono", readonly: "", rows: "10", "aria-label": "Mermaid diagram" });
+    area.value = source;
+    const close = button("Close", "close-mermaid", () => {
+      this.mermaidBox.remove();
+      this.mermaidBox = null;
+    });
+    this.mermaidBox = h(
+      "div",
+      { class: "kt-mermaid-box", "data-testid": "mermaid-box" },
+      h("div", { class: "kt-mermaid-note", text: "The browser did not let the widget copy: the diagram is selected, copy it with Ctrl+C (⌘C)." }),
+      area,
+      close
+    );
+    this.sequencePanel.prepend(this.mermaidBox);
+    area.focus();
+    area.select();
   }
 
   // --- details ----------------------------------------------------------------------

@@ -31,16 +31,26 @@ export function downloadJson(data) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-/** Copies `text` to the clipboard (through a hidden textarea where the API is refused). */
+/**
+ * Copies `text` to the clipboard, through a hidden textarea where the clipboard API is
+ * missing or refused. Resolves to whether it was copied.
+ */
 export async function copyText(text) {
   try {
     await navigator.clipboard.writeText(text);
+    return true;
   } catch (_error) {
     const area = h("textarea", { style: "position:fixed;opacity:0" });
     area.value = text;
     document.body.appendChild(area);
     area.select();
-    document.execCommand("copy");
+    let copied = false;
+    try {
+      copied = document.execCommand("copy") === true;
+    } catch (_refused) {
+      copied = false;
+    }
     area.remove();
+    return copied;
   }
 }

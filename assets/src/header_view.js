@@ -17,9 +17,10 @@ export const STATUS_LABELS = {
 export class HeaderView {
   /**
    * @param {object} opts patterns (the editor's first lines) and the callbacks
-   *   onPause(), onClear(), onStop(), onApply(patterns), onDownload(), onCopy()
+   *   onPause(), onClear(), onStop(), onApply(patterns), onComplete(text, seq),
+   *   onDownload(), onCopy()
    */
-  constructor({ patterns, onPause, onClear, onStop, onApply, onDownload, onCopy }) {
+  constructor({ patterns, onPause, onClear, onStop, onApply, onComplete, onDownload, onCopy }) {
     this.statusEl = h("span", { class: "kt-status", "data-testid": "status" });
     this.countersEl = h("span", { class: "kt-counters", "data-testid": "counters" });
     this.pauseButton = button("Pause", "pause", onPause);
@@ -41,7 +42,7 @@ export class HeaderView {
       h("div", { class: "kt-controls" }, this.pauseButton, this.clearButton, this.stopButton, this.exportWrap)
     );
     this.el = h("div", { class: "kt-header" }, top);
-    this.editor = new PatternEditor(this.el, { patterns, onApply });
+    this.editor = new PatternEditor(this.el, { patterns, onApply, onComplete });
     this.flashTimer = null;
   }
 

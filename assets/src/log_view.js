@@ -16,6 +16,9 @@ import {
   callerText,
 } from "./format.js";
 
+// Shown on a row whose process lost events just before it (see Kino.Trace.Event's :lost).
+export const LOST_TEXT = "Events of this process were dropped just before this one (a limit or a full queue): its open calls were forgotten and its depth restarts at 0.";
+
 const ROW_HEIGHT = 24;
 
 export class LogView {
@@ -103,7 +106,7 @@ function renderRow(el, entry) {
   const text = message ? eventBody(entry) : entryText(entry);
   textEl.textContent = text;
   call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
-  call.title = [entryText(entry), callerText(entry)].filter(Boolean).join("\n");
+  call.title = [entryText(entry), callerText(entry), entry.lost ? LOST_TEXT : null].filter(Boolean).join("\n");
   const outcome = entryOutcome(entry);
   out.textContent = outcome;
   out.title = outcome;
@@ -113,5 +116,6 @@ function renderRow(el, entry) {
   el.classList.toggle("kt-row-pending", entry.kind === "call" && entry.result == null && entry.exception == null);
   el.classList.toggle("kt-row-other", entry.kind !== "call" && !message);
   el.classList.toggle("kt-row-message", message);
+  el.classList.toggle("kt-row-lost", !!entry.lost);
   el.dataset.id = String(entry.id);
 }

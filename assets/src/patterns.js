@@ -1,5 +1,8 @@
 // The pattern editor: a textarea with one pattern per line. Bad lines are marked in
-// place (a highlight behind the line) and listed with the server's message.
+// place (a highlight behind the line) and listed with the server's message. With an
+// onComplete callback, it offers completions as you type (complete_dropdown.js).
+
+import { CompleteDropdown } from "./complete_dropdown.js";
 
 /** The patterns in the text, with their line numbers (0-based); blank and # lines skipped. */
 export function parsePatternLines(text) {
@@ -32,9 +35,11 @@ export function matchResults(lines, results) {
 export class PatternEditor {
   /**
    * @param {HTMLElement} parent
-   * @param {object} opts patterns (initial list), onApply(patterns: string[])
+   * @param {object} opts patterns (initial list), onApply(patterns: string[]), and
+   *   optionally onComplete(text, seq), which asks the server for the completions of
+   *   `text`, the line up to the cursor (answers go to showCompletions)
    */
-  constructor(parent, { patterns = [], onApply }) {
+  constructor(parent, { patterns = [], onApply, onComplete }) {
     this.onApply = onApply;
     this.results = new Map();
     this.error = null;
@@ -72,6 +77,7 @@ export class PatternEditor {
 
     this.el.append(field, side, this.messages);
     parent.appendChild(this.el);
+    this.completion = onComplete ? new CompleteDropdown(this.textarea, { request: onComplete, container: this.el }) : null;
 
     this.applyButton.addEventListener("click", () => this.apply());
     this.textarea.addEventListener("keydown", (e) => {
@@ -123,6 +129,11 @@ export class PatternEditor {
       : `${good} pattern${good === 1 ? "" : "s"} applied`;
     this.note.classList.toggle("kt-bad", bad > 0);
     this.renderMarks();
+  }
+
+  /** The server's answer to onComplete: {seq, prefix, items}. */
+  showCompletions(reply) {
+    if (this.completion) this.completion.receive(reply);
   }
 
   renderMarks() {

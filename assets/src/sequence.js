@@ -355,6 +355,22 @@ export function visibleWindow(layout, { scrollTop, scrollLeft, height, width }, 
   return { first, last: Math.max(first, last), firstLane, lastLane: Math.max(firstLane, lastLane) };
 }
 
+/**
+ * Rows [first, last) at least partly in view, below the sticky lane header (no overscan):
+ * what "Copy as Mermaid" copies.
+ */
+export function rowsInView(layout, { scrollTop, height }, g = GEOMETRY) {
+  const rows = layout.end - layout.start;
+  const first = layout.start + Math.min(rows, Math.max(0, Math.floor(scrollTop / g.rowHeight)));
+  const last = layout.start + Math.min(rows, Math.max(0, Math.ceil((scrollTop + height - g.headerHeight) / g.rowHeight)));
+  return { first, last: Math.max(first, last) };
+}
+
+/** The ids of the events a row shows: its event, and a send's receive or a call's return. */
+export function rowEventIds(row) {
+  return [row.entry, row.receive, row.ret].filter((e) => e && e.id != null).map((e) => e.id);
+}
+
 /** Cuts text to fit `px` pixels of 12px monospace (about 7.2 px a character). */
 export function fit(text, px) {
   const max = Math.max(0, Math.floor(px / 7.2));
@@ -404,6 +420,13 @@ export class SequenceView {
       this.draw();
       this.onSelect && this.onSelect(row);
     });
+  }
+
+  /** The ids of the events of the rows in view, in increasing order. */
+  idsInView() {
+    const sc = this.scroller;
+    const { first, last } = rowsInView(this.layout, { scrollTop: sc.scrollTop, height: sc.clientHeight || 420 }, this.g);
+    return this.layout.rowsIn(first, last).flatMap(rowEventIds).sort((a, b) => a - b);
   }
 
   atEnd() {

@@ -115,6 +115,7 @@ export const DROP_LABELS = {
   queue_full: "queue full",
   max_events: "event limit",
   closed: "after stop",
+  no_memory: "out of memory",
   display: "display backlog",
 };
 

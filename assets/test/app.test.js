@@ -33,6 +33,13 @@ async function open(data = {}) {
 }
 
 describe("TraceWidget", () => {
+  it("marks a row whose process lost events just before it, and says why", async () => {
+    const w = await open({ events: [...calls(1), { ...calls(1)[0], lost: true }] });
+    const rows = [...w.raw.root.querySelectorAll("[data-id]")];
+    expect(rows.map((r) => r.classList.contains("kt-row-lost"))).toEqual([false, true]);
+    expect(rows[1].querySelector(".kt-c-call").title).toContain("were dropped just before this one");
+  });
+
   it("pause holds incoming rows, shows them held, and resume shows them", async () => {
     const w = await open();
     expect(w.widget.model.size).toBe(2);
@@ -76,6 +83,21 @@ describe("TraceWidget", () => {
     expect(w.counters()).toBe("6 events0/s0 droppedlimit 6");
   });
 
+  it("typing a pattern asks the server to complete it and shows its answer", async () => {
+    const w = await open();
+    const textarea = w.$(".kt-editor-input");
+    textarea.focus();
+    textarea.value = "M.f/1\n:ets.ins";
+    textarea.setSelectionRange(textarea.value.length, textarea.value.length);
+    textarea.dispatchEvent(new Event("input", { bubbles: true }));
+    expect(w.raw.pushed).toEqual([["complete", { text: ":ets.ins", seq: 1 }]]);
+    w.emit("completions", { seq: 1, prefix: "ins", items: [{ label: "insert/2", insert: "insert/2", kind: "function", detail: ":ets.insert/2" }] });
+    expect(w.$(".kt-complete li .kt-complete-label").textContent).toBe("insert/2");
+    textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Tab", bubbles: true, cancelable: true }));
+    expect(textarea.value).toBe("M.f/1\n:ets.insert/2");
+    expect(w.$(".kt-complete").hidden).toBe(true);
+  });
+
   it("reaches the server only through ctx's handleEvent and pushEvent", async () => {
     const w = await open();
     w.$('[data-action="clear"]').click();
@@ -83,5 +105,50 @@ describe("TraceWidget", () => {
     w.$(".kt-vlist .kt-row").click();
     expect(w.raw.pushed.map(([e]) => e)).toEqual(["clear", "stop", "get_term"]);
     expect([...w.used].filter((k) => typeof k === "string").sort()).toEqual(["handleEvent", "importCSS", "pushEvent", "root"]);
+  });
+
+  it("Copy as Mermaid asks the server for the rows in view and copies its reply", async () => {
+    const pid = "#PID<0.1.0>";
+    const peer = "#PID<0.2.0>";
+    const send = { id: 900, kind: "send", pid, peer, data: ":ping", node: "a@h", time: 1, depth: 0 };
+    const recv = { id: 901, kind: "receive", pid: peer, data: ":ping", node: "a@h", time: 2, depth: 0 };
+    const w = await open({ events: [send, recv] });
+    expect(w.$('[data-action="copy-mermaid"]').hidden).toBe(true);
+    w.$('[data-tab="sequence"]').click();
+    const copy = w.$('[data-action="copy-mermaid"]');
+    expect(copy.hidden).toBe(false);
+
+    const written = [];
+    Object.defineProperty(navigator, "clipboard", { value: { writeText: async (text) => written.push(text) }, configurable: true });
+    try {
+      copy.click();
+      expect(w.raw.pushed).toEqual([["get_mermaid", { ids: [900, 901] }]]);
+      await w.widget.mermaidReply({ source: "sequenceDiagram\n", events: 2 });
+      expect(written).toEqual(["sequenceDiagram\n"]);
+      expect(copy.textContent).toBe("Copied 2 events");
+      await w.widget.mermaidReply({ error: "these events are no longer kept" });
+      expect(copy.textContent).toBe("these events are no longer kept");
+
+      // refused (no clipboard, no execCommand in jsdom): shown selected, to copy by hand
+      navigator.clipboard.writeText = async () => {
+        throw new Error("NotAllowedError");
+      };
+      await w.widget.mermaidReply({ source: "sequenceDiagram\n  Note over P1: x\n", events: 1 });
+      const area = w.$('[data-testid="mermaid-box"] textarea');
+      expect(area.value).toBe("sequenceDiagram\n  Note over P1: x\n");
+      expect([area.selectionStart, area.selectionEnd]).toEqual([0, area.value.length]);
+      w.$('[data-action="close-mermaid"]').click();
+      expect(w.$('[data-testid="mermaid-box"]')).toBe(null);
+    } finally {
+      delete navigator.clipboard;
+    }
+  });
+
+  it("Copy as Mermaid with nothing in view says so and asks nothing", async () => {
+    const w = await open({ events: [] });
+    w.$('[data-tab="sequence"]').click();
+    w.$('[data-action="copy-mermaid"]').click();
+    expect(w.raw.pushed).toEqual([]);
+    expect(w.$('[data-action="copy-mermaid"]').textContent).toBe("Nothing in view");
   });
 });

@@ -52,4 +52,24 @@ describe("patterns", () => {
     editor.textarea.dispatchEvent(new Event("input"));
     expect(parent.querySelectorAll(".kt-editor-messages .kt-error").length).toBe(0);
   });
+
+  it("offers completions only when given onComplete; Ctrl+Enter still applies while the list is open", () => {
+    const plain = document.createElement("div");
+    new PatternEditor(plain, { onApply: vi.fn() }).showCompletions({ seq: 1, prefix: "", items: [] });
+    expect(plain.querySelector(".kt-complete")).toBe(null);
+
+    const parent = document.createElement("div");
+    document.body.replaceChildren(parent);
+    const onApply = vi.fn();
+    const onComplete = vi.fn();
+    const editor = new PatternEditor(parent, { onApply, onComplete });
+    editor.textarea.focus();
+    editor.textarea.value = "Enum.ma";
+    editor.textarea.dispatchEvent(new Event("input"));
+    expect(onComplete).toHaveBeenCalledWith("Enum.ma", 1);
+    editor.showCompletions({ seq: 1, prefix: "ma", items: [{ label: "map/2", insert: "map/2", kind: "function", detail: "Enum.map/2" }] });
+    expect(parent.querySelector(".kt-complete").hidden).toBe(false);
+    editor.textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", ctrlKey: true, bubbles: true, cancelable: true }));
+    expect(onApply).toHaveBeenCalledWith(["Enum.ma"]);
+  });
 });

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { describe, it, expect } from "vitest";
-import { SequenceLayout, SequenceView, visibleWindow, spawnLabel, fit, detailEntry, laneX, GEOMETRY } from "../src/sequence.js";
+import { SequenceLayout, SequenceView, visibleWindow, rowsInView, rowEventIds, spawnLabel, fit, detailEntry, laneX, GEOMETRY } from "../src/sequence.js";
 
 const A = "#PID<0.100.0>";
 const B = "#PID<0.101.0>";
@@ -174,6 +174,33 @@ describe("SequenceLayout", () => {
 });
 
 describe("geometry", () => {
+  it("rowsInView: the rows at least partly below the sticky lane header, no margin", () => {
+    const l = new SequenceLayout();
+    for (let i = 0; i < 100; i++) l.add(send(A, B, `${i}`));
+    const g = GEOMETRY;
+    // at the top: the header covers nothing of the rows
+    expect(rowsInView(l, { scrollTop: 0, height: g.headerHeight + 3 * g.rowHeight })).toEqual({ first: 0, last: 3 });
+    // half of row 10 under the header, half of row 13 at the bottom
+    const view = { scrollTop: 10.5 * g.rowHeight, height: g.headerHeight + 3 * g.rowHeight };
+    expect(rowsInView(l, view)).toEqual({ first: 10, last: 14 });
+    // past the end, and after older rows were evicted
+    expect(rowsInView(l, { scrollTop: 200 * g.rowHeight, height: 400 })).toEqual({ first: 100, last: 100 });
+    const small = new SequenceLayout({ maxRows: 10 });
+    for (let i = 0; i < 25; i++) small.append([send(A, B, `${i}`)]);
+    expect(rowsInView(small, { scrollTop: 0, height: g.headerHeight + 2 * g.rowHeight })).toEqual({ first: 15, last: 17 });
+  });
+
+  it("rowEventIds: a row's event, its send's receive, its call's return", () => {
+    const l = new SequenceLayout();
+    const s1 = send(A, B, ":ping");
+    const r1 = recv(B, ":ping");
+    const call = ev("call", B, { mfa: "M.f/0", call: "M.f()" });
+    const ret = ev("return", B, { mfa: "M.f/0", result: ":ok", call_id: call.id });
+    const lonely = send(A, C, ":lost");
+    l.append([s1, r1, call, ret, lonely]);
+    expect(l.rowsIn(l.start, l.end).map(rowEventIds)).toEqual([[s1.id, r1.id], [call.id, ret.id], [lonely.id]]);
+  });
+
   it("visibleWindow keeps to the rows and lanes in view, plus a margin", () => {
     const l = new SequenceLayout();
     for (let i = 0; i < 1000; i++) l.add(send(A, B, `${i}`));

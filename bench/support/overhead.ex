@@ -39,7 +39,7 @@ defmodule KinoTrace.Bench.Overhead do
 
   def run(opts \\ []) do
     rounds = Keyword.get(opts, :rounds, 5)
-    cases = cases(Keyword.get(opts, :scale, 1.0))
+    cases = select(cases(Keyword.get(opts, :scale, 1.0)), Keyword.get(opts, :only))
     procs_list = Keyword.get(opts, :procs, [1, 2])
 
     # a warm-up pass (loads code, grows heaps), not recorded
@@ -59,6 +59,10 @@ defmodule KinoTrace.Bench.Overhead do
 
     report(cases, procs_list, results, rounds)
   end
+
+  # Only the cases whose keys are in `only` (all when nil): a quick rerun of a few cases.
+  defp select(cases, nil), do: cases
+  defp select(cases, only), do: Enum.filter(cases, fn c -> elem(c, 0) in only end)
 
   defp rotate(list, k), do: Enum.drop(list, rem(k, length(list))) ++ Enum.take(list, rem(k, length(list)))
 

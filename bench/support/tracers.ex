@@ -122,7 +122,9 @@ defmodule KinoTrace.Bench.Tracers do
 
     %{
       accepted: c.accepted,
-      dropped: c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_closed,
+      dropped:
+        c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_closed +
+          Map.get(c, :dropped_no_memory, 0),
       dropped_by: %{rate: c.dropped_rate, queue_full: c.dropped_queue_full},
       wakeups: c.wakeups
     }

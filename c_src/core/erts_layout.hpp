@@ -1,15 +1,31 @@
-// Size fields of boxed Erlang terms, read from their memory (64-bit ERTS 27 layout).
+// Everything kino_trace assumes about ERTS's term layout (64-bit, OTP 27), in one place.
 //
-// erl_nif has no call that tells a bitstring's size in bits, a bignum's magnitude or a
-// fun's environment without serialising the whole term (enif_term_to_binary), which is
-// what made huge terms cost milliseconds inside the traced process. These readers look
-// only at a few header words; the data itself is still read through erl_nif.
+// erl_nif treats a term as opaque; the tracer does not, in two ways:
 //
-// The layout is ERTS's, not a public API: the NIF checks it at load time on terms it
-// builds with known shapes (`kino_trace_nif.cpp`, check_layout) and, when anything
-// differs, never calls these readers (bitstrings, bignums and funs are then cut whole).
+// 1. Immediates (fatal if different). An immediate term (atom, small integer, local pid
+//    or port, []) is one word that means the same in every environment and is never
+//    freed: the encoder stores it as its raw word and the decoder returns that word as a
+//    term of another environment, and the events keep their pid, module and function as
+//    raw words. The NIF also reads the primary tag (`is_immediate`, `is_list_cell`)
+//    before asking erl_nif, and the small-integer, atom and [] tags to estimate a leaf's
+//    size. The NIF checks all of this at load (check_immediates below, on words it makes
+//    through erl_nif, then an encode/decode round trip into another environment) and
+//    refuses to load when anything differs: the tracer cannot work without it.
+// 2. Boxed headers (optional). erl_nif has no call that tells a bitstring's size in bits,
+//    a bignum's magnitude or a fun's environment without serialising the whole term
+//    (enif_term_to_binary), which is what made huge terms cost milliseconds inside the
+//    traced process. The readers below look only at a few header words; the data itself
+//    is still read through erl_nif. The NIF checks them at load on terms it builds with
+//    known shapes and, when anything differs, never calls them: bitstrings, bignums and
+//    funs are then cut whole, and a fun's identity is read only when its entry's layout
+//    was found.
 //
-// What is read, from erl_term.h / erl_bits.h / erl_fun.h (OTP 27):
+// Immediate tags, from erl_term.h (OTP 27, 64-bit):
+//   primary tag, bits 0..1: 0b01 list cell, 0b10 boxed, 0b11 immediate;
+//   immediate-1 tag, bits 0..3: 0b0011 pid, 0b0111 port, 0b1111 small integer (value
+//   from bit 4), 0b1011 immediate-2;
+//   immediate-2 tag, bits 0..5: 0b001011 atom (atom index from bit 6), 0b111011 [].
+// Boxed terms, from erl_term.h / erl_bits.h / erl_fun.h (OTP 27):
 //   a boxed term's word is its address | 0b10; the pointed-to header word holds a
 //   subtag in bits 2..5 and an arity (words that follow) from bit 6 on;
 //   bignum     subtag 0b001s (s: sign), arity = number of 64-bit digits, digits follow
@@ -27,13 +43,87 @@
 #include <cstdint>
 #include <cstring>
 
-#include "term_codec.hpp"
+#include "term_shapes.hpp"
 
 namespace kino_trace {
 namespace erts {
 
+// --- immediates ----------------------------------------------------------------------
+
 constexpr std::uint64_t kPrimaryMask = 0x3;
+constexpr std::uint64_t kPrimaryList = 0x1;
 constexpr std::uint64_t kPrimaryBoxed = 0x2;
+constexpr std::uint64_t kPrimaryImmediate = 0x3;
+constexpr std::uint64_t kImmed1Mask = 0xF;
+constexpr std::uint64_t kSmallTag = 0xF;
+constexpr unsigned kSmallShift = 4;
+constexpr std::uint64_t kImmed2Mask = 0x3F;
+constexpr std::uint64_t kAtomTag = 0x0B;
+constexpr unsigned kAtomIndexShift = 6;
+constexpr std::uint64_t kNil = 0x3B;  // []
+// Small integers hold 60 bits, sign included.
+constexpr std::int64_t kSmallMax = (std::int64_t{1} << 59) - 1;
+constexpr std::int64_t kSmallMin = -(std::int64_t{1} << 59);
+
+// An immediate: one self-contained word, the same in every environment.
+constexpr bool is_immediate(std::uint64_t word) { return (word & kPrimaryMask) == kPrimaryImmediate; }
+constexpr bool is_list_cell(std::uint64_t word) { return (word & kPrimaryMask) == kPrimaryList; }
+constexpr bool is_boxed(std::uint64_t word) { return (word & kPrimaryMask) == kPrimaryBoxed; }
+constexpr bool is_small(std::uint64_t word) { return (word & kImmed1Mask) == kSmallTag; }
+constexpr bool is_atom(std::uint64_t word) { return (word & kImmed2Mask) == kAtomTag; }
+constexpr bool is_nil(std::uint64_t word) { return word == kNil; }
+
+// The words of a small integer and of the atom at `index` of the atom table (tests).
+constexpr std::uint64_t small_word(std::int64_t v) { return (static_cast<std::uint64_t>(v) << kSmallShift) | kSmallTag; }
+constexpr std::uint64_t atom_word(std::uint64_t index) { return (index << kAtomIndexShift) | kAtomTag; }
+
+// What a word made through erl_nif at load must be.
+enum class Expect { Nil, Small, Atom, OtherImmediate, ListCell, Boxed };
+
+// One probe: a word erl_nif made (`what` names it in the error) and what it must be;
+// for Small, `value` is the integer it was made from.
+struct ImmediateProbe {
+  const char* what;
+  std::uint64_t word;
+  Expect expect;
+  std::int64_t value = 0;
+};
+
+inline bool probe_ok(const ImmediateProbe& p) {
+  switch (p.expect) {
+    case Expect::Nil: return is_nil(p.word) && is_immediate(p.word) && !is_atom(p.word) && !is_small(p.word);
+    case Expect::Small: return is_small(p.word) && is_immediate(p.word) && p.word == small_word(p.value);
+    case Expect::Atom: return is_atom(p.word) && is_immediate(p.word) && !is_nil(p.word) && !is_small(p.word);
+    case Expect::OtherImmediate:
+      return is_immediate(p.word) && !is_small(p.word) && !is_atom(p.word) && !is_nil(p.word);
+    case Expect::ListCell: return is_list_cell(p.word);
+    case Expect::Boxed: return is_boxed(p.word);
+  }
+  return false;
+}
+
+// The first probe whose word is not what this header says, or nullptr when all are.
+inline const ImmediateProbe* check_immediates(const ImmediateProbe* probes, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!probe_ok(probes[i])) return &probes[i];
+  return nullptr;
+}
+
+// What a probe's word should have been, for the load error.
+inline const char* expected_name(Expect e) {
+  switch (e) {
+    case Expect::Nil: return "[]";
+    case Expect::Small: return "that small integer";
+    case Expect::Atom: return "an atom";
+    case Expect::OtherImmediate: return "an immediate";
+    case Expect::ListCell: return "a list cell";
+    case Expect::Boxed: return "a boxed term";
+  }
+  return "?";
+}
+
+// --- boxed headers ---------------------------------------------------------------------
+
 constexpr std::uint64_t kSubtagMask = 0x3C;   // header bits 2..5
 constexpr std::uint64_t kHeaderArityShift = 6;
 constexpr std::uint64_t kBignumSubtag = 0x08;  // 0x08 positive, 0x0C negative
@@ -43,8 +133,6 @@ constexpr std::uint64_t kSubBitsSubtag = 0x24;
 constexpr std::uint64_t kFunSubtag = 0x14;
 constexpr unsigned kFunArityShift = 8;
 constexpr unsigned kFunEnvShift = 16;
-
-inline bool is_boxed(std::uint64_t term) { return (term & kPrimaryMask) == kPrimaryBoxed; }
 
 // The words of a boxed term (its header first). Bit 2 may tag literals in some builds:
 // boxed objects are 8-byte aligned, so clearing the low 3 bits is right either way.
@@ -101,7 +189,7 @@ inline FunShape read_fun(const std::uint64_t* p, const FunEntryLayout& entry) {
   std::memcpy(&module, e + entry.module, sizeof module);
   std::memcpy(&index, e + entry.index(), sizeof index);
   std::memcpy(&uniq, e + entry.old_uniq(), sizeof uniq);
-  if (!is_atom_word(module)) return f;
+  if (!is_atom(module)) return f;
   f.identity = true;
   f.module = module;
   f.index = static_cast<std::uint32_t>(index);

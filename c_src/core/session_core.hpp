@@ -15,8 +15,8 @@
 // keeps such early events in a ReorderBuffer and hands out only the run of consecutive
 // numbers, so the consumer sees every event in admission order: each process's events
 // in order, a return after its call. A gap is an event between its numbering and its
-// enqueue in another thread (microseconds); only close() makes a gap permanent, and it
-// frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
+// enqueue in another thread (microseconds), or a hole (below); only close() makes a gap
+// permanent, and it frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
 // so the queue caps bound the buffer too.
 //
 // Drops: every event dropped in trace() (admit or commit: the VM has already recorded
@@ -27,8 +27,17 @@
 // in between (or a process sharing its slot did): the consumer can then stop trusting
 // what it inferred from the earlier events (open calls, depth).
 //
+// No memory: the queue allocates blocks as it grows, and an enqueue that finds no
+// memory fails after the event has its number. The event is then dropped (no_memory):
+// its queue slot and bytes go back (its max_events ticket does not: max_events counts
+// numbers), and its number becomes a hole, counted in holes_. The consumer passes a
+// hole once it knows every number below the latest is either held or a hole (see
+// pass_holes()); the producer wakes the consumer if it was waiting for exactly that
+// number, as an enqueue would.
+//
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed by close())
+// where accepted counts the numbers handed out minus the holes.
 #pragma once
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -55,7 +64,7 @@ struct Limits {
   TermCaps caps;
 };
 
-enum class Verdict : std::uint8_t { Accept = 0, DropClosed, DropRate, DropQueueFull, DropMaxEvents };
+enum class Verdict : std::uint8_t { Accept = 0, DropClosed, DropRate, DropQueueFull, DropMaxEvents, DropNoMemory };
 
 struct Counters {
   std::uint64_t accepted = 0;
@@ -67,6 +76,7 @@ struct Counters {
   std::uint64_t dropped_rate = 0;
   std::uint64_t dropped_queue_full = 0;
   std::uint64_t dropped_max_events = 0;
+  std::uint64_t dropped_no_memory = 0;  // the queue could not allocate (commit)
   std::uint64_t wakeups = 0;
   bool closed = false;
   bool limit_reached = false;
@@ -79,13 +89,16 @@ struct CommitResult {
   bool limit_reached = false;   // this event was the max_events-th: the session closed
 };
 
-class SessionCore {
+// QueueTraits: moodycamel's traits for the event queue (its block size and its
+// allocator); tests pass an allocator that fails. Everyone else uses SessionCore.
+template <class QueueTraits = moodycamel::ConcurrentQueueDefaultTraits>
+class BasicSessionCore {
  public:
-  SessionCore(const Limits& limits, std::int64_t epoch_ns) : limits_(limits), epoch_ns_(epoch_ns) {
+  BasicSessionCore(const Limits& limits, std::int64_t epoch_ns) : limits_(limits), epoch_ns_(epoch_ns) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
-  SessionCore(const SessionCore&) = delete;
-  SessionCore& operator=(const SessionCore&) = delete;
+  BasicSessionCore(const BasicSessionCore&) = delete;
+  BasicSessionCore& operator=(const BasicSessionCore&) = delete;
 
   const Limits& limits() const { return limits_; }
   bool rate_limited() const { return rate_.limited(); }
@@ -144,12 +157,20 @@ class SessionCore {
       return r;
     }
     // The process's own earlier drops happened before this, in its own order.
-    event.drops = drop_mark(event.pid).load(std::memory_order_relaxed);
+    const std::uint64_t who = event.pid;
+    event.drops = drop_mark(who).load(std::memory_order_relaxed);
     // Counted before it becomes visible, so delivered can never overtake accepted. The
-    // count before is the event's number; from here on it is always enqueued.
-    event.seq = accepted_.fetch_add(1, std::memory_order_seq_cst);
-    std::uint64_t accepted = event.seq + 1;
-    queue_.enqueue(std::move(event));
+    // count before is the event's number.
+    const std::uint64_t seq = numbered_.fetch_add(1, std::memory_order_seq_cst);
+    event.seq = seq;
+    if (!queue_.enqueue(std::move(event))) {  // no memory for a block: `event` is intact
+      bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
+      slots_in_.fetch_sub(1, std::memory_order_relaxed);
+      holes_.fetch_add(1, std::memory_order_seq_cst);  // before the wake-up check below
+      count_drop(Verdict::DropNoMemory, who);
+      r.verdict = Verdict::DropNoMemory;
+    }
+    std::uint64_t accepted = seq + 1;
     if (limits_.max_events && accepted == limits_.max_events) {
       closed_.store(true, std::memory_order_release);
       limit_reached_.store(true, std::memory_order_release);
@@ -157,61 +178,78 @@ class SessionCore {
     }
     // Wake the consumer when the queue was empty as far as it knows: everything accepted
     // before this event has been consumed, i.e. this is the event it expects next (also
-    // when it holds later events in its reorder buffer, waiting for this one). Together
+    // when it holds later events in its reorder buffer, waiting for this one, and when
+    // this event is a hole: the consumer must then pass it, and the next event would
+    // not wake it, as it does not follow what the consumer has consumed). Together
     // with drain()'s store-then-load of
     // the same two counters (seq_cst on both sides), a consumer that stops draining is
     // always woken by the next event, and the producer only reads the consumer's line.
-    if (consumed_.load(std::memory_order_seq_cst) == accepted - 1) {
+    if (consumed_.load(std::memory_order_seq_cst) == seq) {
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       r.wake_consumer = true;
     }
-    // close() may have run between the check above and the enqueue. Both sides do an RMW
-    // on shut_: either this one comes first (then close() sees the event and discards it)
-    // or it reads 1 and discards it here, so nothing stays queued after close().
-    if (shut_.fetch_add(0, std::memory_order_acq_rel) != 0) discard_queued();
+    // close() may have run between the check above and the enqueue. A seq_cst fence on
+    // each side (here after the enqueue, in shut() after setting shut_) orders the two:
+    // either this load sees shut_ set and the event is discarded here, or close()'s
+    // discard, which follows its fence, finds the event in the queue. So nothing stays
+    // queued after close(). A fence, not an RMW on shut_: the RMW took shut_'s line,
+    // which every enabled() and admit() reads, to this core exclusively on every event
+    // (three quarters of commit()'s time in a profile of the benchmark).
+    if (r.verdict == Verdict::Accept) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (shut_.load(std::memory_order_relaxed) != 0) discard_queued();
+    }
     return r;
   }
 
   // Moves up to `max` events into `out`, in admission order (seq). Returns how many;
   // `more` tells whether events may remain (the consumer should drain again): it stays
   // true while the reorder buffer holds events waiting for an earlier one, so the
-  // consumer keeps polling until the gap fills (its producer also wakes it, see commit()).
+  // consumer keeps polling until the gap fills (its producer also wakes it, see commit())
+  // or turns out to be a hole. After close() it is false: nothing more is handed out.
   std::size_t drain(Event* out, std::size_t max, bool& more) {
     std::lock_guard<std::mutex> lock(consumer_);
     std::size_t n = 0;
+    std::size_t passed = 0;  // holes passed
     std::uint64_t bytes = 0;
     if (shut_.load(std::memory_order_acquire)) {
       discard_reorder();  // the gaps may never fill
-    } else {
-      auto hand_out = [&](Event&& e) {
-        bytes += e.footprint();
-        out[n++] = std::move(e);
-      };
-      while (n < max && reorder_.ready()) hand_out(reorder_.take());
-      Event batch[kBatch];
-      // Dequeues at most max + kAhead events per call, even while waiting for a gap
-      // (the caller drains again: `more` stays true).
-      for (std::size_t taken = 0; n < max && taken < max + kAhead;) {
-        std::size_t want = max - n < kBatch ? max - n : kBatch;
-        std::size_t got = queue_.try_dequeue_bulk(token_, batch, want);
-        taken += got;
-        for (std::size_t i = 0; i < got; ++i) {
-          if (batch[i].seq == reorder_.next() && n < max) {
-            reorder_.skip();
-            hand_out(std::move(batch[i]));
-            while (n < max && reorder_.ready()) hand_out(reorder_.take());
-          } else {
-            reorder_.put(std::move(batch[i]));
-          }
-        }
-        if (got == 0) break;
-      }
-      reorder_.trim();
+      more = false;
+      return 0;
     }
+    auto hand_out = [&](Event&& e) {
+      bytes += e.footprint();
+      out[n++] = std::move(e);
+    };
+    while (n < max && reorder_.ready()) hand_out(reorder_.take());
+    Event batch[kBatch];
+    bool emptied = false;  // the queue was found empty
+    // Dequeues at most max + kAhead events per call, even while waiting for a gap
+    // (the caller drains again: `more` stays true).
+    for (std::size_t taken = 0; n < max && taken < max + kAhead;) {
+      std::size_t want = max - n < kBatch ? max - n : kBatch;
+      std::size_t got = queue_.try_dequeue_bulk(token_, batch, want);
+      taken += got;
+      for (std::size_t i = 0; i < got; ++i) {
+        if (batch[i].seq == reorder_.next() && n < max) {
+          reorder_.skip();
+          hand_out(std::move(batch[i]));
+          while (n < max && reorder_.ready()) hand_out(reorder_.take());
+        } else {
+          reorder_.put(std::move(batch[i]));
+        }
+      }
+      if (got == 0) {
+        emptied = true;
+        break;
+      }
+    }
+    if (emptied && n < max && !reorder_.ready()) passed = pass_holes(out, n, max, bytes);
+    reorder_.trim();
     settle(n, bytes, delivered_);
-    std::uint64_t consumed = n ? consumed_.fetch_add(n, std::memory_order_seq_cst) + n
-                               : consumed_.load(std::memory_order_seq_cst);
-    more = accepted_.load(std::memory_order_seq_cst) > consumed;
+    std::uint64_t consumed = n + passed ? consumed_.fetch_add(n + passed, std::memory_order_seq_cst) + n + passed
+                                        : consumed_.load(std::memory_order_seq_cst);
+    more = numbered_.load(std::memory_order_seq_cst) > consumed;
     return n;
   }
 
@@ -233,7 +271,8 @@ class SessionCore {
   // queued: a producer that was already past admit() drops its event or discards it.
   void shut() {
     closed_.store(true, std::memory_order_release);
-    shut_.exchange(1, std::memory_order_acq_rel);
+    shut_.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with commit()'s, see there
   }
   // Frees up to about `max` queued events (counted as discarded); true once none is left.
   // The reorder buffer goes first, at once (it holds at most the queue's cap).
@@ -250,13 +289,15 @@ class SessionCore {
     // Read the consumer's side first: accepted only grows, and never lags it.
     c.delivered = delivered_.load(std::memory_order_acquire);
     c.discarded = discarded_.load(std::memory_order_acquire);
-    c.accepted = accepted_.load(std::memory_order_acquire);
+    std::uint64_t holes = holes_.load(std::memory_order_acquire);  // before the numbers: never more
+    c.accepted = numbered_.load(std::memory_order_acquire) - holes;
     c.queued = c.accepted - c.delivered - c.discarded;
     c.bytes_queued = held(bytes_in_, bytes_out_);
     c.dropped_closed = dropped_closed_.load(std::memory_order_relaxed);
     c.dropped_rate = dropped_rate_.load(std::memory_order_relaxed);
     c.dropped_queue_full = dropped_queue_full_.load(std::memory_order_relaxed);
     c.dropped_max_events = dropped_max_events_.load(std::memory_order_relaxed);
+    c.dropped_no_memory = dropped_no_memory_.load(std::memory_order_relaxed);
     c.wakeups = wakeups_.load(std::memory_order_relaxed);
     c.closed = closed();
     c.limit_reached = limit_reached_.load(std::memory_order_acquire);
@@ -264,6 +305,34 @@ class SessionCore {
   }
 
  private:
+  // Passes the holes at the front of the reorder buffer, handing out the events between
+  // them (up to `max` in all), when it is sure they are holes: the queue was just found
+  // empty, and the numbers handed out so far are exactly those the buffer holds, those
+  // already consumed and the holes not yet passed. No event is then on its way, so
+  // every number below the latest that the buffer does not hold is a hole. Otherwise
+  // it passes nothing: the caller drains again (`more`), and the check is repeated.
+  // Returns how many holes it passed. `consumer_` held.
+  std::size_t pass_holes(Event* out, std::size_t& n, std::size_t max, std::uint64_t& bytes) {
+    std::uint64_t holes = holes_.load(std::memory_order_seq_cst);  // first: each of these has a number
+    if (holes == holes_passed_) return 0;
+    std::uint64_t numbered = numbered_.load(std::memory_order_seq_cst);
+    if (numbered - reorder_.next() != reorder_.size() + (holes - holes_passed_)) return 0;  // one is on its way
+    std::size_t passed = 0;
+    while (reorder_.next() < numbered) {
+      if (reorder_.ready()) {
+        if (n == max) break;
+        Event e = reorder_.take();
+        bytes += e.footprint();
+        out[n++] = std::move(e);
+      } else {
+        reorder_.skip();
+        ++passed;
+      }
+    }
+    holes_passed_ += passed;
+    return passed;
+  }
+
   // Frees the events the consumer held back (after shut(); `consumer_` held).
   void discard_reorder() {
     if (reorder_.empty()) return;
@@ -344,6 +413,7 @@ class SessionCore {
       case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::DropQueueFull: dropped_queue_full_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::DropMaxEvents: dropped_max_events_.fetch_add(1, std::memory_order_relaxed); break;
+      case Verdict::DropNoMemory: dropped_no_memory_.fetch_add(1, std::memory_order_relaxed); break;
       case Verdict::Accept: break;
     }
   }
@@ -355,13 +425,14 @@ class SessionCore {
   const Limits limits_;
   const std::int64_t epoch_ns_;
   RateLimiter rate_;
-  moodycamel::ConcurrentQueue<Event> queue_;
+  moodycamel::ConcurrentQueue<Event, QueueTraits> queue_;
   // The consumer's side: its queue token (it visits the producers in turn, a bounded
   // number of events each, which keeps the reorder buffer small) and the buffer. drain() and
   // discard() take the mutex (never contended in practice: one session process).
   std::mutex consumer_;
   moodycamel::ConsumerToken token_{queue_};
   ReorderBuffer reorder_;
+  std::uint64_t holes_passed_ = 0;  // holes the consumer has passed (see pass_holes)
 
   // The atomics are grouped by who writes them, one cache line per group, so the traced
   // processes' per-event writes do not keep pulling lines away from the session process
@@ -379,7 +450,7 @@ class SessionCore {
   char pad_slots_in[64] = {};
   std::atomic<std::uint64_t> slots_in_{0};  // queue slots reserved (minus abandoned)
   std::atomic<std::uint64_t> bytes_in_{0};
-  std::atomic<std::uint64_t> accepted_{0};
+  std::atomic<std::uint64_t> numbered_{0};  // numbers handed out: accepted events and holes
   std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
   std::atomic<std::uint64_t> wakeups_{0};  // written only when a producer wakes the consumer
 
@@ -389,6 +460,8 @@ class SessionCore {
   std::atomic<std::uint64_t> dropped_rate_{0};
   std::atomic<std::uint64_t> dropped_queue_full_{0};
   std::atomic<std::uint64_t> dropped_max_events_{0};
+  std::atomic<std::uint64_t> dropped_no_memory_{0};
+  std::atomic<std::uint64_t> holes_{0};  // numbers whose event never reached the queue
 
   // the consumer (drain) and close(), per batch
   char pad_slots_out[64] = {};
@@ -396,11 +469,13 @@ class SessionCore {
   std::atomic<std::uint64_t> bytes_out_{0};
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> discarded_{0};
-  std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded: the wake-up protocol's side
+  std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded + holes passed: the wake-up protocol's side
 
   // written on drops, read once per accepted event
   char pad_drop_marks[64] = {};
   std::atomic<std::uint64_t> drop_marks_[std::size_t{1} << kDropMarkBits] = {};
 };
+
+using SessionCore = BasicSessionCore<>;
 
 }  // namespace kino_trace

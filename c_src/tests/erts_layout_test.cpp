@@ -1,8 +1,10 @@
-// erts_layout.hpp's readers on words laid out by hand as ERTS 27 lays out boxed terms.
+// erts_layout.hpp: the immediate tags and their load-time check, and the readers on words
+// laid out by hand as ERTS 27 lays out boxed terms.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "erts_layout.hpp"
@@ -34,7 +36,7 @@ struct alignas(8) Entry {
   }
 };
 
-constexpr std::uint64_t kModule = (1234u << 6) | 0x0B;
+constexpr std::uint64_t kModule = erts::atom_word(1234);
 
 }  // namespace
 
@@ -44,7 +46,7 @@ TEST_CASE("erts layout: boxed words", "[erts]") {
   CHECK(erts::is_boxed(t));
   CHECK(erts::boxed(t) == words);
   CHECK(erts::boxed(box(words, 0x4)) == words);  // a literal tag bit is ignored
-  CHECK_FALSE(erts::is_boxed(0x3B));              // []
+  CHECK_FALSE(erts::is_boxed(erts::kNil));        // []
   CHECK_FALSE(erts::is_boxed(t - 1));             // a list cell
 }
 
@@ -119,4 +121,59 @@ TEST_CASE("erts layout: funs", "[erts]") {
 
   alignas(8) std::uint64_t not_fun[8] = {header(2, 0x00), 1, 2};
   CHECK_FALSE(erts::read_fun(not_fun, erts::FunEntryLayout{32}).known);
+}
+
+TEST_CASE("erts layout: immediate tags", "[erts]") {
+  CHECK(erts::is_immediate(erts::kNil));
+  CHECK(erts::is_nil(erts::kNil));
+  CHECK_FALSE(erts::is_atom(erts::kNil));
+  CHECK_FALSE(erts::is_small(erts::kNil));
+  for (std::uint64_t index : {0u, 1u, 1234u}) {
+    std::uint64_t a = erts::atom_word(index);
+    CHECK((erts::is_immediate(a) && erts::is_atom(a) && !erts::is_small(a) && !erts::is_nil(a)));
+  }
+  for (std::int64_t v : {std::int64_t{0}, std::int64_t{-1}, erts::kSmallMax, erts::kSmallMin}) {
+    std::uint64_t w = erts::small_word(v);
+    CHECK((erts::is_immediate(w) && erts::is_small(w) && !erts::is_atom(w)));
+    CHECK(static_cast<std::int64_t>(w) >> erts::kSmallShift == v);  // arithmetic shift back
+  }
+  alignas(8) std::uint64_t cell[2] = {erts::kNil, erts::kNil};
+  std::uint64_t list = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cell)) | erts::kPrimaryList;
+  CHECK((erts::is_list_cell(list) && !erts::is_immediate(list) && !erts::is_boxed(list)));
+}
+
+TEST_CASE("erts layout: the load-time check of immediates", "[erts]") {
+  using erts::Expect;
+  std::uint64_t pid = (std::uint64_t{77} << 4) | 0x3;  // a local pid: immediate-1 tag 0b0011
+  alignas(8) std::uint64_t words[2] = {0, 0};
+  std::uint64_t boxed = box(words);
+  std::vector<erts::ImmediateProbe> probes = {
+      {"[]", erts::kNil, Expect::Nil},
+      {"an atom", erts::atom_word(5), Expect::Atom},
+      {"a small integer", erts::small_word(-42), Expect::Small, -42},
+      {"a small integer", erts::small_word(erts::kSmallMax), Expect::Small, erts::kSmallMax},
+      {"a pid", pid, Expect::OtherImmediate},
+      {"a list cell", boxed - erts::kPrimaryBoxed + erts::kPrimaryList, Expect::ListCell},
+      {"a tuple", boxed, Expect::Boxed},
+  };
+  CHECK(erts::check_immediates(probes.data(), probes.size()) == nullptr);
+
+  // Any word not as the header lays it out is found, and named.
+  auto first_bad = [&](std::size_t i, std::uint64_t word) {
+    auto changed = probes;
+    changed[i].word = word;
+    const erts::ImmediateProbe* bad = erts::check_immediates(changed.data(), changed.size());
+    return bad ? bad - changed.data() : -1;
+  };
+  CHECK(first_bad(0, erts::kNil + 0x40) == 0);          // [] elsewhere
+  CHECK(first_bad(0, erts::atom_word(0)) == 0);         // [] tagged as an atom
+  CHECK(first_bad(1, erts::kNil) == 1);                 // an atom tagged as []
+  CHECK(first_bad(1, erts::small_word(5)) == 1);
+  CHECK(first_bad(2, erts::small_word(42)) == 2);       // the wrong value
+  CHECK(first_bad(2, static_cast<std::uint64_t>(-42) << 3 | 0x7) == 2);  // another shift
+  CHECK(first_bad(4, boxed) == 4);                      // a pid that is not immediate
+  CHECK(first_bad(4, erts::atom_word(77)) == 4);
+  CHECK(first_bad(5, boxed) == 5);
+  CHECK(first_bad(6, erts::kNil) == 6);                 // a boxed term that is immediate
+  CHECK(std::string(erts::expected_name(Expect::Nil)) == "[]");
 }

@@ -54,7 +54,7 @@ Offer offer(SessionCore& s, std::int64_t now, std::uint64_t seq, std::size_t pay
 }
 
 std::uint64_t total_dropped(const Counters& c) {
-  return c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events;
+  return c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_no_memory;
 }
 
 void check_balance(const SessionCore& s) {

@@ -41,8 +41,9 @@ namespace {
 struct TestTerm;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr std::uint64_t kNil = 0x3B;  // the empty list's immediate word on 64-bit ERTS
-constexpr std::uint64_t atom_word(std::uint64_t n) { return (n << 6) | 0x0B; }
+// Immediate words as erts_layout.hpp lays them out.
+constexpr std::uint64_t kNil = erts::kNil;
+constexpr std::uint64_t atom_word(std::uint64_t n) { return erts::atom_word(n); }
 
 struct Imm { std::uint64_t word = 0; };
 struct Int { std::int64_t value = 0; };
@@ -949,7 +950,9 @@ class LongListSource {
     ++kind_calls;
     return t.what == Term::What::Cell ? TermKind::List : TermKind::Immediate;
   }
-  std::uint64_t word(Term t) { return t.what == Term::What::Nil ? kNil : ((t.index << 4) | 0xF); }
+  std::uint64_t word(Term t) {
+    return t.what == Term::What::Nil ? kNil : erts::small_word(static_cast<std::int64_t>(t.index));
+  }
   std::size_t leaf_size(Term) { return 9; }
   bool int64(Term, std::int64_t&) { return false; }
   BigShape bignum(Term) { return {}; }
@@ -992,7 +995,7 @@ TEST_CASE("codec: a 10-million-element list costs only max_items cells", "[codec
   const Lst& l = std::get<Lst>(back.v);
   CHECK(l.end == ListEnd::Cut);
   REQUIRE(l.items.size() == caps.max_items);
-  for (std::uint64_t i = 0; i < caps.max_items; ++i) CHECK(l.items[i] == imm((i << 4) | 0xF));
+  for (std::uint64_t i = 0; i < caps.max_items; ++i) CHECK(l.items[i] == imm(erts::small_word(static_cast<std::int64_t>(i))));
 
   SECTION("the byte budget bounds the walk as well") {
     LongListSource src2(length);

@@ -84,7 +84,8 @@ defmodule Kino.Trace do
           rate: non_neg_integer(),
           queue_full: non_neg_integer(),
           max_events: non_neg_integer(),
-          closed: non_neg_integer()
+          closed: non_neg_integer(),
+          no_memory: non_neg_integer()
         }
 
   @typedoc """
@@ -254,6 +255,26 @@ defmodule Kino.Trace do
   @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
+  @doc """
+  The source of a Mermaid `sequenceDiagram` of a trace's last events, a capture or a
+  list of events: processes as participants (named by their registered names),
+  messages as arrows, calls as activations, spawns, links and exits as notes. At most
+  `max_messages: 200` arrows and notes; labels are escaped, so any term is safe. See
+  `Kino.Trace.Mermaid` for the options.
+
+      capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end, messages: true)
+      Kino.Trace.to_mermaid(capture) |> IO.puts()
+  """
+  @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
+  defdelegate to_mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :diagram
+
+  @doc """
+  Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
+  not loaded. Takes the options of `to_mermaid/2` and Kino.Mermaid's `:caption`.
+  """
+  @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
+  defdelegate mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :render
+
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
@@ -297,6 +318,20 @@ defmodule Kino.Trace do
   @doc "Unsubscribes `pid`."
   @spec unsubscribe(t(), pid()) :: :ok
   def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:unsubscribe, pid})
+
+  @doc """
+  Delivers the events queued so far to the subscribers and the history, then returns:
+  a subscriber that calls it has them in its mailbox when it returns. Under a flood it
+  delivers what was queued when asked, not what keeps coming. `capture/3` uses it once
+  every event of its block is queued.
+  """
+  @spec flush(t(), timeout()) :: :ok
+  def flush(%__MODULE__{session: pid}, timeout \\ :infinity) do
+    GenServer.call(pid, {:sync, :infinity}, timeout)
+  catch
+    :exit, {reason, _} when reason in [:noproc, :normal] ->
+      raise ArgumentError, "the trace has ended (its session process is gone)"
+  end
 
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
@@ -357,7 +392,8 @@ defmodule Kino.Trace do
 
   @doc """
   The trace's status and counters: `:accepted`, `:delivered`, `:queued`, `:dropped` by
-  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`), `:rate` (events per second
+  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the queue
+  could not allocate), `:rate` (events per second
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
   returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """
@@ -383,6 +419,16 @@ defmodule Kino.Trace do
   @doc "The trace's current patterns, as text."
   @spec patterns(t()) :: [String.t()]
   def patterns(%__MODULE__{} = trace), do: info(trace).patterns
+
+  @doc """
+  Completes a pattern line as typed so far: modules, functions with their arities, and
+  the arities of a function. See `Kino.Trace.Complete`.
+
+      iex> Kino.Trace.complete(":ets.insert_n")
+      %{prefix: "insert_n", items: [%{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}]}
+  """
+  @spec complete(String.t(), keyword()) :: Kino.Trace.Complete.result()
+  defdelegate complete(text, opts \\ []), to: Kino.Trace.Complete
 
   @doc "Pauses tracing: nothing is recorded until `resume/1`."
   @spec pause(t()) :: :ok

@@ -12,6 +12,7 @@
 import { readFileSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+import { openMermaid, checkDiagrams } from "./mermaid.mjs";
 
 const fixturePath = process.argv[2];
 if (!fixturePath) {
@@ -222,6 +223,83 @@ await check("the sequence follows live events while scrolled to the end", async 
     return els.map((g) => w.sequence.rowAt(Number(g.dataset.seq)).label);
   });
   assert(last.includes("{:late, 1}"), `the new message is not in view: ${last.slice(-3)}`);
+});
+
+// "Copy as Mermaid": the ids of the rows in view, measured on the drawn SVG.
+const idsOnScreen = (page) =>
+  page.evaluate(() => {
+    const w = document.getElementById("output").__kinoTrace;
+    const box = document.querySelector(".kt-seq-scroll").getBoundingClientRect();
+    const header = document.querySelector(".kt-seq-header").getBoundingClientRect();
+    const ids = [];
+    for (const g of document.querySelectorAll(".kt-seq-item")) {
+      const hit = g.querySelector(".kt-seq-hit").getBoundingClientRect();
+      if (hit.bottom <= header.bottom + 0.5 || hit.top >= box.bottom - 0.5) continue;
+      const row = w.sequence.rowAt(Number(g.dataset.seq));
+      for (const e of [row.entry, row.receive, row.ret]) if (e && e.id != null) ids.push(e.id);
+    }
+    return ids.sort((a, b) => a - b);
+  });
+
+await check("Copy as Mermaid: asks for the rows in view, copies the server's diagram, which Mermaid parses", async () => {
+  const copyPage = await open(M.connect);
+  await copyPage.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base.replace(/\/$/, "") });
+  await answerTerms(copyPage);
+  await feed(copyPage);
+  await copyPage.evaluate((reply) => window.harness.respond("get_mermaid", () => [["mermaid", reply]]), M.mermaid);
+  assert(await copyPage.isHidden('[data-action="copy-mermaid"]'), "Copy as Mermaid shows on the log tab");
+  await copyPage.click('[data-tab="sequence"]');
+  await copyPage.evaluate(() => {
+    const s = document.querySelector(".kt-seq-scroll");
+    s.scrollTop = 123 * 30 + 11;
+  });
+  await nextFrame(copyPage);
+  await copyPage.click('[data-action="copy-mermaid"]');
+  await copyPage.waitForFunction(() => document.querySelector('[data-action="copy-mermaid"]').textContent.startsWith("Copied"));
+  const asked = await copyPage.evaluate(() => window.harness.pushedEvents("get_mermaid").map((p) => p.payload.ids));
+  const seen = await idsOnScreen(copyPage);
+  assert(asked.length === 1 && seen.length > 10, `asked ${JSON.stringify(asked)}, ${seen.length} ids on screen`);
+  assert(JSON.stringify(asked[0]) === JSON.stringify(seen), `asked for ${asked[0]}, rows on screen have ${seen}`);
+  const copied = await copyPage.evaluate(() => navigator.clipboard.readText());
+  assert(copied === M.mermaid.source, `the clipboard holds ${copied.slice(0, 200)}`);
+  const said = await copyPage.textContent('[data-action="copy-mermaid"]');
+  assert(/^Copied [\d.,k]+ events$/.test(said) && M.mermaid.events > 1000, `the button says ${said} (${M.mermaid.events} events)`);
+  const mermaidPage = await openMermaid(browser, base, errors);
+  const problems = await checkDiagrams(mermaidPage, [{ name: "copied diagram", source: copied, texts: ["{:pong, 10}", "KinoTraceTest.SequenceSample.reply/1"] }]);
+  assert(problems.length === 0, problems.join("\n"));
+  await mermaidPage.context().close();
+  await copyPage.context().close();
+});
+
+await check("Copy as Mermaid without the clipboard API: a hidden textarea's copy, else the diagram shown selected", async () => {
+  const copyPage = await open(M.connect);
+  await feed(copyPage);
+  await copyPage.evaluate((reply) => {
+    window.harness.respond("get_mermaid", () => [["mermaid", reply]]);
+    Object.defineProperty(navigator, "clipboard", { value: { writeText: () => Promise.reject(new Error("NotAllowedError")) } });
+    window.copied = [];
+    window.execCommandWorks = true;
+    document.execCommand = (command) => {
+      const area = document.activeElement;
+      window.copied.push([command, area.value.slice(area.selectionStart, area.selectionEnd)]);
+      return window.execCommandWorks;
+    };
+  }, M.mermaid);
+  await copyPage.click('[data-tab="sequence"]');
+  await copyPage.click('[data-action="copy-mermaid"]');
+  await copyPage.waitForFunction(() => window.copied.length === 1);
+  const [[command, text]] = await copyPage.evaluate(() => window.copied);
+  assert(command === "copy" && text === M.mermaid.source, "the hidden textarea did not hold the diagram, selected");
+  assert(!(await copyPage.$('[data-testid="mermaid-box"]')), "the fallback box shows though the copy worked");
+
+  await copyPage.evaluate(() => (window.execCommandWorks = false));
+  await copyPage.click('[data-action="copy-mermaid"]');
+  await copyPage.waitForSelector('[data-testid="mermaid-box"] textarea');
+  const shown = await copyPage.$eval('[data-testid="mermaid-box"] textarea', (a) => [a.value, a.selectionStart, a.selectionEnd, document.activeElement === a]);
+  assert(shown[0] === M.mermaid.source && shown[1] === 0 && shown[2] === shown[0].length && shown[3], `the box shows ${JSON.stringify(shown.slice(1))}`);
+  await copyPage.click('[data-action="close-mermaid"]');
+  assert(!(await copyPage.$('[data-testid="mermaid-box"]')), "the box did not close");
+  await copyPage.context().close();
 });
 
 // --- screenshots of the trace widget -----------------------------------------------------

@@ -4,6 +4,7 @@
 //   /build/*        lib/assets/trace/build  (Kino.Trace.Widget)
 //   /stats-build/*  lib/assets/stats/build  (Kino.Trace.StatsWidget)
 //   /smart-cell-build/*  lib/assets/smart_cell/build  (Kino.Trace.SmartCell)
+//   /mermaid/*      assets/node_modules/mermaid/dist  (Mermaid's own parser and renderer)
 //   /*              test/browser (harness.html, harness.js)
 
 import { createRequire } from "node:module";
@@ -22,6 +23,7 @@ const BUNDLES = {
   "/build/": "lib/assets/trace/build",
   "/stats-build/": "lib/assets/stats/build",
   "/smart-cell-build/": "lib/assets/smart_cell/build",
+  "/mermaid/": "assets/node_modules/mermaid/dist",
 };
 
 export async function startServer() {

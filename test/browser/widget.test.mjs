@@ -212,6 +212,115 @@ await check("clear and stop push their events; stopped disables the controls", a
   assert(await page.isDisabled('[data-action="pause"]'), "pause still enabled");
 });
 
+// --- completion ----------------------------------------------------------------------
+
+// The server's answers (from Kino.Trace.Complete, through the real controller) to every
+// request the typing below makes; the harness answers each "complete" push with its seq.
+const completing = await openWidget({ ...fixture.connect, events: [] });
+await completing.evaluate((answers) => {
+  window.harness.respond("complete", ({ text, seq }) => [["completions", { ...(answers[text] || { prefix: "", items: [] }), seq }]]);
+}, fixture.completions);
+const editor = ".kt-editor-input";
+const suggestions = () => completing.$$eval(".kt-complete:not([hidden]) li .kt-complete-label", (els) => els.map((e) => e.textContent));
+const chosen = () => completing.textContent(".kt-complete li.kt-complete-selected .kt-complete-label");
+const listShown = () => completing.waitForSelector(".kt-complete:not([hidden]) li");
+const listHidden = () => completing.waitForSelector(".kt-complete", { state: "hidden" });
+const editorValue = () => completing.inputValue(editor);
+
+await check("completion: typing shows the server's suggestions; Down then Enter accepts", async () => {
+  await completing.click(editor);
+  await completing.fill(editor, "");
+  await completing.keyboard.type("SampleApp.Cache.fe", { delay: 20 });
+  await listShown();
+  const expected = fixture.completions["SampleApp.Cache.fe"].items.map((i) => i.label);
+  await completing.waitForFunction((n) => document.querySelectorAll(".kt-complete li").length === n, expected.length);
+  assert(JSON.stringify(await suggestions()) === JSON.stringify(expected), `suggestions ${await suggestions()}`);
+  const asked = await completing.evaluate(() => window.harness.pushedEvents("complete").map((p) => p.payload.text));
+  assert(asked.at(-1) === "SampleApp.Cache.fe", `last request ${asked.at(-1)}`);
+  assert((await chosen()) === expected[0], `first selected: ${await chosen()}`);
+  await completing.keyboard.press("ArrowDown");
+  assert((await chosen()) === expected[1], `after Down: ${await chosen()}`);
+  await completing.keyboard.press("Enter");
+  await listHidden();
+  assert((await editorValue()) === `SampleApp.Cache.${expected[1]}`, `value: ${JSON.stringify(await editorValue())}`);
+});
+
+await check("completion: the list sits under the line being typed; Up wraps, Tab accepts", async () => {
+  await completing.keyboard.press("Enter"); // the list is closed: a new line
+  await completing.keyboard.type(":ets.ins", { delay: 20 });
+  await listShown();
+  await completing.waitForFunction(() => [...document.querySelectorAll(".kt-complete li .kt-complete-label")].some((e) => e.textContent === "insert_new/2"));
+  const place = await completing.$eval(editor, (field) => {
+    const style = getComputedStyle(field);
+    const context = document.createElement("canvas").getContext("2d");
+    context.font = style.font;
+    return {
+      field: field.getBoundingClientRect().toJSON(),
+      list: document.querySelector(".kt-complete").getBoundingClientRect().toJSON(),
+      label: document.querySelector(".kt-complete-label").getBoundingClientRect().toJSON(),
+      // where "ins" starts on the line: border, padding, then ":ets."
+      textLeft: field.getBoundingClientRect().left + parseFloat(style.borderLeftWidth) + parseFloat(style.paddingLeft) + context.measureText(":ets.").width,
+      lineBottom: field.getBoundingClientRect().top + parseFloat(style.borderTopWidth) + parseFloat(style.paddingTop) + 2 * parseFloat(style.lineHeight),
+    };
+  });
+  // under line 2 of the field, the labels lined up with the text they replace
+  assert(place.list.top >= place.lineBottom && place.list.top < place.lineBottom + 10, `list top ${place.list.top}, line 2 ends at ${place.lineBottom}`);
+  assert(Math.abs(place.label.left - place.textLeft) < 3, `labels start at ${place.label.left}, "ins" at ${place.textLeft}`);
+  await completing.keyboard.press("ArrowUp");
+  assert((await chosen()) === "insert_new/2", `after Up: ${await chosen()}`);
+  await completing.keyboard.press("Tab");
+  await listHidden();
+  const value = await editorValue();
+  assert(value.endsWith("\n:ets.insert_new/2"), `value: ${JSON.stringify(value)}`);
+  assert(await completing.$eval(editor, (e) => document.activeElement === e), "Tab moved the focus away");
+});
+
+await check("completion: arities after (; Escape closes and Enter is a new line again", async () => {
+  await completing.keyboard.press("Enter");
+  await completing.keyboard.type("Enum.map_join(", { delay: 20 });
+  await listShown();
+  const labels = await suggestions();
+  assert(JSON.stringify(labels) === JSON.stringify(["map_join/2", "map_join/3"]), `arities ${labels}`);
+  await completing.keyboard.press("Escape");
+  await listHidden();
+  await completing.keyboard.press("Enter");
+  assert((await editorValue()).endsWith("Enum.map_join(\n"), `value: ${JSON.stringify(await editorValue())}`);
+  await completing.keyboard.press("Backspace");
+  await completing.keyboard.press("Backspace");
+  assert((await editorValue()).endsWith("Enum.map_join"), `value: ${JSON.stringify(await editorValue())}`);
+});
+
+await check("completion: a click on a suggestion accepts it; Ctrl+Enter applies the completed lines", async () => {
+  await completing.keyboard.press("End");
+  await completing.keyboard.press("Enter");
+  await completing.keyboard.type("SampleApp.Re", { delay: 20 });
+  await listShown();
+  await completing.click(".kt-complete li >> text=Repo");
+  await listHidden();
+  const value = await editorValue();
+  assert(value.endsWith("\nSampleApp.Repo"), `value: ${JSON.stringify(value)}`);
+  await completing.keyboard.press("Control+Enter");
+  const pushed = await completing.evaluate(() => window.harness.pushedEvents("set_patterns").at(-1).payload.patterns);
+  const expected = ["SampleApp.Cache." + fixture.completions["SampleApp.Cache.fe"].items[1].insert, ":ets.insert_new/2", "Enum.map_join", "SampleApp.Repo"];
+  assert(JSON.stringify(pushed) === JSON.stringify(expected), `applied ${JSON.stringify(pushed)}`);
+});
+
+await check("completion: screenshot saved", async () => {
+  const shot = await openWidget({ ...fixture.connect, events: [] }, { width: 900, height: 420, scale: 2 });
+  await shot.evaluate((answers) => {
+    window.harness.respond("complete", ({ text, seq }) => [["completions", { ...(answers[text] || { prefix: "", items: [] }), seq }]]);
+  }, fixture.completions);
+  await shot.click(editor);
+  await shot.fill(editor, "");
+  await shot.keyboard.type("SampleApp.Cache.fe");
+  await shot.waitForSelector(".kt-complete:not([hidden]) li");
+  await shot.keyboard.press("ArrowDown");
+  const out = fixture.screenshot_completion || path.join(root, "test/browser/output/screenshot-completion.png");
+  mkdirSync(path.dirname(out), { recursive: true });
+  await shot.locator("#output").screenshot({ path: out });
+  console.log(`  screenshot: ${out}`);
+});
+
 // --- 100 000 rows ------------------------------------------------------------------------
 
 const big = await openWidget({ ...fixture.connect, events: [] });

@@ -549,7 +549,7 @@ defmodule Kino.TraceTest do
       assert info.accepted == 20
       assert info.accepted == info.delivered + info.queued + info.discarded
       assert info.delivered == 20
-      assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+      assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
       assert info.status == :running
       assert info.patterns == ["#{@math}.echo/1"]
       assert is_float(info.rate)

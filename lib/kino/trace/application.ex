@@ -53,6 +53,7 @@ defmodule Kino.Trace.Application do
   @impl true
   def start(_type, _args) do
     Kino.Trace.TailCalls.init_cache()
+    Kino.Trace.Complete.Modules.init_cache()
 
     children = [
       Kino.Trace.Internal,

@@ -9,7 +9,9 @@ defmodule Kino.Trace.Capture do
 
   Use it with `Kino.Trace.Assertions`. With `messages: true` and `processes: true`,
   the capture also records what the traced processes send and receive (`:pattern`
-  filters messages) and their lifecycle (spawn, exit, link, register...).
+  filters messages) and their lifecycle (spawn, exit, link, register...). Of the calling
+  process, only what it does while the block runs is kept: the messages and calls
+  kino_trace makes around the block (starting the trace, collecting it) are not.
 
   ## Lost events
 
@@ -33,7 +35,7 @@ defmodule Kino.Trace.Capture do
 
       iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
       iex> {capture.dropped, capture.truncated, Kino.Trace.Capture.complete?(capture)}
-      {%{rate: 0, queue_full: 0, max_events: 0, closed: 0}, nil, true}
+      {%{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}, nil, true}
       iex> lossy = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) + Enum.sum([2]) end, limit: 2)
       iex> {length(lossy.events), lossy.truncated, Kino.Trace.Capture.complete?(lossy)}
       {2, :limit, false}
@@ -42,7 +44,7 @@ defmodule Kino.Trace.Capture do
   alias Kino.Trace.{Options, Pattern, Plan}
   alias Kino.Trace.Capture.{Collector, Sends}
 
-  @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+  @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   @limit 1_000_000
   @queue_bytes 256 * 1024 * 1024
 
@@ -60,7 +62,8 @@ defmodule Kino.Trace.Capture do
           rate: non_neg_integer(),
           queue_full: non_neg_integer(),
           max_events: non_neg_integer(),
-          closed: non_neg_integer()
+          closed: non_neg_integer(),
+          no_memory: non_neg_integer()
         }
 
   @typedoc """
@@ -130,7 +133,7 @@ defmodule Kino.Trace.Capture do
       dropped = Map.get(capture, :dropped) || %{}
 
       reasons =
-        for reason <- [:queue_full, :max_events, :closed, :rate],
+        for reason <- [:queue_full, :no_memory, :max_events, :closed, :rate],
             (n = Map.get(dropped, reason, 0)) > 0,
             do: {reason, n}
 
@@ -172,6 +175,8 @@ defmodule Kino.Trace.Capture do
     do:
       "because the capture's queue was full (the block made events faster than they were collected)"
 
+  defp why(:no_memory, _limits), do: "because the capture's queue could not allocate memory"
+
   defp why(:max_events, limits), do: "past the capture's limit#{setting(limits, :limit)}"
   defp why(:closed, _limits), do: "as the trace ended"
   defp why(:rate, limits), do: "over the capture's rate#{setting(limits, :rate)}"
@@ -183,6 +188,9 @@ defmodule Kino.Trace.Capture do
       @narrower,
       "or give it a bigger queue: the queue: [events: n, bytes: n] option#{setting(limits, :queue)}"
     ]
+
+  defp remedies(:no_memory, limits),
+    do: [@narrower, "or give it a smaller queue, within the memory the VM has: queue: [bytes: n]#{setting(limits, :queue)}"]
 
   defp remedies(reason, limits) when reason in [:max_events, :limit],
     do: [@narrower, "or raise its limit: option#{setting(limits, :limit)}"]
@@ -250,9 +258,12 @@ defmodule Kino.Trace.Capture do
       end
 
     try do
+      t0 = System.monotonic_time(:nanosecond)
       result = fun.()
+      t1 = System.monotonic_time(:nanosecond)
       ran = System.monotonic_time(:millisecond) - started
       {events, info} = collect(trace, collector)
+      events = Enum.filter(events, &in_block?(&1, self(), t0, t1))
 
       %__MODULE__{
         events: events,
@@ -270,6 +281,12 @@ defmodule Kino.Trace.Capture do
       Collector.stop(collector)
     end
   end
+
+  # What the calling process did before the block started or after it returned is
+  # kino_trace's own bookkeeping (starting the trace, subscribing, collecting), not the
+  # block's. Other processes' events are the block's whenever they happen.
+  defp in_block?(%{pid: pid, monotonic: t}, pid, t0, t1) when is_integer(t), do: t >= t0 and t <= t1
+  defp in_block?(_event, _self, _t0, _t1), do: true
 
   # Whether the trace ended before the block did. At the limit the native session stops
   # tracing the processes, so the block's later events are not even counted. A timeout

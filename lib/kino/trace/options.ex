@@ -89,50 +89,28 @@ defmodule Kino.Trace.Options do
     end
   end
 
-  # The user option (and what of it) behind each limit of the native session.
-  @native_options %{
-    "max_events" => {:limit, nil},
-    "rate_count" => {:rate, "a count"},
-    "rate_period_ms" => {:rate, "a period"},
-    "queue_events" => {:queue, ":events"},
-    "queue_bytes" => {:queue, ":bytes"},
-    "max_depth" => {:max_depth, nil},
-    "max_items" => {:max_items, nil},
-    "max_binary" => {:max_binary, nil},
-    "max_bytes" => {:max_bytes, nil}
-  }
+  # The options the native session takes as they are (see native_limits/1).
+  @native_keys [:limit, :rate, :queue, :max_depth, :max_items, :max_binary, :max_bytes]
 
-  # Makes (and closes) a native session with these limits: the tracer checks its
-  # own bounds, and its error is told in terms of the user's options.
+  # Makes (and closes) a native session with these limits: the tracer checks its own
+  # bounds and names the option in its error; the value shown is the one the user gave.
   defp check_native!(merged, given) do
     if Tracer.loaded?() do
       try do
         merged |> native_limits() |> then(&Tracer.new_session(self(), &1)) |> Tracer.close()
       rescue
-        e in ArgumentError -> raise ArgumentError, native_error(e.message, given)
+        e in ArgumentError -> raise ArgumentError, native_error(e.message, given, merged)
       end
     end
 
     :ok
   end
 
-  # `given`: the options as the user wrote them.
-  defp native_error(message, given) do
-    with [native, max] <-
-           Regex.run(~r/^invalid limit (\w+): expected an integer from 0 to (\d+)$/, message,
-             capture: :all_but_first
-           ),
-         {key, part} <- Map.get(@native_options, native) do
-      expected =
-        case part do
-          nil -> "at most #{max}"
-          "a period" -> "a period of at most #{max} ms"
-          part -> "#{part} of at most #{max}"
-        end
-
-      "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(given[key])}"
-    else
-      _ -> message
+  # The tracer's message ("invalid value for :rate: expected ...") and the user's value.
+  defp native_error(message, given, merged) do
+    case Enum.find(@native_keys, &String.starts_with?(message, "invalid value for #{inspect(&1)}:")) do
+      nil -> message
+      key -> "#{message}, got: #{inspect(Keyword.get(given, key, merged[key]))}"
     end
   end
 
@@ -306,22 +284,20 @@ defmodule Kino.Trace.Options do
               __STACKTRACE__
   end
 
-  @doc "The native session's limits, from validated options."
+  @doc """
+  The native session's limits, from validated options: the options the tracer takes, under
+  their own names and in their own shapes (`Kino.Trace.Tracer.new_session/2`), and
+  `:skip_returns`.
+
+      iex> Kino.Trace.Options.native_limits(Kino.Trace.Options.validate!(limit: 5, return: false))
+      %{limit: 5, rate: nil, queue: [events: 100000, bytes: 67108864], max_depth: 10,
+        max_items: 50, max_binary: 512, max_bytes: 16384, skip_returns: true}
+  """
   @spec native_limits(keyword()) :: map()
   def native_limits(opts) do
-    {rate_count, rate_ms} = opts[:rate] || {0, 0}
-
-    %{
-      skip_returns: not opts[:return] and opts[:exceptions],
-      max_events: opts[:limit] || 0,
-      rate_count: rate_count,
-      rate_period_ms: rate_ms,
-      queue_events: opts[:queue][:events],
-      queue_bytes: opts[:queue][:bytes],
-      max_depth: opts[:max_depth],
-      max_items: opts[:max_items],
-      max_binary: opts[:max_binary],
-      max_bytes: opts[:max_bytes]
-    }
+    opts
+    |> Keyword.take(@native_keys)
+    |> Map.new()
+    |> Map.put(:skip_returns, not opts[:return] and opts[:exceptions])
   end
 end

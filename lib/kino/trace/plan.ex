@@ -3,7 +3,7 @@ defmodule Kino.Trace.Plan do
   Everything one trace is, checked and resolved before anything is traced.
 
   `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
-  `Kino.Trace.capture/3`, the widget and each node of a multi-node trace call it, and a
+  `Kino.Trace.capture/3` and each node of a multi-node trace call it, and a
   session (`Kino.Trace.Session`) runs a plan and nothing else. A bad pattern, target or
   option raises `ArgumentError` here, naming it.
 
@@ -12,7 +12,7 @@ defmodule Kino.Trace.Plan do
       {["Enum.sum/1"], [:all], [:call, :scheduler_id]}
       iex> plan.calls.functions.steps
       [{{Enum, :sum, 1}, [{:_, [], []}]}]
-      iex> plan.options[:limit]
+      iex> plan.limits.limit
       10
       iex> plan.nodes == [node()]
       true
@@ -124,9 +124,14 @@ defmodule Kino.Trace.Plan do
   end
 
   @doc """
-  The plan of one node's part of a multi-node plan: the same `what` and options, with
-  `nodes` unset and `overrides` applied (a node's session keeps a small history when
-  its events are collected elsewhere). Built on the node it traces: run it there.
+  What one node of a multi-node plan builds its own plan from (`new!/3` there): the same
+  `what` and options, with `nodes` and `print` unset and `overrides` applied (a node's
+  session keeps a small history when its events are collected elsewhere).
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 5)
+      iex> {what, options} = Kino.Trace.Plan.for_node(plan, history: 1)
+      iex> {what, options[:limit], options[:history], options[:nodes]}
+      {[calls: ["Enum.sum/1"]], 5, 1, nil}
   """
   @spec for_node(t(), keyword()) :: {keyword(), keyword()}
   def for_node(%__MODULE__{what: what, options: options}, overrides \\ []) do

@@ -87,8 +87,19 @@ defmodule Kino.Trace.Printer do
     end
   end
 
+  # Before an event whose process lost events just before it (Kino.Trace.Event's :lost).
+  @lost "(events lost before this) "
+
   @doc """
   Formats one event as a line of Elixir code (iodata, no newline).
+
+  An event whose process lost events just before it (a limit or a full queue; its
+  depth restarts at 0) says so:
+
+      iex> event = %Kino.Trace.Event{kind: :return, pid: :c.pid(0, 42, 0), module: Enum,
+      ...>   function: :sum, arity: 1, return: 3, lost: true}
+      iex> event |> Kino.Trace.Printer.format(time: false) |> IO.iodata_to_binary()
+      "#PID<0.42.0> (events lost before this) -> 3  Enum.sum/1"
 
   Options: `:colors` (default `false`), `:time` (default `true`), `:inspect` (options for
   `inspect/2`, merged into the defaults).
@@ -102,6 +113,7 @@ defmodule Kino.Trace.Printer do
       colorize(time, :faint, opts),
       colorize([format_process(event), " "], :cyan, opts),
       indent,
+      if(event.lost, do: colorize(@lost, :yellow, opts), else: []),
       format_body(event, opts)
     ]
   end

@@ -559,6 +559,7 @@ defmodule Kino.Trace.Session do
         rate: c.dropped_rate,
         queue_full: c.dropped_queue_full,
         max_events: c.dropped_max_events,
+        no_memory: c.dropped_no_memory,
         closed: c.dropped_closed
       },
       rate: state.rate * 1.0,

@@ -7,18 +7,26 @@ defmodule Kino.Trace.Tracer do
   resource* made by `new_session/2`, which holds the session's limits and its lock-free
   event queue:
 
-      resource = Kino.Trace.Tracer.new_session(self(), %{max_events: 100})
+      resource = Kino.Trace.Tracer.new_session(self(), %{limit: 100})
       session = :trace.session_create(:my_trace, {Kino.Trace.Tracer, resource}, [])
       :trace.process(session, pid, true, [:call])
       :trace.function(session, {MyMod, :_, :_}, true, [:local])
       # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
       {events, more?} = Kino.Trace.Tracer.drain(resource, 500)
 
-  Limits (all optional, in the map given to `new_session/2`): `:max_events` (then the
-  session closes and the owner gets `{:kino_trace, id, :limit_reached}`), `:rate_count`
-  with `:rate_period_ms` (a token bucket: over-rate events are dropped and counted),
-  `:queue_events` and `:queue_bytes` (queue caps), and the term caps `:max_depth`,
-  `:max_items`, `:max_binary`, `:max_bytes`. `counters/1` tells what happened to every event.
+  Limits (all optional, in the map given to `new_session/2`) are named and shaped as the
+  options of `Kino.Trace.calls/2` (see `Kino.Trace.Options.native_limits/1`):
+  `:limit` (`nil` or a count; then the session closes and the owner gets
+  `{:kino_trace, id, :limit_reached}`), `:rate` (`nil` or `{count, period_ms}`: a token
+  bucket, over-rate events are dropped and counted), `:queue` (`[events: n, bytes: n]`,
+  either optional: queue caps), the term caps `:max_depth`, `:max_items`, `:max_binary`,
+  `:max_bytes`, and `:skip_returns` (a boolean: `return_from` events are not wanted).
+  A struct with these keys will do; other keys are ignored. The bounds are the tracer's
+  own: a value out of range raises an `ArgumentError` naming the option, in its terms.
+  `counters/1` tells what happened to every event.
+
+      iex> Kino.Trace.Tracer.new_session(self(), %{rate: {1, 86_400_001}})
+      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms
 
   The caps bound the work done in the traced process whatever the terms: a list costs
   what its first `:max_items` elements cost, a binary or bitstring its first
@@ -51,8 +59,22 @@ defmodule Kino.Trace.Tracer do
         :ok
 
       {:error, reason} ->
-        IO.warn("kino_trace: could not load its native tracer from #{path}: #{inspect(reason)}")
+        IO.warn(
+          "kino_trace: could not load its native tracer from #{path}: #{load_error(reason)}"
+        )
+
         :ok
+    end
+  end
+
+  # Why the NIF refused to load: erl_nif lets its load callback return only a number, so
+  # the NIF sends its reason (such as "unsupported term layout: ...") to the
+  # loading process. Other failures (no library, wrong architecture...) are as the VM tells.
+  defp load_error(reason) do
+    receive do
+      {:kino_trace_load_error, message} -> "#{message} (#{inspect(reason)})"
+    after
+      0 -> inspect(reason)
     end
   end
 
@@ -90,8 +112,21 @@ defmodule Kino.Trace.Tracer do
 
   # --- session management -------------------------------------------------------------
 
+  @typedoc "A session's limits, as the options name and shape them (see the module doc)."
+  @type limits :: %{
+          optional(:limit) => non_neg_integer() | nil,
+          optional(:rate) => {non_neg_integer(), non_neg_integer()} | nil,
+          optional(:queue) => [events: non_neg_integer(), bytes: non_neg_integer()],
+          optional(:max_depth) => non_neg_integer(),
+          optional(:max_items) => non_neg_integer(),
+          optional(:max_binary) => non_neg_integer(),
+          optional(:max_bytes) => non_neg_integer(),
+          optional(:skip_returns) => boolean(),
+          optional(atom()) => term()
+        }
+
   @doc "Creates a native session owned (and drained) by `owner`, with the given limits."
-  @spec new_session(pid(), map()) :: resource()
+  @spec new_session(pid(), limits()) :: resource()
   def new_session(_owner, _limits), do: :erlang.nif_error(:not_loaded)
 
   @doc "The session's id, as found in its `{:kino_trace, id, _}` messages."
@@ -115,15 +150,23 @@ defmodule Kino.Trace.Tracer do
   def close(_resource), do: :erlang.nif_error(:not_loaded)
 
   @doc """
-  Copies `term` as the tracer would, with the given caps, and returns the copy and its
-  encoded size in bytes.
+  Copies `term` as the tracer would, with the caps of the given limits (as
+  `new_session/2` takes them), and returns the copy and its encoded size in bytes.
 
       iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(Enum.to_list(1..100), %{max_items: 3})
       iex> inspect(copy)
       "[1, 2, 3, ...]"
   """
-  @spec roundtrip(term(), map()) :: {term(), non_neg_integer()}
+  @spec roundtrip(term(), limits()) :: {term(), non_neg_integer()}
   def roundtrip(_term, _caps), do: :erlang.nif_error(:not_loaded)
+
+  @doc """
+  The Elixir structs the native tracer builds, as `[{module, keys}]` (`:__struct__` left
+  out): one table in the NIF (`c_src/nif/structs.hpp`), checked against each `defstruct`
+  by the tests.
+  """
+  @spec struct_keys() :: [{module(), [atom()]}]
+  def struct_keys, do: :erlang.nif_error(:not_loaded)
 
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()

@@ -132,7 +132,7 @@ defmodule Kino.Trace.AssertionsLossTest do
           queue: [events: 10]
         )
 
-      assert trace.dropped == %{rate: 0, queue_full: 96, max_events: 0, closed: 0}
+      assert trace.dropped == %{rate: 0, queue_full: 96, max_events: 0, closed: 0, no_memory: 0}
       assert trace.truncated == nil
       assert length(trace.events) == 10
 
@@ -200,7 +200,7 @@ defmodule Kino.Trace.AssertionsLossTest do
       # 50 events at once, then one per hour: 25 calls with their returns
       trace = echoes_then_add(1_000, rate: {50, 3_600_000})
 
-      assert trace.dropped == %{rate: 1_001 - 25, queue_full: 0, max_events: 0, closed: 0}
+      assert trace.dropped == %{rate: 1_001 - 25, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
       assert length(trace.events) == 50
 
       [error | _] = assert_every_assertion_fails(trace)
@@ -216,7 +216,7 @@ defmodule Kino.Trace.AssertionsLossTest do
     test "has nothing dropped, and its assertions behave as usual" do
       trace = echoes_then_add(1_000)
 
-      assert trace.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+      assert trace.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
       assert trace.truncated == nil
       assert Capture.complete?(trace)
       assert Capture.loss_report(trace) == nil

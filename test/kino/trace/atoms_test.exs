@@ -16,8 +16,8 @@ defmodule Kino.Trace.AtomsTest do
 
   @moduletag timeout: 900_000
 
-  # Lines per entry point (8 of them): 100 000 in all in CI (CI=true, set by .ci/run;
-  # several minutes), 10 000 otherwise (a minute or two); KINO_TRACE_ATOM_LINES sets it.
+  # Lines per entry point (9 of them): 112 500 in all in CI (CI=true, set by .ci/run;
+  # several minutes), 11 250 otherwise (a minute or two); KINO_TRACE_ATOM_LINES sets it.
   @lines_per_entry String.to_integer(System.get_env("KINO_TRACE_ATOM_LINES", if(System.get_env("CI"), do: "12500", else: "1250")))
 
   # Atoms a first use may make once (a module loaded on the way, a cached name).
@@ -168,7 +168,19 @@ defmodule Kino.Trace.AtomsTest do
     end
   end
 
+  # Completion as the widget asks for it: each line, and each line cut short where a
+  # cursor could be.
+  defp feed(:complete, lines, ctx) do
+    for line <- lines, text <- [line, String.slice(line, 0, div(String.length(line), 2))] do
+      {[{:reply, "completions", %{items: items}}], _controller} =
+        Controller.handle_event(ctx.controller, "complete", %{"text" => text, "seq" => 1})
+
+      assert is_list(items)
+    end
+  end
+
   @entry_points [
+    :complete,
     :parse,
     :parse_each,
     :parse_all!,

@@ -141,6 +141,24 @@ defmodule Kino.Trace.MessagesTest do
     assert Enum.any?(capture.events, &match?(%Event{kind: :call, function: :work, args: [2]}, &1))
   end
 
+  test "a capture's messages are the block's own, not kino_trace's bookkeeping around it" do
+    me = self()
+    echo = spawn(fn -> receive do: ({from, msg} -> send(from, {:echo, msg})) end)
+
+    capture =
+      Kino.Trace.capture(
+        ["KinoTraceTest.MessagesHelper.work/1"],
+        fn ->
+          send(echo, {me, :hello})
+          receive do: ({:echo, :hello} -> :ok)
+        end,
+        messages: true
+      )
+
+    mine = for %Event{pid: ^me} = e <- capture.events, do: {e.kind, e.peer, e.data}
+    assert mine == [{:send, echo, {me, :hello}}, {:receive, nil, {:echo, :hello}}]
+  end
+
   test "the printer shows message and process events" do
     me = self()
     send_event = %Event{kind: :send, pid: me, data: {:echo, 1}, peer: me, time: 0}

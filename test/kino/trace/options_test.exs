@@ -388,11 +388,11 @@ defmodule Kino.Trace.OptionsTest do
 
     test "native limits" do
       limits = Options.native_limits(Options.validate!(limit: 7, rate: {3, 250}, max_items: 9, queue: [bytes: 1000]))
-      assert limits.max_events == 7
-      assert {limits.rate_count, limits.rate_period_ms} == {3, 250}
+      assert limits.limit == 7
+      assert limits.rate == {3, 250}
       assert limits.max_items == 9
-      assert limits.queue_bytes == 1000
-      assert Options.native_limits(Options.validate!([])).max_events == 0
+      assert limits.queue[:bytes] == 1000
+      assert Options.native_limits(Options.validate!([])).limit == nil
     end
 
     test "resolve_pids/1" do

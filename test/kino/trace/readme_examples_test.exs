@@ -27,7 +27,9 @@ defmodule Kino.Trace.ReadmeExamplesTest do
   # or other nodes:
   #
   #     @skip %{"Kino.Layout.tabs(" => "needs Kino, which this build does not have"}
-  @skip %{}
+  @skip %{
+    "Kino.Trace.mermaid(small)" => "needs Kino (Kino.Mermaid), which this build does not have"
+  }
 
   for document <- @documents, do: @external_resource(Path.join(@root, document))
 

@@ -9,6 +9,34 @@ defmodule Kino.Trace.SessionTest do
   alias Kino.Trace.Event
   alias KinoTraceTest.Sample.{Math, Worker}
 
+  describe "flush/2" do
+    test "a subscriber that flushes has every event queued before in its mailbox" do
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.add/2"], pids: self())
+      # the session sends its events before it answers
+      parent = self()
+
+      subscriber =
+        spawn_link(fn ->
+          :ok = Trace.subscribe(trace)
+          send(parent, :subscribed)
+          receive do: (:flush -> :ok)
+          :ok = Trace.flush(trace)
+          {:messages, messages} = Process.info(self(), :messages)
+          send(parent, {:seen, for({:kino_trace, _, {:events, events}} <- messages, e <- events, do: e.kind)})
+        end)
+
+      assert_receive :subscribed
+      for i <- 1..500, do: Math.add(i, 1)
+      ref = :erlang.trace_delivered(self())
+      assert_receive {:trace_delivered, _, ^ref}
+      send(subscriber, :flush)
+      assert_receive {:seen, kinds}, 10_000
+      assert length(kinds) == 1_000
+      Trace.stop(trace)
+      assert_raise ArgumentError, ~r/the trace has ended/, fn -> Trace.flush(trace) end
+    end
+  end
+
   describe ":pids" do
     test ":all traces processes that exist and processes spawned later" do
       old = Worker.start()
@@ -198,7 +226,7 @@ defmodule Kino.Trace.SessionTest do
         calls = for %Event{kind: :call, args: [arg]} <- events, do: arg
         assert calls == for(i <- 1..50, do: {n, i})
         assert info.accepted == 100
-        assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0}
+        assert info.dropped == %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
         # the owner (the task) has exited, so its trace has ended
         await_down(trace.session)
       end

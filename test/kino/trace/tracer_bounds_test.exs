@@ -14,7 +14,7 @@ defmodule Kino.Trace.TracerBoundsTest do
   end
 
   @mb10 10 * 1024 * 1024
-  @big_queue %{queue_events: 2_000_000, queue_bytes: 8 * 1024 * 1024 * 1024}
+  @big_queue %{queue: [events: 2_000_000, bytes: 8 * 1024 * 1024 * 1024]}
 
   # The arguments, built inside the process that passes them.
   def arg(:small), do: 42

@@ -91,8 +91,8 @@ defmodule Kino.Trace.TracerTest do
     assert hd(times) >= before and List.last(times) <= System.monotonic_time(:nanosecond)
   end
 
-  test "max_events N gives exactly N, closes the session and tells the owner" do
-    {resource, session} = start([], %{max_events: 7})
+  test "limit N gives exactly N, closes the session and tells the owner" do
+    {resource, session} = start([], %{limit: 7})
     pid = traced_process(session, fn -> for i <- 1..100, do: Target.echo(i) end)
     delivered(pid)
 
@@ -125,7 +125,7 @@ defmodule Kino.Trace.TracerTest do
   end
 
   test "rate limit throttles, counts the drops and keeps running" do
-    {resource, session} = start([], %{rate_count: 10, rate_period_ms: 60_000})
+    {resource, session} = start([], %{rate: {10, 60_000}})
     pid = traced_process(session, fn -> for i <- 1..1_000, do: Target.echo(i) end)
     delivered(pid)
     assert length(drain_all(resource)) == 10
@@ -137,7 +137,7 @@ defmodule Kino.Trace.TracerTest do
 
   test "rate limit refills over time" do
     # 40 ms per token: the 20 calls of a burst take far less, even on a loaded machine.
-    {resource, session} = start([], %{rate_count: 5, rate_period_ms: 200})
+    {resource, session} = start([], %{rate: {5, 200}})
     pid = traced_process(session, fn -> for i <- 1..20, do: Target.echo(i) end)
     delivered(pid)
     assert length(drain_all(resource)) == 5
@@ -148,7 +148,7 @@ defmodule Kino.Trace.TracerTest do
   end
 
   test "a flood with a small queue drops and counts without growing memory" do
-    {resource, session} = start([], %{queue_events: 100})
+    {resource, session} = start([], %{queue: [events: 100]})
     pid = traced_process(session, fn -> for i <- 1..200_000, do: Target.echo(i) end)
     delivered(pid)
 
@@ -161,7 +161,7 @@ defmodule Kino.Trace.TracerTest do
   end
 
   test "queue cap in bytes" do
-    {resource, session} = start([], %{queue_bytes: 20_000})
+    {resource, session} = start([], %{queue: [bytes: 20_000]})
     pid = traced_process(session, fn -> for _ <- 1..1_000, do: Target.echo(:binary.copy("x", 400)) end)
     delivered(pid)
     c = Tracer.counters(resource)
@@ -230,25 +230,50 @@ defmodule Kino.Trace.TracerTest do
     end
   end
 
+  test "the structs the NIF builds have the keys of their defstruct" do
+    table = Tracer.struct_keys()
+    assert Enum.sort(Enum.map(table, &elem(&1, 0))) == Enum.sort([Cut, ArgumentError])
+
+    for {module, keys} <- table do
+      assert Enum.sort([:__struct__ | keys]) == Enum.sort(Map.keys(struct(module))),
+             "the NIF builds #{inspect(module)} with #{inspect(keys)}: update c_src/nif/structs.hpp"
+    end
+
+    # And what it builds is that struct.
+    assert {%Cut{kind: :tuple, value: [1], size: 3}, _} = Tracer.roundtrip({1, 2, 3}, %{max_items: 1})
+    error = assert_raise ArgumentError, fn -> Tracer.new_session(:not_a_pid, %{}) end
+    assert Map.keys(error) |> Enum.sort() == Map.keys(%ArgumentError{}) |> Enum.sort()
+  end
+
   test "bad arguments are rejected with a message naming them" do
     assert_raise ArgumentError, "expected the owner to be a local pid", fn -> Tracer.new_session(:not_a_pid, %{}) end
-    assert_raise ArgumentError, "expected the limits to be a map", fn -> Tracer.new_session(self(), [max_events: 1]) end
+    assert_raise ArgumentError, "expected the limits to be a map", fn -> Tracer.new_session(self(), [limit: 1]) end
 
-    assert_raise ArgumentError, "invalid limit max_events: expected an integer from 0 to 18446744073709551615", fn ->
-      Tracer.new_session(self(), %{max_events: -1})
+    # The limits are named and shaped as the options are; the errors say so in their terms.
+    for {limits, message} <- [
+          {%{limit: -1}, "invalid value for :limit: expected nil or a non-negative integer"},
+          {%{limit: 2 ** 64}, "invalid value for :limit: expected at most 18446744073709551615"},
+          {%{max_depth: 101}, "invalid value for :max_depth: expected at most 100"},
+          {%{max_items: :many}, "invalid value for :max_items: expected a non-negative integer"},
+          {%{rate: {1, :soon}}, "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
+          {%{rate: 5}, "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
+          {%{rate: {1_000_000_001, 1}}, "invalid value for :rate: expected a count of at most 1000000000"},
+          {%{rate: {1, 86_400_001}}, "invalid value for :rate: expected a period of at most 86400000 ms"},
+          {%{queue: [events: 2 ** 64]}, "invalid value for :queue: expected :events of at most 18446744073709551615"},
+          {%{queue: [bytes: 2 ** 64]}, "invalid value for :queue: expected :bytes of at most 18446744073709551615"},
+          {%{queue: [size: 1]}, "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
+          {%{queue: [{:events, 1} | :tail]}, "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
+          {%{skip_returns: :yes}, "invalid value for :skip_returns: expected a boolean"}
+        ] do
+      assert_raise ArgumentError, message, fn -> Tracer.new_session(self(), limits) end
     end
 
-    assert_raise ArgumentError, "invalid limit max_depth: expected an integer from 0 to 100", fn ->
-      Tracer.new_session(self(), %{max_depth: 101})
-    end
-
-    assert_raise ArgumentError, "invalid limit rate_period_ms: expected an integer from 0 to 86400000", fn ->
-      Tracer.new_session(self(), %{rate_count: 1, rate_period_ms: :soon})
-    end
-
-    assert_raise ArgumentError, "invalid limit max_items: expected an integer from 0 to 4294967295", fn ->
+    assert_raise ArgumentError, "invalid value for :max_items: expected at most 4294967295", fn ->
       Tracer.roundtrip([1], %{max_items: 2 ** 32})
     end
+
+    # A struct with these keys will do; other keys are ignored.
+    Tracer.close(Tracer.new_session(self(), %{__struct__: SomeLimits, limit: nil, rate: nil, other: :ignored}))
 
     resource = Tracer.new_session(self(), %{})
     assert_raise ArgumentError, fn -> Tracer.drain(resource, 0) end

@@ -53,13 +53,34 @@ defmodule Kino.Trace.WidgetBrowserTest do
         {to_string(row.id), Payload.full(event)}
       end
 
+    # The server's answers to the completion requests the browser test makes as it
+    # types these lines, one per character.
+    completions =
+      for line <- ["SampleApp.Cache.fe", ":ets.ins", "Enum.map_join(", "SampleApp.Re"],
+          n <- 1..String.length(line),
+          text = String.slice(line, 0, n),
+          into: %{} do
+        {[{:reply, "completions", reply}], _} =
+          Controller.handle_event(controller, "complete", %{"text" => text, "seq" => 0})
+
+        {text, Map.delete(reply, :seq)}
+      end
+
+    assert Enum.map(completions["SampleApp.Cache.fe"].items, & &1.insert) == [
+             "fetch/1",
+             "fetch/2",
+             "fetch_all/2"
+           ]
+
     fixture = %{
       connect: connect,
       batches: for({:broadcast, "events", payload} <- pushes, do: payload),
       pattern_lines: lines,
       pattern_reply: pattern_reply,
       terms: terms,
-      screenshot: Path.join(screenshot_dir(), "screenshot.png")
+      completions: completions,
+      screenshot: Path.join(screenshot_dir(), "screenshot.png"),
+      screenshot_completion: Path.join(screenshot_dir(), "screenshot-completion.png")
     }
 
     run_browser("widget.test.mjs", fixture)
@@ -92,6 +113,16 @@ defmodule Kino.Trace.WidgetBrowserTest do
         {to_string(row.id), Payload.full(event)}
       end
 
+    # The "Copy as Mermaid" reply for every kept event (the browser asks for the rows in
+    # view, which only it knows: the check there is that it asks for those, copies the
+    # reply and that Mermaid parses it).
+    ids = Enum.map(Store.rows(controller.store), & &1.id)
+
+    {[{:reply, "mermaid", mermaid}], controller} =
+      Controller.handle_event(controller, "get_mermaid", %{"ids" => ids})
+
+    assert mermaid.source =~ "left out (max_messages: 200)"
+
     # 2. A stats session on a small workload in three processes, through the real
     #    stats controller: the empty start, then a refresh with the figures.
     stats = Kino.Trace.stats(["KinoTraceTest.StatsWidgetSample"], pids: :new)
@@ -118,6 +149,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
         connect: connect,
         batches: for({:broadcast, "events", payload} <- pushes, do: payload),
         terms: terms,
+        mermaid: mermaid,
         ping: inspect(sample.ping),
         pong: inspect(sample.pong),
         rounds: rounds

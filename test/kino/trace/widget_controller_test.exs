@@ -240,6 +240,45 @@ defmodule Kino.Trace.Widget.ControllerTest do
     refute Enum.any?(effects, &match?({:send_after, :tick, _}, &1))
   end
 
+  test "complete answers the asking browser with the completions of the line", %{trace: trace} do
+    {controller, _} = Controller.init(trace)
+
+    {[{:reply, "completions", reply}], ^controller} =
+      Controller.handle_event(controller, "complete", %{
+        "text" => "SampleApp.Cache.fe",
+        "seq" => 3
+      })
+
+    assert %{
+             seq: 3,
+             prefix: "fe",
+             items: [%{insert: "fetch/1"}, %{insert: "fetch/2"}, %{insert: "fetch_all/2"}]
+           } = reply
+
+    # as the browser gets it
+    assert %{"seq" => 3, "prefix" => "fe", "items" => [first | _]} =
+             reply |> JSON.encode!() |> JSON.decode!()
+
+    assert first == %{
+             "label" => "fetch/1",
+             "insert" => "fetch/1",
+             "kind" => "function",
+             "detail" => "SampleApp.Cache.fetch/1"
+           }
+
+    # a request that is not one has no completions
+    for request <- [
+          %{},
+          %{"text" => nil},
+          %{"text" => ["Enum"]},
+          "Enum",
+          %{"text" => <<"Enum.", 0xFF>>, "seq" => "x"}
+        ] do
+      assert {[{:reply, "completions", %{seq: nil, prefix: "", items: []}}], ^controller} =
+               Controller.handle_event(controller, "complete", request)
+    end
+  end
+
   test "get_term renders an event's full terms; clear forgets them", %{trace: trace} do
     {controller, _} = Controller.init(trace)
     run(fn -> SampleApp.Cache.fetch(:users, 11) end)
@@ -260,6 +299,38 @@ defmodule Kino.Trace.Widget.ControllerTest do
     assert term.error =~ "no longer kept"
     {payload, _} = Controller.connect(controller)
     assert payload.events == []
+  end
+
+  test "get_mermaid answers the diagram of exactly the events asked for" do
+    %{reply: reply, ids: ids, events: events, controller: controller} =
+      KinoTraceTest.MermaidSamples.widget_reply()
+
+    # fetch(:users, 12) and the Repo.get it made, with their returns; not fetch(:users, 13)
+    assert reply.events == length(ids) and length(ids) == 4
+    assert length(events) == 8
+    assert Regex.scan(~r/^  activate P1$/m, reply.source) |> length() == 2
+    assert Regex.scan(~r/^  deactivate P1$/m, reply.source) |> length() == 2
+    assert reply.source =~ "P1->>P1: SampleApp.Cache.fetch/2\n"
+    assert reply.source =~ "P1->>P1: SampleApp.Repo.get/2\n"
+    assert reply.source =~ "%{id: 12, table: :users}"
+    refute reply.source =~ "id: 13"
+
+    # ids no longer kept, too many ids, a payload of another shape
+    {[{:broadcast, "clear", %{}}], cleared} = Controller.handle_event(controller, "clear", %{})
+
+    assert {[{:reply, "mermaid", %{error: "these events are no longer kept" <> _}}], _} =
+             Controller.handle_event(cleared, "get_mermaid", %{"ids" => ids})
+
+    assert {[
+              {:reply, "mermaid",
+               %{error: "too many events for one diagram (20001, at most 20000)"}}
+            ],
+            _} =
+             Controller.handle_event(controller, "get_mermaid", %{
+               "ids" => Enum.to_list(1..20_001)
+             })
+
+    assert {[], _} = Controller.handle_event(controller, "get_mermaid", %{"ids" => "1,2"})
   end
 
   test "the trace ends when the process holding the widget exits", %{trace: trace} do

@@ -36,6 +36,8 @@ defmodule Kino.Trace.Widget.PayloadTest do
       assert row.depth == 2
       assert row.time == 1_700_000_000_123_456
       assert row.truncated == false
+      assert row.lost == false
+      assert Payload.event(%{call(depth: 0) | lost: true}).lost == true
       assert row.result == nil and row.exception == nil
     end
 

@@ -63,7 +63,7 @@ defmodule Kino.Trace.Capture.Collector do
 
       {:collect, from, ref, trace} ->
         # the session sends its events before its answer, so they are in the mailbox now
-        :ok = GenServer.call(trace.session, {:sync, :infinity}, :infinity)
+        :ok = Kino.Trace.flush(trace)
         acc = take_events(trace.id, acc)
         send(from, {ref, Enum.reverse(acc)})
         loop(owner_ref, [])

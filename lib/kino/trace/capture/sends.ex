@@ -63,7 +63,7 @@ defmodule Kino.Trace.Capture.Sends do
   """
   @spec start([pid() | :all | :new | :existing], boolean(), pid()) :: t()
   def start(targets, children?, owner) do
-    limits = Map.merge(@caps, %{queue_events: @max_sends, queue_bytes: 64 * @max_sends})
+    limits = Map.put(@caps, :queue, events: @max_sends, bytes: 64 * @max_sends)
     resource = Tracer.new_session(owner, limits)
     session = :trace.session_create(:kino_trace, {Tracer, resource}, [])
     flags = if children?, do: [:send, :set_on_spawn], else: [:send]

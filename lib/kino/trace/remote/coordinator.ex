@@ -120,6 +120,11 @@ defmodule Kino.Trace.Remote.Coordinator do
     {:reply, History.take(state.history, n), state}
   end
 
+  def handle_call({:sync, cap}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, cap})
+    {:reply, :ok, take_delivered(state)}
+  end
+
   def handle_call(:info, _from, state) do
     {_replies, state} = on_nodes(state, :info, &info_reply/3)
     {:reply, info(state), state}
@@ -398,10 +403,7 @@ defmodule Kino.Trace.Remote.Coordinator do
     counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
     sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.get(&1, key, 0))) end
 
-    dropped =
-      Map.new([:rate, :queue_full, :max_events, :closed], fn k ->
-        {k, Enum.reduce(counted, 0, &(&2 + &1.dropped[k]))}
-      end)
+    dropped = Enum.reduce(counted, %{}, &Map.merge(&2, &1.dropped, fn _reason, a, b -> a + b end))
 
     first = Enum.find_value(state.plan.nodes, %{}, &(nodes[&1][:patterns] && nodes[&1]))
 

@@ -3,6 +3,8 @@ defmodule Kino.Trace.Widget.Controller do
   @max_pattern_lines 500
   @max_pattern_bytes 4_096
   @max_edit_bytes 65_536
+  # Bound of one "get_mermaid" event (the widget keeps at most :keep events anyway).
+  @max_mermaid_ids 20_000
 
   @moduledoc """
   Everything the Livebook widget does on the Elixir side, without Kino.
@@ -25,11 +27,16 @@ defmodule Kino.Trace.Widget.Controller do
 
   Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
-  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"` and `"term"` (a reply, see
-  `Kino.Trace.Widget.Payload.full/2`).
+  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
+  (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
+  `Kino.Trace.Widget.Payload.completions/1`) and `"mermaid"` (see
+  `Kino.Trace.Widget.Payload.mermaid/1`, or `%{error: message}`).
 
   Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
-  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`). A `"set_patterns"`
+  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
+  (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
+  (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
+  #{@max_mermaid_ids} ids). A `"set_patterns"`
   event is bounded: at most #{@max_pattern_lines} patterns of at most #{@max_pattern_bytes}
   bytes each, #{@max_edit_bytes} bytes in all;
   a larger one is refused as a whole and answered with a `"patterns"` reply whose
@@ -107,6 +114,8 @@ defmodule Kino.Trace.Widget.Controller do
         max_chars: 400,
         lifeline: true
       )
+
+    warm_completion()
 
     controller = %__MODULE__{
       trace: trace,
@@ -265,6 +274,15 @@ defmodule Kino.Trace.Widget.Controller do
     {[{:reply, "term", payload}], controller}
   end
 
+  def handle_event(%__MODULE__{} = controller, "complete", request) do
+    {[{:reply, "completions", Payload.completions(request)}], controller}
+  end
+
+  def handle_event(%__MODULE__{} = controller, "get_mermaid", %{"ids" => ids})
+      when is_list(ids) do
+    {[{:reply, "mermaid", mermaid_reply(controller, ids)}], controller}
+  end
+
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
   ## Internals
@@ -282,6 +300,23 @@ defmodule Kino.Trace.Widget.Controller do
 
         {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
          controller}
+    end
+  end
+
+  defp mermaid_reply(_controller, ids) when length(ids) > @max_mermaid_ids do
+    %{error: "too many events for one diagram (#{length(ids)}, at most #{@max_mermaid_ids})"}
+  end
+
+  defp mermaid_reply(controller, ids) do
+    case Store.events(controller.store, ids) do
+      [] ->
+        %{
+          error:
+            "these events are no longer kept (the widget keeps the last #{controller.store.max_events})"
+        }
+
+      events ->
+        Payload.mermaid(events)
     end
   end
 
@@ -315,6 +350,21 @@ defmodule Kino.Trace.Widget.Controller do
       true ->
         :ok
     end
+  end
+
+  # The first completion should not wait for the code path to be listed: it is read
+  # now, in a process of kino_trace's own (registered before it runs, so no trace
+  # records it).
+  defp warm_completion do
+    pid =
+      spawn(fn ->
+        receive do
+          :go -> Kino.Trace.Complete.Modules.warm()
+        end
+      end)
+
+    Kino.Trace.Internal.register(pid)
+    send(pid, :go)
   end
 
   defp handle_status_gone(controller) do

@@ -63,7 +63,8 @@ defmodule Kino.Trace.Widget.Payload do
           duration: non_neg_integer() | nil,
           depth: non_neg_integer(),
           call_id: pos_integer() | nil,
-          truncated: boolean()
+          truncated: boolean(),
+          lost: boolean()
         }
 
   @doc """
@@ -108,7 +109,8 @@ defmodule Kino.Trace.Widget.Payload do
       duration: event.duration,
       depth: event.depth || 0,
       call_id: event.call_id,
-      truncated: call_cut? or result_cut? or exception_cut? or data_cut?
+      truncated: call_cut? or result_cut? or exception_cut? or data_cut?,
+      lost: event.lost == true
     }
   end
 
@@ -123,6 +125,20 @@ defmodule Kino.Trace.Widget.Payload do
   """
   @spec events([Event.t()], limits()) :: [row()]
   def events(events, limits \\ []), do: Enum.map(events, &event(&1, limits))
+
+  @doc """
+  The widget's "Copy as Mermaid" reply: the `sequenceDiagram` source of `events` (see
+  `Kino.Trace.Mermaid`, with its default cap) and how many events it was made from.
+
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :exit, pid: :c.pid(0, 250, 0), data: :normal}]
+      iex> reply = Kino.Trace.Widget.Payload.mermaid(events)
+      iex> {reply.events, String.split(reply.source, "\\n")}
+      {1, ["sequenceDiagram", "  participant P1 as #35;PID#60;0.250.0>", "  Note over P1: exit :normal", ""]}
+  """
+  @spec mermaid([Event.t()]) :: %{source: String.t(), events: non_neg_integer()}
+  def mermaid(events) when is_list(events) do
+    %{source: Kino.Trace.Mermaid.diagram(events), events: length(events)}
+  end
 
   @doc """
   Renders the whole of an event's terms, pretty-printed, for an expanded row.
@@ -235,6 +251,36 @@ defmodule Kino.Trace.Widget.Payload do
   @spec pattern_error(String.t(), [String.t()]) :: map()
   def pattern_error(message, patterns) when is_binary(message) do
     %{patterns: patterns, results: [], error: message}
+  end
+
+  @doc """
+  The answer to a browser's `"complete"` request, `%{"text" => text, "seq" => seq}`:
+  the completions of `text` (the line being typed, up to the cursor; see
+  `Kino.Trace.Complete.complete/2`) with the request's `seq`, a number the browser
+  uses to drop answers to requests it has sent again since. A request without text
+  has no completions.
+
+      iex> reply = Kino.Trace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 7})
+      iex> {reply.seq, reply.prefix, Enum.map(reply.items, & &1.insert)}
+      {7, "insert_n", ["insert_new/2"]}
+      iex> Kino.Trace.Widget.Payload.completions(%{"text" => 42})
+      %{seq: nil, prefix: "", items: []}
+  """
+  @spec completions(term()) :: map()
+  def completions(request) do
+    seq =
+      case request do
+        %{"seq" => seq} when is_integer(seq) -> seq
+        _ -> nil
+      end
+
+    completions =
+      case request do
+        %{"text" => text} when is_binary(text) -> Kino.Trace.Complete.complete(text)
+        _ -> %{prefix: "", items: []}
+      end
+
+    Map.put(completions, :seq, seq)
   end
 
   defp result(input, ok?, error, warning) do

@@ -72,6 +72,24 @@ defmodule Kino.Trace.Widget.Store do
     end
   end
 
+  @doc """
+  The kept events with these ids, in the order they were added; ids no longer kept
+  are skipped.
+
+      iex> alias Kino.Trace.Widget.Store
+      iex> store = Store.add(Store.new(), [{%{id: 1}, :e1}, {%{id: 2}, :e2}, {%{id: 3}, :e3}])
+      iex> Store.events(store, [3, 1, 9])
+      [:e1, :e3]
+  """
+  @spec events(t(), [term()]) :: [term()]
+  def events(%__MODULE__{} = store, ids) when is_list(ids) do
+    wanted = MapSet.new(ids)
+
+    for id <- :queue.to_list(store.ids),
+        MapSet.member?(wanted, id),
+        do: elem(Map.fetch!(store.entries, id), 1)
+  end
+
   @doc "Forgets everything (the widget's clear button)."
   @spec clear(t()) :: t()
   def clear(%__MODULE__{} = store), do: new(max_events: store.max_events)

@@ -1,0 +1,22 @@
+// The NIFs of Kino.Trace.Tracer, as the function table (kino_trace_nif.cpp) names them.
+#pragma once
+
+#include <erl_nif.h>
+
+namespace kino_trace::nif {
+
+// erl_tracer callbacks (tracer_callbacks.cpp)
+ERL_NIF_TERM enabled(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM trace(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+
+// session NIFs (session_nifs.cpp)
+ERL_NIF_TERM new_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM session_id(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM drain(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM counters(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM close_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM roundtrip(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM nif_loaded(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM struct_keys(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+
+}  // namespace kino_trace::nif

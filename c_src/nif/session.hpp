@@ -1,0 +1,74 @@
+// The session resource: the tracer state of one trace, shared by the erl_tracer
+// callbacks (tracer_callbacks.cpp) and the session NIFs (session_nifs.cpp).
+#pragma once
+
+#include <erl_nif.h>
+
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+
+#include "session_core.hpp"
+
+namespace kino_trace::nif {
+
+namespace kt = kino_trace;
+
+// CLOCK_MONOTONIC_COARSE costs a few ns (no hardware counter read) at 1-4 ms
+// resolution: enough for enabled's rate pre-check, which only spares the VM building a
+// term; the authoritative check in trace uses the precise clock. The pre-check reads it
+// well ahead (the coarse clock lags by up to a few ticks), so it never refuses what the
+// precise check would accept: near a refill it lets a few terms be built for nothing.
+inline std::int64_t coarse_lead_ns() {
+  timespec res;
+  std::int64_t step = 10000000;
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) step = static_cast<std::int64_t>(res.tv_sec) * 1000000000 + res.tv_nsec;
+  return step * 4 > 50000000 ? step * 4 : 50000000;
+}
+
+inline const std::int64_t coarse_step_ns = coarse_lead_ns();
+
+inline std::int64_t coarse_clock_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec + coarse_step_ns;
+}
+
+inline std::int64_t precise_clock_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+struct Session {
+  Session(const kt::Limits& limits, ErlNifPid owner_pid, std::uint64_t session_id)
+      : core(limits, enif_monotonic_time(ERL_NIF_NSEC)),
+        owner(owner_pid),
+        id(session_id),
+        coarse_to_vm_ns(enif_monotonic_time(ERL_NIF_NSEC) - precise_clock_ns()) {}
+
+  kt::SessionCore core;
+  ErlNifPid owner;
+  std::uint64_t id;
+  bool skip_returns = false;  // exception_trace without return values: returns are not wanted
+  ErlNifMonitor owner_monitor{};
+  const std::int64_t coarse_to_vm_ns;  // the OS monotonic clock -> the VM's monotonic time
+
+  std::int64_t approximate_vm_now() const { return coarse_clock_ns() + coarse_to_vm_ns; }
+};
+
+inline ErlNifResourceType* session_type = nullptr;
+inline std::atomic<std::uint64_t> next_session_id{1};
+
+inline void session_dtor(ErlNifEnv*, void* obj) { static_cast<Session*>(obj)->~Session(); }
+
+// The owner died: close, so every tracee drops this tracer at its next trace_status.
+inline void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) { static_cast<Session*>(obj)->core.close(); }
+
+inline Session* get_session(ErlNifEnv* env, ERL_NIF_TERM term) {
+  void* obj = nullptr;
+  if (!enif_get_resource(env, term, session_type, &obj)) return nullptr;
+  return static_cast<Session*>(obj);
+}
+
+}  // namespace kino_trace::nif

@@ -1,0 +1,141 @@
+// The erl_tracer callbacks: the VM calls enabled*/3 and trace*/5 inside the traced
+// process, on scheduler threads. Lock-free and bounded: enabled*/3 rejects events before
+// the VM builds a trace term; trace*/5 copies the term with caps into a self-contained
+// Event and enqueues it; the owner is woken with one message when the queue goes from
+// empty to non-empty.
+#include <erl_nif.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "atoms.hpp"
+#include "erts_layout.hpp"
+#include "nifs.hpp"
+#include "session.hpp"
+#include "term_codec.hpp"
+#include "terms.hpp"
+
+namespace kino_trace::nif {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// classifying trace tags
+
+kt::EventKind kind_of(ERL_NIF_TERM tag) {
+  if (tag == atoms.call) return kt::EventKind::Call;
+  if (tag == atoms.return_from) return kt::EventKind::ReturnFrom;
+  if (tag == atoms.exception_from) return kt::EventKind::ExceptionFrom;
+  if (tag == atoms.return_to) return kt::EventKind::ReturnTo;
+  if (tag == atoms.send) return kt::EventKind::Send;
+  if (tag == atoms.send_to_non_existing_process) return kt::EventKind::SendToNonExisting;
+  if (tag == atoms.receive) return kt::EventKind::Receive;
+  if (tag == atoms.spawn) return kt::EventKind::Spawn;
+  if (tag == atoms.spawned) return kt::EventKind::Spawned;
+  if (tag == atoms.exit) return kt::EventKind::Exit;
+  if (tag == atoms.link) return kt::EventKind::Link;
+  if (tag == atoms.unlink) return kt::EventKind::Unlink;
+  if (tag == atoms.getting_linked) return kt::EventKind::GettingLinked;
+  if (tag == atoms.getting_unlinked) return kt::EventKind::GettingUnlinked;
+  if (tag == atoms.register_) return kt::EventKind::Register;
+  if (tag == atoms.unregister) return kt::EventKind::Unregister;
+  return kt::EventKind::Other;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// erl_tracer callbacks
+
+// enabled(TraceTag, TracerState, Tracee) and its enabled_* variants.
+ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.remove;
+  kt::SessionCore& core = s->core;
+  if (argv[0] == atoms.trace_status) {
+    return core.closed() ? atoms.remove : atoms.trace;
+  }
+
+  std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
+  return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+}
+
+// trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
+ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.ok;
+  // Returns the user did not ask for (exception_trace reports them too) are not offered.
+  // The VM reports returns without asking enabled*/3 first, so this is the place.
+  if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
+  kt::SessionCore& core = s->core;
+  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
+  if (core.admit(now, argv[2]) != kt::Verdict::Accept) return atoms.ok;
+
+  const ERL_NIF_TERM tag = argv[0];
+  const ERL_NIF_TERM term = argv[3];
+  const ERL_NIF_TERM opts = argv[4];
+
+  kt::Event event;
+  event.kind = kind_of(tag);
+  event.tag = tag;
+  event.time_ns = now;
+  event.pid = kt::erts::is_immediate(argv[2]) ? argv[2] : atoms.undefined;
+
+  ERL_NIF_TERM sched;
+  int sched_id = 0;
+  if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
+  event.scheduler = static_cast<std::uint32_t>(sched_id);
+
+  EnifSource source{env};
+  kt::TermWriter writer(event.payload, core.limits().caps);
+  kt::TermEncoder<EnifSource> encoder(source, writer);
+
+  int arity = 0;
+  const ERL_NIF_TERM* mfa = nullptr;
+  bool has_mfa = (event.kind == kt::EventKind::Call || event.kind == kt::EventKind::ReturnFrom ||
+                  event.kind == kt::EventKind::ExceptionFrom || event.kind == kt::EventKind::ReturnTo) &&
+                 enif_get_tuple(env, term, &arity, &mfa) && arity == 3;
+  if (has_mfa) {
+    event.module = mfa[0];
+    event.function = mfa[1];
+    unsigned len = 0;
+    if (enif_get_list_length(env, mfa[2], &len) && event.kind == kt::EventKind::Call) {
+      // Args: the list's length is the arity (enif_get_list_length is O(arity), bounded by 255).
+      event.arity = len;
+      encoder.encode_list(mfa[2], 0);
+    } else {
+      int a = 0;
+      enif_get_int(env, mfa[2], &a);
+      event.arity = static_cast<std::uint32_t>(a);
+      writer.immediate(atoms.undefined);
+    }
+  } else {
+    encoder.encode(term, 0);
+  }
+
+  // Second payload term: extra (return value, exception, receiver, spawn MFA...) or,
+  // for calls, the match spec's message (the caller when asked for).
+  // A call carries only the match spec's message; the other events only `extra` (one
+  // lookup in the opts map per event, not two).
+  ERL_NIF_TERM extra;
+  ERL_NIF_TERM extra_key = event.kind == kt::EventKind::Call ? atoms.match_spec_result : atoms.extra;
+  if (enif_get_map_value(env, opts, extra_key, &extra)) {
+    encoder.encode(extra, 0);
+  } else {
+    writer.immediate(atoms.undefined);
+  }
+
+  event.payload.shrink_to_fit();  // its footprint in the queue is what it holds
+  kt::CommitResult r = core.commit(std::move(event));
+  if (r.limit_reached) {
+    enif_send(env, &s->owner, nullptr,
+              enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), atoms.limit_reached));
+  }
+  if (r.wake_consumer) {
+    enif_send(env, &s->owner, nullptr,
+              enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), atoms.ready));
+  }
+  return atoms.ok;
+}
+
+}  // namespace kino_trace::nif

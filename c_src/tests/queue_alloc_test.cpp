@@ -1,0 +1,238 @@
+// SessionCore when its queue cannot allocate: moodycamel's enqueue fails (no block, no
+// producer), which must be a counted drop, never an event counted as accepted that no
+// one will deliver, nor a number the consumer waits for forever.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "session_core.hpp"
+
+using namespace kino_trace;
+
+namespace {
+
+constexpr std::int64_t kEpoch = 7'000'000'000;
+
+// The queue's traits with tiny blocks (2 events, so a few events need a new block) and
+// an allocator that fails while `fail` is set.
+struct FailingAlloc : moodycamel::ConcurrentQueueDefaultTraits {
+  static const std::size_t BLOCK_SIZE = 2;
+  static inline std::atomic<bool> fail{false};
+  static void* malloc(std::size_t size) { return fail.load() ? nullptr : std::malloc(size); }
+  static void free(void* ptr) { std::free(ptr); }
+};
+
+using Core = BasicSessionCore<FailingAlloc>;
+
+// Fails the queue's allocations while in scope.
+struct NoMemory {
+  NoMemory() { FailingAlloc::fail = true; }
+  ~NoMemory() { FailingAlloc::fail = false; }
+  NoMemory(const NoMemory&) = delete;
+  NoMemory& operator=(const NoMemory&) = delete;
+};
+
+Limits roomy() {
+  Limits l;
+  l.queue_events = 1u << 20;
+  l.queue_bytes = std::uint64_t{1} << 32;
+  return l;
+}
+
+// The NIF's path for one event: precheck (enabled), admit, commit (trace).
+CommitResult offer(Core& s, std::uint64_t id) {
+  CommitResult r;
+  r.verdict = s.precheck(kEpoch);
+  if (r.verdict != Verdict::Accept) return r;
+  r.verdict = s.admit(kEpoch, id);
+  if (r.verdict != Verdict::Accept) return r;
+  Event e;
+  e.kind = EventKind::Call;
+  e.pid = id;
+  e.module = id;  // which offer this was
+  return s.commit(std::move(e));
+}
+
+// Drains until the session says nothing remains, at most `rounds` times (a session
+// that keeps saying `more` forever fails the test instead of hanging it).
+std::vector<Event> drain_until_done(Core& s, bool& more, int rounds = 1000) {
+  std::vector<Event> got;
+  Event buf[8];
+  more = true;
+  for (int i = 0; i < rounds && more; ++i) {
+    std::size_t n = s.drain(buf, 8, more);
+    for (std::size_t k = 0; k < n; ++k) got.push_back(std::move(buf[k]));
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("SessionCore: an enqueue that cannot allocate is a counted drop, and later events still flow",
+          "[session][alloc]") {
+  Core s(roomy(), kEpoch);
+  std::vector<std::uint64_t> accepted;
+  std::uint64_t no_memory = 0;
+  const std::uint64_t offered = 60;
+  for (std::uint64_t id = 0; id < offered; ++id) {
+    // Events 20 to 39 find no memory: each needs a new block (or would, after the
+    // first failure), as the consumer frees none meanwhile.
+    std::unique_ptr<NoMemory> guard = id >= 20 && id < 40 ? std::make_unique<NoMemory>() : nullptr;
+    CommitResult r = offer(s, id);
+    if (r.verdict == Verdict::Accept) {
+      accepted.push_back(id);
+    } else {
+      CHECK(r.verdict == Verdict::DropNoMemory);
+      ++no_memory;
+    }
+  }
+  REQUIRE(no_memory > 0);             // the allocator did fail
+  REQUIRE(accepted.size() >= 40);     // events before and after the failures were taken
+
+  Counters c = s.counters();
+  CHECK(c.accepted == accepted.size());
+  CHECK(c.dropped_no_memory == no_memory);
+  CHECK(c.accepted + c.dropped_no_memory == offered);
+  CHECK(c.queued == accepted.size());
+  CHECK(c.bytes_queued == accepted.size() * sizeof(Event));
+
+  bool more = true;
+  std::vector<Event> got = drain_until_done(s, more);
+  CHECK_FALSE(more);
+  CHECK(s.reordering() == 0);
+  REQUIRE(got.size() == accepted.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i].module == accepted[i]);
+  c = s.counters();
+  CHECK(c.delivered == accepted.size());
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(c.accepted == c.delivered + c.queued + c.discarded);
+}
+
+TEST_CASE("SessionCore: a failed enqueue of the event the idle consumer waits for wakes it, and it moves on",
+          "[session][alloc][wake]") {
+  Core s(roomy(), kEpoch);
+  REQUIRE(offer(s, 1).verdict == Verdict::Accept);
+  bool more = true;
+  REQUIRE(drain_until_done(s, more).size() == 1);
+  REQUIRE_FALSE(more);  // the consumer is idle: the next event must wake it
+
+  // A new producer thread: its first enqueue must allocate the queue's producer.
+  CommitResult lost;
+  std::thread([&] {
+    NoMemory guard;
+    lost = offer(s, 2);
+  }).join();
+  CHECK(lost.verdict == Verdict::DropNoMemory);
+  CHECK(lost.wake_consumer);  // only this event could wake it: the next one does not
+
+  CommitResult next = offer(s, 3);
+  REQUIRE(next.verdict == Verdict::Accept);
+  std::vector<Event> got = drain_until_done(s, more);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].module == 3);
+  CHECK_FALSE(more);
+  Counters c = s.counters();
+  CHECK(c.accepted == 2);
+  CHECK(c.delivered == 2);
+  CHECK(c.dropped_no_memory == 1);
+  CHECK(c.queued == 0);
+}
+
+TEST_CASE("SessionCore: a failed enqueue keeps its max_events ticket, and the limit still closes the session",
+          "[session][alloc][limits]") {
+  Limits l = roomy();
+  l.max_events = 3;
+  Core s(l, kEpoch);
+  REQUIRE(offer(s, 1).verdict == Verdict::Accept);
+  CommitResult lost;
+  std::thread([&] {
+    NoMemory guard;
+    lost = offer(s, 2);
+  }).join();
+  CHECK(lost.verdict == Verdict::DropNoMemory);
+  CommitResult last = offer(s, 3);
+  CHECK(last.verdict == Verdict::Accept);
+  CHECK(last.limit_reached);
+  CHECK(s.closed());
+  CHECK(offer(s, 4).verdict == Verdict::DropClosed);
+  bool more = true;
+  std::vector<Event> got = drain_until_done(s, more);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].module == 3);
+  CHECK_FALSE(more);
+  Counters c = s.counters();
+  CHECK(c.accepted == 2);
+  CHECK(c.dropped_no_memory == 1);
+  CHECK(c.limit_reached);
+}
+
+namespace {
+
+// Every third allocation of the queue fails (blocks, producers, block indexes).
+struct FlakyAlloc : moodycamel::ConcurrentQueueDefaultTraits {
+  static const std::size_t BLOCK_SIZE = 2;
+  static inline std::atomic<std::uint64_t> calls{0};
+  static void* malloc(std::size_t size) { return calls.fetch_add(1) % 3 == 2 ? nullptr : std::malloc(size); }
+  static void free(void* ptr) { std::free(ptr); }
+};
+
+}  // namespace
+
+TEST_CASE("stress: producers whose enqueues fail now and then: every event delivered or counted, in order",
+          "[stress][alloc]") {
+  using Flaky = BasicSessionCore<FlakyAlloc>;
+  constexpr std::uint64_t kProducers = 4;
+  constexpr std::uint64_t kEach = 20000;
+  Flaky s(roomy(), kEpoch);
+  std::atomic<std::uint64_t> running{kProducers};
+  std::vector<std::uint64_t> taken(kProducers, 0);
+  std::vector<std::thread> producers;
+  for (std::uint64_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t i = 0; i < kEach; ++i) {
+        if (s.admit(kEpoch, p) != Verdict::Accept) continue;
+        Event e;
+        e.pid = p;
+        e.module = p;
+        e.function = i;
+        if (s.commit(std::move(e)).verdict == Verdict::Accept) ++taken[p];
+      }
+      running.fetch_sub(1);
+    });
+  }
+  // The consumer, pausing now and then so the queue grows and needs new blocks.
+  std::vector<std::uint64_t> got(kProducers, 0);
+  std::vector<std::int64_t> last(kProducers, -1);
+  bool ordered = true;
+  Event buf[64];
+  bool more = true;
+  for (std::uint64_t round = 0; round < 10'000'000; ++round) {
+    bool done = running.load() == 0;  // read before draining: the drain sees all they did
+    std::size_t n = s.drain(buf, 64, more);
+    for (std::size_t k = 0; k < n; ++k) {
+      std::uint64_t p = buf[k].module;
+      ordered = ordered && static_cast<std::int64_t>(buf[k].function) > last[p];
+      last[p] = static_cast<std::int64_t>(buf[k].function);
+      ++got[p];
+    }
+    if (done && !more) break;
+    if (round % 512 == 511) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (auto& t : producers) t.join();
+  CHECK_FALSE(more);
+  CHECK(ordered);
+  CHECK(got == taken);
+  Counters c = s.counters();
+  CHECK(c.dropped_no_memory > 0);
+  CHECK(c.accepted + c.dropped_no_memory == kProducers * kEach);
+  CHECK(c.accepted == c.delivered);
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(s.reordering() == 0);
+}
