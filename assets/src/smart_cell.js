@@ -7,7 +7,9 @@
 //
 // The patterns textarea is the widget's pattern editor (src/patterns.js) without its
 // Apply button: lines are sent as you type (debounced) and marked inline as the server
-// checks them. It carries data-complete="patterns", the hook for completion.
+// checks them, and it completes module and function names as the widget's does
+// ("complete" {text, seq} -> "completions", see Kino.Trace.Complete). It carries
+// data-complete="patterns".
 
 import { h } from "./dom.js";
 import { PatternEditor, parsePatternLines } from "./patterns.js";
@@ -83,6 +85,7 @@ export class TraceCellForm {
     server.on("update", (fields) => this.applyUpdate(fields));
     server.on("check", (result) => this.showCheck(result));
     server.on("error", ({ field, message }) => this.showFieldError(field, message));
+    server.on("completions", (reply) => this.editor.showCompletions(reply));
     server.onSync(() => this.flush());
   }
 
@@ -106,7 +109,11 @@ export class TraceCellForm {
     );
 
     // patterns
-    this.editor = new PatternEditor(h("div"), { patterns: [], onApply: () => this.flush() });
+    this.editor = new PatternEditor(h("div"), {
+      patterns: [],
+      onApply: () => this.flush(),
+      onComplete: (text, seq) => this.server.push("complete", { text, seq }),
+    });
     this.editor.el.classList.add("kt-sc-editor");
     this.editor.applyButton.parentElement.remove();
     this.patternsTextarea = this.editor.textarea;

@@ -119,16 +119,17 @@ describe("smart cell form", () => {
       textarea.dispatchEvent(new Event("input"));
       vi.advanceTimersByTime(100);
     }
-    expect(server.pushed).toEqual([]);
+    const updates = () => server.pushed.filter((p) => p.event === "update");
+    expect(updates()).toEqual([]);
     vi.advanceTimersByTime(300);
-    expect(server.pushed).toEqual([{ event: "update", payload: { field: "patterns", value: "Enum.sum/1" } }]);
+    expect(updates()).toEqual([{ event: "update", payload: { field: "patterns", value: "Enum.sum/1" } }]);
 
     textarea.value = "Enum.sum/1\n:ets";
     textarea.dispatchEvent(new Event("input"));
     server.sync();
-    expect(server.pushed.at(-1)).toEqual({ event: "update", payload: { field: "patterns", value: "Enum.sum/1\n:ets" } });
+    expect(updates().at(-1)).toEqual({ event: "update", payload: { field: "patterns", value: "Enum.sum/1\n:ets" } });
     vi.advanceTimersByTime(1000);
-    expect(server.pushed.length).toBe(2);
+    expect(updates().length).toBe(2);
   });
 
   it("the server's check marks bad pattern lines inline and shows field errors", () => {
@@ -165,8 +166,32 @@ describe("smart cell form", () => {
     textarea.dispatchEvent(new Event("input"));
     expect($$(".kt-line-error").length).toBe(0);
     vi.advanceTimersByTime(400);
-    expect(server.pushed).toEqual([]);
+    expect(server.pushed.filter((p) => p.event === "update")).toEqual([]);
     expect($$(".kt-line-error").length).toBe(1);
+  });
+
+  it("completes the pattern line being typed, as the widget's editor does; an accepted item is sent", () => {
+    const { server, cell, $ } = open({ patterns: "" });
+    const textarea = cell.patternsTextarea;
+    textarea.focus();
+    textarea.value = ":ets.ins";
+    textarea.setSelectionRange(8, 8);
+    textarea.dispatchEvent(new Event("input"));
+    const ask = server.pushed.find((p) => p.event === "complete");
+    expect(ask.payload.text).toBe(":ets.ins");
+    server.emit("completions", {
+      seq: ask.payload.seq,
+      prefix: "ins",
+      items: [
+        { label: "insert/2", insert: "insert/2", kind: "function" },
+        { label: "insert_new/2", insert: "insert_new/2", kind: "function" },
+      ],
+    });
+    expect($(".kt-complete").hidden).toBe(false);
+    textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Tab", bubbles: true }));
+    expect(textarea.value).toBe(":ets.insert/2");
+    vi.advanceTimersByTime(400);
+    expect(server.pushed.filter((p) => p.event === "update").at(-1).payload).toEqual({ field: "patterns", value: ":ets.insert/2" });
   });
 
   it("a refused value is shown; the next update of that field clears it", () => {

@@ -36,7 +36,9 @@ async function openCell(opts = {}) {
       if (field === "patterns" && checks[value]) replies.push(["check", checks[value]]);
       return replies;
     });
+    window.harness.respond("complete", ({ seq }) => [["completions", { ...window.completion, seq }]]);
   }, fixture.checks);
+  await page.evaluate((c) => (window.completion = c), fixture.completion);
   return page;
 }
 
@@ -73,7 +75,13 @@ await check("each mode shows its fields", async () => {
 
 await check("typing patterns: sent when typing pauses, lines marked as the server checks them", async () => {
   await page.fill('textarea[data-complete="patterns"]', "");
-  await page.type('textarea[data-complete="patterns"]', fixture.typed, { delay: 5 });
+  // line by line: Escape closes the completion list, so Enter is a new line
+  const typedLines = fixture.typed.split("\n");
+  for (const [i, line] of typedLines.entries()) {
+    await page.type('textarea[data-complete="patterns"]', line, { delay: 5 });
+    await page.press('textarea[data-complete="patterns"]', "Escape");
+    if (i < typedLines.length - 1) await page.press('textarea[data-complete="patterns"]', "Enter");
+  }
   await page.waitForFunction(
     (typed) => window.harness.pushedEvents("update").some((e) => e.payload.field === "patterns" && e.payload.value === typed),
     fixture.typed
@@ -83,6 +91,23 @@ await check("typing patterns: sent when typing pauses, lines marked as the serve
   assert(JSON.stringify(marks) === "[false,true]", `marks: ${JSON.stringify(marks)}`);
   const sent = (await updates(page)).filter((u) => u.field === "patterns");
   assert(sent.length < fixture.typed.length / 2, `sent on every key: ${sent.length}`);
+  const asked = await page.evaluate(() => window.harness.pushedEvents("complete").length);
+  assert(asked > 0, "no completion asked while typing");
+});
+
+await check("completion: typing offers the server's completions; Tab accepts one", async () => {
+  const textarea = 'textarea[data-complete="patterns"]';
+  await page.fill(textarea, "");
+  await page.type(textarea, ":ets.insert_n", { delay: 5 });
+  await page.waitForSelector(".kt-complete:not([hidden])");
+  const items = await page.$$eval(".kt-complete li", (lis) => lis.map((li) => li.textContent));
+  assert(items.some((t) => t.includes("insert_new/2")), `items: ${items}`);
+  await page.press(textarea, "Tab");
+  const value = await page.inputValue(textarea);
+  assert(value === ":ets.insert_new/2", `value: ${value}`);
+  await page.waitForFunction(
+    () => window.harness.pushedEvents("update").some((e) => e.payload.field === "patterns" && e.payload.value === ":ets.insert_new/2")
+  );
 });
 
 await check("fill the rest like a user: processes by name, caller, rate, timeout, all nodes", async () => {

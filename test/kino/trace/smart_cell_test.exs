@@ -454,6 +454,18 @@ defmodule Kino.Trace.SmartCellTest do
       assert :erlang.system_info(:atom_count) - before < 20
     end
 
+    test "completion of the line being typed, as in the widget" do
+      controller = Controller.init(nil)
+
+      assert {[{:reply, "completions", %{seq: 3, prefix: "insert_n", items: items}}], ^controller} =
+               Controller.handle_event(controller, "complete", %{
+                 "text" => ":ets.insert_n",
+                 "seq" => 3
+               })
+
+      assert Enum.map(items, & &1.insert) == ["insert_new/2"]
+    end
+
     test "a bad value is refused and answered to its sender; the form keeps its value" do
       controller = Controller.init(%{"limit" => 5})
 

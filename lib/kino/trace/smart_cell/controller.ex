@@ -14,10 +14,12 @@ defmodule Kino.Trace.SmartCell.Controller do
   does (`Kino.Trace.Pattern.parse_each/2`, shown inline per line), the processes and
   nodes typed in, and the message pattern.
 
-  Events from the browser: `"update"` (`%{"field" => field, "value" => value}`).
+  Events from the browser: `"update"` (`%{"field" => field, "value" => value}`) and
+  `"complete"` (`%{"text" => line, "seq" => n}`, as the widget's pattern editor sends).
   Events sent to the browser: `"update"` (`%{field => value}`, the field as stored, to
-  every browser), `"check"` (see `check/1`), and `"error"` (`%{field:, message:}`, a
-  value refused, to the browser that sent it).
+  every browser), `"check"` (see `check/1`), `"error"` (`%{field:, message:}`, a value
+  refused, to the browser that sent it) and `"completions"` (the reply to `"complete"`,
+  see `Kino.Trace.Widget.Payload.completions/1`).
 
   ## Examples
 
@@ -77,6 +79,11 @@ defmodule Kino.Trace.SmartCell.Controller do
     else
       {:error, message} -> {[{:reply, "error", %{field: field, message: message}}], controller}
     end
+  end
+
+  # Completion of the pattern line being typed, as in the widget's pattern editor.
+  def handle_event(%__MODULE__{} = controller, "complete", request) do
+    {[{:reply, "completions", Payload.completions(request)}], controller}
   end
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
