@@ -57,14 +57,8 @@ defmodule Kino.Trace.Capture do
             limits: %{},
             untraced_receivers: []
 
-  @typedoc "Events dropped, by reason."
-  @type dropped :: %{
-          rate: non_neg_integer(),
-          queue_full: non_neg_integer(),
-          max_events: non_neg_integer(),
-          closed: non_neg_integer(),
-          no_memory: non_neg_integer()
-        }
+  @typedoc "Events dropped, by reason (as `Kino.Trace.info/1` counts them)."
+  @type dropped :: Kino.Trace.dropped()
 
   @typedoc """
   A capture. `info` is `Kino.Trace.info/1` of its trace when the block ended; `limits`
