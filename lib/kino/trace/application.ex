@@ -65,6 +65,8 @@ defmodule Kino.Trace.Application do
     with {:ok, pid} <-
            Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
       register_smart_cell()
+      # the first completion (Kino.Trace.complete/1) need not list the code path
+      Kino.Trace.Complete.Modules.warm_async()
       {:ok, pid}
     end
   end

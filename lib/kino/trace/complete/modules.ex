@@ -51,6 +51,25 @@ defmodule Kino.Trace.Complete.Modules do
   end
 
   @doc """
+  `warm/0` in a short-lived process of kino_trace's own (registered before it runs, so
+  no trace records it). kino_trace's application calls it when it starts, and the
+  widget when it opens: the first completion then finds the code path already read.
+  """
+  @spec warm_async() :: :ok
+  def warm_async do
+    pid =
+      spawn(fn ->
+        receive do
+          :go -> warm()
+        end
+      end)
+
+    Kino.Trace.Internal.register(pid)
+    send(pid, :go)
+    :ok
+  end
+
+  @doc """
   The full names (`"Elixir.Enum"`, `"ets"`) of the loaded modules and of those on the
   code path that start with `prefix`, sorted, without duplicates.
   """

@@ -115,7 +115,8 @@ defmodule Kino.Trace.Widget.Controller do
         lifeline: true
       )
 
-    warm_completion()
+    # the first completion should not wait for the code path to be listed
+    Kino.Trace.Complete.Modules.warm_async()
 
     controller = %__MODULE__{
       trace: trace,
@@ -350,21 +351,6 @@ defmodule Kino.Trace.Widget.Controller do
       true ->
         :ok
     end
-  end
-
-  # The first completion should not wait for the code path to be listed: it is read
-  # now, in a process of kino_trace's own (registered before it runs, so no trace
-  # records it).
-  defp warm_completion do
-    pid =
-      spawn(fn ->
-        receive do
-          :go -> Kino.Trace.Complete.Modules.warm()
-        end
-      end)
-
-    Kino.Trace.Internal.register(pid)
-    send(pid, :go)
   end
 
   defp handle_status_gone(controller) do
