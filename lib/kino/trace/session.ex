@@ -26,13 +26,19 @@ defmodule Kino.Trace.Session do
   alias Kino.Trace.{Decoder, History, Pattern, Plan, Reaper, StackGuard, Tracer}
   alias Kino.Trace.Plan.Functions
 
-  @drain_batch 1_000
+  # Events drained, decoded and sent to subscribers at once. Small batches keep what the
+  # session holds while decoding within its young heap: decoding 2 000 events at once
+  # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
+  # garbage collection.
+  @drain_batch 100
   # Events drained before the mailbox is looked at again: what a request may wait for.
   @max_per_wakeup 2_000
   # At most this many queued events are decoded to answer one request (events/2): under
   # a flood the queue never empties, and a request must not wait for it.
   @max_sync_drain 10_000
-  @subscriber_backlog 32
+  # Messages (of at most @drain_batch events) in a subscriber's mailbox before the
+  # session stops draining for it: 64 000 events.
+  @subscriber_backlog div(64_000, @drain_batch)
   @tick_ms 1_000
 
   defstruct [
@@ -372,9 +378,9 @@ defmodule Kino.Trace.Session do
       Process.send_after(self(), :drain, 5)
       state
     else
-      {raw, more} = drain_raw(state.resource, @max_per_wakeup, [])
+      {state, more} = drain_deliver(state, @max_per_wakeup)
       if more, do: send(self(), :drain)
-      deliver(state, raw)
+      state
     end
   end
 
@@ -389,28 +395,21 @@ defmodule Kino.Trace.Session do
     priority = Process.flag(:priority, :high)
 
     try do
-      drain_n(state, min(queued, cap))
+      state |> drain_deliver(min(queued, cap)) |> elem(0)
     after
       Process.flag(:priority, priority)
     end
   end
 
-  defp drain_n(state, n) when n <= 0, do: state
+  # Drains and delivers up to `budget` events, one batch at a time: each is decoded and
+  # sent as it comes. Returns whether more are queued.
+  defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
 
-  defp drain_n(state, n) do
-    case drain_raw(state.resource, min(n, @max_per_wakeup), []) do
-      {[], _more} -> state
-      {raw, _more} -> state |> deliver(raw) |> drain_n(n - length(raw))
-    end
-  end
-
-  defp drain_raw(_resource, budget, acc) when budget <= 0, do: {Enum.concat(Enum.reverse(acc)), true}
-
-  defp drain_raw(resource, budget, acc) do
-    case Tracer.drain(resource, min(@drain_batch, budget)) do
-      {[], more} -> {Enum.concat(Enum.reverse(acc)), more}
-      {batch, true} -> drain_raw(resource, budget - length(batch), [batch | acc])
-      {batch, false} -> {Enum.concat(Enum.reverse([batch | acc])), false}
+  defp drain_deliver(state, budget) do
+    case Tracer.drain(state.resource, min(@drain_batch, budget)) do
+      {[], more} -> {state, more}
+      {raw, true} -> state |> deliver(raw) |> drain_deliver(budget - length(raw))
+      {raw, false} -> {deliver(state, raw), false}
     end
   end
 

@@ -106,8 +106,8 @@ defmodule Kino.Trace.FloodTest do
     trace = Trace.calls([&Math.echo/1], return: false, queue: [events: 200_000, bytes: 1_073_741_824])
     resource = :sys.get_state(trace.session).resource
     :ok = Trace.subscribe(trace, sleeper)
-    # more than the session's backlog limit, so it stops draining
-    for i <- 1..40, do: send(sleeper, {:filler, i})
+    # more than the session's backlog limit (64 000 events in batches), so it stops draining
+    for i <- 1..2_000, do: send(sleeper, {:filler, i})
 
     for i <- 1..200_000, do: Math.echo(i)
     queued = Tracer.counters(resource).queued
