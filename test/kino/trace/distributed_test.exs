@@ -2,7 +2,7 @@ defmodule Kino.Trace.DistributedTest do
   # Real peer nodes on loopback, started by the test with kino_trace's code path.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1]
+  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
 
   alias KinoTraceTest.Remote.Echo
 
@@ -167,6 +167,25 @@ defmodule Kino.Trace.DistributedTest do
     :erpc.call(n1, Echo, :double, [5])
     events = await_events(trace, &Enum.any?(&1, fn e -> e.node == n1 and e.args == [5] end))
     refute Enum.any?(events, &(&1.args == [4]))
+    Kino.Trace.stop(trace)
+  end
+
+  test "a subscriber that exits without unsubscribing is no longer held by this node's session" do
+    {_p1, n1} = start_peer(:held_a)
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1])
+    local = :sys.get_state(trace.session).nodes[node()].pid
+
+    for _ <- 1..5 do
+      reader = spawn(fn -> receive do: (:exit -> :ok) end)
+      :ok = Kino.Trace.subscribe(trace, reader)
+      assert Map.has_key?(:sys.get_state(local).held, reader)
+      send(reader, :exit)
+    end
+
+    # what stays held is the coordinator itself, a subscriber of the session
+    only_coordinator = fn -> Map.keys(:sys.get_state(local).held) == [trace.session] end
+    wait_until(only_coordinator, 5_000)
+    assert only_coordinator.()
     Kino.Trace.stop(trace)
   end
 

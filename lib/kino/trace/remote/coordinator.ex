@@ -194,8 +194,9 @@ defmodule Kino.Trace.Remote.Coordinator do
         state = broadcast(state, {:node_down, node, reason})
         {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
 
+      # a subscriber gone without unsubscribing: the session of its node lets it go too
       nil ->
-        {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid)}}
+        {:noreply, on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, {:release, pid})}
     end
   end
 
