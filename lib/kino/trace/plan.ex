@@ -158,6 +158,21 @@ defmodule Kino.Trace.Plan do
     %{plan | calls: %{calls | patterns: patterns, functions: functions}}
   end
 
+  @doc """
+  Whose events the plan traces, with which process flags: `{targets, flags}` for its
+  calls, messages and processes, those it has.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"], processes: self()], pids: :new)
+      iex> Kino.Trace.Plan.process_flags(plan) == [{[:new], [:call, :scheduler_id]}, {[self()], [:procs, :scheduler_id]}]
+      true
+  """
+  @spec process_flags(t()) :: [{targets(), [atom()]}]
+  def process_flags(%__MODULE__{} = plan) do
+    calls = plan.calls && {plan.calls.pids, plan.calls.flags}
+    parts = for part <- [plan.messages, plan.processes], part != nil, do: {part.targets, part.flags}
+    if calls, do: [calls | parts], else: parts
+  end
+
   @doc "The options `Kino.Trace.Pattern.parse_each/2` and friends take for this plan."
   @spec pattern_opts(t() | keyword()) :: keyword()
   def pattern_opts(%__MODULE__{options: options}), do: pattern_opts(options)

@@ -122,11 +122,8 @@ defmodule Kino.Trace.Session do
   end
 
   defp set_process_flags(%{session: session, plan: plan}) do
-    parts = [plan.calls && {plan.calls.pids, plan.calls.flags}, plan.messages, plan.processes]
-
-    for part <- parts, part != nil do
-      {targets, flags} = if is_tuple(part), do: part, else: {part.targets, part.flags}
-      for target <- targets, do: trace_process!(session, target, flags)
+    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
+      trace_process!(session, target, flags)
     end
 
     if messages = plan.messages do
