@@ -61,7 +61,8 @@ defmodule Kino.Trace.History do
     |> Enum.reverse()
     |> Enum.reduce_while({[], 0}, fn {seq, count}, {acc, got} ->
       [{^seq, events}] = :ets.lookup(table, seq)
-      if got + count >= n, do: {:halt, {[events | acc], got + count}}, else: {:cont, {[events | acc], got + count}}
+      taken = {[events | acc], got + count}
+      if got + count >= n, do: {:halt, taken}, else: {:cont, taken}
     end)
     |> elem(0)
     |> Enum.concat()
