@@ -34,7 +34,7 @@ defmodule KinoTrace.MixProject do
       elixirc_paths: elixirc_paths(Mix.env()),
       description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
       docs: [main: "Kino.Trace"],
-      package: [files: ~w(lib mix c_src CMakeLists.txt mix.exs README.md .formatter.exs)]
+      package: [files: ~w(lib src mix c_src CMakeLists.txt mix.exs README.md .formatter.exs)]
     ]
   end
 

@@ -11,7 +11,7 @@ export MIX_BUILD_ROOT="$root/_build/sanitized"
 export KINO_TRACE_CMAKE_ARGS="-DKINO_TRACE_SANITIZE=address"
 preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 
-# Preloaded for every process (the compiler loads the NIF too, via @on_load).
+# Preloaded for every process (any BEAM that loads kino_trace_tracer loads the NIF).
 export LD_PRELOAD="$preload"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

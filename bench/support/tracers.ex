@@ -47,8 +47,8 @@ defmodule KinoTrace.Bench.Tracers do
     limits = Kino.Trace.Options.native_limits(Kino.Trace.Options.validate!(opts))
     resource = Tracer.new_session(drainer, limits)
     send(drainer, {:resource, resource})
-    Code.ensure_loaded!(Tracer)
-    session = :trace.session_create(:kino_trace_bench, {Tracer, resource}, [])
+    Code.ensure_loaded!(:kino_trace_tracer)
+    session = :trace.session_create(:kino_trace_bench, {:kino_trace_tracer, resource}, [])
     for w <- workers, do: :trace.process(session, w, true, [:call, :scheduler_id])
     1 = :trace.function(session, @mfa, match_spec(opts), [:local])
     %{kind: :native, session: session, resource: resource, drainer: drainer}

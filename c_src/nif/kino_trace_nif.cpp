@@ -1,4 +1,6 @@
-// kino_trace's native tracer: the NIFs of Kino.Trace.Tracer.
+// kino_trace's native tracer: the NIFs of kino_trace_tracer (src/kino_trace_tracer.erl),
+// an Erlang module so that a node without Elixir can load it; Kino.Trace.Tracer is its
+// Elixir facade.
 //
 // The parts:
 //   atoms.hpp              the atoms, made once at load
@@ -24,7 +26,7 @@
 namespace kino_trace::nif {
 namespace {
 
-// Why a load failed, sent to the loading process (Kino.Trace.Tracer.load_nif/0 tells it):
+// Why a load failed, sent to the loading process (kino_trace_tracer's on_load keeps it):
 // erl_nif only lets load return a number.
 void report_load_error(ErlNifEnv* env, const std::string& why) {
   ErlNifPid self;
@@ -89,5 +91,5 @@ ErlNifFunc nif_funcs[] = {
 }  // namespace
 }  // namespace kino_trace::nif
 
-ERL_NIF_INIT(Elixir.Kino.Trace.Tracer, kino_trace::nif::nif_funcs, kino_trace::nif::load, nullptr,
-             kino_trace::nif::upgrade, nullptr)
+ERL_NIF_INIT(kino_trace_tracer, kino_trace::nif::nif_funcs, kino_trace::nif::load, nullptr, kino_trace::nif::upgrade,
+             nullptr)

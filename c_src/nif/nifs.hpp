@@ -1,4 +1,4 @@
-// The NIFs of Kino.Trace.Tracer, as the function table (kino_trace_nif.cpp) names them.
+// The NIFs of kino_trace_tracer, as the function table (kino_trace_nif.cpp) names them.
 #pragma once
 
 #include <erl_nif.h>

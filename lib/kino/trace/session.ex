@@ -7,7 +7,7 @@ defmodule Kino.Trace.Session do
   node of a multi-node trace, see `Kino.Trace.Remote`). It
 
     * creates the native session (the plan's limits live there) and the OTP trace
-      session with `Kino.Trace.Tracer` as its tracer, then sets the plan's process flags
+      session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
       and match specs;
     * drains the native queue when woken (one message when the queue goes from empty to
       non-empty), decodes batches with `Kino.Trace.Decoder` and hands them to its
@@ -88,8 +88,8 @@ defmodule Kino.Trace.Session do
     Kino.Trace.Internal.register(self())
     resource = Tracer.new_session(self(), plan.limits)
     # The tracer module must be loaded before the session is created.
-    Code.ensure_loaded!(Tracer)
-    session = :trace.session_create(:kino_trace, {Tracer, resource}, [])
+    Code.ensure_loaded!(:kino_trace_tracer)
+    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
 
     state = %__MODULE__{
       id: Tracer.session_id(resource),

@@ -180,7 +180,8 @@ defmodule Kino.Trace.StackGuard do
   end
 
   defp ensure_session(%__MODULE__{session: nil} = guard) do
-    session = :trace.session_create(:kino_trace, {Tracer, guard.resource}, [])
+    Code.ensure_loaded!(:kino_trace_tracer)
+    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, guard.resource}, [])
     guard = %{guard | session: session}
     if guard.plan, do: apply_plan(guard)
     guard

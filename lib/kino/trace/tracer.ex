@@ -1,14 +1,17 @@
 defmodule Kino.Trace.Tracer do
   @moduledoc """
-  kino_trace's native tracer: an `erl_tracer` module whose callbacks are NIFs.
+  kino_trace's native tracer: the Elixir API of `:kino_trace_tracer`, an `erl_tracer`
+  module whose callbacks are NIFs.
 
-  The VM calls `enabled/3` (and its `enabled_*` variants) and `trace/5` (and its
-  `trace_*` variants) inside the traced process. The tracer state is a *session
-  resource* made by `new_session/2`, which holds the session's limits and its lock-free
-  event queue:
+  `:kino_trace_tracer` (`src/kino_trace_tracer.erl`) is written in Erlang so that a node
+  without Elixir can load it; this module delegates to it. The VM calls its `enabled/3`
+  (and `enabled_*` variants) and `trace/5` (and `trace_*` variants) inside the traced
+  process, so it is `:kino_trace_tracer` that is given to `:trace.session_create/3`. The
+  tracer state is a *session resource* made by `new_session/2`, which holds the
+  session's limits and its lock-free event queue:
 
       resource = Kino.Trace.Tracer.new_session(self(), %{limit: 100})
-      session = :trace.session_create(:my_trace, {Kino.Trace.Tracer, resource}, [])
+      session = :trace.session_create(:my_trace, {:kino_trace_tracer, resource}, [])
       :trace.process(session, pid, true, [:call])
       :trace.function(session, {MyMod, :_, :_}, true, [:local])
       # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
@@ -44,40 +47,6 @@ defmodule Kino.Trace.Tracer do
   This is the low-level layer: use `Kino.Trace` instead.
   """
 
-  @on_load :load_nif
-  @nif_path ~c"kino_trace_nif"
-
-  @doc false
-  def load_nif do
-    path = :filename.join(:code.priv_dir(:kino_trace), @nif_path)
-
-    case :erlang.load_nif(path, 0) do
-      :ok ->
-        :ok
-
-      {:error, {:reload, _}} ->
-        :ok
-
-      {:error, reason} ->
-        IO.warn(
-          "kino_trace: could not load its native tracer from #{path}: #{load_error(reason)}"
-        )
-
-        :ok
-    end
-  end
-
-  # Why the NIF refused to load: erl_nif lets its load callback return only a number, so
-  # the NIF sends its reason (such as "unsupported term layout: ...") to the
-  # loading process. Other failures (no library, wrong architecture...) are as the VM tells.
-  defp load_error(reason) do
-    receive do
-      {:kino_trace_load_error, message} -> "#{message} (#{inspect(reason)})"
-    after
-      0 -> inspect(reason)
-    end
-  end
-
   @typedoc "A native session: the tracer state given to `:trace.session_create/3`."
   @opaque resource :: reference()
 
@@ -86,29 +55,6 @@ defmodule Kino.Trace.Tracer do
           {tag :: atom(), pid() | port() | :undefined, monotonic_ns :: integer(),
            scheduler :: non_neg_integer(), module() | :undefined, atom() | :undefined,
            arity :: non_neg_integer(), term(), term(), drop_mark :: non_neg_integer()}
-
-  # --- erl_tracer callbacks (NIFs) -------------------------------------------------------
-
-  @doc false
-  def enabled(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def enabled_call(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def enabled_send(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def enabled_receive(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def enabled_procs(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def trace(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def trace_call(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def trace_send(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def trace_receive(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
-  @doc false
-  def trace_procs(_tag, _state, _tracee, _term, _opts), do: :erlang.nif_error(:not_loaded)
 
   # --- session management -------------------------------------------------------------
 
@@ -127,19 +73,19 @@ defmodule Kino.Trace.Tracer do
 
   @doc "Creates a native session owned (and drained) by `owner`, with the given limits."
   @spec new_session(pid(), limits()) :: resource()
-  def new_session(_owner, _limits), do: :erlang.nif_error(:not_loaded)
+  defdelegate new_session(owner, limits), to: :kino_trace_tracer
 
   @doc "The session's id, as found in its `{:kino_trace, id, _}` messages."
   @spec session_id(resource()) :: pos_integer()
-  def session_id(_resource), do: :erlang.nif_error(:not_loaded)
+  defdelegate session_id(resource), to: :kino_trace_tracer
 
   @doc "Takes up to `max` (1..10000) events. Returns them and whether more may be waiting."
   @spec drain(resource(), pos_integer()) :: {[raw_event()], boolean()}
-  def drain(_resource, _max), do: :erlang.nif_error(:not_loaded)
+  defdelegate drain(resource, max), to: :kino_trace_tracer
 
   @doc "The session's counters: accepted, delivered, queued, dropped by reason, ..."
   @spec counters(resource()) :: map()
-  def counters(_resource), do: :erlang.nif_error(:not_loaded)
+  defdelegate counters(resource), to: :kino_trace_tracer
 
   @doc """
   Closes the session: nothing more is accepted, and every queued event is freed (counted
@@ -147,7 +93,7 @@ defmodule Kino.Trace.Tracer do
   queue of a million events takes tens of milliseconds and holds no scheduler meanwhile.
   """
   @spec close(resource()) :: :ok
-  def close(_resource), do: :erlang.nif_error(:not_loaded)
+  defdelegate close(resource), to: :kino_trace_tracer
 
   @doc """
   Copies `term` as the tracer would, with the caps of the given limits (as
@@ -158,7 +104,7 @@ defmodule Kino.Trace.Tracer do
       "[1, 2, 3, ...]"
   """
   @spec roundtrip(term(), limits()) :: {term(), non_neg_integer()}
-  def roundtrip(_term, _caps), do: :erlang.nif_error(:not_loaded)
+  defdelegate roundtrip(term, caps), to: :kino_trace_tracer
 
   @doc """
   The Elixir structs the native tracer builds, as `[{module, keys}]` (`:__struct__` left
@@ -166,15 +112,21 @@ defmodule Kino.Trace.Tracer do
   by the tests.
   """
   @spec struct_keys() :: [{module(), [atom()]}]
-  def struct_keys, do: :erlang.nif_error(:not_loaded)
+  defdelegate struct_keys, to: :kino_trace_tracer
 
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()
-  def loaded? do
-    nif_loaded()
-  rescue
-    _ -> false
-  end
+  defdelegate loaded?, to: :kino_trace_tracer, as: :loaded
 
-  defp nif_loaded, do: :erlang.nif_error(:not_loaded)
+  @doc """
+  Why the native tracer did not load (a message naming the library's path), or `nil`
+  when it is loaded.
+  """
+  @spec load_error() :: String.t() | nil
+  def load_error do
+    case :kino_trace_tracer.load_error() do
+      :undefined -> nil
+      message -> message
+    end
+  end
 end

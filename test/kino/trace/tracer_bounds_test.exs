@@ -33,7 +33,7 @@ defmodule Kino.Trace.TracerBoundsTest do
 
   defp start(limits \\ @big_queue) do
     resource = Tracer.new_session(self(), limits)
-    session = :trace.session_create(:tracer_bounds_test, {Tracer, resource}, [])
+    session = :trace.session_create(:tracer_bounds_test, {:kino_trace_tracer, resource}, [])
     :trace.function(session, {Target, :_, :_}, true, [:local])
     on_exit(fn -> :trace.session_destroy(session) end)
     {resource, session}

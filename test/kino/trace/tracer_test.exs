@@ -15,7 +15,7 @@ defmodule Kino.Trace.TracerTest do
   # Starts a native + OTP session tracing `pids` (calls to Target), owned by the test.
   defp start(pids, limits \\ %{}, opts \\ []) do
     resource = Tracer.new_session(self(), limits)
-    session = :trace.session_create(:tracer_test, {Tracer, resource}, [])
+    session = :trace.session_create(:tracer_test, {:kino_trace_tracer, resource}, [])
     for pid <- List.wrap(pids), do: :trace.process(session, pid, true, [:call, :scheduler_id])
     body = Keyword.get(opts, :body, [])
     :trace.function(session, {Target, :_, :_}, [{:_, [], body}], [:local])

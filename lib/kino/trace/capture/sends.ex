@@ -65,7 +65,8 @@ defmodule Kino.Trace.Capture.Sends do
   def start(targets, children?, owner) do
     limits = Map.put(@caps, :queue, events: @max_sends, bytes: 64 * @max_sends)
     resource = Tracer.new_session(owner, limits)
-    session = :trace.session_create(:kino_trace, {Tracer, resource}, [])
+    Code.ensure_loaded!(:kino_trace_tracer)
+    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
     flags = if children?, do: [:send, :set_on_spawn], else: [:send]
 
     for target <- targets, is_pid(target) do
@@ -176,7 +177,7 @@ defmodule Kino.Trace.Capture.Sends do
 
   defp session_id(session, pid) do
     case :trace.info(session, pid, :tracer) do
-      {:tracer, {Tracer, resource}} -> Tracer.session_id(resource)
+      {:tracer, {:kino_trace_tracer, resource}} -> Tracer.session_id(resource)
       _ -> nil
     end
   rescue

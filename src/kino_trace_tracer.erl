@@ -1,0 +1,178 @@
+%% kino_trace's native tracer: an erl_tracer module whose callbacks are NIFs
+%% (c_src/nif/kino_trace_nif.cpp), and the NIFs that make, drain and close its sessions.
+%%
+%% It is written in Erlang, and needs nothing but OTP, so that a node that never
+%% installed kino_trace (no Elixir either) can load it: the remote agent sends this
+%% module's object code and the NIF library, sets the persistent_term
+%% {kino_trace_tracer, nif_path} to where it put the library, calls
+%% code:load_binary/3 and erases the term again. Here, with kino_trace installed, the
+%% library is found in code:priv_dir(kino_trace).
+%%
+%% Kino.Trace.Tracer (lib/kino/trace/tracer.ex) is the documented Elixir API; it
+%% delegates to this module. Give this module, not the facade, to
+%% trace:session_create/3:
+%%
+%%     Resource = kino_trace_tracer:new_session(self(), #{limit => 100}),
+%%     Session = trace:session_create(my_trace, {kino_trace_tracer, Resource}, []),
+%%     {Events, More} = kino_trace_tracer:drain(Resource, 500).
+%%
+%% A failed load never fails the module: loaded/0 is then false and load_error/0 says
+%% why, a binary naming the library's path. The reason is kept in the persistent_term
+%% {kino_trace_tracer, load_error}, put only when a load fails (and erased by the next
+%% load that works), so a successful load leaves nothing behind.
+-module(kino_trace_tracer).
+
+-export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
+         trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5]).
+-export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
+         struct_keys/0, nif_loaded/0]).
+-export([loaded/0, load_error/0]).
+
+-nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
+       trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5,
+       new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
+       struct_keys/0, nif_loaded/0]).
+
+-on_load(on_load/0).
+
+%% A native session: the tracer state given to trace:session_create/3.
+-type resource() :: reference().
+-type tracee() :: pid() | port() | undefined.
+%% {Tag, Pid | Port | undefined, MonotonicNs, Scheduler, M | undefined, F | undefined,
+%%  Arity, First, Second, DropMark} (Kino.Trace.Decoder reads them).
+-type raw_event() :: {atom(), tracee(), integer(), non_neg_integer(), module() | undefined,
+                      atom() | undefined, non_neg_integer(), term(), term(), non_neg_integer()}.
+-export_type([resource/0, raw_event/0]).
+
+-define(LIBRARY, "kino_trace_nif").
+-define(PATH_KEY, {?MODULE, nif_path}).
+-define(ERROR_KEY, {?MODULE, load_error}).
+
+%% --- erl_tracer callbacks (NIFs) -------------------------------------------------------
+%% (No -behaviour(erl_tracer): the VM calls enabled/3 and trace/5 for the kinds of event
+%% left out here, such as running_procs, and erl_tracer does not make them optional.)
+
+-spec enabled(atom(), resource(), tracee()) -> trace | discard | remove.
+enabled(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+-spec enabled_call(atom(), resource(), tracee()) -> trace | discard | remove.
+enabled_call(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+-spec enabled_send(atom(), resource(), tracee()) -> trace | discard | remove.
+enabled_send(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+-spec enabled_receive(atom(), resource(), tracee()) -> trace | discard | remove.
+enabled_receive(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+-spec enabled_procs(atom(), resource(), tracee()) -> trace | discard | remove.
+enabled_procs(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+-spec trace(atom(), resource(), tracee(), term(), map()) -> ok.
+trace(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+-spec trace_call(atom(), resource(), tracee(), term(), map()) -> ok.
+trace_call(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+-spec trace_send(atom(), resource(), tracee(), term(), map()) -> ok.
+trace_send(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+-spec trace_receive(atom(), resource(), tracee(), term(), map()) -> ok.
+trace_receive(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+-spec trace_procs(atom(), resource(), tracee(), term(), map()) -> ok.
+trace_procs(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+
+%% --- sessions (NIFs; Kino.Trace.Tracer documents them) --------------------------------
+
+-spec new_session(pid(), map()) -> resource().
+new_session(_Owner, _Limits) -> erlang:nif_error(not_loaded).
+-spec session_id(resource()) -> pos_integer().
+session_id(_Resource) -> erlang:nif_error(not_loaded).
+-spec drain(resource(), pos_integer()) -> {[raw_event()], boolean()}.
+drain(_Resource, _Max) -> erlang:nif_error(not_loaded).
+-spec counters(resource()) -> #{atom() => non_neg_integer() | boolean()}.
+counters(_Resource) -> erlang:nif_error(not_loaded).
+-spec close(resource()) -> ok.
+close(_Resource) -> erlang:nif_error(not_loaded).
+-spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
+roundtrip(_Term, _Caps) -> erlang:nif_error(not_loaded).
+-spec struct_keys() -> [{module(), [atom()]}].
+struct_keys() -> erlang:nif_error(not_loaded).
+-spec nif_loaded() -> true.
+nif_loaded() -> erlang:nif_error(not_loaded).
+
+%% --- loading ---------------------------------------------------------------------------
+
+%% True when the NIF library is loaded; never raises.
+-spec loaded() -> boolean().
+loaded() ->
+    try nif_loaded()
+    catch error:_ -> false
+    end.
+
+%% Why the NIF library did not load, or undefined when it did: a binary such as
+%% <<"kino_trace: could not load its native tracer from /path/kino_trace_nif: ...">>.
+-spec load_error() -> binary() | undefined.
+load_error() ->
+    case loaded() of
+        true -> undefined;
+        false -> persistent_term:get(?ERROR_KEY, undefined)
+    end.
+
+%% The code server runs this in a process of its own, which then exits: what the NIF
+%% sends to "the loading process" is read here. It always returns ok (the module loads
+%% without its NIFs), whatever goes wrong.
+on_load() ->
+    {Path, Local} =
+        case persistent_term:get(?PATH_KEY, undefined) of
+            undefined -> {priv_path(), true};
+            Given -> {Given, false}
+        end,
+    case try_load(Path) of
+        ok ->
+            forget_error();
+        {error, Why} ->
+            Message = iolist_to_binary(["kino_trace: could not load its native tracer from ",
+                                        describe(Path), ": ", Why]),
+            persistent_term:put(?ERROR_KEY, Message),
+            %% Here it is a warning; the remote agent reports load_error/0 itself.
+            case Local of
+                true -> io:format(standard_error, "warning: ~ts~n", [Message]);
+                false -> ok
+            end
+    end,
+    ok.
+
+priv_path() ->
+    case code:priv_dir(kino_trace) of
+        {error, _} = Error -> Error;
+        Dir -> filename:join(Dir, ?LIBRARY)
+    end.
+
+try_load({error, Reason}) ->
+    {error, io_lib:format("kino_trace's priv directory is not found (~0tp)", [Reason])};
+try_load(Path) ->
+    try erlang:load_nif(unicode:characters_to_list(Path), 0) of
+        ok -> ok;
+        %% Already loaded for this instance of the module: nothing to do.
+        {error, {reload, _}} -> ok;
+        {error, Reason} -> {error, reason(Reason)}
+    catch
+        Class:Reason -> {error, io_lib:format("~0tp", [{Class, Reason}])}
+    end.
+
+%% The NIF's own reason, when it gave one (erl_nif lets its load callback return only a
+%% number, so it sends its reason, such as "unsupported term layout: ...", to this
+%% process), then the VM's.
+reason(Reason) ->
+    receive
+        {kino_trace_load_error, Message} -> [Message, io_lib:format(" (~0tp)", [Reason])]
+    after 0 -> io_lib:format("~0tp", [Reason])
+    end.
+
+describe({error, _}) ->
+    <<"kino_trace's priv directory">>;
+describe(Path) ->
+    try unicode:characters_to_binary(Path) of
+        Text when is_binary(Text) -> Text;
+        _ -> io_lib:format("~0tp", [Path])
+    catch
+        error:_ -> io_lib:format("~0tp", [Path])
+    end.
+
+forget_error() ->
+    case persistent_term:get(?ERROR_KEY, undefined) of
+        undefined -> ok;
+        _ -> persistent_term:erase(?ERROR_KEY), ok
+    end.
