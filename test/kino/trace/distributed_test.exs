@@ -2,30 +2,14 @@ defmodule Kino.Trace.DistributedTest do
   # Real peer nodes on loopback, started by the test with kino_trace's code path.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [await_events: 2, ensure_distribution: 0, wait_until: 1, wait_until: 2]
 
   alias KinoTraceTest.Remote.Echo
 
   @moduletag timeout: 120_000
 
   setup_all do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      # A name of our own: other test runs may share this machine.
-      name = :"kino_trace_test_#{System.pid()}@127.0.0.1"
-      :ok = start_distribution(name, 50)
-    end
-
-    :ok
-  end
-
-  # epmd may take a moment to listen after `epmd -daemon`.
-  defp start_distribution(name, tries) do
-    case Node.start(name, :longnames) do
-      {:ok, _} -> :ok
-      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
-      {:error, reason} -> flunk("could not start distribution: #{inspect(reason)}")
-    end
+    ensure_distribution()
   end
 
   defp start_peer(name, code_path? \\ true) do
