@@ -9,6 +9,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNifTest do
     path = Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")
     assert File.regular?(path)
     assert Kino.Trace.Tracer.loaded?()
+    assert Kino.Trace.Tracer.load_error() == nil
   end
 
   test "a second compile with no change rebuilds nothing" do

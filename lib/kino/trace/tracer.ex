@@ -4,11 +4,10 @@ defmodule Kino.Trace.Tracer do
   module whose callbacks are NIFs.
 
   `:kino_trace_tracer` (`src/kino_trace_tracer.erl`) is written in Erlang so that a node
-  without Elixir can load it; this module delegates to it. The VM calls its `enabled/3`
-  (and `enabled_*` variants) and `trace/5` (and `trace_*` variants) inside the traced
-  process, so it is `:kino_trace_tracer` that is given to `:trace.session_create/3`. The
-  tracer state is a *session resource* made by `new_session/2`, which holds the
-  session's limits and its lock-free event queue:
+  without Elixir can load it; this module delegates to it. The VM calls its `enabled*/3`
+  and `trace*/5` callbacks inside the traced process, so it is `:kino_trace_tracer` that
+  is given to `:trace.session_create/3`. The tracer state is a *session resource* made
+  by `new_session/2`, which holds the session's limits and its lock-free event queue:
 
       resource = Kino.Trace.Tracer.new_session(self(), %{limit: 100})
       session = :trace.session_create(:my_trace, {:kino_trace_tracer, resource}, [])
