@@ -32,7 +32,10 @@
 %%   `dropped_queue_full', and switches the recorded flags back on once its mailbox is
 %%   empty. Processes spawned meanwhile by traced ones are not traced (their parent's
 %%   set_on_spawn was off). Without attach/2 it can only drop until the mailbox is
-%%   empty.</li>
+%%   empty. Recording the flags asks each process (`trace:info/3'): ~10 us per process,
+%%   longer for a busy one, during which the mailbox goes on growing; so the bound is
+%%   soft: the flood test (2 cores shared with other work) sees up to ~4 times
+%%   `mailbox' with 10 000.</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to
@@ -59,14 +62,14 @@
 -export([new_session/2, tracer/1, attach/2, session_id/1, drain/2, counters/1, info/1, close/1,
          roundtrip/2, flags/1]).
 
--define(TICK, 64).                 % messages between two looks at the mailbox
+-define(TICK, 16).                 % messages between two looks at the mailbox
 -define(EVENT_BYTES, 208).         % sizeof(kino_trace::Event)
 -define(INLINE_PAYLOAD, 112).      % its inline payload buffer
 -define(MARK_SLOTS, 1024).
 -define(U64, 16#FFFFFFFFFFFFFFFF).
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
-               limit_reached, received, guard_trips]).
+               limit_reached, received, guard_trips, mailbox_peak, trip_us]).
 
 -record(h, {pid, id, counters}).
 -record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
@@ -80,7 +83,7 @@
 ix(accepted) -> 1; ix(delivered) -> 2; ix(discarded) -> 3; ix(bytes_queued) -> 4;
 ix(dropped_closed) -> 5; ix(dropped_rate) -> 6; ix(dropped_queue_full) -> 7;
 ix(dropped_max_events) -> 8; ix(dropped_no_memory) -> 9; ix(wakeups) -> 10; ix(closed) -> 11;
-ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14.
+ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_peak) -> 15; ix(trip_us) -> 16.
 
 %% --- API ---------------------------------------------------------------------------
 
@@ -100,7 +103,7 @@ new_session(Owner, Limits) ->
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
            queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L)},
-    Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}]),
+    Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}, {priority, high}]),
     #h{pid = Pid, id = Id, counters = Counters}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
@@ -144,10 +147,11 @@ counters(#h{id = Id, counters = C}) ->
            queued => Accepted - Delivered - Discarded, closed => Get(closed) =:= 1,
            limit_reached => Get(limit_reached) =:= 1}.
 
-%% @doc The fallback's own figures: trace messages received (= accepted + all drops) and
-%% how often the mailbox guard switched tracing off.
--spec info(handle()) -> #{received := non_neg_integer(), guard_trips := non_neg_integer()}.
-info(#h{counters = C}) -> #{received => atomics:get(C, ix(received)), guard_trips => atomics:get(C, ix(guard_trips))}.
+%% @doc The fallback's own figures: trace messages received (= accepted + all drops),
+%% how often the mailbox guard switched tracing off, the longest mailbox it saw, and the
+%% time its switch-offs took in all (microseconds).
+-spec info(handle()) -> #{received | guard_trips | mailbox_peak | trip_us := non_neg_integer()}.
+info(#h{counters = C}) -> maps:from_list([{K, atomics:get(C, ix(K))} || K <- [received, guard_trips, mailbox_peak, trip_us]]).
 
 %% @doc Closes the session: queued events are discarded (counted), the attached
 %% session's process flags are switched off and the tracer process ends before this
@@ -351,7 +355,7 @@ switch_off(Session) ->
 
 guard(#s{tick = 0, suspended = false, mailbox = Max} = S) ->
     case erlang:process_info(self(), message_queue_len) of
-        {message_queue_len, Len} when Len > Max -> suspend(S#s{tick = ?TICK});
+        {message_queue_len, Len} when Len > Max -> peak(S#s.counters), suspend(S#s{tick = ?TICK});
         _ -> S#s{tick = ?TICK}
     end;
 guard(#s{tick = 0} = S) -> S#s{tick = ?TICK};
@@ -359,12 +363,19 @@ guard(#s{tick = T} = S) -> S#s{tick = T - 1}.
 
 suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
     atomics:add(C, ix(guard_trips), 1),
+    T0 = erlang:monotonic_time(microsecond),
     Snapshot = case Session of
                    undefined -> [];
                    _ -> snapshot(Session)
                end,
     Session =:= undefined orelse switch_off(Session),
+    atomics:add(C, ix(trip_us), erlang:monotonic_time(microsecond) - T0),
+    peak(C),
     S#s{suspended = Snapshot, epoch = Epoch + 1}.
+
+peak(C) ->
+    {message_queue_len, Len} = erlang:process_info(self(), message_queue_len),
+    Len > atomics:get(C, ix(mailbox_peak)) andalso atomics:put(C, ix(mailbox_peak), Len).
 
 %% Who has which flags in the session now (processes, ports, and new ones).
 snapshot(Session) ->
