@@ -114,7 +114,7 @@ tracer(#h{pid = Pid}) -> Pid.
 %% keeps only the weak part), so it can switch the session's process flags off and on.
 %% The tracer untraces itself in it: call this before setting any process flag.
 -spec attach(handle(), term()) -> ok.
-attach(H, {_Strong, Weak}) -> attach(H, Weak);
+attach(H, {Strong, Weak}) when is_reference(Strong) -> attach(H, Weak);
 attach(H, Weak) ->
     case call(H, {attach, Weak}) of
         noproc -> ok;
