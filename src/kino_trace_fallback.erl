@@ -34,8 +34,8 @@
 %%   set_on_spawn was off). Without attach/2 it can only drop until the mailbox is
 %%   empty. Recording the flags asks each process (`trace:info/3'): ~10 us per process,
 %%   longer for a busy one, during which the mailbox goes on growing; so the bound is
-%%   soft: the flood test (2 cores shared with other work) sees up to ~1.5 times
-%%   `mailbox' with 10 000.</li>
+%%   soft: the flood test (2 cores shared with other work) sees up to ~4 times
+%%   `mailbox' with 10 000 at times.</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to

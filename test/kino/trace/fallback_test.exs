@@ -68,14 +68,24 @@ defmodule Kino.Trace.FallbackTest do
   defp decoded(raw) do
     {events, _} = Decoder.decode(Decoder.new(), raw)
     # durations come from the timestamps: only whether there is one is compared
-    Enum.map(events, &%{Map.drop(Map.from_struct(&1), [:id, :time, :monotonic]) | duration: is_integer(&1.duration)})
+    Enum.map(
+      events,
+      &%{
+        Map.drop(Map.from_struct(&1), [:id, :time, :monotonic])
+        | duration: is_integer(&1.duration)
+      }
+    )
   end
 
   defp balanced?(c), do: c.accepted == c.delivered + c.queued + c.discarded
 
   defp received_all?(handle) do
     c = :kino_trace_fallback.counters(handle)
-    drops = c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_no_memory
+
+    drops =
+      c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events +
+        c.dropped_no_memory
+
     :kino_trace_fallback.info(handle).received == c.accepted + drops
   end
 
@@ -108,7 +118,8 @@ defmodule Kino.Trace.FallbackTest do
     end
   end
 
-  @big {:big, Enum.to_list(1..100), :binary.copy("x", 1000), %{a: [1, 2, [3, [4, [5]]]]}, 2 ** 300, <<1, 2, 3::5>>}
+  @big {:big, Enum.to_list(1..100), :binary.copy("x", 1000), %{a: [1, 2, [3, [4, [5]]]]},
+        2 ** 300, <<1, 2, 3::5>>}
 
   for {name, limits} <- [
         defaults: %{},
@@ -127,7 +138,9 @@ defmodule Kino.Trace.FallbackTest do
       fallback = fallback_events(s)
 
       tags = native |> Enum.map(&elem(&1, 0)) |> MapSet.new()
-      expected = ~w(call return_from exception_from return_to send send_to_non_existing_process receive
+
+      expected =
+        ~w(call return_from exception_from return_to send send_to_non_existing_process receive
                    spawn link unlink register unregister exit)a
 
       expected = if limits[:skip_returns], do: expected -- [:return_from], else: expected
@@ -145,7 +158,10 @@ defmodule Kino.Trace.FallbackTest do
 
       keys = [:accepted, :queued, :bytes_queued, :dropped_rate, :dropped_queue_full, :closed]
       assert Map.take(fallback_counters, keys) == Map.take(native_counters, keys)
-      assert Map.keys(fallback_counters) |> Enum.sort() == Map.keys(native_counters) |> Enum.sort()
+
+      assert Map.keys(fallback_counters) |> Enum.sort() ==
+               Map.keys(native_counters) |> Enum.sort()
+
       assert balanced?(:kino_trace_fallback.counters(s.handle))
       assert received_all?(s.handle)
     end
@@ -212,7 +228,11 @@ defmodule Kino.Trace.FallbackTest do
       native = n1 ++ native_events(s)
       fallback = f1 ++ fallback_events(s)
 
-      assert [{:call, ^pid, _, _, Work, :f, 1, [1], _, m1}, {:call, ^pid, _, _, Work, :f, 1, [2], _, m2}] = fallback
+      assert [
+               {:call, ^pid, _, _, Work, :f, 1, [1], _, m1},
+               {:call, ^pid, _, _, Work, :f, 1, [2], _, m2}
+             ] = fallback
+
       assert m1 != m2
       assert Enum.map(decoded(fallback), & &1.lost) == [false, true]
       assert decoded(fallback) == decoded(native)
@@ -298,7 +318,10 @@ defmodule Kino.Trace.FallbackTest do
           [limit: 1]
         ] do
       native = assert_raise(ArgumentError, fn -> Tracer.new_session(self(), limits) end)
-      fallback = assert_raise(ArgumentError, fn -> :kino_trace_fallback.new_session(self(), limits) end)
+
+      fallback =
+        assert_raise(ArgumentError, fn -> :kino_trace_fallback.new_session(self(), limits) end)
+
       assert fallback.message == native.message
     end
 
@@ -306,7 +329,10 @@ defmodule Kino.Trace.FallbackTest do
       :kino_trace_fallback.new_session(:nobody, %{})
     end
 
-    assert_raise ArgumentError, ~r/:mailbox/, fn -> :kino_trace_fallback.new_session(self(), %{mailbox: 0}) end
+    assert_raise ArgumentError, ~r/:mailbox/, fn ->
+      :kino_trace_fallback.new_session(self(), %{mailbox: 0})
+    end
+
     handle = :kino_trace_fallback.new_session(self(), %{queue: [events: 5, events: 6]})
     assert_raise ArgumentError, fn -> :kino_trace_fallback.drain(handle, 0) end
     assert_raise ArgumentError, fn -> :kino_trace_fallback.drain(handle, 10_001) end
@@ -337,14 +363,51 @@ defmodule Kino.Trace.FallbackTest do
     sub = binary_part(big, 10, 20)
 
     terms = [
-      1, :atom, -3, 2 ** 59, 2 ** 62, 2 ** 63, -(2 ** 63), -(2 ** 63) - 1, 2 ** 64, 2 ** 5000, -(2 ** 5001),
-      1.5, "abc", "", big, sub, <<1, 2, 3::3>>, <<:binary.copy(<<1>>, 600)::binary, 1::1>>,
-      {}, {1, 2}, Tuple.duplicate(:a, 100), [], [1, 2], Enum.to_list(1..100), [1 | 2], ~c"a charlist",
-      %{}, %{a: 1}, Map.new(1..100, &{&1, &1}), Map.new(1..40, &{&1, [&1]}), %{{1, 2} => big},
-      self(), make_ref(), hd(Port.list()), :c.pid(0, 0, 0), fn -> x end, fn -> big end, fn -> {x, sub, self()} end,
-      &Enum.map/2, fn y -> y end, List.duplicate(big, 20), [[[[[[[[[[[[1]]]]]]]]]]]],
+      1,
+      :atom,
+      -3,
+      2 ** 59,
+      2 ** 62,
+      2 ** 63,
+      -(2 ** 63),
+      -(2 ** 63) - 1,
+      2 ** 64,
+      2 ** 5000,
+      -(2 ** 5001),
+      1.5,
+      "abc",
+      "",
+      big,
+      sub,
+      <<1, 2, 3::3>>,
+      <<:binary.copy(<<1>>, 600)::binary, 1::1>>,
+      {},
+      {1, 2},
+      Tuple.duplicate(:a, 100),
+      [],
+      [1, 2],
+      Enum.to_list(1..100),
+      [1 | 2],
+      ~c"a charlist",
+      %{},
+      %{a: 1},
+      Map.new(1..100, &{&1, &1}),
+      Map.new(1..40, &{&1, [&1]}),
+      %{{1, 2} => big},
+      self(),
+      make_ref(),
+      hd(Port.list()),
+      :c.pid(0, 0, 0),
+      fn -> x end,
+      fn -> big end,
+      fn -> {x, sub, self()} end,
+      &Enum.map/2,
+      fn y -> y end,
+      List.duplicate(big, 20),
+      [[[[[[[[[[[[1]]]]]]]]]]]],
       {:a, {:b, {:c, {:d, {:e, {:f, {:g, {:h, {:i, {:j, {:k, 1}}}}}}}}}}},
-      %Kino.Trace.Cut{kind: :items}, {:ok, %{list: Enum.to_list(1..60), bin: big}}
+      %Kino.Trace.Cut{kind: :items},
+      {:ok, %{list: Enum.to_list(1..60), bin: big}}
     ]
 
     for term <- terms, limits <- @caps, do: same_copy(term, limits)
@@ -355,13 +418,27 @@ defmodule Kino.Trace.FallbackTest do
 
   defp random_term(depth) do
     case :rand.uniform(7) do
-      1 -> random_leaf()
-      2 -> List.to_tuple(for _ <- 1..:rand.uniform(6), do: random_term(depth - 1))
-      3 -> for _ <- 1..:rand.uniform(8), do: random_term(depth - 1)
-      4 -> Map.new(1..:rand.uniform(40), fn i -> {random_key(i), random_term(depth - 1)} end)
-      5 -> [random_term(depth - 1) | random_leaf()]
-      6 -> (v = random_term(depth - 1); fn -> v end)
-      7 -> Enum.to_list(1..:rand.uniform(80))
+      1 ->
+        random_leaf()
+
+      2 ->
+        List.to_tuple(for _ <- 1..:rand.uniform(6), do: random_term(depth - 1))
+
+      3 ->
+        for _ <- 1..:rand.uniform(8), do: random_term(depth - 1)
+
+      4 ->
+        Map.new(1..:rand.uniform(40), fn i -> {random_key(i), random_term(depth - 1)} end)
+
+      5 ->
+        [random_term(depth - 1) | random_leaf()]
+
+      6 ->
+        v = random_term(depth - 1)
+        fn -> v end
+
+      7 ->
+        Enum.to_list(1..:rand.uniform(80))
     end
   end
 
@@ -409,12 +486,12 @@ defmodule Kino.Trace.FallbackTest do
   # The guard looks at the mailbox every 16 messages, then records every process's flags
   # and switches them off (~10 us per process on the node, more for a busy one: a few
   # to tens of ms here); the producer runs meanwhile (and while the tracer's scheduler
-  # waits for a CPU on a loaded machine), so the mailbox may pass @mailbox (~1.5 times
-  # seen here): up to 3 times is allowed. Each part
+  # waits for a CPU on a loaded machine), so the mailbox may pass @mailbox (up to ~4
+  # times seen here): up to 5 times is allowed. Each part
   # is counted three times for the garbage collector's copies and the heap's growth
   # steps. Without the guard the mailbox would hold up to all @flood_calls messages
   # (~370 MB).
-  @mailbox_bound 3 * @mailbox
+  @mailbox_bound 5 * @mailbox
   @memory_bound 3 * 8 * (@queue_events * 19 + @mailbox_bound * 23)
 
   test "a flood keeps the tracer's memory bounded and the counters add up" do
@@ -426,7 +503,12 @@ defmodule Kino.Trace.FallbackTest do
         consume(handle, 0, parent)
       end)
 
-    handle = :kino_trace_fallback.new_session(consumer, %{queue: [events: @queue_events], mailbox: @mailbox})
+    handle =
+      :kino_trace_fallback.new_session(consumer, %{
+        queue: [events: @queue_events],
+        mailbox: @mailbox
+      })
+
     session = :trace.session_create(:fallback_flood, :kino_trace_fallback.tracer(handle), [])
     on_exit(fn -> :trace.session_destroy(session) end)
     :ok = :kino_trace_fallback.attach(handle, session)
@@ -463,7 +545,10 @@ defmodule Kino.Trace.FallbackTest do
 
     c = :kino_trace_fallback.counters(handle)
     info = :kino_trace_fallback.info(handle)
-    drops = c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_no_memory
+
+    drops =
+      c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events +
+        c.dropped_no_memory
 
     IO.puts(
       "\nfallback flood: #{@flood_calls} calls, #{info.received} received, #{c.accepted} accepted, " <>
@@ -479,7 +564,7 @@ defmodule Kino.Trace.FallbackTest do
     # a message is lost only while the guard has tracing off
     if info.guard_trips == 0, do: assert(info.received == @flood_calls)
     assert memory < @memory_bound
-    assert mailbox < @mailbox_bound
+    assert max(mailbox, info.mailbox_peak) < @mailbox_bound
     send(pid, :stop)
     :kino_trace_fallback.close(handle)
   end
@@ -517,6 +602,94 @@ defmodule Kino.Trace.FallbackTest do
     assert :kino_trace_fallback.info(handle).received == received + 10
   end
 
+  # Work.f(x) returns {:ok, x}: a return paired with the wrong call would show it.
+  test "after a guard trip a process's events are marked lost and no return pairs with the wrong call" do
+    parent = self()
+
+    consumer =
+      spawn_link(fn ->
+        handle = receive(do: ({:handle, h} -> h))
+        check_pairs(handle, Decoder.new(), %{}, {0, 0, 0}, parent)
+      end)
+
+    # a small mailbox: every batch of calls trips the guard
+    handle = :kino_trace_fallback.new_session(consumer, %{mailbox: 50})
+    session = :trace.session_create(:fallback_pairs, :kino_trace_fallback.tracer(handle), [])
+    on_exit(fn -> :trace.session_destroy(session) end)
+    :ok = :kino_trace_fallback.attach(handle, session)
+    :trace.function(session, {Work, :f, 1}, [{:_, [], [{:return_trace}]}], [:local])
+    send(consumer, {:handle, handle})
+
+    pid =
+      spawn(fn ->
+        for b <- 1..100 do
+          receive(do: (:next -> :ok))
+          for i <- 1..300, do: Work.f(b * 1000 + i)
+          send(parent, :batch_done)
+        end
+
+        receive(do: (:stop -> :ok))
+      end)
+
+    :trace.process(session, pid, true, :kino_trace_fallback.flags([:call, :scheduler_id]))
+
+    for _ <- 1..100 do
+      send(pid, :next)
+      assert_receive :batch_done, 10_000
+      delivered(pid)
+      :ok = :kino_trace_fallback.attach(handle, session)
+      # back on once the tracer's mailbox is empty
+      wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
+    end
+
+    :ok = :kino_trace_fallback.attach(handle, session)
+    send(consumer, :stop)
+    send(pid, :stop)
+    assert_receive {:pairs, paired, wrong, lost}, 10_000
+    assert :kino_trace_fallback.info(handle).guard_trips > 0
+    assert paired > 0
+    assert wrong == 0
+    assert lost > 0
+  end
+
+  defp check_pairs(handle, decoder, calls, acc, parent) do
+    receive do
+      {:kino_trace, _, :ready} ->
+        {decoder, calls, acc} = check_batches(handle, decoder, calls, acc)
+        check_pairs(handle, decoder, calls, acc, parent)
+
+      :stop ->
+        {_, _, {paired, wrong, lost}} = check_batches(handle, decoder, calls, acc)
+        send(parent, {:pairs, paired, wrong, lost})
+    end
+  end
+
+  defp check_batches(handle, decoder, calls, acc) do
+    {raw, more} = :kino_trace_fallback.drain(handle, 1000)
+    {events, decoder} = Decoder.decode(decoder, raw)
+
+    {calls, acc} =
+      Enum.reduce(events, {calls, acc}, fn
+        %{kind: :call, id: id, args: [x], lost: l}, {calls, {p, w, n}} ->
+          {Map.put(calls, id, x), {p, w, if(l, do: n + 1, else: n)}}
+
+        %{kind: :return, call_id: nil, lost: l}, {calls, {p, w, n}} ->
+          {calls, {p, w, if(l, do: n + 1, else: n)}}
+
+        %{kind: :return, call_id: id, return: r, lost: l}, {calls, {p, w, n}} ->
+          {x, calls} = Map.pop(calls, id)
+          {calls, {p + 1, if(r == {:ok, x}, do: w, else: w + 1), if(l, do: n + 1, else: n)}}
+
+        %{lost: true}, {calls, {p, w, n}} ->
+          {calls, {p, w, n + 1}}
+
+        _, state ->
+          state
+      end)
+
+    if more, do: check_batches(handle, decoder, calls, acc), else: {decoder, calls, acc}
+  end
+
   defp loop(0), do: :ok
 
   defp loop(n) do
@@ -544,8 +717,11 @@ defmodule Kino.Trace.FallbackTest do
     after
       2 ->
         case Process.info(tracer, [:memory, :message_queue_len]) do
-          [memory: m, message_queue_len: q] -> sample(tracer, {max(memory, m), max(mailbox, q)}, parent)
-          nil -> sample(tracer, peak, parent)
+          [memory: m, message_queue_len: q] ->
+            sample(tracer, {max(memory, m), max(mailbox, q)}, parent)
+
+          nil ->
+            sample(tracer, peak, parent)
         end
     end
   end
