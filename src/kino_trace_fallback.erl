@@ -47,15 +47,23 @@
 %% <li>Timestamps: from the message when the flags ask for `monotonic_timestamp' or
 %%   `strict_monotonic_timestamp' (flags/1 adds it), exact like the NIF's; otherwise
 %%   the time the tracer receives the message, which lags by the mailbox's wait.
-%%   Scheduler: from the `scheduler_id' flag (the plan always sets it), else 0.</li>
+%%   Scheduler: from the `scheduler_id' flag (the plan always sets it), else 0. A
+%%   call message with one element after its MFA is read as the scheduler id when it
+%%   is an integer, else as the match spec's message (kino_trace's match specs never
+%%   send an integer).</li>
 %% <li>Queue bytes: each event counts the NIF's footprint for the same payload (208
 %%   bytes, plus the encoded payload when over 112 bytes), so byte caps and
-%%   `bytes_queued' match the NIF's. The queued Erlang terms take about 1-3 times as
-%%   much heap as that count.</li>
+%%   `bytes_queued' match the NIF's. The queued Erlang terms take a different amount
+%%   of heap than that count (tuples and list cells are larger, immediates smaller);
+%%   the flood test bounds the tracer's memory from the caps.</li>
 %% <li>The tracer ends when its owner exits or on close/1: the queue is discarded
 %%   (counted), the attached session's process flags are switched off, what is still in
 %%   its mailbox is counted as `dropped_closed'. On reaching `limit', it closes for new
-%%   events (as the NIF) and switches the flags off, but keeps its queue for drain/2.</li>
+%%   events (as the NIF) and switches the flags off, but keeps its queue for drain/2.
+%%   A trace message still on its way when the process ends is not counted.</li>
+%% <li>The tracer process runs at high priority with an off-heap mailbox, so it keeps
+%%   up with its producers where it can; it is monitored by nobody and links to
+%%   nothing.</li>
 %% </ul>
 -module(kino_trace_fallback).
 
