@@ -32,6 +32,7 @@ defmodule KinoTrace.MixProject do
       compilers: [:kino_trace_nif] ++ Mix.compilers(),
       deps: deps(),
       elixirc_paths: elixirc_paths(Mix.env()),
+      erlc_paths: ["src"],
       description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
       docs: [main: "Kino.Trace"],
       package: [files: ~w(lib src mix c_src CMakeLists.txt mix.exs README.md .formatter.exs)]
