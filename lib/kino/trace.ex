@@ -60,7 +60,11 @@ defmodule Kino.Trace do
     * `:history` - how many recent events `events/2` keeps (default 10 000)
     * `:nodes` - trace other nodes too: a node, a list of nodes, or `:all` (this node and
       every connected node); each gets its own session with the same limits and the
-      events merge into this trace (see `Kino.Trace.Remote`)
+      events merge into this trace (see `Kino.Trace.Remote`). Another node needs
+      nothing of kino_trace: its agent is shipped there for the trace and removed after
+      (see `Kino.Trace.Agent`)
+    * `:agent` - how other nodes are traced: `:auto` (default; the native tracer where
+      it loads, else the pure-Erlang fallback) or `:fallback` (always the fallback)
 
   ## Safety
 
@@ -91,7 +95,11 @@ defmodule Kino.Trace do
   @typedoc """
   What `info/1` returns: the status and counters of a trace. A trace of several nodes
   has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
-  that went away, `:unresponsive` for one that does not answer).
+  that went away, `:unresponsive` for one that does not answer). `:tracer` says what
+  traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
+  node's agent falls back to (see `Kino.Trace.Agent`); then `:fallback` has the trace
+  messages it `received` (each accepted or dropped) and how often its mailbox guard
+  `switched_off` tracing (calls meanwhile are not traced).
   """
   @type info :: %{
           required(:id) => pos_integer(),
@@ -110,6 +118,8 @@ defmodule Kino.Trace do
           required(:stack_guarded) => non_neg_integer(),
           required(:subscribers) => non_neg_integer(),
           required(:reapplied) => non_neg_integer(),
+          optional(:tracer) => :native | {:fallback, String.t()},
+          optional(:fallback) => %{received: non_neg_integer(), switched_off: non_neg_integer()},
           optional(:nodes) => %{node() => map()}
         }
 

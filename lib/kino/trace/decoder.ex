@@ -47,17 +47,23 @@ defmodule Kino.Trace.Decoder do
             no_returns: MapSet.new(),
             unpaired: %{},
             marks: %{},
-            callers: %{}
+            callers: %{},
+            batch_names: %{}
 
   @type t :: %__MODULE__{}
 
   @doc """
   A new decoder. With `pairing: false` (a trace without return values, where calls
-  cannot be paired), every event has depth 0 and returns no duration.
+  cannot be paired), every event has depth 0 and returns no duration. `node:` is the
+  node the events happen on (this one by default).
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
-    %__MODULE__{node: node(), time_offset: :erlang.time_offset(:nanosecond), pairing: Keyword.get(opts, :pairing, true)}
+    %__MODULE__{
+      node: Keyword.get(opts, :node, node()),
+      time_offset: :erlang.time_offset(:nanosecond),
+      pairing: Keyword.get(opts, :pairing, true)
+    }
   end
 
   @doc """
@@ -118,9 +124,27 @@ defmodule Kino.Trace.Decoder do
       [{:call, 0, nil, nil, false}, {:return, 0, nil, nil, true}, {:call, 0, nil, nil, false}]
   """
   @spec decode(t(), [Kino.Trace.Tracer.raw_event()]) :: {[Event.t()], t()}
-  def decode(decoder, raw) do
-    decoder = %{decoder | time_offset: :erlang.time_offset(:nanosecond)}
+  def decode(decoder, raw), do: decode(decoder, raw, nil)
 
+  @doc """
+  Decodes a batch of raw events traced on another node, with that node's `context`
+  (`Kino.Trace.Backend.drain/2`): the registered names of the batch's processes and
+  the node's time offset, so times are that node's system time.
+
+      iex> pid = :c.pid(0, 250, 0)
+      iex> raw = [{:call, pid, 1_000, 1, M, :f, 0, [], :undefined, 0}]
+      iex> context = %{names: %{pid => :server}, time_offset: 5_000_000}
+      iex> {[event], _} = Kino.Trace.Decoder.decode(Kino.Trace.Decoder.new(node: :a@host), raw, context)
+      iex> {event.node, event.name, event.time}
+      {:a@host, :server, 5_001}
+  """
+  @spec decode(t(), [Kino.Trace.Tracer.raw_event()], Kino.Trace.Backend.context()) :: {[Event.t()], t()}
+  def decode(decoder, raw, nil), do: decode_batch(%{decoder | time_offset: :erlang.time_offset(:nanosecond)}, raw)
+
+  def decode(decoder, raw, %{names: names, time_offset: offset}),
+    do: decode_batch(%{decoder | time_offset: offset, batch_names: names}, raw)
+
+  defp decode_batch(decoder, raw) do
     # Events already come in each process's order; the stable sort by timestamp (which
     # keeps that order) only interleaves the processes of a batch by time.
     Enum.map_reduce(:lists.keysort(3, raw), decoder, &decode_one/2)
@@ -310,7 +334,8 @@ defmodule Kino.Trace.Decoder do
 
   defp put_stack(decoder, pid, stack), do: %{decoder | stacks: Map.put(decoder.stacks, pid, stack)}
 
-  defp name_of(decoder, pid) when is_pid(pid) and node(pid) == node() do
+  # Names of this node's processes are looked up here; another node's come with the batch.
+  defp name_of(decoder, pid) when is_pid(pid) and node(pid) == node() and :erlang.map_get(:node, decoder) == node() do
     case decoder.names do
       %{^pid => name} ->
         {name, decoder}
@@ -327,7 +352,7 @@ defmodule Kino.Trace.Decoder do
     end
   end
 
-  defp name_of(decoder, _pid), do: {nil, decoder}
+  defp name_of(%{batch_names: names} = decoder, pid), do: {Map.get(names, pid), decoder}
 
   defp undefined_to_nil(:undefined), do: nil
   defp undefined_to_nil(other), do: other

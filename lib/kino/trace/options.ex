@@ -42,6 +42,7 @@ defmodule Kino.Trace.Options do
     history: 10_000,
     pattern: nil,
     nodes: nil,
+    agent: :auto,
     name: nil
   ]
 
@@ -175,6 +176,10 @@ defmodule Kino.Trace.Options do
   defp check!(:nodes, value) do
     valid = is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
     unless valid, do: invalid!(:nodes, "a node, a list of nodes, or :all", value)
+  end
+
+  defp check!(:agent, value) do
+    unless value in [:auto, :fallback], do: invalid!(:agent, ":auto or :fallback", value)
   end
 
   defp check!(:pattern, value) do

@@ -19,43 +19,38 @@ defmodule Kino.Trace.Remote do
   patterns are checked on every node before anything is traced (`Kino.Trace.Nodes`).
   """
 
-  alias Kino.Trace.{Nodes, Plan, Session}
+  alias Kino.Trace.{Plan, Session}
 
   @doc """
   Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and
-  subscribed by it with `tag`. This node's session runs the plan's local part; another
-  node builds its own plan there. Returns `{:ok, pid}` or `{:error, message}`.
+  subscribed by it with `tag`. Every session runs on this node: this node's traces here;
+  another node's part of the plan is built here and traced there by kino_trace's agent
+  (`Kino.Trace.Agent`), which that node needs nothing for. Returns `{:ok, pid}` or
+  `{:error, message}`.
   """
   @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}
   def start(node, coordinator, %Plan{} = plan, tag) do
     {what, opts} = Plan.for_node(plan, history: 1)
+    node_plan = node_plan(what, opts, node)
 
-    if node == node() do
-      start_here(coordinator, tag, %{plan | nodes: [node()], options: opts})
-    else
-      Nodes.call(node, __MODULE__, :start_here, [coordinator, tag, what, opts])
-    end
-  end
-
-  @doc false
-  # Runs on the node it traces.
-  def start_here(coordinator, tag, what, opts) do
-    start_here(coordinator, tag, Plan.new!(what, opts))
-  rescue
-    e in ArgumentError -> {:error, Exception.message(e)}
-  end
-
-  defp start_here(coordinator, tag, plan) do
-    case Session.start(coordinator, plan) do
+    case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->
         :ok = GenServer.call(pid, {:subscribe, coordinator, tag})
         {:ok, pid}
+
+      {:error, %{__exception__: true} = e} ->
+        {:error, Exception.message(e)}
 
       {:error, reason} ->
         {:error, inspect(reason)}
     end
   rescue
     e in ArgumentError -> {:error, Exception.message(e)}
+  end
+
+  # TEMPORARY until Plan.node_part!: built from this node's modules
+  defp node_plan(what, opts, node) do
+    %{Plan.new!(what, opts) | nodes: [node]}
   end
 
   @doc """

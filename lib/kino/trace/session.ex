@@ -23,7 +23,7 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, History, Pattern, Plan, Reaper, StackGuard, Tracer}
+  alias Kino.Trace.{Backend, Decoder, History, Pattern, Plan, Reaper, StackGuard}
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -40,13 +40,18 @@ defmodule Kino.Trace.Session do
   # session stops draining for it: 64 000 events.
   @subscriber_backlog div(64_000, @drain_batch)
   @tick_ms 1_000
+  # The ids of sessions of other nodes' traces, apart from the native tracer's (which
+  # count from 1) and from coordinators' (2^40 on).
+  @remote_id_base Bitwise.bsl(1, 41)
 
   defstruct [
     :id,
     :owner,
     :owner_ref,
-    :resource,
-    :session,
+    # where the trace runs (Kino.Trace.Backend): nil until set up on another node
+    :backend,
+    # the monitor of that node's agent worker
+    :worker_ref,
     :plan,
     :decoder,
     :timer,
@@ -64,7 +69,9 @@ defmodule Kino.Trace.Session do
     reapplied: 0,
     guard: nil,
     bifs: [],
-    bif_cursor: 0
+    bif_cursor: 0,
+    # the tracer's last counters: what info/1 tells once another node's agent is gone
+    counters: nil
   ]
 
   # --- starting ---------------------------------------------------------------------
@@ -86,19 +93,17 @@ defmodule Kino.Trace.Session do
   def init({owner, plan}) do
     Process.flag(:trap_exit, true)
     Kino.Trace.Internal.register(self())
-    resource = Tracer.new_session(self(), plan.limits)
-    # The tracer module must be loaded before the session is created.
-    Code.ensure_loaded!(:kino_trace_tracer)
-    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
+    [node] = plan.nodes
+    # Another node's tracer is started by its agent in handle_continue (it takes round trips).
+    backend = if node == node(), do: Backend.start(self(), plan.limits, node)
 
     state = %__MODULE__{
-      id: Tracer.session_id(resource),
+      id: if(backend, do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic])),
       owner: owner,
       owner_ref: Process.monitor(owner),
-      resource: resource,
-      session: session,
+      backend: backend,
       plan: plan,
-      decoder: Decoder.new(pairing: plan.options[:return]),
+      decoder: Decoder.new(pairing: plan.options[:return], node: node),
       history: History.new(plan.options[:history]),
       started_at: System.os_time(:microsecond)
     }
@@ -108,9 +113,11 @@ defmodule Kino.Trace.Session do
 
   @impl true
   def handle_continue(:setup, state) do
+    state = start_remote(state)
     set_process_flags(state)
-    # after the process flags, which may cover every process
-    Kino.Trace.Internal.add_session(state.session)
+    # after the process flags, which may cover every process (another node's agent keeps
+    # its own processes out of its traces)
+    if Backend.local?(state.backend), do: Kino.Trace.Internal.add_session(state.backend.session)
     state = install(state, state.plan)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
@@ -121,42 +128,52 @@ defmodule Kino.Trace.Session do
     e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
   end
 
-  defp set_process_flags(%{session: session, plan: plan}) do
+  # The tracer of a trace of another node, started there by kino_trace's agent.
+  defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
+    case Backend.start_remote(self(), state.id, plan.limits, node, agent: plan.options[:agent]) do
+      {:ok, backend} -> %{state | backend: backend, worker_ref: Process.monitor(backend.worker)}
+      {:error, message} -> raise ArgumentError, message
+    end
+  end
+
+  defp start_remote(state), do: state
+
+  defp set_process_flags(%{backend: backend, plan: plan}) do
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      trace_process!(session, target, flags)
+      trace_process!(backend, target, flags)
     end
 
     if messages = plan.messages do
-      :trace.send(session, messages.specs.send, [])
-      :trace.recv(session, messages.specs.recv, [])
+      Backend.trace(backend, :send, [messages.specs.send, []])
+      Backend.trace(backend, :recv, [messages.specs.recv, []])
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
-    :trace.process(session, self(), false, [:all])
+    if Backend.local?(backend), do: Backend.trace(backend, :process, [self(), false, [:all]])
   end
 
   # Stops tracing `pid` in this session; returns the flags it had.
-  defp untrace(session, pid) do
+  defp untrace(backend, pid) do
     flags =
-      case :trace.info(session, pid, :flags) do
+      case Backend.trace(backend, :info, [pid, :flags]) do
         {:flags, flags} -> flags
         _ -> []
       end
 
-    :trace.process(session, pid, false, [:all])
+    Backend.trace(backend, :process, [pid, false, [:all]])
     flags
   rescue
     ArgumentError -> []
   end
 
   # A pid that exited since the options were checked is a bad target, not a crash.
-  defp trace_process!(session, target, flags) when is_pid(target) do
-    :trace.process(session, target, true, flags)
+  defp trace_process!(backend, target, flags) when is_pid(target) do
+    Backend.trace(backend, :process, [target, true, flags])
   rescue
     ArgumentError -> raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
   end
 
-  defp trace_process!(session, target, flags), do: :trace.process(session, target, true, flags)
+  defp trace_process!(backend, target, flags), do: Backend.trace(backend, :process, [target, true, flags])
 
   defp patterns(%{plan: %Plan{calls: nil}}), do: []
   defp patterns(%{plan: %Plan{calls: calls}}), do: calls.patterns
@@ -167,23 +184,27 @@ defmodule Kino.Trace.Session do
 
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
-    bifs = Functions.bif_steps(functions)
+    local? = Backend.local?(state.backend)
+    # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
+    bifs = if local?, do: Functions.bif_steps(functions), else: []
     # checked in before any BIF pattern is set (see Kino.Trace.Reaper); a step on every
     # module covers BIFs too
-    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
+    if local? and (bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1))), do: Reaper.bif_trace()
 
-    Functions.install(functions, state.session, calls.match_flags)
+    {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
+    Backend.run(state.backend, ops, after_ops)
 
-    guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
+    guard = if local?, do: StackGuard.set_plan(state.guard || start_guard(state), functions)
     decoder = Decoder.no_returns(state.decoder, functions.no_returns)
-    %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes(calls.patterns)}
+    probes = if local?, do: probes(calls.patterns), else: %{}
+    %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes}
   end
 
   defp apply_patterns(state, patterns), do: install(state, Plan.put_patterns(state.plan, patterns))
 
   defp remove_patterns(state) do
     targets = Functions.targets(patterns(state))
-    for target <- targets, flag <- [:local, :global], do: :trace.function(state.session, target, false, [flag])
+    Backend.run(state.backend, for(target <- targets, flag <- [:local, :global], do: {:function, [target, false, [flag]]}))
     # clearing a BIF pattern switches its tracing off in every session (erlang/otp#10349)
     if state.bifs != [], do: Reaper.bifs_cleared()
     %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
@@ -191,7 +212,7 @@ defmodule Kino.Trace.Session do
 
   # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
   defp start_guard(state) do
-    guard = StackGuard.new(state.resource, state.session, state.plan)
+    guard = StackGuard.new(state.backend.resource, state.backend.session, state.plan)
     if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
     guard
   end
@@ -202,21 +223,29 @@ defmodule Kino.Trace.Session do
   # native queue to become empty (producers may keep it full forever), only for what was
   # queued when the request came, capped.
 
+  # Another node's agent may be gone at any request (Kino.Trace.Backend exits with
+  # {:agent_down, worker}): the trace then ends, as when its monitor says so.
   @impl true
-  def handle_call(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  def handle_call(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  def handle_call(request, from, state) do
+    request(request, from, state)
+  catch
+    :exit, {:agent_down, _} -> agent_gone(state, {:error, "the node's agent is gone"})
+  end
 
-  def handle_call({:exclude, pid}, _from, state) do
-    if tracing?(state) and node(pid) == node(), do: :trace.process(state.session, pid, false, [:all])
+  defp request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  defp request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+
+  defp request({:exclude, pid}, _from, state) do
+    if tracing?(state) and node(pid) == state.backend.node, do: Backend.trace(state.backend, :process, [pid, false, [:all]])
     {:reply, :ok, state}
   end
 
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
-  def handle_call({:subscribe, pid}, from, state), do: handle_call({:subscribe, pid, state.id}, from, state)
+  defp request({:subscribe, pid}, from, state), do: request({:subscribe, pid, state.id}, from, state)
 
-  def handle_call({:subscribe, pid, tag}, _from, state) do
+  defp request({:subscribe, pid, tag}, _from, state) do
     if Map.has_key?(state.subscribers, pid) do
       {:reply, :ok, state}
     else
@@ -225,7 +254,7 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  def handle_call({:unsubscribe, pid}, _from, state) do
+  defp request({:unsubscribe, pid}, _from, state) do
     {entry, subscribers} = Map.pop(state.subscribers, pid)
     with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
     {:reply, :ok, release(%{state | subscribers: subscribers}, pid)}
@@ -233,10 +262,10 @@ defmodule Kino.Trace.Session do
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
   # coordinator's subscriber) until it is released.
-  def handle_call({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
-  def handle_call({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
+  defp request({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
+  defp request({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
 
-  def handle_call({:events, n}, _from, state) do
+  defp request({:events, n}, _from, state) do
     state = catch_up(state, @max_sync_drain)
     {:reply, History.take(state.history, n), state}
   end
@@ -244,11 +273,11 @@ defmodule Kino.Trace.Session do
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
   # has every event queued before it asked (in its mailbox) when the answer comes.
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
-  def handle_call({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
+  defp request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
 
-  def handle_call(:info, _from, state), do: {:reply, info(state), state}
+  defp request(:info, _from, state), do: {:reply, info(state), state}
 
-  def handle_call({:set_patterns, inputs}, _from, state) do
+  defp request({:set_patterns, inputs}, _from, state) do
     results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
@@ -269,19 +298,19 @@ defmodule Kino.Trace.Session do
     {:reply, reply, state}
   end
 
-  def handle_call(:pause, _from, %{status: :running} = state) do
+  defp request(:pause, _from, %{status: :running} = state) do
     state = remove_patterns(state)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
-  def handle_call(:resume, _from, %{status: :paused} = state) do
+  defp request(:resume, _from, %{status: :paused} = state) do
     state = apply_patterns(state, patterns(state))
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
-  def handle_call(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
+  defp request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
-  def handle_call(:stop, _from, state) do
+  defp request(:stop, _from, state) do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
@@ -289,7 +318,7 @@ defmodule Kino.Trace.Session do
     if Map.has_key?(state.held, pid) do
       state
     else
-      flags = if tracing?(state) and node(pid) == node(), do: untrace(state.session, pid), else: []
+      flags = if tracing?(state) and node(pid) == state.backend.node, do: untrace(state.backend, pid), else: []
       %{state | held: Map.put(state.held, pid, flags)}
     end
   end
@@ -298,7 +327,7 @@ defmodule Kino.Trace.Session do
     {flags, held} = Map.pop(state.held, pid, [])
 
     if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in Kino.Trace.Internal.pids() do
-      :trace.process(state.session, pid, true, flags)
+      Backend.trace(state.backend, :process, [pid, true, flags])
     end
 
     %{state | held: held}
@@ -307,29 +336,35 @@ defmodule Kino.Trace.Session do
   # --- native wake-ups and timers -----------------------------------------------------
 
   @impl true
-  def handle_info({:kino_trace, id, :ready}, %{id: id} = state), do: {:noreply, drain(state)}
-  def handle_info(:drain, state), do: {:noreply, drain(state)}
+  def handle_info(message, state) do
+    message(message, state)
+  catch
+    :exit, {:agent_down, _} -> agent_gone(state, nil)
+  end
 
-  def handle_info({:kino_trace, id, :limit_reached}, %{id: id} = state) do
+  defp message({:kino_trace, id, :ready}, %{id: id} = state), do: {:noreply, drain(state)}
+  defp message(:drain, state), do: {:noreply, drain(state)}
+
+  defp message({:kino_trace, id, :limit_reached}, %{id: id} = state) do
     {:noreply, finish(state, :limit_reached, :deliver)}
   end
 
-  def handle_info(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
+  defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
   # Another kino_trace session cleared a BIF pattern (see Kino.Trace.Reaper).
-  def handle_info(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
+  defp message(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
 
-  def handle_info(:tick, state) do
+  defp message(:tick, state) do
     {t0, n0} = state.rate_sample
     now = System.monotonic_time(:millisecond)
-    %{accepted: n} = Tracer.counters(state.resource)
+    %{accepted: n} = counters = counters(state)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
     state = state |> reapply_if_reloaded() |> reassert_bifs()
-    {:noreply, %{state | rate: rate, rate_sample: {now, n}}}
+    {:noreply, %{state | rate: rate, rate_sample: {now, n}, counters: counters}}
   end
 
-  def handle_info(:stack_guard, state) do
+  defp message(:stack_guard, state) do
     if tracing?(state) do
       {callers, decoder} = Decoder.take_callers(state.decoder)
       {guard, moved} = StackGuard.check(state.guard, callers)
@@ -341,20 +376,43 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
+  defp message({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
     {:stop, :normal, finish(state, :stopped, :discard)}
   end
 
-  def handle_info({:DOWN, ref, :process, pid, _reason}, state) do
+  # Another node's agent is gone (the node went down or disconnected): the trace ends,
+  # and whoever watches this session sees why.
+  defp message({:DOWN, ref, :process, _pid, reason}, %{worker_ref: ref} = state) do
+    {:stop, {:shutdown, {:agent_down, reason}}, finish(state, :stopped, :discard)}
+  end
+
+  defp message({:DOWN, ref, :process, pid, _reason}, state) do
     case state.subscribers do
       %{^pid => {^ref, _tag}} -> {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid), held: Map.delete(state.held, pid)}}
       _ -> {:noreply, state}
     end
   end
 
-  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
+  defp message({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
 
-  def handle_info(_message, state), do: {:noreply, state}
+  defp message(_message, state), do: {:noreply, state}
+
+  # A request to the agent failed: its monitor tells why (the node disconnected...), or
+  # it did not answer in time.
+  defp agent_gone(state, reply) do
+    ref = state.worker_ref
+
+    reason =
+      receive do
+        {:DOWN, ^ref, :process, _pid, reason} -> reason
+      after
+        1_000 -> :not_answering
+      end
+
+    state = finish(state, :stopped, :discard)
+    reason = {:shutdown, {:agent_down, reason}}
+    if reply, do: {:stop, reason, reply, state}, else: {:stop, reason, state}
+  end
 
   @impl true
   def terminate(_reason, state) do
@@ -368,7 +426,7 @@ defmodule Kino.Trace.Session do
   # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
   # continues). While a subscriber is backlogged the queue is left alone: it fills and
   # the native side drops and counts, so memory stays bounded.
-  defp drain(%{resource: nil} = state), do: state
+  defp drain(%{backend: nil} = state), do: state
 
   defp drain(state) do
     if backlogged?(state) do
@@ -383,12 +441,12 @@ defmodule Kino.Trace.Session do
 
   # Delivers what is queued now, at most `cap` events: producers that keep the queue
   # full never hold a request up for longer than that.
-  defp catch_up(%{resource: nil} = state, _cap), do: state
+  defp catch_up(%{backend: nil} = state, _cap), do: state
 
   # Someone is waiting for this bounded work, so it runs at high priority: processes
   # flooding the trace must not stretch it out. Background draining stays normal.
   defp catch_up(state, cap) do
-    %{queued: queued} = Tracer.counters(state.resource)
+    %{queued: queued} = Backend.counters(state.backend)
     priority = Process.flag(:priority, :high)
 
     try do
@@ -403,17 +461,17 @@ defmodule Kino.Trace.Session do
   defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
 
   defp drain_deliver(state, budget) do
-    case Tracer.drain(state.resource, min(@drain_batch, budget)) do
-      {[], more} -> {state, more}
-      {raw, true} -> state |> deliver(raw) |> drain_deliver(budget - length(raw))
-      {raw, false} -> {deliver(state, raw), false}
+    case Backend.drain(state.backend, min(@drain_batch, budget)) do
+      {[], more, _context} -> {state, more}
+      {raw, true, context} -> state |> deliver(raw, context) |> drain_deliver(budget - length(raw))
+      {raw, false, context} -> {deliver(state, raw, context), false}
     end
   end
 
-  defp deliver(state, []), do: state
+  defp deliver(state, [], _context), do: state
 
-  defp deliver(state, raw) do
-    {events, decoder} = Decoder.decode(state.decoder, raw)
+  defp deliver(state, raw, context) do
+    {events, decoder} = Decoder.decode(state.decoder, raw, context)
     deliver_events(%{state | decoder: decoder}, events)
   end
 
@@ -443,12 +501,12 @@ defmodule Kino.Trace.Session do
 
   defp reassert_bifs(state, count \\ @bifs_per_tick)
 
-  defp reassert_bifs(%{status: :running, session: session, bifs: [_ | _] = bifs} = state, count) when session != nil do
+  defp reassert_bifs(%{status: :running, bifs: [_ | _] = bifs} = state, count) do
     flags = state.plan.calls.match_flags
     n = length(bifs)
     cursor = rem(state.bif_cursor, n)
     batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
-    for {mfa, spec} <- batch, do: :trace.function(session, mfa, spec, flags)
+    if tracing?(state), do: Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
     %{state | bif_cursor: cursor + length(batch)}
   end
 
@@ -488,10 +546,11 @@ defmodule Kino.Trace.Session do
     _ -> nil
   end
 
-  defp reapply_if_reloaded(%{status: :running, session: session} = state) when session != nil do
+  defp reapply_if_reloaded(%{status: :running} = state) do
     reloaded? =
+      tracing?(state) and
       Enum.any?(state.probes, fn {m, mfa} ->
-        :erlang.module_loaded(m) and :trace.info(session, mfa, :traced) == {:traced, false}
+        :erlang.module_loaded(m) and Backend.trace(state.backend, :info, [mfa, :traced]) == {:traced, false}
       end)
 
     if reloaded? do
@@ -506,7 +565,7 @@ defmodule Kino.Trace.Session do
 
   # --- ending ---------------------------------------------------------------------------
 
-  defp tracing?(state), do: state.session != nil
+  defp tracing?(%{backend: backend}), do: backend != nil and Backend.tracing?(backend)
 
   # Ends tracing. `:discard` (stop/1, the owner exits): the native session closes first,
   # so nothing more is admitted, and what is queued is freed natively (counted as
@@ -515,21 +574,26 @@ defmodule Kino.Trace.Session do
   # which is bounded by the queue's caps; the process lives on for events/2 and info/1.
   # Idempotent.
   defp finish(state, status, mode) do
-    if mode == :discard and state.resource, do: Tracer.close(state.resource)
+    if mode == :discard and state.backend, do: Backend.close(state.backend)
     end_tracing(state, status, mode)
   end
 
-  defp end_tracing(%{session: nil} = state, _status, _mode), do: state
-
   defp end_tracing(state, status, mode) do
-    Kino.Trace.Internal.remove_session(state.session)
-    # through the reaper: destroying a session must not switch off other traces of BIFs
-    Reaper.bif_trace_ended()
-    Reaper.destroy(state.session, Enum.map(patterns(state), &Pattern.mfa/1))
-    state = %{state | session: nil, guard: StackGuard.stop(state.guard)}
+    if tracing?(state), do: do_end_tracing(state, status, mode), else: state
+  end
+
+  defp do_end_tracing(state, status, mode) do
+    if Backend.local?(state.backend) do
+      Kino.Trace.Internal.remove_session(state.backend.session)
+      # through the reaper: destroying a session must not switch off other traces of BIFs
+      Reaper.bif_trace_ended()
+    end
+
+    backend = Backend.destroy(state.backend, Enum.map(patterns(state), &Pattern.mfa/1))
+    state = %{state | backend: backend, guard: StackGuard.stop(state.guard)}
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state
-    Tracer.close(state.resource)
+    Backend.close(state.backend)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})
   end
@@ -539,8 +603,22 @@ defmodule Kino.Trace.Session do
     state
   end
 
+  # The tracer's counters; another node's last known ones when its agent is gone.
+  @no_counters Map.new(
+                 ~w(accepted delivered queued discarded bytes_queued dropped_rate dropped_queue_full dropped_max_events dropped_no_memory dropped_closed)a,
+                 &{&1, 0}
+               )
+
+  defp counters(%{backend: nil} = state), do: state.counters || @no_counters
+
+  defp counters(state) do
+    Backend.counters(state.backend)
+  catch
+    :exit, {:agent_down, _} -> state.counters || @no_counters
+  end
+
   defp info(state) do
-    c = Tracer.counters(state.resource)
+    c = counters(state)
 
     %{
       id: state.id,
@@ -564,7 +642,17 @@ defmodule Kino.Trace.Session do
       traced: tracing?(state),
       stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers),
-      reapplied: state.reapplied
+      reapplied: state.reapplied,
+      tracer: if(state.backend, do: state.backend.mode, else: :native)
     }
+    |> put_fallback(c)
   end
+
+  # The fallback tracer of another node also tells the trace messages it received and
+  # how often its mailbox guard switched tracing off (calls meanwhile were not traced).
+  defp put_fallback(info, %{fallback: figures}) do
+    Map.put(info, :fallback, %{received: figures.received, switched_off: figures.guard_trips})
+  end
+
+  defp put_fallback(info, _counters), do: info
 end

@@ -190,6 +190,7 @@ defmodule Kino.Trace.StackGuard do
   defp ensure_session(guard), do: guard
 
   defp apply_plan(guard) do
-    Functions.install(guard.plan, guard.session, guard.flags)
+    {ops, after_ops} = Functions.install_ops(guard.plan, guard.flags)
+    Kino.Trace.Backend.run(%Kino.Trace.Backend{node: node(), session: guard.session}, ops, after_ops)
   end
 end

@@ -21,7 +21,7 @@ defmodule Kino.Trace.CleanupTest do
     %{children: 0}
   end
 
-  defp resource(trace), do: :sys.get_state(trace.session).resource
+  defp resource(trace), do: :sys.get_state(trace.session).backend.resource
 
   defp assert_nothing_left(trace, resource, children) do
     refute Process.alive?(trace.session)

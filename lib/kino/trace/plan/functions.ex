@@ -149,8 +149,9 @@ defmodule Kino.Trace.Plan.Functions do
   end
 
   @doc """
-  Sets the plan's steps on the OTP trace session `session`, with `flags` (`[:local]` or
-  `[:global]`).
+  The `:trace` calls that set the plan's steps with `flags` (`[:local]` or `[:global]`),
+  as `{ops, after}`: `{fun, args}` for `:trace.fun(session, args...)`, the `after` ones to
+  run whether the others succeeded or not (`Kino.Trace.Backend.run/3`).
 
   A process that loops through a tail call must never see a return action on it, even
   for the moment between a module-wide step and the step that takes the returns off
@@ -158,19 +159,20 @@ defmodule Kino.Trace.Plan.Functions do
   a `:trace.function/4` call can take a long time on a busy system. While such steps are
   set, the session's existing processes are `:silent` (the VM then neither reports
   their calls nor pushes return frames).
+
+      iex> plan = %Kino.Trace.Plan.Functions{steps: [{{M, :_, :_}, true}], transient_returns: true}
+      iex> Kino.Trace.Plan.Functions.install_ops(plan, [:local])
+      {[{:process, [:existing, true, [:silent]]}, {:function, [{M, :_, :_}, true, [:local]]}],
+       [{:process, [:existing, false, [:silent]]}]}
   """
-  @spec install(t(), term(), [:local | :global]) :: :ok
-  def install(%__MODULE__{} = plan, session, flags) do
+  @spec install_ops(t(), [:local | :global]) :: {[{atom(), list()}], [{atom(), list()}]}
+  def install_ops(%__MODULE__{} = plan, flags) do
+    steps = for {target, spec} <- plan.steps, do: {:function, [target, spec, flags]}
+
     # :existing, not :all: turning a flag off for :all also clears what new processes get.
-    if plan.transient_returns, do: :trace.process(session, :existing, true, [:silent])
-
-    try do
-      for {target, spec} <- plan.steps, do: :trace.function(session, target, spec, flags)
-    after
-      if plan.transient_returns, do: :trace.process(session, :existing, false, [:silent])
-    end
-
-    :ok
+    if plan.transient_returns,
+      do: {[{:process, [:existing, true, [:silent]]} | steps], [{:process, [:existing, false, [:silent]]}]},
+      else: {steps, []}
   end
 
   @doc """

@@ -191,6 +191,8 @@ defmodule Kino.Trace.Remote.Coordinator do
   def handle_info({:DOWN, ref, :process, pid, reason}, state) do
     case Enum.find(state.nodes, fn {_node, entry} -> entry.ref == ref end) do
       {node, _entry} ->
+        # a session of another node ends when that node's agent is gone: say why
+        reason = with {:shutdown, {:agent_down, why}} <- reason, do: why
         state = broadcast(state, {:node_down, node, reason})
         {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
 

@@ -1,0 +1,238 @@
+defmodule Kino.Trace.Agent do
+  @moduledoc """
+  Traces another node through kino_trace's agent (`src/kino_trace_agent.erl`), which is
+  shipped there for the duration of the trace: that node needs nothing of kino_trace.
+
+  `start/4` checks the node (Erlang/OTP 27 or newer: the `:trace` module), loads what is
+  missing there with `:code.load_binary/3` and starts a worker for one trace:
+
+    * the agent and the pure-Erlang fallback tracer (`kino_trace_agent`,
+      `kino_trace_fallback`): small, OTP-only modules;
+    * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
+      temporary directory on that node, loaded, and deleted with the directory at
+      once), when it can load there: the same `:system_architecture` and a compatible
+      `:nif_version`. Otherwise, or with `agent: :fallback`, the trace runs on the
+      fallback tracer, and the worker says why.
+
+  A module that node already has is used as it is if it is this very version (same
+  md5), and never replaced: another version is an error naming the module. When the
+  node's last trace ends (stopped, its owner gone, or the connection lost), the agent
+  deletes and purges every module it was sent, so the node is as it was.
+
+  The local `Kino.Trace.Session` of that node's part talks to the worker with `call/2`.
+  """
+
+  alias Kino.Trace.Nodes
+
+  @agent_modules [:kino_trace_agent, :kino_trace_fallback, :kino_trace_fallback_terms]
+  @tracer :kino_trace_tracer
+  @timeout 15_000
+
+  @typedoc "Which tracer a worker runs: the native one, or the fallback and why."
+  @type mode :: :native | {:fallback, String.t()}
+
+  @doc """
+  Starts a worker on `node` for the session `owner` (a local process), whose messages
+  carry `id`, with the tracer `limits`. `opts`: `agent: :auto | :fallback`, and
+  `counters: true` for a session of the VM's call counters only (`Kino.Trace.Stats`:
+  no tracer, no events). Returns `{:ok, worker, mode}` or `{:error, message}`.
+  """
+  @spec start(node(), pid(), term(), map(), keyword()) ::
+          {:ok, pid(), mode() | :counters} | {:error, String.t()}
+  def start(node, owner, id, limits, opts \\ []) do
+    # One start at a time per node from here: two would ship the same modules at once.
+    :global.trans(
+      {{__MODULE__, node}, self()},
+      fn -> start_once(node, owner, id, limits, opts, 2) end,
+      [node()]
+    )
+  end
+
+  defp start_once(node, owner, id, limits, opts, tries) do
+    # every module is checked before any is loaded: a refusal leaves the node untouched
+    with {:ok, facts} <- facts(node),
+         :ok <- check_release(node, facts),
+         {:ok, missing} <- missing(node, @agent_modules),
+         {:ok, native} <- if(opts[:counters], do: {:ok, :none}, else: native(node, facts, opts)),
+         {:ok, shipped} <- ship(node, missing) do
+      config = %{
+        owner: owner,
+        id: id,
+        limits: limits,
+        shipped: shipped,
+        native: native,
+        counters: opts[:counters] == true
+      }
+
+      case Nodes.call(node, :kino_trace_agent, :start_worker, [config]) do
+        {:ok, worker, mode} ->
+          {:ok, worker, mode}
+
+        error ->
+          unship(node, shipped)
+          retry(error, node, owner, id, limits, opts, tries)
+      end
+    end
+  end
+
+  defp retry(error, node, owner, id, limits, opts, tries) do
+    case error do
+      {:error, message} when is_binary(message) and tries > 1 ->
+        # the node's last trace may have been ending, unloading the agent meanwhile
+        if message =~ ~r/undef|noproc|normal/,
+          do: start_once(node, owner, id, limits, opts, tries - 1),
+          else: {:error, message}
+
+      {:error, message} when is_binary(message) ->
+        {:error, message}
+
+      {:error, other} ->
+        {:error, inspect(other)}
+    end
+  end
+
+  # A worker that did not start leaves no keeper: what was loaded for it goes.
+  defp unship(node, modules) do
+    if modules != [] and Nodes.call(node, :erlang, :whereis, [:kino_trace_agent]) == :undefined do
+      for module <- modules do
+        Nodes.call(node, :code, :delete, [module])
+        Nodes.call(node, :code, :purge, [module])
+      end
+    end
+
+    :ok
+  end
+
+  @doc """
+  Sends `request` to `worker` and returns its answer, or `{:error, :agent_down}` when the
+  worker or its node is gone or does not answer within #{@timeout} ms.
+  """
+  @spec call(pid(), term()) :: term()
+  def call(worker, request) do
+    :gen_server.call(worker, request, @timeout)
+  catch
+    :exit, _ -> {:error, :agent_down}
+  end
+
+  # --- checks ------------------------------------------------------------------------
+
+  defp facts(node) do
+    case Nodes.call(node, :erlang, :system_info, [:otp_release]) do
+      {:error, message} ->
+        {:error, message}
+
+      release ->
+        {:ok,
+         %{
+           release: release,
+           arch: Nodes.call(node, :erlang, :system_info, [:system_architecture]),
+           nif: Nodes.call(node, :erlang, :system_info, [:nif_version])
+         }}
+    end
+  end
+
+  defp check_release(node, %{release: release}) do
+    if List.to_integer(release) >= 27,
+      do: :ok,
+      else:
+        {:error,
+         "node #{inspect(node)} runs Erlang/OTP #{release}: tracing it needs OTP 27 or newer (the :trace module)"}
+  end
+
+  # The NIF loads there only where it was built for: the same architecture and a NIF
+  # version with the same major and at least this minor number.
+  defp native(node, facts, opts) do
+    here = :erlang.system_info(:system_architecture)
+    nif = :erlang.system_info(:nif_version)
+
+    cond do
+      opts[:agent] == :fallback ->
+        {:ok, {:fallback, "agent: :fallback was given"}}
+
+      facts.arch != here ->
+        {:ok,
+         {:fallback, "the node's architecture is #{facts.arch}, the native tracer's #{here}"}}
+
+      not nif_compatible?(facts.nif, nif) ->
+        {:ok,
+         {:fallback, "the node's NIF version is #{facts.nif}, the native tracer needs #{nif}"}}
+
+      true ->
+        case loaded(node, @tracer) do
+          :same -> {:ok, :preloaded}
+          :none -> {:ok, {object_code!(@tracer), File.read!(nif_library())}}
+          {:error, message} -> {:error, message}
+        end
+    end
+  end
+
+  defp nif_compatible?(there, here) do
+    [major, minor] =
+      there |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
+
+    [major_here, minor_here] =
+      here |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
+
+    major == major_here and minor >= minor_here
+  end
+
+  defp nif_library, do: Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")
+
+  # --- shipping ------------------------------------------------------------------------
+
+  # The modules node does not have; an error for one it has in another version.
+  defp missing(node, modules) do
+    Enum.reduce_while(modules, {:ok, []}, fn module, {:ok, missing} ->
+      case loaded(node, module) do
+        :same -> {:cont, {:ok, missing}}
+        :none -> {:cont, {:ok, missing ++ [module]}}
+        {:error, message} -> {:halt, {:error, message}}
+      end
+    end)
+  end
+
+  # Loads the modules on node; returns those it loaded.
+  defp ship(node, modules) do
+    Enum.reduce_while(modules, {:ok, []}, fn module, {:ok, shipped} ->
+      case Nodes.call(node, :code, :load_binary, [
+             module,
+             ~c"#{module}.beam",
+             object_code!(module)
+           ]) do
+        {:module, ^module} ->
+          {:cont, {:ok, [module | shipped]}}
+
+        other ->
+          unship(node, shipped)
+
+          {:halt,
+           {:error, "could not load #{module} on node #{inspect(node)}: #{inspect(other)}"}}
+      end
+    end)
+  end
+
+  # Whether node has this module loaded: in this version, not at all, or in another one.
+  defp loaded(node, module) do
+    case Nodes.call(node, :code, :is_loaded, [module]) do
+      false ->
+        :none
+
+      {:file, _} ->
+        if Nodes.call(node, :erlang, :get_module_info, [module, :md5]) ==
+             module.module_info(:md5),
+           do: :same,
+           else:
+             {:error,
+              "node #{inspect(node)} has #{module} loaded in another version than this kino_trace's: " <>
+                "kino_trace never replaces it (trace that node from a node with the same kino_trace version)"}
+
+      {:error, message} ->
+        {:error, message}
+    end
+  end
+
+  defp object_code!(module) do
+    {^module, binary, _file} = :code.get_object_code(module)
+    binary
+  end
+end

@@ -1,0 +1,154 @@
+defmodule Kino.Trace.Backend do
+  @moduledoc """
+  Where a `Kino.Trace.Session`'s trace runs: on this node, with the native tracer, or on
+  another node, through kino_trace's agent there (`Kino.Trace.Agent`).
+
+  The session is the same in both cases (decoding, pairing, history and subscribers stay
+  on this node); only these calls differ:
+
+    * `trace/3` runs `:trace.fun(session, args...)` on the trace's OTP session, here or
+      in the agent's worker, and raises as `:trace` does;
+    * `run/3` runs a list of such calls in order, then `after` ones in any case;
+    * `drain/2` takes raw events with what decoding them needs there: the registered
+      names of their processes and that node's time offset;
+    * `counters/1`, `close/1` and `destroy/2`.
+
+      iex> backend = Kino.Trace.Backend.start(self(), %{limit: 5}, node())
+      iex> {Kino.Trace.Backend.local?(backend), Kino.Trace.Backend.counters(backend).accepted}
+      {true, 0}
+      iex> Kino.Trace.Backend.destroy(backend, [])
+      iex> Kino.Trace.Backend.close(backend)
+      :ok
+  """
+
+  alias Kino.Trace.{Agent, Reaper, Tracer}
+
+  defstruct [:node, :id, :resource, :session, :worker, mode: :native]
+
+  @type t :: %__MODULE__{
+          node: node(),
+          id: term(),
+          resource: Tracer.resource() | nil,
+          session: term() | nil,
+          worker: pid() | nil,
+          mode: Agent.mode()
+        }
+
+  @typedoc "What decoding a drained batch needs: `nil` here, else that node's names and time offset."
+  @type context :: nil | %{names: %{pid() => atom() | nil}, time_offset: integer()}
+
+  @doc """
+  Starts the trace's tracer on this node: a native session owned by `owner` with
+  `limits`, and an OTP trace session with the native tracer. Raises `ArgumentError` for
+  limits the tracer refuses.
+  """
+  @spec start(pid(), map(), node()) :: t()
+  def start(owner, limits, node) when node == node() do
+    resource = Tracer.new_session(owner, limits)
+    # The tracer module must be loaded before the session is created.
+    Code.ensure_loaded!(:kino_trace_tracer)
+    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
+    %__MODULE__{node: node, id: Tracer.session_id(resource), resource: resource, session: session}
+  end
+
+  @doc """
+  Starts the trace's tracer on `node` through its agent: `owner` gets the tracer's
+  messages as `{:kino_trace, id, message}`. `opts` as `Kino.Trace.Agent.start/5` takes.
+  Returns `{:ok, backend}` or `{:error, message}`.
+  """
+  @spec start_remote(pid(), term(), map(), node(), keyword()) :: {:ok, t()} | {:error, String.t()}
+  def start_remote(owner, id, limits, node, opts) do
+    with {:ok, worker, mode} <- Agent.start(node, owner, id, limits, opts) do
+      {:ok, %__MODULE__{node: node, id: id, worker: worker, session: {:agent, worker}, mode: mode}}
+    end
+  end
+
+  @doc "Whether the trace runs on this node."
+  @spec local?(t()) :: boolean()
+  def local?(%__MODULE__{worker: worker}), do: worker == nil
+
+  @doc "Whether the trace's OTP session is still there (not destroyed)."
+  @spec tracing?(t()) :: boolean()
+  def tracing?(%__MODULE__{session: session}), do: session != nil
+
+  @doc "Runs `:trace.fun(session, args...)` on the trace's session; raises as `:trace` does."
+  @spec trace(t(), atom(), list()) :: term()
+  def trace(%__MODULE__{worker: nil, session: session}, fun, args), do: apply(:trace, fun, [session | args])
+
+  def trace(%__MODULE__{worker: worker}, fun, args) do
+    case Agent.call(worker, {:trace, fun, args}) do
+      {:ok, result} -> result
+      {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
+      {:error, :agent_down} -> exit({:agent_down, worker})
+    end
+  end
+
+  @doc "Runs `ops` (`{fun, args}` as `trace/3` takes them) in order, then `after` in any case."
+  @spec run(t(), [{atom(), list()}], [{atom(), list()}]) :: :ok
+  def run(backend, ops, after_ops \\ [])
+
+  def run(%__MODULE__{worker: nil} = backend, ops, after_ops) do
+    Enum.each(ops, fn {fun, args} -> trace(backend, fun, args) end)
+  after
+    Enum.each(after_ops, fn {fun, args} -> trace(backend, fun, args) end)
+  end
+
+  def run(%__MODULE__{worker: worker}, ops, after_ops) do
+    case Agent.call(worker, {:trace_all, ops, after_ops}) do
+      :ok -> :ok
+      {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
+      {:error, :agent_down} -> exit({:agent_down, worker})
+    end
+  end
+
+  @doc "Takes up to `max` raw events: `{events, more?, context}`."
+  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean(), context()}
+  def drain(%__MODULE__{worker: nil, resource: resource}, max) do
+    {raw, more} = Tracer.drain(resource, max)
+    {raw, more, nil}
+  end
+
+  def drain(%__MODULE__{worker: worker}, max) do
+    case Agent.call(worker, {:drain, max}) do
+      {raw, more, names, offset} -> {raw, more, %{names: names, time_offset: offset}}
+      {:error, :agent_down} -> exit({:agent_down, worker})
+    end
+  end
+
+  @doc "The tracer's counters (see `Kino.Trace.Tracer.counters/1`); the last known ones once the agent is gone."
+  @spec counters(t()) :: map()
+  def counters(%__MODULE__{worker: nil, resource: resource}), do: Tracer.counters(resource)
+
+  def counters(%__MODULE__{worker: worker}) do
+    case Agent.call(worker, :counters) do
+      %{} = counters -> counters
+      {:error, :agent_down} -> exit({:agent_down, worker})
+    end
+  end
+
+  @doc "Closes the tracer's session: nothing more is accepted, what is queued is freed."
+  @spec close(t()) :: :ok
+  def close(%__MODULE__{worker: nil, resource: resource}), do: Tracer.close(resource)
+
+  def close(%__MODULE__{worker: worker}) do
+    Agent.call(worker, :close)
+    :ok
+  end
+
+  @doc """
+  Destroys the trace's OTP session (here through `Kino.Trace.Reaper`, with the given
+  function patterns, see there). What the tracer queued before stays to be drained.
+  """
+  @spec destroy(t(), list()) :: t()
+  def destroy(%__MODULE__{session: nil} = backend, _functions), do: backend
+
+  def destroy(%__MODULE__{worker: nil, session: session} = backend, functions) do
+    Reaper.destroy(session, functions)
+    %{backend | session: nil}
+  end
+
+  def destroy(%__MODULE__{worker: worker} = backend, _functions) do
+    Agent.call(worker, :destroy)
+    %{backend | session: nil}
+  end
+end

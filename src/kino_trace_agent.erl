@@ -1,0 +1,352 @@
+%% @doc kino_trace's agent: what runs on a traced node of a multi-node trace.
+%%
+%% The tracing node ships this module (and kino_trace_fallback, and the native tracer
+%% kino_trace_tracer with its NIF library when it can load there) to a node that does not
+%% have kino_trace, for the duration of its traces, with code:load_binary/3. It is plain
+%% OTP: it calls no Elixir module, so the node's Elixir version (or its lack of Elixir)
+%% does not matter.
+%%
+%% Two kinds of process run this module:
+%%
+%%   * the keeper, registered as kino_trace_agent: one per node. It loads the native
+%%     tracer once (its NIF library is written to a private temporary directory, loaded,
+%%     and deleted at once with its directory: the loaded library needs no file), starts
+%%     the workers and keeps them from tracing one another. When its last worker ends it
+%%     deletes and purges every module the tracing node loaded, itself last, and exits:
+%%     nothing of kino_trace is left on the node.
+%%   * a worker per trace: it owns the OTP trace session and the tracer's session (the
+%%     NIF's, or a kino_trace_fallback process when the NIF cannot load), runs the
+%%     trace:F(Session, Args...) calls its local session asks for, and answers drain
+%%     requests with raw events (decoded on the tracing node). It monitors that local
+%%     session: when it ends, or the connection drops, the worker destroys the trace
+%%     session and ends.
+%%
+%% Invariants: no agent process is ever traced by an agent's trace session (each session
+%% untraces every agent process, including those started later); a worker never outlives
+%% its local session; the keeper never outlives its last worker.
+-module(kino_trace_agent).
+-behaviour(gen_server).
+
+-export([start_worker/1, version/0]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-define(KEEPER, kino_trace_agent).
+-define(TRACER, kino_trace_tracer).
+-define(FALLBACK, kino_trace_fallback).
+-define(TRACE_FUNS, [process, function, send, recv, info]).
+
+-record(keeper, {
+    %% modules the tracing nodes loaded here: deleted and purged when the keeper ends
+    shipped = [] :: [module()],
+    %% the native tracer here: unknown (not tried yet), ok, or {error, Reason}
+    native = unknown :: unknown | ok | {error, binary()},
+    %% worker pid => {monitor, its pids: the worker and its tracer process}
+    workers = #{} :: #{pid() => {reference(), [pid()]}}
+}).
+
+-record(worker, {
+    owner :: pid(),
+    owner_ref :: reference(),
+    id :: term(),
+    module :: module() | none,
+    handle :: term(),
+    session :: term() | undefined,
+    mode :: native | {fallback, binary()} | counters
+}).
+
+%% --- API, called over erpc by the tracing node ---------------------------------------
+
+%% @doc Starts a worker for one trace; returns {ok, Worker, Mode} or {error, Message}.
+%% Config: owner (the local session), id (what its messages carry), limits (as
+%% kino_trace_tracer:new_session/2 takes them), shipped (modules just loaded for it),
+%% native: {Beam, Nif} (the tracer's object code and NIF library bytes to load here),
+%% preloaded (the tracer is loaded here already, in this version), or {fallback, Reason};
+%% or counters => true: a session for the VM's call counters only (no tracer, no events).
+start_worker(Config) ->
+    case keeper(Config) of
+        {ok, Keeper} -> gen_server:call(Keeper, {start_worker, Config}, 60000);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The agent's version: its own object code's md5.
+version() -> erlang:get_module_info(?MODULE, md5).
+
+keeper(Config) ->
+    case gen_server:start({local, ?KEEPER}, ?MODULE, {keeper, Config}, []) of
+        {ok, Pid} -> {ok, Pid};
+        {error, {already_started, Pid}} -> {ok, Pid};
+        {error, Reason} -> {error, iolist_to_binary(io_lib:format("the agent did not start: ~p", [Reason]))}
+    end.
+
+%% --- gen_server ------------------------------------------------------------------------
+
+init({keeper, _Config}) ->
+    process_flag(trap_exit, true),
+    {ok, #keeper{}};
+init({worker, Config, Mode, Exclude}) ->
+    process_flag(trap_exit, true),
+    #{owner := Owner, id := Id, limits := Limits} = Config,
+    {Module, Handle, Tracer} =
+        case Mode of
+            native ->
+                H = ?TRACER:new_session(self(), Limits),
+                {?TRACER, H, {?TRACER, H}};
+            {fallback, _} ->
+                H = ?FALLBACK:new_session(self(), Limits),
+                {?FALLBACK, H, ?FALLBACK:tracer(H)};
+            counters ->
+                %% the VM's call counters only: no trace message is ever sent
+                {none, undefined, self()}
+        end,
+    Session = trace:session_create(kino_trace, Tracer, []),
+    case Module of
+        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session);
+        _ -> ok
+    end,
+    untrace(Session, [self() | Exclude]),
+    {ok, #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
+                 module = Module, handle = Handle, session = Session, mode = Mode}}.
+
+%% keeper
+handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
+    State1 = State0#keeper{shipped = lists:usort(maps:get(shipped, Config, []) ++ State0#keeper.shipped)},
+    {Mode, State} = mode(Config, State1),
+    Others = maps:fold(fun(_, {_, Pids}, Acc) -> Pids ++ Acc end, [], State#keeper.workers),
+    Reply =
+        try gen_server:start(?MODULE, {worker, Config, Mode, [self() | Others]}, []) of
+            {ok, Worker} ->
+                Pids = gen_server:call(Worker, pids),
+                [gen_server:cast(W, {untrace, Pids}) || W <- maps:keys(State#keeper.workers)],
+                {ok, Worker, Mode, Pids};
+            {error, Reason} ->
+                {error, format("the agent's worker did not start: ~p", [Reason])}
+        catch
+            Class:Reason -> {error, format("the agent's worker did not start: ~p", [{Class, Reason}])}
+        end,
+    case Reply of
+        {ok, W, M, WorkerPids} ->
+            Workers = maps:put(W, {erlang:monitor(process, W), WorkerPids}, State#keeper.workers),
+            {reply, {ok, W, M}, State#keeper{workers = Workers}};
+        {error, _} = Error ->
+            maybe_end(Error, State)
+    end;
+%% worker
+handle_call(pids, _From, #worker{} = State) ->
+    {reply, [self() | tracer_pids(State)], State};
+handle_call({trace, Fun, Args}, _From, #worker{} = State) ->
+    {reply, trace_call(State, Fun, Args), State};
+handle_call({trace_many, Calls}, _From, #worker{} = State) ->
+    {reply, [trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
+handle_call({trace_all, Ops, After}, _From, #worker{} = State) ->
+    Result =
+        try run_ops(State, Ops)
+        after run_ops(State, After)
+        end,
+    {reply, Result, State};
+handle_call({drain, Max}, _From, #worker{module = M, handle = H} = State) ->
+    {Raw, More} = M:drain(H, Max),
+    {reply, {Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
+handle_call(counters, _From, #worker{module = ?FALLBACK, handle = H} = State) ->
+    %% and what only the fallback knows: what it received, how often it switched off
+    {reply, maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
+handle_call(counters, _From, #worker{module = M, handle = H} = State) ->
+    {reply, M:counters(H), State};
+handle_call(close, _From, #worker{module = M, handle = H} = State) ->
+    {reply, M:close(H), State};
+handle_call(destroy, _From, #worker{} = State) ->
+    {reply, ok, destroy(State)};
+handle_call(_Request, _From, State) ->
+    {reply, {error, unknown_request}, State}.
+
+handle_cast({untrace, Pids}, #worker{session = Session} = State) when Session =/= undefined ->
+    untrace(Session, Pids),
+    {noreply, State};
+handle_cast(_Message, State) ->
+    {noreply, State}.
+
+%% worker: the tracer's wake-ups go on to the local session, under its id
+handle_info({kino_trace, _NativeId, Message}, #worker{owner = Owner, id = Id} = State) ->
+    Owner ! {kino_trace, Id, Message},
+    {noreply, State};
+handle_info({'DOWN', Ref, process, _, _}, #worker{owner_ref = Ref} = State) ->
+    {stop, normal, State};
+%% keeper: a worker ended
+handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers} = State) ->
+    case Workers of
+        #{Pid := {Ref, _}} -> maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
+        _ -> {noreply, State}
+    end;
+handle_info(_Message, State) ->
+    {noreply, State}.
+
+terminate(_Reason, #worker{module = M, handle = H} = State) ->
+    _ = M =/= none andalso (catch M:close(H)),
+    destroy(State),
+    ok;
+terminate(_Reason, #keeper{} = State) ->
+    unload(State#keeper.shipped).
+
+%% --- keeper ----------------------------------------------------------------------------
+
+%% The tracer this worker gets: the native one unless the config asks for the fallback or
+%% the NIF cannot load here; tried once per keeper.
+mode(#{counters := true}, State) ->
+    {counters, State};
+mode(#{native := {fallback, Why}}, State) ->
+    {{fallback, to_binary(Why)}, State};
+mode(#{native := Native} = Config, #keeper{native = unknown, shipped = Shipped} = State) ->
+    case load_native(Native) of
+        {ok, Loaded} -> mode(Config, State#keeper{native = ok, shipped = lists:usort(Loaded ++ Shipped)});
+        {error, _} = Error -> mode(Config, State#keeper{native = Error})
+    end;
+mode(_Config, #keeper{native = ok} = State) ->
+    {native, State};
+mode(_Config, #keeper{native = {error, Why}} = State) ->
+    {{fallback, Why}, State}.
+
+%% Writes the NIF library to a new private directory, loads the tracer module (whose
+%% on_load reads the path from a persistent_term set for that moment), and deletes the
+%% file and the directory at once.
+load_native(preloaded) ->
+    loaded_native([]);
+load_native({Beam, Nif}) ->
+    case nif_dir() of
+        {ok, Dir} ->
+            Lib = filename:join(Dir, "kino_trace_nif"),
+            try file:write_file(Lib ++ ".so", Nif) of
+                ok ->
+                    persistent_term:put({?TRACER, nif_path}, Lib),
+                    try code:load_binary(?TRACER, "kino_trace_tracer.beam", Beam)
+                    after persistent_term:erase({?TRACER, nif_path})
+                    end,
+                    case loaded_native([?TRACER]) of
+                        {ok, _} = Ok ->
+                            Ok;
+                        Error ->
+                            %% the tracer keeps why it did not load: nothing may stay here
+                            _ = persistent_term:erase({?TRACER, load_error}),
+                            unload([?TRACER]),
+                            Error
+                    end;
+                {error, Reason} ->
+                    {error, format("cannot write the native tracer to ~ts (~p)", [Dir, Reason])}
+            after
+                _ = file:delete(Lib ++ ".so"),
+                _ = file:del_dir(Dir)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+loaded_native(Loaded) ->
+    case catch ?TRACER:loaded() of
+        true -> {ok, Loaded};
+        _ -> {error, format("the native tracer did not load: ~ts", [load_error()])}
+    end.
+
+load_error() ->
+    case catch ?TRACER:load_error() of
+        Reason when is_binary(Reason) -> Reason;
+        Other -> format("~p", [Other])
+    end.
+
+%% A new directory of our own under the node's temporary directory ($TMPDIR or /tmp).
+nif_dir() ->
+    Base = case os:getenv("TMPDIR") of
+               false -> "/tmp";
+               "" -> "/tmp";
+               Dir -> Dir
+           end,
+    Name = "kino_trace-" ++ os:getpid() ++ "-" ++ integer_to_list(erlang:unique_integer([positive])),
+    Path = filename:join(Base, Name),
+    case file:make_dir(Path) of
+        ok ->
+            _ = file:change_mode(Path, 8#700),
+            {ok, Path};
+        {error, Reason} ->
+            {error, format("cannot create a directory in ~ts for the native tracer (~p)", [Base, Reason])}
+    end.
+
+%% The keeper ends with its last worker, unloading what was shipped.
+maybe_end(Reply, #keeper{workers = Workers} = State) when map_size(Workers) =:= 0 ->
+    case Reply of
+        ok -> {stop, normal, State};
+        _ -> {stop, normal, Reply, State}
+    end;
+maybe_end(ok, State) ->
+    {noreply, State};
+maybe_end(Reply, State) ->
+    {reply, Reply, State}.
+
+%% Deletes and purges the modules the tracing nodes loaded. This module goes last, and
+%% its purge runs in a process of its own (a purge kills whoever still runs the old code:
+%% this process, once it is done).
+unload(Modules) ->
+    Others = [M || M <- Modules, M =/= ?MODULE],
+    lists:foreach(fun(M) -> _ = code:delete(M), _ = code:purge(M) end, Others),
+    case lists:member(?MODULE, Modules) of
+        true ->
+            _ = code:delete(?MODULE),
+            _ = spawn(code, purge, [?MODULE]),
+            ok;
+        false ->
+            ok
+    end.
+
+%% --- worker ----------------------------------------------------------------------------
+
+%% trace:Fun(Session, Args...); the fallback tracer takes its timestamps from the trace
+%% messages, whose flags it adds.
+trace_call(#worker{session = Session, module = Module}, Fun, Args0) ->
+    Args = case {Module, Fun, Args0} of
+               {?FALLBACK, process, [Target, true, Flags]} -> [Target, true, ?FALLBACK:flags(Flags)];
+               _ -> Args0
+           end,
+    case lists:member(Fun, ?TRACE_FUNS) andalso Session =/= undefined of
+        true ->
+            try {ok, erlang:apply(trace, Fun, [Session | Args])}
+            catch Class:Reason -> {error, {Class, Reason}}
+            end;
+        false ->
+            {error, {error, badarg}}
+    end.
+
+run_ops(State, Ops) ->
+    lists:foldl(
+        fun({Fun, Args}, ok) ->
+                case trace_call(State, Fun, Args) of
+                    {ok, _} -> ok;
+                    Error -> Error
+                end;
+           (_Op, Error) ->
+                Error
+        end, ok, Ops).
+
+destroy(#worker{session = undefined} = State) ->
+    State;
+destroy(#worker{session = Session} = State) ->
+    catch trace:session_destroy(Session),
+    State#worker{session = undefined}.
+
+tracer_pids(#worker{module = ?FALLBACK, handle = H}) -> [?FALLBACK:tracer(H)];
+tracer_pids(_State) -> [].
+
+untrace(Session, Pids) ->
+    [catch trace:process(Session, Pid, false, [all]) || Pid <- Pids, is_pid(Pid)],
+    ok.
+
+%% The registered names of the processes of a batch, for the tracing node.
+names(Raw) ->
+    Pids = lists:usort([element(2, Event) || Event <- Raw, is_pid(element(2, Event))]),
+    maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
+
+name(Pid) ->
+    case erlang:process_info(Pid, registered_name) of
+        {registered_name, Name} when is_atom(Name) -> Name;
+        _ -> nil
+    end.
+
+format(Format, Args) -> iolist_to_binary(io_lib:format(Format, Args)).
+
+to_binary(B) when is_binary(B) -> B;
+to_binary(Other) -> format("~tp", [Other]).

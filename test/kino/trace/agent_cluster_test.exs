@@ -1,0 +1,143 @@
+defmodule Kino.Trace.AgentClusterTest do
+  # Issue 16: a cluster for real (bare peers: OTP and Elixir only), several traces of one
+  # node, and the agent's safety rules.
+  use ExUnit.Case, async: false
+
+  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Peers
+
+  alias KinoTraceTest.Remote.Echo
+
+  @moduletag timeout: 240_000
+
+  setup_all do
+    ensure_distribution()
+  end
+
+  defp bare_peer(name) do
+    {peer, node} = start_peer(name, code: :bare)
+    load_module(node, Echo)
+    {peer, node}
+  end
+
+  defp flood(node, calls) when node == node(), do: spawn(fn -> Enum.each(1..calls, &Echo.double/1) end)
+  defp flood(node, calls), do: :erpc.call(node, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
+
+  defp alive?(pid), do: :erpc.call(node(pid), :erlang, :is_process_alive, [pid])
+
+  # The events of trace `id` in this process's mailbox, counted per node.
+  defp received(id, counts \\ %{}) do
+    receive do
+      {:kino_trace, ^id, {:events, events}} ->
+        received(id, Enum.reduce(events, counts, fn e, acc -> Map.update(acc, e.node, 1, &(&1 + 1)) end))
+    after
+      0 -> counts
+    end
+  end
+
+  test "3 nodes and this one: one killed mid-flood, the others deliver, every event accounted for per node" do
+    [{_, n1}, {_, n2}, {p3, n3}] = for i <- 1..3, do: bare_peer(:"cluster#{i}")
+    nodes = [node(), n1, n2, n3]
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: nodes, return: false)
+    Kino.Trace.subscribe(trace)
+    id = trace.id
+    calls = 30_000
+
+    flooders = Map.new(nodes, &{&1, flood(&1, calls)})
+    await_events(trace, &Enum.any?(&1, fn e -> e.node == n3 end))
+    :peer.stop(p3)
+    assert_receive {:kino_trace, ^id, {:node_down, ^n3, _}}, 10_000
+
+    live = [node(), n1, n2]
+    wait_until(fn -> not Enum.any?(live, &alive?(flooders[&1])) end, 3_000)
+    # what every node queued is delivered (in this mailbox) before the answer
+    Kino.Trace.events(trace, 1)
+    info = Kino.Trace.info(trace)
+    counts = received(id)
+
+    for node <- live do
+      node_info = info.nodes[node]
+      dropped = node_info.dropped |> Map.values() |> Enum.sum()
+      assert node_info.status == :running
+      assert node_info.accepted + dropped == calls, "#{node}: #{inspect(node_info)}"
+      assert node_info.accepted == node_info.delivered + node_info.queued + node_info.discarded
+      assert counts[node] == node_info.delivered, "#{node}: received #{counts[node]}"
+    end
+
+    assert info.nodes[n3].status == :gone
+    assert counts[n3] > 0
+    Kino.Trace.stop(trace)
+    for node <- [n1, n2], do: wait_until(fn -> kino_modules(node) == [] end)
+  end
+
+  test "two traces of one node from two owners run side by side; the agent leaves with the last" do
+    {_peer, n} = bare_peer(:two)
+    parent = self()
+
+    owners =
+      for i <- 1..2 do
+        spawn(fn ->
+          trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+          send(parent, {:trace, i, trace})
+          Process.sleep(:infinity)
+        end)
+      end
+
+    traces = for i <- 1..2, do: receive(do: ({:trace, ^i, trace} -> trace), after: (30_000 -> flunk("no trace")))
+    :erpc.call(n, Echo, :double, [3])
+    for trace <- traces, do: await_events(trace, &Enum.any?(&1, fn e -> e.kind == :call and e.args == [3] end))
+
+    Process.exit(hd(owners), :kill)
+    wait_until(fn -> not Process.alive?(hd(traces).session) end)
+    :erpc.call(n, Echo, :double, [4])
+    await_events(List.last(traces), &Enum.any?(&1, fn e -> e.kind == :call and e.args == [4] end))
+    assert :kino_trace_agent in kino_modules(n)
+
+    Process.exit(List.last(owners), :kill)
+    wait_until(fn -> kino_modules(n) == [] end, 1_000)
+    assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
+  end
+
+  test "a node with another version of an agent module is refused, and nothing is replaced or left" do
+    {_peer, n} = bare_peer(:version)
+    forms = [{:attribute, 1, :module, :kino_trace_fallback}, {:attribute, 1, :export, [v: 0]}, {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}]
+    {:ok, :kino_trace_fallback, binary} = :compile.forms(forms, [:binary])
+    {:module, _} = :erpc.call(n, :code, :load_binary, [:kino_trace_fallback, ~c"kino_trace_fallback.beam", binary])
+
+    assert_raise ArgumentError, ~r/kino_trace_fallback loaded in another version/, fn ->
+      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+    end
+
+    assert :erpc.call(n, :kino_trace_fallback, :v, []) == :theirs
+    assert kino_modules(n) == [:kino_trace_fallback]
+  end
+
+  test "the agent never traces itself: traces of gen_server and of every message there stay quiet" do
+    {_peer, n} = bare_peer(:loop)
+    calls = Kino.Trace.calls([":gen_server", ":gen"], nodes: [n])
+    messages = Kino.Trace.messages(:all, nodes: [n])
+    # info/1 and the ticks make the agent work (counters, drains) all along
+    for _ <- 1..15, do: Kino.Trace.info(calls) && Kino.Trace.info(messages) && Process.sleep(100)
+
+    agents = agent_pids(n)
+    assert agents != []
+
+    for trace <- [calls, messages] do
+      events = Kino.Trace.events(trace, 10_000)
+      refute Enum.any?(events, &(&1.pid in agents or &1.peer in agents)), inspect(Enum.filter(events, &(&1.pid in agents)), limit: 5)
+      # a loop would feed on itself: thousands of events a second
+      assert Kino.Trace.info(trace).accepted < 500
+    end
+
+    Kino.Trace.stop(calls)
+    Kino.Trace.stop(messages)
+  end
+
+  # The processes of kino_trace's agent on node: the keeper, its workers, their tracers.
+  defp agent_pids(n) do
+    for pid <- :erpc.call(n, :erlang, :processes, []),
+        {:dictionary, dict} <- [:erpc.call(n, :erlang, :process_info, [pid, :dictionary])],
+        match?({m, _, _} when m in [:kino_trace_agent, :kino_trace_fallback], dict[:"$initial_call"]),
+        do: pid
+  end
+end

@@ -1,0 +1,94 @@
+defmodule KinoTraceTest.Peers do
+  @moduledoc false
+  # Real peer nodes on loopback for the distributed tests.
+
+  @doc "Starts distribution on this node (once), under a name of this test run's own."
+  def ensure_distribution do
+    unless Node.alive?() do
+      {_, 0} = System.cmd("epmd", ["-daemon"])
+      # A name of our own: other test runs may share this machine.
+      start_distribution(:"kino_trace_test_#{System.pid()}@127.0.0.1", 50)
+    end
+
+    :ok
+  end
+
+  # epmd may take a moment to listen after `epmd -daemon`.
+  defp start_distribution(name, tries) do
+    case Node.start(name, :longnames) do
+      {:ok, _} -> :ok
+      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
+      {:error, reason} -> raise "could not start distribution: #{inspect(reason)}"
+    end
+  end
+
+  @doc """
+  Starts a peer node, stopped when the test ends. `code:`
+    * `:kino_trace` (default) - this node's code path, kino_trace started there;
+    * `:bare` - OTP's code path and Elixir's alone: no kino_trace, no test modules.
+  `env:` - `[{name, value}]` environment variables (charlists); `standard_io: true`
+  controls the peer over its standard I/O, so the distribution connection can be cut
+  without the peer ending.
+  """
+  def start_peer(name, opts \\ []) do
+    code = Keyword.get(opts, :code, :kino_trace)
+
+    args =
+      case code do
+        :kino_trace -> Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+        :bare -> Enum.flat_map([:elixir, :logger], &[~c"-pa", :code.lib_dir(&1) ++ ~c"/ebin"])
+      end
+
+    peer_opts = %{
+      name: :"#{name}_#{System.unique_integer([:positive])}",
+      host: ~c"127.0.0.1",
+      longnames: true,
+      args: args,
+      env: Keyword.get(opts, :env, [])
+    }
+
+    peer_opts = if opts[:standard_io], do: Map.put(peer_opts, :connection, :standard_io), else: peer_opts
+    {:ok, peer, node} = :peer.start(peer_opts)
+    if opts[:standard_io], do: true = Node.connect(node)
+    if code == :kino_trace, do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
+    if opts[:on_exit] != false, do: ExUnit.Callbacks.on_exit(fn -> stop_peer(peer) end)
+    {peer, node}
+  end
+
+  @doc "Stops a peer; nothing if it is gone already."
+  def stop_peer(peer) do
+    :peer.stop(peer)
+  catch
+    _, _ -> :ok
+  end
+
+  @doc "Loads `module` (compiled here) on `node` only, as a user's own module there."
+  def load_module(node, module) do
+    {^module, binary, file} = :code.get_object_code(module)
+    {:module, ^module} = :erpc.call(node, :code, :load_binary, [module, file, binary])
+    :ok
+  end
+
+  @doc """
+  What kino_trace could leave on `node`: its loaded modules, the entries of `tmp` (its
+  temporary directory), its trace sessions and its number of processes.
+  """
+  def footprint(node, tmp) do
+    # sessions first: asking loads the :trace module
+    sessions = :erpc.call(node, :trace, :session_info, [:all])
+
+    %{
+      sessions: Enum.sort(sessions),
+      modules: :erpc.call(node, :code, :all_loaded, []) |> Enum.map(&elem(&1, 0)) |> Enum.sort(),
+      tmp: tmp |> File.ls!() |> Enum.sort(),
+      processes: length(:erpc.call(node, :erlang, :processes, []))
+    }
+  end
+
+  @doc "The kino_trace modules loaded on `node`."
+  def kino_modules(node) do
+    for {m, _} <- :erpc.call(node, :code, :all_loaded, []),
+        String.starts_with?(Atom.to_string(m), ["kino_trace", "Elixir.Kino.Trace"]),
+        do: m
+  end
+end
