@@ -226,9 +226,9 @@ defmodule Kino.Trace.Pattern do
     Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse/1), opts))
   end
 
-  # For patterns checked on another node: the names of the texts that are atoms there,
-  # once the modules the texts name are loaded there (the atoms of their code count,
-  # as here), become atoms here, so they parse as they would there. That node's atom
+  # For patterns checked on another node: the names in argument patterns and guards
+  # that are atoms there, once the modules the texts name are loaded there (the atoms
+  # of their code count, as here), become atoms here, so they parse as they would there. That node's atom
   # table bounds what this adds to this one's.
   defp import_names(inputs, lookup) do
     quoted = for text <- inputs, is_binary(text), {:ok, ast} <- [quoted(text)], do: ast
@@ -238,7 +238,7 @@ defmodule Kino.Trace.Pattern do
       modules = if modules == [], do: %{}, else: Lookup.module_atoms(lookup, modules)
       if map_size(modules) > 0, do: Lookup.ensure_loaded(lookup, Map.values(modules))
 
-      case for(ast <- quoted, name <- Quoted.names(ast), do: name.text) do
+      case for(ast <- quoted, name <- Quoted.names(arguments(ast)), do: name.text) do
         [] -> :ok
         texts -> Lookup.existing_atoms(lookup, texts)
       end
@@ -251,6 +251,13 @@ defmodule Kino.Trace.Pattern do
     text = String.trim(text)
     if text in @everything or text == "", do: :error, else: text |> normalize_wildcards() |> Quoted.parse()
   end
+
+  # The argument patterns and guards of a quoted pattern (the forms of from_ast/2):
+  # where literal atoms are. (The function's name is resolved with the module's
+  # functions, by the pre-flight check.)
+  defp arguments({:when, _, [call, guard]}), do: [arguments(call), guard]
+  defp arguments({{:., _, [_module, function]}, _, args}) when is_name(function) and is_list(args), do: args
+  defp arguments(_ast), do: []
 
   # The full atom text of the module a quoted pattern names (the forms of from_ast/2),
   # or nil.
