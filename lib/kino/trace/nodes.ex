@@ -51,13 +51,33 @@ defmodule Kino.Trace.Nodes do
 
   @doc """
   Calls `m.f(a...)` on `node`: its result, or `{:error, message}` when the node cannot be
-  reached or the call raises.
+  reached or the call raises (a call of kino_trace's code where it is not loaded says so).
   """
   @spec call(node(), module(), atom(), list()) :: term()
   def call(node, m, f, a) do
     :erpc.call(node, m, f, a, @call_timeout)
   catch
-    :error, {:erpc, reason} -> {:error, "node unreachable (#{inspect(reason)})"}
-    kind, reason -> {:error, Exception.format_banner(kind, reason)}
+    :error, {:erpc, reason} ->
+      {:error, "node unreachable (#{inspect(reason)})"}
+
+    :error, {:exception, reason, stack} ->
+      case Exception.normalize(:error, reason, stack) do
+        # (Its message would say whether the module is loaded here, not there.)
+        %UndefinedFunctionError{module: ^m, function: ^f} ->
+          {:error, if(kino_trace?(m), do: not_loaded(), else: "#{inspect(m)}.#{f}/#{length(a)} is not defined there")}
+
+        e ->
+          {:error, Exception.message(e)}
+      end
+
+    kind, reason ->
+      {:error, Exception.format_banner(kind, reason)}
+  end
+
+  defp kino_trace?(module), do: String.starts_with?(Atom.to_string(module), "Elixir.Kino.Trace.")
+
+  defp not_loaded do
+    "kino_trace is not loaded there, or another version of it " <>
+      "(add its code path on that node, e.g. with :code.add_paths/1, and its compiled native tracer)"
   end
 end

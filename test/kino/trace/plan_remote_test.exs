@@ -101,6 +101,16 @@ defmodule Kino.Trace.PlanRemoteTest do
     assert is_list(:erpc.call(node, :code, :which, [Enum]))
   end
 
+  # Its part of the plan is built here; its session still needs kino_trace there (until
+  # a session there needs none), and starting it says so (was an Erlang error term).
+  test "a trace of a peer without kino_trace fails to start there with a clear error, leaving nothing" do
+    {_peer, node} = start_peer(:no_session)
+
+    error = assert_raise ArgumentError, fn -> Kino.Trace.calls([":lists.sum/1"], nodes: [node]) end
+    assert error.message =~ "on node #{inspect(node)}: kino_trace is not loaded there"
+    assert :erpc.call(node, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
+  end
+
   test "patterns on a module only the peer has resolve for that node and fail here" do
     {_peer, node, name} = peer_with_sample(:patterns)
     # the module's name is not even an atom here yet
