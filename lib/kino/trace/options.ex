@@ -267,7 +267,12 @@ defmodule Kino.Trace.Options do
   defp do_resolve(value, node, _found) when is_pid(value) and node(value) == node, do: [value]
   defp do_resolve(value, _node, _found) when is_pid(value), do: []
   defp do_resolve(list, node, found) when is_list(list), do: Enum.flat_map(list, &do_resolve(&1, node, found))
-  defp do_resolve(name, node, found), do: do_resolve(pid!(name, Map.fetch!(found, name)), node, found)
+
+  defp do_resolve(value, node, found) do
+    # What is neither a target nor a name raises as an invalid :pids value.
+    unless name?(value), do: check_pids!(value, false)
+    do_resolve(pid!(value, Map.fetch!(found, value)), node, found)
+  end
 
   @doc """
   Validates and resolves the targets of message or process tracing (`what` names the
