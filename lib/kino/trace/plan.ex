@@ -312,6 +312,8 @@ defmodule Kino.Trace.Plan do
         other -> {Options.resolve_targets!(other, :messages, lookup), false}
       end
 
+    import_names(options[:pattern], lookup)
+
     case MessagePattern.compile(options[:pattern], distributed?) do
       {:ok, specs} ->
         %{targets: targets, flags: [:send, :receive, :scheduler_id] ++ children(options), specs: specs, distributed: distributed?}
@@ -320,6 +322,21 @@ defmodule Kino.Trace.Plan do
         raise ArgumentError, message
     end
   end
+
+  # A message pattern for another node: its names that are atoms there are atoms here,
+  # so it compiles as it would there (messages there may hold atoms this node never
+  # made; that node's atom table bounds what this adds).
+  defp import_names(text, lookup) when is_binary(text) do
+    with false <- Lookup.local?(lookup),
+         {:ok, ast} <- Kino.Trace.Pattern.Quoted.parse(text),
+         [_ | _] = names <- Kino.Trace.Pattern.Quoted.names(ast) do
+      Lookup.existing_atoms(lookup, Enum.map(names, & &1.text))
+    end
+
+    :ok
+  end
+
+  defp import_names(_text, _lookup), do: :ok
 
   defp processes!(nil, _options, _lookup), do: nil
 

@@ -106,7 +106,9 @@ defmodule Kino.Trace.PlanRemoteTest do
   test "a trace of a peer without kino_trace fails to start there with a clear error, leaving nothing" do
     {_peer, node} = start_peer(:no_session)
 
-    error = assert_raise ArgumentError, fn -> Kino.Trace.calls([":lists.sum/1"], nodes: [node]) end
+    error =
+      assert_raise ArgumentError, fn -> Kino.Trace.calls([":lists.sum/1"], nodes: [node]) end
+
     assert error.message =~ "on node #{inspect(node)}: kino_trace is not loaded there"
     assert :erpc.call(node, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
   end
@@ -199,14 +201,45 @@ defmodule Kino.Trace.PlanRemoteTest do
     refute error.message =~ "did you mean :#{name}?"
   end
 
-  test "literal atoms of the peer's module in argument patterns" do
+  test "literal atoms of the peer's module, in argument patterns and message patterns" do
     {_peer, node, name} = peer_with_sample(:atoms)
-    pattern = ":#{name}.run(x) when x == :#{name}_atom"
-    plan = Plan.new!([calls: ["Enum.sum/1"]], [])
+    # (without returns: reading its tail calls would bring its code's atoms here)
+    plan = Plan.new!([calls: ["Enum.sum/1"]], return: false, exceptions: false)
+    # loads the module there: the atoms of its code exist there, not here
+    Plan.node_part!(%{plan | what: [calls: [":#{name}.loop/1"]]}, node)
+    assert Name.existing(name <> "_atom") == nil
 
-    part = Plan.node_part!(%{plan | what: [calls: [pattern]]}, node)
+    message_pattern = "{:#{name}_atom, _}"
+
+    assert_raise ArgumentError, ~r/unknown atom :#{name}_atom/, fn ->
+      Plan.new!([messages: :all], pattern: message_pattern)
+    end
+
+    part =
+      Plan.node_part!(
+        %{
+          plan
+          | what: [messages: :all],
+            options: Keyword.put(plan.options, :pattern, message_pattern)
+        },
+        node
+      )
+
     atom = String.to_existing_atom(name <> "_atom")
+    assert [{[_to, {^atom, :_}], [], []}] = part.messages.specs.send
+
+    part =
+      Plan.node_part!(%{plan | what: [calls: [":#{name}.run(x) when x == :#{name}_atom"]]}, node)
+
     assert [%{guards: [[{:==, :"$1", ^atom}]]}] = part.calls.patterns
+  end
+
+  test "literal atoms in argument patterns: the module is loaded there first" do
+    {_peer, node, name} = peer_with_sample(:atoms_first)
+    plan = Plan.new!([calls: ["Enum.sum/1"]], [])
+    part = Plan.node_part!(%{plan | what: [calls: [":#{name}.run({:#{name}_atom, _})"]]}, node)
+    atom = String.to_existing_atom(name <> "_atom")
+    assert [%{head: [{^atom, :_}]}] = part.calls.patterns
   end
 
   test "names are looked up on the peer" do
