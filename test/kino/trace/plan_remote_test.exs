@@ -360,8 +360,18 @@ defmodule Kino.Trace.PlanRemoteTest do
     patterns = for i <- 1..1_000, do: ":#{name}.f#{i}/1"
     plan = Plan.new!([calls: ["Enum.sum/1"]], [])
 
+    # the look-ups there are batched: a handful of steps (each one round trip of calls
+    # sent together), not one per pattern
+    session = :trace.session_create(:plan_remote_steps, self(), [])
+    on_exit(fn -> :trace.session_destroy(session) end)
+    run = {Lookup, :run, 2}
+    1 = :trace.function(session, run, true, [:call_count])
+
     part = Plan.node_part!(%{plan | what: [calls: patterns]}, node)
     assert length(part.calls.patterns) == 1_000
     assert length(part.calls.functions.steps) == 1_000
+
+    {:call_count, steps} = :trace.info(session, run, :call_count)
+    assert steps in 1..10, "#{steps} look-up steps for 1 000 patterns"
   end
 end
