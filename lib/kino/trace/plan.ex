@@ -103,7 +103,7 @@ defmodule Kino.Trace.Plan do
 
     # Every other node's part is checked before anything is traced anywhere.
     for node <- nodes, node != node(), do: node_part!(plan, node)
-    if node() in nodes, do: local!(plan, Lookup.local()), else: plan
+    if node() in nodes, do: part!(plan, Lookup.local()), else: plan
   end
 
   @doc """
@@ -133,10 +133,10 @@ defmodule Kino.Trace.Plan do
     plan = %{plan | nodes: [node], calls: nil, messages: nil, processes: nil}
 
     if node == node() do
-      local!(plan, Lookup.local(), warn?)
+      part!(plan, Lookup.local(), warn?)
     else
       try do
-        local!(plan, Lookup.new(node), warn?)
+        part!(plan, Lookup.new(node), warn?)
       rescue
         e in ArgumentError ->
           reraise ArgumentError, "on node #{inspect(node)}: #{Exception.message(e)}", __STACKTRACE__
@@ -244,7 +244,7 @@ defmodule Kino.Trace.Plan do
   defp nodes!(nodes), do: Kino.Trace.Nodes.resolve!(nodes)
 
   # The part of the node `lookup` reads: this node's for `new!/3`.
-  defp local!(%__MODULE__{what: what, options: options} = plan, lookup, warn? \\ true) do
+  defp part!(%__MODULE__{what: what, options: options} = plan, lookup, warn? \\ true) do
     calls =
       case Keyword.fetch(what, :calls) do
         {:ok, given} ->

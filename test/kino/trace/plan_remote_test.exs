@@ -153,6 +153,17 @@ defmodule Kino.Trace.PlanRemoteTest do
     refute error.message =~ "on node"
   end
 
+  test "a pattern's warnings name the node; warn: false leaves them out" do
+    {_peer, node} = start_peer(:warnings)
+    plan = Plan.new!([calls: ["Kernel.+/2"]], [])
+
+    warned = ExUnit.CaptureIO.capture_io(:stderr, fn -> Plan.node_part!(plan, node) end)
+    assert warned =~ "on node #{inspect(node)}: Kernel.+/2 is inlined by the compiler"
+
+    assert ExUnit.CaptureIO.capture_io(:stderr, fn -> Plan.node_part!(plan, node, warn: false) end) ==
+             ""
+  end
+
   test "a module this node has and the peer does not is reported on the peer, named by node" do
     {_peer, node} = start_peer(:local_only)
 
