@@ -29,11 +29,12 @@ defmodule Kino.Trace.PlanRemoteTest do
   end
 
   # A peer with OTP's code path and Elixir's lib dirs, nothing of kino_trace.
-  defp start_peer(name) do
+  defp start_peer(name, elixir? \\ true) do
     elixir_root = :code.lib_dir(:elixir) |> List.to_string() |> Path.dirname()
 
     elixir_paths =
       for path <- :code.get_path(),
+          elixir?,
           String.starts_with?(List.to_string(path), elixir_root),
           do: path
 
@@ -111,6 +112,29 @@ defmodule Kino.Trace.PlanRemoteTest do
 
     assert error.message =~ "on node #{inspect(node)}: kino_trace is not loaded there"
     assert :erpc.call(node, :trace, :session_info, [:all]) |> Enum.all?(&match?({:legacy, _}, &1))
+  end
+
+  test "a node with OTP alone (no Elixir): its part is built from OTP's modules" do
+    {_peer, node} = start_peer(:otp_only, false)
+    assert :erpc.call(node, :code, :which, [Enum]) == :non_existing
+
+    plan =
+      Plan.new!([calls: [":lists.sum/1", ":ets.insert/2"], processes: :kernel_sup], nodes: [node])
+
+    part = Plan.node_part!(plan, node)
+
+    assert Enum.map(part.calls.patterns, &Kino.Trace.Pattern.mfa/1) == [
+             {:lists, :sum, 1},
+             {:ets, :insert, 2}
+           ]
+
+    assert part.processes.targets == [:erpc.call(node, :erlang, :whereis, [:kernel_sup])]
+
+    error =
+      assert_raise ArgumentError, fn -> Plan.new!([calls: ["Enum.sum/1"]], nodes: [node]) end
+
+    assert error.message =~
+             "on node #{inspect(node)}: invalid trace pattern \"Enum.sum/1\": unknown module Enum"
   end
 
   test "patterns on a module only the peer has resolve for that node and fail here" do
