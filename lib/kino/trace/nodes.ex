@@ -1,10 +1,11 @@
 defmodule Kino.Trace.Nodes do
   @moduledoc """
-  The `nodes:` option: which nodes a trace covers, and whether each can be traced.
+  The `nodes:` option: which nodes a trace covers.
 
-  `resolve!/1` turns the option into a list of nodes, checking that each is connected
-  and has kino_trace; `preflight!/3` checks on a node that what is asked can be traced
-  there (its patterns and targets), without tracing.
+  `resolve!/1` turns the option into a list of nodes, checking that each is connected.
+  A node needs no kino_trace for its part of the plan: it is built on this node
+  (`Kino.Trace.Plan.node_part!/3`), looking its modules and names up there with plain
+  OTP calls.
 
       iex> Kino.Trace.Nodes.resolve!(node())
       [node()]
@@ -22,8 +23,7 @@ defmodule Kino.Trace.Nodes do
 
   @doc """
   Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
-  connected node). Raises `ArgumentError` naming a node that is not connected or does
-  not have kino_trace loaded.
+  connected node). Raises `ArgumentError` naming a node that is not connected.
   """
   @spec resolve!(node() | [node()] | :all) :: [node()]
   def resolve!(:all), do: resolve!([node() | Node.list()])
@@ -41,41 +41,43 @@ defmodule Kino.Trace.Nodes do
     unless node in Node.list() do
       raise ArgumentError, "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
     end
-
-    case call(node, :code, :ensure_loaded, [Kino.Trace.Session]) do
-      {:module, _} ->
-        :ok
-
-      _ ->
-        raise ArgumentError,
-              "cannot trace node #{inspect(node)}: kino_trace is not loaded there " <>
-                "(add its code path on that node, e.g. with :code.add_paths/1, and its compiled native tracer)"
-    end
   end
 
   defp check_node!(other), do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
 
-  @doc """
-  Checks on `node` that `what` can be traced there with `opts` (`Kino.Trace.Plan.check/2`
-  runs there), without tracing. Returns `:ok` or raises `ArgumentError` naming the node.
-  """
-  @spec preflight!(node(), keyword(), keyword()) :: :ok
-  def preflight!(node, what, opts) do
-    case call(node, Kino.Trace.Plan, :check, [what, opts]) do
-      :ok -> :ok
-      {:error, message} -> raise ArgumentError, "on node #{inspect(node)}: #{message}"
-    end
-  end
+  @doc "How long a call to another node may take (ms): `call/4`, `Kino.Trace.Plan.Lookup`."
+  @spec call_timeout() :: pos_integer()
+  def call_timeout, do: @call_timeout
 
   @doc """
   Calls `m.f(a...)` on `node`: its result, or `{:error, message}` when the node cannot be
-  reached or the call raises.
+  reached or the call raises (a call of kino_trace's code where it is not loaded says so).
   """
   @spec call(node(), module(), atom(), list()) :: term()
   def call(node, m, f, a) do
     :erpc.call(node, m, f, a, @call_timeout)
   catch
-    :error, {:erpc, reason} -> {:error, "node unreachable (#{inspect(reason)})"}
-    kind, reason -> {:error, Exception.format_banner(kind, reason)}
+    :error, {:erpc, reason} ->
+      {:error, "node unreachable (#{inspect(reason)})"}
+
+    :error, {:exception, reason, stack} ->
+      case Exception.normalize(:error, reason, stack) do
+        # (Its message would say whether the module is loaded here, not there.)
+        %UndefinedFunctionError{module: ^m, function: ^f} ->
+          {:error, if(kino_trace?(m), do: not_loaded(), else: "#{inspect(m)}.#{f}/#{length(a)} is not defined there")}
+
+        e ->
+          {:error, Exception.message(e)}
+      end
+
+    kind, reason ->
+      {:error, Exception.format_banner(kind, reason)}
+  end
+
+  defp kino_trace?(module), do: String.starts_with?(Atom.to_string(module), "Elixir.Kino.Trace.")
+
+  defp not_loaded do
+    "kino_trace is not loaded there, or another version of it " <>
+      "(add its code path on that node, e.g. with :code.add_paths/1, and its compiled native tracer)"
   end
 end

@@ -19,6 +19,7 @@ defmodule Kino.Trace.Options do
       ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
   """
 
+  alias Kino.Trace.Plan.Lookup
   alias Kino.Trace.Tracer
 
   @defaults [
@@ -71,7 +72,7 @@ defmodule Kino.Trace.Options do
         raise ArgumentError, Kino.Trace.DidYouMean.unknown_option(key, Keyword.keys(defaults))
       end
 
-      if key == :pids and remote?, do: check_pids_shape!(value), else: check!(key, value)
+      if key == :pids and remote?, do: check_pids!(value, false), else: check!(key, value)
     end)
 
     merged = Keyword.merge(defaults, opts)
@@ -191,31 +192,33 @@ defmodule Kino.Trace.Options do
     unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
   end
 
-  # With other nodes, names are looked up on each node: only the shape is checked here.
-  defp check_pids_shape!(value) when is_pid(value), do: :ok
-  defp check_pids_shape!([_ | _] = list), do: Enum.each(list, &check_pids_shape!/1)
+  # The shape of :pids; with `lookup?`, names are looked up here too. (With other
+  # nodes, names are looked up for each node when its part of the plan is built.)
+  defp check_pids!(value, lookup? \\ true)
+  defp check_pids!(value, _lookup?) when value in [:all, :new, :existing], do: :ok
+  defp check_pids!(value, _lookup?) when is_pid(value), do: :ok
 
-  defp check_pids_shape!(value) do
-    if name?(value) and value not in [:all, :new, :existing], do: :ok, else: check_pids!(value)
-  end
-
-  defp check_pids!(value) when value in [:all, :new, :existing], do: :ok
-  defp check_pids!(value) when is_pid(value), do: :ok
-
-  defp check_pids!([_ | _] = list) do
+  defp check_pids!([_ | _] = list, lookup?) do
     Enum.each(list, fn
       item when item in [:all, :new, :existing] ->
         raise ArgumentError, "invalid value for :pids: #{inspect(item)} cannot be part of a list"
 
       item ->
-        check_pids!(item)
+        check_pids!(item, lookup?)
     end)
   end
 
-  defp check_pids!(value) do
-    if name?(value),
-      do: whereis!(value),
-      else: invalid!(:pids, ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names", value)
+  defp check_pids!(value, lookup?) do
+    cond do
+      not name?(value) ->
+        invalid!(:pids, ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names", value)
+
+      lookup? ->
+        whereis!(value)
+
+      true ->
+        :ok
+    end
 
     :ok
   end
@@ -226,30 +229,21 @@ defmodule Kino.Trace.Options do
   defp name?(_value), do: false
 
   # The pid of a process name, looked up as GenServer does; raises naming it when none.
-  defp whereis!(name) do
-    pid =
-      try do
-        whereis(name)
-      rescue
-        e in UndefinedFunctionError ->
-          reraise ArgumentError,
-                  "invalid value for :pids: cannot look up #{inspect(name)}: #{inspect(e.module)}.#{e.function}/#{e.arity} is not defined",
-                  __STACKTRACE__
+  defp whereis!(name), do: pid!(name, Lookup.whereis(Lookup.local(), [name])[name])
 
-        e ->
-          reraise ArgumentError,
-                  "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}",
-                  __STACKTRACE__
-      end
+  # What `Kino.Trace.Plan.Lookup.whereis/2` found for `name`: its pid, or an error naming it.
+  defp pid!(_name, {:ok, pid}) when is_pid(pid), do: pid
 
-    if is_pid(pid),
-      do: pid,
-      else: raise(ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}")
+  defp pid!(name, {:ok, nil}),
+    do: raise(ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}")
+
+  defp pid!(name, {:error, %UndefinedFunctionError{} = e}) do
+    raise ArgumentError,
+          "invalid value for :pids: cannot look up #{inspect(name)}: #{inspect(e.module)}.#{e.function}/#{e.arity} is not defined"
   end
 
-  defp whereis(name) when is_atom(name), do: Process.whereis(name)
-  defp whereis({:global, name}), do: :global.whereis_name(name)
-  defp whereis({:via, module, name}), do: module.whereis_name(name)
+  defp pid!(name, {:error, e}),
+    do: raise(ArgumentError, "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}")
 
   defp pos_integer?(v), do: is_integer(v) and v > 0
 
@@ -259,29 +253,42 @@ defmodule Kino.Trace.Options do
 
   @doc """
   Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,
-  `:new`, `:existing` or pids of this node. Names (registered atoms, `{:global, name}`,
-  `{:via, module, name}`) are looked up here; one that names no process raises
-  `ArgumentError` naming it.
+  `:new`, `:existing` or pids of the lookup's node (`Kino.Trace.Plan.Lookup`: this node
+  by default, or another node, which needs no kino_trace). Names (registered atoms,
+  `{:global, name}`, `{:via, module, name}`) are looked up there, all at once; one
+  that names no process raises `ArgumentError` naming it.
 
       iex> Kino.Trace.Options.resolve_pids([:kino_trace_nobody])
       ** (ArgumentError) invalid value for :pids: no process is registered as :kino_trace_nobody
   """
-  @spec resolve_pids(term()) :: [pid() | :all | :new | :existing]
-  def resolve_pids(value) when value in [:all, :new, :existing], do: [value]
-  def resolve_pids(value) when is_pid(value) and node(value) == node(), do: [value]
-  def resolve_pids(value) when is_pid(value), do: []
-  def resolve_pids(list) when is_list(list), do: Enum.flat_map(list, &resolve_pids/1)
-  def resolve_pids(name), do: resolve_pids(whereis!(name))
+  @spec resolve_pids(term(), Lookup.t()) :: [pid() | :all | :new | :existing]
+  def resolve_pids(value, lookup \\ Lookup.local()) do
+    names = value |> List.wrap() |> Enum.filter(&(name?(&1) and &1 not in [:all, :new, :existing]))
+    found = if names == [], do: %{}, else: Lookup.whereis(lookup, names)
+    do_resolve(value, lookup.node, found)
+  end
+
+  defp do_resolve(value, _node, _found) when value in [:all, :new, :existing], do: [value]
+  defp do_resolve(value, node, _found) when is_pid(value) and node(value) == node, do: [value]
+  defp do_resolve(value, _node, _found) when is_pid(value), do: []
+  defp do_resolve(list, node, found) when is_list(list), do: Enum.flat_map(list, &do_resolve(&1, node, found))
+
+  defp do_resolve(value, node, found) do
+    # What is neither a target nor a name raises as an invalid :pids value.
+    unless name?(value), do: check_pids!(value, false)
+    do_resolve(pid!(value, Map.fetch!(found, value)), node, found)
+  end
 
   @doc """
   Validates and resolves the targets of message or process tracing (`what` names the
   option in error messages): `:all`, `:new`, `:existing`, a pid, a name (registered,
-  `{:global, name}` or `{:via, module, name}`), or a list of pids and names.
+  `{:global, name}` or `{:via, module, name}`), or a list of pids and names. Names are
+  looked up with `lookup`, as `resolve_pids/2` does.
   """
-  @spec resolve_targets!(term(), atom()) :: [pid() | :all | :new | :existing]
-  def resolve_targets!(targets, what) do
-    check_pids!(targets)
-    resolve_pids(targets)
+  @spec resolve_targets!(term(), atom(), Lookup.t()) :: [pid() | :all | :new | :existing]
+  def resolve_targets!(targets, what, lookup \\ Lookup.local()) do
+    check_pids!(targets, false)
+    resolve_pids(targets, lookup)
   rescue
     e in ArgumentError ->
       reraise ArgumentError,

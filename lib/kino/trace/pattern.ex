@@ -102,8 +102,12 @@ defmodule Kino.Trace.Pattern do
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
   alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{MatchSpec, Name, Preflight, Quoted}
+  alias Kino.Trace.Plan.Lookup
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
+
+  # Texts that trace every function.
+  @everything ["*", "_", "*.*", "_._/_"]
 
   @typedoc """
   A parsed pattern.
@@ -131,7 +135,7 @@ defmodule Kino.Trace.Pattern do
 
   @type input :: String.t() | module | function | {module, atom, non_neg_integer | :_} | t
 
-  @type check_opts :: [local: boolean, force: boolean]
+  @type check_opts :: [local: boolean, force: boolean, lookup: Kino.Trace.Plan.Lookup.t()]
 
   @doc """
   Parses one pattern, checking its syntax only.
@@ -192,6 +196,10 @@ defmodule Kino.Trace.Pattern do
     * `:force` - allow patterns that are refused otherwise: tracing every
       function, kino_trace's own modules, and macro expansion functions.
       Defaults to `false`.
+    * `:lookup` - where modules and their functions are looked up
+      (`Kino.Trace.Plan.Lookup`): this node by default, or the node the pattern
+      is for, which needs no kino_trace. Suggestions come from that node's
+      modules and functions.
 
       iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Kernel.+/2")
       iex> Kino.Trace.Pattern.check(pattern)
@@ -213,8 +221,61 @@ defmodule Kino.Trace.Pattern do
           [{input, {:ok, t, [String.t()]} | {:error, String.t()}}]
   def parse_each(inputs, opts \\ []) do
     inputs = entries(inputs)
+    lookup = Keyword.get(opts, :lookup)
+    if lookup && not Lookup.local?(lookup), do: import_names(inputs, lookup)
     Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse/1), opts))
   end
+
+  # For patterns checked on another node: the names in argument patterns and guards
+  # that are atoms there, once the modules the texts name are loaded there (the atoms
+  # of their code count, as here), become atoms here, so they parse as they would there. That node's atom
+  # table bounds what this adds to this one's.
+  defp import_names(inputs, lookup) do
+    quoted = for text <- inputs, is_binary(text), {:ok, ast} <- [quoted(text)], do: ast
+
+    with [_ | _] <- quoted do
+      modules = for ast <- quoted, text = target_module_text(ast), do: text
+      modules = if modules == [], do: %{}, else: Lookup.module_atoms(lookup, modules)
+      if map_size(modules) > 0, do: Lookup.ensure_loaded(lookup, Map.values(modules))
+
+      case for(ast <- quoted, name <- Quoted.names(arguments(ast)), do: name.text) do
+        [] -> :ok
+        texts -> Lookup.existing_atoms(lookup, texts)
+      end
+    end
+
+    :ok
+  end
+
+  defp quoted(text) do
+    text = String.trim(text)
+    if text in @everything or text == "", do: :error, else: text |> normalize_wildcards() |> Quoted.parse()
+  end
+
+  # The argument patterns and guards of a quoted pattern (the forms of from_ast/2):
+  # where literal atoms are. (The function's name is resolved with the module's
+  # functions, by the pre-flight check.)
+  defp arguments({:when, _, [call, guard]}), do: [arguments(call), guard]
+  defp arguments({{:., _, [_module, function]}, _, args}) when is_name(function) and is_list(args), do: args
+  defp arguments(_ast), do: []
+
+  # The full atom text of the module a quoted pattern names (the forms of from_ast/2),
+  # or nil.
+  defp target_module_text({:&, _, [capture]}), do: target_module_text(capture)
+  defp target_module_text({:/, _, [{{:., _, [module, _]}, _, []}, _]}), do: module_text(module)
+  defp target_module_text({:when, _, [call, _]}), do: target_module_text(call)
+
+  defp target_module_text({{:., _, [module, function]}, _, args}) when is_name(function) and is_list(args),
+    do: module_text(module)
+
+  defp target_module_text(module), do: module_text(module)
+
+  defp module_text({:__aliases__, _, parts}) do
+    if Enum.all?(parts, &is_name/1), do: Name.module_text(parts)
+  end
+
+  defp module_text(name) when is_name(name), do: Name.text(name)
+  defp module_text(_other), do: nil
 
   @doc """
   Parses and checks all inputs, raising `ArgumentError` naming every bad entry.
@@ -371,8 +432,6 @@ defmodule Kino.Trace.Pattern do
   end
 
   ## Text
-
-  @everything ["*", "_", "*.*", "_._/_"]
 
   defp parse_text(source) do
     text = String.trim(source)

@@ -26,8 +26,8 @@ defmodule Kino.Trace.Plan do
     * `:processes` - targets and flags, or `nil`;
     * `:limits` - what the native tracer enforces, under the options' own names;
     * `:nodes` - the nodes it traces (this one alone for a local trace); the parts
-      above are this node's, and are `nil` when this node is not among them (each other
-      node builds its own plan from `what` and `options`);
+      above are this node's, and are `nil` when this node is not among them (another
+      node's part is `node_part!/3`, built here);
     * `:what` and `:options` - what was asked for, validated: the user's options with
       the defaults, and no internal key.
 
@@ -39,7 +39,7 @@ defmodule Kino.Trace.Plan do
   """
 
   alias Kino.Trace.{MessagePattern, Options, Pattern}
-  alias Kino.Trace.Plan.Functions
+  alias Kino.Trace.Plan.{Functions, Lookup}
 
   @enforce_keys [:what, :options, :nodes, :limits]
   defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil]
@@ -101,13 +101,52 @@ defmodule Kino.Trace.Plan do
     nodes = nodes!(options[:nodes])
     plan = %__MODULE__{what: what, options: options, nodes: nodes, limits: Options.native_limits(options)}
 
-    plan = preflight!(plan)
-    if node() in nodes, do: local!(plan), else: plan
+    # Every other node's part is checked before anything is traced anywhere.
+    for node <- nodes, node != node(), do: node_part!(plan, node)
+    if node() in nodes, do: part!(plan, Lookup.local()), else: plan
   end
 
   @doc """
-  Checks that `what` can be traced here with `opts`, without tracing: `:ok` or
-  `{:error, message}`. Each node of a multi-node trace runs it before anything is traced.
+  The plan as `node` runs it, built on this node: the same `what`, `options` and
+  `limits`, `nodes: [node]`, and its calls, messages and processes parts resolved
+  against `node`. Patterns are checked against the modules of `node` (loaded there as
+  a trace of them would), names (`pids:`, message and process targets) are looked up
+  there and tail-call cycles read there, with plain OTP calls (`Kino.Trace.Plan.Lookup`):
+  `node` needs neither kino_trace nor Elixir, only to be connected.
+
+  Raises `ArgumentError` as `new!/3` does, naming the node (`on node :"a@host": ...`),
+  with "did you mean" suggestions from that node's modules and functions; also when
+  the node goes away or does not answer meanwhile. For `node()` it is this node's
+  part of `new!/3` (no node named).
+
+  Options: `:warn` (default `true`) prints the warnings of the patterns with
+  `IO.warn/2`, naming the node.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
+      iex> part = Kino.Trace.Plan.node_part!(plan, node())
+      iex> {part.nodes == [node()], part.calls.functions == plan.calls.functions, part.limits == plan.limits}
+      {true, true, true}
+  """
+  @spec node_part!(t(), node(), keyword()) :: t()
+  def node_part!(%__MODULE__{} = plan, node, opts \\ []) when is_atom(node) do
+    warn? = Keyword.get(opts, :warn, true)
+    plan = %{plan | nodes: [node], calls: nil, messages: nil, processes: nil}
+
+    if node == node() do
+      part!(plan, Lookup.local(), warn?)
+    else
+      try do
+        part!(plan, Lookup.new(node), warn?)
+      rescue
+        e in ArgumentError ->
+          reraise ArgumentError, "on node #{inspect(node)}: #{Exception.message(e)}", __STACKTRACE__
+      end
+    end
+  end
+
+  @doc """
+  Checks that `what` can be traced with `opts` (`new!/3`, every node's part included),
+  without tracing: `:ok` or `{:error, message}`.
 
       iex> Kino.Trace.Plan.check([calls: ["Enum.sum/1"]], limit: 5)
       :ok
@@ -153,7 +192,11 @@ defmodule Kino.Trace.Plan do
 
   def put_patterns(%__MODULE__{calls: calls, options: options} = plan, patterns) do
     functions =
-      Functions.build(patterns, calls.returns, calls.actions, force: options[:force], local: options[:local])
+      Functions.build(patterns, calls.returns, calls.actions,
+        force: options[:force],
+        local: options[:local],
+        lookup: lookup(plan)
+      )
 
     %{plan | calls: %{calls | patterns: patterns, functions: functions}}
   end
@@ -173,10 +216,17 @@ defmodule Kino.Trace.Plan do
     if calls, do: [calls | parts], else: parts
   end
 
-  @doc "The options `Kino.Trace.Pattern.parse_each/2` and friends take for this plan."
+  @doc """
+  The options `Kino.Trace.Pattern.parse_each/2` and friends take for this plan (for
+  another node's part, `node_part!/3`, they look modules up on that node).
+  """
   @spec pattern_opts(t() | keyword()) :: keyword()
-  def pattern_opts(%__MODULE__{options: options}), do: pattern_opts(options)
+  def pattern_opts(%__MODULE__{options: options} = plan), do: [lookup: lookup(plan)] ++ pattern_opts(options)
   def pattern_opts(options), do: [force: options[:force], local: options[:local]]
+
+  # Where a plan's modules and names are looked up: another node's part on that node.
+  defp lookup(%__MODULE__{nodes: [node]}), do: Lookup.new(node)
+  defp lookup(%__MODULE__{}), do: Lookup.local()
 
   # --- building ------------------------------------------------------------------------
 
@@ -193,32 +243,29 @@ defmodule Kino.Trace.Plan do
   defp nodes!(nil), do: [node()]
   defp nodes!(nodes), do: Kino.Trace.Nodes.resolve!(nodes)
 
-  # Every other node checks its part before anything is traced anywhere.
-  defp preflight!(plan) do
-    for node <- plan.nodes, node != node() do
-      {what, options} = for_node(plan)
-      Kino.Trace.Nodes.preflight!(node, what, options)
-    end
-
-    plan
-  end
-
-  # This node's part.
-  defp local!(%__MODULE__{what: what, options: options} = plan) do
+  # The part of the node `lookup` reads: this node's for `new!/3`.
+  defp part!(%__MODULE__{what: what, options: options} = plan, lookup, warn? \\ true) do
     calls =
       case Keyword.fetch(what, :calls) do
         {:ok, given} ->
-          {patterns, warnings} = Pattern.parse_all!(given, pattern_opts(options))
-          Enum.each(warnings, &IO.warn(&1, []))
-          calls(options, patterns, Options.resolve_pids(options[:pids]))
+          {patterns, warnings} = Pattern.parse_all!(given, [lookup: lookup] ++ pattern_opts(options))
+          if warn?, do: Enum.each(warnings, &IO.warn(node_prefix(lookup) <> &1, []))
+          calls(options, patterns, Options.resolve_pids(options[:pids], lookup))
 
         :error ->
           nil
       end
 
-    plan = %{plan | messages: messages!(what[:messages], options), processes: processes!(what[:processes], options)}
+    plan = %{
+      plan
+      | messages: messages!(what[:messages], options, lookup),
+        processes: processes!(what[:processes], options, lookup)
+    }
+
     if calls, do: put_patterns(%{plan | calls: calls}, calls.patterns), else: plan
   end
+
+  defp node_prefix(lookup), do: if(Lookup.local?(lookup), do: "", else: "on node #{inspect(lookup.node)}: ")
 
   defp calls(options, patterns, pids) do
     {returns, actions} = match_spec_body(options)
@@ -256,14 +303,16 @@ defmodule Kino.Trace.Plan do
     {returns, caller}
   end
 
-  defp messages!(nil, _options), do: nil
+  defp messages!(nil, _options, _lookup), do: nil
 
-  defp messages!(targets, options) do
+  defp messages!(targets, options, lookup) do
     {targets, distributed?} =
       case targets do
         :distributed -> {[:all], true}
-        other -> {Options.resolve_targets!(other, :messages), false}
+        other -> {Options.resolve_targets!(other, :messages, lookup), false}
       end
+
+    import_names(options[:pattern], lookup)
 
     case MessagePattern.compile(options[:pattern], distributed?) do
       {:ok, specs} ->
@@ -274,10 +323,25 @@ defmodule Kino.Trace.Plan do
     end
   end
 
-  defp processes!(nil, _options), do: nil
+  # A message pattern for another node: its names that are atoms there are atoms here,
+  # so it compiles as it would there (messages there may hold atoms this node never
+  # made; that node's atom table bounds what this adds).
+  defp import_names(text, lookup) when is_binary(text) do
+    with false <- Lookup.local?(lookup),
+         {:ok, ast} <- Kino.Trace.Pattern.Quoted.parse(text),
+         [_ | _] = names <- Kino.Trace.Pattern.Quoted.names(ast) do
+      Lookup.existing_atoms(lookup, Enum.map(names, & &1.text))
+    end
 
-  defp processes!(targets, options),
-    do: %{targets: Options.resolve_targets!(targets, :processes), flags: [:procs, :scheduler_id] ++ children(options)}
+    :ok
+  end
+
+  defp import_names(_text, _lookup), do: :ok
+
+  defp processes!(nil, _options, _lookup), do: nil
+
+  defp processes!(targets, options, lookup),
+    do: %{targets: Options.resolve_targets!(targets, :processes, lookup), flags: [:procs, :scheduler_id] ++ children(options)}
 
   defp children(options), do: if(options[:children], do: [:set_on_spawn], else: [])
 end

@@ -41,8 +41,14 @@ defmodule Kino.Trace.TailCalls do
       iex> Kino.Trace.TailCalls.cycles(:erlang)
       :unknown
 
+  The module may be on another node, one without kino_trace: `cycles_all/3` reads it
+  there through a `Kino.Trace.Plan.Lookup` (a module loaded there with
+  `:code.load_binary/3` and no object file on its code path gives `:unknown` too).
+
   Results are cached per module version (the module's MD5), in a bounded table.
   """
+
+  alias Kino.Trace.Plan.Lookup
 
   @table __MODULE__
   @max_cached 1_024
@@ -67,21 +73,46 @@ defmodule Kino.Trace.TailCalls do
   """
   @spec cycles(module(), scope()) :: cycles()
   def cycles(module, scope \\ :local) when is_atom(module) and scope in [:local, :global] do
-    case loaded_md5(module) do
-      nil ->
-        :unknown
+    module |> List.wrap() |> cycles_all(scope) |> Map.fetch!(module)
+  end
 
-      md5 ->
-        case lookup(module, md5) do
-          {:ok, found} ->
-            pick(found, scope)
+  @doc """
+  `cycles/2` of each module, read where `lookup` looks (`Kino.Trace.Plan.Lookup`: this
+  node by default, or another node, which needs no kino_trace): the modules are loaded
+  there, and their object code is read from that node's code path when it is the
+  loaded version. All modules are looked up at once.
 
-          :miss ->
-            found = analyze(module, md5)
-            store(module, md5, found)
-            pick(found, scope)
+      iex> Kino.Trace.TailCalls.cycles_all([:lists, :erlang], :local, Kino.Trace.Plan.Lookup.local())[:erlang]
+      :unknown
+  """
+  @spec cycles_all([module()], scope(), Kino.Trace.Plan.Lookup.t()) :: %{module() => cycles()}
+  def cycles_all(modules, scope \\ :local, lookup \\ Lookup.local()) when scope in [:local, :global] do
+    modules = Enum.uniq(modules)
+    md5s = loaded_md5s(lookup, modules)
+
+    known =
+      Map.new(modules, fn module ->
+        case md5s[module] do
+          nil -> {module, :unknown}
+          md5 -> {module, with(:miss <- cached(module, md5), do: {:miss, md5})}
         end
-    end
+      end)
+
+    missing = for {module, {:miss, _md5}} <- known, do: module
+    beams = if missing == [], do: %{}, else: Lookup.object_code(lookup, missing)
+
+    Map.new(known, fn
+      {module, {:ok, found}} ->
+        {module, pick(found, scope)}
+
+      {module, {:miss, md5}} ->
+        found = analyze(module, md5, beams[module])
+        store(module, md5, found)
+        {module, pick(found, scope)}
+
+      {module, :unknown} ->
+        {module, :unknown}
+    end)
   end
 
   @doc """
@@ -155,25 +186,23 @@ defmodule Kino.Trace.TailCalls do
 
   defp tail_callee(_instruction, _module), do: []
 
-  defp loaded_md5(module) do
-    case :code.ensure_loaded(module) do
-      {:module, ^module} -> :erlang.get_module_info(module, :md5)
-      _ -> nil
-    end
-  rescue
-    _ -> nil
+  # The MD5 of each module loaded where the lookup looks (loading it), or nil.
+  defp loaded_md5s(lookup, modules) do
+    loaded = for {m, {:module, m}} <- Lookup.ensure_loaded(lookup, modules), do: m
+    for {m, %{md5: md5}} <- Lookup.module_info(lookup, loaded, [:md5]), into: %{}, do: {m, md5}
   end
 
-  defp analyze(module, md5) do
-    with {^module, beam, _file} <- :code.get_object_code(module),
-         {:ok, {^module, ^md5}} <- :beam_lib.md5(beam) do
-      from_beam(beam)
-    else
+  # Only the loaded version's code counts.
+  defp analyze(module, md5, beam) when is_binary(beam) do
+    case :beam_lib.md5(beam) do
+      {:ok, {^module, ^md5}} -> from_beam(beam)
       _ -> :unknown
     end
   end
 
-  defp lookup(module, md5) do
+  defp analyze(_module, _md5, nil), do: :unknown
+
+  defp cached(module, md5) do
     case :ets.whereis(@table) != :undefined and :ets.lookup(@table, module) do
       [{^module, ^md5, cycles}] -> {:ok, cycles}
       _ -> :miss

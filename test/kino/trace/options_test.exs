@@ -400,6 +400,16 @@ defmodule Kino.Trace.OptionsTest do
       assert Options.resolve_pids(self()) == [self()]
       assert Options.resolve_pids([self(), Kino.Trace.SessionSupervisor]) == [self(), Process.whereis(Kino.Trace.SessionSupervisor)]
     end
+
+    # The smart cell resolves what a user typed: what is no target nor name is an
+    # ArgumentError (was a KeyError once names were looked up all at once).
+    test "resolve_pids/1 of what is neither a target nor a name" do
+      for value <- [123, [self(), "worker"], {:via, "Registry", :x}] do
+        assert_raise ArgumentError, ~r/invalid value for :pids: expected :all, :new, :existing, a pid, a name/, fn ->
+          Options.resolve_pids(value)
+        end
+      end
+    end
   end
 
   test "nothing is left behind by the rejected calls above" do

@@ -43,4 +43,16 @@ defmodule Kino.Trace.Pattern.Generated do
   def of(module) when is_atom(module) do
     for {f, a} <- @functions, function_exported?(module, f, a), do: {module, f, a}
   end
+
+  @doc """
+  The generated functions among `exports` (`{function, arity}`, the exports of
+  `module` wherever it is loaded), as `{module, function, arity}`.
+
+      iex> Kino.Trace.Pattern.Generated.of(M, [module_info: 0, run: 1, __info__: 1])
+      [{M, :__info__, 1}, {M, :module_info, 0}]
+  """
+  @spec of(module(), [{atom(), arity()}]) :: [mfa()]
+  def of(module, exports) when is_atom(module) and is_list(exports) do
+    for {f, a} = fa <- @functions, fa in exports, do: {module, f, a}
+  end
 end

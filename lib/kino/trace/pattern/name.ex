@@ -70,15 +70,7 @@ defmodule Kino.Trace.Pattern.Name do
   exists or the module is on the code path, else a `Name` with the full text.
   """
   @spec module_name([atom() | t() | String.t()] | String.t()) :: module() | t()
-  def module_name(segments) when is_list(segments) do
-    texts =
-      case Enum.map(segments, &segment_text/1) do
-        ["Elixir" | [_ | _] = rest] -> rest
-        texts -> texts
-      end
-
-    module_name(if texts == ["Elixir"], do: "Elixir", else: "Elixir." <> Enum.join(texts, "."))
-  end
+  def module_name(segments) when is_list(segments), do: segments |> module_text() |> module_name()
 
   def module_name(text) when is_binary(text) do
     cond do
@@ -89,12 +81,44 @@ defmodule Kino.Trace.Pattern.Name do
     end
   end
 
+  @doc """
+  The full text of the module atom named by alias segments (atoms, `Name`s or texts).
+
+      iex> Kino.Trace.Pattern.Name.module_text(["MyApp", %Kino.Trace.Pattern.Name{text: "Repo"}])
+      "Elixir.MyApp.Repo"
+  """
+  @spec module_text([atom() | t() | String.t()]) :: String.t()
+  def module_text(segments) when is_list(segments) do
+    texts =
+      case Enum.map(segments, &segment_text/1) do
+        ["Elixir" | [_ | _] = rest] -> rest
+        texts -> texts
+      end
+
+    if texts == ["Elixir"], do: "Elixir", else: "Elixir." <> Enum.join(texts, ".")
+  end
+
   defp segment_text(text) when is_binary(text), do: text
   defp segment_text(name), do: text(name)
 
   defp on_code_path?(text) do
-    byte_size(text) <= 255 and not String.contains?(text, ["/", "\\", <<0>>]) and
-      :code.where_is_file(String.to_charlist(text <> ".beam")) != :non_existing
+    file = beam_file(text)
+    file != nil and :code.where_is_file(file) != :non_existing
+  end
+
+  @doc """
+  The object file name of the module named `text` (`~c"Elixir.Enum.beam"`), to find
+  with `:code.where_is_file/1`, or `nil` when `text` cannot name a module file.
+
+      iex> Kino.Trace.Pattern.Name.beam_file("Elixir.Enum")
+      ~c"Elixir.Enum.beam"
+      iex> Kino.Trace.Pattern.Name.beam_file("../etc")
+      nil
+  """
+  @spec beam_file(String.t()) :: charlist() | nil
+  def beam_file(text) when is_binary(text) do
+    if byte_size(text) <= 255 and not String.contains?(text, ["/", "\\", <<0>>]),
+      do: String.to_charlist(text <> ".beam")
   end
 
   @doc """

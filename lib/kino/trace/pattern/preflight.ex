@@ -10,6 +10,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   alias Kino.Trace.{MFA, Pattern}
   alias Kino.Trace.Pattern.Name
+  alias Kino.Trace.Plan.Lookup
 
   # Jaro similarity that makes a name a "did you mean" suggestion even when it
   # needs more edits than allowed.
@@ -22,18 +23,38 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   # Checks every parsed pattern (`{:ok, pattern}`; errors pass through), in order.
   # An `{:ok, pattern, warnings}` result has the pattern's names resolved to atoms.
-  # The modules of the code path, for "did you mean" on unknown modules, are
-  # listed once for all of them (listing them reads every code path directory).
+  #
+  # What is known of modules comes from `opts[:lookup]` (`Kino.Trace.Plan.Lookup`,
+  # this node's by default), for all patterns at once: the modules named as text that
+  # were no atoms here, the modules (loaded there) and their functions, and, for "did
+  # you mean" on unknown modules, the modules of the code path (listed once for all of
+  # them: listing them reads every code path directory).
   @spec run_all([{:ok, Pattern.t()} | {:error, String.t()}], keyword) :: [result]
   def run_all(parsed, opts) do
-    results =
+    lookup = Keyword.get(opts, :lookup) || Lookup.local()
+    force? = Keyword.get(opts, :force, false)
+    local? = Keyword.get(opts, :local, true)
+
+    staged =
       Enum.map(parsed, fn
-        {:ok, %Pattern{} = pattern} -> run(pattern, opts)
+        {:ok, %Pattern{} = pattern} ->
+          with :ok <- refuse_everything(pattern, force?), :ok <- refuse_tracer(pattern, force?), do: {:ok, pattern}
+
+        {:error, message} ->
+          {:error, message}
+      end)
+
+    staged = resolve_modules(staged, lookup)
+    facts = module_facts(lookup, for({:ok, %Pattern{module: m}} <- staged, is_atom(m) and m != :_, do: m))
+
+    results =
+      Enum.map(staged, fn
+        {:ok, pattern} -> run(pattern, facts, local?, force?)
         {:error, message} -> {:error, message}
       end)
 
     if Enum.any?(results, &match?({:unknown_module, _}, &1)) do
-      candidates = module_names()
+      candidates = lookup |> Lookup.available_modules() |> Enum.map(&display_name/1)
 
       Enum.map(results, fn
         {:unknown_module, wanted} ->
@@ -47,17 +68,55 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  defp run(%Pattern{} = pattern, opts) do
-    force? = Keyword.get(opts, :force, false)
-    local? = Keyword.get(opts, :local, true)
-
-    with :ok <- refuse_everything(pattern, force?),
-         :ok <- refuse_tracer(pattern, force?),
-         :ok <- ensure_module(pattern),
+  defp run(%Pattern{} = pattern, facts, local?, force?) do
+    with :ok <- ensure_module(pattern, facts),
          pattern = %{pattern | function: Name.retry(pattern.function)},
-         {:ok, arities} <- ensure_function(pattern, local?, force?) do
+         {:ok, arities} <- ensure_function(pattern, facts, local?, force?) do
       {:ok, pattern, warnings(pattern, arities)}
     end
+  end
+
+  # A module named in text that was not an atom when the pattern was parsed may exist
+  # where the lookup looks (or here, by now).
+  defp resolve_modules(staged, lookup) do
+    texts = for {:ok, %Pattern{module: %Name{text: text}}} <- staged, do: text
+
+    if texts == [] do
+      staged
+    else
+      atoms = Lookup.module_atoms(lookup, texts)
+
+      Enum.map(staged, fn
+        {:ok, %Pattern{module: %Name{text: text}} = pattern} when is_map_key(atoms, text) ->
+          {:ok, %{pattern | module: Map.fetch!(atoms, text)}}
+
+        other ->
+          other
+      end)
+    end
+  end
+
+  # Per module: `{:error, reason}` when it cannot be loaded, else its
+  # `{defined, exported}` functions.
+  defp module_facts(_lookup, []), do: %{}
+
+  defp module_facts(lookup, modules) do
+    loaded = Lookup.ensure_loaded(lookup, modules)
+    loaded_modules = for {m, {:module, m}} <- loaded, do: m
+    info = Lookup.module_info(lookup, loaded_modules, [:exports, :functions])
+
+    Map.new(loaded, fn
+      {m, {:module, m}} ->
+        exported = Map.get(info[m], :exports, [])
+        defined = Map.get(info[m], :functions, exported)
+        {m, {:ok, {Enum.uniq(defined ++ exported), exported}}}
+
+      {m, {:error, reason}} ->
+        {m, {:error, reason}}
+
+      {m, other} ->
+        {m, {:error, other}}
+    end)
   end
 
   ## Refusals (overridable with force: true)
@@ -91,14 +150,14 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Module
 
-  defp ensure_module(%Pattern{module: :_}), do: :ok
+  defp ensure_module(%Pattern{module: :_}, _facts), do: :ok
 
-  # Neither loaded nor on the code path when the pattern was parsed.
-  defp ensure_module(%Pattern{module: %Name{} = module}), do: unknown_module(module, :nofile)
+  # Neither loaded nor on the code path, here or where the lookup looks.
+  defp ensure_module(%Pattern{module: %Name{} = module}, _facts), do: unknown_module(module, :nofile)
 
-  defp ensure_module(%Pattern{module: module}) do
-    case Code.ensure_loaded(module) do
-      {:module, ^module} -> :ok
+  defp ensure_module(%Pattern{module: module}, facts) do
+    case Map.fetch!(facts, module) do
+      {:ok, _functions} -> :ok
       {:error, reason} -> unknown_module(module, reason)
     end
   end
@@ -118,12 +177,6 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  # Display names ("Enum", ":ets") of every module the code path knows, without
-  # creating atoms for modules that are not loaded.
-  defp module_names do
-    Enum.map(:code.all_available(), fn {name, _file, _loaded} -> display_name(name) end)
-  end
-
   defp suggest_module(wanted, candidates) do
     # An alias whose lowercase form is an Erlang module: `Ets` -> `:ets`.
     erlang_form = ":" <> String.downcase(wanted)
@@ -135,8 +188,9 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  defp display_name(charlist) do
-    case List.to_string(charlist) do
+  # How a module's atom text is written: "Enum", ":ets" (no atom is made).
+  defp display_name(text) do
+    case text do
       "Elixir." <> alias -> alias
       erlang -> ":" <> erlang
     end
@@ -144,11 +198,11 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Function and arity
 
-  defp ensure_function(%Pattern{function: :_}, _local?, _force?), do: {:ok, []}
+  defp ensure_function(%Pattern{function: :_}, _facts, _local?, _force?), do: {:ok, []}
 
-  defp ensure_function(%Pattern{} = pattern, local?, force?) do
+  defp ensure_function(%Pattern{} = pattern, facts, local?, force?) do
     %Pattern{module: module, function: function, arity: arity} = pattern
-    {defined, exported} = functions(module)
+    {:ok, {defined, exported}} = Map.fetch!(facts, module)
     visible = if local?, do: defined, else: exported
     arities = for {^function, a} <- visible, do: a
     all_arities = for {^function, a} <- defined, do: a
@@ -191,19 +245,6 @@ defmodule Kino.Trace.Pattern.Preflight do
          "#{mfa_text(module, function, arity)} is not a function" <>
            function_hint(pattern, visible)}
     end
-  end
-
-  defp functions(module) do
-    exported = module.module_info(:exports)
-
-    defined =
-      try do
-        module.module_info(:functions)
-      rescue
-        _ -> exported
-      end
-
-    {Enum.uniq(defined ++ exported), exported}
   end
 
   # Compared as text: no atom is made for a macro that does not exist.

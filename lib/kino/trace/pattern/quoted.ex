@@ -116,6 +116,16 @@ defmodule Kino.Trace.Pattern.Quoted do
     end)
   end
 
+  @doc """
+  The `Name`s of a quoted form (the names of its text that were not atoms).
+
+      iex> {:ok, quoted} = Kino.Trace.Pattern.Quoted.parse("{:ok, kino_trace_new_var_7c1e}")
+      iex> Kino.Trace.Pattern.Quoted.names(quoted)
+      [%Kino.Trace.Pattern.Name{text: "kino_trace_new_var_7c1e"}]
+  """
+  @spec names(Macro.t()) :: [Name.t()]
+  def names(quoted), do: quoted |> names(MapSet.new()) |> MapSet.to_list()
+
   # Every `Name` in a quoted form (anywhere a term can nest).
   defp names(%Name{} = name, acc), do: MapSet.put(acc, name)
   defp names(tuple, acc) when is_tuple(tuple), do: names(Tuple.to_list(tuple), acc)

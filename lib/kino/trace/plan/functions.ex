@@ -48,6 +48,7 @@ defmodule Kino.Trace.Plan.Functions do
 
   alias Kino.Trace.{Pattern, TailCalls}
   alias Kino.Trace.Pattern.Generated
+  alias Kino.Trace.Plan.Lookup
 
   defstruct steps: [], no_returns: MapSet.new(), transient_returns: false
 
@@ -72,15 +73,17 @@ defmodule Kino.Trace.Plan.Functions do
   `[{:exception_trace}]` or `[]`) and `actions` (the other actions of every clause).
 
   Options: `:force` (trace returns of tail-recursive functions a pattern names),
-  `:local` (whether local calls are traced, default `true`) and `:cycles`, the function
-  that gives a module's tail-call cycles (default `Kino.Trace.TailCalls.cycles/2` with
-  the scope `:local` says).
+  `:local` (whether local calls are traced, default `true`), `:lookup`, where the
+  modules are read (`Kino.Trace.Plan.Lookup`: this node by default, or the node the
+  plan is for) and `:cycles`, the function that gives a module's tail-call cycles
+  (default: `Kino.Trace.TailCalls.cycles_all/3` with the scope `:local` says, every
+  module at once).
   """
   @spec build([Pattern.t()], list(), list(), keyword()) :: t()
   def build(patterns, returns, actions, opts \\ []) do
     force? = Keyword.get(opts, :force, false)
     scope = if Keyword.get(opts, :local, true), do: :local, else: :global
-    cycles_of = Keyword.get(opts, :cycles, &TailCalls.cycles(&1, scope))
+    lookup = Keyword.get(opts, :lookup) || Lookup.local()
     by_target = Enum.group_by(patterns, &Pattern.mfa/1)
 
     # A module's cycles, looked up once per module.
@@ -88,13 +91,12 @@ defmodule Kino.Trace.Plan.Functions do
       if returns == [] do
         %{}
       else
-        by_target
-        |> Map.keys()
-        |> Enum.reduce(%{}, fn
-          {:_, _, _}, acc -> acc
-          {m, _, _}, acc when is_map_key(acc, m) -> acc
-          {m, _, _}, acc -> Map.put(acc, m, cycles_of.(m))
-        end)
+        modules = for {m, _, _} <- Map.keys(by_target), m != :_, uniq: true, do: m
+
+        case Keyword.fetch(opts, :cycles) do
+          {:ok, cycles_of} -> Map.new(modules, &{&1, cycles_of.(&1)})
+          :error -> TailCalls.cycles_all(modules, scope, lookup)
+        end
       end
 
     in_cycle? = fn
@@ -142,7 +144,7 @@ defmodule Kino.Trace.Plan.Functions do
       end)
 
     %__MODULE__{
-      steps: for({target, spec, _} <- steps, do: {target, spec}) ++ generated_off(by_target),
+      steps: for({target, spec, _} <- steps, do: {target, spec}) ++ generated_off(by_target, lookup),
       no_returns: no_returns,
       transient_returns: transient?
     }
@@ -232,10 +234,12 @@ defmodule Kino.Trace.Plan.Functions do
   # The compiler's functions (Kino.Trace.Pattern.Generated) a module-wide pattern covers
   # and no pattern names: set after the module's step, untraced. Not on a tail-call
   # cycle nor in `no_returns`, so they never make `install/3` silence anything.
-  defp generated_off(by_target) do
-    for {m, :_, :_} <- Map.keys(by_target),
-        m != :_,
-        {^m, f, _a} = mfa <- Generated.of(m),
+  defp generated_off(by_target, lookup) do
+    wide = for {m, :_, :_} <- Map.keys(by_target), m != :_, do: m
+    exports = if wide == [], do: %{}, else: Lookup.module_info(lookup, wide, [:exports])
+
+    for m <- wide,
+        {^m, f, _a} = mfa <- Generated.of(m, Map.get(exports[m], :exports, [])),
         not is_map_key(by_target, {m, f, :_}) and not is_map_key(by_target, mfa),
         do: {mfa, false}
   end
