@@ -29,6 +29,7 @@
 
 -export([start_worker/1, version/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export([worker/5]).
 
 -define(KEEPER, kino_trace_agent).
 -define(TRACER, kino_trace_tracer).
@@ -40,8 +41,8 @@
     shipped = [] :: [module()],
     %% the native tracer here: unknown (not tried yet), ok, or {error, Reason}
     native = unknown :: unknown | ok | {error, binary()},
-    %% worker pid => {monitor, its pids: the worker and its tracer process}
-    workers = #{} :: #{pid() => {reference(), [pid()]}}
+    %% worker pid => {monitor, its pids (the worker and its tracer), its trace session}
+    workers = #{} :: #{pid() => {reference(), [pid()], term()}}
 }).
 
 -record(worker, {
@@ -51,7 +52,10 @@
     module :: module() | none,
     handle :: term(),
     session :: term() | undefined,
-    mode :: native | {fallback, binary()} | counters
+    mode :: native | {fallback, binary()} | counters,
+    %% every agent process on this node (this worker, its tracer, the keeper, the other
+    %% workers and theirs): never traced by this worker's session
+    agents = [] :: [pid()]
 }).
 
 %% --- API, called over erpc by the tracing node ---------------------------------------
@@ -82,107 +86,38 @@ keeper(Config) ->
 
 init({keeper, _Config}) ->
     process_flag(trap_exit, true),
-    {ok, #keeper{}};
-init({worker, Config, Mode, Exclude}) ->
-    process_flag(trap_exit, true),
-    #{owner := Owner, id := Id, limits := Limits} = Config,
-    {Module, Handle, Tracer} =
-        case Mode of
-            native ->
-                H = ?TRACER:new_session(self(), Limits),
-                {?TRACER, H, {?TRACER, H}};
-            {fallback, _} ->
-                H = ?FALLBACK:new_session(self(), Limits),
-                {?FALLBACK, H, ?FALLBACK:tracer(H)};
-            counters ->
-                %% the VM's call counters only: no trace message is ever sent
-                {none, undefined, self()}
-        end,
-    Session = trace:session_create(kino_trace, Tracer, []),
-    case Module of
-        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session);
-        _ -> ok
-    end,
-    untrace(Session, [self() | Exclude]),
-    {ok, #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
-                 module = Module, handle = Handle, session = Session, mode = Mode}}.
+    {ok, #keeper{}}.
 
-%% keeper
 handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
     State1 = State0#keeper{shipped = lists:usort(maps:get(shipped, Config, []) ++ State0#keeper.shipped)},
     {Mode, State} = mode(Config, State1),
-    Others = maps:fold(fun(_, {_, Pids}, Acc) -> Pids ++ Acc end, [], State#keeper.workers),
-    Reply =
-        try gen_server:start(?MODULE, {worker, Config, Mode, [self() | Others]}, []) of
-            {ok, Worker} ->
-                Pids = gen_server:call(Worker, pids),
-                [gen_server:cast(W, {untrace, Pids}) || W <- maps:keys(State#keeper.workers)],
-                {ok, Worker, Mode, Pids};
-            {error, Reason} ->
-                {error, format("the agent's worker did not start: ~p", [Reason])}
-        catch
-            Class:Reason -> {error, format("the agent's worker did not start: ~p", [{Class, Reason}])}
-        end,
-    case Reply of
-        {ok, W, M, WorkerPids} ->
-            Workers = maps:put(W, {erlang:monitor(process, W), WorkerPids}, State#keeper.workers),
-            {reply, {ok, W, M}, State#keeper{workers = Workers}};
-        {error, _} = Error ->
-            maybe_end(Error, State)
+    Workers = State#keeper.workers,
+    Agents = [self() | lists:append([Pids || {_, Pids, _} <- maps:values(Workers)])],
+    Sessions = [Session || {_, _, Session} <- maps:values(Workers)],
+    {Worker, Ref} = spawn_monitor(?MODULE, worker, [self(), Config, Mode, Agents, Sessions]),
+    receive
+        {Worker, started, Pids, Session} ->
+            %% the other workers keep the new ones out of their traces from now on
+            [W ! {untrace, Pids} || W <- maps:keys(Workers)],
+            {reply, {ok, Worker, Mode}, State#keeper{workers = Workers#{Worker => {Ref, Pids, Session}}}};
+        {'DOWN', Ref, process, Worker, Reason} ->
+            maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State)
     end;
-%% worker
-handle_call(pids, _From, #worker{} = State) ->
-    {reply, [self() | tracer_pids(State)], State};
-handle_call({trace, Fun, Args}, _From, #worker{} = State) ->
-    {reply, trace_call(State, Fun, Args), State};
-handle_call({trace_many, Calls}, _From, #worker{} = State) ->
-    {reply, [trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
-handle_call({trace_all, Ops, After}, _From, #worker{} = State) ->
-    Result =
-        try run_ops(State, Ops)
-        after run_ops(State, After)
-        end,
-    {reply, Result, State};
-handle_call({drain, Max}, _From, #worker{module = M, handle = H} = State) ->
-    {Raw, More} = M:drain(H, Max),
-    {reply, {Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
-handle_call(counters, _From, #worker{module = ?FALLBACK, handle = H} = State) ->
-    %% and what only the fallback knows: what it received, how often it switched off
-    {reply, maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
-handle_call(counters, _From, #worker{module = M, handle = H} = State) ->
-    {reply, M:counters(H), State};
-handle_call(close, _From, #worker{module = M, handle = H} = State) ->
-    {reply, M:close(H), State};
-handle_call(destroy, _From, #worker{} = State) ->
-    {reply, ok, destroy(State)};
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
-handle_cast({untrace, Pids}, #worker{session = Session} = State) when Session =/= undefined ->
-    untrace(Session, Pids),
-    {noreply, State};
 handle_cast(_Message, State) ->
     {noreply, State}.
 
-%% worker: the tracer's wake-ups go on to the local session, under its id
-handle_info({kino_trace, _NativeId, Message}, #worker{owner = Owner, id = Id} = State) ->
-    Owner ! {kino_trace, Id, Message},
-    {noreply, State};
-handle_info({'DOWN', Ref, process, _, _}, #worker{owner_ref = Ref} = State) ->
-    {stop, normal, State};
-%% keeper: a worker ended
+%% a worker ended
 handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers} = State) ->
     case Workers of
-        #{Pid := {Ref, _}} -> maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
+        #{Pid := {Ref, _, _}} -> maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
         _ -> {noreply, State}
     end;
 handle_info(_Message, State) ->
     {noreply, State}.
 
-terminate(_Reason, #worker{module = M, handle = H} = State) ->
-    _ = M =/= none andalso (catch M:close(H)),
-    destroy(State),
-    ok;
 terminate(_Reason, #keeper{} = State) ->
     unload(State#keeper.shipped).
 
@@ -295,17 +230,108 @@ unload(Modules) ->
 
 %% --- worker ----------------------------------------------------------------------------
 
-%% trace:Fun(Session, Args...); the fallback tracer takes its timestamps from the trace
-%% messages, whose flags it adds.
-trace_call(#worker{session = Session, module = Module}, Fun, Args0) ->
+%% A worker is a plain process, not a gen_server: its first act is to leave the other
+%% traces of this node (a trace of every new process, or of gen_server's functions,
+%% would otherwise see it start), before it runs anything else. It answers gen calls.
+worker(Keeper, Config, Mode, Agents, Sessions) ->
+    [untrace(Session, [self()]) || Session <- Sessions],
+    process_flag(trap_exit, true),
+    #{owner := Owner, id := Id, limits := Limits} = Config,
+    {Module, Handle, Tracer} =
+        case Mode of
+            native ->
+                H = ?TRACER:new_session(self(), Limits),
+                {?TRACER, H, {?TRACER, H}};
+            {fallback, _} ->
+                H = ?FALLBACK:new_session(self(), Limits),
+                {?FALLBACK, H, ?FALLBACK:tracer(H)};
+            counters ->
+                %% the VM's call counters only: no trace message is ever sent
+                {none, undefined, self()}
+        end,
+    Session = trace:session_create(kino_trace, Tracer, []),
+    State0 = #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
+                     module = Module, handle = Handle, session = Session, mode = Mode},
+    Own = [self() | tracer_pids(State0)],
+    [untrace(Other, Own) || Other <- Sessions],
+    case Module of
+        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session);
+        _ -> ok
+    end,
+    State = State0#worker{agents = lists:usort(Own ++ Agents)},
+    untrace(Session, State#worker.agents),
+    Keeper ! {self(), started, Own, Session},
+    worker_loop(State).
+
+worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
+    receive
+        {'$gen_call', From, Request} ->
+            {Reply, Next} = request(Request, State),
+            gen:reply(From, Reply),
+            worker_loop(Next);
+        %% the tracer's wake-ups go on to the local session, under its id
+        {kino_trace, _NativeId, Message} ->
+            Owner ! {kino_trace, Id, Message},
+            worker_loop(State);
+        {untrace, Pids} ->
+            untrace(State#worker.session, Pids),
+            worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
+        {'DOWN', OwnerRef, process, _, _} ->
+            end_worker(State);
+        _Other ->
+            worker_loop(State)
+    end.
+
+request({trace, Fun, Args}, State) ->
+    {trace_call(State, Fun, Args), State};
+request({trace_many, Calls}, State) ->
+    {[trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
+request({trace_all, Ops, After}, State) ->
+    Result =
+        try run_ops(State, Ops)
+        after run_ops(State, After)
+        end,
+    {Result, State};
+request({drain, Max}, #worker{module = M, handle = H} = State) ->
+    {Raw, More} = M:drain(H, Max),
+    {{Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
+request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
+    %% and what only the fallback knows: what it received, how often it switched off
+    {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
+request(counters, #worker{module = M, handle = H} = State) ->
+    {M:counters(H), State};
+request(close, #worker{module = none} = State) ->
+    {ok, State};
+request(close, #worker{module = M, handle = H} = State) ->
+    {M:close(H), State};
+request(destroy, State) ->
+    {ok, destroy(State)};
+request(_Request, State) ->
+    {{error, unknown_request}, State}.
+
+%% The local session is gone (ended, or the connection dropped): so is the trace here.
+end_worker(#worker{module = M, handle = H} = State) ->
+    _ = M =/= none andalso (catch M:close(H)),
+    destroy(State),
+    exit(normal).
+
+trace_call(#worker{session = Session, module = Module} = State, Fun, Args0) ->
     Args = case {Module, Fun, Args0} of
-               {?FALLBACK, process, [Target, true, Flags]} -> [Target, true, ?FALLBACK:flags(Flags)];
+               {?FALLBACK, process, [Who, true, Flags]} -> [Who, true, ?FALLBACK:flags(Flags)];
                _ -> Args0
            end,
     case lists:member(Fun, ?TRACE_FUNS) andalso Session =/= undefined of
         true ->
             try {ok, erlang:apply(trace, Fun, [Session | Args])}
             catch Class:Reason -> {error, {Class, Reason}}
+            after
+                %% flags set on every process reach the agent's own: take them off again
+                case {Fun, Args} of
+                    {process, [Every, true | _]} when Every =:= all; Every =:= existing ->
+                        untrace(Session, State#worker.agents);
+                    _ ->
+                        ok
+                end
             end;
         false ->
             {error, {error, badarg}}

@@ -85,6 +85,14 @@ defmodule KinoTraceTest.Peers do
     }
   end
 
+  @doc "What each process of `node` runs (to tell what a footprint's count differs by)."
+  def process_infos(node) do
+    for pid <- :erpc.call(node, :erlang, :processes, []),
+        info = :erpc.call(node, :erlang, :process_info, [pid, [:initial_call, :current_function, :registered_name]]),
+        is_list(info),
+        do: {pid, info}
+  end
+
   @doc "The kino_trace modules loaded on `node`."
   def kino_modules(node) do
     for {m, _} <- :erpc.call(node, :code, :all_loaded, []),

@@ -41,53 +41,46 @@ defmodule Kino.Trace.Agent do
           {:ok, pid(), mode() | :counters} | {:error, String.t()}
   def start(node, owner, id, limits, opts \\ []) do
     # One start at a time per node from here: two would ship the same modules at once.
-    :global.trans(
-      {{__MODULE__, node}, self()},
-      fn -> start_once(node, owner, id, limits, opts, 2) end,
-      [node()]
-    )
+    :global.trans({{__MODULE__, node}, self()}, fn -> start(node, owner, id, limits, opts, 3) end, [node()])
   end
 
-  defp start_once(node, owner, id, limits, opts, tries) do
+  # The node's last trace may be ending meanwhile, its agent unloading itself (a call
+  # of it fails there, or a module cannot be loaded until its old code is purged): try
+  # again. The node's refusals (its release, another version) are final.
+  defp start(node, owner, id, limits, opts, tries) do
+    case start_once(node, owner, id, limits, opts) do
+      {:error, {:refused, message}} ->
+        {:error, message}
+
+      {:error, _message} when tries > 1 ->
+        Process.sleep(100)
+        start(node, owner, id, limits, opts, tries - 1)
+
+      {:error, message} ->
+        {:error, message}
+
+      ok ->
+        ok
+    end
+  end
+
+  defp start_once(node, owner, id, limits, opts) do
     # every module is checked before any is loaded: a refusal leaves the node untouched
     with {:ok, facts} <- facts(node),
          :ok <- check_release(node, facts),
          {:ok, missing} <- missing(node, @agent_modules),
          {:ok, native} <- if(opts[:counters], do: {:ok, :none}, else: native(node, facts, opts)),
          {:ok, shipped} <- ship(node, missing) do
-      config = %{
-        owner: owner,
-        id: id,
-        limits: limits,
-        shipped: shipped,
-        native: native,
-        counters: opts[:counters] == true
-      }
+      config = %{owner: owner, id: id, limits: limits, shipped: shipped, native: native, counters: opts[:counters] == true}
 
       case Nodes.call(node, :kino_trace_agent, :start_worker, [config]) do
         {:ok, worker, mode} ->
           {:ok, worker, mode}
 
-        error ->
+        {:error, message} ->
           unship(node, shipped)
-          retry(error, node, owner, id, limits, opts, tries)
+          {:error, if(is_binary(message), do: message, else: inspect(message))}
       end
-    end
-  end
-
-  defp retry(error, node, owner, id, limits, opts, tries) do
-    case error do
-      {:error, message} when is_binary(message) and tries > 1 ->
-        # the node's last trace may have been ending, unloading the agent meanwhile
-        if message =~ ~r/undef|noproc|normal/,
-          do: start_once(node, owner, id, limits, opts, tries - 1),
-          else: {:error, message}
-
-      {:error, message} when is_binary(message) ->
-        {:error, message}
-
-      {:error, other} ->
-        {:error, inspect(other)}
     end
   end
 

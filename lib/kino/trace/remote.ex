@@ -4,19 +4,25 @@ defmodule Kino.Trace.Remote do
   `messages/2`, `processes/2` and `trace/2`.
 
   A coordinator process on the calling node (`Kino.Trace.Remote.Coordinator`) starts
-  one ordinary `Kino.Trace.Session` on each node, this one included when it is among
-  them, with the same patterns and the same limits per node, and subscribes to each.
-  It merges their events into the one trace (each event's `:node` says where it
-  happened), renumbers them so ids stay unique, and keeps the trace's history. The
-  sessions are owned by the coordinator: when it ends, or the connection drops, they
-  end too. A node that goes down mid-trace is marked gone (subscribers get
+  one ordinary `Kino.Trace.Session` per node, all of them on this node, with the same
+  patterns and the same limits per node, and subscribes to each. This node's session
+  traces here; another node's part of the plan is built here against that node's
+  modules and names (`Kino.Trace.Plan.node_part!/3`) and traced there by kino_trace's
+  agent, shipped to that node for the trace and removed after (`Kino.Trace.Agent`):
+  the other nodes need nothing of kino_trace. Decoding, pairing and history happen
+  here, off the traced nodes.
+
+  The coordinator merges the sessions' events into the one trace (each event's `:node`
+  says where it happened), renumbers them so ids stay unique, and keeps the trace's
+  history. The sessions are owned by the coordinator: when it ends, they end, and so
+  does each agent's trace on its node; when a connection drops, that node's agent ends
+  its trace by itself. A node that goes down mid-trace is marked gone (subscribers get
   `{:kino_trace, id, {:node_down, node, reason}}`) and the others go on.
 
       Kino.Trace.calls(["MyApp.Repo.get/2"], nodes: :all)
       Kino.Trace.messages(:distributed, nodes: [:"a@127.0.0.1", :"b@127.0.0.1"])
 
-  Every node must have kino_trace loaded (its code path and compiled native tracer);
-  patterns are checked on every node before anything is traced (`Kino.Trace.Nodes`).
+  Patterns are checked for every node before anything is traced.
   """
 
   alias Kino.Trace.{Plan, Session}
@@ -30,8 +36,9 @@ defmodule Kino.Trace.Remote do
   """
   @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}
   def start(node, coordinator, %Plan{} = plan, tag) do
-    {what, opts} = Plan.for_node(plan, history: 1)
-    node_plan = node_plan(what, opts, node)
+    {_what, options} = Plan.for_node(plan, history: 1)
+    # checked by Plan.new!/3 already: its warnings were printed then
+    node_plan = Plan.node_part!(%{plan | options: options}, node, warn: false)
 
     case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->
@@ -46,11 +53,6 @@ defmodule Kino.Trace.Remote do
     end
   rescue
     e in ArgumentError -> {:error, Exception.message(e)}
-  end
-
-  # TEMPORARY until Plan.node_part!: built from this node's modules
-  defp node_plan(what, opts, node) do
-    %{Plan.new!(what, opts) | nodes: [node]}
   end
 
   @doc """
