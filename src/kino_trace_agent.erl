@@ -35,6 +35,8 @@
 -define(TRACER, kino_trace_tracer).
 -define(FALLBACK, kino_trace_fallback).
 -define(TRACE_FUNS, [process, function, send, recv, info]).
+%% how long a worker has to end after its local session did, before the keeper ends it
+-define(REAP_MS, 2000).
 
 -record(keeper, {
     %% modules the tracing nodes loaded here: deleted and purged when the keeper ends
@@ -42,7 +44,9 @@
     %% the native tracer here: unknown (not tried yet), ok, or {error, Reason}
     native = unknown :: unknown | ok | {error, binary()},
     %% worker pid => {monitor, its pids (the worker and its tracer), its trace session}
-    workers = #{} :: #{pid() => {reference(), [pid()], term()}}
+    workers = #{} :: #{pid() => {reference(), [pid()], term()}},
+    %% monitor of a worker's local session => the worker
+    owners = #{} :: #{reference() => pid()}
 }).
 
 -record(worker, {
@@ -99,7 +103,10 @@ handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
         {Worker, started, Pids, Session} ->
             %% the other workers keep the new ones out of their traces from now on
             [W ! {untrace, Pids} || W <- maps:keys(Workers)],
-            {reply, {ok, Worker, Mode}, State#keeper{workers = Workers#{Worker => {Ref, Pids, Session}}}};
+            %% a worker that does not end with its local session (hung) is ended
+            OwnerRef = erlang:monitor(process, maps:get(owner, Config)),
+            {reply, {ok, Worker, Mode}, State#keeper{workers = Workers#{Worker => {Ref, Pids, Session}},
+                                                     owners = (State#keeper.owners)#{OwnerRef => Worker}}};
         {'DOWN', Ref, process, Worker, Reason} ->
             maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State)
     end;
@@ -109,12 +116,20 @@ handle_call(_Request, _From, State) ->
 handle_cast(_Message, State) ->
     {noreply, State}.
 
-%% a worker ended
-handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers} = State) ->
-    case Workers of
-        #{Pid := {Ref, _, _}} -> maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
-        _ -> {noreply, State}
+%% a worker ended, or a worker's local session did: the worker has a moment to end
+handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers, owners = Owners} = State) ->
+    case {Workers, Owners} of
+        {#{Pid := {Ref, _, _}}, _} ->
+            maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
+        {_, #{Ref := Worker}} ->
+            erlang:send_after(?REAP_MS, self(), {reap, Worker}),
+            {noreply, State#keeper{owners = maps:remove(Ref, Owners)}};
+        _ ->
+            {noreply, State}
     end;
+handle_info({reap, Worker}, #keeper{workers = Workers} = State) ->
+    is_map_key(Worker, Workers) andalso exit(Worker, kill),
+    {noreply, State};
 handle_info(_Message, State) ->
     {noreply, State}.
 

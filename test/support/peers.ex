@@ -2,7 +2,11 @@ defmodule KinoTraceTest.Peers do
   @moduledoc false
   # Real peer nodes on loopback for the distributed tests.
 
-  @doc "Starts distribution on this node (once), under a name of this test run's own."
+  @doc """
+  Makes this node a distributed node on loopback (once per test run; epmd started if
+  needed), for tests that start `:peer` nodes. The name has the OS pid in it: other test
+  runs may share this machine.
+  """
   def ensure_distribution do
     unless Node.alive?() do
       {_, 0} = System.cmd("epmd", ["-daemon"])
@@ -25,7 +29,8 @@ defmodule KinoTraceTest.Peers do
   @doc """
   Starts a peer node, stopped when the test ends. `code:`
     * `:kino_trace` (default) - this node's code path, kino_trace started there;
-    * `:bare` - OTP's code path and Elixir's alone: no kino_trace, no test modules.
+    * `:bare` - OTP's code path and Elixir's alone: no kino_trace, no test modules;
+    * `:otp` - OTP's code path alone (no Elixir).
   `env:` - `[{name, value}]` environment variables (charlists); `standard_io: true`
   controls the peer over its standard I/O, so the distribution connection can be cut
   without the peer ending.
@@ -37,6 +42,7 @@ defmodule KinoTraceTest.Peers do
       case code do
         :kino_trace -> Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
         :bare -> Enum.flat_map([:elixir, :logger], &[~c"-pa", :code.lib_dir(&1) ++ ~c"/ebin"])
+        :otp -> []
       end
 
     peer_opts = %{
@@ -91,6 +97,11 @@ defmodule KinoTraceTest.Peers do
         info = :erpc.call(node, :erlang, :process_info, [pid, [:initial_call, :current_function, :registered_name]]),
         is_list(info),
         do: {pid, info}
+  end
+
+  @doc "The trace sessions kino_trace runs on `node` (its agent's, or its own)."
+  def kino_sessions(node) do
+    for {:kino_trace, _} = session <- :erpc.call(node, :trace, :session_info, [:all]), do: session
   end
 
   @doc "The kino_trace modules loaded on `node`."

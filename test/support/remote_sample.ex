@@ -6,6 +6,21 @@ defmodule KinoTraceTest.Remote.Echo do
   # A fun to run on another node (it must come from a module that node has loaded).
   def double_fun(x), do: fn -> double(x) end
 
+  # Suspends `pid` for as long as the process that suspended it lives (a hung process).
+  def hang(pid) do
+    parent = self()
+
+    spawn(fn ->
+      true = :erlang.suspend_process(pid)
+      send(parent, :hung)
+      Process.sleep(:infinity)
+    end)
+
+    receive do
+      :hung -> :ok
+    end
+  end
+
   def start_echo do
     spawn(fn -> loop() end)
   end

@@ -167,29 +167,6 @@ defmodule KinoTraceTest.Helpers do
     {worker, Worker.run(worker, fun)}
   end
 
-  @doc """
-  Makes this node a distributed node on loopback (once per test run; epmd started if
-  needed), for tests that start `:peer` nodes. The name has the OS pid in it: other test
-  runs may share this machine.
-  """
-  def ensure_distribution do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      start_distribution(:"kino_trace_test_#{System.pid()}@127.0.0.1", 50)
-    end
-
-    :ok
-  end
-
-  # epmd may take a moment to listen after `epmd -daemon`.
-  defp start_distribution(name, tries) do
-    case Node.start(name, :longnames) do
-      {:ok, _} -> :ok
-      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
-      {:error, reason} -> ExUnit.Assertions.flunk("could not start distribution: #{inspect(reason)}")
-    end
-  end
-
   @doc "Waits for `pid` to exit."
   def await_down(pid, timeout \\ 10_000) do
     ref = Process.monitor(pid)

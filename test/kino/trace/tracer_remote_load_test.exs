@@ -6,7 +6,7 @@ defmodule Kino.Trace.TracerRemoteLoadTest do
   # Everything run there is Erlang (erl_eval), as a remote agent's would be.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [ensure_distribution: 0]
+  import KinoTraceTest.Peers, only: [ensure_distribution: 0]
 
   @moduletag timeout: 120_000
 
