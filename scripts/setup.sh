@@ -24,6 +24,9 @@ apt_packages=(
   autoconf m4 perl libncurses-dev libssl-dev zlib1g-dev
   # widget tests
   chromium chromium-driver nodejs npm
+  # Debian 12's own Erlang/OTP 25, never used to build or run kino_trace: a test starts a
+  # node with it to check that kino_trace refuses to trace a node older than OTP 27
+  erlang-base
 )
 
 missing=()

@@ -3,8 +3,9 @@ defmodule Kino.Trace.Agent do
   Traces another node through kino_trace's agent (`src/kino_trace_agent.erl`), which is
   shipped there for the duration of the trace: that node needs nothing of kino_trace.
 
-  `start/4` checks the node (Erlang/OTP 27 or newer: the `:trace` module), loads what is
-  missing there with `:code.load_binary/3` and starts a worker for one trace:
+  `start/5` loads what is missing on the node (which `Kino.Trace.Nodes.resolve!/1` has
+  checked: connected, OTP 27 or newer) with `:code.load_binary/3` and starts a worker
+  for one trace:
 
     * the agent and the pure-Erlang fallback tracer (`kino_trace_agent`,
       `kino_trace_fallback`): small, OTP-only modules;
@@ -67,7 +68,6 @@ defmodule Kino.Trace.Agent do
   defp start_once(node, owner, id, limits, opts) do
     # every module is checked before any is loaded: a refusal leaves the node untouched
     with {:ok, facts} <- facts(node),
-         :ok <- check_release(node, facts),
          {:ok, missing} <- missing(node, @agent_modules),
          {:ok, native} <- if(opts[:counters], do: {:ok, :none}, else: native(node, facts, opts)),
          {:ok, shipped} <- ship(node, missing) do
@@ -110,26 +110,10 @@ defmodule Kino.Trace.Agent do
   # --- checks ------------------------------------------------------------------------
 
   defp facts(node) do
-    case Nodes.call(node, :erlang, :system_info, [:otp_release]) do
-      {:error, message} ->
-        {:error, message}
-
-      release ->
-        {:ok,
-         %{
-           release: release,
-           arch: Nodes.call(node, :erlang, :system_info, [:system_architecture]),
-           nif: Nodes.call(node, :erlang, :system_info, [:nif_version])
-         }}
+    case Nodes.call(node, :erlang, :system_info, [:system_architecture]) do
+      {:error, message} -> {:error, message}
+      arch -> {:ok, %{arch: arch, nif: Nodes.call(node, :erlang, :system_info, [:nif_version])}}
     end
-  end
-
-  defp check_release(node, %{release: release}) do
-    if List.to_integer(release) >= 27,
-      do: :ok,
-      else:
-        {:error,
-         "node #{inspect(node)} runs Erlang/OTP #{release}: tracing it needs OTP 27 or newer (the :trace module)"}
   end
 
   # The NIF loads there only where it was built for: the same architecture and a NIF

@@ -2,7 +2,8 @@ defmodule Kino.Trace.Nodes do
   @moduledoc """
   The `nodes:` option: which nodes a trace covers.
 
-  `resolve!/1` turns the option into a list of nodes, checking that each is connected.
+  `resolve!/1` turns the option into a list of nodes, checking that each is connected
+  and runs Erlang/OTP 27 or newer (each trace runs in an OTP trace session there).
   A node needs no kino_trace for its part of the plan: it is built on this node
   (`Kino.Trace.Plan.node_part!/3`), looking its modules and names up there with plain
   OTP calls.
@@ -23,7 +24,8 @@ defmodule Kino.Trace.Nodes do
 
   @doc """
   Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
-  connected node). Raises `ArgumentError` naming a node that is not connected.
+  connected node). Raises `ArgumentError` naming a node that is not connected or runs
+  an Erlang/OTP release older than 27.
   """
   @spec resolve!(node() | [node()] | :all) :: [node()]
   def resolve!(:all), do: resolve!([node() | Node.list()])
@@ -40,6 +42,18 @@ defmodule Kino.Trace.Nodes do
   defp check_node!(node) when is_atom(node) do
     unless node in Node.list() do
       raise ArgumentError, "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
+    end
+
+    case call(node, :erlang, :system_info, [:otp_release]) do
+      {:error, message} ->
+        raise ArgumentError, "cannot trace node #{inspect(node)}: #{message}"
+
+      release ->
+        if List.to_integer(release) < 27 do
+          raise ArgumentError,
+                "cannot trace node #{inspect(node)}: it runs Erlang/OTP #{release}, and tracing it needs " <>
+                  "OTP 27 or newer (each trace runs in its own :trace session, new in OTP 27)"
+        end
     end
   end
 

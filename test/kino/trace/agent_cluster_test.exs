@@ -134,6 +134,32 @@ defmodule Kino.Trace.AgentClusterTest do
     Kino.Trace.stop(messages)
   end
 
+  # Debian 12's own Erlang/OTP 25 (erlang-base, installed by scripts/setup.sh for this
+  # test only: kino_trace is built and run with OTP 27).
+  @otp25 "/usr/lib/erlang/bin/erl"
+
+  test "a node on Erlang/OTP 25 is refused with an error naming the node and its release" do
+    assert File.exists?(@otp25), "#{@otp25} is missing: scripts/setup.sh installs Debian's erlang-base"
+
+    {:ok, peer, old} =
+      :peer.start(%{name: :"otp25_#{System.unique_integer([:positive])}", host: ~c"127.0.0.1", longnames: true, exec: String.to_charlist(@otp25)})
+
+    on_exit(fn -> stop_peer(peer) end)
+    assert :erpc.call(old, :erlang, :system_info, [:otp_release]) == ~c"25"
+
+    message = "cannot trace node #{inspect(old)}: it runs Erlang/OTP 25, and tracing it needs OTP 27 or newer"
+
+    for start <- [
+          fn -> Kino.Trace.calls([":lists.seq/2"], nodes: [node(), old]) end,
+          fn -> Kino.Trace.messages(:all, nodes: [old]) end
+        ] do
+      assert_raise ArgumentError, ~r/^#{Regex.escape(message)}/, start
+    end
+
+    assert :erpc.call(old, :erlang, :whereis, [:kino_trace_agent]) == :undefined
+    assert kino_modules(old) == []
+  end
+
   # The processes of kino_trace's agent on node: the keeper, its workers, their tracers.
   defp agent_pids(n) do
     for pid <- :erpc.call(n, :erlang, :processes, []),
