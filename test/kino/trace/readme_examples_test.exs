@@ -28,7 +28,10 @@ defmodule Kino.Trace.ReadmeExamplesTest do
   #
   #     @skip %{"Kino.Layout.tabs(" => "needs Kino, which this build does not have"}
   @skip %{
-    "Kino.Trace.mermaid(small)" => "needs Kino (Kino.Mermaid), which this build does not have"
+    "Kino.Trace.mermaid(small)" => "needs Kino (Kino.Mermaid), which this build does not have",
+    ~s|Node.connect(:"app@prod-host")| =>
+      "needs a running node to connect to (agent_test.exs traces real nodes that have nothing of kino_trace)",
+    ~s|Node.connect(:"shop@10.0.0.12")| => "needs a running node to connect to (as the README's example)"
   }
 
   for document <- @documents, do: @external_resource(Path.join(@root, document))
