@@ -19,7 +19,7 @@ defmodule Kino.Trace.FallbackTest do
   # A native and a fallback session with the same limits, tracing calls to Work.
   defp sessions(limits, owner \\ self()) do
     resource = Tracer.new_session(owner, limits)
-    native = :trace.session_create(:fallback_test_native, {Tracer, resource}, [])
+    native = :trace.session_create(:fallback_test_native, {:kino_trace_tracer, resource}, [])
     handle = :kino_trace_fallback.new_session(owner, limits)
     fallback = :trace.session_create(:fallback_test, :kino_trace_fallback.tracer(handle), [])
     :ok = :kino_trace_fallback.attach(handle, fallback)
