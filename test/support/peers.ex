@@ -41,7 +41,7 @@ defmodule KinoTraceTest.Peers do
     args =
       case code do
         :kino_trace -> Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-        :bare -> Enum.flat_map([:elixir, :logger], &[~c"-pa", :code.lib_dir(&1) ++ ~c"/ebin"])
+        :bare -> Enum.flat_map(elixir_paths(), &[~c"-pa", &1])
         :otp -> []
       end
 
@@ -59,6 +59,12 @@ defmodule KinoTraceTest.Peers do
     if code == :kino_trace, do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
     if opts[:on_exit] != false, do: ExUnit.Callbacks.on_exit(fn -> stop_peer(peer) end)
     {peer, node}
+  end
+
+  # Elixir's lib dirs on this node's code path (elixir, logger, ex_unit, mix...).
+  defp elixir_paths do
+    root = :code.lib_dir(:elixir) |> List.to_string() |> Path.dirname()
+    for path <- :code.get_path(), String.starts_with?(List.to_string(path), root), do: path
   end
 
   @doc "Stops a peer; nothing if it is gone already."

@@ -111,7 +111,12 @@ defmodule Kino.Trace.AgentTest do
         if footprint(n, tmp) == before, do: {:halt, :ok}, else: Process.sleep(20) && {:cont, nil}
       end)
 
-      assert footprint(n, tmp) == before, inspect(process_infos(n), limit: :infinity)
+      now = footprint(n, tmp)
+
+      assert now == before,
+             "modules: +#{inspect(now.modules -- before.modules)} -#{inspect(before.modules -- now.modules)}; " <>
+               "processes: #{before.processes} -> #{now.processes}; sessions #{inspect(now.sessions)}; tmp #{inspect(now.tmp)}; " <>
+               "processes now: #{inspect(for {_, i} <- process_infos(n), i[:registered_name] == [], do: i[:initial_call])}"
       assert kino_modules(n) == []
     end
 

@@ -12,49 +12,12 @@ defmodule Kino.Trace.PlanRemoteTest do
   @moduletag timeout: 120_000
 
   setup_all do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      :ok = start_distribution(:"kino_trace_plan_remote_#{System.pid()}@127.0.0.1", 50)
-    end
-
-    :ok
+    KinoTraceTest.Peers.ensure_distribution()
   end
 
-  defp start_distribution(name, tries) do
-    case Node.start(name, :longnames) do
-      {:ok, _} -> :ok
-      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
-      {:error, reason} -> flunk("could not start distribution: #{inspect(reason)}")
-    end
-  end
-
-  # A peer with OTP's code path and Elixir's lib dirs, nothing of kino_trace.
-  defp start_peer(name, elixir? \\ true) do
-    elixir_root = :code.lib_dir(:elixir) |> List.to_string() |> Path.dirname()
-
-    elixir_paths =
-      for path <- :code.get_path(),
-          elixir?,
-          String.starts_with?(List.to_string(path), elixir_root),
-          do: path
-
-    {:ok, peer, node} =
-      :peer.start(%{
-        name: :"#{name}_#{System.unique_integer([:positive])}",
-        host: ~c"127.0.0.1",
-        longnames: true,
-        args: Enum.flat_map(elixir_paths, &[~c"-pa", &1])
-      })
-
-    on_exit(fn -> stop_peer(peer) end)
-    {peer, node}
-  end
-
-  defp stop_peer(peer) do
-    :peer.stop(peer)
-  catch
-    _, _ -> :ok
-  end
+  # A peer with OTP's code path and Elixir's lib dirs (or OTP's alone), nothing of kino_trace.
+  defp start_peer(name, elixir? \\ true),
+    do: KinoTraceTest.Peers.start_peer(name, code: if(elixir?, do: :bare, else: :otp))
 
   # Compiles an Erlang module with erlc (another OS process: its name never becomes an
   # atom here) into a fresh directory. Returns {module name text, dir}.

@@ -16,10 +16,7 @@ defmodule Kino.Trace.TracerRemoteLoadTest do
 
   setup do
     # Only OTP's code path: no -pa, as a node that never installed kino_trace.
-    {:ok, peer, node} =
-      :peer.start(%{name: :"tracer_load_#{System.unique_integer([:positive])}", host: ~c"127.0.0.1", longnames: true})
-
-    on_exit(fn -> stop_peer(peer) end)
+    {_peer, node} = KinoTraceTest.Peers.start_peer(:tracer_load, code: :otp)
 
     # Nothing of ours is there: the test would prove nothing otherwise.
     assert :erpc.call(node, :code, :priv_dir, [:kino_trace]) == {:error, :bad_name}
@@ -33,12 +30,6 @@ defmodule Kino.Trace.TracerRemoteLoadTest do
     File.cp!(Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so"), Path.join(dir, "kino_trace_nif.so"))
 
     %{node: node, nif_path: Path.join(dir, "kino_trace_nif")}
-  end
-
-  defp stop_peer(peer) do
-    :peer.stop(peer)
-  catch
-    _, _ -> :ok
   end
 
   # Evaluates Erlang `source` on `node` (with `bindings`) and returns its value.
