@@ -56,6 +56,7 @@ defmodule Kino.Trace.Stats do
   """
 
   alias Kino.Trace.Pattern
+  alias Kino.Trace.Plan.Lookup
   alias Kino.Trace.Stats.{Options, Server, Snapshot, Table, Targets}
 
   @enforce_keys [:id, :server]
@@ -74,20 +75,40 @@ defmodule Kino.Trace.Stats do
   @spec start(term(), keyword()) :: t()
   def start(patterns, opts \\ []) do
     opts = Options.validate!(opts)
+    nodes = if opts[:nodes], do: Kino.Trace.Nodes.resolve!(opts[:nodes]), else: [node()]
+    # Every node is checked before anything is counted anywhere.
+    parts = Enum.map(nodes, &part!(&1, patterns, opts))
 
-    {patterns, warnings} =
-      Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local])
-
-    Targets.check_plain!(patterns)
-    Enum.each(warnings, &IO.warn(&1, []))
-    mfas = Targets.expand(patterns, local: opts[:local])
-
-    case Server.start(self(), patterns, mfas, opts) do
+    case Server.start(self(), elem(hd(parts), 1), parts, opts) do
       {:ok, pid, id} ->
         %__MODULE__{id: id, server: pid, node: node()}
 
+      {:error, {:node, node, message}} ->
+        raise RuntimeError, "kino_trace could not start a stats session on node #{inspect(node)}: #{message}"
+
       {:error, reason} ->
         raise RuntimeError, "kino_trace could not start a stats session: #{inspect(reason)}"
+    end
+  end
+
+  # One node's part: its patterns, checked against its modules, the functions they
+  # expand to there and the processes `:pids` names there (Kino.Trace.Plan.Lookup: that
+  # node needs no kino_trace). Another node's errors and warnings name it.
+  defp part!(node, patterns, opts) do
+    lookup = Lookup.new(node)
+    prefix = if Lookup.local?(lookup), do: "", else: "on node #{inspect(node)}: "
+
+    try do
+      {patterns, warnings} =
+        Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local], lookup: lookup)
+
+      Targets.check_plain!(patterns)
+      Enum.each(warnings, &IO.warn(prefix <> &1, []))
+      mfas = Targets.expand(patterns, local: opts[:local], lookup: lookup)
+      {node, patterns, mfas, Kino.Trace.Options.resolve_pids(opts[:pids], lookup)}
+    rescue
+      e in ArgumentError ->
+        reraise ArgumentError, prefix <> Exception.message(e), __STACKTRACE__
     end
   end
 
