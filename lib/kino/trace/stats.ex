@@ -50,6 +50,18 @@ defmodule Kino.Trace.Stats do
     * `:local` - include private functions of module patterns (default `true`); every
       call of a counted function is counted, local or remote
     * `:force` - allow counting everything or kino_trace's own modules
+    * `:nodes` - where calls are counted: `nil` (default, this node), a node, a list of
+      nodes, or `:all` (this node and every connected one), as in `Kino.Trace.calls/2`.
+      Another node needs no kino_trace: patterns are checked against its modules and
+      names in `:pids` looked up there (errors name the node), and its counters run in
+      a session of kino_trace's agent (`Kino.Trace.Agent`), which leaves nothing there
+      once the stats session ends, its owner dies or the connection drops. A function's
+      figures are added up over the nodes in one row; its per-process breakdown keeps
+      the pids, so `node(pid)` tells where. Reading or resetting a node's counters is
+      one round trip to it, however many functions. A node that goes away is marked
+      `:gone` in `info/1` and its figures leave later snapshots.
+
+          stats = Kino.Trace.Stats.start(["MyApp.Repo"], nodes: [node(), :"app@host"])
 
   The calling process owns the session: when it exits, the session ends. Several stats
   sessions, call traces and other tools can count the same functions side by side.
@@ -124,8 +136,11 @@ defmodule Kino.Trace.Stats do
   def reset(%__MODULE__{} = stats), do: call(stats, :reset)
 
   @doc """
-  The session's settings: `:patterns` (text), `:functions` (how many are counted),
-  `:counters` (the VM counters in use), `:opts`.
+  The session's settings: `:patterns` (text), `:functions` (how many are counted, all
+  nodes together), `:counters` (the VM counters in use), `:opts`, `:session` (this
+  node's trace session, `nil` when this node is not counted) and `:nodes`, per node
+  its `:status` (`:running`, `:unresponsive` when it did not answer the last read,
+  `:gone`) and its number of `:functions`.
   """
   @spec info(t()) :: map()
   def info(%__MODULE__{} = stats), do: call(stats, :info)
