@@ -120,6 +120,20 @@ defmodule Kino.Trace.StatsRemoteTest do
     end
   end
 
+  test "Targets.expand/2 reads the functions of that node's loaded code" do
+    {_peer, n, _tmp} = bare_peer(:expand)
+    lookup = Kino.Trace.Plan.Lookup.new(n)
+    {[everything], _} = Kino.Trace.Pattern.parse_all!(["_"], force: true)
+    {:ok, echo} = Kino.Trace.Pattern.parse("KinoTraceTest.Remote.Echo")
+
+    there = Kino.Trace.Stats.Targets.expand([everything], lookup: lookup)
+    assert @double in there and {:lists, :seq, 2} in there
+    refute Enum.any?(there, fn {m, _, _} -> m == Kino.Trace.Stats end)
+    # exported only, without the compiler's functions
+    assert Kino.Trace.Stats.Targets.expand([echo], lookup: lookup, local: false) |> Enum.sort() ==
+             Enum.sort(for {f, a} <- Echo.__info__(:functions), do: {Echo, f, a})
+  end
+
   # The requests `from` sent to `to` (gen calls), as traced.
   defp receive_sends(from, to, acc \\ []) do
     receive do

@@ -62,17 +62,16 @@ defmodule Kino.Trace.Stats.Targets do
     lookup = Keyword.get(opts, :lookup) || Lookup.local()
     mfas = Enum.map(patterns, &Pattern.mfa/1)
 
-    modules =
-      if Enum.any?(mfas, &match?({:_, _, _}, &1)),
-        do: loaded_modules(lookup),
-        else: for({m, _f, a} <- mfas, not is_integer(a), uniq: true, do: m)
+    named = for {m, _f, a} <- mfas, m != :_ and not is_integer(a), do: m
+    every = if Enum.any?(mfas, &match?({:_, _, _}, &1)), do: loaded_modules(lookup), else: []
+    modules = Enum.uniq(named ++ every)
 
     key = if local?, do: :functions, else: :exports
     info = if modules == [], do: %{}, else: Lookup.module_info(lookup, modules, [key])
     functions = fn module -> get_in(info, [module, key]) || [] end
 
     mfas
-    |> Enum.flat_map(&expand_one(&1, functions, modules))
+    |> Enum.flat_map(&expand_one(&1, functions, every))
     |> Enum.uniq()
   end
 
