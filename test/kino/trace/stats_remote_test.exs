@@ -192,6 +192,30 @@ defmodule Kino.Trace.StatsRemoteTest do
     end
   end
 
+  test "a node whose agent does not answer is left out of the snapshot and marked unresponsive" do
+    {_peer, n, _tmp} = bare_peer(:hung)
+    stats = Stats.start([@double], nodes: [node(), n])
+    doubles(n, 10)
+    Enum.each(1..3, &Echo.double/1)
+    assert Stats.snapshot(stats).calls == 13
+
+    [worker] = for %{backend: %{worker: w}} <- :sys.get_state(stats.server).parts, w != nil, do: w
+    :ok = :erpc.call(n, Echo, :hang, [worker])
+
+    # after the agent's timeout (15 s)
+    assert %Snapshot{calls: 3, rows: [row]} = Stats.snapshot(stats)
+    assert calls_by_node(row) == %{node() => 3}
+    assert Stats.info(stats).nodes[n].status == :unresponsive
+
+    # stop/1 does not wait for it again; its keeper ends the worker, and with it the rest
+    started = System.monotonic_time(:millisecond)
+    assert :ok = Stats.stop(stats)
+    assert System.monotonic_time(:millisecond) - started < 5_000
+    Enum.find(1..300, fn _ -> kino_modules(n) == [] or (Process.sleep(50) && false) end)
+    assert kino_modules(n) == []
+    assert kino_sessions(n) == []
+  end
+
   describe "nothing is left behind" do
     # A first session loads the OTP modules counting needs there (the node's own, which
     # stay); from then on, a session leaves the node exactly as it was.

@@ -179,9 +179,12 @@ defmodule Kino.Trace.Stats.Server do
   defp destroy(state) do
     if state.session, do: Reaper.bif_trace_ended()
 
+    # (An agent that did not answer is not waited for again: its worker ends with this
+    # server, or its keeper ends it.)
     parts =
       for part <- state.parts do
-        %{part | backend: Backend.destroy(part.backend, part.mfas)}
+        backend = if part.status == :running, do: Backend.destroy(part.backend, part.mfas), else: %{part.backend | session: nil}
+        %{part | backend: backend}
       end
 
     %{state | session: nil, parts: parts}
