@@ -57,7 +57,8 @@ defmodule Kino.Trace.Stats do
       a session of kino_trace's agent (`Kino.Trace.Agent`), which leaves nothing there
       once the stats session ends, its owner dies or the connection drops. A function's
       figures are added up over the nodes in one row; its per-process breakdown keeps
-      the pids, so `node(pid)` tells where. Reading or resetting a node's counters is
+      the pids, so `node(pid)` tells where (registered names are shown for this node's
+      processes only; with `call_count` alone there is no per-process part). Reading or resetting a node's counters is
       one round trip to it, however many functions. A node that goes away is marked
       `:gone` in `info/1` and its figures leave later snapshots.
 
