@@ -13,6 +13,11 @@ defmodule Kino.Trace.Backend do
       names of their processes and that node's time offset;
     * `counters/1`, `close/1` and `destroy/2`.
 
+  A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
+  VM's call counters only, and no tracer: it takes `trace/3`, `run/3`, `trace_many/2`
+  and `destroy/2`. On another node, `trace_many/2` and `run/3` are one round trip each,
+  however many calls they carry.
+
       iex> backend = Kino.Trace.Backend.start(self(), %{limit: 5}, node())
       iex> {Kino.Trace.Backend.local?(backend), Kino.Trace.Backend.counters(backend).accepted}
       {true, 0}
@@ -31,7 +36,7 @@ defmodule Kino.Trace.Backend do
           resource: Tracer.resource() | nil,
           session: term() | nil,
           worker: pid() | nil,
-          mode: Agent.mode()
+          mode: Agent.mode() | :counters
         }
 
   @typedoc "What decoding a drained batch needs: `nil` here, else that node's names and time offset."
@@ -63,6 +68,28 @@ defmodule Kino.Trace.Backend do
     end
   end
 
+  @doc """
+  Starts an OTP trace session for the VM's call counters (`call_count`, `call_time`,
+  `call_memory`) only, owned by the calling process, whose messages carry `id`: on this
+  node a session whose tracer is the caller (no function is call-traced in it, so it
+  never gets a message), on another node a worker of kino_trace's agent in counters
+  mode (`Kino.Trace.Agent.start/5`), which ends when the caller does or the connection
+  drops. Returns `{:ok, backend}` or `{:error, message}`.
+
+      iex> {:ok, backend} = Kino.Trace.Backend.start_counters(node(), 1)
+      iex> Kino.Trace.Backend.run(backend, [{:function, [{:lists, :seq, 2}, true, [:call_count]]}])
+      iex> [{:ok, {:call_count, 0}}] = Kino.Trace.Backend.trace_many(backend, [{:info, [{:lists, :seq, 2}, :call_count]}])
+      iex> Kino.Trace.Backend.destroy(backend, []).session
+      nil
+  """
+  @spec start_counters(node(), term()) :: {:ok, t()} | {:error, String.t()}
+  def start_counters(node, id) when node == node() do
+    session = :trace.session_create(:kino_trace_stats, self(), [])
+    {:ok, %__MODULE__{node: node, id: id, session: session, mode: :counters}}
+  end
+
+  def start_counters(node, id), do: start_remote(self(), id, %{}, node, counters: true)
+
   @doc "Whether the trace runs on this node."
   @spec local?(t()) :: boolean()
   def local?(%__MODULE__{worker: worker}), do: worker == nil
@@ -79,6 +106,29 @@ defmodule Kino.Trace.Backend do
     case Agent.call(worker, {:trace, fun, args}) do
       {:ok, result} -> result
       {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
+      {:error, :agent_down} -> exit({:agent_down, worker})
+    end
+  end
+
+  @doc """
+  Runs each `{fun, args}` (as `trace/3` takes them) on the trace's session and returns
+  each one's result, `{:ok, result}` or `{:error, {kind, reason}}` when it raised: on
+  another node in one round trip.
+  """
+  @spec trace_many(t(), [{atom(), list()}]) :: [{:ok, term()} | {:error, {atom(), term()}}]
+  def trace_many(%__MODULE__{worker: nil, session: session}, calls) do
+    for {fun, args} <- calls do
+      try do
+        {:ok, apply(:trace, fun, [session | args])}
+      catch
+        kind, reason -> {:error, {kind, reason}}
+      end
+    end
+  end
+
+  def trace_many(%__MODULE__{worker: worker}, calls) do
+    case Agent.call(worker, {:trace_many, calls}) do
+      results when is_list(results) -> results
       {:error, :agent_down} -> exit({:agent_down, worker})
     end
   end

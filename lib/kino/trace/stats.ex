@@ -50,12 +50,26 @@ defmodule Kino.Trace.Stats do
     * `:local` - include private functions of module patterns (default `true`); every
       call of a counted function is counted, local or remote
     * `:force` - allow counting everything or kino_trace's own modules
+    * `:nodes` - where calls are counted: `nil` (default, this node), a node, a list of
+      nodes, or `:all` (this node and every connected one), as in `Kino.Trace.calls/2`.
+      Another node needs no kino_trace: patterns are checked against its modules and
+      names in `:pids` looked up there (errors name the node), and its counters run in
+      a session of kino_trace's agent (`Kino.Trace.Agent`), which leaves nothing there
+      once the stats session ends, its owner dies or the connection drops. A function's
+      figures are added up over the nodes in one row; its per-process breakdown keeps
+      the pids, so `node(pid)` tells where (registered names are shown for this node's
+      processes only; with `call_count` alone there is no per-process part). Reading or resetting a node's counters is
+      one round trip to it, however many functions. A node that goes away is marked
+      `:gone` in `info/1` and its figures leave later snapshots.
+
+          stats = Kino.Trace.Stats.start(["MyApp.Repo"], nodes: [node(), :"app@host"])
 
   The calling process owns the session: when it exits, the session ends. Several stats
   sessions, call traces and other tools can count the same functions side by side.
   """
 
   alias Kino.Trace.Pattern
+  alias Kino.Trace.Plan.Lookup
   alias Kino.Trace.Stats.{Options, Server, Snapshot, Table, Targets}
 
   @enforce_keys [:id, :server]
@@ -74,20 +88,40 @@ defmodule Kino.Trace.Stats do
   @spec start(term(), keyword()) :: t()
   def start(patterns, opts \\ []) do
     opts = Options.validate!(opts)
+    nodes = if opts[:nodes], do: Kino.Trace.Nodes.resolve!(opts[:nodes]), else: [node()]
+    # Every node is checked before anything is counted anywhere.
+    parts = Enum.map(nodes, &part!(&1, patterns, opts))
 
-    {patterns, warnings} =
-      Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local])
-
-    Targets.check_plain!(patterns)
-    Enum.each(warnings, &IO.warn(&1, []))
-    mfas = Targets.expand(patterns, local: opts[:local])
-
-    case Server.start(self(), patterns, mfas, opts) do
+    case Server.start(self(), elem(hd(parts), 1), parts, opts) do
       {:ok, pid, id} ->
         %__MODULE__{id: id, server: pid, node: node()}
 
+      {:error, {:node, node, message}} ->
+        raise RuntimeError, "kino_trace could not start a stats session on node #{inspect(node)}: #{message}"
+
       {:error, reason} ->
         raise RuntimeError, "kino_trace could not start a stats session: #{inspect(reason)}"
+    end
+  end
+
+  # One node's part: its patterns, checked against its modules, the functions they
+  # expand to there and the processes `:pids` names there (Kino.Trace.Plan.Lookup: that
+  # node needs no kino_trace). Another node's errors and warnings name it.
+  defp part!(node, patterns, opts) do
+    lookup = Lookup.new(node)
+    prefix = if Lookup.local?(lookup), do: "", else: "on node #{inspect(node)}: "
+
+    try do
+      {patterns, warnings} =
+        Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local], lookup: lookup)
+
+      Targets.check_plain!(patterns)
+      Enum.each(warnings, &IO.warn(prefix <> &1, []))
+      mfas = Targets.expand(patterns, local: opts[:local], lookup: lookup)
+      {node, patterns, mfas, Kino.Trace.Options.resolve_pids(opts[:pids], lookup)}
+    rescue
+      e in ArgumentError ->
+        reraise ArgumentError, prefix <> Exception.message(e), __STACKTRACE__
     end
   end
 
@@ -103,8 +137,11 @@ defmodule Kino.Trace.Stats do
   def reset(%__MODULE__{} = stats), do: call(stats, :reset)
 
   @doc """
-  The session's settings: `:patterns` (text), `:functions` (how many are counted),
-  `:counters` (the VM counters in use), `:opts`.
+  The session's settings: `:patterns` (text), `:functions` (how many are counted, all
+  nodes together), `:counters` (the VM counters in use), `:opts`, `:session` (this
+  node's trace session, `nil` when this node is not counted) and `:nodes`, per node
+  its `:status` (`:running`, `:unresponsive` when it did not answer the last read,
+  `:gone`) and its number of `:functions`.
   """
   @spec info(t()) :: map()
   def info(%__MODULE__{} = stats), do: call(stats, :info)

@@ -4,7 +4,8 @@ defmodule Kino.Trace.Stats.Options do
 
   Every option is checked before anything is traced; a bad one raises an
   `ArgumentError` that names it and says what it takes. `:pids` takes the same values,
-  with the same messages, as in `Kino.Trace.calls/2`.
+  with the same messages, as in `Kino.Trace.calls/2`, and so does `:nodes` (names in
+  `:pids` are then looked up on each node, when its part is built).
 
       iex> Kino.Trace.Stats.Options.validate!(memory: false)[:time]
       true
@@ -13,10 +14,10 @@ defmodule Kino.Trace.Stats.Options do
       ** (ArgumentError) invalid value for :time: expected a boolean, got: :yes
 
       iex> Kino.Trace.Stats.Options.validate!(tiem: true)
-      ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force
+      ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force, :nodes
   """
 
-  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false]
+  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false, nodes: nil]
   @booleans [:children, :time, :memory, :local, :force]
 
   @doc "The default options."
@@ -31,14 +32,15 @@ defmodule Kino.Trace.Stats.Options do
     end
 
     Enum.each(opts, fn {key, value} -> check!(key, value) end)
+    # :pids and :nodes: the same rules and messages as the calls options (with other
+    # nodes, only the shape of :pids here).
+    with [_ | _] = calls_opts <- Keyword.take(opts, [:pids, :nodes]),
+         do: Kino.Trace.Options.validate!(calls_opts)
+
     Keyword.merge(@defaults, opts)
   end
 
-  defp check!(:pids, value) do
-    # Same rules and messages as the calls options.
-    Kino.Trace.Options.validate!(pids: value)
-    :ok
-  end
+  defp check!(key, _value) when key in [:pids, :nodes], do: :ok
 
   defp check!(key, value) when key in @booleans do
     unless is_boolean(value) do

@@ -70,7 +70,18 @@ defmodule Kino.Trace.Stats.Snapshot do
   Options: `:time?`, `:memory?` (what is reported, default `true`), and the fields
   `:id`, `:patterns`, `:taken_at`, `:elapsed_us` copied into the snapshot. Counters that
   are missing, `false` or `:undefined` (a function no longer traced, for example after
-  a code reload) count as nothing.
+  a code reload) count as nothing. A function may come several times (from several
+  nodes): its counters are added up into one row (the per-process lists joined, whose
+  pids tell their node; `call_count` summed).
+
+      iex> [a, b] = [:c.pid(0, 4242, 0), :c.pid(0, 4243, 0)]
+      iex> raw = [
+      ...>   {{Enum, :sum, 1}, %{call_time: [{a, 4, 0, 100}]}},
+      ...>   {{Enum, :sum, 1}, %{call_time: [{b, 1, 0, 50}]}}
+      ...> ]
+      iex> [row] = Kino.Trace.Stats.Snapshot.build(raw, memory?: false).rows
+      iex> {row.calls, row.time_us, length(row.processes)}
+      {5, 150, 2}
   """
   @spec build([{mfa(), counters()}], keyword()) :: t()
   def build(raw, opts \\ []) do
@@ -79,6 +90,7 @@ defmodule Kino.Trace.Stats.Snapshot do
 
     rows =
       raw
+      |> merge_same()
       |> Enum.map(fn {mfa, counters} -> Row.build(mfa, counters, time?, memory?) end)
       |> Enum.filter(&(&1.calls > 0))
 
@@ -105,6 +117,26 @@ defmodule Kino.Trace.Stats.Snapshot do
   end
 
   defp sum(rows, key), do: Enum.reduce(rows, 0, &(Map.fetch!(&1, key) + &2))
+
+  # One {mfa, counters} per function, in the order of their first appearance.
+  defp merge_same(raw) do
+    {order, by_mfa} =
+      Enum.reduce(raw, {[], %{}}, fn {mfa, counters}, {order, by_mfa} ->
+        case by_mfa do
+          %{^mfa => seen} -> {order, %{by_mfa | mfa => Map.merge(seen, counters, &add/3)}}
+          _ -> {[mfa | order], Map.put(by_mfa, mfa, counters)}
+        end
+      end)
+
+    for mfa <- Enum.reverse(order), do: {mfa, Map.fetch!(by_mfa, mfa)}
+  end
+
+  defp add(_item, a, b) when is_integer(a) and is_integer(b), do: a + b
+  defp add(_item, a, b) when is_list(a) or is_list(b), do: counted(a) ++ counted(b)
+  defp add(_item, a, b), do: if(is_integer(a), do: a, else: b)
+
+  defp counted(list) when is_list(list), do: list
+  defp counted(_false_or_undefined), do: []
 
   @doc "The row of one function, or `nil` when it was not called."
   @spec row(t(), mfa()) :: Row.t() | nil

@@ -21,6 +21,7 @@ defmodule Kino.Trace.Stats.Targets do
 
   alias Kino.Trace.Pattern
   alias Kino.Trace.Pattern.Generated
+  alias Kino.Trace.Plan.Lookup
 
   @doc """
   Raises `ArgumentError` naming every pattern with argument patterns or guards.
@@ -43,7 +44,9 @@ defmodule Kino.Trace.Stats.Targets do
   The functions the patterns name, in the loaded code, without duplicates. A
   module-wide pattern leaves out the functions the compiler adds
   (`Kino.Trace.Pattern.Generated`); a pattern that names one counts it.
-  Options: `:local` (default `true`) - include private functions.
+  Options: `:local` (default `true`) - include private functions; `:lookup` - the
+  node whose code is read (`Kino.Trace.Plan.Lookup`, this node's by default): its
+  modules' functions are asked for all at once, one round trip on another node.
 
       iex> {:ok, all} = Kino.Trace.Pattern.parse(":erl_eval")
       iex> {:ok, info} = Kino.Trace.Pattern.parse(":erl_eval.module_info")
@@ -56,31 +59,42 @@ defmodule Kino.Trace.Stats.Targets do
   @spec expand([Pattern.t()], keyword()) :: [mfa()]
   def expand(patterns, opts \\ []) do
     local? = Keyword.get(opts, :local, true)
+    lookup = Keyword.get(opts, :lookup) || Lookup.local()
+    mfas = Enum.map(patterns, &Pattern.mfa/1)
 
-    patterns
-    |> Enum.flat_map(&expand_one(Pattern.mfa(&1), local?))
+    named = for {m, _f, a} <- mfas, m != :_ and not is_integer(a), do: m
+    every = if Enum.any?(mfas, &match?({:_, _, _}, &1)), do: loaded_modules(lookup), else: []
+    modules = Enum.uniq(named ++ every)
+
+    key = if local?, do: :functions, else: :exports
+    info = if modules == [], do: %{}, else: Lookup.module_info(lookup, modules, [key])
+    functions = fn module -> get_in(info, [module, key]) || [] end
+
+    mfas
+    |> Enum.flat_map(&expand_one(&1, functions, every))
     |> Enum.uniq()
   end
 
-  defp expand_one({:_, :_, :_}, local?) do
-    for {module, _} <- :code.all_loaded(), mfa <- expand_one({module, :_, :_}, local?), do: mfa
+  defp loaded_modules(lookup) do
+    case Lookup.run(lookup, [{:code, :all_loaded, []}]) do
+      [{:ok, loaded}] -> Enum.map(loaded, &elem(&1, 0))
+      [{:error, _}] -> []
+    end
+  end
+
+  defp expand_one({:_, :_, :_}, functions, loaded) do
+    for module <- loaded, mfa <- expand_one({module, :_, :_}, functions, loaded), do: mfa
   end
 
   # An exact function passed the pre-flight check: take it as it is (BIFs included).
-  defp expand_one({module, function, arity}, _local?) when is_integer(arity),
+  defp expand_one({module, function, arity}, _functions, _loaded) when is_integer(arity),
     do: [{module, function, arity}]
 
   # A module-wide pattern leaves out the compiler's functions (Pattern.Generated).
-  defp expand_one({module, function, arity}, local?) do
-    for {f, a} <- functions(module, local?),
+  defp expand_one({module, function, arity}, functions, _loaded) do
+    for {f, a} <- functions.(module),
         if(function == :_, do: not Generated.generated?(f, a), else: f == function),
         arity == :_ or a == arity,
         do: {module, f, a}
-  end
-
-  defp functions(module, local?) do
-    module.module_info(if local?, do: :functions, else: :exports)
-  rescue
-    _ -> []
   end
 end
