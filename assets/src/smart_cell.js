@@ -19,7 +19,7 @@ export const MODE_FIELDS = {
   calls: ["patterns", "processes", "flags", "limits", "nodes"],
   messages: ["processes", "match", "limits", "nodes"],
   processes: ["processes", "limits", "nodes"],
-  stats: ["patterns", "processes"],
+  stats: ["patterns", "processes", "nodes"],
 };
 
 export const MODE_LABELS = {

@@ -59,6 +59,7 @@ describe("smart cell form", () => {
   it("each mode shows its parts only", () => {
     expect(shows("calls", "flags")).toBe(true);
     expect(shows("stats", "limits")).toBe(false);
+    expect(shows("stats", "nodes")).toBe(true);
     expect(Object.keys(MODE_FIELDS)).toEqual(["calls", "messages", "processes", "stats"]);
 
     const { server, $$ } = open();
@@ -68,7 +69,7 @@ describe("smart cell form", () => {
     server.emit("update", { mode: "processes" });
     expect(visibleRows($$)).toEqual(["Processes", "Stop or drop", "Nodes"]);
     server.emit("update", { mode: "stats" });
-    expect(visibleRows($$)).toEqual(["Patterns", "Processes"]);
+    expect(visibleRows($$)).toEqual(["Patterns", "Processes", "Nodes"]);
   });
 
   it("'messages between nodes' is a messages preset; elsewhere it shows as all processes", () => {

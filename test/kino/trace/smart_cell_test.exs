@@ -188,7 +188,7 @@ defmodule Kino.Trace.SmartCellTest do
       end
     end
 
-    test "stats: patterns and processes; the trace's limits are not written" do
+    test "stats: patterns, processes and nodes; the trace's limits are not written" do
       attrs = %{
         "mode" => "stats",
         "patterns" => "Enum.sum/1\n:lists.reverse/1",
@@ -199,8 +199,9 @@ defmodule Kino.Trace.SmartCellTest do
       }
 
       for {fields, expected, opts} <- [
-            {%{}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"])|, []},
-            {%{"processes" => "some", "targets" => ":kino_trace_sc_named"},
+            {%{"nodes" => "local"}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"])|, []},
+            {%{}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], nodes: :all)|, nodes: :all},
+            {%{"processes" => "some", "targets" => ":kino_trace_sc_named", "nodes" => "local"},
              ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], pids: :kino_trace_sc_named)|,
              pids: :kino_trace_sc_named}
           ] do

@@ -66,8 +66,9 @@ defmodule Kino.Trace.SmartCell.Source do
   end
 
   defp call(%{"mode" => "stats"} = form) do
-    with {:ok, pids} <- targets(form, :option) do
-      {:ok, {:stats, [patterns(form)], compact(pids: pids)}}
+    with {:ok, pids} <- targets(form, :option),
+         {:ok, nodes} <- nodes(form) do
+      {:ok, {:stats, [patterns(form)], compact(pids: pids, nodes: nodes)}}
     end
   end
 
