@@ -59,7 +59,10 @@
     mode :: native | {fallback, binary()} | counters,
     %% every agent process on this node (this worker, its tracer, the keeper, the other
     %% workers and theirs): never traced by this worker's session
-    agents = [] :: [pid()]
+    agents = [] :: [pid()],
+    %% the process flags set in this session, newest first: what the fallback's mailbox
+    %% guard has the worker set again after it switched tracing off
+    flags = [] :: [list()]
 }).
 
 %% --- API, called over erpc by the tracing node ---------------------------------------
@@ -270,7 +273,7 @@ worker(Keeper, Config, Mode, Agents, Sessions) ->
     Own = [self() | tracer_pids(State0)],
     [untrace(Other, Own) || Other <- Sessions],
     case Module of
-        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session);
+        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session, owner);
         _ -> ok
     end,
     State = State0#worker{agents = lists:usort(Own ++ Agents)},
@@ -284,6 +287,10 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
             {Reply, Next} = request(Request, State),
             gen:reply(From, Reply),
             worker_loop(Next);
+        %% the fallback's mailbox guard switched tracing off, and its mailbox is empty
+        {kino_trace, _TracerId, restore} ->
+            restore(State),
+            worker_loop(State);
         %% the tracer's wake-ups go on to the local session, under its id
         {kino_trace, _NativeId, Message} ->
             Owner ! {kino_trace, Id, Message},
@@ -298,7 +305,8 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
     end.
 
 request({trace, Fun, Args}, State) ->
-    {trace_call(State, Fun, Args), State};
+    Result = trace_call(State, Fun, Args),
+    {Result, log_flags(Fun, Args, Result, State)};
 request({trace_many, Calls}, State) ->
     {[trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
 request({trace_all, Ops, After}, State) ->
@@ -323,6 +331,18 @@ request(destroy, State) ->
     {ok, destroy(State)};
 request(_Request, State) ->
     {{error, unknown_request}, State}.
+
+%% The process flags set, kept for restore/1 (the fallback only).
+log_flags(process, Args, {ok, _}, #worker{module = ?FALLBACK, flags = Flags} = State) ->
+    State#worker{flags = [Args | Flags]};
+log_flags(_Fun, _Args, _Result, State) ->
+    State.
+
+%% Sets the process flags again, in the order they were set, then keeps the agent's
+%% processes out: the session is as it was before the guard switched it off.
+restore(#worker{flags = Flags} = State) ->
+    [trace_call(State, process, Args) || Args <- lists:reverse(Flags)],
+    untrace(State#worker.session, State#worker.agents).
 
 %% The local session is gone (ended, or the connection dropped): so is the trace here.
 end_worker(#worker{module = M, handle = H} = State) ->

@@ -67,7 +67,7 @@
 %% </ul>
 -module(kino_trace_fallback).
 
--export([new_session/2, tracer/1, attach/2, session_id/1, drain/2, counters/1, info/1, close/1,
+-export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
          roundtrip/2, flags/1]).
 
 -define(TICK, 16).                 % messages between two looks at the mailbox
@@ -82,7 +82,7 @@
 -record(h, {pid, id, counters}).
 -record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
-            closed = false, session, suspended = false, tick = ?TICK}).
+            closed = false, session, suspended = false, tick = ?TICK, restore = snapshot}).
 
 -opaque handle() :: #h{}.
 -export_type([handle/0]).
@@ -122,9 +122,18 @@ tracer(#h{pid = Pid}) -> Pid.
 %% keeps only the weak part), so it can switch the session's process flags off and on.
 %% The tracer untraces itself in it: call this before setting any process flag.
 -spec attach(handle(), term()) -> ok.
-attach(H, {Strong, Weak}) when is_reference(Strong) -> attach(H, Weak);
-attach(H, Weak) ->
-    case call(H, {attach, Weak}) of
+attach(H, Session) -> attach(H, Session, snapshot).
+
+%% @doc As attach/2, with how the guard switches tracing back on: `snapshot' (it records
+%% every process's flags when it switches off, and sets them again), or `owner' (it
+%% switches off at once, without recording, and sends the owner `{kino_trace, Id,
+%% restore}' when the mailbox is empty: the owner, which set the flags, sets them again).
+%% Recording asks every process of the node, which takes long on a node of many
+%% processes while the mailbox goes on growing; `owner' costs one call.
+-spec attach(handle(), term(), snapshot | owner) -> ok.
+attach(H, {Strong, Weak}, Restore) when is_reference(Strong) -> attach(H, Weak, Restore);
+attach(H, Weak, Restore) when Restore =:= snapshot; Restore =:= owner ->
+    case call(H, {attach, Weak, Restore}) of
         noproc -> ok;
         ok -> ok
     end.
@@ -329,10 +338,10 @@ request({drain, Max}, #s{q = Q, qlen = Len, counters = C} = S) ->
     atomics:sub(C, ix(bytes_queued), Bytes),
     atomics:add(C, ix(delivered), N),
     {{[E || {E, _} <- Events], Len > N}, S#s{q = Q1, qlen = Len - N, qbytes = S#s.qbytes - Bytes}};
-request({attach, Session}, S) ->
+request({attach, Session, Restore}, S) ->
     catch trace:process(Session, self(), false, [all]),
     S#s.closed andalso switch_off(Session),
-    {ok, S#s{session = Session}};
+    {ok, S#s{session = Session, restore = Restore}};
 request(close, S) ->
     shut(S),
     {stop, ok}.
@@ -372,9 +381,10 @@ guard(#s{tick = T} = S) -> S#s{tick = T - 1}.
 suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
     atomics:add(C, ix(guard_trips), 1),
     T0 = erlang:monotonic_time(microsecond),
-    Snapshot = case Session of
-                   undefined -> [];
-                   _ -> snapshot(Session)
+    Snapshot = case {Session, S#s.restore} of
+                   {undefined, _} -> [];
+                   {_, owner} -> owner;
+                   {_, snapshot} -> snapshot(Session)
                end,
     Session =:= undefined orelse switch_off(Session),
     atomics:add(C, ix(trip_us), erlang:monotonic_time(microsecond) - T0),
@@ -392,6 +402,9 @@ snapshot(Session) ->
     [{Item, Flags} || Item <- Items, Item =/= Me,
                       {flags, [_ | _] = Flags} <- [catch trace:info(Session, Item, flags)]].
 
+resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id} = S) ->
+    Closed orelse (Owner ! {kino_trace, Id, restore}),
+    S#s{suspended = false};
 resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
     Closed orelse [catch trace:process(Session, Item, true, Flags) || {Item, Flags} <- Snapshot],
     S#s{suspended = false}.

@@ -2,6 +2,8 @@ defmodule KinoTraceTest.Peers do
   @moduledoc false
   # Real peer nodes on loopback for the distributed tests.
 
+  require ExUnit.Assertions
+
   @doc """
   Makes this node a distributed node on loopback (once per test run; epmd started if
   needed), for tests that start `:peer` nodes. The name has the OS pid in it: other test
@@ -115,5 +117,67 @@ defmodule KinoTraceTest.Peers do
     for {m, _} <- :erpc.call(node, :code, :all_loaded, []),
         String.starts_with?(Atom.to_string(m), ["kino_trace", "Elixir.Kino.Trace"]),
         do: m
+  end
+
+  @doc """
+  A peer with OTP's and Elixir's code paths alone (`code: :bare`, see `start_peer/2`),
+  the user's module `KinoTraceTest.Remote.Echo` loaded there, and a temporary directory
+  of its own (its TMPDIR, unless `tmpdir:` is given), so what kino_trace writes there
+  can be listed. Returns `{peer, node, tmp}`.
+  """
+  def bare_peer(name, opts \\ []) do
+    tmp = Path.join(System.tmp_dir!(), "kino_trace_peer_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(tmp)
+    ExUnit.Callbacks.on_exit(fn -> File.rm_rf(tmp) end)
+    {tmpdir, opts} = Keyword.pop(opts, :tmpdir, tmp)
+    {peer, node} = start_peer(name, Keyword.merge([code: :bare, env: [{~c"TMPDIR", String.to_charlist(tmpdir)}]], opts))
+    # nothing of kino_trace there: a test would prove nothing otherwise
+    :non_existing = :erpc.call(node, :code, :which, [Kino.Trace.Session])
+    load_module(node, KinoTraceTest.Remote.Echo)
+    {peer, node, tmp}
+  end
+
+  @doc """
+  The footprint of `node` once two looks 200 ms apart agree (the agent's last process,
+  which purges its module, may still be running).
+  """
+  def settled_footprint(node, tmp) do
+    first = footprint(node, tmp)
+    Process.sleep(200)
+    if footprint(node, tmp) == first, do: first, else: settled_footprint(node, tmp)
+  end
+
+  @doc """
+  Waits (10 s at most) until `node` is as `before` (`footprint/2`), then asserts it, saying
+  what differs: nothing of kino_trace is left there.
+  """
+  def assert_clean(node, tmp, before) do
+    Enum.reduce_while(1..500, nil, fn _, _ ->
+      if footprint(node, tmp) == before, do: {:halt, :ok}, else: Process.sleep(20) && {:cont, nil}
+    end)
+
+    now = footprint(node, tmp)
+
+    ExUnit.Assertions.assert(
+      now == before,
+      "modules: +#{inspect(now.modules -- before.modules)} -#{inspect(before.modules -- now.modules)}; " <>
+        "processes: #{before.processes} -> #{now.processes}; sessions #{inspect(now.sessions)}; tmp #{inspect(now.tmp)}; " <>
+        "processes now: #{inspect(for {_, i} <- process_infos(node), do: {i[:registered_name], i[:initial_call]})}"
+    )
+
+    ExUnit.Assertions.assert(kino_modules(node) == [])
+    ExUnit.Assertions.assert(kino_sessions(node) == [])
+  end
+
+  @doc """
+  Disconnects `node` and has it connect back to this one itself (over the peer's
+  standard I/O): a connection a node makes starts processes of its own, which stay (host
+  name lookups, `inet_gethost_native`). Done once before a footprint is taken, a
+  footprint after a dropped connection compares equal.
+  """
+  def reconnect_from_peer(peer, node) do
+    true = :erlang.disconnect_node(node)
+    true = :peer.call(peer, :net_kernel, :connect_node, [node()])
+    :ok
   end
 end

@@ -14,12 +14,6 @@ defmodule Kino.Trace.AgentClusterTest do
     ensure_distribution()
   end
 
-  defp bare_peer(name) do
-    {peer, node} = start_peer(name, code: :bare)
-    load_module(node, Echo)
-    {peer, node}
-  end
-
   defp flood(node, calls) when node == node(), do: spawn(fn -> Enum.each(1..calls, &Echo.double/1) end)
   defp flood(node, calls), do: :erpc.call(node, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
 
@@ -36,7 +30,7 @@ defmodule Kino.Trace.AgentClusterTest do
   end
 
   test "3 nodes and this one: one killed mid-flood, the others deliver, every event accounted for per node" do
-    [{_, n1}, {_, n2}, {p3, n3}] = for i <- 1..3, do: bare_peer(:"cluster#{i}")
+    [{_, n1, _}, {_, n2, _}, {p3, n3, _}] = for i <- 1..3, do: bare_peer(:"cluster#{i}")
     nodes = [node(), n1, n2, n3]
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: nodes, return: false)
     Kino.Trace.subscribe(trace)
@@ -71,7 +65,7 @@ defmodule Kino.Trace.AgentClusterTest do
   end
 
   test "two traces of one node from two owners run side by side; the agent leaves with the last" do
-    {_peer, n} = bare_peer(:two)
+    {_peer, n, _} = bare_peer(:two)
     parent = self()
 
     owners =
@@ -99,7 +93,7 @@ defmodule Kino.Trace.AgentClusterTest do
   end
 
   test "a node with another version of an agent module is refused, and nothing is replaced or left" do
-    {_peer, n} = bare_peer(:version)
+    {_peer, n, _} = bare_peer(:version)
     forms = [{:attribute, 1, :module, :kino_trace_fallback}, {:attribute, 1, :export, [v: 0]}, {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}]
     {:ok, :kino_trace_fallback, binary} = :compile.forms(forms, [:binary])
     {:module, _} = :erpc.call(n, :code, :load_binary, [:kino_trace_fallback, ~c"kino_trace_fallback.beam", binary])
@@ -113,7 +107,7 @@ defmodule Kino.Trace.AgentClusterTest do
   end
 
   test "the agent never traces itself: traces of gen_server and of every message there stay quiet" do
-    {_peer, n} = bare_peer(:loop)
+    {_peer, n, _} = bare_peer(:loop)
     calls = Kino.Trace.calls([":gen_server", ":gen"], nodes: [n])
     messages = Kino.Trace.messages(:all, nodes: [n])
     # info/1 and the ticks make the agent work (counters, drains) all along

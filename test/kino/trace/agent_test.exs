@@ -15,19 +15,6 @@ defmodule Kino.Trace.AgentTest do
     ensure_distribution()
   end
 
-  # A bare peer with the user's module (Echo) loaded there, and a temporary directory
-  # of its own (TMPDIR), so what kino_trace writes there can be listed.
-  defp bare_peer(name, opts \\ []) do
-    tmp = Path.join(System.tmp_dir!(), "kino_trace_agent_test_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(tmp)
-    on_exit(fn -> File.rm_rf(tmp) end)
-    env = [{~c"TMPDIR", String.to_charlist(Keyword.get(opts, :tmpdir, tmp))}]
-    {peer, node} = start_peer(name, Keyword.merge([code: :bare, env: env], opts))
-    assert :erpc.call(node, :code, :which, [Kino.Trace.Session]) == :non_existing
-    load_module(node, Echo)
-    {peer, node, tmp}
-  end
-
   defp call_events(events, node), do: for(e <- events, e.node == node, e.kind == :call, do: e)
 
   describe "a node that never had kino_trace" do
@@ -98,27 +85,6 @@ defmodule Kino.Trace.AgentTest do
       before
     end
 
-    # The footprint once two looks 200 ms apart agree (the agent's last process, which
-    # purges its module, may still be running).
-    defp settled_footprint(n, tmp) do
-      first = footprint(n, tmp)
-      Process.sleep(200)
-      if footprint(n, tmp) == first, do: first, else: settled_footprint(n, tmp)
-    end
-
-    defp assert_clean(n, tmp, before) do
-      Enum.reduce_while(1..500, nil, fn _, _ ->
-        if footprint(n, tmp) == before, do: {:halt, :ok}, else: Process.sleep(20) && {:cont, nil}
-      end)
-
-      now = footprint(n, tmp)
-
-      assert now == before,
-             "modules: +#{inspect(now.modules -- before.modules)} -#{inspect(before.modules -- now.modules)}; " <>
-               "processes: #{before.processes} -> #{now.processes}; sessions #{inspect(now.sessions)}; tmp #{inspect(now.tmp)}; " <>
-               "processes now: #{inspect(for {_, i} <- process_infos(n), i[:registered_name] == [], do: i[:initial_call])}"
-      assert kino_modules(n) == []
-    end
 
     test "after stop/1" do
       {_peer, n, tmp} = bare_peer(:clean_stop)
@@ -155,10 +121,8 @@ defmodule Kino.Trace.AgentTest do
     end
 
     test "after the connection drops mid-trace" do
-      {_peer, n, tmp} = bare_peer(:clean_disconnect, standard_io: true)
-      # a reconnection may start processes of the node's own (host name lookups): once
-      true = :erlang.disconnect_node(n)
-      true = Node.connect(n)
+      {peer, n, tmp} = bare_peer(:clean_disconnect, standard_io: true)
+      reconnect_from_peer(peer, n)
       before = warmed_footprint(n, tmp)
 
       trace = Kino.Trace.calls([Echo], nodes: [n])
@@ -192,13 +156,6 @@ defmodule Kino.Trace.AgentFallbackTest do
     ensure_distribution()
   end
 
-  defp bare_peer(name, tmpdir) do
-    env = [{~c"TMPDIR", String.to_charlist(tmpdir)}]
-    {peer, node} = start_peer(name, code: :bare, env: env)
-    load_module(node, Echo)
-    {peer, node}
-  end
-
   # A directory no process can create anything in, root included (sysfs refuses
   # mkdir): a plain mode 0555 directory would not stop root.
   defp unwritable_dir do
@@ -211,7 +168,7 @@ defmodule Kino.Trace.AgentFallbackTest do
   end
 
   test "agent: :fallback traces with the pure-Erlang tracer and says so" do
-    {_peer, n} = bare_peer(:forced, System.tmp_dir!())
+    {_peer, n, _tmp} = bare_peer(:forced)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n], agent: :fallback)
 
     :erpc.call(n, Echo, :double, [5])
@@ -229,7 +186,7 @@ defmodule Kino.Trace.AgentFallbackTest do
 
   test "a node whose temporary directory cannot be written gets the fallback, and why" do
     dir = unwritable_dir()
-    {_peer, n} = bare_peer(:readonly, dir)
+    {_peer, n, _tmp} = bare_peer(:readonly, tmpdir: dir)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
 
     assert {:fallback, why} = Kino.Trace.info(trace).nodes[n].tracer
@@ -242,7 +199,7 @@ defmodule Kino.Trace.AgentFallbackTest do
   end
 
   test "a flood on the fallback: memory stays bounded, every event is accounted for" do
-    {_peer, n} = bare_peer(:flood, System.tmp_dir!())
+    {_peer, n, _tmp} = bare_peer(:flood)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n], agent: :fallback, return: false)
     calls = 300_000
     baseline = :erpc.call(n, :erlang, :memory, [:total])
@@ -253,6 +210,10 @@ defmodule Kino.Trace.AgentFallbackTest do
     # what was queued is delivered before the answer
     Kino.Trace.events(trace, 1)
     node_info = Kino.Trace.info(trace).nodes[n]
+
+    # after its guard switched tracing off, the worker set the flags again: tracing goes on
+    :erpc.call(n, Echo, :double, [-1])
+    await_events(trace, &Enum.any?(&1, fn e -> e.args == [-1] end))
     Kino.Trace.stop(trace)
     dropped = node_info.dropped |> Map.values() |> Enum.sum()
     growth = div(peak - baseline, 1024 * 1024)
@@ -270,6 +231,7 @@ defmodule Kino.Trace.AgentFallbackTest do
     assert node_info.accepted == node_info.delivered + node_info.queued + node_info.discarded
     # bounded by the caps (100 000 queued events, the tracer's mailbox guard), not by the flood
     assert growth < 256
+    assert switched_off > 0, "the flood never tripped the mailbox guard: the test shows nothing"
   end
 
   defp sample_max(sample, while, max \\ 0) do

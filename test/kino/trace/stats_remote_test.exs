@@ -20,17 +20,6 @@ defmodule Kino.Trace.StatsRemoteTest do
     ensure_distribution()
   end
 
-  # A bare peer with Echo loaded, and a temporary directory of its own (TMPDIR).
-  defp bare_peer(name, opts \\ []) do
-    tmp = Path.join(System.tmp_dir!(), "kino_trace_stats_remote_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(tmp)
-    on_exit(fn -> File.rm_rf(tmp) end)
-    {peer, node} = start_peer(name, Keyword.merge([code: :bare, env: [{~c"TMPDIR", String.to_charlist(tmp)}]], opts))
-    assert :erpc.call(node, :code, :which, [Kino.Trace.Stats.Server]) == :non_existing
-    load_module(node, Echo)
-    {peer, node, tmp}
-  end
-
   # `count` calls of Echo.double/1 in one new process of `node`.
   defp doubles(node, count) do
     :ok = :erpc.call(node, :lists, :foreach, [&Echo.double/1, Enum.to_list(1..count)])
@@ -228,22 +217,6 @@ defmodule Kino.Trace.StatsRemoteTest do
       settled_footprint(n, tmp)
     end
 
-    defp settled_footprint(n, tmp) do
-      first = footprint(n, tmp)
-      Process.sleep(200)
-      if footprint(n, tmp) == first, do: first, else: settled_footprint(n, tmp)
-    end
-
-    defp assert_clean(n, tmp, before) do
-      Enum.reduce_while(1..500, nil, fn _, _ ->
-        if footprint(n, tmp) == before, do: {:halt, :ok}, else: Process.sleep(20) && {:cont, nil}
-      end)
-
-      assert footprint(n, tmp) == before, inspect(process_infos(n), limit: :infinity)
-      assert kino_modules(n) == []
-      assert kino_sessions(n) == []
-    end
-
     test "after stop/1" do
       {_peer, n, tmp} = bare_peer(:clean_stop)
       before = warmed_footprint(n, tmp)
@@ -280,10 +253,8 @@ defmodule Kino.Trace.StatsRemoteTest do
     end
 
     test "after the connection drops: the node is gone, the others go on" do
-      {_peer, n, tmp} = bare_peer(:clean_disconnect, standard_io: true)
-      # a reconnection may start processes of the node's own (host name lookups): once
-      true = :erlang.disconnect_node(n)
-      true = Node.connect(n)
+      {peer, n, tmp} = bare_peer(:clean_disconnect, standard_io: true)
+      reconnect_from_peer(peer, n)
       before = warmed_footprint(n, tmp)
 
       stats = Stats.start([@double], nodes: [node(), n])
