@@ -8,7 +8,7 @@ defmodule Kino.Trace.Agent do
   for one trace:
 
     * the agent and the pure-Erlang fallback tracer (`kino_trace_agent`,
-      `kino_trace_fallback`): small, OTP-only modules;
+      `kino_trace_fallback`, `kino_trace_fallback_terms`): small, OTP-only modules;
     * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
       temporary directory on that node, loaded, and deleted with the directory at
       once), when it can load there: the same `:system_architecture` and a compatible
