@@ -10,7 +10,7 @@ defmodule Kino.Trace.Session do
       session with `Kino.Trace.Tracer` as its tracer, then sets the plan's process flags
       and match specs;
     * drains the native queue when woken (one message when the queue goes from empty to
-      non-empty), decodes batches with `Kino.Trace.Decoder` and hands them to its
+      non-empty), decoded natively (`Kino.Trace.NativeDecoder`), and hands the batches to its
       subscribers and to a bounded history;
     * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
       destroys the trace and closes the native session, so nothing of it remains.
@@ -23,7 +23,7 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Decoder, History, Pattern, Plan, Reaper, StackGuard, Tracer}
+  alias Kino.Trace.{History, NativeDecoder, Pattern, Plan, Reaper, StackGuard, Tracer}
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -98,7 +98,7 @@ defmodule Kino.Trace.Session do
       resource: resource,
       session: session,
       plan: plan,
-      decoder: Decoder.new(pairing: plan.options[:return]),
+      decoder: NativeDecoder.new(pairing: plan.options[:return]),
       history: History.new(plan.options[:history]),
       started_at: System.os_time(:microsecond)
     }
@@ -175,7 +175,7 @@ defmodule Kino.Trace.Session do
     Functions.install(functions, state.session, calls.match_flags)
 
     guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
-    decoder = Decoder.no_returns(state.decoder, functions.no_returns)
+    decoder = NativeDecoder.no_returns(state.decoder, functions.no_returns)
     %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes(calls.patterns)}
   end
 
@@ -331,9 +331,9 @@ defmodule Kino.Trace.Session do
 
   def handle_info(:stack_guard, state) do
     if tracing?(state) do
-      {callers, decoder} = Decoder.take_callers(state.decoder)
+      {callers, decoder} = NativeDecoder.take_callers(state.decoder)
       {guard, moved} = StackGuard.check(state.guard, callers)
-      decoder = Enum.reduce(moved, decoder, &Decoder.unpair(&2, &1))
+      decoder = Enum.reduce(moved, decoder, &NativeDecoder.unpair(&2, &1))
       Process.send_after(self(), :stack_guard, StackGuard.interval())
       {:noreply, %{state | guard: guard, decoder: decoder}}
     else
@@ -403,18 +403,11 @@ defmodule Kino.Trace.Session do
   defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
 
   defp drain_deliver(state, budget) do
-    case Tracer.drain(state.resource, min(@drain_batch, budget)) do
+    case NativeDecoder.drain(state.decoder, state.resource, min(@drain_batch, budget)) do
       {[], more} -> {state, more}
-      {raw, true} -> state |> deliver(raw) |> drain_deliver(budget - length(raw))
-      {raw, false} -> {deliver(state, raw), false}
+      {events, true} -> state |> deliver_events(events) |> drain_deliver(budget - length(events))
+      {events, false} -> {deliver_events(state, events), false}
     end
-  end
-
-  defp deliver(state, []), do: state
-
-  defp deliver(state, raw) do
-    {events, decoder} = Decoder.decode(state.decoder, raw)
-    deliver_events(%{state | decoder: decoder}, events)
   end
 
   defp deliver_events(state, []), do: state

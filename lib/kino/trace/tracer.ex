@@ -168,6 +168,40 @@ defmodule Kino.Trace.Tracer do
   @spec struct_keys() :: [{module(), [atom()]}]
   def struct_keys, do: :erlang.nif_error(:not_loaded)
 
+  # --- the native decoder (see Kino.Trace.NativeDecoder) ----------------------------------
+
+  @typedoc "A native decoder: the call pairing of one trace (see `Kino.Trace.NativeDecoder`)."
+  @opaque decoder :: reference()
+
+  @doc false
+  @spec new_decoder(boolean(), node()) :: decoder()
+  def new_decoder(_pairing, _node), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec decoder_no_returns(decoder(), [mfa()]) :: :ok
+  def decoder_no_returns(_decoder, _mfas), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec decoder_unpair(decoder(), pid()) :: :ok
+  def decoder_unpair(_decoder, _pid), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec decoder_take_callers(decoder()) :: [pid()]
+  def decoder_take_callers(_decoder), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec decoder_put_names(decoder(), [{pid(), atom()}]) :: :ok
+  def decoder_put_names(_decoder, _names), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec drain_events(resource(), decoder(), pos_integer()) ::
+          {[Kino.Trace.Event.t()], boolean()} | {:names, [pid()]}
+  def drain_events(_resource, _decoder, _max), do: :erlang.nif_error(:not_loaded)
+
+  @doc false
+  @spec decode_events(decoder(), [raw_event()]) :: [Kino.Trace.Event.t()] | {:names, [pid()]}
+  def decode_events(_decoder, _raw), do: :erlang.nif_error(:not_loaded)
+
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()
   def loaded? do
