@@ -30,7 +30,10 @@ struct Decoder {
   // The names given for the batch being decoded (also in `names`, which may start
   // again meanwhile): a batch needs them once.
   std::unordered_map<std::uint64_t, ERL_NIF_TERM> batch_names;
-  std::vector<kt::Event> pending;                     // drained, waiting for names
+  // Drained events: the first `pending` of `slots` (kept between calls, so draining
+  // does not make its Events anew each time), waiting to be decoded.
+  std::vector<kt::Event> slots;
+  std::size_t pending = 0;
   bool pending_more = false;
 };
 

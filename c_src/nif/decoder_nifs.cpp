@@ -1,7 +1,9 @@
-// The native decoder: drains a session's events and turns them into Kino.Trace.Event
-// structs in one NIF call (numbered, timed, calls paired with their returns), which is
-// what Kino.Trace.Decoder does in Elixir with the raw tuples of drain/2. The pairing
-// itself is c_src/core/call_pairing.hpp; this file reads and builds the terms.
+// The native decoder: drains a session's events and decodes them in one NIF call
+// (numbered, timed, calls paired with their returns), which is what Kino.Trace.Decoder
+// does in Elixir with the raw tuples of drain/2. Each event is handed over as a tuple of
+// Kino.Trace.Event's fields (kEventSpec's order), which Kino.Trace.NativeDecoder makes
+// a struct. The pairing itself is c_src/core/call_pairing.hpp; this file reads and
+// builds the terms.
 //
 // Registered names cannot be read from a NIF: when a batch has processes whose name is
 // not known yet, the call returns {names, Pids} and keeps the batch; the caller (see
@@ -169,7 +171,7 @@ enum Field : std::size_t {
 };
 static_assert(kFields == kEventSpec.keys.size(), "Field must follow kEventSpec");
 
-// One Kino.Trace.Event, as Kino.Trace.Decoder.decode_one/2 makes it.
+// One Kino.Trace.Event's fields, as Kino.Trace.Decoder.decode_one/2 makes it.
 ERL_NIF_TERM build(ErlNifEnv* env, Decoder& d, const Raw& r, std::int64_t time_offset) {
   ERL_NIF_TERM pid = undefined_to_nil(r.pid);
   ERL_NIF_TERM m = undefined_to_nil(r.module);
@@ -227,7 +229,7 @@ ERL_NIF_TERM build(ErlNifEnv* env, Decoder& d, const Raw& r, std::int64_t time_o
     case kt::EventKind::Unregister: v[kData] = r.first; break;
     case kt::EventKind::Other: v[kData] = r.first, v[kPeer] = undefined_to_nil(r.second); break;
   }
-  return structs.event.make_sorted(env, v);
+  return enif_make_tuple_from_array(env, v.data(), kFields);
 }
 
 // The local pids of a batch whose name is not known yet, as a list; 0 when none.
@@ -255,11 +257,11 @@ std::vector<std::uint32_t> by_time(std::size_t n, TimeAt time_at) {
 }
 
 ERL_NIF_TERM decode_pending(ErlNifEnv* env, Decoder& d) {
-  std::vector<kt::Event>& batch = d.pending;
+  std::vector<kt::Event>& batch = d.slots;
   std::int64_t offset = enif_time_offset(ERL_NIF_NSEC);
-  std::vector<std::uint32_t> order = by_time(batch.size(), [&](std::uint32_t i) { return batch[i].time_ns; });
+  std::vector<std::uint32_t> order = by_time(d.pending, [&](std::uint32_t i) { return batch[i].time_ns; });
   std::vector<ERL_NIF_TERM> events;
-  events.reserve(batch.size());
+  events.reserve(d.pending);
   EnifBuilder builder{env};
   for (std::uint32_t i : order) {
     kt::Event& e = batch[i];
@@ -278,8 +280,9 @@ ERL_NIF_TERM decode_pending(ErlNifEnv* env, Decoder& d) {
     r.second = payload.at_end() ? atoms.undefined : payload.decode();
     r.mark = e.drops;
     events.push_back(build(env, d, r, offset));
+    if (e.payload.on_heap()) e.payload = kt::PayloadBuffer{};  // what the slot holds goes now
   }
-  batch.clear();
+  d.pending = 0;
   return enif_make_list_from_array(env, events.data(), static_cast<unsigned>(events.size()));
 }
 
@@ -380,8 +383,8 @@ ERL_NIF_TERM decoder_put_names(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return atoms.ok;
 }
 
-// drain_events(Resource, Decoder, Max) -> {[Event], More} | {names, [Pid]}
-// As drain/2, then decoded: Kino.Trace.Event structs. {names, Pids}: the batch is kept
+// drain_events(Resource, Decoder, Max) -> {[EventFields], More} | {names, [Pid]}
+// As drain/2, then decoded: tuples of Kino.Trace.Event's fields. {names, Pids}: the batch is kept
 // until the names of Pids are given (decoder_put_names/2); call again.
 ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
@@ -389,27 +392,27 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   unsigned max = 0;
   if (!s || !d || !enif_get_uint(env, argv[2], &max) || max == 0 || max > 10000) return enif_make_badarg(env);
   std::lock_guard<std::mutex> lock(d->mutex);
-  std::vector<kt::Event>& batch = d->pending;
-  if (batch.empty()) {
+  std::vector<kt::Event>& batch = d->slots;
+  if (d->pending == 0) {
     // As drain/2: in chunks, a few more tries after short ones.
     constexpr std::size_t kChunk = 32;
     constexpr int kShortChunks = 16;
     int short_chunks = 0;
     bool more = false;
     std::size_t n = 0;
-    batch.resize(max);
+    if (batch.size() < max) batch.resize(max);
     while (n < max) {
       std::size_t want = max - n < kChunk ? max - n : kChunk;
       std::size_t got = s->core.drain(batch.data() + n, want, more);
       n += got;
       if (!more || (got < want && ++short_chunks > kShortChunks)) break;
     }
-    batch.resize(n);
+    d->pending = n;
     d->pending_more = more;
   }
-  ERL_NIF_TERM names = missing_names(env, *d, batch.size(), [&](std::size_t i) { return static_cast<ERL_NIF_TERM>(batch[i].pid); });
+  ERL_NIF_TERM names = missing_names(env, *d, d->pending, [&](std::size_t i) { return static_cast<ERL_NIF_TERM>(batch[i].pid); });
   if (names) return names;
-  std::size_t n = batch.size();
+  std::size_t n = d->pending;
   ERL_NIF_TERM events = decode_pending(env, *d);
   d->batch_names.clear();
   int percent = static_cast<int>(n * 100 / 2500) + 1;
@@ -417,7 +420,7 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return enif_make_tuple2(env, events, d->pending_more ? atoms.true_ : atoms.false_);
 }
 
-// decode_events(Decoder, [RawEvent]) -> [Event] | {names, [Pid]}: the raw events of
+// decode_events(Decoder, [RawEvent]) -> [EventFields] | {names, [Pid]}: the raw events of
 // drain/2 decoded natively, as Kino.Trace.Decoder.decode/2 does (its equivalence test).
 ERL_NIF_TERM decode_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Decoder* d = get_decoder(env, argv[0]);

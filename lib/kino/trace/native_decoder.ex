@@ -22,7 +22,7 @@ defmodule Kino.Trace.NativeDecoder do
   (local pids and ports, atoms for modules and functions).
   """
 
-  alias Kino.Trace.{Decoder, Tracer}
+  alias Kino.Trace.{Decoder, Event, Tracer}
 
   defstruct [:ref]
 
@@ -75,8 +75,8 @@ defmodule Kino.Trace.NativeDecoder do
         put_names(ref, pids)
         drain(decoder, resource, max)
 
-      drained ->
-        drained
+      {tuples, more} ->
+        {events(tuples), more}
     end
   end
 
@@ -88,9 +88,24 @@ defmodule Kino.Trace.NativeDecoder do
         put_names(ref, pids)
         decode(decoder, raw)
 
-      events ->
-        {events, decoder}
+      tuples ->
+        {events(tuples), decoder}
     end
+  end
+
+  # The NIF hands each event over as a tuple of its fields in defstruct order (see
+  # c_src/nif/structs.hpp, checked against the defstruct): made a struct here, each event
+  # shares the struct's key tuple (a literal), which sending and garbage collection do
+  # not copy, and the VM need not check the keys of a map made natively.
+  @fields for %{field: field} <- Event.__info__(:struct), do: field
+  @vars Enum.map(@fields, &Macro.var(&1, nil))
+
+  @doc false
+  @spec fields() :: [atom()]
+  def fields, do: @fields
+
+  defp events(tuples) do
+    for unquote({:{}, [], @vars}) <- tuples, do: unquote({:%, [], [Event, {:%{}, [], Enum.zip(@fields, @vars)}]})
   end
 
   defp put_names(ref, pids),

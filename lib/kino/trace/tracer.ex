@@ -194,12 +194,11 @@ defmodule Kino.Trace.Tracer do
   def decoder_put_names(_decoder, _names), do: :erlang.nif_error(:not_loaded)
 
   @doc false
-  @spec drain_events(resource(), decoder(), pos_integer()) ::
-          {[Kino.Trace.Event.t()], boolean()} | {:names, [pid()]}
+  @spec drain_events(resource(), decoder(), pos_integer()) :: {[tuple()], boolean()} | {:names, [pid()]}
   def drain_events(_resource, _decoder, _max), do: :erlang.nif_error(:not_loaded)
 
   @doc false
-  @spec decode_events(decoder(), [raw_event()]) :: [Kino.Trace.Event.t()] | {:names, [pid()]}
+  @spec decode_events(decoder(), [raw_event()]) :: [tuple()] | {:names, [pid()]}
   def decode_events(_decoder, _raw), do: :erlang.nif_error(:not_loaded)
 
   @doc "True when the native tracer is loaded."
