@@ -248,11 +248,17 @@ ERL_NIF_TERM missing_names(ErlNifEnv* env, const Decoder& d, std::size_t n, PidA
 }
 
 // Indices 0..n-1 ordered by time, stably (each process's events stay in its order).
+// Batches mostly come in time order already: then no sort.
 template <typename TimeAt>
 std::vector<std::uint32_t> by_time(std::size_t n, TimeAt time_at) {
   std::vector<std::uint32_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return time_at(a) < time_at(b); });
+  bool sorted = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    order[i] = static_cast<std::uint32_t>(i);
+    if (i > 0 && time_at(order[i]) < time_at(order[i - 1])) sorted = false;
+  }
+  if (!sorted)
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return time_at(a) < time_at(b); });
   return order;
 }
 
