@@ -76,12 +76,14 @@ class CallPairing {
     unpaired_.insert(pid);
     drop_stack(pid);
     callers_.erase(pid);
+    has_last_caller_ = false;
   }
 
   // The processes that made framed calls since the last take.
   std::vector<std::uint64_t> take_callers() {
     std::vector<std::uint64_t> out(callers_.begin(), callers_.end());
     callers_.clear();
+    has_last_caller_ = false;
     return out;
   }
 
@@ -191,8 +193,13 @@ class CallPairing {
   }
 
   void call(const PairInput& in, PairResult& r) {
-    bool framed = unpaired_.count(in.pid) == 0 && no_returns_.count(in.mfa) == 0;
-    if (framed && in.is_pid && callers_.size() < kMaxCallers) callers_.insert(in.pid);
+    bool framed = (unpaired_.empty() || unpaired_.count(in.pid) == 0) &&
+                  (no_returns_.empty() || no_returns_.count(in.mfa) == 0);
+    if (framed && in.is_pid && callers_.size() < kMaxCallers && !(has_last_caller_ && last_caller_ == in.pid)) {
+      callers_.insert(in.pid);
+      last_caller_ = in.pid;
+      has_last_caller_ = true;
+    }
     if (!pairing_) return;
     Stack* live_stack = live(in.pid);
     r.depth = live_stack ? live_stack->depth : 0;
@@ -232,6 +239,8 @@ class CallPairing {
   std::unordered_set<std::uint64_t> unpaired_;
   std::unordered_set<MfaKey, MfaKeyHash> no_returns_;
   std::unordered_set<std::uint64_t> callers_;
+  std::uint64_t last_caller_ = 0;  // in callers_ when has_last_caller_: spares a lookup
+  bool has_last_caller_ = false;
 };
 
 }  // namespace kino_trace
