@@ -18,5 +18,5 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # tracer_bounds_test.exs: the NIF's term-layout readers on huge terms; its timing
 # comparisons are left out (only the NIF is instrumented here).
 mix test test/kino/trace/tracer_test.exs test/kino/trace/messages_test.exs \
-    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs \
+    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs test/kino/trace/native_decoder_test.exs \
     test/kino/trace/tracer_bounds_test.exs --exclude timing

@@ -26,12 +26,16 @@
          trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5]).
 -export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
          struct_keys/0, nif_loaded/0]).
+-export([new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
+         decoder_put_names/2, drain_events/3, decode_events/2]).
 -export([loaded/0, load_error/0]).
 
 -nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
        trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5,
        new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
-       struct_keys/0, nif_loaded/0]).
+       struct_keys/0, nif_loaded/0,
+       new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
+       decoder_put_names/2, drain_events/3, decode_events/2]).
 
 -on_load(on_load/0).
 
@@ -42,7 +46,9 @@
 %%  Arity, First, Second, DropMark} (Kino.Trace.Decoder reads them).
 -type raw_event() :: {atom(), tracee(), integer(), non_neg_integer(), module() | undefined,
                       atom() | undefined, non_neg_integer(), term(), term(), non_neg_integer()}.
--export_type([resource/0, raw_event/0]).
+%% A native decoder: the call pairing of one trace (Kino.Trace.NativeDecoder).
+-type decoder() :: reference().
+-export_type([resource/0, raw_event/0, decoder/0]).
 
 -define(LIBRARY, "kino_trace_nif").
 -define(PATH_KEY, {?MODULE, nif_path}).
@@ -91,6 +97,23 @@ roundtrip(_Term, _Caps) -> erlang:nif_error(not_loaded).
 struct_keys() -> erlang:nif_error(not_loaded).
 -spec nif_loaded() -> true.
 nif_loaded() -> erlang:nif_error(not_loaded).
+
+%% --- the native decoder (NIFs; Kino.Trace.NativeDecoder uses them) ---------------------
+
+-spec new_decoder(boolean(), node()) -> decoder().
+new_decoder(_Pairing, _Node) -> erlang:nif_error(not_loaded).
+-spec decoder_no_returns(decoder(), [mfa()]) -> ok.
+decoder_no_returns(_Decoder, _Mfas) -> erlang:nif_error(not_loaded).
+-spec decoder_unpair(decoder(), pid()) -> ok.
+decoder_unpair(_Decoder, _Pid) -> erlang:nif_error(not_loaded).
+-spec decoder_take_callers(decoder()) -> [pid()].
+decoder_take_callers(_Decoder) -> erlang:nif_error(not_loaded).
+-spec decoder_put_names(decoder(), [{pid(), atom()}]) -> ok.
+decoder_put_names(_Decoder, _Names) -> erlang:nif_error(not_loaded).
+-spec drain_events(resource(), decoder(), pos_integer()) -> {[tuple()], boolean()} | {names, [pid()]}.
+drain_events(_Resource, _Decoder, _Max) -> erlang:nif_error(not_loaded).
+-spec decode_events(decoder(), [raw_event()]) -> [tuple()] | {names, [pid()]}.
+decode_events(_Decoder, _Raw) -> erlang:nif_error(not_loaded).
 
 %% --- loading ---------------------------------------------------------------------------
 

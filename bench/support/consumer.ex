@@ -13,6 +13,98 @@ defmodule KinoTrace.Bench.Consumer do
     calls = opts[:calls] || @calls
     IO.puts("\nConsumer alone (#{2 * calls} call+return events queued, then delivered):")
     for subscriber? <- [false, true], do: report(subscriber?, measure(calls, subscriber?))
+    compare_decoders(calls)
+  end
+
+  # The two decoders on the same events: two native sessions trace the same calls; one is
+  # drained raw and decoded by Kino.Trace.Decoder, the other drained decoded
+  # (Kino.Trace.NativeDecoder), 100 events at a time into a history, as a session does.
+  # Each runs in a fresh process: wall and CPU time, in one run (a noisy machine slows
+  # both alike).
+  def compare_decoders(calls) do
+    alias Kino.Trace.{Decoder, NativeDecoder, Tracer}
+    worker = Workload.spawn_worker(:small)
+    limits = %{queue: [events: 2 * calls + 10, bytes: 4 * 1024 * 1024 * 1024]}
+
+    sessions =
+      for i <- 1..2 do
+        resource = Tracer.new_session(self(), limits)
+        session = :trace.session_create(:"kino_trace_bench_#{i}", {:kino_trace_tracer, resource}, [])
+        :trace.process(session, worker, true, [:call])
+        :trace.function(session, {Workload, :work, 1}, [{:_, [], [{:return_trace}]}], [:local])
+        {resource, session}
+      end
+
+    ref = make_ref()
+    send(worker, {:go, self(), ref, calls})
+    receive do: ({^ref, _t0, _t1} -> :ok)
+    delivered = :erlang.trace_delivered(worker)
+    receive do: ({:trace_delivered, ^worker, ^delivered} -> :ok)
+    [{elixir_res, _}, {native_res, _}] = sessions
+
+    elixir_step = fn decoder ->
+      {raw, more} = Tracer.drain(elixir_res, 100)
+      {events, decoder} = Decoder.decode(decoder, raw)
+      {events, more, decoder}
+    end
+
+    native_step = fn decoder ->
+      {events, more} = NativeDecoder.drain(decoder, native_res, 100)
+      {events, more, decoder}
+    end
+
+    elixir = timed(fn -> drain_all(elixir_step, Decoder.new()) end)
+    native = timed(fn -> drain_all(native_step, NativeDecoder.new()) end)
+
+    for {resource, session} <- sessions do
+      :trace.session_destroy(session)
+      Tracer.close(resource)
+    end
+
+    Process.exit(worker, :kill)
+
+    IO.puts(
+      "  decoders alone: Elixir #{per(elixir)}; native #{per(native)}; native/Elixir " <>
+        "#{Float.round(elem(native, 1) / elem(elixir, 1), 2)} (wall), " <>
+        "#{Float.round(elem(native, 2) / max(elem(elixir, 2), 1), 2)} (CPU)"
+    )
+  end
+
+  defp per({n, wall_ns, cpu_ms}) do
+    "#{round(wall_ns / max(n, 1))} ns/event wall, #{round(cpu_ms * 1.0e6 / max(n, 1))} ns/event CPU (#{n} events)"
+  end
+
+  # {events, wall ns, VM CPU ms} of `fun` run in a fresh process.
+  defp timed(fun) do
+    parent = self()
+
+    pid =
+      spawn(fn ->
+        :erlang.statistics(:runtime)
+        t0 = System.monotonic_time(:nanosecond)
+        n = fun.()
+        t1 = System.monotonic_time(:nanosecond)
+        {_, cpu_ms} = :erlang.statistics(:runtime)
+        send(parent, {self(), {n, t1 - t0, cpu_ms}})
+      end)
+
+    receive do: ({^pid, result} -> result)
+  end
+
+  defp drain_all(step, decoder), do: drain_all(step, decoder, Kino.Trace.History.new(10_000), 0)
+
+  defp drain_all(step, decoder, history, n) do
+    case step.(decoder) do
+      {[], false, _decoder} ->
+        n
+
+      {[], true, decoder} ->
+        drain_all(step, decoder, history, n)
+
+      {events, more, decoder} ->
+        history = Kino.Trace.History.push(history, events)
+        if more, do: drain_all(step, decoder, history, n + length(events)), else: n + length(events)
+    end
   end
 
   def measure(calls, subscriber?) do

@@ -40,6 +40,14 @@ namespace kino_trace::nif {
   X(getting_unlinked, "getting_unlinked")                              \
   X(register_, "register")                                             \
   X(unregister, "unregister")                                          \
+  /* event kinds (Kino.Trace.Event), besides the tags' own */         \
+  X(return_, "return")                                                 \
+  X(exception, "exception")                                            \
+  X(send_to_non_existing, "send_to_non_existing")                      \
+  /* the native decoder */                                             \
+  X(names, "names")                                                    \
+  X(file, "file")                                                      \
+  X(line, "line")                                                      \
   /* messages to the owner */                                          \
   X(kino_trace, "kino_trace")                                          \
   X(ready, "ready")                                                    \

@@ -10,6 +10,8 @@
 //   session.hpp            the session resource
 //   tracer_callbacks.cpp   enabled*/3 and trace*/5, called by the VM in traced processes
 //   session_nifs.cpp       new_session/2, drain/2, counters/1, close/1, roundtrip/2, ...
+//   decoder.hpp            the native decoder resource
+//   decoder_nifs.cpp       new_decoder/2, drain_events/3, decode_events/2, ...
 //   this file              setup (shared by load and upgrade) and the function table
 #include <erl_nif.h>
 
@@ -17,6 +19,7 @@
 #include <string>
 
 #include "atoms.hpp"
+#include "decoder.hpp"
 #include "layout_check.hpp"
 #include "nifs.hpp"
 #include "session.hpp"
@@ -58,6 +61,14 @@ int setup(ErlNifEnv* env, ErlNifResourceFlags flags) {
     report_load_error(env, "could not make the session resource type");
     return 1;
   }
+  ErlNifResourceTypeInit decoder_init{};
+  decoder_init.dtor = decoder_dtor;
+  decoder_init.members = 1;
+  decoder_type = enif_init_resource_type(env, "kino_trace_decoder", &decoder_init, flags, nullptr);
+  if (!decoder_type) {
+    report_load_error(env, "could not make the decoder resource type");
+    return 1;
+  }
   return 0;
 }
 
@@ -86,6 +97,13 @@ ErlNifFunc nif_funcs[] = {
     {"roundtrip", 2, roundtrip, 0},
     {"nif_loaded", 0, nif_loaded, 0},
     {"struct_keys", 0, struct_keys, 0},
+    {"new_decoder", 2, new_decoder, 0},
+    {"decoder_no_returns", 2, decoder_no_returns, 0},
+    {"decoder_unpair", 2, decoder_unpair, 0},
+    {"decoder_take_callers", 1, decoder_take_callers, 0},
+    {"decoder_put_names", 2, decoder_put_names, 0},
+    {"drain_events", 3, drain_events, 0},
+    {"decode_events", 2, decode_events, 0},
 };
 
 }  // namespace

@@ -19,4 +19,13 @@ ERL_NIF_TERM roundtrip(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM nif_loaded(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM struct_keys(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 
+// the native decoder (decoder_nifs.cpp)
+ERL_NIF_TERM new_decoder(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM decoder_no_returns(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM decoder_unpair(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM decoder_take_callers(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM decoder_put_names(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM drain_events(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM decode_events(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+
 }  // namespace kino_trace::nif

@@ -21,6 +21,13 @@ struct StructSpec {
 
 // Kino.Trace.Cut: what the encoder left out (see lib/kino/trace/cut.ex).
 inline constexpr StructSpec<3> kCutSpec{"Elixir.Kino.Trace.Cut", {"kind", "value", "size"}};
+// Kino.Trace.Event: drain_events/3 and decode_events/2 hand each event over as a tuple
+// of these fields, in this order, which must be defstruct's (lib/kino/trace/event.ex):
+// Kino.Trace.NativeDecoder makes the structs (they then share the struct's key tuple).
+inline constexpr StructSpec<21> kEventSpec{
+    "Elixir.Kino.Trace.Event",
+    {"id", "kind", "node", "pid", "name", "module", "function", "arity", "args", "return", "exception", "caller",
+     "data", "peer", "time", "monotonic", "scheduler", "depth", "call_id", "duration", "lost"}};
 // ArgumentError, raised by the session NIFs on bad input.
 inline constexpr StructSpec<2> kArgumentErrorSpec{"Elixir.ArgumentError", {"__exception__", "message"}};
 
@@ -60,16 +67,18 @@ struct StructAtoms {
 struct Structs {
   StructAtoms<3> cut;
   StructAtoms<2> argument_error;
+  StructAtoms<21> event;
 
   void init(ErlNifEnv* env) {
     cut.init(env, kCutSpec);
     argument_error.init(env, kArgumentErrorSpec);
+    event.init(env, kEventSpec);
   }
 
   // [{Module, [Key]}] for every struct the NIF builds.
   ERL_NIF_TERM table(ErlNifEnv* env) const {
-    ERL_NIF_TERM rows[] = {cut.row(env), argument_error.row(env)};
-    return enif_make_list_from_array(env, rows, 2);
+    ERL_NIF_TERM rows[] = {cut.row(env), argument_error.row(env), event.row(env)};
+    return enif_make_list_from_array(env, rows, 3);
   }
 };
 

@@ -12,37 +12,11 @@
 #include "erts_layout.hpp"
 #include "nifs.hpp"
 #include "session.hpp"
+#include "tags.hpp"
 #include "term_codec.hpp"
 #include "terms.hpp"
 
 namespace kino_trace::nif {
-
-namespace {
-
-// ---------------------------------------------------------------------------------------
-// classifying trace tags
-
-kt::EventKind kind_of(ERL_NIF_TERM tag) {
-  if (tag == atoms.call) return kt::EventKind::Call;
-  if (tag == atoms.return_from) return kt::EventKind::ReturnFrom;
-  if (tag == atoms.exception_from) return kt::EventKind::ExceptionFrom;
-  if (tag == atoms.return_to) return kt::EventKind::ReturnTo;
-  if (tag == atoms.send) return kt::EventKind::Send;
-  if (tag == atoms.send_to_non_existing_process) return kt::EventKind::SendToNonExisting;
-  if (tag == atoms.receive) return kt::EventKind::Receive;
-  if (tag == atoms.spawn) return kt::EventKind::Spawn;
-  if (tag == atoms.spawned) return kt::EventKind::Spawned;
-  if (tag == atoms.exit) return kt::EventKind::Exit;
-  if (tag == atoms.link) return kt::EventKind::Link;
-  if (tag == atoms.unlink) return kt::EventKind::Unlink;
-  if (tag == atoms.getting_linked) return kt::EventKind::GettingLinked;
-  if (tag == atoms.getting_unlinked) return kt::EventKind::GettingUnlinked;
-  if (tag == atoms.register_) return kt::EventKind::Register;
-  if (tag == atoms.unregister) return kt::EventKind::Unregister;
-  return kt::EventKind::Other;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // erl_tracer callbacks

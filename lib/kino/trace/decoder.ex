@@ -341,18 +341,23 @@ defmodule Kino.Trace.Decoder do
         {name, decoder}
 
       names ->
-        name =
-          case Process.info(pid, :registered_name) do
-            {:registered_name, name} when is_atom(name) and name != [] -> name
-            _ -> nil
-          end
-
+        name = registered_name(pid)
         names = if map_size(names) >= @max_names, do: %{}, else: names
         {name, %{decoder | names: Map.put(names, pid, name)}}
     end
   end
 
   defp name_of(%{batch_names: names} = decoder, pid), do: {Map.get(names, pid), decoder}
+
+  @doc false
+  # The name an event of the local process `pid` carries (also Kino.Trace.NativeDecoder's).
+  @spec registered_name(pid()) :: atom() | nil
+  def registered_name(pid) do
+    case Process.info(pid, :registered_name) do
+      {:registered_name, name} when is_atom(name) and name != [] -> name
+      _ -> nil
+    end
+  end
 
   defp undefined_to_nil(:undefined), do: nil
   defp undefined_to_nil(other), do: other

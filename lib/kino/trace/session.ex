@@ -10,8 +10,8 @@ defmodule Kino.Trace.Session do
       session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
       and match specs;
     * drains the native queue when woken (one message when the queue goes from empty to
-      non-empty), decodes batches with `Kino.Trace.Decoder` and hands them to its
-      subscribers and to a bounded history;
+      non-empty), its events decoded natively (`Kino.Trace.NativeDecoder`), and hands
+      them in batches to its subscribers and to a bounded history;
     * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
       destroys the trace and closes the native session, so nothing of it remains.
       When the `:limit` or `:timeout` is reached, tracing ends the same way but the
@@ -23,7 +23,7 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Backend, Decoder, History, Pattern, Plan, Reaper, StackGuard}
+  alias Kino.Trace.{Backend, Decoder, History, NativeDecoder, Pattern, Plan, Reaper, StackGuard}
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -103,7 +103,13 @@ defmodule Kino.Trace.Session do
       owner_ref: Process.monitor(owner),
       backend: backend,
       plan: plan,
-      decoder: Decoder.new(pairing: plan.options[:return], node: node),
+      # this node's events are decoded natively as they are drained; another node's
+      # come raw from its agent, with that node's names and time offset
+      decoder:
+        if(backend,
+          do: NativeDecoder.new(pairing: plan.options[:return]),
+          else: Decoder.new(pairing: plan.options[:return], node: node)
+        ),
       history: History.new(plan.options[:history]),
       started_at: System.os_time(:microsecond)
     }
@@ -195,7 +201,7 @@ defmodule Kino.Trace.Session do
     Backend.run(state.backend, ops, after_ops)
 
     guard = if local?, do: StackGuard.set_plan(state.guard || start_guard(state), functions)
-    decoder = Decoder.no_returns(state.decoder, functions.no_returns)
+    decoder = decoder_module(state).no_returns(state.decoder, functions.no_returns)
     probes = if local?, do: probes(calls.patterns), else: %{}
     %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes}
   end
@@ -366,9 +372,10 @@ defmodule Kino.Trace.Session do
 
   defp message(:stack_guard, state) do
     if tracing?(state) do
-      {callers, decoder} = Decoder.take_callers(state.decoder)
+      # (this node's trace only: the stack guard samples this node's processes)
+      {callers, decoder} = NativeDecoder.take_callers(state.decoder)
       {guard, moved} = StackGuard.check(state.guard, callers)
-      decoder = Enum.reduce(moved, decoder, &Decoder.unpair(&2, &1))
+      decoder = Enum.reduce(moved, decoder, &NativeDecoder.unpair(&2, &1))
       Process.send_after(self(), :stack_guard, StackGuard.interval())
       {:noreply, %{state | guard: guard, decoder: decoder}}
     else
@@ -461,19 +468,27 @@ defmodule Kino.Trace.Session do
   defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
 
   defp drain_deliver(state, budget) do
-    case Backend.drain(state.backend, min(@drain_batch, budget)) do
-      {[], more, _context} -> {state, more}
-      {raw, true, context} -> state |> deliver(raw, context) |> drain_deliver(budget - length(raw))
-      {raw, false, context} -> {deliver(state, raw, context), false}
+    case drain_batch(state, min(@drain_batch, budget)) do
+      {[], more, state} -> {state, more}
+      {events, true, state} -> state |> deliver_events(events) |> drain_deliver(budget - length(events))
+      {events, false, state} -> {deliver_events(state, events), false}
     end
   end
 
-  defp deliver(state, [], _context), do: state
-
-  defp deliver(state, raw, context) do
+  # This node's events come decoded from the native tracer; another node's raw, decoded here.
+  defp drain_batch(%{decoder: %Decoder{}} = state, max) do
+    {raw, more, context} = Backend.drain(state.backend, max)
     {events, decoder} = Decoder.decode(state.decoder, raw, context)
-    deliver_events(%{state | decoder: decoder}, events)
+    {events, more, %{state | decoder: decoder}}
   end
+
+  defp drain_batch(state, max) do
+    {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
+    {events, more, state}
+  end
+
+  defp decoder_module(%{decoder: %Decoder{}}), do: Decoder
+  defp decoder_module(_state), do: NativeDecoder
 
   defp deliver_events(state, []), do: state
 

@@ -113,6 +113,39 @@ defmodule Kino.Trace.Tracer do
   @spec struct_keys() :: [{module(), [atom()]}]
   defdelegate struct_keys, to: :kino_trace_tracer
 
+  # --- the native decoder (see Kino.Trace.NativeDecoder) ----------------------------------
+
+  @typedoc "A native decoder: the call pairing of one trace (see `Kino.Trace.NativeDecoder`)."
+  @opaque decoder :: reference()
+
+  @doc false
+  @spec new_decoder(boolean(), node()) :: decoder()
+  defdelegate new_decoder(pairing, node), to: :kino_trace_tracer
+
+  @doc false
+  @spec decoder_no_returns(decoder(), [mfa()]) :: :ok
+  defdelegate decoder_no_returns(decoder, mfas), to: :kino_trace_tracer
+
+  @doc false
+  @spec decoder_unpair(decoder(), pid()) :: :ok
+  defdelegate decoder_unpair(decoder, pid), to: :kino_trace_tracer
+
+  @doc false
+  @spec decoder_take_callers(decoder()) :: [pid()]
+  defdelegate decoder_take_callers(decoder), to: :kino_trace_tracer
+
+  @doc false
+  @spec decoder_put_names(decoder(), [{pid(), atom()}]) :: :ok
+  defdelegate decoder_put_names(decoder, names), to: :kino_trace_tracer
+
+  @doc false
+  @spec drain_events(resource(), decoder(), pos_integer()) :: {[tuple()], boolean()} | {:names, [pid()]}
+  defdelegate drain_events(resource, decoder, max), to: :kino_trace_tracer
+
+  @doc false
+  @spec decode_events(decoder(), [raw_event()]) :: [tuple()] | {:names, [pid()]}
+  defdelegate decode_events(decoder, raw), to: :kino_trace_tracer
+
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()
   defdelegate loaded?, to: :kino_trace_tracer, as: :loaded

@@ -232,7 +232,7 @@ defmodule Kino.Trace.TracerTest do
 
   test "the structs the NIF builds have the keys of their defstruct" do
     table = Tracer.struct_keys()
-    assert Enum.sort(Enum.map(table, &elem(&1, 0))) == Enum.sort([Cut, ArgumentError])
+    assert Enum.sort(Enum.map(table, &elem(&1, 0))) == Enum.sort([Cut, ArgumentError, Kino.Trace.Event])
 
     for {module, keys} <- table do
       assert Enum.sort([:__struct__ | keys]) == Enum.sort(Map.keys(struct(module))),
@@ -243,6 +243,10 @@ defmodule Kino.Trace.TracerTest do
     assert {%Cut{kind: :tuple, value: [1], size: 3}, _} = Tracer.roundtrip({1, 2, 3}, %{max_items: 1})
     error = assert_raise ArgumentError, fn -> Tracer.new_session(:not_a_pid, %{}) end
     assert Map.keys(error) |> Enum.sort() == Map.keys(%ArgumentError{}) |> Enum.sort()
+    # The native decoder's event tuples: the fields in defstruct order.
+    {Kino.Trace.Event, event_fields} = List.keyfind(table, Kino.Trace.Event, 0)
+    assert event_fields == Kino.Trace.NativeDecoder.fields()
+    assert event_fields == Enum.map(Kino.Trace.Event.__info__(:struct), & &1.field)
   end
 
   test "bad arguments are rejected with a message naming them" do
