@@ -70,7 +70,7 @@ await check("each mode shows its fields", async () => {
   assert(JSON.stringify(seen.calls) === JSON.stringify(["Patterns", "Processes", "Record", "Stop or drop", "Nodes"]), `calls: ${seen.calls}`);
   assert(JSON.stringify(seen.messages) === JSON.stringify(["Processes", "Only messages", "Stop or drop", "Nodes"]), `messages: ${seen.messages}`);
   assert(JSON.stringify(seen.processes) === JSON.stringify(["Processes", "Stop or drop", "Nodes"]), `processes: ${seen.processes}`);
-  assert(JSON.stringify(seen.stats) === JSON.stringify(["Patterns", "Processes"]), `stats: ${seen.stats}`);
+  assert(JSON.stringify(seen.stats) === JSON.stringify(["Patterns", "Processes", "Nodes"]), `stats: ${seen.stats}`);
 });
 
 await check("typing patterns: sent when typing pauses, lines marked as the server checks them", async () => {

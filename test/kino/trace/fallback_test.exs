@@ -131,6 +131,9 @@ defmodule Kino.Trace.FallbackTest do
       limits = unquote(Macro.escape(limits))
       s = sessions(limits)
       pid = traced(s, workload(@big))
+      # the trace messages are in the tracer's mailbox: a request returns once it has
+      # handled them (its counters are read without asking it)
+      :ok = :kino_trace_fallback.attach(s.handle, s.fallback)
 
       native_counters = Tracer.counters(s.resource)
       fallback_counters = :kino_trace_fallback.counters(s.handle)
@@ -494,13 +497,15 @@ defmodule Kino.Trace.FallbackTest do
   @mailbox_bound 5 * @mailbox
   @memory_bound 3 * 8 * (@queue_events * 19 + @mailbox_bound * 23)
 
+  # The guard as the agent runs it (attach/3, owner): it switches tracing off in one call,
+  # and the owner, which set the flags, sets them again when told.
   test "a flood keeps the tracer's memory bounded and the counters add up" do
     parent = self()
 
     consumer =
       spawn_link(fn ->
-        handle = receive(do: ({:handle, h} -> h))
-        consume(handle, 0, parent)
+        {handle, restore} = receive(do: ({:handle, h, restore} -> {h, restore}))
+        consume(handle, restore, 0, parent)
       end)
 
     handle =
@@ -511,9 +516,8 @@ defmodule Kino.Trace.FallbackTest do
 
     session = :trace.session_create(:fallback_flood, :kino_trace_fallback.tracer(handle), [])
     on_exit(fn -> :trace.session_destroy(session) end)
-    :ok = :kino_trace_fallback.attach(handle, session)
+    :ok = :kino_trace_fallback.attach(handle, session, :owner)
     :trace.function(session, {Work, :tick, 1}, [{:_, [], []}], [:local])
-    send(consumer, {:handle, handle})
     tracer = :kino_trace_fallback.tracer(handle)
     sampler = spawn_link(fn -> sample(tracer, {0, 0}, parent) end)
 
@@ -525,12 +529,14 @@ defmodule Kino.Trace.FallbackTest do
         receive(do: (:stop -> :ok))
       end)
 
-    :trace.process(session, pid, true, :kino_trace_fallback.flags([:call, :scheduler_id]))
+    flags = :kino_trace_fallback.flags([:call, :scheduler_id])
+    :trace.process(session, pid, true, flags)
+    send(consumer, {:handle, handle, fn -> :trace.process(session, pid, true, flags) end})
     send(pid, :go)
     assert_receive :flood_done, 60_000
     delivered(pid)
     # a request returns once the tracer has handled every message before it
-    :ok = :kino_trace_fallback.attach(handle, session)
+    :ok = :kino_trace_fallback.attach(handle, session, :owner)
     wait_for(fn -> :kino_trace_fallback.counters(handle).queued == 0 end)
     # tracing is switched back on once the mailbox is empty
     wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
@@ -697,9 +703,10 @@ defmodule Kino.Trace.FallbackTest do
     loop(n - 1)
   end
 
-  defp consume(handle, n, parent) do
+  defp consume(handle, restore, n, parent) do
     receive do
-      {:kino_trace, _, :ready} -> consume(handle, n + drain_count(handle, 0), parent)
+      {:kino_trace, _, :ready} -> consume(handle, restore, n + drain_count(handle, 0), parent)
+      {:kino_trace, _, :restore} -> restore.() && consume(handle, restore, n, parent)
       :stop -> send(parent, {:consumed, n + drain_count(handle, 0)})
     end
   end
