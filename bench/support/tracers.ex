@@ -37,7 +37,7 @@ defmodule KinoTrace.Bench.Tracers do
   def start(:kino, workers, opts) do
     opts = Keyword.merge([pids: workers], opts)
     trace = Kino.Trace.calls(@pattern, opts)
-    %{kind: :kino, trace: trace, resource: :sys.get_state(trace.session).resource}
+    %{kind: :kino, trace: trace, resource: :sys.get_state(trace.session).backend.resource}
   end
 
   # --- kino_trace's native layer, drained by a process that throws the events away -----------
