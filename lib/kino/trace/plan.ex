@@ -28,6 +28,7 @@ defmodule Kino.Trace.Plan do
     * `:nodes` - the nodes it traces (this one alone for a local trace); the parts
       above are this node's, and are `nil` when this node is not among them (another
       node's part is `node_part!/3`, built here);
+    * `:parts` - each other node's part, built here by `new!/3` (`part/2`);
     * `:what` and `:options` - what was asked for, validated: the user's options with
       the defaults, and no internal key.
 
@@ -42,7 +43,7 @@ defmodule Kino.Trace.Plan do
   alias Kino.Trace.Plan.{Functions, Lookup}
 
   @enforce_keys [:what, :options, :nodes, :limits]
-  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil]
+  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}]
 
   @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
   @type targets :: [pid() | :all | :new | :existing]
@@ -81,7 +82,8 @@ defmodule Kino.Trace.Plan do
           limits: limits(),
           calls: calls() | nil,
           messages: messages() | nil,
-          processes: processes() | nil
+          processes: processes() | nil,
+          parts: %{node() => t()}
         }
 
   @what [:calls, :messages, :processes]
@@ -101,10 +103,26 @@ defmodule Kino.Trace.Plan do
     nodes = nodes!(options[:nodes])
     plan = %__MODULE__{what: what, options: options, nodes: nodes, limits: Options.native_limits(options)}
 
-    # Every other node's part is checked before anything is traced anywhere.
-    for node <- nodes, node != node(), do: node_part!(plan, node)
-    if node() in nodes, do: part!(plan, Lookup.local()), else: plan
+    # Every other node's part is built (checked) before anything is traced anywhere, and
+    # kept for its session (part/2).
+    parts = for node <- nodes, node != node(), into: %{}, do: {node, node_part!(plan, node)}
+    plan = if node() in nodes, do: part!(plan, Lookup.local()), else: plan
+    %{plan | parts: parts}
   end
+
+  @doc """
+  The plan as `node`, one of the plan's nodes, runs it: this node's part is the plan
+  itself, another node's the part `new!/3` built (`node_part!/3`), not built again.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
+      iex> Kino.Trace.Plan.part(plan, node()) == %{plan | nodes: [node()]}
+      true
+  """
+  @spec part(t(), node()) :: t()
+  def part(%__MODULE__{} = plan, node) when node == node(), do: %{plan | nodes: [node], parts: %{}}
+
+  def part(%__MODULE__{parts: parts} = plan, node),
+    do: Map.get_lazy(parts, node, fn -> node_part!(%{plan | parts: %{}}, node, warn: false) end)
 
   @doc """
   The plan as `node` runs it, built on this node: the same `what`, `options` and

@@ -37,8 +37,7 @@ defmodule Kino.Trace.Remote do
   @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}
   def start(node, coordinator, %Plan{} = plan, tag) do
     {_what, options} = Plan.for_node(plan, history: 1)
-    # checked by Plan.new!/3 already: its warnings were printed then
-    node_plan = Plan.node_part!(%{plan | options: options}, node, warn: false)
+    node_plan = %{Plan.part(plan, node) | options: options}
 
     case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->
