@@ -9,8 +9,9 @@ defmodule Kino.Trace.Backend do
     * `trace/3` runs `:trace.fun(session, args...)` on the trace's OTP session, here or
       in the agent's worker, and raises as `:trace` does;
     * `run/3` runs a list of such calls in order, then `after` ones in any case;
-    * `drain/2` takes raw events with what decoding them needs there: the registered
-      names of their processes and that node's time offset;
+    * another node's events are drained raw (`drain/2`), with what decoding them needs
+      there: the registered names of their processes and that node's time offset (this
+      node's are drained decoded, from `resource`, by `Kino.Trace.NativeDecoder`);
     * `counters/1`, `close/1` and `destroy/2`.
 
   A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
@@ -39,7 +40,7 @@ defmodule Kino.Trace.Backend do
           mode: Agent.mode() | :counters
         }
 
-  @typedoc "What decoding a drained batch needs: `nil` here, else that node's names and time offset."
+  @typedoc "What decoding another node's batch needs: that node's names and time offset (`nil`: this node's)."
   @type context :: nil | %{names: %{pid() => atom() | nil}, time_offset: integer()}
 
   @doc """
@@ -151,14 +152,12 @@ defmodule Kino.Trace.Backend do
     end
   end
 
-  @doc "Takes up to `max` raw events: `{events, more?, context}`."
+  @doc """
+  Takes up to `max` raw events from another node's tracer: `{events, more?, context}`.
+  (This node's session drains its `resource` decoded, with `Kino.Trace.NativeDecoder`.)
+  """
   @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean(), context()}
-  def drain(%__MODULE__{worker: nil, resource: resource}, max) do
-    {raw, more} = Tracer.drain(resource, max)
-    {raw, more, nil}
-  end
-
-  def drain(%__MODULE__{worker: worker}, max) do
+  def drain(%__MODULE__{worker: worker}, max) when worker != nil do
     case Agent.call(worker, {:drain, max}) do
       {raw, more, names, offset} -> {raw, more, %{names: names, time_offset: offset}}
       {:error, :agent_down} -> exit({:agent_down, worker})
