@@ -50,10 +50,17 @@ defmodule Kino.Trace.Application do
     end
   end
 
+  defp new_cache(table) do
+    if :ets.whereis(table) == :undefined do
+      :ets.new(table, [:named_table, :public, :set, read_concurrency: true])
+    end
+  end
+
   @impl true
   def start(_type, _args) do
-    Kino.Trace.TailCalls.init_cache()
-    Kino.Trace.Complete.Modules.init_cache()
+    # the caches of the tail-call cycles and of the code path's modules: tables named
+    # after their modules, which read them only when they exist
+    Enum.each([Kino.Trace.TailCalls, Kino.Trace.Complete.Modules], &new_cache/1)
 
     children = [
       Kino.Trace.Internal,

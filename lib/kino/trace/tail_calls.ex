@@ -56,16 +56,6 @@ defmodule Kino.Trace.TailCalls do
   @type cycles :: MapSet.t({atom(), arity()}) | :unknown
   @type scope :: :local | :global
 
-  @doc "Creates the cache table (called once, by kino_trace's application)."
-  @spec init_cache() :: :ok
-  def init_cache do
-    if :ets.whereis(@table) == :undefined do
-      :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
-    end
-
-    :ok
-  end
-
   @doc """
   The functions of `module` on a cycle of tail calls within it, or `:unknown` when its
   loaded object code cannot be read. `scope` is `:local` (every call traced, the

@@ -11,7 +11,7 @@ defmodule Kino.Trace.Complete.Modules do
   directory's modification time and size at most once a second; exports read from a file are
   cached per file, against its modification time and size (a directory or file changed
   in the last second is read again each time: times count whole seconds). The cache is a table made
-  by kino_trace's application (`init_cache/0`); without it (the application not
+  by kino_trace's application (named after this module); without it (the application not
   started) nothing is cached and the answers are the same.
 
   ## Examples
@@ -29,16 +29,6 @@ defmodule Kino.Trace.Complete.Modules do
   @max_files 4_096
   # How long what a code path directory holds is taken as known without a look.
   @recheck_ms 1_000
-
-  @doc "Creates the cache table (called once, by kino_trace's application)."
-  @spec init_cache() :: :ok
-  def init_cache do
-    if :ets.whereis(@table) == :undefined do
-      :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
-    end
-
-    :ok
-  end
 
   @doc """
   Reads what every code path directory holds into the cache, so that the first
