@@ -238,6 +238,17 @@ defmodule Kino.Trace.CompleteTest do
       assert Beam.exports(compact) == {:ok, name, exports}
       assert Beam.exports(binary_part(compact, 0, div(byte_size(compact), 2))) == :error
     end
+
+    test "a file cut short at a chunk's end is not read as a whole one", m do
+      {:ok, binary} = File.read(Path.join(m.dir, m.erlang <> ".beam"))
+
+      # Every cut after the export and atom tables, at a chunk boundary and elsewhere.
+      cuts = chunk_ends(binary) ++ [byte_size(binary) - 1, byte_size(binary) - 3]
+      assert length(cuts) > 3
+
+      for cut <- cuts, cut < byte_size(binary),
+          do: assert(Beam.exports(binary_part(binary, 0, cut)) == :error, "cut at #{cut}")
+    end
   end
 
   # The same object file with its atom table written as newer compilers write it: a
@@ -246,6 +257,18 @@ defmodule Kino.Trace.CompleteTest do
     body = rewrite_chunks(chunks)
     <<"FOR1", byte_size(body) + 4::32, "BEAM", body::binary>>
   end
+
+  # The offset at which each chunk (with its padding) ends.
+  defp chunk_ends(<<"FOR1", _size::32, "BEAM", chunks::binary>>), do: chunk_ends(chunks, 12)
+
+  defp chunk_ends(<<_id::binary-4, size::32, _::binary-size(size), rest::binary>>, at) do
+    padding = rem(4 - rem(size, 4), 4)
+    at = at + 8 + size + padding
+    <<_::binary-size(padding), rest::binary>> = rest
+    [at | chunk_ends(rest, at)]
+  end
+
+  defp chunk_ends(<<>>, _at), do: []
 
   defp rewrite_chunks(<<>>), do: <<>>
 

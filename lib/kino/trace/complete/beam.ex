@@ -32,7 +32,9 @@ defmodule Kino.Trace.Complete.Beam do
     _ -> :error
   end
 
-  def exports(<<"FOR1", _size::32, "BEAM", chunks::binary>>) do
+  # The container's size must be the bytes that follow it: a file cut short at a chunk's
+  # end would otherwise read as a whole one with fewer chunks.
+  def exports(<<"FOR1", size::32, "BEAM", chunks::binary>>) when size == byte_size(chunks) + 4 do
     with {:ok, found} <- chunks(chunks, %{}),
          {:ok, atoms} <- atoms(found),
          {:ok, exports} <- export_table(Map.get(found, "ExpT"), atoms) do
