@@ -172,17 +172,25 @@ defmodule KinoTrace.Bench.Tracers do
 
   defp native_drainer(nil) do
     receive do
-      {:resource, r} -> native_drainer(r)
+      {:resource, r} -> native_drainer(r, Kino.Trace.DrainPacing.new())
     end
   end
 
-  defp native_drainer(resource) do
+  # Paced as a session paces its drains (Kino.Trace.DrainPacing).
+  defp native_drainer(resource, pacing) do
     receive do
-      {:kino_trace, _id, :ready} -> drain_all(resource)
-      _ -> :ok
-    end
+      {:kino_trace, _id, :ready} ->
+        case Kino.Trace.DrainPacing.ready(pacing, Kino.Trace.DrainPacing.now()) do
+          :now -> :ok
+          {:after, ms} -> Process.sleep(ms)
+        end
 
-    native_drainer(resource)
+        drain_all(resource)
+        native_drainer(resource, Kino.Trace.DrainPacing.emptied(pacing, Kino.Trace.DrainPacing.now()))
+
+      _ ->
+        native_drainer(resource, pacing)
+    end
   end
 
   defp drain_all(resource) do

@@ -23,7 +23,8 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Backend, Decoder, History, NativeDecoder, Pattern, Plan, Reaper, StackGuard}
+  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
+  alias Kino.Trace.StackGuard
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -71,7 +72,10 @@ defmodule Kino.Trace.Session do
     bifs: [],
     bif_cursor: 0,
     # the tracer's last counters: what info/1 tells once another node's agent is gone
-    counters: nil
+    counters: nil,
+    pacing: DrainPacing.new(),
+    # a paced drain is due (its timer runs)
+    drain_due: false
   ]
 
   # --- starting ---------------------------------------------------------------------
@@ -348,8 +352,9 @@ defmodule Kino.Trace.Session do
     :exit, {:agent_down, _} -> agent_gone(state, nil)
   end
 
-  defp message({:kino_trace, id, :ready}, %{id: id} = state), do: {:noreply, drain(state)}
+  defp message({:kino_trace, id, :ready}, %{id: id} = state), do: {:noreply, ready(state)}
   defp message(:drain, state), do: {:noreply, drain(state)}
+  defp message(:paced_drain, state), do: {:noreply, drain(%{state | drain_due: false})}
 
   defp message({:kino_trace, id, :limit_reached}, %{id: id} = state) do
     {:noreply, finish(state, :limit_reached, :deliver)}
@@ -433,6 +438,22 @@ defmodule Kino.Trace.Session do
   # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
   # continues). While a subscriber is backlogged the queue is left alone: it fills and
   # the native side drops and counts, so memory stays bounded.
+  #
+  # A wake-up soon after a drain emptied the queue drains a moment later
+  # (Kino.Trace.DrainPacing): what comes in meanwhile is drained at once.
+  defp ready(%{drain_due: true} = state), do: state
+
+  defp ready(state) do
+    case DrainPacing.ready(state.pacing, DrainPacing.now()) do
+      :now ->
+        drain(state)
+
+      {:after, ms} ->
+        Process.send_after(self(), :paced_drain, ms)
+        %{state | drain_due: true}
+    end
+  end
+
   defp drain(%{backend: nil} = state), do: state
 
   defp drain(state) do
@@ -440,9 +461,14 @@ defmodule Kino.Trace.Session do
       Process.send_after(self(), :drain, 5)
       state
     else
-      {state, more} = drain_deliver(state, @max_per_wakeup)
-      if more, do: send(self(), :drain)
-      state
+      case drain_deliver(state, @max_per_wakeup) do
+        {state, true} ->
+          send(self(), :drain)
+          state
+
+        {state, false} ->
+          %{state | pacing: DrainPacing.emptied(state.pacing, DrainPacing.now())}
+      end
     end
   end
 
