@@ -42,8 +42,14 @@ defmodule KinoTrace.Bench.Tracers do
 
   # --- kino_trace's native layer, drained by a process that throws the events away -----------
 
-  def start(:native, workers, opts) do
-    drainer = spawn(fn -> native_drainer(nil) end)
+  def start(:native, workers, opts), do: start({:native, Kino.Trace.DrainPacing.new()}, workers, opts)
+
+  # the same, drained at once on every wake-up (what pacing saves)
+  def start(:native_unpaced, workers, opts),
+    do: start({:native, Kino.Trace.DrainPacing.new(0)}, workers, opts)
+
+  def start({:native, pacing}, workers, opts) do
+    drainer = spawn(fn -> native_drainer(nil, pacing) end)
     limits = Kino.Trace.Options.native_limits(Kino.Trace.Options.validate!(opts))
     resource = Tracer.new_session(drainer, limits)
     send(drainer, {:resource, resource})
@@ -170,9 +176,9 @@ defmodule KinoTrace.Bench.Tracers do
     end
   end
 
-  defp native_drainer(nil) do
+  defp native_drainer(nil, pacing) do
     receive do
-      {:resource, r} -> native_drainer(r, Kino.Trace.DrainPacing.new())
+      {:resource, r} -> native_drainer(r, pacing)
     end
   end
 
