@@ -10,8 +10,10 @@ defmodule Kino.Trace.Session do
       session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
       and match specs;
     * drains the native queue when woken (one message when the queue goes from empty to
-      non-empty), its events decoded natively (`Kino.Trace.NativeDecoder`), and hands
-      them in batches to its subscribers and to a bounded history;
+      non-empty; paced by `Kino.Trace.DrainPacing`, so a steady stream is drained about
+      once a millisecond rather than event by event), its events decoded natively
+      (`Kino.Trace.NativeDecoder`), and hands them in batches to its subscribers and to a
+      bounded history;
     * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
       destroys the trace and closes the native session, so nothing of it remains.
       When the `:limit` or `:timeout` is reached, tracing ends the same way but the
