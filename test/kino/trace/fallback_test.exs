@@ -179,6 +179,8 @@ defmodule Kino.Trace.FallbackTest do
     assert_receive {:kino_trace, ^id, :limit_reached}
     assert_receive {:kino_trace, ^id, :ready}
     assert_receive {:kino_trace, ^native_id, :limit_reached}
+    # the events after the limit are dropped as the tracer handles them
+    :ok = :kino_trace_fallback.attach(s.handle, s.fallback)
 
     c = :kino_trace_fallback.counters(s.handle)
     assert %{accepted: 5, queued: 5, closed: true, limit_reached: true} = c
@@ -248,6 +250,9 @@ defmodule Kino.Trace.FallbackTest do
   test "close discards what is queued and ends the tracer; the counters stay readable" do
     s = sessions(%{})
     traced(s, workload(1))
+    # the trace messages are in the tracer's mailbox: a request returns once it has
+    # handled what came before it
+    :ok = :kino_trace_fallback.attach(s.handle, s.fallback)
     %{queued: queued} = :kino_trace_fallback.counters(s.handle)
     assert queued > 10
     tracer = :kino_trace_fallback.tracer(s.handle)
