@@ -144,13 +144,15 @@ defmodule Kino.Trace.Agent do
   end
 
   defp nif_compatible?(there, here) do
-    [major, minor] =
-      there |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
-
-    [major_here, minor_here] =
-      here |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
-
+    {major, minor} = nif_version(there)
+    {major_here, minor_here} = nif_version(here)
     major == major_here and minor >= minor_here
+  end
+
+  # "2.17" as :erlang.system_info(:nif_version) gives it: {2, 17}
+  defp nif_version(version) do
+    [major, minor] = version |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
+    {major, minor}
   end
 
   defp nif_library, do: Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")

@@ -104,10 +104,9 @@ defmodule Kino.Trace.Backend do
   def trace(%__MODULE__{worker: nil, session: session}, fun, args), do: apply(:trace, fun, [session | args])
 
   def trace(%__MODULE__{worker: worker}, fun, args) do
-    case Agent.call(worker, {:trace, fun, args}) do
+    case call!(worker, {:trace, fun, args}) do
       {:ok, result} -> result
       {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
-      {:error, :agent_down} -> exit({:agent_down, worker})
     end
   end
 
@@ -128,10 +127,7 @@ defmodule Kino.Trace.Backend do
   end
 
   def trace_many(%__MODULE__{worker: worker}, calls) do
-    case Agent.call(worker, {:trace_many, calls}) do
-      results when is_list(results) -> results
-      {:error, :agent_down} -> exit({:agent_down, worker})
-    end
+    call!(worker, {:trace_many, calls})
   end
 
   @doc "Runs `ops` (`{fun, args}` as `trace/3` takes them) in order, then `after` in any case."
@@ -145,10 +141,9 @@ defmodule Kino.Trace.Backend do
   end
 
   def run(%__MODULE__{worker: worker}, ops, after_ops) do
-    case Agent.call(worker, {:trace_all, ops, after_ops}) do
+    case call!(worker, {:trace_all, ops, after_ops}) do
       :ok -> :ok
       {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
-      {:error, :agent_down} -> exit({:agent_down, worker})
     end
   end
 
@@ -158,10 +153,8 @@ defmodule Kino.Trace.Backend do
   """
   @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean(), context()}
   def drain(%__MODULE__{worker: worker}, max) when worker != nil do
-    case Agent.call(worker, {:drain, max}) do
-      {raw, more, names, offset} -> {raw, more, %{names: names, time_offset: offset}}
-      {:error, :agent_down} -> exit({:agent_down, worker})
-    end
+    {raw, more, names, offset} = call!(worker, {:drain, max})
+    {raw, more, %{names: names, time_offset: offset}}
   end
 
   @doc "The tracer's counters (see `Kino.Trace.Tracer.counters/1`); the last known ones once the agent is gone."
@@ -169,10 +162,7 @@ defmodule Kino.Trace.Backend do
   def counters(%__MODULE__{worker: nil, resource: resource}), do: Tracer.counters(resource)
 
   def counters(%__MODULE__{worker: worker}) do
-    case Agent.call(worker, :counters) do
-      %{} = counters -> counters
-      {:error, :agent_down} -> exit({:agent_down, worker})
-    end
+    %{} = call!(worker, :counters)
   end
 
   @doc "Closes the tracer's session: nothing more is accepted, what is queued is freed."
@@ -199,5 +189,14 @@ defmodule Kino.Trace.Backend do
   def destroy(%__MODULE__{worker: worker} = backend, _functions) do
     Agent.call(worker, :destroy)
     %{backend | session: nil}
+  end
+
+  # The worker's answer to `request`; exits `{:agent_down, worker}` when the worker or its
+  # node is gone (the session turns that exit into marking the node gone).
+  defp call!(worker, request) do
+    case Agent.call(worker, request) do
+      {:error, :agent_down} -> exit({:agent_down, worker})
+      reply -> reply
+    end
   end
 end
