@@ -437,12 +437,8 @@ defmodule Kino.Trace.Session do
 
   # --- draining -----------------------------------------------------------------------
 
-  # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
-  # continues). While a subscriber is backlogged the queue is left alone: it fills and
-  # the native side drops and counts, so memory stays bounded.
-  #
   # A wake-up soon after a drain emptied the queue drains a moment later
-  # (Kino.Trace.DrainPacing): what comes in meanwhile is drained at once.
+  # (Kino.Trace.DrainPacing): what comes in meanwhile is drained with it.
   defp ready(%{drain_due: true} = state), do: state
 
   defp ready(state) do
@@ -456,6 +452,9 @@ defmodule Kino.Trace.Session do
     end
   end
 
+  # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
+  # continues). While a subscriber is backlogged the queue is left alone: it fills and
+  # the native side drops and counts, so memory stays bounded.
   defp drain(%{backend: nil} = state), do: state
 
   defp drain(state) do
