@@ -137,16 +137,35 @@ defmodule KinoTraceTest.Helpers do
 
   @doc "Waits until `pid`'s scheduled trace messages are delivered, then drains the trace."
   def events_after(trace, pid \\ :all) do
+    trace_delivered(pid, 10_000)
+    Kino.Trace.events(trace, 10_000)
+  end
+
+  @doc "Waits until the trace messages `pid` (or `:all`) has scheduled are delivered."
+  def trace_delivered(pid, timeout \\ 5_000) do
     ref = :erlang.trace_delivered(pid)
 
     receive do
       {:trace_delivered, ^pid, ^ref} -> :ok
     after
-      10_000 -> raise "trace_delivered did not answer"
+      timeout -> ExUnit.Assertions.flunk("trace_delivered did not answer in #{timeout} ms")
     end
-
-    Kino.Trace.events(trace, 10_000)
   end
+
+  @doc """
+  Every raw event a native tracer's `resource` holds, or that `drain` (a function of a
+  batch size, as `Kino.Trace.Tracer.drain/2` takes it) gives, until none is left.
+  """
+  def drain_all(drain, acc \\ [])
+
+  def drain_all(drain, acc) when is_function(drain, 1) do
+    case drain.(1000) do
+      {[], false} -> Enum.concat(Enum.reverse(acc))
+      {batch, _more} -> drain_all(drain, [batch | acc])
+    end
+  end
+
+  def drain_all(resource, []), do: drain_all(&Kino.Trace.Tracer.drain(resource, &1))
 
   @doc "The `{kind, m, f, args_or_value}` summary of events, for compact assertions."
   def summary(events) do

@@ -6,6 +6,8 @@ defmodule Kino.Trace.FallbackTest do
 
   alias Kino.Trace.{Decoder, Tracer}
 
+  import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
+
   defmodule Work do
     def f(x), do: {:ok, x}
     def g(x), do: raise(ArgumentError, "g #{inspect(x)}")
@@ -44,20 +46,8 @@ defmodule Kino.Trace.FallbackTest do
     send(pid, :go)
     assert_receive {:done, ^pid, _}, 10_000
     assert_receive {:DOWN, ^ref, _, _, _}, 10_000
-    delivered(pid)
+    trace_delivered(pid)
     pid
-  end
-
-  defp delivered(pid) do
-    ref = :erlang.trace_delivered(pid)
-    assert_receive {:trace_delivered, ^pid, ^ref}, 5_000
-  end
-
-  defp drain_all(drain, acc \\ []) do
-    case drain.(1000) do
-      {[], false} -> Enum.concat(Enum.reverse(acc))
-      {batch, _more} -> drain_all(drain, [batch | acc])
-    end
   end
 
   defp native_events(s), do: drain_all(&Tracer.drain(s.resource, &1))
@@ -224,11 +214,11 @@ defmodule Kino.Trace.FallbackTest do
       :trace.process(s.fallback, pid, true, :kino_trace_fallback.flags([:call, :scheduler_id]))
       send(pid, :go)
       assert_receive :first
-      delivered(pid)
+      trace_delivered(pid)
       first = {native_events(s), fallback_events(s)}
       send(pid, :next)
       assert_receive :second
-      delivered(pid)
+      trace_delivered(pid)
       {n1, f1} = first
       native = n1 ++ native_events(s)
       fallback = f1 ++ fallback_events(s)
@@ -539,7 +529,7 @@ defmodule Kino.Trace.FallbackTest do
     send(consumer, {:handle, handle, fn -> :trace.process(session, pid, true, flags) end})
     send(pid, :go)
     assert_receive :flood_done, 60_000
-    delivered(pid)
+    trace_delivered(pid)
     # a request returns once the tracer has handled every message before it
     :ok = :kino_trace_fallback.attach(handle, session, :owner)
     wait_for(fn -> :kino_trace_fallback.counters(handle).queued == 0 end)
@@ -608,7 +598,7 @@ defmodule Kino.Trace.FallbackTest do
     received = :kino_trace_fallback.info(handle).received
     send(pid, :more)
     assert_receive :more_done
-    delivered(pid)
+    trace_delivered(pid)
     :ok = :kino_trace_fallback.attach(handle, session)
     assert :kino_trace_fallback.info(handle).received == received + 10
   end
@@ -647,7 +637,7 @@ defmodule Kino.Trace.FallbackTest do
     for _ <- 1..100 do
       send(pid, :next)
       assert_receive :batch_done, 10_000
-      delivered(pid)
+      trace_delivered(pid)
       :ok = :kino_trace_fallback.attach(handle, session)
       # back on once the tracer's mailbox is empty
       wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)

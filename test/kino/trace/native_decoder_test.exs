@@ -7,6 +7,8 @@ defmodule Kino.Trace.NativeDecoderTest do
 
   alias Kino.Trace.{Cut, Decoder, NativeDecoder}
 
+  import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
+
   doctest NativeDecoder
 
   @mfas [{M, :f, 1}, {M, :g, 2}, {N, :h, 0}, {N, :loop, 1}]
@@ -306,12 +308,11 @@ defmodule Kino.Trace.NativeDecoderTest do
     send(worker, :stop)
     ref = Process.monitor(worker)
     assert_receive {:DOWN, ^ref, _, _, _}
-    delivered = :erlang.trace_delivered(worker)
-    assert_receive {:trace_delivered, ^worker, ^delivered}
+    trace_delivered(worker)
     [{native_res, native_session}, {raw_res, raw_session}] = sessions
 
     decoder = NativeDecoder.new()
-    native = drain_all(fn -> NativeDecoder.drain(decoder, native_res, 10_000) end)
+    native = drain_all(&NativeDecoder.drain(decoder, native_res, &1))
     {raw, false} = Kino.Trace.Tracer.drain(raw_res, 10_000)
     {expected, _} = Decoder.decode(Decoder.new(), raw)
     for s <- [native_session, raw_session], do: :trace.session_destroy(s)
@@ -331,12 +332,5 @@ defmodule Kino.Trace.NativeDecoderTest do
     assert strip.(native) == strip.(expected)
     assert Enum.map(native, & &1.depth) |> Enum.max() == 80
     assert List.last(native).kind == :exit
-  end
-
-  defp drain_all(fun) do
-    case fun.() do
-      {events, false} -> events
-      {events, true} -> events ++ drain_all(fun)
-    end
   end
 end

@@ -9,6 +9,8 @@ defmodule Kino.Trace.TracerBoundsTest do
 
   alias Kino.Trace.{Cut, Tracer}
 
+  import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
+
   defmodule Target do
     def echo(x), do: x
   end
@@ -71,13 +73,6 @@ defmodule Kino.Trace.TracerBoundsTest do
     ns / n
   end
 
-  defp drain_all(resource, acc \\ []) do
-    case Tracer.drain(resource, 1000) do
-      {[], false} -> Enum.concat(Enum.reverse(acc))
-      {batch, _more} -> drain_all(resource, [batch | acc])
-    end
-  end
-
   defp median(list), do: list |> Enum.sort() |> Enum.at(div(length(list), 2))
 
   # The decoded argument of one traced call with `kind`.
@@ -85,8 +80,7 @@ defmodule Kino.Trace.TracerBoundsTest do
     {resource, session} = start()
     pid = worker(session, kind)
     run(pid, 1)
-    ref = :erlang.trace_delivered(pid)
-    assert_receive {:trace_delivered, ^pid, ^ref}, 5_000
+    trace_delivered(pid)
     assert [{:call, ^pid, _, _, Target, :echo, 1, [arg], _, _}] = drain_all(resource)
     arg
   end

@@ -2,7 +2,7 @@ defmodule Kino.Trace.TracerTest do
   # The native tracer through real OTP trace sessions: no Elixir session process here.
   use ExUnit.Case, async: true
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1]
+  import KinoTraceTest.Helpers, only: [wait_until: 1, drain_all: 1, trace_delivered: 1]
 
   alias Kino.Trace.{Cut, Tracer}
 
@@ -33,24 +33,12 @@ defmodule Kino.Trace.TracerTest do
     pid
   end
 
-  defp delivered(pid) do
-    ref = :erlang.trace_delivered(pid)
-    assert_receive {:trace_delivered, ^pid, ^ref}, 5_000
-  end
-
-  defp drain_all(resource, acc \\ []) do
-    case Tracer.drain(resource, 1000) do
-      {[], false} -> Enum.concat(Enum.reverse(acc))
-      {batch, _more} -> drain_all(resource, [batch | acc])
-    end
-  end
-
   defp balanced?(c), do: c.accepted == c.delivered + c.queued + c.discarded
 
   test "calls in several processes arrive with their pids, MFAs and args" do
     {resource, session} = start([])
     pids = for i <- 1..4, do: traced_process(session, fn -> Target.add(i, 10 * i) end)
-    Enum.each(pids, &delivered/1)
+    Enum.each(pids, &trace_delivered/1)
 
     events = drain_all(resource)
     assert length(events) == 4
@@ -70,7 +58,7 @@ defmodule Kino.Trace.TracerTest do
   test "return values and exceptions arrive" do
     {resource, session} = start([], %{}, body: [{:exception_trace}])
     pid = traced_process(session, fn -> {Target.echo({:ok, [1, 2]}), catch_error(Target.boom(:x))} end)
-    delivered(pid)
+    trace_delivered(pid)
 
     assert [
              {:call, ^pid, _, _, Target, :echo, 1, [{:ok, [1, 2]}], :undefined, _},
@@ -84,7 +72,7 @@ defmodule Kino.Trace.TracerTest do
     {resource, session} = start([])
     before = System.monotonic_time(:nanosecond)
     pid = traced_process(session, fn -> for i <- 1..50, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
     times = resource |> drain_all() |> Enum.map(&elem(&1, 2))
     assert length(times) == 50
     assert times == Enum.sort(times)
@@ -94,7 +82,7 @@ defmodule Kino.Trace.TracerTest do
   test "limit N gives exactly N, closes the session and tells the owner" do
     {resource, session} = start([], %{limit: 7})
     pid = traced_process(session, fn -> for i <- 1..100, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
 
     events = drain_all(resource)
     assert Enum.map(events, fn e -> e |> elem(7) |> hd() end) == Enum.to_list(1..7)
@@ -108,12 +96,12 @@ defmodule Kino.Trace.TracerTest do
   test "a closed session traces nothing more and leaves nothing in session_info" do
     {resource, session} = start([])
     pid = traced_process(session, fn -> Target.echo(1) end)
-    delivered(pid)
+    trace_delivered(pid)
     assert [_] = drain_all(resource)
 
     Tracer.close(resource)
     pid2 = traced_process(session, fn -> for i <- 1..10, do: Target.echo(i) end)
-    delivered(pid2)
+    trace_delivered(pid2)
     assert drain_all(resource) == []
     c = Tracer.counters(resource)
     assert c.closed and c.accepted == 1
@@ -127,7 +115,7 @@ defmodule Kino.Trace.TracerTest do
   test "rate limit throttles, counts the drops and keeps running" do
     {resource, session} = start([], %{rate: {10, 60_000}})
     pid = traced_process(session, fn -> for i <- 1..1_000, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
     assert length(drain_all(resource)) == 10
 
     c = Tracer.counters(resource)
@@ -139,18 +127,18 @@ defmodule Kino.Trace.TracerTest do
     # 40 ms per token: the 20 calls of a burst take far less, even on a loaded machine.
     {resource, session} = start([], %{rate: {5, 200}})
     pid = traced_process(session, fn -> for i <- 1..20, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
     assert length(drain_all(resource)) == 5
     Process.sleep(450)
     pid2 = traced_process(session, fn -> for i <- 1..20, do: Target.echo(i) end)
-    delivered(pid2)
+    trace_delivered(pid2)
     assert length(drain_all(resource)) == 5
   end
 
   test "a flood with a small queue drops and counts without growing memory" do
     {resource, session} = start([], %{queue: [events: 100]})
     pid = traced_process(session, fn -> for i <- 1..200_000, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
 
     c = Tracer.counters(resource)
     assert c.queued == 100 and c.accepted == 100
@@ -163,7 +151,7 @@ defmodule Kino.Trace.TracerTest do
   test "queue cap in bytes" do
     {resource, session} = start([], %{queue: [bytes: 20_000]})
     pid = traced_process(session, fn -> for _ <- 1..1_000, do: Target.echo(:binary.copy("x", 400)) end)
-    delivered(pid)
+    trace_delivered(pid)
     c = Tracer.counters(resource)
     assert c.accepted > 0 and c.dropped_queue_full > 0
     assert c.accepted + c.dropped_queue_full == 1_000
@@ -173,21 +161,21 @@ defmodule Kino.Trace.TracerTest do
   test "wakes the owner once per empty-to-non-empty transition, not per event" do
     {resource, session} = start([])
     pid = traced_process(session, fn -> for i <- 1..500, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
     assert_received {:kino_trace, _, :ready}
     refute_received {:kino_trace, _, :ready}
     assert Tracer.counters(resource).wakeups == 1
 
     assert length(drain_all(resource)) == 500
     pid2 = traced_process(session, fn -> Target.echo(1) end)
-    delivered(pid2)
+    trace_delivered(pid2)
     assert_received {:kino_trace, _, :ready}
   end
 
   test "drain hands out bounded batches and says when more remain" do
     {resource, session} = start([])
     pid = traced_process(session, fn -> for i <- 1..2_500, do: Target.echo(i) end)
-    delivered(pid)
+    trace_delivered(pid)
     assert {batch1, true} = Tracer.drain(resource, 1_000)
     assert {batch2, true} = Tracer.drain(resource, 1_000)
     assert {batch3, false} = Tracer.drain(resource, 1_000)
@@ -221,7 +209,7 @@ defmodule Kino.Trace.TracerTest do
       end
       |> Enum.map(&Task.await/1)
 
-    Enum.each(procs, &delivered/1)
+    Enum.each(procs, &trace_delivered/1)
 
     for {{resource, _}, {pid, i}} <- Enum.zip(sessions, Enum.with_index(procs)) do
       events = drain_all(resource)
