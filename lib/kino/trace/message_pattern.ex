@@ -32,12 +32,17 @@ defmodule Kino.Trace.MessagePattern do
   @doc """
   Compiles `pattern` (a string, or `nil` for every message) into send and receive
   match specs. With `distributed?`, only messages to or from another node match.
-  """
-  @spec compile(String.t() | nil, boolean()) :: {:ok, specs()} | {:error, String.t()}
-  def compile(nil, false), do: {:ok, %{send: true, recv: true}}
-  def compile(nil, true), do: compile("_", true)
 
-  def compile(text, distributed?) when is_binary(text) do
+  `opts`: `:max_bytes`, the trace option: what the literals of the pattern build is
+  bounded by it, as in call patterns (see `Kino.Trace.Pattern.parse/2`).
+  """
+  @spec compile(String.t() | nil, boolean(), max_bytes: pos_integer()) ::
+          {:ok, specs()} | {:error, String.t()}
+  def compile(pattern, distributed?, opts \\ [])
+  def compile(nil, false, _opts), do: {:ok, %{send: true, recv: true}}
+  def compile(nil, true, opts), do: compile("_", true, opts)
+
+  def compile(text, distributed?, opts) when is_binary(text) do
     result =
       MatchSpec.safely(inspect(text), fn ->
         with {:ok, ast} <- Quoted.parse(text) do
@@ -45,8 +50,8 @@ defmodule Kino.Trace.MessagePattern do
           to = var(:__kino_to__)
           from = [var(:__kino_node__), var(:__kino_from__)]
 
-          with {:ok, send} <- spec([to, message], guard, send_guard(distributed?)),
-               {:ok, recv} <- spec(from ++ [message], guard, recv_guard(distributed?)),
+          with {:ok, send} <- spec([to, message], guard, send_guard(distributed?), opts),
+               {:ok, recv} <- spec(from ++ [message], guard, recv_guard(distributed?), opts),
                do: {:ok, %{send: send, recv: recv}}
         end
       end)
@@ -57,7 +62,7 @@ defmodule Kino.Trace.MessagePattern do
     end
   end
 
-  def compile(other, _distributed?),
+  def compile(other, _distributed?, _opts),
     do:
       {:error,
        "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}
@@ -66,8 +71,8 @@ defmodule Kino.Trace.MessagePattern do
   defp split_guard(message), do: {message, nil}
 
   # One clause per `when` of the guard, each also under the preset's guard.
-  defp spec(head_ast, guard, preset_guard) do
-    with {:ok, head, clauses} <- MatchSpec.compile(head_ast, guard, preset_guard),
+  defp spec(head_ast, guard, preset_guard, opts) do
+    with {:ok, head, clauses} <- MatchSpec.compile(head_ast, guard, preset_guard, opts),
          do: {:ok, for(guards <- clauses, do: {head, guards, []})}
   end
 

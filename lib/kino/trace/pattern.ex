@@ -13,7 +13,7 @@ defmodule Kino.Trace.Pattern do
     * a function capture: `&Enum.map/2`
     * a tuple: `{Enum, :map, 2}`, `{Enum, :map, :_}`, `{Enum, :_, :_}`
 
-  `parse/1` checks the syntax only. `check/2` is the pre-flight check run
+  `parse/2` checks the syntax only. `check/2` is the pre-flight check run
   before anything is traced: the module exists, the function exists with that
   arity, it is not a macro, and the pattern does not trace everything or the
   tracer itself. `parse_each/2` and `parse_all!/2` do both.
@@ -135,7 +135,12 @@ defmodule Kino.Trace.Pattern do
 
   @type input :: String.t() | module | function | {module, atom, non_neg_integer | :_} | t
 
-  @type check_opts :: [local: boolean, force: boolean, lookup: Kino.Trace.Plan.Lookup.t()]
+  @type check_opts :: [
+          local: boolean,
+          force: boolean,
+          lookup: Kino.Trace.Plan.Lookup.t(),
+          max_bytes: pos_integer
+        ]
 
   @doc """
   Parses one pattern, checking its syntax only.
@@ -148,21 +153,34 @@ defmodule Kino.Trace.Pattern do
 
       iex> Kino.Trace.Pattern.parse("Foo.bar(^x)")
       {:error, "the pin operator is not supported in trace patterns: ^x (write the value itself)"}
-  """
-  @spec parse(input | term) :: {:ok, t} | {:error, String.t()}
-  def parse(%__MODULE__{} = pattern), do: {:ok, pattern}
-  def parse(text) when is_binary(text), do: parse_text(text)
-  def parse(:_), do: {:ok, %__MODULE__{source: :_, module: :_, function: :_, arity: :_}}
-  def parse(module) when is_atom(module), do: build(module, module, :_, :_)
-  def parse(fun) when is_function(fun), do: parse_function(fun)
 
-  def parse([_ | _] = list) do
+  Literal binaries are built from their segments, never evaluated, and what the
+  literals of one pattern build is bounded by `:max_bytes` (the trace option; its
+  default when not given), checked before anything is built:
+
+      iex> Kino.Trace.Pattern.parse("Foo.bar(<<0::size(1_000_000_000_000)>>)")
+      {:error, "the binary <<0::size(1_000_000_000_000)>> is 125000000000 bytes: more than the trace's :max_bytes (16384 bytes), the bound on what the literals of a pattern may build (pass a larger max_bytes: to allow it)"}
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(<<1::size(24)-little>>)", max_bytes: 3)
+      iex> pattern.head
+      [<<1, 0, 0>>]
+  """
+  @spec parse(input | term, max_bytes: pos_integer) :: {:ok, t} | {:error, String.t()}
+  def parse(input, opts \\ [])
+  def parse(%__MODULE__{} = pattern, _opts), do: {:ok, pattern}
+  def parse(text, opts) when is_binary(text), do: parse_text(text, opts)
+  def parse(input, _opts), do: parse_term(input)
+
+  defp parse_term(:_), do: {:ok, %__MODULE__{source: :_, module: :_, function: :_, arity: :_}}
+  defp parse_term(module) when is_atom(module), do: build(module, module, :_, :_)
+  defp parse_term(fun) when is_function(fun), do: parse_function(fun)
+
+  defp parse_term([_ | _] = list) do
     if List.improper?(list),
       do: {:error, "expected a proper list of patterns, got an improper list: #{inspect(list)}"},
       else: parse_other(list)
   end
 
-  def parse({module, function, arity} = tuple) when is_atom(module) and is_atom(function) do
+  defp parse_term({module, function, arity} = tuple) when is_atom(module) and is_atom(function) do
     if arity == :_ or (is_integer(arity) and arity >= 0) do
       build(tuple, module, function, arity)
     else
@@ -170,10 +188,10 @@ defmodule Kino.Trace.Pattern do
     end
   end
 
-  def parse({module, function} = tuple) when is_atom(module) and is_atom(function),
+  defp parse_term({module, function} = tuple) when is_atom(module) and is_atom(function),
     do: build(tuple, module, function, :_)
 
-  def parse(other), do: parse_other(other)
+  defp parse_term(other), do: parse_other(other)
 
   defp parse_other(other) do
     {:error,
@@ -200,6 +218,8 @@ defmodule Kino.Trace.Pattern do
       (`Kino.Trace.Plan.Lookup`): this node by default, or the node the pattern
       is for, which needs no kino_trace. Suggestions come from that node's
       modules and functions.
+    * `:max_bytes` - the most the literals of a pattern may build, in bytes
+      (see `parse/2`): the trace's option of that name. Defaults to its default.
 
       iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Kernel.+/2")
       iex> Kino.Trace.Pattern.check(pattern)
@@ -223,7 +243,7 @@ defmodule Kino.Trace.Pattern do
     inputs = entries(inputs)
     lookup = Keyword.get(opts, :lookup)
     if lookup && not Lookup.local?(lookup), do: import_names(inputs, lookup)
-    Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse/1), opts))
+    Enum.zip(inputs, Preflight.run_all(Enum.map(inputs, &parse(&1, opts)), opts))
   end
 
   # For patterns checked on another node: the names in argument patterns and guards
@@ -252,14 +272,14 @@ defmodule Kino.Trace.Pattern do
     if text in @everything or text == "", do: :error, else: text |> normalize_wildcards() |> Quoted.parse()
   end
 
-  # The argument patterns and guards of a quoted pattern (the forms of from_ast/2):
+  # The argument patterns and guards of a quoted pattern (the forms of from_ast/3):
   # where literal atoms are. (The function's name is resolved with the module's
   # functions, by the pre-flight check.)
   defp arguments({:when, _, [call, guard]}), do: [arguments(call), guard]
   defp arguments({{:., _, [_module, function]}, _, args}) when is_name(function) and is_list(args), do: args
   defp arguments(_ast), do: []
 
-  # The full atom text of the module a quoted pattern names (the forms of from_ast/2),
+  # The full atom text of the module a quoted pattern names (the forms of from_ast/3),
   # or nil.
   defp target_module_text({:&, _, [capture]}), do: target_module_text(capture)
   defp target_module_text({:/, _, [{{:., _, [module, _]}, _, []}, _]}), do: module_text(module)
@@ -381,7 +401,7 @@ defmodule Kino.Trace.Pattern do
 
   defp entries(text) when is_binary(text), do: lines(text)
 
-  # An improper list is one bad entry (`parse/1` explains it).
+  # An improper list is one bad entry (`parse/2` explains it).
   defp entries(inputs) when is_list(inputs),
     do: if(improper_list?(inputs), do: [inputs], else: inputs)
 
@@ -433,7 +453,7 @@ defmodule Kino.Trace.Pattern do
 
   ## Text
 
-  defp parse_text(source) do
+  defp parse_text(source, opts) do
     text = String.trim(source)
 
     cond do
@@ -446,7 +466,7 @@ defmodule Kino.Trace.Pattern do
       true ->
         MatchSpec.safely(inspect(source), fn ->
           with {:ok, ast} <- text |> normalize_wildcards() |> Quoted.parse(),
-               do: from_ast(ast, source)
+               do: from_ast(ast, source, opts)
         end)
     end
   end
@@ -460,9 +480,9 @@ defmodule Kino.Trace.Pattern do
   end
 
   # `&Mod.fun/2` written as text
-  defp from_ast({:&, _, [capture]}, source), do: from_ast(capture, source)
+  defp from_ast({:&, _, [capture]}, source, opts), do: from_ast(capture, source, opts)
 
-  defp from_ast({:/, _, [{{:., _, [module_ast, function]}, meta, []}, arity_ast]}, source)
+  defp from_ast({:/, _, [{{:., _, [module_ast, function]}, meta, []}, arity_ast]}, source, _opts)
        when is_name(function) do
     with true <- meta[:no_parens] == true || {:error, expected(source)},
          {:ok, module} <- module_from_ast(module_ast, source),
@@ -471,43 +491,43 @@ defmodule Kino.Trace.Pattern do
     end
   end
 
-  defp from_ast({:when, _, [{:/, _, _}, _guard]}, _source) do
+  defp from_ast({:when, _, [{:/, _, _}, _guard]}, _source, _opts) do
     {:error,
      "a guard needs argument patterns to refer to: write Mod.fun(a, b) when ... instead of Mod.fun/2 when ..."}
   end
 
-  defp from_ast({:when, _, [call, guard]} = ast, source) do
+  defp from_ast({:when, _, [call, guard]} = ast, source, opts) do
     case call do
       {{:., _, [_module, function]}, meta, args} when is_name(function) and is_list(args) ->
         if meta[:no_parens],
           do:
             {:error, "a guard needs argument patterns to refer to: write Mod.fun(a, b) when ..."},
-          else: call_with_arguments(call, guard, ast, source)
+          else: call_with_arguments(call, guard, ast, source, opts)
 
       _ ->
         {:error, expected(source)}
     end
   end
 
-  defp from_ast({{:., _, [module_ast, function]}, meta, args} = call, source)
+  defp from_ast({{:., _, [module_ast, function]}, meta, args} = call, source, opts)
        when is_name(function) and is_list(args) do
     if meta[:no_parens] && args == [] do
       with {:ok, module} <- module_from_ast(module_ast, source),
            do: build(source, module, function, :_)
     else
-      call_with_arguments(call, nil, call, source)
+      call_with_arguments(call, nil, call, source, opts)
     end
   end
 
-  defp from_ast(module_ast, source) do
+  defp from_ast(module_ast, source, _opts) do
     with {:ok, module} <- module_from_ast(module_ast, source),
          do: build(source, module, :_, :_)
   end
 
-  defp call_with_arguments({{:., _, [module_ast, function]}, _, args}, guard, ast, source) do
+  defp call_with_arguments({{:., _, [module_ast, function]}, _, args}, guard, ast, source, opts) do
     with {:ok, module} <- module_from_ast(module_ast, source),
          :ok <- load(module),
-         {:ok, head, clauses} <- MatchSpec.compile(args, guard) do
+         {:ok, head, clauses} <- MatchSpec.compile(args, guard, nil, opts) do
       guards = if clauses == [[]], do: [], else: clauses
 
       if guards == [] and Enum.all?(head, &(&1 == :_)) do

@@ -240,7 +240,8 @@ defmodule Kino.Trace.Plan do
   """
   @spec pattern_opts(t() | keyword()) :: keyword()
   def pattern_opts(%__MODULE__{options: options} = plan), do: [lookup: lookup(plan)] ++ pattern_opts(options)
-  def pattern_opts(options), do: [force: options[:force], local: options[:local]]
+  def pattern_opts(options),
+    do: [force: options[:force], local: options[:local], max_bytes: options[:max_bytes]]
 
   # Where a plan's modules and names are looked up: another node's part on that node.
   defp lookup(%__MODULE__{nodes: [node]}), do: Lookup.new(node)
@@ -332,7 +333,7 @@ defmodule Kino.Trace.Plan do
 
     import_names(options[:pattern], lookup)
 
-    case MessagePattern.compile(options[:pattern], distributed?) do
+    case MessagePattern.compile(options[:pattern], distributed?, max_bytes: options[:max_bytes]) do
       {:ok, specs} ->
         %{targets: targets, flags: [:send, :receive, :scheduler_id] ++ children(options), specs: specs, distributed: distributed?}
 

@@ -23,7 +23,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
   alias Kino.Trace.MFA
-  alias Kino.Trace.Pattern.{Name, Quoted}
+  alias Kino.Trace.Pattern.{Bits, Name, Quoted}
 
   @comparisons %{
     ==: :==,
@@ -106,15 +106,31 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   # clauses) into a match spec head and one guard list per clause. `extra` is a
   # guard every clause must also pass (`nil` for none), over the same variables.
   # Any input this cannot compile is `{:error, message}` naming it.
-  @spec compile([Macro.t()], Macro.t() | nil, Macro.t() | nil) ::
+  #
+  # Options: `:max_bytes`, the trace's option of that name (its default when not
+  # given): the most the literals of the pattern may build, in all (see
+  # `check_sizes/2`).
+  @spec compile([Macro.t()], Macro.t() | nil, Macro.t() | nil, keyword) ::
           {:ok, list, [[term]]} | {:error, String.t()}
-  def compile(args, guard, extra \\ nil) when is_list(args) do
-    with {:ok, head, bindings} <- patterns(args, @no_bindings),
+  def compile(args, guard, extra \\ nil, opts \\ []) when is_list(args) do
+    with :ok <- check_sizes([args, guard], max_bytes(opts)),
+         {:ok, head, bindings} <- patterns(args, @no_bindings),
          {:ok, clauses} <- guard_clauses(guard, bindings),
          {:ok, extra} <- extra_guard(extra, bindings) do
       checks = Enum.reverse(bindings.checks)
       clauses = Enum.map(clauses, &(checks ++ &1 ++ extra))
       with :ok <- validate(head, clauses), do: {:ok, head, clauses}
+    end
+  end
+
+  @doc false
+  # The bound on what a pattern's literals build: `opts[:max_bytes]`, else the
+  # default of the trace option.
+  @spec max_bytes(keyword) :: pos_integer
+  def max_bytes(opts) do
+    case Keyword.get(opts, :max_bytes) do
+      bytes when is_integer(bytes) and bytes > 0 -> bytes
+      _ -> Keyword.fetch!(Kino.Trace.Options.defaults(), :max_bytes)
     end
   end
 
@@ -821,9 +837,7 @@ defmodule Kino.Trace.Pattern.MatchSpec do
 
   ## Literal terms (no variables)
 
-  @doc false
-  @spec literal_term(Macro.t(), String.t()) :: {:ok, term} | {:error, String.t()}
-  def literal_term(ast, where) do
+  defp literal_term(ast, where) do
     case pattern(ast, :literal) do
       {:ok, term, :literal} ->
         {:ok, term}
@@ -836,51 +850,91 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     end
   end
 
-  @binary_modifiers ~w(binary bits bitstring bytes integer float utf8 utf16 utf32 signed unsigned big little native size unit)a
-
   # `<<1, 2>>`, `<<"abc", 0>>`, `<<1::16>>`, `<<"é"::utf8>>`: only literal
-  # segments are allowed (match specs cannot match parts of a binary).
-  defp literal_binary({:<<>>, _, segments} = ast) do
-    if Enum.all?(segments, &literal_segment?/1) do
-      try do
-        {value, _binding} = Code.eval_quoted(ast, [])
-        {:ok, value}
-      rescue
-        error ->
-          {:error, "invalid binary #{Quoted.to_string(ast)}: #{Exception.message(error)}"}
-      end
-    else
-      unsupported(
-        "a binary with variables",
-        ast,
-        "match specs can only compare whole binaries; bind a variable and use binary_part/3 or byte_size/1 in a guard"
-      )
+  # segments are allowed (match specs cannot match parts of a binary). Built by
+  # `Bits`, never evaluated; its size was bounded by `check_sizes/2` already.
+  defp literal_binary({:<<>>, _, _} = ast) do
+    case Bits.build(ast, :infinity) do
+      {:ok, bitstring} -> {:ok, bitstring}
+      {:error, _} = error -> error
     end
   end
 
-  defp literal_segment?(value) when is_integer(value) or is_binary(value) or is_float(value),
-    do: true
+  ## Sizes
 
-  defp literal_segment?({:"::", _, [value, modifiers]}),
-    do: literal_segment?(value) and literal_modifiers?(modifiers)
+  # What the literals of a pattern build, in all, before any is built: its binaries
+  # (`<<0::size(n)>>`, whose size the text alone gives) and the integers its guards
+  # shift left by a literal amount (`1 <<< n`, evaluated at each traced call). At most
+  # `max_bytes`; the first literal that goes over it is the error. Literals that are
+  # not valid are left to the compiler, which names them.
+  @doc false
+  @spec check_sizes(Macro.t(), pos_integer) :: :ok | {:error, String.t()}
+  def check_sizes(ast, max_bytes) do
+    case sizes(ast, 0, max_bytes * 8) do
+      {:ok, _bits} -> :ok
+      {:over, what, total} -> {:error, too_big(what, total, max_bytes)}
+    end
+  end
 
-  defp literal_segment?(_), do: false
+  defp sizes({:<<>>, _, segments} = ast, total, max_bits) when is_list(segments) do
+    case Bits.size(ast) do
+      {:ok, bits} -> add_bits({:binary, ast, bits}, total, max_bits)
+      {:error, _} -> sizes(segments, total, max_bits)
+    end
+  end
 
-  defp literal_modifiers?(size) when is_integer(size), do: true
+  defp sizes({op, _, [left, right]} = ast, total, max_bits) when op in [:<<<, :bsl, :bsr, :>>>] do
+    with {:ok, total} <- sizes([left, right], total, max_bits),
+         do: shift_bits(op, ast, right, total, max_bits)
+  end
 
-  defp literal_modifiers?({:-, _, [left, right]}),
-    do: literal_modifiers?(left) and literal_modifiers?(right)
+  defp sizes({{:., _, [_module, op]}, _, [left, right]} = ast, total, max_bits) when op in [:bsl, :bsr] do
+    with {:ok, total} <- sizes([left, right], total, max_bits),
+         do: shift_bits(op, ast, right, total, max_bits)
+  end
 
-  defp literal_modifiers?({:*, _, [left, right]}),
-    do: literal_modifiers?(left) and literal_modifiers?(right)
+  defp sizes(tuple, total, max_bits) when is_tuple(tuple),
+    do: sizes(Tuple.to_list(tuple), total, max_bits)
 
-  defp literal_modifiers?({name, _, context}) when name in @binary_modifiers and is_atom(context),
-    do: true
+  defp sizes([head | tail], total, max_bits) do
+    with {:ok, total} <- sizes(head, total, max_bits), do: sizes(tail, total, max_bits)
+  end
 
-  defp literal_modifiers?({name, _, [size]}) when name in [:size, :unit] and is_integer(size),
-    do: true
+  defp sizes(_leaf, total, _max_bits), do: {:ok, total}
 
-  defp literal_modifiers?(_), do: false
+  # A shift left (or right by a negative amount) by a literal: the integer it makes
+  # has at least that many bits.
+  defp shift_bits(op, ast, right, total, max_bits) do
+    amount =
+      case right do
+        n when is_integer(n) -> n
+        {:-, _, [n]} when is_integer(n) -> -n
+        {:+, _, [n]} when is_integer(n) -> n
+        _ -> 0
+      end
+
+    bits = if op in [:<<<, :bsl], do: amount, else: -amount
+    if bits > 0, do: add_bits({:shift, ast, bits}, total, max_bits), else: {:ok, total}
+  end
+
+  defp add_bits({_kind, _ast, bits} = what, total, max_bits) do
+    if total + bits > max_bits, do: {:over, what, total + bits}, else: {:ok, total + bits}
+  end
+
+  defp too_big({kind, ast, bits}, total, max_bytes) do
+    bytes = div(bits + 7, 8)
+
+    what =
+      case kind do
+        :binary -> "the binary #{Quoted.to_string(ast)} is #{bytes} bytes"
+        :shift -> "the shift #{Quoted.to_string(ast)} makes an integer of #{bytes} bytes or more"
+      end
+
+    all = if total > bits, do: ", #{div(total + 7, 8)} bytes with the pattern's other literals", else: ""
+
+    "#{what}#{all}: more than the trace's :max_bytes (#{max_bytes} bytes), the bound on " <>
+      "what the literals of a pattern may build (pass a larger max_bytes: to allow it)"
+  end
 
   defp literal_sigil({sigil, _, [{:<<>>, _, [text]}, modifiers]} = ast) when is_binary(text) do
     case {sigil, modifiers} do
