@@ -17,6 +17,11 @@ defmodule Kino.Trace.PatternFuzzTest do
   # (supported and not), whose quoted forms are recombined by swapping random subtrees,
   # then printed back with `Macro.to_string/1`. The seed is fixed and the number of
   # cases too, so a run is the same every time and takes a few seconds.
+  #
+  # Sizes and repetitions are fuzzed too: the corpus has binaries and shifts of every
+  # size up to 10^12 bits, and a mutation repeats a subtree (in a list, a tuple or a
+  # binary's segments). Whatever compiles builds literals within the trace's
+  # :max_bytes (issue 27: `<<0::size(1_000_000_000_000)>>` aborted the VM).
   use ExUnit.Case, async: true
 
   alias Kino.Trace.{MessagePattern, Pattern}
@@ -49,6 +54,15 @@ defmodule Kino.Trace.PatternFuzzTest do
   ~c"abc"
   <<1, 2>>
   <<x, 2>>
+  <<0::size(1_000_000_000_000)>>
+  <<1::size(8_000_000_000)>>
+  <<0::8*1_000_000_000>>
+  <<255::unit(8)-size(2)>>
+  <<1::size(65_536)-little, 2.5::float-32, "é"::utf16>>
+  <<0::size(131_072)>>
+  <<"abc"::binary, 1::utf8, -3::signed-4, 5::4>>
+  <<1::size(n)>>
+  <<"abc"::binary-size(2)>>
   "abc" <> rest
   x = y
   ^x
@@ -104,6 +118,14 @@ defmodule Kino.Trace.PatternFuzzTest do
   div(x, 0) == 1
   abs(x) + rem(x, 3) * 2 - 1 / 4
   binary_part(x, 0, 1) == "a"
+  binary_part(x, 0, 1_000_000_000_000) == "a"
+  x == <<0::size(1_000_000_000_000)>>
+  x == {<<0::size(100_000)>>, <<0::size(100_000)>>}
+  x == 1 <<< 1_000_000_000
+  x > Bitwise.bsl(1, 10_000_000_000) and (x >>> -1_000_000) > 0
+  :erlang.bsl(x, 100_000) > 1 <<< 64
+  :binary.copy(x, 1_000_000_000) == x
+  String.duplicate(x, 1_000_000_000) == x
   self() == node()
   a when b
   x == <<y, 1>>
@@ -158,13 +180,38 @@ defmodule Kino.Trace.PatternFuzzTest do
     quoted
   end
 
-  # A piece, with up to three random subtrees swapped for random subtrees of the pool.
+  # A piece, with up to three random subtrees swapped for random subtrees of the pool,
+  # or repeated.
   defp mutate(pieces, pool) do
     piece = Enum.random(pieces)
 
     Enum.reduce(1..(:rand.uniform(4) - 1)//1, piece, fn _, acc ->
-      replace(acc, :rand.uniform(size(acc)) - 1, Enum.random(pool))
+      n = :rand.uniform(size(acc)) - 1
+      new = if :rand.uniform(4) == 1, do: repeat(Enum.at(subtrees_in_order(acc), n)), else: Enum.random(pool)
+      replace(acc, n, new)
     end)
+  end
+
+  defp subtrees_in_order(quoted), do: quoted |> subtrees() |> Enum.reverse()
+
+  # `node` repeated up to 64 times: in a list, a tuple, or as a binary's segments (a
+  # binary's segments repeated when it is one).
+  defp repeat(node) do
+    copies = List.duplicate(node, :rand.uniform(64))
+
+    case {node, :rand.uniform(3)} do
+      {{:<<>>, meta, segments}, _} -> {:<<>>, meta, Enum.flat_map(copies, fn _ -> segments end)}
+      {_, 1} -> copies
+      {_, 2} -> {:{}, [], copies}
+      {_, 3} -> {:<<>>, [], copies}
+    end
+  end
+
+  # What a compiled pattern's literals build stays within :max_bytes (the default:
+  # 16 384 bytes), beside what the text itself holds.
+  defp check_bounded(term, input) do
+    size = :erlang.external_size(term)
+    assert size <= 16_384 + 16 * byte_size(input), "#{inspect(input)}: #{size} bytes"
   end
 
   # A mutated piece as text, without the list brackets the pieces were parsed in. A
@@ -231,6 +278,7 @@ defmodule Kino.Trace.PatternFuzzTest do
     case Pattern.parse(input) do
       {:ok, pattern} ->
         arity = if pattern.arity == :_, do: 1, else: pattern.arity
+        check_bounded({pattern.head, pattern.guards}, input)
         check_spec(Pattern.match_spec(pattern, [{:return_trace}]), arity)
         agrees_with_elixir(input, pattern, arity)
 
@@ -257,6 +305,8 @@ defmodule Kino.Trace.PatternFuzzTest do
 
     case MessagePattern.compile(input, :rand.uniform(2) == 1) do
       {:ok, specs} ->
+        check_bounded(specs.send, input)
+        check_bounded(specs.recv, input)
         check_spec(specs.send, 2)
         check_spec(specs.recv, 3)
         :ok
@@ -302,5 +352,55 @@ defmodule Kino.Trace.PatternFuzzTest do
       call_case(text, nil)
       message_case(text, nil)
     end
+  end
+
+  # Literal binaries are built from their segments (Kino.Trace.Pattern.Bits), not
+  # evaluated: on random segments of small sizes, the pattern holds what Elixir builds,
+  # and what Elixir refuses is an error.
+  test "literal binaries of random segments are what Elixir builds" do
+    :rand.seed(:exsss, {20_261_202, 27, 1})
+    values = ["0", "1", "-1", "255", "65_537", "1.5", "-0.25", "233", "0x1F600", ~S|"a"|, ~S|"é€"|, ~S|""|]
+    # blanks weigh towards segments Elixir builds
+    types = ["", "", "", "integer", "float", "binary", "bits", "utf8", "utf16", "utf32"]
+    extras = ["", "", "", "", "", "signed", "unsigned", "big", "little", "native", "size(0)", "size(3)", "size(16)", "size(32)", "unit(8)", "8", "4*2"]
+
+    outcomes =
+      for _ <- 1..2_000 do
+        segments =
+          for _ <- 1..:rand.uniform(3) do
+            modifiers = [Enum.random(types), Enum.random(extras), Enum.random(extras)] |> Enum.reject(&(&1 == "")) |> Enum.uniq()
+            value = Enum.random(values)
+            if modifiers == [], do: value, else: value <> "::" <> Enum.join(modifiers, "-")
+          end
+
+        literal = "<<" <> Enum.join(segments, ", ") <> ">>"
+
+        elixir =
+          try do
+            {{value, _}, _} = ExUnit.CaptureIO.with_io(:stderr, fn -> Code.eval_string(literal) end)
+            {:ok, value}
+          rescue
+            _ -> :error
+          end
+
+        case {elixir, Pattern.parse("PatternFuzzTarget.f(#{literal})")} do
+          {{:ok, value}, {:ok, pattern}} ->
+            assert pattern.head == [value], literal
+            :same
+
+          {:error, {:error, message}} ->
+            check_error(message, literal)
+            :both_refuse
+
+          {{:ok, value}, {:error, message}} ->
+            flunk("#{literal}: Elixir builds #{inspect(value)}, the pattern compiler says #{message}")
+
+          {:error, {:ok, pattern}} ->
+            flunk("#{literal}: Elixir refuses it, the pattern compiler builds #{inspect(pattern.head)}")
+        end
+      end
+
+    frequencies = Enum.frequencies(outcomes)
+    assert frequencies[:same] > 100 and frequencies[:both_refuse] > 100, inspect(frequencies)
   end
 end

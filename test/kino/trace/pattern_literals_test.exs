@@ -44,7 +44,10 @@ defmodule Kino.Trace.PatternLiteralsTest do
           binary_growth(fn -> assert_raise(ArgumentError, fn -> Kino.Trace.calls([text]) end) end)
 
         literal = text |> String.trim_leading("Enum.map(") |> String.trim_trailing(", _)")
-        assert error.message =~ "invalid trace pattern #{inspect(text)}: the binary #{literal} is "
+
+        assert error.message =~
+                 "invalid trace pattern #{inspect(text)}: the binary #{literal} is "
+
         assert error.message =~ @bound
         assert grown < @slack, "#{text}: #{grown} bytes"
       end
@@ -52,6 +55,7 @@ defmodule Kino.Trace.PatternLiteralsTest do
 
     test "the option raises the bound, and the pattern then matches the built binary" do
       text = "PatternLiteralsTarget.f(<<7::size(200_000)-little>>)"
+
       assert_raise ArgumentError, ~r/is 25000 bytes: more than the trace's :max_bytes/, fn ->
         Kino.Trace.calls([text])
       end
@@ -60,7 +64,10 @@ defmodule Kino.Trace.PatternLiteralsTest do
 
       try do
         binary = <<7::size(200_000)-little>>
-        Task.async(fn -> PatternLiteralsTarget.f(binary) && PatternLiteralsTarget.f(<<0>>) end) |> Task.await()
+
+        Task.async(fn -> PatternLiteralsTarget.f(binary) && PatternLiteralsTarget.f(<<0>>) end)
+        |> Task.await()
+
         Kino.Trace.flush(trace, 5_000)
         assert [%{args: [_]}] = Kino.Trace.events(trace) |> Enum.filter(&(&1.kind == :call))
       after
@@ -72,12 +79,20 @@ defmodule Kino.Trace.PatternLiteralsTest do
       two = "Enum.map({<<0::size(100_000)>>, <<0::size(100_000)>>}, _)"
       assert Kino.Trace.calls([two], max_bytes: 25_000) |> Kino.Trace.stop() == :ok
 
-      assert_raise ArgumentError, ~r/is 12500 bytes, 25000 bytes with the pattern's other literals: more than the trace's :max_bytes \(20000 bytes\)/, fn ->
-        Kino.Trace.calls([two], max_bytes: 20_000)
-      end
+      assert_raise ArgumentError,
+                   ~r/is 12500 bytes, 25000 bytes with the pattern's other literals: more than the trace's :max_bytes \(20000 bytes\)/,
+                   fn ->
+                     Kino.Trace.calls([two], max_bytes: 20_000)
+                   end
 
-      for guard <- ["x == 1 <<< 1_000_000_000", "x > Bitwise.bsl(1, 10_000_000)", "x > :erlang.bsr(x, -200_000)"] do
-        error = assert_raise ArgumentError, fn -> Kino.Trace.calls(["Enum.map(x, _) when #{guard}"]) end
+      for guard <- [
+            "x == 1 <<< 1_000_000_000",
+            "x > Bitwise.bsl(1, 10_000_000)",
+            "x > :erlang.bsr(x, -200_000)"
+          ] do
+        error =
+          assert_raise ArgumentError, fn -> Kino.Trace.calls(["Enum.map(x, _) when #{guard}"]) end
+
         assert error.message =~ "the shift "
         assert error.message =~ @bound
       end
@@ -142,7 +157,9 @@ defmodule Kino.Trace.PatternLiteralsTest do
       match = String.trim_leading(text, "Enum.map(") |> String.trim_trailing(", _)")
 
       {check, grown} =
-        binary_growth(fn -> Controller.check(Form.new(%{"mode" => "messages", "match" => match})) end)
+        binary_growth(fn ->
+          Controller.check(Form.new(%{"mode" => "messages", "match" => match}))
+        end)
 
       assert check.match =~ @bound
       assert grown < @slack
@@ -163,7 +180,9 @@ defmodule Kino.Trace.PatternLiteralsTest do
             ~S|<<258::8*2>>|
           ] do
         {expected, _} = Code.eval_string(literal)
-        assert {:ok, %Pattern{head: [^expected]}} = Pattern.parse("Enum.count(#{literal})"), literal
+
+        assert {:ok, %Pattern{head: [^expected]}} = Pattern.parse("Enum.count(#{literal})"),
+               literal
       end
     end
 
@@ -173,7 +192,7 @@ defmodule Kino.Trace.PatternLiteralsTest do
             {~S|<<"abc"::integer>>|, "is not a valid integer segment value"},
             {~S|<<1::size(-1)>>|, "a binary with variables is not supported"},
             {~S|<<1.5::float-size(8)>>|, "a float is 16, 32 or 64 bits"},
-            {~S|<<1::utf8-size(8)>>|, "take no size or unit"},
+            {~S|<<1::utf8-size(8)>>|, "take no size, unit or sign"},
             {~S|<<0xD800::utf8>>|, "is not a Unicode code point"},
             {~S|<<1::unit(300)>>|, "must be from 1 to 256"},
             {~S|<<1::binary>>|, "is not a valid binary segment value"},

@@ -53,7 +53,12 @@ defmodule Kino.Trace.Pattern.Bits do
       if bits > max_bits do
         {:too_big, bits}
       else
-        specs = Enum.map(segments, fn segment -> {:ok, spec} = read(segment, ast); spec end)
+        specs =
+          Enum.map(segments, fn segment ->
+            {:ok, spec} = read(segment, ast)
+            spec
+          end)
+
         encode(specs, ast)
       end
     end
@@ -99,12 +104,20 @@ defmodule Kino.Trace.Pattern.Bits do
          do: modifiers(right, mods, segment, ast)
   end
 
-  defp modifiers({name, _, context}, mods, segment, ast) when is_atom(name) and is_atom(context) do
+  defp modifiers({name, _, context}, mods, segment, ast)
+       when is_atom(name) and is_atom(context) do
     cond do
-      Map.has_key?(@types, name) -> put_modifier(mods, :type, Map.fetch!(@types, name), segment, ast)
-      name in @endians -> put_modifier(mods, :endian, name, segment, ast)
-      name in @signs -> put_modifier(mods, :sign, name, segment, ast)
-      true -> invalid(ast, "unknown modifier #{name} in #{Quoted.to_string(segment)}")
+      Map.has_key?(@types, name) ->
+        put_modifier(mods, :type, Map.fetch!(@types, name), segment, ast)
+
+      name in @endians ->
+        put_modifier(mods, :endian, name, segment, ast)
+
+      name in @signs ->
+        put_modifier(mods, :sign, name, segment, ast)
+
+      true ->
+        invalid(ast, "unknown modifier #{name} in #{Quoted.to_string(segment)}")
     end
   end
 
@@ -161,19 +174,27 @@ defmodule Kino.Trace.Pattern.Bits do
   defp default_type(value) when is_float(value), do: :float
   defp default_type(value) when is_binary(value), do: :binary
 
-  defp check_type(type, value, _segment, _ast) when type in [:integer, :float, :utf8, :utf16, :utf32] and is_integer(value),
-    do: :ok
+  defp check_type(type, value, _segment, _ast)
+       when type in [:integer, :float, :utf8, :utf16, :utf32] and is_integer(value),
+       do: :ok
 
   defp check_type(:float, value, _segment, _ast) when is_float(value), do: :ok
-  defp check_type(type, value, _segment, _ast) when type in [:binary, :bits, :utf8, :utf16, :utf32] and is_binary(value), do: :ok
+
+  defp check_type(type, value, _segment, _ast)
+       when type in [:binary, :bits, :utf8, :utf16, :utf32] and is_binary(value),
+       do: :ok
 
   defp check_type(type, value, segment, ast),
-    do: invalid(ast, "#{Quoted.to_string(segment)}: #{inspect(value)} is not a valid #{type} segment value")
+    do:
+      invalid(
+        ast,
+        "#{Quoted.to_string(segment)}: #{inspect(value)} is not a valid #{type} segment value"
+      )
 
   defp bits(type, value, mods, segment, ast) when type in [:utf8, :utf16, :utf32] do
     cond do
-      Map.has_key?(mods, :size) or Map.has_key?(mods, :unit) ->
-        invalid(ast, "#{Quoted.to_string(segment)}: #{type} segments take no size or unit")
+      Map.has_key?(mods, :size) or Map.has_key?(mods, :unit) or Map.has_key?(mods, :sign) ->
+        invalid(ast, "#{Quoted.to_string(segment)}: #{type} segments take no size, unit or sign")
 
       is_integer(value) ->
         utf_bits(type, [value], segment, ast)
@@ -186,6 +207,10 @@ defmodule Kino.Trace.Pattern.Bits do
     end
   end
 
+  defp bits(type, _value, %{unit: _} = mods, segment, ast)
+       when type in [:integer, :float] and not is_map_key(mods, :size),
+       do: invalid(ast, "#{Quoted.to_string(segment)}: a unit needs a size")
+
   defp bits(:integer, _value, mods, _segment, _ast),
     do: {:ok, Map.get(mods, :size, 8) * Map.get(mods, :unit, 1)}
 
@@ -194,21 +219,27 @@ defmodule Kino.Trace.Pattern.Bits do
 
     if bits in [16, 32, 64],
       do: {:ok, bits},
-      else: invalid(ast, "#{Quoted.to_string(segment)}: a float is 16, 32 or 64 bits, not #{bits}")
+      else:
+        invalid(ast, "#{Quoted.to_string(segment)}: a float is 16, 32 or 64 bits, not #{bits}")
   end
 
   # As in Elixir, a string literal takes only a type and an endianness: it is whole.
   defp bits(type, value, mods, segment, ast) when type in [:binary, :bits] do
     if Map.has_key?(mods, :size) or Map.has_key?(mods, :unit) or Map.has_key?(mods, :sign),
-      do: invalid(ast, "#{Quoted.to_string(segment)}: a literal string takes no size, unit or sign"),
+      do:
+        invalid(ast, "#{Quoted.to_string(segment)}: a literal string takes no size, unit or sign"),
       else: {:ok, bit_size(value)}
   end
 
   defp utf_bits(type, codepoints, segment, ast) do
     Enum.reduce_while(codepoints, {:ok, 0}, fn codepoint, {:ok, total} ->
       case utf_size(type, codepoint) do
-        nil -> {:halt, invalid(ast, "#{Quoted.to_string(segment)}: #{codepoint} is not a Unicode code point")}
-        bits -> {:cont, {:ok, total + bits}}
+        nil ->
+          {:halt,
+           invalid(ast, "#{Quoted.to_string(segment)}: #{codepoint} is not a Unicode code point")}
+
+        bits ->
+          {:cont, {:ok, total + bits}}
       end
     end)
   end
