@@ -200,7 +200,8 @@ defmodule Kino.Trace.SmartCellTest do
 
       for {fields, expected, opts} <- [
             {%{"nodes" => "local"}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"])|, []},
-            {%{}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], nodes: :all)|, nodes: :all},
+            {%{}, ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], nodes: :all)|,
+             nodes: :all},
             {%{"processes" => "some", "targets" => ":kino_trace_sc_named", "nodes" => "local"},
              ~S|Kino.Trace.stats(["Enum.sum/1", ":lists.reverse/1"], pids: :kino_trace_sc_named)|,
              pids: :kino_trace_sc_named}
@@ -253,6 +254,179 @@ defmodule Kino.Trace.SmartCellTest do
       # an empty form: the trace's own message
       assert source(%{}) == "Kino.Trace.calls([])"
       assert_raise ArgumentError, "no trace patterns given", fn -> evaluate(source(%{})) end
+    end
+  end
+
+  # What the cell's code may be: a Kino.Trace call whose arguments are literals (a pid
+  # as :c.pid/3 of integers), or a raise of a message. Anything else fails.
+  defp only_literals!(source) do
+    case Code.string_to_quoted!(source) do
+      {{:., _, [{:__aliases__, _, [:Kino, :Trace]}, fun]}, _, args}
+      when fun in [:calls, :messages, :processes, :stats] ->
+        Enum.each(args, &literal!(&1, source))
+
+      {:raise, _, [{:__aliases__, _, [:ArgumentError]}, message]} when is_binary(message) ->
+        :ok
+
+      other ->
+        flunk("not a Kino.Trace call: #{inspect(other)} in #{source}")
+    end
+  end
+
+  defp literal!(term, _source) when is_atom(term) or is_number(term) or is_binary(term), do: :ok
+  defp literal!({:-, _, [number]}, _source) when is_number(number), do: :ok
+  # a charlist, as Macro.to_string/1 writes one: no interpolation, no modifiers
+  defp literal!({:sigil_c, _, [{:<<>>, _, [text]}, []]}, _source) when is_binary(text), do: :ok
+
+  defp literal!({:__aliases__, _, parts}, source),
+    do: Enum.each(parts, &(is_atom(&1) || flunk(source)))
+
+  defp literal!({{:., _, [:c, :pid]}, _, parts}, source),
+    do: Enum.each(parts, &(is_integer(&1) || flunk(source)))
+
+  defp literal!({:{}, _, items}, source), do: Enum.each(items, &literal!(&1, source))
+  defp literal!({a, b}, source), do: Enum.each([a, b], &literal!(&1, source))
+  defp literal!(list, source) when is_list(list), do: Enum.each(list, &literal!(&1, source))
+  defp literal!(other, source), do: flunk("not a literal: #{inspect(other)} in #{source}")
+
+  describe "fields carry no code (issue 27)" do
+    setup do
+      path =
+        Path.join(System.tmp_dir!(), "kino_trace_sc_attack_#{System.unique_integer([:positive])}")
+
+      on_exit(fn -> File.rm(path) end)
+      %{path: path, cmd: ~s|System.cmd("touch", [#{inspect(path)}])|}
+    end
+
+    test "a name that is code is refused: no code is written, evaluating it runs nothing", %{
+      path: path,
+      cmd: cmd
+    } do
+      attacks = [
+        # the two of the review: an interpolated quoted atom, and a parse error that
+        # mentions "atom" (a new atom in a tuple of three)
+        ~s|:"\#{#{cmd}}"|,
+        ~s|{:global, #{cmd}, :kino_trace_sc_new_atom_4f2}|,
+        ~s|{:global, #{cmd}}|,
+        ~s|{:via, :global, #{cmd}}|,
+        ~s|{:via, #{cmd}, :name}|,
+        ~s|{:global, [#{cmd}]}|,
+        ~s|{:global, {:a, [1, #{cmd}]}}|,
+        ~s|{:global, %{a: #{cmd}}}|,
+        ~s|{:global, ~s(\#{#{cmd}})}|,
+        ~s|~s(x)|,
+        ~s|{:global, ~w(a b)a}|,
+        ~s|&System.cmd/2|,
+        ~s|{:global, &System.cmd/2}|,
+        ~s|"x" \|> String.to_atom()|,
+        ~s|{:global, "touch" \|> System.cmd([#{inspect(path)}])}|,
+        ~s|unquote(#{cmd})|,
+        ~s|{:global, unquote(#{cmd})}|,
+        ~s|@attr|,
+        ~s|{:global, @attr}|,
+        ~s|__ENV__|,
+        ~s|{:global, __ENV__}|,
+        ~s|__MODULE__|,
+        ~s|{:global, x}|,
+        ~s|:c.pid(0, 1, #{cmd})|,
+        ~s|pid("0.1.\#{#{cmd}}")|,
+        ~s|#{cmd}|,
+        ~s|fn -> #{cmd} end|,
+        ~s|(#{cmd}; :name)|,
+        ~s|{:global, (#{cmd}; :name)}|,
+        ~s|{:global, -#{cmd}}|,
+        ~s|{:global, <<#{cmd}>>}|
+      ]
+
+      for attack <- attacks, mode <- ["calls", "messages"] do
+        # as typed, and as saved attrs read from a notebook someone else wrote
+        attrs = %{
+          "mode" => mode,
+          "patterns" => "Enum.map/2",
+          "processes" => "some",
+          "targets" => attack
+        }
+
+        for source <- [
+              Source.to_source(attrs),
+              Controller.to_source(Controller.to_attrs(Controller.init(attrs)))
+            ] do
+          assert {:raise, _, [_, message]} = Code.string_to_quoted!(source),
+                 "#{attack}: #{source}"
+
+          assert message =~ "processes: "
+          only_literals!(source)
+          assert_raise ArgumentError, fn -> evaluate(source) end
+        end
+
+        assert is_binary(Controller.check(Form.new(attrs)).processes), attack
+      end
+
+      refute File.exists?(path)
+    end
+
+    test "node names that are code are refused alike", %{path: path, cmd: cmd} do
+      for attack <- [~s|a@b, #{cmd}|, ~s|:"a@\#{#{cmd}}"|, ~s|a@b#{cmd}|] do
+        source =
+          Source.to_source(%{"patterns" => "Enum", "nodes" => "some", "node_names" => attack})
+
+        assert source =~ ~r/^raise ArgumentError,\s+"nodes: /, source
+        only_literals!(source)
+        assert_raise ArgumentError, fn -> evaluate(source) end
+      end
+
+      refute File.exists?(path)
+    end
+
+    test "names that are literals are written as literals, whether their atoms exist or not", %{
+      plain: plain
+    } do
+      targets =
+        "MyApp.KinoTraceScNoSuch9a, Elixir.Enum, kino_trace_sc_named, :\"kino trace sc quoted 9a\", " <>
+          "{:global, {:kino_trace_sc_none_9a, 1, \"x\", [-2.5, 'ab']}}, {:via, Registry, {KinoTraceScReg9a, :k}}, " <>
+          inspect(plain)
+
+      sources =
+        for mode <- ["calls", "messages", "processes", "stats"] do
+          Source.to_source(%{
+            "mode" => mode,
+            "patterns" => "Enum.map/2",
+            "processes" => "some",
+            "targets" => targets,
+            "nodes" => "some",
+            "node_names" => "kino_trace_sc_node_9a@host"
+          })
+        end
+
+      # writing the code made none of the atoms that did not exist (reading it back, below,
+      # does)
+      for text <- [
+            "kino_trace_sc_none_9a",
+            "Elixir.KinoTraceScReg9a",
+            "kino trace sc quoted 9a",
+            "kino_trace_sc_node_9a@host"
+          ],
+          do: assert(Kino.Trace.Pattern.Name.existing(text) == nil, text)
+
+      for source <- sources do
+        refute source =~ "raise", source
+        only_literals!(source)
+
+        # on one line or one name per line, as the formatter puts them
+        flat =
+          source
+          |> String.replace(~r/\[\n\s*/, "[")
+          |> String.replace(~r/,?\n\s*\]/, "]")
+          |> String.replace(~r/\n\s*/, " ")
+
+        assert flat =~
+                 ~s|[MyApp.KinoTraceScNoSuch9a, Enum, :kino_trace_sc_named, :"kino trace sc quoted 9a", | <>
+                   ~s|{:global, {:kino_trace_sc_none_9a, 1, "x", [-2.5, ~c"ab"]}}, | <>
+                   ~s|{:via, Registry, {KinoTraceScReg9a, :k}}, :c.pid(|,
+               source
+
+        assert source =~ "nodes: :kino_trace_sc_node_9a@host"
+      end
     end
   end
 

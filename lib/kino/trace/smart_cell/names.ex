@@ -1,47 +1,57 @@
 defmodule Kino.Trace.SmartCell.Names do
   @moduledoc """
-  Reads the smart cell's text fields of processes and nodes into the code they stand
-  for, without creating atoms.
+  Reads the smart cell's text fields of processes and nodes into the literal terms they
+  stand for, as quoted forms, without creating atoms and without running anything.
 
   Processes are written as a user would in code, comma-separated: a registered name
   (`MyApp.Cache`, `:my_server`, or `my_server`), `{:global, name}`, `{:via, module,
   name}`, or a pid as `inspect/1` shows it (`#PID<0.123.0>`, also `<0.123.0>` or
-  `pid("0.123.0")`). Each becomes a piece of Elixir code; a pid becomes
-  `:c.pid(0, 123, 0)`, which needs no IEx helper.
+  `pid("0.123.0")`). Each becomes a quoted literal: names and the parts of name tuples
+  are literals only (atoms, numbers, strings, and lists and tuples of them), so no
+  field can carry code into the cell, not even from attrs saved in a notebook someone
+  else wrote. A pid becomes `:c.pid(0, 123, 0)`, which needs no IEx helper. An atom
+  that does not exist yet stays a `Kino.Trace.Pattern.Name` (written as the atom it
+  names, see `Kino.Trace.Pattern.Quoted.to_string/1`).
 
-      iex> Kino.Trace.SmartCell.Names.processes("MyApp.Cache, my_server, #PID<0.123.0>")
-      {:ok, ["MyApp.Cache", ":my_server", ":c.pid(0, 123, 0)"]}
-      iex> Kino.Trace.SmartCell.Names.processes("{:global, {:cache, 1}}")
-      {:ok, ["{:global, {:cache, 1}}"]}
+      iex> {:ok, quoted} = Kino.Trace.SmartCell.Names.processes("MyApp.Cache, my_server, #PID<0.123.0>")
+      iex> Enum.map(quoted, &Kino.Trace.Pattern.Quoted.to_string/1)
+      ["MyApp.Cache", ":my_server", ":c.pid(0, 123, 0)"]
+      iex> {:ok, [quoted]} = Kino.Trace.SmartCell.Names.processes("{:global, {:cache, 1}}")
+      iex> Kino.Trace.Pattern.Quoted.to_string(quoted)
+      "{:global, {:cache, 1}}"
       iex> Kino.Trace.SmartCell.Names.processes("1 + 1")
       {:error, "\\"1 + 1\\" is not a process: write a registered name (MyApp.Cache or :name), {:global, name}, {:via, module, name} or a pid (#PID<0.123.0>)"}
+      iex> Kino.Trace.SmartCell.Names.processes(~S|{:global, System.cmd("touch", ["/tmp/x"])}|)
+      {:error, "{:global, System.cmd(\\"touch\\", [\\"/tmp/x\\"])}: a process name must be a literal (atoms, numbers, strings, and lists and tuples of them), got: System.cmd(\\"touch\\", [\\"/tmp/x\\"])"}
 
   Nodes are names such as `app@host`, with or without a leading `:` or quotes:
 
-      iex> Kino.Trace.SmartCell.Names.nodes("app@host, :\\"worker@10.0.0.2\\"")
-      {:ok, [":app@host", ":\\"worker@10.0.0.2\\""]}
+      iex> {:ok, nodes} = Kino.Trace.SmartCell.Names.nodes("app@host, :\\"worker@10.0.0.2\\"")
+      iex> Enum.map(nodes, &Kino.Trace.Pattern.Quoted.to_string/1)
+      [":app@host", ":\\"worker@10.0.0.2\\""]
   """
+
+  import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.Pattern.{Name, Quoted}
 
   @pid ~r/^(?:#PID<|<|pid\(\s*"|:c\.pid\(\s*)(\d+)[.,]\s*(\d+)[.,]\s*(\d+)(?:>|"\s*\)|\s*\))$/
-  @alias ~r/^(?:Elixir\.)?[A-Z][A-Za-z0-9_]*(?:\.[A-Z][A-Za-z0-9_]*)*$/
-  @atom ~r/^:?([a-z_][A-Za-z0-9_@]*[?!]?)$/
-  @quoted_atom ~r/^:"((?:[^"\\]|\\.)*)"$/
-  @name_tuple ~r/^\{\s*:(?:global|via)\s*,/
+  @node ~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/
 
   @doc """
-  The code of each process in `text` (comma-separated), in order, or `{:error,
-  message}` naming the first entry that is no process.
+  The quoted literal of each process in `text` (comma-separated), in order, or
+  `{:error, message}` naming the first entry that is no process.
   """
-  @spec processes(String.t()) :: {:ok, [String.t()]} | {:error, String.t()}
+  @spec processes(String.t()) :: {:ok, [Macro.t()]} | {:error, String.t()}
   def processes(text) when is_binary(text) do
     text |> split() |> map_all(&process/1)
   end
 
   @doc """
-  The code of each node name in `text` (separated by commas or spaces), or `{:error,
-  message}` naming the first bad one.
+  Each node name in `text` (separated by commas or spaces), as an atom, or as a
+  `Kino.Trace.Pattern.Name` when its atom does not exist; or `{:error, message}` naming
+  the first bad one.
   """
-  @spec nodes(String.t()) :: {:ok, [String.t()]} | {:error, String.t()}
+  @spec nodes(String.t()) :: {:ok, [atom() | Name.t()]} | {:error, String.t()}
   def nodes(text) when is_binary(text) do
     text
     |> String.split([",", " ", "\n", "\t"], trim: true)
@@ -84,47 +94,129 @@ defmodule Kino.Trace.SmartCell.Names do
   ## Processes
 
   defp process(entry) do
-    cond do
-      match = Regex.run(@pid, entry, capture: :all_but_first) ->
-        {:ok, ":c.pid(#{Enum.join(Enum.map(match, &String.to_integer/1), ", ")})"}
+    case Regex.run(@pid, entry, capture: :all_but_first) do
+      [_, _, _] = parts ->
+        {:ok, {{:., [], [:c, :pid]}, [], Enum.map(parts, &String.to_integer/1)}}
 
-      Regex.match?(@alias, entry) ->
-        {:ok, String.replace_prefix(entry, "Elixir.", "")}
-
-      match = Regex.run(@atom, entry, capture: :all_but_first) ->
-        {:ok, ":" <> hd(match)}
-
-      Regex.match?(@quoted_atom, entry) ->
-        {:ok, entry}
-
-      Regex.match?(@name_tuple, entry) and literal?(entry) ->
-        {:ok, entry}
-
-      true ->
-        {:error,
-         "#{inspect(entry)} is not a process: write a registered name (MyApp.Cache or :name), " <>
-           "{:global, name}, {:via, module, name} or a pid (#PID<0.123.0>)"}
+      nil ->
+        with {:ok, quoted} <- parse(entry), do: name(quoted, entry)
     end
   end
 
-  # A literal term (a name tuple), read without creating atoms: one that needs a new
-  # atom cannot name a registered process, so it reads as not registered.
-  defp literal?(entry) do
-    case Code.string_to_quoted(entry, existing_atoms_only: true) do
-      {:ok, quoted} -> literal_quoted?(quoted)
-      {:error, {_, message, _}} when is_binary(message) -> String.contains?(message, "atom")
-      {:error, _} -> false
+  defp parse(entry) do
+    case Quoted.parse(entry) do
+      {:ok, quoted} -> {:ok, quoted}
+      {:error, _} -> not_a_process(entry)
     end
   end
 
-  defp literal_quoted?({:__aliases__, _, parts}), do: Enum.all?(parts, &is_atom/1)
-  defp literal_quoted?({:{}, _, items}), do: Enum.all?(items, &literal_quoted?/1)
-  defp literal_quoted?({a, b}), do: literal_quoted?(a) and literal_quoted?(b)
-  defp literal_quoted?(list) when is_list(list), do: Enum.all?(list, &literal_quoted?/1)
-  defp literal_quoted?(term), do: is_atom(term) or is_number(term) or is_binary(term)
+  # A registered name, or a name tuple whose parts are literals.
+  defp name(atom, entry) when is_atom(atom) do
+    if atom in [nil, true, false], do: not_a_process(entry), else: {:ok, atom}
+  end
+
+  defp name(%Name{} = name, _entry), do: {:ok, name}
+
+  # A bare word is the atom of that name (not `_`, nor `__MODULE__`-like forms).
+  defp name({word, _, context}, entry) when is_name(word) and is_atom(context) do
+    text = Name.text(word)
+
+    if text == "_" or (String.starts_with?(text, "__") and String.ends_with?(text, "__")),
+      do: not_a_process(entry),
+      else: {:ok, word}
+  end
+
+  defp name({:__aliases__, _, _} = quoted, entry) do
+    case alias_literal(quoted) do
+      {:ok, alias} -> {:ok, alias}
+      :error -> not_a_process(entry)
+    end
+  end
+
+  defp name({:global, term}, entry) do
+    with {:ok, term} <- literal(term, entry), do: {:ok, {:global, term}}
+  end
+
+  defp name({:{}, _, [:via, module, term]}, entry) do
+    with {:ok, module} <- via_module(module, entry),
+         {:ok, term} <- literal(term, entry),
+         do: {:ok, {:{}, [], [:via, module, term]}}
+  end
+
+  defp name(_quoted, entry), do: not_a_process(entry)
+
+  defp via_module(module, entry) do
+    case module do
+      atom when is_atom(atom) and atom not in [nil, true, false] ->
+        {:ok, atom}
+
+      %Name{} = name ->
+        {:ok, name}
+
+      {:__aliases__, _, _} = quoted ->
+        with :error <- alias_literal(quoted), do: not_literal(module, entry)
+
+      _ ->
+        not_literal(module, entry)
+    end
+  end
+
+  # `MyApp.Cache` (also `Elixir.MyApp.Cache`), its segments atoms or `Name`s.
+  defp alias_literal({:__aliases__, _, segments}) do
+    case segments do
+      [:"Elixir" | [_ | _] = rest] ->
+        alias_literal({:__aliases__, [], rest})
+
+      [_ | _] ->
+        if Enum.all?(segments, &is_name/1), do: {:ok, {:__aliases__, [], segments}}, else: :error
+
+      _ ->
+        :error
+    end
+  end
+
+  # The literal parts of a name tuple: atoms, numbers, strings, aliases, and lists and
+  # tuples of them. Anything else (a call, a variable, a sigil, `&`, `@`, `__ENV__`,
+  # `unquote`, an operator) would run code: refused.
+  defp literal(term, _entry) when is_atom(term) or is_number(term) or is_binary(term),
+    do: {:ok, term}
+
+  defp literal(%Name{} = name, _entry), do: {:ok, name}
+  defp literal({:-, _, [number]}, _entry) when is_number(number), do: {:ok, -number}
+
+  defp literal({:__aliases__, _, _} = quoted, entry) do
+    with :error <- alias_literal(quoted), do: not_literal(quoted, entry)
+  end
+
+  defp literal({left, right}, entry) do
+    with {:ok, [left, right]} <- literals([left, right], entry), do: {:ok, {left, right}}
+  end
+
+  defp literal({:{}, _, items}, entry) when is_list(items) do
+    with {:ok, items} <- literals(items, entry), do: {:ok, {:{}, [], items}}
+  end
+
+  defp literal(list, entry) when is_list(list), do: literals(list, entry)
+  defp literal(other, entry), do: not_literal(other, entry)
+
+  defp literals(items, entry), do: map_all(items, &literal(&1, entry))
+
+  defp not_literal(quoted, entry) do
+    {:error,
+     "#{entry}: a process name must be a literal (atoms, numbers, strings, and lists and " <>
+       "tuples of them), got: #{Quoted.to_string(quoted)}"}
+  end
+
+  defp not_a_process(entry) do
+    {:error,
+     "#{inspect(entry)} is not a process: write a registered name (MyApp.Cache or :name), " <>
+       "{:global, name}, {:via, module, name} or a pid (#PID<0.123.0>)"}
+  end
 
   defp check_process(entry) do
-    case term(entry) do
+    {:ok, quoted} = process(entry)
+
+    case term(quoted) do
       {:ok, term} ->
         try do
           Kino.Trace.Options.resolve_pids(term)
@@ -135,54 +227,43 @@ defmodule Kino.Trace.SmartCell.Names do
         end
 
       :no_atom ->
-        {:error, "no process is registered as #{entry_code(entry)}"}
+        {:error, "no process is registered as #{Quoted.to_string(quoted)}"}
     end
   end
 
-  # The term an entry stands for, with existing atoms only.
-  defp term(entry) do
-    {:ok, code} = process(entry)
+  # The term a quoted literal stands for, with existing atoms only: `:no_atom` when it
+  # needs one that does not exist (then it names no process).
+  defp term(quoted) do
+    {:ok, to_term(quoted)}
+  catch
+    :no_atom -> :no_atom
+  end
 
-    case Regex.run(@pid, entry, capture: :all_but_first) do
-      [a, b, c] ->
-        {:ok, :c.pid(String.to_integer(a), String.to_integer(b), String.to_integer(c))}
+  defp to_term(%Name{}), do: throw(:no_atom)
 
-      nil ->
-        code = if Regex.match?(@alias, code), do: "Elixir." <> code, else: code
+  defp to_term({:__aliases__, _, segments}),
+    do: Name.existing(Name.module_text(segments)) || throw(:no_atom)
 
-        case Code.string_to_quoted(alias_as_atom(code), existing_atoms_only: true) do
-          {:ok, quoted} -> {:ok, to_term(quoted)}
-          {:error, _} -> :no_atom
-        end
-    end
+  defp to_term({{:., _, [:c, :pid]}, _, [a, b, c]}) do
+    :c.pid(a, b, c)
   rescue
-    ArgumentError -> :no_atom
+    # no pid of this node can have these numbers
+    ArgumentError -> throw(:no_atom)
   end
 
-  defp alias_as_atom("Elixir." <> _ = code), do: ":\"" <> code <> "\""
-  defp alias_as_atom(code), do: code
-
-  defp to_term({:__aliases__, _, parts}), do: Module.concat(parts)
   defp to_term({:{}, _, items}), do: items |> Enum.map(&to_term/1) |> List.to_tuple()
   defp to_term({a, b}), do: {to_term(a), to_term(b)}
   defp to_term(list) when is_list(list), do: Enum.map(list, &to_term/1)
   defp to_term(term), do: term
-
-  defp entry_code(entry) do
-    {:ok, code} = process(entry)
-    code
-  end
 
   ## Nodes
 
   defp node_name(entry) do
     name = node_text(entry)
 
-    if Regex.match?(~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/, name) do
-      {:ok, atom_code(name)}
-    else
-      {:error, "#{inspect(entry)} is not a node name: write name@host"}
-    end
+    if Regex.match?(@node, name),
+      do: {:ok, Name.resolve(name)},
+      else: {:error, "#{inspect(entry)} is not a node name: write name@host"}
   end
 
   defp node_text(entry) do
@@ -190,10 +271,6 @@ defmodule Kino.Trace.SmartCell.Names do
     |> String.trim()
     |> String.trim_leading(":")
     |> String.trim("\"")
-  end
-
-  defp atom_code(name) do
-    if Regex.match?(~r/^[a-z_][A-Za-z0-9_@]*$/, name), do: ":" <> name, else: ":" <> inspect(name)
   end
 
   ## Splitting

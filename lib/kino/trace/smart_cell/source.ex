@@ -25,8 +25,17 @@ defmodule Kino.Trace.SmartCell.Source do
       iex> source = Kino.Trace.SmartCell.Source.to_source(%{"processes" => "some", "targets" => "1 + 1", "patterns" => "Enum"})
       iex> String.starts_with?(source, "raise ArgumentError,") and source =~ "is not a process"
       true
+
+  The code is written from data: the call is a quoted form of literals (strings,
+  numbers, atoms, the names `Kino.Trace.SmartCell.Names` reads, `:c.pid/3` for a pid),
+  printed with `Macro.to_string/1`; no text typed into the form is ever spliced into it.
+
+      iex> source = Kino.Trace.SmartCell.Source.to_source(%{"processes" => "some", "targets" => ~S|:"\#{System.cmd("touch", ["/tmp/x"])}"|, "patterns" => "Enum"})
+      iex> String.starts_with?(source, "raise ArgumentError,") and source =~ "is not a process"
+      true
   """
 
+  alias Kino.Trace.Pattern.{Name, Quoted}
   alias Kino.Trace.SmartCell.{Form, Names}
 
   @doc """
@@ -37,19 +46,20 @@ defmodule Kino.Trace.SmartCell.Source do
   def to_source(attrs) do
     form = Form.new(attrs)
 
-    case call(form) do
-      {:ok, {fun, args, opts}} ->
-        opts = Enum.map(opts, fn {key, code} -> "#{key}: #{code}" end)
-        "Kino.Trace.#{fun}(#{Enum.join(args ++ opts, ", ")})" |> format_held()
+    quoted =
+      case call(form) do
+        {:ok, {fun, args, []}} -> remote(fun, args)
+        {:ok, {fun, args, opts}} -> remote(fun, args ++ [opts])
+        {:error, message} -> {:raise, [], [{:__aliases__, [], [:ArgumentError]}, message]}
+      end
 
-      {:error, message} ->
-        "raise ArgumentError, #{inspect(message)}" |> format()
-    end
+    print(quoted)
   end
 
+  defp remote(fun, args), do: {{:., [], [{:__aliases__, [], [:Kino, :Trace]}, fun]}, [], args}
+
   # The call the form makes: {function, arguments, [{option, value}]}, each argument
-  # and value a piece of code (names held, see hold/1), only options that differ from
-  # the defaults.
+  # and value a quoted literal, only options that differ from the defaults.
   defp call(%{"mode" => "calls"} = form) do
     with {:ok, pids} <- targets(form, :option),
          {:ok, nodes} <- nodes(form) do
@@ -59,7 +69,7 @@ defmodule Kino.Trace.SmartCell.Source do
           return: boolean(form["return"], :return),
           exceptions: boolean(form["exceptions"], :exceptions),
           caller: boolean(form["caller"], :caller)
-        ] ++ limits(form) ++ [nodes: nodes, timeout: count(form["timeout"])]
+        ] ++ limits(form) ++ [nodes: nodes, timeout: form["timeout"]]
 
       {:ok, {:calls, [patterns(form)], compact(opts)}}
     end
@@ -77,9 +87,9 @@ defmodule Kino.Trace.SmartCell.Source do
          {:ok, nodes} <- nodes(form) do
       match =
         if mode == "messages" and String.trim(form["match"]) != "",
-          do: inspect(String.trim(form["match"]))
+          do: String.trim(form["match"])
 
-      opts = [pattern: match] ++ limits(form) ++ [nodes: nodes, timeout: count(form["timeout"])]
+      opts = [pattern: match] ++ limits(form) ++ [nodes: nodes, timeout: form["timeout"]]
       {:ok, {String.to_existing_atom(mode), [targets], compact(opts)}}
     end
   end
@@ -87,11 +97,7 @@ defmodule Kino.Trace.SmartCell.Source do
   ## Parts
 
   # Patterns: a list of strings, as the user wrote them (comments and blanks dropped).
-  defp patterns(form),
-    do:
-      form["patterns"]
-      |> Kino.Trace.Pattern.lines()
-      |> inspect(limit: :infinity, printable_limit: :infinity)
+  defp patterns(form), do: Kino.Trace.Pattern.lines(form["patterns"])
 
   # Whose events. As an option, :all is the default (nil: left out); as the first
   # argument of messages/2 and processes/2 it is always written. "distributed" is a
@@ -110,14 +116,14 @@ defmodule Kino.Trace.SmartCell.Source do
   end
 
   defp targets(%{"processes" => "distributed", "mode" => "messages"}, :argument),
-    do: {:ok, ":distributed"}
+    do: {:ok, :distributed}
 
   defp targets(%{"processes" => "distributed"}, as), do: targets(%{"processes" => "all"}, as)
   defp targets(%{"processes" => "all"}, :option), do: {:ok, nil}
-  defp targets(%{"processes" => which}, _as), do: {:ok, ":" <> which}
+  defp targets(%{"processes" => which}, _as), do: {:ok, String.to_existing_atom(which)}
 
   defp nodes(%{"nodes" => "local"}), do: {:ok, nil}
-  defp nodes(%{"nodes" => "all"}), do: {:ok, ":all"}
+  defp nodes(%{"nodes" => "all"}), do: {:ok, :all}
 
   defp nodes(form) do
     case Names.nodes(form["node_names"]) do
@@ -127,29 +133,20 @@ defmodule Kino.Trace.SmartCell.Source do
     end
   end
 
-  # One name as itself, several as a list. Names are code with atoms in it: each is
-  # held out of the formatter (see format_held/1).
-  defp list([one]), do: hold(one)
-  defp list(many), do: "[" <> Enum.map_join(many, ", ", &hold/1) <> "]"
-
-  # U+E000 (private use) marks a name in the code given to the formatter.
-  @held "\u{E000}"
-
-  defp hold(code), do: @held <> Base.url_encode64(code, padding: false) <> @held
+  # One name as itself, several as a list.
+  defp list([one]), do: one
+  defp list(many), do: many
 
   defp limits(form) do
-    rate = if n = form["rate_count"], do: "{#{integer(n)}, #{integer(form["rate_period"])}}"
-    [limit: count(form["limit"]), rate: rate]
+    rate = if n = form["rate_count"], do: {n, form["rate_period"]}
+    [limit: form["limit"], rate: rate]
   end
 
   defp boolean(value, key) do
-    if value == Keyword.fetch!(Kino.Trace.Options.defaults(), key), do: nil, else: inspect(value)
+    if value == Keyword.fetch!(Kino.Trace.Options.defaults(), key), do: nil, else: value
   end
 
-  defp count(nil), do: nil
-  defp count(n), do: integer(n)
-
-  defp compact(opts), do: Enum.reject(opts, fn {_key, code} -> is_nil(code) end)
+  defp compact(opts), do: Enum.reject(opts, fn {_key, value} -> is_nil(value) end)
 
   @doc """
   An integer as code, with `_` between thousands from 1 000 up.
@@ -172,32 +169,65 @@ defmodule Kino.Trace.SmartCell.Source do
 
   def integer(n) when is_integer(n), do: Integer.to_string(n)
 
-  # Formats `code` with each held name as a string as wide as the name, and puts the
-  # names back after: the formatter reads code into atoms, and process and node names
-  # typed into the form must not become atoms each time the code is written (an atom
-  # is never freed). Patterns and the message pattern are strings already.
-  defp format_held(code) do
-    held =
-      Regex.scan(~r/#{@held}([A-Za-z0-9_-]*)#{@held}/u, code, capture: :all_but_first)
-      |> List.flatten()
+  # Prints the call, formatted as `Code.format_string!/2` does. The formatter reads
+  # the code it formats into atoms, and process and node names typed into the form
+  # must not become atoms each time the code is written (an atom is never freed): so
+  # each name (an atom that does not exist, a `Name`) is printed as a string as wide as
+  # it, put back once formatted. Integers from 1 000 up are held the same way, to be
+  # written with `_` between thousands.
+  defp print(quoted) do
+    {quoted, held} = hold(quoted, [])
 
-    {code, names} =
-      held
-      |> Enum.uniq()
-      |> Enum.with_index()
-      |> Enum.reduce({code, []}, fn {encoded, i}, {code, names} ->
-        name = Base.url_decode64!(encoded, padding: false)
+    code =
+      quoted
+      |> Macro.to_string()
+      |> Code.format_string!()
+      |> IO.iodata_to_binary()
 
-        stand_in =
-          ~s("#{@held}#{i}#{String.duplicate("_", max(String.length(name) - 4 - String.length("#{i}"), 0))}#{@held}")
-
-        {String.replace(code, @held <> encoded <> @held, stand_in), [{stand_in, name} | names]}
-      end)
-
-    Enum.reduce(names, format(code), fn {stand_in, name}, code ->
-      String.replace(code, stand_in, name)
+    Enum.reduce(held, code, fn {stand_in, text}, code ->
+      String.replace(code, inspect(stand_in), text)
     end)
   end
 
-  defp format(code), do: code |> Code.format_string!() |> IO.iodata_to_binary()
+  # U+E000 (private use) marks a stand-in: no string of the form can hold one (the
+  # patterns and the message pattern are strings in the code, stand-ins are not).
+  @held "\u{E000}"
+
+  defp hold(%Name{} = name, held), do: stand_in(name, Quoted.to_string(name), held)
+
+  defp hold({:__aliases__, _, segments} = quoted, held) do
+    if Enum.all?(segments, &is_atom/1),
+      do: {quoted, held},
+      else: stand_in(quoted, Quoted.to_string(quoted), held)
+  end
+
+  defp hold(n, held) when is_integer(n) and n >= 1_000, do: stand_in(n, integer(n), held)
+
+  defp hold({:{}, meta, items}, held) do
+    {items, held} = hold_all(items, held)
+    {{:{}, meta, items}, held}
+  end
+
+  defp hold({form, meta, args}, held) when is_list(args) do
+    {args, held} = hold_all(args, held)
+    {{form, meta, args}, held}
+  end
+
+  defp hold({left, right}, held) do
+    {[left, right], held} = hold_all([left, right], held)
+    {{left, right}, held}
+  end
+
+  defp hold(list, held) when is_list(list), do: hold_all(list, held)
+  defp hold(other, held), do: {other, held}
+
+  defp hold_all(items, held), do: Enum.map_reduce(items, held, &hold/2)
+
+  # A string as wide as `text` (at least 5 wide), unique to `held`'s length.
+  defp stand_in(_quoted, text, held) do
+    i = Integer.to_string(length(held))
+    padding = String.duplicate("_", max(String.length(text) - 4 - String.length(i), 0))
+    stand_in = @held <> i <> padding <> @held
+    {stand_in, [{stand_in, text} | held]}
+  end
 end
