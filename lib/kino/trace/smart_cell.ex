@@ -14,6 +14,12 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     Evaluating the cell starts the trace and shows its live widget; evaluating it
     again ends the previous trace. Convert the cell to code to go on by hand.
 
+    The code is written from data (see `Kino.Trace.SmartCell.Source`): the processes and
+    nodes typed in are literals or an error, never code. Checking a pattern as you type
+    loads the module it names when it is on the code path but not loaded yet (its
+    `-on_load` function runs), as the trace would when it starts: the pre-flight check
+    reads the module's functions, and literal atoms of its code, from the loaded module.
+
     kino_trace registers the cell when it starts, if Kino is loaded. The module is a
     thin adapter over `Kino.Trace.SmartCell.Controller`, which holds the cell's
     behaviour so it can be tested without Kino.

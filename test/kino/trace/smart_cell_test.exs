@@ -539,6 +539,44 @@ defmodule Kino.Trace.SmartCellTest do
       end
     end
 
+    # As documented (the smart cell's moduledoc, the README): the pre-flight check reads
+    # a module from its loaded code, so checking a pattern loads a module of the code
+    # path, running its on_load, as starting the trace would.
+    @tag :tmp_dir
+    test "checking a pattern loads a module of the code path, running its on_load", %{
+      tmp_dir: dir
+    } do
+      Process.register(self(), :kino_trace_sc_on_load_listener)
+
+      [{module, binary}] =
+        Code.compile_string("""
+        defmodule KinoTraceScOnLoad do
+          @on_load :loaded
+          def loaded, do: send(:kino_trace_sc_on_load_listener, {:loaded, __MODULE__}) && :ok
+          def go(x), do: x
+        end
+        """)
+
+      assert_received {:loaded, KinoTraceScOnLoad}
+      :code.purge(module)
+      :code.delete(module)
+      :code.purge(module)
+      File.write!(Path.join(dir, "#{module}.beam"), binary)
+      :code.add_patha(String.to_charlist(dir))
+
+      try do
+        assert :code.is_loaded(module) == false
+        check = Controller.check(Form.new(%{"patterns" => "KinoTraceScOnLoad.go(:ok)"}))
+        assert [%{ok: true}] = check.patterns.results
+        assert_received {:loaded, KinoTraceScOnLoad}
+        assert {:file, _} = :code.is_loaded(module)
+      after
+        :code.del_path(String.to_charlist(dir))
+        :code.purge(module)
+        :code.delete(module)
+      end
+    end
+
     test "stats refuse argument patterns, line by line" do
       controller = Controller.init(%{"mode" => "stats"})
 

@@ -12,7 +12,9 @@ defmodule Kino.Trace.SmartCell.Controller do
   The controller holds the form (`Kino.Trace.SmartCell.Form`) and checks it as it is
   filled in, where the trace will run: each pattern line as the widget's pattern editor
   does (`Kino.Trace.Pattern.parse_each/2`, shown inline per line), the processes and
-  nodes typed in, and the message pattern.
+  nodes typed in, and the message pattern. Checking a pattern loads the module it names
+  when it is on the code path but not loaded yet (its `-on_load` runs), as the trace
+  would: see `check/1`.
 
   Events from the browser: `"update"` (`%{"field" => field, "value" => value}`) and
   `"complete"` (`%{"text" => line, "seq" => n}`, as the widget's pattern editor sends).
