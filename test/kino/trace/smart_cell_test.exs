@@ -542,10 +542,15 @@ defmodule Kino.Trace.SmartCellTest do
     # As documented (the smart cell's moduledoc, the README): the pre-flight check reads
     # a module from its loaded code, so checking a pattern loads a module of the code
     # path, running its on_load, as starting the trace would.
-    @tag :tmp_dir
-    test "checking a pattern loads a module of the code path, running its on_load", %{
-      tmp_dir: dir
-    } do
+    test "checking a pattern loads a module of the code path, running its on_load" do
+      dir =
+        Path.join(
+          System.tmp_dir!(),
+          "kino_trace_sc_on_load_#{System.unique_integer([:positive])}"
+        )
+
+      File.mkdir_p!(dir)
+      on_exit(fn -> File.rm_rf!(dir) end)
       Process.register(self(), :kino_trace_sc_on_load_listener)
 
       [{module, binary}] =
