@@ -192,15 +192,22 @@ load_native({Beam, Nif}) ->
     end.
 
 loaded_native(Loaded) ->
-    case catch ?TRACER:loaded() of
+    case quiet(fun() -> ?TRACER:loaded() end) of
         true -> {ok, Loaded};
         _ -> {error, format("the native tracer did not load: ~ts", [load_error()])}
     end.
 
 load_error() ->
-    case catch ?TRACER:load_error() of
+    case quiet(fun() -> ?TRACER:load_error() end) of
         Reason when is_binary(Reason) -> Reason;
         Other -> format("~p", [Other])
+    end.
+
+%% F's value, or {'EXIT', {Class, Reason}} when it raises: what the deprecated
+%% `catch Expr` was used for.
+quiet(F) ->
+    try F()
+    catch Class:Reason -> {'EXIT', {Class, Reason}}
     end.
 
 %% A new directory of our own under the node's temporary directory ($TMPDIR or /tmp).
@@ -346,7 +353,7 @@ restore(#worker{flags = Flags} = State) ->
 
 %% The local session is gone (ended, or the connection dropped): so is the trace here.
 end_worker(#worker{module = M, handle = H} = State) ->
-    _ = M =/= none andalso (catch M:close(H)),
+    _ = M =/= none andalso quiet(fun() -> M:close(H) end),
     destroy(State),
     exit(normal).
 
@@ -386,14 +393,14 @@ run_ops(State, Ops) ->
 destroy(#worker{session = undefined} = State) ->
     State;
 destroy(#worker{session = Session} = State) ->
-    catch trace:session_destroy(Session),
+    _ = quiet(fun() -> trace:session_destroy(Session) end),
     State#worker{session = undefined}.
 
 tracer_pids(#worker{module = ?FALLBACK, handle = H}) -> [?FALLBACK:tracer(H)];
 tracer_pids(_State) -> [].
 
 untrace(Session, Pids) ->
-    [catch trace:process(Session, Pid, false, [all]) || Pid <- Pids, is_pid(Pid)],
+    _ = [quiet(fun() -> trace:process(Session, Pid, false, [all]) end) || Pid <- Pids, is_pid(Pid)],
     ok.
 
 %% The registered names of the processes of a batch, for the tracing node.

@@ -339,7 +339,7 @@ request({drain, Max}, #s{q = Q, qlen = Len, counters = C} = S) ->
     atomics:add(C, ix(delivered), N),
     {{[E || {E, _} <- Events], Len > N}, S#s{q = Q1, qlen = Len - N, qbytes = S#s.qbytes - Bytes}};
 request({attach, Session, Restore}, S) ->
-    catch trace:process(Session, self(), false, [all]),
+    _ = quiet(fun() -> trace:process(Session, self(), false, [all]) end),
     S#s.closed andalso switch_off(Session),
     {ok, S#s{session = Session, restore = Restore}};
 request(close, S) ->
@@ -365,8 +365,14 @@ flush(C) ->
     end.
 
 switch_off(Session) ->
-    catch trace:process(Session, all, false, [all]),
+    _ = quiet(fun() -> trace:process(Session, all, false, [all]) end),
     true.
+
+%% F's value, or failed when it raises: what the deprecated `catch Expr` was used for.
+quiet(F) ->
+    try F()
+    catch _:_ -> failed
+    end.
 
 %% --- the mailbox guard -------------------------------------------------------------
 
@@ -400,13 +406,13 @@ snapshot(Session) ->
     Me = self(),
     Items = [new_processes, new_ports | erlang:processes() ++ erlang:ports()],
     [{Item, Flags} || Item <- Items, Item =/= Me,
-                      {flags, [_ | _] = Flags} <- [catch trace:info(Session, Item, flags)]].
+                      {flags, [_ | _] = Flags} <- [quiet(fun() -> trace:info(Session, Item, flags) end)]].
 
 resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id} = S) ->
     Closed orelse (Owner ! {kino_trace, Id, restore}),
     S#s{suspended = false};
 resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
-    Closed orelse [catch trace:process(Session, Item, true, Flags) || {Item, Flags} <- Snapshot],
+    Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S#s{suspended = false}.
 
 %% --- one trace message -------------------------------------------------------------

@@ -25,7 +25,7 @@
 -export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
          trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5]).
 -export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
-         struct_keys/0, nif_loaded/0]).
+         struct_keys/0, nif_loaded/0, term_layout/0]).
 -export([new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
          decoder_put_names/2, drain_events/3, decode_events/2]).
 -export([loaded/0, load_error/0]).
@@ -33,7 +33,7 @@
 -nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
        trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5,
        new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
-       struct_keys/0, nif_loaded/0,
+       struct_keys/0, nif_loaded/0, term_layout/0,
        new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
        decoder_put_names/2, drain_events/3, decode_events/2]).
 
@@ -53,6 +53,9 @@
 -define(LIBRARY, "kino_trace_nif").
 -define(PATH_KEY, {?MODULE, nif_path}).
 -define(ERROR_KEY, {?MODULE, load_error}).
+%% A test sets it (a binary such as <<"OTP 27">>) to make the NIF check only that term
+%% layout at load, as on a release whose layout it does not know.
+-define(LAYOUT_KEY, {?MODULE, term_layout}).
 
 %% --- erl_tracer callbacks (NIFs) -------------------------------------------------------
 %% (No -behaviour(erl_tracer): the VM calls enabled/3 and trace/5 for the kinds of event
@@ -97,6 +100,11 @@ roundtrip(_Term, _Caps) -> erlang:nif_error(not_loaded).
 struct_keys() -> erlang:nif_error(not_loaded).
 -spec nif_loaded() -> true.
 nif_loaded() -> erlang:nif_error(not_loaded).
+%% The ERTS term layout chosen at load (c_src/core/erts_layout.hpp): the one named for
+%% the running release (chosen_by release), or, for a release with none of its own, the
+%% one whose readers read the load-time probe terms right (chosen_by check).
+-spec term_layout() -> #{name := binary(), otp_release := pos_integer(), chosen_by := release | check}.
+term_layout() -> erlang:nif_error(not_loaded).
 
 %% --- the native decoder (NIFs; Kino.Trace.NativeDecoder uses them) ---------------------
 
@@ -166,7 +174,7 @@ priv_path() ->
 try_load({error, Reason}) ->
     {error, io_lib:format("kino_trace's priv directory is not found (~0tp)", [Reason])};
 try_load(Path) ->
-    try erlang:load_nif(unicode:characters_to_list(Path), 0) of
+    try erlang:load_nif(unicode:characters_to_list(Path), persistent_term:get(?LAYOUT_KEY, 0)) of
         ok -> ok;
         %% Already loaded for this instance of the module: nothing to do.
         {error, {reload, _}} -> ok;

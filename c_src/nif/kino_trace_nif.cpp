@@ -15,6 +15,8 @@
 //   this file              setup (shared by load and upgrade) and the function table
 #include <erl_nif.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <string>
 
@@ -40,18 +42,33 @@ void report_load_error(ErlNifEnv* env, const std::string& why) {
   enif_send(env, &self, nullptr, enif_make_tuple2(env, make_atom(env, "kino_trace_load_error"), text));
 }
 
+// The layout name given as the load info (a binary), or "" (load info 0: choose).
+std::string forced_layout(ErlNifEnv* env, ERL_NIF_TERM load_info) {
+  ErlNifBinary name;
+  if (!enif_inspect_binary(env, load_info, &name)) return {};
+  return std::string(reinterpret_cast<const char*>(name.data), name.size);
+}
+
 // What load and upgrade both do: atoms, structs, the term layout checks, the resource
 // type (`flags`: create it, or also take over the previous module's).
-int setup(ErlNifEnv* env, ErlNifResourceFlags flags) {
+int setup(ErlNifEnv* env, ErlNifResourceFlags flags, ERL_NIF_TERM load_info) {
   init_atoms(env);
   structs.init(env);
   std::string unsupported = check_immediates(env);
   if (!unsupported.empty()) {
     report_load_error(env, "unsupported term layout: " + unsupported +
-                               " (the tracer needs the 64-bit OTP 27 term layout, see c_src/core/erts_layout.hpp)");
+                               " (the tracer needs the 64-bit term layout of OTP 27 to 29, see c_src/core/erts_layout.hpp)");
     return 2;
   }
-  layout = check_readers(env);
+  std::string why;
+  kt::erts::ChosenLayout chosen = check_readers(env, forced_layout(env, load_info), why);
+  if (!chosen.layout) {
+    report_load_error(env, fmt::format("unsupported term layout: ERTS {} (OTP {}) lays out funs, bitstrings or big "
+                                       "integers as no known release does ({}); see c_src/core/erts_layout.hpp",
+                                       erts_version(), running_otp_release(), why));
+    return 3;
+  }
+  layout = chosen;
   ErlNifResourceTypeInit init{};
   init.dtor = session_dtor;
   init.down = session_down;
@@ -72,10 +89,25 @@ int setup(ErlNifEnv* env, ErlNifResourceFlags flags) {
   return 0;
 }
 
-int load(ErlNifEnv* env, void**, ERL_NIF_TERM) { return setup(env, ERL_NIF_RT_CREATE); }
+int load(ErlNifEnv* env, void**, ERL_NIF_TERM load_info) { return setup(env, ERL_NIF_RT_CREATE, load_info); }
 
-int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM) {
-  return setup(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER));
+int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM load_info) {
+  return setup(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER), load_info);
+}
+
+// term_layout/0: the layout chosen at load, #{name => <<"OTP 29">>, otp_release => 29,
+// chosen_by => release | check} (check: no layout is named for the running release,
+// this one read the probe terms right).
+ERL_NIF_TERM term_layout(ErlNifEnv* env, int, const ERL_NIF_TERM[]) {
+  ERL_NIF_TERM name;
+  std::size_t n = std::strlen(layout.layout->name);
+  std::memcpy(enif_make_new_binary(env, n, &name), layout.layout->name, n);
+  ERL_NIF_TERM keys[] = {make_atom(env, "name"), make_atom(env, "otp_release"), make_atom(env, "chosen_by")};
+  ERL_NIF_TERM values[] = {name, enif_make_uint(env, layout.layout->otp_release),
+                           make_atom(env, layout.by_release ? "release" : "check")};
+  ERL_NIF_TERM map;
+  enif_make_map_from_arrays(env, keys, values, 3, &map);
+  return map;
 }
 
 ErlNifFunc nif_funcs[] = {
@@ -96,6 +128,7 @@ ErlNifFunc nif_funcs[] = {
     {"close", 1, close_session, 0},
     {"roundtrip", 2, roundtrip, 0},
     {"nif_loaded", 0, nif_loaded, 0},
+    {"term_layout", 0, term_layout, 0},
     {"struct_keys", 0, struct_keys, 0},
     {"new_decoder", 2, new_decoder, 0},
     {"decoder_no_returns", 2, decoder_no_returns, 0},

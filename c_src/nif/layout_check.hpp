@@ -1,11 +1,13 @@
 // The load-time self-check of what the NIF assumes of ERTS's term layout
-// (c_src/core/erts_layout.hpp): fatal for immediates, optional for the boxed readers.
+// (c_src/core/erts_layout.hpp): the immediates, then the boxed-header readers of the
+// layout chosen for the running release. Either failing stops the load.
 #pragma once
 
 #include <erl_nif.h>
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -53,63 +55,103 @@ inline bool check_bits(ERL_NIF_TERM t, std::uint64_t bits) {
   return kt::erts::is_boxed(t) && kt::erts::read_bit_size(kt::erts::boxed(t), read) && read == bits;
 }
 
-// The offset of the module in a fun entry, or 0 if none of the known ones is right.
-inline std::size_t find_fun_entry_module(const std::uint64_t* p, ERL_NIF_TERM module) {
-  for (std::size_t offset : {std::size_t{32}, std::size_t{24}}) {
-    kt::erts::FunEntryLayout l{offset};
-    kt::FunShape f = kt::erts::read_fun(p, l);
-    std::uint64_t arity = 0;
-    std::memcpy(&arity, reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(p[1])) + l.arity(), sizeof arity);
-    if (f.identity && f.module == module && f.index == 7 && f.uniq == 123456 && arity == 2) return offset;
-  }
-  return 0;
-}
-
-// Checks erts_layout.hpp's boxed-header readers on terms of known shapes: bignums,
-// bitstrings (on the heap, off it, a sub-binary), an external fun and a local fun of a
-// made-up module. Only when every answer is right are the readers used; the fun entry's
-// field offset is found the same way (3 or 4 code addresses precede it, JIT or not).
-// Optional: when they are not, bitstrings, bignums and funs are cut whole.
-inline Layout check_readers(ErlNifEnv* env) {
-  Layout result;
+// Checks the bignum and bitstring readers (the same in every layout) on terms of known
+// shapes: bignums, bitstrings on the heap, off it, a sub-binary. Returns what was read
+// wrong, or "".
+inline std::string check_bignums_and_bits(ErlNifEnv* env) {
   // 2^100 + 5 and -(2^64 + 5)
-  if (!check_bignum(env, false, 13, 0x10, 101) || !check_bignum(env, true, 9, 0x01, 65)) return result;
-
+  if (!check_bignum(env, false, 13, 0x10, 101)) return "the bignum 2^100 + 5 does not read as 101 bits";
+  if (!check_bignum(env, true, 9, 0x01, 65)) return "the bignum -(2^64 + 5) does not read as 65 bits";
   ERL_NIF_TERM heap_bits, small_bin, refc_bin, sub_bin;
   ExtBuilder bits;
   bits.u8(77).u32(3).u8(5).u8(1).u8(2).u8(0xF8);  // BIT_BINARY_EXT: 2 bytes and 5 bits
   std::memset(enif_make_new_binary(env, 10, &small_bin), 1, 10);
   std::memset(enif_make_new_binary(env, 200, &refc_bin), 2, 200);
   sub_bin = enif_make_sub_binary(env, refc_bin, 3, 100);
-  if (!bits.term(env, heap_bits) || !check_bits(heap_bits, 21) || !check_bits(small_bin, 80) ||
-      !check_bits(refc_bin, 1600) || !check_bits(sub_bin, 800))
-    return result;
+  if (!bits.term(env, heap_bits) || !check_bits(heap_bits, 21)) return "the bitstring <<1, 2, 31::5>> does not read as 21 bits";
+  if (!check_bits(small_bin, 80)) return "a 10-byte binary does not read as 80 bits";
+  if (!check_bits(refc_bin, 1600)) return "a 200-byte binary does not read as 1600 bits";
+  if (!check_bits(sub_bin, 800)) return "a 100-byte sub-binary does not read as 800 bits";
+  return {};
+}
 
-  ERL_NIF_TERM external_fun, local_fun, probe_module, probe_free;
-  ExtBuilder ext;
-  ext.u8(113).atom("erlang").atom("abs").u8(97).u8(1);  // EXPORT_EXT erlang:abs/1
-  ExtBuilder local;
-  local.u8(112).u32(0).u8(2);  // NEW_FUN_EXT, size (not checked), arity 2
-  for (unsigned i = 1; i <= 16; ++i) local.u8(i);  // uniq
-  local.u32(7).u32(2).atom("kino_trace_layout_probe");  // index, free variables, module
-  local.u8(97).u8(5).u8(98).u32(123456);  // old index, old uniq
-  local.u8(88).atom("nonode@nohost").u32(0).u32(0).u32(0);  // creator pid
-  local.u8(97).u8(42).atom("probe");  // the free variables: 42, :probe
-  if (!ext.term(env, external_fun) || !local.term(env, local_fun) ||
-      !enif_make_existing_atom(env, "kino_trace_layout_probe", &probe_module, ERL_NIF_LATIN1) ||
-      !enif_make_existing_atom(env, "probe", &probe_free, ERL_NIF_LATIN1) || !kt::erts::is_boxed(external_fun) ||
-      !kt::erts::is_boxed(local_fun))
-    return result;
-  kt::FunShape e = kt::erts::read_fun(kt::erts::boxed(external_fun), {});
-  const std::uint64_t* p = kt::erts::boxed(local_fun);
-  kt::FunShape l = kt::erts::read_fun(p, {});
-  if (!e.known || !e.external || e.arity != 1 || !l.known || l.external || l.arity != 2 || l.num_free != 2 ||
-      p[2] != enif_make_int(env, 42) || p[3] != probe_free)
-    return result;
+// Funs of known shapes: erlang:abs/1, and a local fun of a made-up module with two free
+// variables (42 and the atom probe), index 7, old uniq 123456, arity 2.
+struct FunProbes {
+  ERL_NIF_TERM external = 0, local = 0, module = 0, free_atom = 0, free_int = 0;
+  bool made = false;
 
-  result.ok = true;
-  result.fun_entry.module = find_fun_entry_module(p, probe_module);
-  return result;
+  explicit FunProbes(ErlNifEnv* env) {
+    ExtBuilder ext;
+    ext.u8(113).atom("erlang").atom("abs").u8(97).u8(1);  // EXPORT_EXT erlang:abs/1
+    ExtBuilder l;
+    l.u8(112).u32(0).u8(2);  // NEW_FUN_EXT, size (not checked), arity 2
+    for (unsigned i = 1; i <= 16; ++i) l.u8(i);  // uniq
+    l.u32(7).u32(2).atom("kino_trace_layout_probe");  // index, free variables, module
+    l.u8(97).u8(5).u8(98).u32(123456);  // old index, old uniq
+    l.u8(88).atom("nonode@nohost").u32(0).u32(0).u32(0);  // creator pid
+    l.u8(97).u8(42).atom("probe");  // the free variables: 42, :probe
+    free_int = enif_make_int(env, 42);
+    made = ext.term(env, external) && l.term(env, local) &&
+           enif_make_existing_atom(env, "kino_trace_layout_probe", &module, ERL_NIF_LATIN1) &&
+           enif_make_existing_atom(env, "probe", &free_atom, ERL_NIF_LATIN1) && kt::erts::is_boxed(external) &&
+           kt::erts::is_boxed(local);
+  }
+};
+
+// Checks the fun reader of `layout` with the fun entry `entry` on the probe funs.
+// Returns what was read wrong, or "".
+inline std::string check_funs(const FunProbes& probes, const kt::erts::TermLayout& layout,
+                              const kt::erts::FunEntryLayout& entry) {
+  if (!probes.made) return "the probe funs could not be made";
+  kt::FunShape e = kt::erts::read_fun(kt::erts::boxed(probes.external), layout.fun_header, nullptr);
+  if (!e.known || !e.external || e.arity != 1)
+    return fmt::format("the external fun erlang:abs/1 reads as {} (header {:#x})",
+                       !e.known ? "no fun" : e.external ? fmt::format("an external fun of arity {}", e.arity)
+                                                        : fmt::format("a local fun with {} free variables", e.num_free),
+                       kt::erts::boxed(probes.external)[0]);
+  const std::uint64_t* p = kt::erts::boxed(probes.local);
+  kt::FunShape l = kt::erts::read_fun(p, layout.fun_header, &entry);
+  if (!l.known || l.external || l.arity != 2 || l.num_free != 2 || p[2] != probes.free_int || p[3] != probes.free_atom)
+    return fmt::format("the local fun of arity 2 with 2 free variables reads as {} (header {:#x})",
+                       !l.known ? "no fun" : l.external ? "an external fun"
+                                                         : fmt::format("arity {} with {} free variables", l.arity, l.num_free),
+                       p[0]);
+  if (!l.identity || l.module != probes.module || l.index != 7 || l.uniq != 123456 ||
+      kt::erts::read_fun_entry_arity(p, entry) != 2)
+    return fmt::format("its fun entry (module at byte {}) does not read as kino_trace_layout_probe, index 7, uniq 123456",
+                       entry.module);
+  return {};
+}
+
+// The OTP release the NIF runs on (27 for "27"), or 0; and its ERTS version ("17.1.1").
+inline unsigned running_otp_release() {
+  ErlNifSysInfo info{};
+  enif_system_info(&info, sizeof info);
+  return info.otp_release ? static_cast<unsigned>(std::strtoul(info.otp_release, nullptr, 10)) : 0;
+}
+inline std::string erts_version() {
+  ErlNifSysInfo info{};
+  enif_system_info(&info, sizeof info);
+  return info.erts_version ? info.erts_version : "?";
+}
+
+// Chooses the term layout of the running release (erts_layout.hpp's kTermLayouts), or
+// only the layout named `forced` when it is not empty (kino_trace_tracer's load info),
+// and checks its readers on terms of known shapes. Returns no layout when none reads
+// them all right, and `why` then says what each one read wrong.
+inline kt::erts::ChosenLayout check_readers(ErlNifEnv* env, const std::string& forced, std::string& why) {
+  why = check_bignums_and_bits(env);
+  if (!why.empty()) return {};
+  const kt::erts::TermLayout* only = nullptr;
+  if (!forced.empty() && !(only = kt::erts::find_layout(forced.c_str()))) {
+    why = fmt::format("no term layout is named \"{}\"", forced);
+    return {};
+  }
+  FunProbes probes(env);
+  return kt::erts::choose_layout(
+      running_otp_release(), only,
+      [&](const kt::erts::TermLayout& l, const kt::erts::FunEntryLayout& e) { return check_funs(probes, l, e); }, why);
 }
 
 // Checks what erts_layout.hpp says of immediates on words made through erl_nif, then copies

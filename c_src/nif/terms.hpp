@@ -21,14 +21,9 @@ namespace kt = kino_trace;
 // ---------------------------------------------------------------------------------------
 // reading Erlang terms for the encoder
 
-// What check_readers (layout_check.hpp, at load) found: whether erts_layout.hpp's
-// boxed-header readers may be used, and where a fun entry keeps its identity.
-struct Layout {
-  bool ok = false;  // false: bitstrings, bignums and funs are cut whole
-  kt::erts::FunEntryLayout fun_entry;
-};
-
-inline Layout layout;
+// The term layout check_readers (layout_check.hpp) chose at load: the NIF loads only
+// when one was found, so the boxed-header readers below always have one.
+inline kt::erts::ChosenLayout layout;
 
 struct EnifSource {
   using Term = ERL_NIF_TERM;
@@ -65,7 +60,7 @@ struct EnifSource {
     return true;
   }
   kt::BigShape bignum(Term t) const {
-    if (!layout.ok || !kt::erts::is_boxed(t)) return kt::BigShape{};
+    if (!kt::erts::is_boxed(t)) return kt::BigShape{};
     return kt::erts::read_bignum(kt::erts::boxed(t));
   }
   double float64(Term t) const {
@@ -74,12 +69,7 @@ struct EnifSource {
     return d;
   }
   bool bit_size(Term t, std::uint64_t& bits) const {
-    if (layout.ok && kt::erts::is_boxed(t)) return kt::erts::read_bit_size(kt::erts::boxed(t), bits);
-    // Without the layout: a binary's size (an unaligned binary is copied whole here).
-    ErlNifBinary bin;
-    if (!enif_inspect_binary(env, t, &bin)) return false;
-    bits = std::uint64_t{bin.size} * 8;
-    return true;
+    return kt::erts::is_boxed(t) && kt::erts::read_bit_size(kt::erts::boxed(t), bits);
   }
   // The first n whole bytes. A binary of exactly n bytes is inspected as it is; anything
   // longer through a sub-binary of its first n bytes, so that an unaligned one (which
@@ -94,9 +84,9 @@ struct EnifSource {
   }
   const Term* fun(Term t, kt::FunShape& f) const {
     f = kt::FunShape{};
-    if (!layout.ok || !kt::erts::is_boxed(t)) return nullptr;
+    if (!kt::erts::is_boxed(t)) return nullptr;
     const std::uint64_t* p = kt::erts::boxed(t);
-    f = kt::erts::read_fun(p, layout.fun_entry);
+    f = kt::erts::read_fun(p, layout.layout->fun_header, &layout.fun_entry);
     return reinterpret_cast<const Term*>(p + 2);
   }
   const Term* tuple(Term t, std::uint32_t& arity) const {

@@ -1,7 +1,8 @@
-// erts_layout.hpp: the immediate tags and their load-time check, and the readers on words
-// laid out by hand as ERTS 27 lays out boxed terms.
+// erts_layout.hpp: the immediate tags and their load-time check, the readers on words
+// laid out by hand as ERTS 27 and 29 lay out boxed terms, and the choice of a layout.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -20,21 +21,58 @@ std::uint64_t box(const std::uint64_t* words, std::uint64_t extra_tag = 0) {
   return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(words)) | erts::kPrimaryBoxed | extra_tag;
 }
 
-std::uint64_t fun_header(std::uint64_t arity, std::uint64_t env_size) {
-  return erts::kFunSubtag | (arity << erts::kFunArityShift) | (env_size << erts::kFunEnvShift);
+// MAKE_FUN_HEADER of each release's erl_term.h.
+std::uint64_t fun_header_27(std::uint64_t arity, std::uint64_t num_free, bool external) {
+  return erts::kFunSubtag | (arity << erts::kFunArityShift) | ((num_free + !external) << erts::kFunEnvShift);
+}
+std::uint64_t fun_header_29(std::uint64_t arity, std::uint64_t num_free, bool external) {
+  return erts::kFunSubtag | (arity << erts::kFunArityShift) | (num_free << erts::kFunEnvShift) |
+         (std::uint64_t{external} << 24);
 }
 
-// A fun entry as ERTS 27 lays it out after `addresses` code pointers.
-struct alignas(8) Entry {
-  unsigned char bytes[128] = {};
-  Entry(std::size_t addresses, std::uint64_t module, std::uint64_t arity, std::int32_t index, std::int32_t old_uniq) {
-    std::size_t m = 8 * addresses;
-    std::memcpy(bytes + m, &module, 8);
-    std::memcpy(bytes + m + 8, &arity, 8);
-    std::memcpy(bytes + m + 16, &index, 4);
-    std::memcpy(bytes + m + 36, &old_uniq, 4);
-  }
+// ErlFunEntry as each release's erl_fun.h declares it, after N code addresses
+// (ErtsDispatchable): the compiler lays them out, not the table under test.
+template <std::size_t N>
+struct Entry27 {
+  const void* addresses[N];
+  std::uint64_t module;
+  std::uint64_t arity;
+  std::int32_t index;
+  unsigned char uniq[16];
+  std::int32_t old_uniq;
+  std::int32_t old_index;
+  std::int64_t refc;
+  const void* pend_purge_address;
 };
+template <std::size_t N>
+struct Entry29 {
+  const void* addresses[N];
+  const void* pend_purge_address;
+  std::uint64_t module;
+  unsigned char uniq[16];
+  std::int32_t arity;
+  std::int32_t index;
+  std::int32_t old_uniq;
+  std::int32_t old_index;
+};
+
+template <class E>
+E make_entry(std::uint64_t module, std::int32_t arity, std::int32_t index, std::int32_t old_uniq) {
+  E e{};
+  e.module = module;
+  e.arity = static_cast<decltype(e.arity)>(arity);
+  e.index = index;
+  e.old_uniq = old_uniq;
+  e.old_index = 99;
+  std::memset(e.uniq, 0xAB, sizeof e.uniq);
+  return e;
+}
+
+const erts::TermLayout& layout(const char* name) {
+  const erts::TermLayout* l = erts::find_layout(name);
+  REQUIRE(l != nullptr);
+  return *l;
+}
 
 constexpr std::uint64_t kModule = erts::atom_word(1234);
 
@@ -65,7 +103,7 @@ TEST_CASE("erts layout: bignums", "[erts]") {
   CHECK(n.bits == 64);
 
   alignas(8) std::uint64_t tuple[8] = {header(2, 0x00), 1, 2};
-  alignas(8) std::uint64_t fun[8] = {fun_header(1, 0), 0};
+  alignas(8) std::uint64_t fun[8] = {fun_header_27(1, 0, true), 0};
   CHECK_FALSE(erts::read_bignum(tuple).known);
   CHECK_FALSE(erts::read_bignum(fun).known);
 }
@@ -84,43 +122,131 @@ TEST_CASE("erts layout: bitstring sizes", "[erts]") {
   CHECK_FALSE(erts::read_bit_size(big, bits));
 }
 
-TEST_CASE("erts layout: funs", "[erts]") {
-  for (std::size_t addresses : {3u, 4u}) {
-    INFO(addresses << " code addresses");
-    Entry entry(addresses, kModule, 2, 7, 123456);
-    alignas(8) std::uint64_t local[8] = {fun_header(2, 3), reinterpret_cast<std::uintptr_t>(&entry), 42, 43, 99};
-    erts::FunEntryLayout layout{8 * addresses};
+template <class E, std::size_t N>
+void check_release_funs(const erts::TermLayout& l, std::uint64_t (*header)(std::uint64_t, std::uint64_t, bool)) {
+  INFO(l.name << ", " << N << " code addresses");
+  erts::FunEntryLayout entry = l.fun_entry(N);
+  CHECK(entry.module == offsetof(E, module));
+  CHECK(entry.arity == offsetof(E, arity));
+  CHECK(entry.arity_bytes == sizeof(E::arity));
+  CHECK(entry.index == offsetof(E, index));
+  CHECK(entry.old_uniq == offsetof(E, old_uniq));
 
-    FunShape f = erts::read_fun(local, layout);
-    CHECK(f.known);
-    CHECK_FALSE(f.external);
-    CHECK(f.identity);
-    CHECK(f.arity == 2);
-    CHECK(f.num_free == 2);  // the environment's last word is the fun reference
-    CHECK(f.module == kModule);
-    CHECK(f.index == 7);
-    CHECK(f.uniq == 123456);
+  E e = make_entry<E>(kModule, 2, 7, 123456);
+  alignas(8) std::uint64_t local[8] = {header(2, 2, false), reinterpret_cast<std::uintptr_t>(&e), 42, 43, 99};
+  FunShape f = erts::read_fun(local, l.fun_header, &entry);
+  CHECK(f.known);
+  CHECK_FALSE(f.external);
+  CHECK(f.identity);
+  CHECK(f.arity == 2);
+  CHECK(f.num_free == 2);
+  CHECK(f.module == kModule);
+  CHECK(f.index == 7);
+  CHECK(f.uniq == 123456);
+  CHECK(erts::read_fun_entry_arity(local, entry) == 2);
 
-    FunShape unknown_entry = erts::read_fun(local, erts::FunEntryLayout{});
-    CHECK(unknown_entry.known);
-    CHECK_FALSE(unknown_entry.identity);
-    CHECK(unknown_entry.num_free == 2);
+  FunShape no_entry = erts::read_fun(local, l.fun_header, nullptr);
+  CHECK(no_entry.known);
+  CHECK_FALSE(no_entry.identity);
+  CHECK(no_entry.num_free == 2);
 
-    // The wrong offset reads something that is not an atom: no identity.
-    erts::FunEntryLayout wrong{8 * addresses + 4};
-    CHECK_FALSE(erts::read_fun(local, wrong).identity);
-  }
+  // The wrong offset reads something that is not an atom: no identity.
+  erts::FunEntryLayout wrong = entry;
+  wrong.module += 4;
+  CHECK_FALSE(erts::read_fun(local, l.fun_header, &wrong).identity);
 
-  alignas(8) std::uint64_t external[8] = {fun_header(3, 0), 0};
-  FunShape e = erts::read_fun(external, erts::FunEntryLayout{32});
-  CHECK(e.known);
-  CHECK(e.external);
-  CHECK(e.arity == 3);
-  CHECK(e.num_free == 0);
-  CHECK_FALSE(e.identity);
+  alignas(8) std::uint64_t closed[8] = {header(0, 0, false), reinterpret_cast<std::uintptr_t>(&e)};
+  FunShape c = erts::read_fun(closed, l.fun_header, &entry);
+  CHECK((c.known && !c.external && c.num_free == 0 && c.identity));
+
+  alignas(8) std::uint64_t external[8] = {header(3, 0, true), 0};
+  FunShape x = erts::read_fun(external, l.fun_header, &entry);
+  CHECK(x.known);
+  CHECK(x.external);
+  CHECK(x.arity == 3);
+  CHECK(x.num_free == 0);
+  CHECK_FALSE(x.identity);
+}
+
+TEST_CASE("erts layout: funs, as each release lays them out", "[erts]") {
+  check_release_funs<Entry27<3>, 3>(layout("OTP 27"), fun_header_27);
+  check_release_funs<Entry27<4>, 4>(layout("OTP 27"), fun_header_27);
+  check_release_funs<Entry29<3>, 3>(layout("OTP 29"), fun_header_29);
+  check_release_funs<Entry29<4>, 4>(layout("OTP 29"), fun_header_29);
 
   alignas(8) std::uint64_t not_fun[8] = {header(2, 0x00), 1, 2};
-  CHECK_FALSE(erts::read_fun(not_fun, erts::FunEntryLayout{32}).known);
+  CHECK_FALSE(erts::read_fun(not_fun, erts::FunHeader::EnvWithRef, nullptr).known);
+  CHECK_FALSE(erts::read_fun(not_fun, erts::FunHeader::KindBit, nullptr).known);
+}
+
+TEST_CASE("erts layout: one release's fun header is not read as the other's", "[erts]") {
+  // What the load-time check relies on to tell the layouts apart.
+  alignas(8) std::uint64_t ext29[2] = {fun_header_29(1, 0, true), 0};
+  FunShape a = erts::read_fun(ext29, erts::FunHeader::EnvWithRef, nullptr);
+  CHECK_FALSE((a.known && a.external));  // OTP 27's reader: a local fun with 255 free variables
+  alignas(8) std::uint64_t ext27[2] = {fun_header_27(1, 0, true), 0};
+  FunShape b = erts::read_fun(ext27, erts::FunHeader::KindBit, nullptr);
+  CHECK_FALSE((b.known && b.external));  // OTP 29's reader: a local fun with no free variables
+  alignas(8) std::uint64_t local27[2] = {fun_header_27(2, 2, false), 0};
+  CHECK(erts::read_fun(local27, erts::FunHeader::KindBit, nullptr).num_free == 3);  // the FunRef counted
+  // Bits no release sets make no fun.
+  alignas(8) std::uint64_t odd[2] = {fun_header_29(1, 3, true), 0};
+  CHECK_FALSE(erts::read_fun(odd, erts::FunHeader::KindBit, nullptr).known);
+  alignas(8) std::uint64_t huge[2] = {erts::kFunSubtag | (std::uint64_t{0x200} << erts::kFunEnvShift), 0};
+  CHECK_FALSE(erts::read_fun(huge, erts::FunHeader::EnvWithRef, nullptr).known);
+}
+
+TEST_CASE("erts layout: the layouts are named once, and tried in order", "[erts]") {
+  CHECK(erts::find_layout("OTP 27")->otp_release == 27);
+  CHECK(erts::find_layout("OTP 29")->otp_release == 29);
+  CHECK(erts::find_layout("OTP 28") == nullptr);
+  CHECK(erts::find_layout("") == nullptr);
+
+  auto order = [](unsigned otp) {
+    const erts::TermLayout* o[erts::kTermLayoutCount];
+    erts::layout_order(otp, o);
+    std::string names;
+    for (const auto* l : o) names += std::string(names.empty() ? "" : ",") + l->name;
+    return names;
+  };
+  CHECK(order(27) == "OTP 27,OTP 29");
+  CHECK(order(29) == "OTP 29,OTP 27");
+  CHECK(order(28) == "OTP 29,OTP 27");  // as close to both: the newer first
+  CHECK(order(26) == "OTP 27,OTP 29");
+  CHECK(order(31) == "OTP 29,OTP 27");
+}
+
+TEST_CASE("erts layout: choose_layout takes the first layout that passes the check", "[erts]") {
+  // A check that passes only for `name` with `addresses` code addresses.
+  auto only = [](const char* name, std::size_t addresses) {
+    return [=](const erts::TermLayout& l, const erts::FunEntryLayout& e) -> std::string {
+      if (std::string(l.name) == name && e.module == l.fun_entry(addresses).module) return {};
+      return std::string("wrong at ") + std::to_string(e.module);
+    };
+  };
+  std::string why;
+  erts::ChosenLayout c = erts::choose_layout(29, nullptr, only("OTP 29", 4), why);
+  REQUIRE(c.layout == erts::find_layout("OTP 29"));
+  CHECK(c.by_release);
+  CHECK(c.fun_entry.module == 40);
+  CHECK(why.empty());
+
+  c = erts::choose_layout(28, nullptr, only("OTP 27", 3), why);
+  REQUIRE(c.layout == erts::find_layout("OTP 27"));
+  CHECK_FALSE(c.by_release);  // found by the check
+  CHECK(c.fun_entry.module == 24);
+
+  c = erts::choose_layout(29, nullptr, only("OTP 27", 4), why);  // the release's own fails: another is taken
+  REQUIRE(c.layout == erts::find_layout("OTP 27"));
+  CHECK_FALSE(c.by_release);
+
+  c = erts::choose_layout(29, erts::find_layout("OTP 29"), only("OTP 27", 4), why);  // only the one given
+  CHECK(c.layout == nullptr);
+  CHECK(why == "OTP 29: wrong at 32; wrong at 40");
+
+  c = erts::choose_layout(30, nullptr, only("none", 3), why);
+  CHECK(c.layout == nullptr);
+  CHECK(why == "OTP 29: wrong at 32; wrong at 40; OTP 27: wrong at 24; wrong at 32");
 }
 
 TEST_CASE("erts layout: immediate tags", "[erts]") {

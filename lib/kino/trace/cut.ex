@@ -68,7 +68,7 @@ defmodule Kino.Trace.Cut do
     import Inspect.Algebra
 
     def inspect(%{kind: kind, value: prefix}, opts) when kind in [:binary, :bitstring] and is_binary(prefix) do
-      concat([Inspect.BitString.inspect(prefix, opts), " <> ..."])
+      concat([to_doc(prefix, opts), " <> ..."])
     end
 
     def inspect(%{kind: :integer, value: lead, size: bits}, _opts) when is_integer(lead) and is_integer(bits) do

@@ -517,8 +517,6 @@ defmodule Kino.Trace.Session do
   defp decoder_module(%{decoder: %Decoder{}}), do: Decoder
   defp decoder_module(_state), do: NativeDecoder
 
-  defp deliver_events(state, []), do: state
-
   defp deliver_events(state, events) do
     for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
     %{state | history: History.push(state.history, events)}

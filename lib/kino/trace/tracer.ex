@@ -146,13 +146,30 @@ defmodule Kino.Trace.Tracer do
   @spec decode_events(decoder(), [raw_event()]) :: [tuple()] | {:names, [pid()]}
   defdelegate decode_events(decoder, raw), to: :kino_trace_tracer
 
+  @doc """
+  The ERTS term layout the native tracer reads, chosen when it loaded: the one named for
+  the running OTP release (`chosen_by: :release`), or, for a release with no layout of
+  its own (OTP 28), the named one whose readers read the load-time probe terms right
+  (`chosen_by: :check`). `nil` when the tracer is not loaded.
+
+      iex> %{name: "OTP " <> _, chosen_by: by} = Kino.Trace.Tracer.term_layout()
+      iex> by in [:release, :check]
+      true
+  """
+  @spec term_layout() :: %{name: String.t(), otp_release: pos_integer(), chosen_by: :release | :check} | nil
+  def term_layout do
+    if loaded?(), do: :kino_trace_tracer.term_layout()
+  end
+
   @doc "True when the native tracer is loaded."
   @spec loaded?() :: boolean()
   defdelegate loaded?, to: :kino_trace_tracer, as: :loaded
 
   @doc """
   Why the native tracer did not load (a message naming the library's path), or `nil`
-  when it is loaded.
+  when it is loaded. The message also names an ERTS release whose term layout the
+  tracer does not know (`"unsupported term layout: ..."`, see `term_layout/0`): it then
+  does not load, rather than cut funs, bitstrings and big integers whole.
   """
   @spec load_error() :: String.t() | nil
   def load_error do

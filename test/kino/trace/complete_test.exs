@@ -193,17 +193,22 @@ defmodule Kino.Trace.CompleteTest do
     setup :fresh_modules
 
     test "are offered, with exports read from the file; nothing is loaded and no atom made", m do
+      queries = fn ->
+        assert %{items: [%{insert: "Worker", detail: detail}]} = Complete.complete("#{m.root}.Wo")
+        assert detail == String.replace_prefix(m.elixir, "Elixir.", "")
+
+        alias_path = String.replace_prefix(m.elixir, "Elixir.", "")
+        assert inserts("#{alias_path}.") == ["#{m.run}/1", "#{m.run}/2", ~s("a b"/0)]
+        assert inserts("#{alias_path}.#{m.run}(") == ["_)", "_, _)"]
+        assert inserts(":" <> String.slice(m.erlang, 0..-3//1)) == [":" <> m.erlang]
+        assert inserts(":#{m.erlang}.st") == ["#{m.start}/0", "#{m.start}_link/1"]
+      end
+
+      # The first run may load code that completion uses (its own modules, :zlib), whose
+      # atoms are no input's; the names below must never become atoms, in either run.
+      queries.()
       before = :erlang.system_info(:atom_count)
-
-      assert %{items: [%{insert: "Worker", detail: detail}]} = Complete.complete("#{m.root}.Wo")
-      assert detail == String.replace_prefix(m.elixir, "Elixir.", "")
-
-      alias_path = String.replace_prefix(m.elixir, "Elixir.", "")
-      assert inserts("#{alias_path}.") == ["#{m.run}/1", "#{m.run}/2", ~s("a b"/0)]
-      assert inserts("#{alias_path}.#{m.run}(") == ["_)", "_, _)"]
-      assert inserts(":" <> String.slice(m.erlang, 0..-3//1)) == [":" <> m.erlang]
-      assert inserts(":#{m.erlang}.st") == ["#{m.start}/0", "#{m.start}_link/1"]
-
+      queries.()
       assert :erlang.system_info(:atom_count) == before
 
       for name <- [m.root, m.elixir, m.erlang, m.run, m.start],
@@ -221,7 +226,9 @@ defmodule Kino.Trace.CompleteTest do
       assert eventually(fn -> inserts(":#{m.erlang}.st") == ["#{m.start}_other/3"] end)
     end
 
-    test "an atom table in the compact form of newer compilers is read", m do
+    # erlc writes one form (byte lengths up to OTP 27, the compact form from OTP 28): the
+    # same file is rewritten in the other one, and both are read.
+    test "an atom table in either form, byte lengths or the compact one of newer compilers, is read", m do
       {:ok, binary} = File.read(Path.join(m.dir, m.erlang <> ".beam"))
       {:ok, name, exports} = Beam.exports(binary)
       assert name == m.erlang
@@ -233,10 +240,10 @@ defmodule Kino.Trace.CompleteTest do
                {"#{m.start}_link", 1}
              ]
 
-      compact = compact_atoms(binary)
-      assert compact != binary
-      assert Beam.exports(compact) == {:ok, name, exports}
-      assert Beam.exports(binary_part(compact, 0, div(byte_size(compact), 2))) == :error
+      other = other_atom_form(binary)
+      assert atom_form(other) != atom_form(binary)
+      assert Beam.exports(other) == {:ok, name, exports}
+      assert Beam.exports(binary_part(other, 0, div(byte_size(other), 2))) == :error
     end
 
     test "a file cut short at a chunk's end is not read as a whole one", m do
@@ -251,11 +258,21 @@ defmodule Kino.Trace.CompleteTest do
     end
   end
 
-  # The same object file with its atom table written as newer compilers write it: a
-  # negative count, each length in the compact term encoding.
-  defp compact_atoms(<<"FOR1", _size::32, "BEAM", chunks::binary>>) do
+  # The same object file with its atom table written in the other form: a negative
+  # count and each length in the compact term encoding (as OTP 28+ compilers write it),
+  # or a positive count and each length in a byte (as OTP 27 and older did).
+  defp other_atom_form(<<"FOR1", _size::32, "BEAM", chunks::binary>>) do
     body = rewrite_chunks(chunks)
     <<"FOR1", byte_size(body) + 4::32, "BEAM", body::binary>>
+  end
+
+  defp atom_form(<<"FOR1", _size::32, "BEAM", chunks::binary>>), do: atom_form(chunks)
+  defp atom_form(<<"AtU8", _size::32, count::signed-32, _::binary>>), do: if(count < 0, do: :compact, else: :bytes)
+
+  defp atom_form(<<_id::binary-4, size::32, _::binary-size(size), rest::binary>>) do
+    padding = rem(4 - rem(size, 4), 4)
+    <<_::binary-size(^padding), rest::binary>> = rest
+    atom_form(rest)
   end
 
   # The offset at which each chunk (with its padding) ends.
@@ -264,7 +281,7 @@ defmodule Kino.Trace.CompleteTest do
   defp chunk_ends(<<_id::binary-4, size::32, _::binary-size(size), rest::binary>>, at) do
     padding = rem(4 - rem(size, 4), 4)
     at = at + 8 + size + padding
-    <<_::binary-size(padding), rest::binary>> = rest
+    <<_::binary-size(^padding), rest::binary>> = rest
     [at | chunk_ends(rest, at)]
   end
 
@@ -274,14 +291,18 @@ defmodule Kino.Trace.CompleteTest do
 
   defp rewrite_chunks(<<id::binary-4, size::32, data::binary-size(size), rest::binary>>) do
     padding = rem(4 - rem(size, 4), 4)
-    <<_::binary-size(padding), rest::binary>> = rest
+    <<_::binary-size(^padding), rest::binary>> = rest
 
     data =
-      if id == "AtU8" do
-        <<count::32, table::binary>> = data
-        <<-count::signed-32, compact_table(table)::binary>>
-      else
-        data
+      case {id, data} do
+        {"AtU8", <<count::signed-32, table::binary>>} when count > 0 ->
+          <<-count::signed-32, compact_table(table)::binary>>
+
+        {"AtU8", <<count::signed-32, table::binary>>} ->
+          <<-count::signed-32, byte_table(table, -count)::binary>>
+
+        _ ->
+          data
       end
 
     pad = rem(4 - rem(byte_size(data), 4), 4)
@@ -299,6 +320,20 @@ defmodule Kino.Trace.CompleteTest do
         else: <<length >>> 8::3, 1::2, 0::3, length::8>>
 
     <<encoded::binary, name::binary, compact_table(rest)::binary>>
+  end
+
+  # The compact table's names, each after its length in one byte.
+  defp byte_table(_table, 0), do: <<>>
+
+  defp byte_table(table, n) do
+    {length, rest} =
+      case table do
+        <<length::4, 0::1, 0::3, rest::binary>> -> {length, rest}
+        <<high::3, 0::1, 1::1, 0::3, low, rest::binary>> -> {high * 256 + low, rest}
+      end
+
+    <<name::binary-size(^length), rest::binary>> = rest
+    <<length, name::binary, byte_table(rest, n - 1)::binary>>
   end
 
   defp eventually(fun, tries \\ 40) do

@@ -565,7 +565,7 @@ defmodule Kino.Trace.FallbackTest do
     # a message is lost only while the guard has tracing off
     if info.guard_trips == 0, do: assert(info.received == @flood_calls)
     assert memory < @memory_bound
-    assert max(mailbox, info.mailbox_peak) < @mailbox_bound
+    assert mailbox < @mailbox_bound and info.mailbox_peak < @mailbox_bound
     send(pid, :stop)
     :kino_trace_fallback.close(handle)
   end
@@ -595,6 +595,9 @@ defmodule Kino.Trace.FallbackTest do
     assert_receive :flood_done, 60_000
     :ok = :kino_trace_fallback.attach(handle, session)
     assert :kino_trace_fallback.info(handle).guard_trips > 0
+    # The tracer turns tracing back on once its mailbox is empty, after its reply above:
+    # the next calls are traced only from then on (CI saw all 10 missed).
+    wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
     received = :kino_trace_fallback.info(handle).received
     send(pid, :more)
     assert_receive :more_done

@@ -21,8 +21,8 @@ defmodule Kino.Trace.TracerBoundsTest do
   # The arguments, built inside the process that passes them.
   def arg(:small), do: 42
   def arg(:bitstring), do: <<:binary.copy(<<200>>, @mb10)::binary, 5::3>>
-  def arg(:fun), do: (bin = :binary.copy(<<200>>, @mb10)) && fn -> byte_size(bin) end
-  def arg(:fun_list), do: (list = :lists.seq(1, 1_300_000)) && fn -> length(list) end
+  def arg(:fun), do: sizer(:binary.copy(<<200>>, @mb10))
+  def arg(:fun_list), do: lengther(:lists.seq(1, 1_300_000))
   # The largest integer ERTS holds (65535 64-bit digits, 512 KiB).
   def arg(:bignum), do: Bitwise.bsl(1, 64 * 65_535 - 1) + 12_345
   def arg(:list_of_50), do: Enum.map(1..50, fn i -> arg(Enum.at([:bitstring, :fun, :bignum], rem(i, 3))) end)
@@ -30,8 +30,12 @@ defmodule Kino.Trace.TracerBoundsTest do
   # when nothing in it is large.
   def arg(:list_of_50_small), do: Enum.map(1..50, fn i -> arg(Enum.at([:small_bitstring, :small_fun, :small_bignum], rem(i, 3))) end)
   def arg(:small_bitstring), do: <<:binary.copy(<<200>>, 500)::binary, 5::3>>
-  def arg(:small_fun), do: (bin = :binary.copy(<<200>>, 400)) && fn -> byte_size(bin) end
+  def arg(:small_fun), do: sizer(:binary.copy(<<200>>, 400))
   def arg(:small_bignum), do: Bitwise.bsl(1, 8 * 500) + 12_345
+
+  # Local funs whose one free variable is the binary or the list.
+  defp sizer(bin), do: fn -> byte_size(bin) end
+  defp lengther(list), do: fn -> length(list) end
 
   defp start(limits \\ @big_queue) do
     resource = Tracer.new_session(self(), limits)

@@ -53,7 +53,7 @@ defmodule Kino.Trace.Complete.Beam do
     found = if id in ["AtU8", "Atom", "ExpT"], do: Map.put(found, id, data), else: found
 
     case rest do
-      <<_::binary-size(padding), rest::binary>> -> chunks(rest, found)
+      <<_::binary-size(^padding), rest::binary>> -> chunks(rest, found)
       _ -> {:ok, found}
     end
   end
@@ -83,7 +83,7 @@ defmodule Kino.Trace.Complete.Beam do
 
   defp read_atoms(table, n, length, encoding, acc) do
     with {:ok, size, rest} <- length.(table),
-         <<name::binary-size(size), rest::binary>> <- rest,
+         <<name::binary-size(^size), rest::binary>> <- rest,
          {:ok, text} <- text(name, encoding) do
       read_atoms(rest, n - 1, length, encoding, [text | acc])
     else

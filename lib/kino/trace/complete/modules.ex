@@ -201,7 +201,7 @@ defmodule Kino.Trace.Complete.Modules do
     size = byte_size(file) - 5
 
     case file do
-      <<name::binary-size(size), ".beam">> -> [name]
+      <<name::binary-size(^size), ".beam">> -> [name]
       _ -> []
     end
   end

@@ -58,6 +58,10 @@ defmodule Kino.Trace.Pattern.MatchSpec do
   @bitwise_operators %{&&&: :band, |||: :bor, <<<: :bsl, >>>: :bsr, "~~~": :bnot}
   @bitwise_functions [band: 2, bor: 2, bxor: 2, bnot: 1, bsl: 2, bsr: 2]
 
+  # Kernel's guards that are macros, expanded as the running Elixir expands them
+  # (guard_expr/2), by name: their arities.
+  @kernel_guard_macros %{is_struct: [1, 2], is_non_struct_map: [1], is_exception: [1, 2]}
+
   # Elixir guard functions that are the match spec function of the same name
   # with the same argument order.
   @same_name_guards @type_checks ++
@@ -524,33 +528,21 @@ defmodule Kino.Trace.Pattern.MatchSpec do
     end
   end
 
-  # These follow Kernel's guard definitions term for term, `:fail` included (a
-  # name that is not an atom makes the clause fail, as it raises in Elixir).
-  defp guard_expr({:is_struct, _, [term]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings),
-         do: {:ok, {:andalso, {:is_map, term}, has_struct_name(term)}}
-  end
+  # Kernel's guards that are macros (is_struct/1,2, is_non_struct_map/1, is_exception/1,2)
+  # are expanded as the running Elixir expands them in a guard, then compiled like any
+  # guard: they match as they do in that Elixir's code, `:fail` included (a name that is
+  # not an atom makes the clause fail). Elixir 1.20's is_exception/1, for one, no longer
+  # asks for `__exception__: true`.
+  defp guard_expr({name, _, args}, bindings) when is_map_key(@kernel_guard_macros, name) and is_list(args) do
+    if length(args) in Map.fetch!(@kernel_guard_macros, name) do
+      call = {{:., [], [Kernel, name]}, [], args}
 
-  defp guard_expr({:is_struct, _, [term, name]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings),
-         {:ok, name} <- guard_expr(name, bindings),
-         do: {:ok, and_all([{:is_map, term} | struct_of(term, name)])}
-  end
-
-  defp guard_expr({:is_non_struct_map, _, [term]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings),
-         do: {:ok, {:andalso, {:is_map, term}, {:not, has_struct_name(term)}}}
-  end
-
-  defp guard_expr({:is_exception, _, [term]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings),
-         do: {:ok, and_all([{:is_map, term}, has_struct_name(term), exception_flag(term)])}
-  end
-
-  defp guard_expr({:is_exception, _, [term, name]}, bindings) do
-    with {:ok, term} <- guard_expr(term, bindings),
-         {:ok, name} <- guard_expr(name, bindings) do
-      {:ok, and_all([{:is_map, term} | struct_of(term, name)] ++ [exception_flag(term)])}
+      case Macro.expand_once(call, %{__ENV__ | context: :guard}) do
+        ^call -> not_a_guard("Kernel.#{name}/#{length(args)}")
+        expanded -> guard_expr(expanded, bindings)
+      end
+    else
+      not_a_guard("Kernel.#{name}/#{length(args)}")
     end
   end
 
@@ -719,27 +711,6 @@ defmodule Kino.Trace.Pattern.MatchSpec do
       do: in_bounds,
       else: {:andalso, in_bounds, {:"=:=", {:rem, {:-, left, first}, step}, 0}}
   end
-
-  # `__struct__` is a key of `term` and holds an atom.
-  defp has_struct_name(term),
-    do: {:andalso, {:is_map_key, :__struct__, term}, {:is_atom, {:map_get, :__struct__, term}}}
-
-  defp struct_of(term, name) do
-    [
-      {:orelse, {:is_atom, name}, :fail},
-      {:is_map_key, :__struct__, term},
-      {:==, {:map_get, :__struct__, term}, name}
-    ]
-  end
-
-  defp exception_flag(term),
-    do:
-      {:andalso, {:is_map_key, :__exception__, term},
-       {:==, {:map_get, :__exception__, term}, true}}
-
-  # `a and b and c`, grouped to the right.
-  defp and_all([condition]), do: condition
-  defp and_all([condition | rest]), do: {:andalso, condition, and_all(rest)}
 
   # Literal terms and term constructions inside guards.
   defp literal_or_unsupported(ast, bindings) do

@@ -309,6 +309,10 @@ defmodule Kino.Trace.Pattern.Preflight do
             else: ""
           )
 
+      :no_call ->
+        "#{mfa_text(module, function, arity)} is inlined by the compiler into code that calls " <>
+          "no function (calls never reach it)"
+
       nil ->
         nil
     end
@@ -321,44 +325,42 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  # Where the Elixir compiler sends calls to `module.function/arity`, when it
-  # rewrites them to another function (`Kernel.+/2` -> `:erlang.+/2`,
-  # `Kernel.elem/2` -> `:erlang.element/2`). Uses the compiler's own tables.
+  # Where the running Elixir compiler sends calls to `module.function/arity` when it
+  # rewrites them to another function (`Kernel.+/2` -> `:erlang.+/2`, `Kernel.elem/2` ->
+  # `:erlang.element/2`), `:no_call` when it compiles them to no call at all (`Map.put/3`
+  # into a map update), or nil. Asked of the compiler itself, so it follows the running
+  # Elixir (1.20 moved `elem/2` and others out of the rewrite tables 1.18 had): a call
+  # with plain variables as arguments is expanded and translated to Erlang, as
+  # `Code.eval_quoted/2` would, and the call it became is read. Nothing is compiled or
+  # run; macros are left alone.
   defp inline_target(module, function, arity) do
-    with true <- Code.ensure_loaded?(:elixir_rewrite),
-         nil <- inline(module, function, arity) do
-      rewrite(module, function, arity)
-    else
-      {target_module, target_function} -> {target_module, target_function, arity}
-      _ -> nil
+    if is_integer(arity) and Code.ensure_loaded?(module) and not macro_exported?(module, function, arity) and
+         function_exported?(module, function, arity) do
+      case translated_call(module, function, arity) do
+        {^module, ^function, ^arity} -> nil
+        other -> other
+      end
     end
   end
 
-  defp inline(module, function, arity) do
-    case :elixir_rewrite.inline(module, function, arity) do
-      {target_module, target_function} -> {target_module, target_function}
-      _ -> nil
-    end
-  rescue
-    _ -> nil
-  end
-
-  defp rewrite(module, function, arity) do
+  defp translated_call(module, function, arity) do
     args = Macro.generate_arguments(arity, __MODULE__)
+    call = {{:., [], [module, function]}, [], args}
+    quoted = {:fn, [], [{:->, [], [args, call]}]}
 
-    case :elixir_rewrite.rewrite(module, [], function, [], args) do
-      {{:., _, [^module, ^function]}, _, _} ->
-        nil
-
-      {{:., _, [target_module, target_function]}, _, target_args} when is_atom(target_module) ->
-        {target_module, target_function, length(target_args)}
-
-      _ ->
-        nil
+    case :elixir.quoted_to_erl(quoted, :elixir.env_for_eval([])) do
+      {{:fun, _, {:clauses, [{:clause, _, _, [], [body]}]}}, _, _, _} -> erlang_call(body)
+      _ -> nil
     end
   rescue
     _ -> nil
   end
+
+  defp erlang_call({:call, _, {:remote, _, {:atom, _, m}, {:atom, _, f}}, args}), do: {m, f, length(args)}
+  defp erlang_call({:op, _, op, _left, _right}), do: {:erlang, op, 2}
+  defp erlang_call({:op, _, op, _operand}), do: {:erlang, op, 1}
+  defp erlang_call({kind, _, _, _}) when kind in [:map, :record], do: :no_call
+  defp erlang_call(_other), do: nil
 
   defp vm_instruction?(:erlang, function, arity) when is_atom(function) and is_integer(arity) do
     :erl_internal.guard_bif(function, arity) or :erl_internal.arith_op(function, arity) or
