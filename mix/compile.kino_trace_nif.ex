@@ -183,6 +183,12 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   # archive it could not download) is something missing; anything else a failure.
   defp configure_failure(out, status, args) do
     cond do
+      out =~ ~r/CMAKE_MAKE_PROGRAM is not set|unable to find a build program/ ->
+        {:missing, ["a build tool for CMake (make, or Ninja with KINO_TRACE_CMAKE_ARGS=-GNinja)"]}
+
+      out =~ ~r/No CMAKE_CXX_COMPILER could be found|CMAKE_CXX_COMPILER not set/ ->
+        {:missing, ["a C++17 compiler (g++, clang++ or MSVC)"]}
+
       out =~ ~r/CMake 3\.\d+ or higher is required/ ->
         {:missing, ["CMake 3.18 or newer (#{cmake_version()} is too old)"]}
 
@@ -219,7 +225,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   defp build(root, [target | _] = targets, args) do
     build_dir = build_dir()
     File.mkdir_p!(Path.dirname(target))
-    Mix.shell().info("==> kino_trace: building native tracer (CMake)")
+    if System.find_executable("cmake"), do: Mix.shell().info("==> kino_trace: building native tracer (CMake)")
 
     with :ok <- configure(root, build_dir, args),
          :ok <- compile(build_dir, targets) do
@@ -287,7 +293,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
       Mix.raise(message)
     end
 
-    skip(targets, args, "its build failed (see above)", failed_hint(message))
+    skip(targets, args, "its build failed (compiling kino_trace printed why)", failed_hint(message))
   end
 
   # kino_trace compiled as itself (its repository), not as another project's dependency.
@@ -326,7 +332,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     To get the native tracer, install CMake (3.18+) and a C++17 compiler, then \
     recompile kino_trace (`mix deps.compile kino_trace --force`, or \
     `Mix.install(..., force: true)`); {fmt} and moodycamel are fetched if not installed:
-      Debian/Ubuntu: sudo apt-get install cmake g++ libfmt-dev libconcurrentqueue-dev
+      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev libconcurrentqueue-dev
       macOS:         xcode-select --install && brew install cmake
       Windows:       winget install Kitware.CMake Microsoft.VisualStudio.2022.BuildTools \
     (with the "Desktop development with C++" workload)
