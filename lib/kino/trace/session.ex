@@ -326,7 +326,12 @@ defmodule Kino.Trace.Session do
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
   defp request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
 
-  defp request(:info, _from, state), do: {:reply, info(state), state}
+  # (this node's fallback tracer first takes in its mailbox: its counters then count
+  # every event traced before the request, as the native tracer's do)
+  defp request(:info, _from, state) do
+    state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
+    {:reply, info(state), state}
+  end
 
   # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
   # nil for another node's trace.
