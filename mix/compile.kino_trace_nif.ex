@@ -1,54 +1,91 @@
 defmodule Mix.Tasks.Compile.KinoTraceNif do
   @moduledoc """
   Builds kino_trace's native tracer (`c_src/`) with CMake and puts the shared library
-  where `:code.priv_dir(:kino_trace)` finds it.
+  where `:code.priv_dir(:kino_trace)` finds it (`kino_trace_nif.so`; `.dll` on Windows).
 
   Incremental: when no file under `c_src/` nor `CMakeLists.txt` is newer than the built
   library and the CMake arguments are the ones it was built with, nothing runs. When the
   arguments change (`KINO_TRACE_CMAKE_ARGS`, `CI`, another OTP), the CMake build
   directory is emptied and configured afresh: CMake keeps every `-D` value in its cache,
   so an argument left out would otherwise stay in force. `mix clean` removes the library
-  and the CMake build directory.
+  and the CMake build directory. `mix compile --force` builds again.
+
+  kino_trace works without its native tracer, through the pure-Erlang one
+  (`kino_trace_fallback`), so a machine that cannot build it still compiles kino_trace:
+
+    * **something missing** (no `cmake`, no C++ compiler, no `erl_nif.h`, no {fmt} or
+      moodycamel headers and no network to fetch them): one warning names what is
+      missing and how to install it, and compiling goes on without the library;
+    * **the build fails** (a compile error in `c_src/`): an error when `CI=true`, when
+      `KINO_TRACE_NATIVE=required`, or when kino_trace is the project being compiled
+      (its own repository); as a dependency elsewhere, a warning, and compiling goes on.
+
+  A build that went without the library leaves `priv/kino_trace_nif.skipped`, whose
+  text is why (the tracer's `load_error/0` tells it), and is not tried again until the
+  sources or arguments change or `--force` is given.
 
   With `MIX_ENV=bench` it also builds the benchmark's floor tracer
-  (`kino_trace_floor_tracer.so`, see `bench/`).
+  (`kino_trace_floor_tracer`, see `bench/`).
 
   Environment:
     * `KINO_TRACE_CMAKE_ARGS` - extra arguments for the CMake configure step
-    * `CI=true` - builds with `-Werror`
+    * `CI=true` - builds with `-Werror` (`/WX`), and a failing build is an error
+    * `KINO_TRACE_NATIVE` - `auto` (the default, as above), `required` (anything that
+      keeps the native tracer from building is an error) or `off` (do not build it)
   """
   use Mix.Task.Compiler
 
-  @lib "kino_trace_nif.so"
-  @bench_libs ["kino_trace_floor_tracer.so"]
+  @lib "kino_trace_nif"
+  @bench_libs ["kino_trace_floor_tracer"]
 
   @impl true
-  def run(_args) do
+  def run(args) do
     root = project_root()
-    targets = Enum.map(libs(), &Path.join(priv_dir(), &1))
+    targets = Enum.map(libs(), &Path.join(priv_dir(), &1 <> lib_suffix()))
     sources = sources(root)
-    args = configure_args(priv_dir(), System.get_env("KINO_TRACE_CMAKE_ARGS", ""))
+    cmake_args = configure_args(priv_dir(), System.get_env("KINO_TRACE_CMAKE_ARGS", ""))
+    force? = "--force" in args
 
-    if not reconfigure?(build_dir(), args) and Enum.all?(targets, &up_to_date?(&1, sources)) do
-      {:noop, []}
-    else
-      build(root, targets, args)
-      {:ok, []}
+    cond do
+      native_setting() == "off" ->
+        skip(targets, cmake_args, "KINO_TRACE_NATIVE=off was set when kino_trace was compiled", nil)
+
+      force? ->
+        outcome(build(root, targets, cmake_args), targets, cmake_args)
+
+      not reconfigure?(build_dir(), cmake_args) and Enum.all?(targets, &up_to_date?(&1, sources)) ->
+        {:noop, []}
+
+      skipped?(cmake_args, sources) ->
+        {:noop, []}
+
+      true ->
+        outcome(build(root, targets, cmake_args), targets, cmake_args)
     end
   end
 
   @impl true
   def clean do
     File.rm_rf!(build_dir())
-    Enum.each([@lib | @bench_libs], &File.rm(Path.join(priv_dir(), &1)))
+    Enum.each([@lib | @bench_libs], &File.rm(Path.join(priv_dir(), &1 <> lib_suffix())))
+    File.rm(skip_marker())
     :ok
   end
 
   defp libs, do: if(Mix.env() == :bench, do: [@lib | @bench_libs], else: [@lib])
 
+  @doc "The file name suffix of a NIF library here: `.dll` on Windows, else `.so` (macOS too)."
+  @spec lib_suffix() :: String.t()
+  def lib_suffix, do: if(match?({:win32, _}, :os.type()), do: ".dll", else: ".so")
+
   defp project_root, do: Path.expand("..", __DIR__)
   defp priv_dir, do: Path.join(Mix.Project.app_path(), "priv")
   defp build_dir, do: Path.join(Mix.Project.build_path(), "kino_trace_cmake")
+  defp skip_marker, do: Path.join(priv_dir(), @lib <> ".skipped")
+  defp skip_stamp, do: Path.join(build_dir(), "kino_trace_skipped_args")
+  defp missing_file(build_dir), do: Path.join(build_dir, "kino_trace_missing.txt")
+
+  defp native_setting, do: System.get_env("KINO_TRACE_NATIVE", "auto")
 
   defp sources(root) do
     [Path.join(root, "CMakeLists.txt") | Path.wildcard(Path.join(root, "c_src/**/*.{h,hpp,cpp}"))]
@@ -64,6 +101,12 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     end
   end
 
+  # The last build went without the library, with these arguments, and no source changed.
+  defp skipped?(args, sources) do
+    File.read(skip_stamp()) == {:ok, stamp(args)} and File.exists?(skip_marker()) and
+      up_to_date?(skip_stamp(), sources)
+  end
+
   @doc """
   The CMake configure arguments for a NIF built into `output_dir`, followed by `extra`
   (a string of shell-like words, as in `KINO_TRACE_CMAKE_ARGS`).
@@ -73,7 +116,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     erts_include =
       Path.join([:code.root_dir(), "erts-#{:erlang.system_info(:version)}", "include"])
 
-    werror = if System.get_env("CI") in ["true", "1"], do: "ON", else: "OFF"
+    werror = if ci?(), do: "ON", else: "OFF"
 
     [
       "-DCMAKE_BUILD_TYPE=Release",
@@ -83,6 +126,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
       "-DKINO_TRACE_TESTS=OFF"
     ] ++ OptionParser.split(extra)
   end
+
+  defp ci?, do: System.get_env("CI") in ["true", "1"]
 
   @doc """
   Whether `build_dir` must be configured afresh for `args`: true unless its last
@@ -101,50 +146,214 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   """
   @spec configure!(Path.t(), Path.t(), [String.t()]) :: :ok
   def configure!(root, build_dir, args) do
+    case configure(root, build_dir, args) do
+      :ok -> :ok
+      {:missing, items} -> Mix.raise("kino_trace: missing #{Enum.join(items, ", ")}")
+      {:failed, message} -> Mix.raise(message)
+    end
+  end
+
+  # :ok, {:missing, what} or {:failed, message}
+  defp configure(root, build_dir, args) do
     if reconfigure?(build_dir, args), do: File.rm_rf!(build_dir)
     File.mkdir_p!(build_dir)
-    cmd!("cmake", ["-S", root, "-B", build_dir | args])
-    File.write!(stamp_path(build_dir), stamp(args))
+    missing = missing_file(build_dir)
+    File.rm(missing)
+
+    case cmd("cmake", ["-S", root, "-B", build_dir, "-DKINO_TRACE_MISSING_FILE=#{missing}" | args]) do
+      :ok ->
+        case File.read(missing) do
+          {:ok, text} ->
+            {:missing, String.split(text, "\n", trim: true)}
+
+          {:error, _} ->
+            File.write!(stamp_path(build_dir), stamp(args))
+            :ok
+        end
+
+      {:error, :enoent} ->
+        {:missing, ["CMake 3.18 or newer (no cmake on PATH)"]}
+
+      {:error, {status, out}} ->
+        configure_failure(out, status, args)
+    end
+  end
+
+  # A configure that stopped: an environment it cannot use (an old CMake, a pinned
+  # archive it could not download) is something missing; anything else a failure.
+  defp configure_failure(out, status, args) do
+    cond do
+      out =~ ~r/CMAKE_MAKE_PROGRAM is not set|unable to find a build program/ ->
+        {:missing, ["a build tool for CMake (make, or Ninja with KINO_TRACE_CMAKE_ARGS=-GNinja)"]}
+
+      out =~ ~r/No CMAKE_CXX_COMPILER could be found|CMAKE_CXX_COMPILER not set/ ->
+        {:missing, ["a C++17 compiler (g++, clang++ or MSVC)"]}
+
+      out =~ ~r/CMake 3\.\d+ or higher is required/ ->
+        {:missing, ["CMake 3.18 or newer (#{cmake_version()} is too old)"]}
+
+      download = Regex.run(~r/kino_trace: no system (.+?); using (\S+)/, out) ->
+        [_, what, url] = download
+        {:missing, ["#{what} (none installed, and #{url} could not be fetched: #{last_error(out)})"]}
+
+      true ->
+        {:failed, "kino_trace: `cmake` configure failed (exit #{status}) with #{Enum.join(args, " ")}:\n#{out}"}
+    end
+  end
+
+  defp cmake_version do
+    case System.cmd("cmake", ["--version"], stderr_to_stdout: true) do
+      {out, 0} -> out |> String.split("\n") |> hd()
+      _ -> "this cmake"
+    end
+  rescue
+    _ -> "this cmake"
+  end
+
+  defp last_error(out) do
+    out
+    |> String.split("\n", trim: true)
+    |> Enum.filter(&(&1 =~ ~r/error|fail|could not|couldn't|timed out|resolve/i))
+    |> List.last("see CMake's output")
+    |> String.trim()
   end
 
   defp stamp_path(build_dir), do: Path.join(build_dir, "kino_trace_configure_args")
   defp stamp(args), do: Enum.map_join(args, &(&1 <> "\n"))
 
+  # :ok, {:missing, what} or {:failed, message}
   defp build(root, [target | _] = targets, args) do
     build_dir = build_dir()
     File.mkdir_p!(Path.dirname(target))
+    if System.find_executable("cmake"), do: Mix.shell().info("==> kino_trace: building native tracer (CMake)")
 
-    Mix.shell().info("==> kino_trace: building native tracer (CMake)")
-    configure!(root, build_dir, args)
-    cmake_targets = Enum.map(targets, &Path.basename(&1, ".so"))
-
-    cmd!(
-      "cmake",
-      ["--build", build_dir, "--target"] ++
-        cmake_targets ++ ["-j", "#{System.schedulers_online()}"]
-    )
-
-    for target <- targets do
-      unless File.exists?(target) do
-        Mix.raise("kino_trace: CMake finished but #{target} was not produced")
-      end
-
-      # CMake only relinks when objects change; touch so the mtime check above holds.
-      File.touch!(target)
+    with :ok <- configure(root, build_dir, args),
+         :ok <- compile(build_dir, targets) do
+      :ok
     end
   end
 
-  defp cmd!(exe, args) do
-    unless System.find_executable(exe) do
-      Mix.raise("kino_trace: #{exe} not found; run scripts/setup.sh to install the build tools")
+  # `cmake --build` runs whatever the generator is (make, Ninja, MSBuild...); `--config`
+  # picks the configuration of a multi-config one (Visual Studio, Xcode).
+  defp compile(build_dir, targets) do
+    cmake_targets = Enum.map(targets, &Path.basename(&1, lib_suffix()))
+    jobs = "#{System.schedulers_online()}"
+
+    case cmd("cmake", ["--build", build_dir, "--config", "Release", "--parallel", jobs, "--target" | cmake_targets]) do
+      :ok ->
+        case Enum.reject(targets, &File.exists?/1) do
+          [] ->
+            # CMake only relinks when objects change; touch so the mtime check above holds.
+            Enum.each(targets, &File.touch!/1)
+            :ok
+
+          absent ->
+            {:failed, "kino_trace: CMake finished but #{Enum.join(absent, ", ")} was not produced"}
+        end
+
+      {:error, :enoent} ->
+        {:missing, ["CMake 3.18 or newer (no cmake on PATH)"]}
+
+      {:error, {status, out}} ->
+        {:failed, "kino_trace: building the native tracer failed (`cmake --build`, exit #{status}):\n#{out}"}
+    end
+  end
+
+  defp cmd(exe, args) do
+    case System.find_executable(exe) do
+      nil ->
+        {:error, :enoent}
+
+      path ->
+        case System.cmd(path, args, stderr_to_stdout: true) do
+          {_out, 0} -> :ok
+          {out, status} -> {:error, {status, out}}
+        end
+    end
+  end
+
+  # --- without the native tracer -----------------------------------------------------
+
+  defp outcome(:ok, _targets, _args) do
+    File.rm(skip_marker())
+    File.rm(skip_stamp())
+    {:ok, []}
+  end
+
+  defp outcome({:missing, items}, targets, args) do
+    if native_setting() == "required" do
+      Mix.raise("kino_trace: the native tracer cannot be built (KINO_TRACE_NATIVE=required): missing #{Enum.join(items, ", ")}")
     end
 
-    case System.cmd(exe, args, stderr_to_stdout: true) do
-      {_out, 0} ->
-        :ok
+    skip(targets, args, "missing #{Enum.join(items, "; ")}", install_hint())
+  end
 
-      {out, status} ->
-        Mix.raise("kino_trace: `#{exe} #{Enum.join(args, " ")}` failed (exit #{status}):\n#{out}")
+  defp outcome({:failed, message}, targets, args) do
+    if ci?() or native_setting() == "required" or own_project?() do
+      Mix.raise(message)
     end
+
+    skip(targets, args, "its build failed (compiling kino_trace printed why)", failed_hint(message))
+  end
+
+  # kino_trace compiled as itself (its repository), not as another project's dependency.
+  defp own_project?, do: not Keyword.has_key?(Mix.Project.config(), :deps_app_path)
+
+  # No library: a stale one would be older than the sources, so it goes. The marker
+  # tells the tracer why it has no library, and the warning tells the user, once.
+  defp skip(targets, args, why, hint) do
+    Enum.each(targets, &File.rm/1)
+    File.mkdir_p!(priv_dir())
+    File.write!(skip_marker(), "the native tracer was not built: #{why}")
+    File.mkdir_p!(build_dir())
+    File.write!(skip_stamp(), stamp(args))
+
+    if hint do
+      message = warning(why, hint)
+      IO.warn(message, [])
+      {:ok, [diagnostic(message)]}
+    else
+      {:ok, []}
+    end
+  end
+
+  @doc false
+  def warning(why, hint) do
+    """
+    kino_trace: its native tracer was not built: #{why}.
+    kino_trace works without it, on its pure-Erlang tracer (kino_trace_fallback): every \
+    feature is there, at a higher cost per traced event (see the README, "Without a C++ \
+    toolchain"). #{hint}\
+    """
+  end
+
+  defp install_hint do
+    """
+    To get the native tracer, install CMake (3.18+) and a C++17 compiler, then \
+    recompile kino_trace (`mix deps.compile kino_trace --force`, or \
+    `Mix.install(..., force: true)`); {fmt} and moodycamel are fetched if not installed:
+      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev libconcurrentqueue-dev
+      macOS:         xcode-select --install && brew install cmake
+      Windows:       winget install Kitware.CMake Microsoft.VisualStudio.2022.BuildTools \
+    (with the "Desktop development with C++" workload)
+    """
+  end
+
+  defp failed_hint(message) do
+    """
+    This is a bug of kino_trace's on this compiler or system: please report it with \
+    the output below.
+    #{message}
+    """
+  end
+
+  defp diagnostic(message) do
+    %Mix.Task.Compiler.Diagnostic{
+      compiler_name: "kino_trace_nif",
+      file: Path.join(project_root(), "CMakeLists.txt"),
+      message: message,
+      position: nil,
+      severity: :warning
+    }
   end
 end

@@ -166,7 +166,9 @@ load_native({Beam, Nif}) ->
     case nif_dir() of
         {ok, Dir} ->
             Lib = filename:join(Dir, "kino_trace_nif"),
-            try file:write_file(Lib ++ ".so", Nif) of
+            %% the name erlang:load_nif/2 looks for: Lib and the system's suffix
+            Suffix = case os:type() of {win32, _} -> ".dll"; _ -> ".so" end,
+            try file:write_file(Lib ++ Suffix, Nif) of
                 ok ->
                     persistent_term:put({?TRACER, nif_path}, Lib),
                     try code:load_binary(?TRACER, "kino_trace_tracer.beam", Beam)
@@ -184,7 +186,7 @@ load_native({Beam, Nif}) ->
                 {error, Reason} ->
                     {error, format("cannot write the native tracer to ~ts (~p)", [Dir, Reason])}
             after
-                _ = file:delete(Lib ++ ".so"),
+                _ = file:delete(Lib ++ Suffix),
                 _ = file:del_dir(Dir)
             end;
         {error, _} = Error ->

@@ -62,66 +62,77 @@
 %% left out here, such as running_procs, and erl_tracer does not make them optional.)
 
 -spec enabled(atom(), resource(), tracee()) -> trace | discard | remove.
-enabled(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+enabled(_Tag, _State, _Tracee) -> not_loaded().
 -spec enabled_call(atom(), resource(), tracee()) -> trace | discard | remove.
-enabled_call(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+enabled_call(_Tag, _State, _Tracee) -> not_loaded().
 -spec enabled_send(atom(), resource(), tracee()) -> trace | discard | remove.
-enabled_send(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+enabled_send(_Tag, _State, _Tracee) -> not_loaded().
 -spec enabled_receive(atom(), resource(), tracee()) -> trace | discard | remove.
-enabled_receive(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+enabled_receive(_Tag, _State, _Tracee) -> not_loaded().
 -spec enabled_procs(atom(), resource(), tracee()) -> trace | discard | remove.
-enabled_procs(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+enabled_procs(_Tag, _State, _Tracee) -> not_loaded().
 -spec trace(atom(), resource(), tracee(), term(), map()) -> ok.
-trace(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+trace(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 -spec trace_call(atom(), resource(), tracee(), term(), map()) -> ok.
-trace_call(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+trace_call(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 -spec trace_send(atom(), resource(), tracee(), term(), map()) -> ok.
-trace_send(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+trace_send(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 -spec trace_receive(atom(), resource(), tracee(), term(), map()) -> ok.
-trace_receive(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+trace_receive(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 -spec trace_procs(atom(), resource(), tracee(), term(), map()) -> ok.
-trace_procs(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+trace_procs(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 
 %% --- sessions (NIFs; Kino.Trace.Tracer documents them) --------------------------------
 
 -spec new_session(pid(), map()) -> resource().
-new_session(_Owner, _Limits) -> erlang:nif_error(not_loaded).
+new_session(_Owner, _Limits) -> not_loaded().
 -spec session_id(resource()) -> pos_integer().
-session_id(_Resource) -> erlang:nif_error(not_loaded).
+session_id(_Resource) -> not_loaded().
 -spec drain(resource(), pos_integer()) -> {[raw_event()], boolean()}.
-drain(_Resource, _Max) -> erlang:nif_error(not_loaded).
+drain(_Resource, _Max) -> not_loaded().
 -spec counters(resource()) -> #{atom() => non_neg_integer() | boolean()}.
-counters(_Resource) -> erlang:nif_error(not_loaded).
+counters(_Resource) -> not_loaded().
 -spec close(resource()) -> ok.
-close(_Resource) -> erlang:nif_error(not_loaded).
+close(_Resource) -> not_loaded().
 -spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
-roundtrip(_Term, _Caps) -> erlang:nif_error(not_loaded).
+roundtrip(_Term, _Caps) -> not_loaded().
 -spec struct_keys() -> [{module(), [atom()]}].
-struct_keys() -> erlang:nif_error(not_loaded).
+struct_keys() -> not_loaded().
 -spec nif_loaded() -> true.
-nif_loaded() -> erlang:nif_error(not_loaded).
+nif_loaded() -> not_loaded().
 %% The ERTS term layout chosen at load (c_src/core/erts_layout.hpp): the one named for
 %% the running release (chosen_by release), or, for a release with none of its own, the
 %% one whose readers read the load-time probe terms right (chosen_by check).
 -spec term_layout() -> #{name := binary(), otp_release := pos_integer(), chosen_by := release | check}.
-term_layout() -> erlang:nif_error(not_loaded).
+term_layout() -> not_loaded().
 
 %% --- the native decoder (NIFs; Kino.Trace.NativeDecoder uses them) ---------------------
 
 -spec new_decoder(boolean(), node()) -> decoder().
-new_decoder(_Pairing, _Node) -> erlang:nif_error(not_loaded).
+new_decoder(_Pairing, _Node) -> not_loaded().
 -spec decoder_no_returns(decoder(), [mfa()]) -> ok.
-decoder_no_returns(_Decoder, _Mfas) -> erlang:nif_error(not_loaded).
+decoder_no_returns(_Decoder, _Mfas) -> not_loaded().
 -spec decoder_unpair(decoder(), pid()) -> ok.
-decoder_unpair(_Decoder, _Pid) -> erlang:nif_error(not_loaded).
+decoder_unpair(_Decoder, _Pid) -> not_loaded().
 -spec decoder_take_callers(decoder()) -> [pid()].
-decoder_take_callers(_Decoder) -> erlang:nif_error(not_loaded).
+decoder_take_callers(_Decoder) -> not_loaded().
 -spec decoder_put_names(decoder(), [{pid(), atom()}]) -> ok.
-decoder_put_names(_Decoder, _Names) -> erlang:nif_error(not_loaded).
+decoder_put_names(_Decoder, _Names) -> not_loaded().
 -spec drain_events(resource(), decoder(), pos_integer()) -> {[tuple()], boolean()} | {names, [pid()]}.
-drain_events(_Resource, _Decoder, _Max) -> erlang:nif_error(not_loaded).
+drain_events(_Resource, _Decoder, _Max) -> not_loaded().
 -spec decode_events(decoder(), [raw_event()]) -> [tuple()] | {names, [pid()]}.
-decode_events(_Decoder, _Raw) -> erlang:nif_error(not_loaded).
+decode_events(_Decoder, _Raw) -> not_loaded().
+
+%% What a NIF of this module raises when the library is not loaded: an Elixir
+%% RuntimeError saying why (Kino.Trace itself then runs on kino_trace_fallback).
+not_loaded() ->
+    Why = case persistent_term:get(?ERROR_KEY, undefined) of
+              undefined -> <<"its library is not loaded">>;
+              Message -> Message
+          end,
+    erlang:nif_error(#{'__struct__' => 'Elixir.RuntimeError', '__exception__' => true,
+                       message => iolist_to_binary(["kino_trace's native tracer is not available (", Why,
+                                                    "); Kino.Trace runs on its pure-Erlang tracer without it"])}).
 
 %% --- loading ---------------------------------------------------------------------------
 
@@ -153,6 +164,10 @@ on_load() ->
     case try_load(Path) of
         ok ->
             forget_error();
+        {not_built, Why} ->
+            %% The build went without the library and said why when it did (one warning
+            %% then): kino_trace runs on its pure-Erlang tracer, quietly.
+            persistent_term:put(?ERROR_KEY, iolist_to_binary(["kino_trace: ", Why]));
         {error, Why} ->
             Message = iolist_to_binary(["kino_trace: could not load its native tracer from ",
                                         describe(Path), ": ", Why]),
@@ -174,6 +189,20 @@ priv_path() ->
 try_load({error, Reason}) ->
     {error, io_lib:format("kino_trace's priv directory is not found (~0tp)", [Reason])};
 try_load(Path) ->
+    case not_built(Path) of
+        {ok, Why} -> {not_built, Why};
+        false -> load(Path)
+    end.
+
+%% The Mix compiler leaves <library>.skipped (its text: why) in place of a library it
+%% did not build.
+not_built(Path) ->
+    case file:read_file(unicode:characters_to_list([Path, ".skipped"])) of
+        {ok, Why} -> {ok, string:trim(Why)};
+        {error, _} -> false
+    end.
+
+load(Path) ->
     try erlang:load_nif(unicode:characters_to_list(Path), persistent_term:get(?LAYOUT_KEY, 0)) of
         ok -> ok;
         %% Already loaded for this instance of the module: nothing to do.

@@ -150,6 +150,16 @@ export function counterItems(counters, held = 0) {
       muted: true,
     });
   }
+  const fallback = c.fallback || [];
+  if (fallback.length) {
+    items.push({
+      counter: "tracer",
+      label: fallback.length === 1 ? "pure-Erlang tracer" : `pure-Erlang tracer on ${fallback.length} nodes`,
+      title: fallback.map((f) => `${f.node}: ${f.why}`).join("\n") +
+        "\nThe native tracer is not running there: every event costs more, and limits apply after the VM copied it",
+      muted: true,
+    });
+  }
   if (held) items.push({ label: `${formatCount(held)} held while paused`, muted: true });
   return items;
 }

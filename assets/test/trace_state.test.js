@@ -159,6 +159,16 @@ describe("TraceState: the pause state machine", () => {
 });
 
 describe("counterItems: the header's counters", () => {
+  it("names the pure-Erlang tracer and, in its title, each node's reason", () => {
+    const one = counterItems({ fallback: [{ node: "a@h", why: "the native tracer was not built" }] });
+    const tracer = one.find((i) => i.counter === "tracer");
+    expect(tracer.label).toBe("pure-Erlang tracer");
+    expect(tracer.title).toContain("a@h: the native tracer was not built");
+    const two = counterItems({ fallback: [{ node: "a@h", why: "x" }, { node: "b@h", why: "y" }] });
+    expect(two.find((i) => i.counter === "tracer").label).toBe("pure-Erlang tracer on 2 nodes");
+    expect(counterItems({ fallback: [] }).some((i) => i.counter === "tracer")).toBe(false);
+  });
+
   it("with nothing counted: events, rate and dropped, at zero", () => {
     expect(counterItems({})).toEqual([
       { counter: "events", value: "0", label: " events" },

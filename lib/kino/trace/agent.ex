@@ -126,6 +126,9 @@ defmodule Kino.Trace.Agent do
       opts[:agent] == :fallback ->
         {:ok, {:fallback, "agent: :fallback was given"}}
 
+      not Kino.Trace.Tracer.loaded?() ->
+        {:ok, {:fallback, "the native tracer is not loaded on #{node()}: #{Kino.Trace.Tracer.load_error()}"}}
+
       facts.arch != here ->
         {:ok,
          {:fallback, "the node's architecture is #{facts.arch}, the native tracer's #{here}"}}
@@ -155,7 +158,11 @@ defmodule Kino.Trace.Agent do
     {major, minor}
   end
 
-  defp nif_library, do: Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")
+  defp nif_library, do: Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif" <> nif_suffix())
+
+  # As the library is named where it is built (and where it is shipped: the same
+  # architecture, so the same system).
+  defp nif_suffix, do: if(match?({:win32, _}, :os.type()), do: ".dll", else: ".so")
 
   # --- shipping ------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 defmodule Kino.Trace.Backend do
   @moduledoc """
-  Where a `Kino.Trace.Session`'s trace runs: on this node, with the native tracer, or on
+  Where a `Kino.Trace.Session`'s trace runs: on this node, with the native tracer (or the
+  pure-Erlang one where the native one is not loaded, `Kino.Trace.LocalTracer`), or on
   another node, through kino_trace's agent there (`Kino.Trace.Agent`).
 
   The session is the same in both cases (decoding, pairing, history and subscribers stay
@@ -11,7 +12,8 @@ defmodule Kino.Trace.Backend do
     * `run/3` runs a list of such calls in order, then `after` ones in any case;
     * another node's events are drained raw (`drain/2`), with what decoding them needs
       there: the registered names of their processes and that node's time offset (this
-      node's are drained decoded, from `resource`, by `Kino.Trace.NativeDecoder`);
+      node's are drained decoded, from `resource`, by `Kino.Trace.NativeDecoder`, and
+      raw from the fallback tracer when this node runs it);
     * `counters/1`, `close/1` and `destroy/2`.
 
   A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
@@ -27,14 +29,15 @@ defmodule Kino.Trace.Backend do
       :ok
   """
 
-  alias Kino.Trace.{Agent, Reaper, Tracer}
+  alias Kino.Trace.{Agent, LocalTracer, Reaper, Tracer}
 
-  defstruct [:node, :id, :resource, :session, :worker, mode: :native]
+  defstruct [:node, :id, :resource, :tracer, :session, :worker, mode: :native]
 
   @type t :: %__MODULE__{
           node: node(),
           id: term(),
           resource: Tracer.resource() | nil,
+          tracer: LocalTracer.t() | nil,
           session: term() | nil,
           worker: pid() | nil,
           mode: Agent.mode() | :counters
@@ -44,17 +47,19 @@ defmodule Kino.Trace.Backend do
   @type context :: nil | %{names: %{pid() => atom() | nil}, time_offset: integer()}
 
   @doc """
-  Starts the trace's tracer on this node: a native session owned by `owner` with
-  `limits`, and an OTP trace session with the native tracer. Raises `ArgumentError` for
-  limits the tracer refuses.
+  Starts the trace's tracer on this node: a tracer session owned by `owner` with
+  `limits`, and an OTP trace session with that tracer: the native one, or the fallback
+  where the native one is not loaded (`mode` says which, as `Kino.Trace.LocalTracer`
+  decides). Raises `ArgumentError` for limits the tracer refuses.
   """
-  @spec start(pid(), map(), node()) :: t()
-  def start(owner, limits, node) when node == node() do
-    resource = Tracer.new_session(owner, limits)
-    # The tracer module must be loaded before the session is created.
-    Code.ensure_loaded!(:kino_trace_tracer)
-    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
-    %__MODULE__{node: node, id: Tracer.session_id(resource), resource: resource, session: session}
+  @spec start(pid(), map(), node(), LocalTracer.mode()) :: t()
+  def start(owner, limits, node, mode \\ LocalTracer.mode()) when node == node() do
+    tracer = LocalTracer.new(owner, limits, mode)
+    session = LocalTracer.session_create(tracer)
+    :ok = LocalTracer.attach(tracer, session)
+    resource = if LocalTracer.native?(tracer), do: tracer.handle
+
+    %__MODULE__{node: node, id: tracer.id, resource: resource, tracer: tracer, session: session, mode: tracer.mode}
   end
 
   @doc """
@@ -95,13 +100,18 @@ defmodule Kino.Trace.Backend do
   @spec local?(t()) :: boolean()
   def local?(%__MODULE__{worker: worker}), do: worker == nil
 
+  @doc "Whether the trace runs on this node's native tracer (its events are drained decoded)."
+  @spec native?(t()) :: boolean()
+  def native?(%__MODULE__{worker: worker, resource: resource}), do: worker == nil and resource != nil
+
   @doc "Whether the trace's OTP session is still there (not destroyed)."
   @spec tracing?(t()) :: boolean()
   def tracing?(%__MODULE__{session: session}), do: session != nil
 
   @doc "Runs `:trace.fun(session, args...)` on the trace's session; raises as `:trace` does."
   @spec trace(t(), atom(), list()) :: term()
-  def trace(%__MODULE__{worker: nil, session: session}, fun, args), do: apply(:trace, fun, [session | args])
+  def trace(%__MODULE__{worker: nil, session: session} = backend, fun, args),
+    do: apply(:trace, fun, [session | local_args(backend, fun, args)])
 
   def trace(%__MODULE__{worker: worker}, fun, args) do
     case call!(worker, {:trace, fun, args}) do
@@ -116,10 +126,10 @@ defmodule Kino.Trace.Backend do
   another node in one round trip.
   """
   @spec trace_many(t(), [{atom(), list()}]) :: [{:ok, term()} | {:error, {atom(), term()}}]
-  def trace_many(%__MODULE__{worker: nil, session: session}, calls) do
+  def trace_many(%__MODULE__{worker: nil, session: session} = backend, calls) do
     for {fun, args} <- calls do
       try do
-        {:ok, apply(:trace, fun, [session | args])}
+        {:ok, apply(:trace, fun, [session | local_args(backend, fun, args)])}
       catch
         kind, reason -> {:error, {kind, reason}}
       end
@@ -147,11 +157,23 @@ defmodule Kino.Trace.Backend do
     end
   end
 
+  # The fallback tracer's sessions get its process flags (a timestamp added).
+  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, :process, [who, true, flags]),
+    do: [who, true, LocalTracer.flags(tracer, flags)]
+
+  defp local_args(_backend, _fun, args), do: args
+
   @doc """
-  Takes up to `max` raw events from another node's tracer: `{events, more?, context}`.
-  (This node's session drains its `resource` decoded, with `Kino.Trace.NativeDecoder`.)
+  Takes up to `max` raw events from another node's tracer, or this node's fallback
+  tracer: `{events, more?, context}` (`nil`: this node's). (This node's native session
+  drains its `resource` decoded, with `Kino.Trace.NativeDecoder`.)
   """
   @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean(), context()}
+  def drain(%__MODULE__{worker: nil, resource: nil, tracer: tracer}, max) when tracer != nil do
+    {raw, more} = LocalTracer.drain(tracer, max)
+    {raw, more, nil}
+  end
+
   def drain(%__MODULE__{worker: worker}, max) when worker != nil do
     {raw, more, names, offset} = call!(worker, {:drain, max})
     {raw, more, %{names: names, time_offset: offset}}
@@ -159,7 +181,7 @@ defmodule Kino.Trace.Backend do
 
   @doc "The tracer's counters (see `Kino.Trace.Tracer.counters/1`); the last known ones once the agent is gone."
   @spec counters(t()) :: map()
-  def counters(%__MODULE__{worker: nil, resource: resource}), do: Tracer.counters(resource)
+  def counters(%__MODULE__{worker: nil, tracer: tracer}), do: LocalTracer.counters(tracer)
 
   def counters(%__MODULE__{worker: worker}) do
     %{} = call!(worker, :counters)
@@ -167,7 +189,7 @@ defmodule Kino.Trace.Backend do
 
   @doc "Closes the tracer's session: nothing more is accepted, what is queued is freed."
   @spec close(t()) :: :ok
-  def close(%__MODULE__{worker: nil, resource: resource}), do: Tracer.close(resource)
+  def close(%__MODULE__{worker: nil, tracer: tracer}), do: LocalTracer.close(tracer)
 
   def close(%__MODULE__{worker: worker}) do
     Agent.call(worker, :close)

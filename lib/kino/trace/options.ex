@@ -96,13 +96,17 @@ defmodule Kino.Trace.Options do
 
   # Makes (and closes) a native session with these limits: the tracer checks its own
   # bounds and names the option in its error; the value shown is the one the user gave.
+  # On the fallback tracer (Kino.Trace.LocalTracer), it reads them (the same bounds and
+  # messages).
   defp check_native!(merged, given) do
-    if Tracer.loaded?() do
-      try do
-        merged |> native_limits() |> then(&Tracer.new_session(self(), &1)) |> Tracer.close()
-      rescue
-        e in ArgumentError -> raise ArgumentError, native_error(e.message, given, merged)
-      end
+    limits = native_limits(merged)
+
+    try do
+      if Kino.Trace.LocalTracer.mode() == :native,
+        do: limits |> then(&Tracer.new_session(self(), &1)) |> Tracer.close(),
+        else: :kino_trace_fallback.roundtrip(:ok, limits)
+    rescue
+      e in ArgumentError -> raise ArgumentError, native_error(e.message, given, merged)
     end
 
     :ok

@@ -8,11 +8,13 @@ defmodule Kino.Trace.Session do
 
     * creates the native session (the plan's limits live there) and the OTP trace
       session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
-      and match specs;
+      and match specs (where the native tracer is not loaded, the pure-Erlang one,
+      `Kino.Trace.LocalTracer`);
     * drains the native queue when woken (one message when the queue goes from empty to
       non-empty; paced by `Kino.Trace.DrainPacing`, so a steady stream is drained about
       once a millisecond rather than event by event), its events decoded natively
-      (`Kino.Trace.NativeDecoder`), and hands them in batches to its subscribers and to a
+      (`Kino.Trace.NativeDecoder`; the fallback's and another node's by
+      `Kino.Trace.Decoder`), and hands them in batches to its subscribers and to a
       bounded history;
     * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
       destroys the trace and closes the native session, so nothing of it remains.
@@ -49,6 +51,10 @@ defmodule Kino.Trace.Session do
 
   defstruct [
     :id,
+    # the id the tracer's messages carry ({:kino_trace, tracer_id, :ready}...): the
+    # native session's (which is also the trace's id), the fallback's, or for another
+    # node's trace the trace's id (that node's agent puts it on its tracer's messages)
+    :tracer_id,
     :owner,
     :owner_ref,
     # where the trace runs (Kino.Trace.Backend): nil until set up on another node
@@ -65,6 +71,8 @@ defmodule Kino.Trace.Session do
     subscribers: %{},
     # pid => the trace flags it had before it was held (not traced while subscribed)
     held: %{},
+    # pids given to exclude/2 (alive ones): kept out again after the fallback's restore
+    excluded: MapSet.new(),
     rate: 0.0,
     rate_sample: {0, 0},
     setup_error: nil,
@@ -102,17 +110,22 @@ defmodule Kino.Trace.Session do
     [node] = plan.nodes
     # Another node's tracer is started by its agent in handle_continue (it takes round trips).
     backend = if node == node(), do: Backend.start(self(), plan.limits, node)
+    # The native tracer's ids count from 1; any other trace's come from the same range
+    # as another node's, so no two traces here share one (Kino.Trace.Final keeps them).
+    id = if(backend && Backend.native?(backend), do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic]))
 
     state = %__MODULE__{
-      id: if(backend, do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic])),
+      id: id,
+      tracer_id: if(backend, do: backend.id, else: id),
       owner: owner,
       owner_ref: Process.monitor(owner),
       backend: backend,
       plan: plan,
-      # this node's events are decoded natively as they are drained; another node's
-      # come raw from its agent, with that node's names and time offset
+      # this node's native tracer's events are decoded natively as they are drained;
+      # the fallback's come raw, and another node's raw from its agent, with that node's
+      # names and time offset
       decoder:
-        if(backend,
+        if(backend && Backend.native?(backend),
           do: NativeDecoder.new(pairing: plan.options[:return]),
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
@@ -162,6 +175,31 @@ defmodule Kino.Trace.Session do
 
     # Never trace ourselves (we call plenty of functions a user may trace).
     if Backend.local?(backend), do: Backend.trace(backend, :process, [self(), false, [:all]])
+  end
+
+  # Sets the plan's process flags again (a target gone since is skipped), then keeps out
+  # what is kept out: this process, kino_trace's own, the held and excluded ones, and
+  # the stack guard's (moved off this session). Processes that only inherited their
+  # flags (children) are not traced again.
+  defp restore(%{backend: backend, plan: plan} = state) do
+    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
+      try do
+        Backend.trace(backend, :process, [target, true, flags])
+      rescue
+        ArgumentError -> :ok
+      end
+    end
+
+    for pid <- [self() | Map.keys(state.held) ++ MapSet.to_list(state.excluded)] do
+      try do
+        Backend.trace(backend, :process, [pid, false, [:all]])
+      rescue
+        ArgumentError -> :ok
+      end
+    end
+
+    Kino.Trace.Internal.add_session(backend.session)
+    StackGuard.restore(state.guard)
   end
 
   # Stops tracing `pid` in this session; returns the flags it had.
@@ -224,7 +262,7 @@ defmodule Kino.Trace.Session do
 
   # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
   defp start_guard(state) do
-    guard = StackGuard.new(state.backend.resource, state.backend.session, state.plan)
+    guard = StackGuard.new(state.backend.tracer, state.backend.session, state.plan)
     if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
     guard
   end
@@ -249,7 +287,8 @@ defmodule Kino.Trace.Session do
 
   defp request({:exclude, pid}, _from, state) do
     if tracing?(state) and node(pid) == state.backend.node, do: Backend.trace(state.backend, :process, [pid, false, [:all]])
-    {:reply, :ok, state}
+    excluded = state.excluded |> Enum.filter(&Process.alive?/1) |> MapSet.new() |> MapSet.put(pid)
+    {:reply, :ok, %{state | excluded: if(node(pid) == node(), do: excluded, else: state.excluded)}}
   end
 
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
@@ -287,7 +326,19 @@ defmodule Kino.Trace.Session do
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
   defp request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
 
-  defp request(:info, _from, state), do: {:reply, info(state), state}
+  # (this node's fallback tracer first takes in its mailbox: its counters then count
+  # every event traced before the request, as the native tracer's do)
+  defp request(:info, _from, state) do
+    state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
+    {:reply, info(state), state}
+  end
+
+  # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
+  # nil for another node's trace.
+  defp request(:tracer, _from, state) do
+    tracer = state.backend && state.backend.tracer
+    {:reply, tracer && Kino.Trace.LocalTracer.tracer_spec(tracer), state}
+  end
 
   defp request({:set_patterns, inputs}, _from, state) do
     results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
@@ -354,15 +405,22 @@ defmodule Kino.Trace.Session do
     :exit, {:agent_down, _} -> agent_gone(state, nil)
   end
 
-  defp message({:kino_trace, id, :ready}, %{id: id} = state), do: {:noreply, ready(state)}
+  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state), do: {:noreply, ready(state)}
   defp message(:drain, state), do: {:noreply, drain(state)}
   defp message(:paced_drain, state), do: {:noreply, drain(%{state | drain_due: false})}
 
-  defp message({:kino_trace, id, :limit_reached}, %{id: id} = state) do
+  defp message({:kino_trace, id, :limit_reached}, %{tracer_id: id} = state) do
     {:noreply, finish(state, :limit_reached, :deliver)}
   end
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
+
+  # This node's fallback tracer: its mailbox guard switched the session's process flags
+  # off, and its mailbox is empty again.
+  defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
+    if tracing?(state) and Backend.local?(state.backend), do: restore(state)
+    {:noreply, state}
+  end
 
   # Another kino_trace session cleared a BIF pattern (see Kino.Trace.Reaper).
   defp message(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
@@ -380,9 +438,10 @@ defmodule Kino.Trace.Session do
   defp message(:stack_guard, state) do
     if tracing?(state) do
       # (this node's trace only: the stack guard samples this node's processes)
-      {callers, decoder} = NativeDecoder.take_callers(state.decoder)
+      decoder_module = decoder_module(state)
+      {callers, decoder} = decoder_module.take_callers(state.decoder)
       {guard, moved} = StackGuard.check(state.guard, callers)
-      decoder = Enum.reduce(moved, decoder, &NativeDecoder.unpair(&2, &1))
+      decoder = Enum.reduce(moved, decoder, &decoder_module.unpair(&2, &1))
       Process.send_after(self(), :stack_guard, StackGuard.interval())
       {:noreply, %{state | guard: guard, decoder: decoder}}
     else
@@ -480,15 +539,27 @@ defmodule Kino.Trace.Session do
   # Someone is waiting for this bounded work, so it runs at high priority: processes
   # flooding the trace must not stretch it out. Background draining stays normal.
   defp catch_up(state, cap) do
-    %{queued: queued} = Backend.counters(state.backend)
     priority = Process.flag(:priority, :high)
 
     try do
-      state |> drain_deliver(min(queued, cap)) |> elem(0)
+      {state, taken} = first_batch(state, cap)
+      %{queued: queued} = Backend.counters(state.backend)
+      left = if cap == :infinity, do: queued, else: min(queued, cap - taken)
+      state |> drain_deliver(left) |> elem(0)
     after
       Process.flag(:priority, priority)
     end
   end
+
+  # The native tracer queues each event in the traced process, so its counters are up
+  # to date; this node's fallback tracer queues what is in its mailbox, so one drain
+  # (a request it answers after the messages that came before it) comes first.
+  defp first_batch(%{decoder: %Decoder{}, backend: %Backend{worker: nil}} = state, cap) when cap > 0 do
+    {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
+    {deliver_events(state, events), length(events)}
+  end
+
+  defp first_batch(state, _cap), do: {state, 0}
 
   # Drains and delivers up to `budget` events, one batch at a time: each is decoded and
   # sent as it comes. Returns whether more are queued.

@@ -9,8 +9,8 @@ defmodule Kino.Trace.StackGuard do
   one defined in a Livebook cell) are this guard's: a session samples the stack size of
   the processes that made calls with return tracing (every 200 ms, at most 64
   processes), and a process whose stack grew at 3 samples with no shrink in between
-  and holds at least 8 192 words is moved to a second OTP trace session on
-  the same native session, whose match specs have no return actions. Its calls are
+  and holds at least 8 192 words is moved to a second OTP trace session with
+  the same tracer session (native or fallback), whose match specs have no return actions. Its calls are
   still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
 
   The decision is a pure function of the samples:
@@ -34,8 +34,8 @@ defmodule Kino.Trace.StackGuard do
       {%{pid => {50, 4}}, []}
   """
 
+  alias Kino.Trace.LocalTracer
   alias Kino.Trace.Plan.Functions
-  alias Kino.Trace.Tracer
 
   @interval 200
   @rises 3
@@ -44,7 +44,7 @@ defmodule Kino.Trace.StackGuard do
   @max_guarded 10_000
 
   defstruct [
-    :resource,
+    :tracer,
     :main,
     :session,
     :plan,
@@ -62,16 +62,35 @@ defmodule Kino.Trace.StackGuard do
   def interval, do: @interval
 
   @doc """
-  A guard for the OTP trace session `main` (whose tracer state is `resource`), or `nil`
-  when the trace has no return actions (`return: false, exceptions: false`) or no calls.
+  A guard for the OTP trace session `main` (whose tracer is `tracer`), or `nil` when the
+  trace has no return actions (`return: false, exceptions: false`) or no calls.
   """
-  @spec new(Tracer.resource(), term(), Kino.Trace.Plan.t()) :: t() | nil
-  def new(_resource, _main, %Kino.Trace.Plan{calls: nil}), do: nil
+  @spec new(LocalTracer.t(), term(), Kino.Trace.Plan.t()) :: t() | nil
+  def new(_tracer, _main, %Kino.Trace.Plan{calls: nil}), do: nil
 
-  def new(resource, main, %Kino.Trace.Plan{calls: calls}) do
+  def new(tracer, main, %Kino.Trace.Plan{calls: calls}) do
     if calls.returns != [] do
-      %__MODULE__{resource: resource, main: main, flags: calls.match_flags, call_flags: calls.flags}
+      %__MODULE__{tracer: tracer, main: main, flags: calls.match_flags, call_flags: LocalTracer.flags(tracer, calls.flags)}
     end
+  end
+
+  @doc """
+  Takes the call flags of the moved processes off the main session again, after the
+  fallback tracer's mailbox guard had the main session's flags set again.
+  """
+  @spec restore(t() | nil) :: :ok
+  def restore(nil), do: :ok
+
+  def restore(guard) do
+    for pid <- Map.keys(guard.guarded) do
+      try do
+        :trace.process(guard.main, pid, false, [:call])
+      rescue
+        ArgumentError -> :ok
+      end
+    end
+
+    :ok
   end
 
   @doc "Number of processes whose return tracing the guard turned off."
@@ -180,8 +199,7 @@ defmodule Kino.Trace.StackGuard do
   end
 
   defp ensure_session(%__MODULE__{session: nil} = guard) do
-    Code.ensure_loaded!(:kino_trace_tracer)
-    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, guard.resource}, [])
+    session = LocalTracer.session_create(guard.tracer)
     guard = %{guard | session: session}
     if guard.plan, do: apply_plan(guard)
     guard

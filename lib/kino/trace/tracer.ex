@@ -43,7 +43,10 @@ defmodule Kino.Trace.Tracer do
       iex> inspect(copy)
       "0x100000000000000... (5001 bits)"
 
-  This is the low-level layer: use `Kino.Trace` instead.
+  This is the low-level layer: use `Kino.Trace` instead. Where the native tracer is not
+  loaded (`loaded?/0` is false: it was not built, or refused to load, `load_error/0`
+  says why), its functions raise a `RuntimeError` saying so (`roundtrip/2` excepted),
+  and `Kino.Trace` runs on the pure-Erlang tracer.
   """
 
   @typedoc "A native session: the tracer state given to `:trace.session_create/3`."
@@ -97,13 +100,17 @@ defmodule Kino.Trace.Tracer do
   @doc """
   Copies `term` as the tracer would, with the caps of the given limits (as
   `new_session/2` takes them), and returns the copy and its encoded size in bytes.
+  Where the native tracer is not loaded, the pure-Erlang tracer copies it, with the
+  same cuts.
 
       iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(Enum.to_list(1..100), %{max_items: 3})
       iex> inspect(copy)
       "[1, 2, 3, ...]"
   """
   @spec roundtrip(term(), limits()) :: {term(), non_neg_integer()}
-  defdelegate roundtrip(term, caps), to: :kino_trace_tracer
+  def roundtrip(term, caps) do
+    if loaded?(), do: :kino_trace_tracer.roundtrip(term, caps), else: :kino_trace_fallback.roundtrip(term, caps)
+  end
 
   @doc """
   The Elixir structs the native tracer builds, as `[{module, keys}]` (`:__struct__` left

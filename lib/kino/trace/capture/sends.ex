@@ -37,7 +37,7 @@ defmodule Kino.Trace.Capture.Sends do
       :ok
   """
 
-  alias Kino.Trace.{Internal, Reaper, Tracer}
+  alias Kino.Trace.{Internal, LocalTracer, Reaper}
 
   @max_sends 100_000
   @max_listed 5
@@ -46,11 +46,11 @@ defmodule Kino.Trace.Capture.Sends do
   # Each send keeps its receiver and the message's first element at most (~40 bytes).
   @caps %{max_depth: 1, max_items: 1, max_binary: 1, max_bytes: 128}
 
-  @enforce_keys [:session, :resource]
-  defstruct [:session, :resource]
+  @enforce_keys [:session, :tracer]
+  defstruct [:session, :tracer]
 
   @typedoc "The trace of a capture's sends."
-  @opaque t :: %__MODULE__{session: term(), resource: Tracer.resource()}
+  @opaque t :: %__MODULE__{session: term(), tracer: LocalTracer.t()}
 
   @typedoc "A process the block sent messages to: its registered name, else its pid."
   @type receiver :: atom() | {:global, term()} | pid()
@@ -64,10 +64,11 @@ defmodule Kino.Trace.Capture.Sends do
   @spec start([pid() | :all | :new | :existing], boolean(), pid()) :: t()
   def start(targets, children?, owner) do
     limits = Map.put(@caps, :queue, events: @max_sends, bytes: 64 * @max_sends)
-    resource = Tracer.new_session(owner, limits)
-    Code.ensure_loaded!(:kino_trace_tracer)
-    session = :trace.session_create(:kino_trace, {:kino_trace_tracer, resource}, [])
-    flags = if children?, do: [:send, :set_on_spawn], else: [:send]
+    # the tracer this node runs (native, or the fallback: not attached, its mailbox
+    # guard drops and counts until its mailbox is empty, which only shortens the hint)
+    tracer = LocalTracer.new(owner, limits)
+    session = LocalTracer.session_create(tracer)
+    flags = LocalTracer.flags(tracer, if(children?, do: [:send, :set_on_spawn], else: [:send]))
 
     for target <- targets, is_pid(target) do
       try do
@@ -82,7 +83,7 @@ defmodule Kino.Trace.Capture.Sends do
     # Every kino_trace process stays untraced. Should the block's process be killed
     # before stop/1, the session goes with the last reference to its handle.
     Internal.add_session(session)
-    %__MODULE__{session: session, resource: resource}
+    %__MODULE__{session: session, tracer: tracer}
   end
 
   # [To, Message]: a pid of this node or a registered name, not a target, not I/O.
@@ -103,10 +104,10 @@ defmodule Kino.Trace.Capture.Sends do
   trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok
-  def stop(%__MODULE__{session: session, resource: resource}) do
+  def stop(%__MODULE__{session: session, tracer: tracer}) do
     Internal.remove_session(session)
     Reaper.destroy(session)
-    Tracer.close(resource)
+    LocalTracer.close(tracer)
   end
 
   @doc """
@@ -116,10 +117,11 @@ defmodule Kino.Trace.Capture.Sends do
   (`:erlang.trace_delivered/1`), while `capture` still runs.
   """
   @spec untraced(t(), Kino.Trace.t()) :: [receiver()]
-  def untraced(%__MODULE__{resource: resource}, capture) do
+  def untraced(%__MODULE__{tracer: tracer}, capture) do
     internal = MapSet.new(Internal.pids())
+    capture_tracer = GenServer.call(capture.session, :tracer)
 
-    resource
+    tracer
     |> receivers({MapSet.new(), []})
     |> Enum.flat_map(fn
       pid when is_pid(pid) -> [pid]
@@ -128,15 +130,15 @@ defmodule Kino.Trace.Capture.Sends do
     |> Enum.uniq()
     |> Enum.reject(
       &(MapSet.member?(internal, &1) or not Process.alive?(&1) or system?(&1) or
-          traced_by?(&1, capture.id))
+          traced_by?(&1, capture_tracer))
     )
     |> Enum.map(&name/1)
   end
 
   # The distinct receivers in the order of their first message. Raw send events are
   # {:send, sender, time, scheduler, _, _, _, message, receiver, drop_mark}.
-  defp receivers(resource, {seen, order}) do
-    {raw, more?} = Tracer.drain(resource, 10_000)
+  defp receivers(tracer, {seen, order}) do
+    {raw, more?} = LocalTracer.drain(tracer, 10_000)
 
     acc =
       Enum.reduce(raw, {seen, order}, fn
@@ -149,7 +151,7 @@ defmodule Kino.Trace.Capture.Sends do
           acc
       end)
 
-    if more?, do: receivers(resource, acc), else: acc |> elem(1) |> Enum.reverse()
+    if more?, do: receivers(tracer, acc), else: acc |> elem(1) |> Enum.reverse()
   end
 
   # The runtime's own processes: code loading, logging, I/O and the test runner talk to
@@ -167,17 +169,19 @@ defmodule Kino.Trace.Capture.Sends do
     end
   end
 
-  # Whether the trace session with id `id` traces `pid`.
-  defp traced_by?(pid, id) do
+  # Whether a trace session whose tracer is `tracer` (the capture's) traces `pid`.
+  defp traced_by?(_pid, nil), do: false
+
+  defp traced_by?(pid, tracer) do
     case :trace.session_info(pid) do
-      sessions when is_list(sessions) -> Enum.any?(sessions, &(session_id(&1, pid) == id))
+      sessions when is_list(sessions) -> Enum.any?(sessions, &(tracer_of(&1, pid) == tracer))
       _ -> false
     end
   end
 
-  defp session_id(session, pid) do
+  defp tracer_of(session, pid) do
     case :trace.info(session, pid, :tracer) do
-      {:tracer, {:kino_trace_tracer, resource}} -> Tracer.session_id(resource)
+      {:tracer, tracer} -> tracer
       _ -> nil
     end
   rescue

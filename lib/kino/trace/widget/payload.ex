@@ -186,11 +186,17 @@ defmodule Kino.Trace.Widget.Payload do
       ...>   dropped: %{rate: 1, queue_full: 0, max_events: 0, closed: 0}, rate: 4.5, limit: nil}
       iex> Kino.Trace.Widget.Payload.counters(info, 3)
       %{status: "running", events: 10, accepted: 12, queued: 2, rate: 4.5, limit: nil,
-        stack_guarded: 0,
+        stack_guarded: 0, fallback: [],
         dropped: %{"rate" => 1, "queue_full" => 0, "max_events" => 0, "closed" => 0, "display" => 3}}
 
   `:stack_guarded` counts the processes whose returns are no longer traced because
-  their stack kept growing (`Kino.Trace.StackGuard`).
+  their stack kept growing (`Kino.Trace.StackGuard`). `:fallback` lists the nodes traced
+  by the pure-Erlang tracer, and why (`tracer: {:fallback, why}` in `info/1`, of the
+  trace or of each of its nodes):
+
+      iex> info = %{tracer: {:fallback, "the native tracer was not built"}}
+      iex> Kino.Trace.Widget.Payload.counters(info).fallback
+      [%{node: "nonode@nohost", why: "the native tracer was not built"}]
   """
   @spec counters(map(), non_neg_integer()) :: map()
   def counters(info, display_dropped \\ 0) do
@@ -208,9 +214,18 @@ defmodule Kino.Trace.Widget.Payload do
       rate: Map.get(info, :rate, 0.0),
       limit: Map.get(info, :limit),
       stack_guarded: Map.get(info, :stack_guarded, 0),
+      fallback: fallback(info),
       dropped: dropped
     }
   end
+
+  # This node's trace, or each node's of a multi-node one.
+  defp fallback(%{nodes: nodes}) when is_map(nodes) do
+    for {node, %{tracer: {:fallback, why}}} <- Enum.sort(nodes), do: %{node: to_string(node), why: why}
+  end
+
+  defp fallback(%{tracer: {:fallback, why}}), do: [%{node: to_string(node()), why: why}]
+  defp fallback(_info), do: []
 
   @doc """
   The reply to a pattern edit, from `Kino.Trace.set_patterns/2`'s per-entry results.
