@@ -4,15 +4,19 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-native test-nif-sanitized test-elixir test-js test-browser assets bench clean
+.PHONY: setup setup-all demo test test-native test-nif-sanitized test-elixir test-js test-browser assets bench clean
 
 setup:
 	bash scripts/setup.sh
 
+# Both toolchains the tests run on: OTP 27.3 + Elixir 1.18 and OTP 29.1 + Elixir 1.20.
+setup-all:
+	bash scripts/setup.sh 27 29
+
 demo: setup
 	$(ENV) mix run demo/demo.exs
 
-test: setup
+test: setup-all
 	bash scripts/test-all.sh
 
 test-native:

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test suite of kino_trace (after scripts/setup.sh), even when one fails,
+# Runs every test suite of kino_trace (after scripts/setup.sh 27 29), even when one fails,
 # then prints a summary and exits non-zero if any failed.
+#
+# Both ends of the supported range, each with its own build root (scripts/env.sh):
+#   27  OTP 27.3.4.1 + Elixir 1.18.3
+#   29  OTP 29.1.1 + Elixir 1.20.4
+# On each: the compile with warnings as errors (scripts/check-warnings.sh), all of
+# ExUnit (browser tests included) and the NIF under ASan+UBSan in a real BEAM. Once, as
+# they do not depend on OTP or Elixir: the Catch2 core suites and the widget's JS tests.
+# KINO_TRACE_TEST_SETS="27" (or "29") runs one end only.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-source scripts/env.sh
+read -r -a sets <<<"${KINO_TRACE_TEST_SETS:-27 29}"
 
 passed=0
 failed=0
@@ -13,17 +21,36 @@ failures=()
 suite() {
   local name="$1"; shift
   printf '\n\033[1m===== %s =====\033[0m\n' "$name"
+  local start=$SECONDS
   if "$@"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
     failures+=("$name")
   fi
+  printf -- '-- %s: %d s\n' "$name" $((SECONDS - start))
+}
+
+# Runs a command with toolchain set $1 on PATH (and its build root).
+on() {
+  local set="$1"; shift
+  KINO_TRACE_TOOLCHAIN_SET="$set" bash -c 'source scripts/env.sh && "$@"' on "$@"
+}
+
+label() {
+  case "$1" in
+    27) echo "OTP 27.3.4.1 + Elixir 1.18.3" ;;
+    29) echo "OTP 29.1.1 + Elixir 1.20.4" ;;
+  esac
 }
 
 suite "native core (Catch2: plain, ASan+UBSan, TSan)" bash scripts/test-native.sh
-suite "Elixir (ExUnit, real trace sessions and NIF)" mix test
-suite "NIF under ASan+UBSan in a real BEAM" bash scripts/test-nif-sanitized.sh
+suite "native tracer built with clang -Werror, and from the pinned fetched headers" bash scripts/test-build-variants.sh
+for set in "${sets[@]}"; do
+  suite "$(label "$set"): compile, warnings as errors" on "$set" bash scripts/check-warnings.sh
+  suite "$(label "$set"): Elixir (ExUnit, real trace sessions and NIF)" on "$set" mix test --warnings-as-errors
+  suite "$(label "$set"): NIF under ASan+UBSan in a real BEAM" on "$set" bash scripts/test-nif-sanitized.sh
+done
 if [ -f assets/package.json ]; then
   suite "widget JS (Vitest)" bash -c 'cd assets && npm test --silent'
 fi

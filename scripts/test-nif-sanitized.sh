@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs the ExUnit suites that drive the native tracer hardest against a NIF built with
 # ASan+UBSan, inside a real BEAM (the sanitizer runtimes are preloaded). Uses its own
-# build directory, so the normal build is untouched.
+# build directory, so the normal build is untouched. On the toolchain set in
+# $KINO_TRACE_TOOLCHAIN_SET (scripts/env.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 source scripts/env.sh
 
-export MIX_BUILD_ROOT="$root/_build/sanitized"
+# Under the toolchain set's own build root (_build, or _build29 for OTP 29).
+export MIX_BUILD_ROOT="${MIX_BUILD_ROOT:-$root/_build}/sanitized"
 export KINO_TRACE_CMAKE_ARGS="-DKINO_TRACE_SANITIZE=address"
 preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 
