@@ -35,7 +35,8 @@ defmodule KinoTraceTest.Peers do
     * `:otp` - OTP's code path alone (no Elixir).
   `env:` - `[{name, value}]` environment variables (charlists); `standard_io: true`
   controls the peer over its standard I/O, so the distribution connection can be cut
-  without the peer ending.
+  without the peer ending; `hidden: true` starts it with `-hidden`, so its connection to
+  this node is hidden, as every connection of Livebook's runtime is.
   """
   def start_peer(name, opts \\ []) do
     code = Keyword.get(opts, :code, :kino_trace)
@@ -46,6 +47,8 @@ defmodule KinoTraceTest.Peers do
         :bare -> Enum.flat_map(elixir_paths(), &[~c"-pa", &1])
         :otp -> []
       end
+
+    args = if opts[:hidden], do: [~c"-hidden" | args], else: args
 
     peer_opts = %{
       name: :"#{name}_#{System.unique_integer([:positive])}",

@@ -80,7 +80,7 @@ defmodule Kino.Trace.SmartCell.Names do
   @spec check_nodes(String.t()) :: :ok | {:error, String.t()}
   def check_nodes(text) do
     with {:ok, _} <- nodes(text) do
-      known = Enum.map([node() | Node.list()], &Atom.to_string/1)
+      known = Enum.map([node() | Node.list(:connected)], &Atom.to_string/1)
 
       text
       |> String.split([",", " ", "\n", "\t"], trim: true)
