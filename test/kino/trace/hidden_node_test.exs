@@ -47,4 +47,29 @@ defmodule Kino.Trace.HiddenNodeTest do
   test "the smart cell's nodes field takes a node connected hidden", %{node: n} do
     assert Kino.Trace.SmartCell.Names.check_nodes(inspect(n)) == :ok
   end
+
+  test "the smart cell checks patterns against the nodes the trace is for", %{node: n} do
+    # a module the peer has and this node does not
+    [{module, binary}] =
+      Code.compile_string("defmodule KinoTraceTest.HiddenOnly do\n def go(x), do: x\nend")
+
+    :code.purge(module)
+    :code.delete(module)
+    {:module, ^module} = :erpc.call(n, :code, :load_binary, [module, ~c"hidden_only.beam", binary])
+    on_exit(fn -> :code.purge(module) end)
+    refute :code.is_loaded(module)
+
+    check = fn nodes ->
+      attrs = %{"patterns" => "KinoTraceTest.HiddenOnly.go/1\nEnum.mpa/2", "nodes" => nodes, "node_names" => Atom.to_string(n)}
+      Kino.Trace.SmartCell.Controller.check(Kino.Trace.SmartCell.Form.new(attrs)).patterns.results
+    end
+
+    # traced there: the module is known, a typo is named with the node
+    assert [%{ok: true}, %{ok: false, error: typo}] = check.("some")
+    assert typo =~ "on #{inspect(n)}:" and typo =~ "Enum.map/2"
+    # traced here (and everywhere): the module is unknown here
+    assert [%{ok: false}, %{ok: false}] = check.("local")
+    assert [%{ok: false}, %{ok: false}] = check.("all")
+    refute :code.is_loaded(module)
+  end
 end

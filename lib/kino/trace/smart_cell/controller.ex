@@ -134,13 +134,15 @@ defmodule Kino.Trace.SmartCell.Controller do
 
   defp check_patterns(%{"mode" => mode}) when mode in ["messages", "processes"], do: nil
 
-  defp check_patterns(%{"mode" => mode, "patterns" => text}) do
+  defp check_patterns(%{"mode" => mode, "patterns" => text} = form) do
     lines = Pattern.lines(text)
 
     case Kino.Trace.Widget.Controller.check_pattern_edit(lines) do
       :ok ->
-        lines
-        |> Pattern.parse_each(Kino.Trace.Plan.pattern_opts(Kino.Trace.Options.defaults()))
+        form
+        |> trace_nodes()
+        |> Enum.map(&parse_on(lines, &1))
+        |> Enum.zip_with(&first_error/1)
         |> Enum.map(fn
           {input, {:ok, pattern, warnings}} -> {input, stats_check(mode, pattern, warnings)}
           {input, {:error, message}} -> {input, {:error, message}}
@@ -151,6 +153,41 @@ defmodule Kino.Trace.SmartCell.Controller do
         Payload.pattern_error(message, [])
     end
   end
+
+  # The nodes the trace is for, as far as they are connected now: patterns are checked
+  # against each one's modules (Kino.Trace.Plan.Lookup), as the trace will check them.
+  defp trace_nodes(%{"nodes" => "all"}), do: [node() | Node.list(:connected)]
+
+  defp trace_nodes(%{"nodes" => "some", "node_names" => text}) do
+    known = [node() | Node.list(:connected)]
+
+    with {:ok, nodes} <- Names.nodes(text),
+         [_ | _] = nodes <- for(n <- Enum.uniq(nodes), is_atom(n), n in known, do: n) do
+      nodes
+    else
+      _ -> [node()]
+    end
+  end
+
+  defp trace_nodes(_form), do: [node()]
+
+  # Each line's result on `node`; an error there names the node when it is another one.
+  defp parse_on(lines, node) do
+    opts = [lookup: Kino.Trace.Plan.Lookup.new(node)] ++ Kino.Trace.Plan.pattern_opts(Kino.Trace.Options.defaults())
+
+    for {input, result} <- Pattern.parse_each(lines, opts) do
+      case result do
+        {:error, message} when node != node() -> {input, {:error, "on #{inspect(node)}: #{message}"}}
+        _ -> {input, result}
+      end
+    end
+  rescue
+    # the node went away or did not answer while its modules were looked up
+    e in ArgumentError -> for line <- lines, do: {line, {:error, e.message}}
+  end
+
+  defp first_error([first | _] = results),
+    do: Enum.find(results, first, &match?({_, {:error, _}}, &1))
 
   # Statistics count every call: argument patterns and guards are refused there.
   defp stats_check("stats", pattern, warnings) do
