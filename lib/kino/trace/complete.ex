@@ -84,6 +84,9 @@ defmodule Kino.Trace.Complete do
   Options:
 
     * `:limit` - the most items returned (default 100)
+    * `:node` - the node whose modules are offered (default: this one); another node's
+      are read there with plain OTP calls, and a node that does not answer within 2 s
+      has none
 
   Text that is not valid UTF-8, or longer than #{@max_bytes} bytes, has no completions.
   Anything but a string raises an `ArgumentError`.
@@ -92,7 +95,9 @@ defmodule Kino.Trace.Complete do
   def complete(text, opts \\ [])
 
   def complete(text, opts) when is_binary(text) do
-    opts = Keyword.validate!(opts, limit: 100)
+    opts = Keyword.validate!(opts, limit: 100, node: node())
+    where = opts[:node]
+    unless is_atom(where), do: raise(ArgumentError, "expected :node to be a node name, got: #{inspect(where)}")
 
     limit =
       case opts[:limit] do
@@ -106,7 +111,7 @@ defmodule Kino.Trace.Complete do
 
     if byte_size(text) <= @max_bytes and String.valid?(text) do
       line = text |> String.split(["\r\n", "\n"]) |> List.last() |> String.trim_leading()
-      {prefix, items} = suggest(line, limit)
+      {prefix, items} = suggest(line, limit, where)
       %{prefix: prefix, items: items |> Enum.take(limit) |> useful(prefix)}
     else
       %{prefix: "", items: []}
@@ -122,26 +127,26 @@ defmodule Kino.Trace.Complete do
     if Enum.all?(items, &(&1.insert == prefix)), do: [], else: items
   end
 
-  defp suggest(line, limit) do
+  defp suggest(line, limit, where) do
     cond do
       captures = run(:arity, line) ->
-        {"", arities(captures)}
+        {"", arities(captures, where)}
 
       captures = run(:erlang_module, line) ->
-        {":" <> captures["name"], erlang_modules(captures["name"], limit)}
+        {":" <> captures["name"], erlang_modules(captures["name"], limit, where)}
 
       captures = run(:alias, line) ->
         %{"path" => path, "segment" => segment} = captures
         # `MyApp.Cache.`: the modules under it, and its functions
         functions =
           if segment == "" and path != "",
-            do: functions(String.trim_trailing(path, "."), ""),
+            do: functions(String.trim_trailing(path, "."), "", where),
             else: []
 
-        {segment, aliases(path, segment, limit) ++ functions}
+        {segment, aliases(path, segment, limit, where) ++ functions}
 
       captures = run(:function, line) ->
-        {captures["function"], functions(captures["module"], captures["function"])}
+        {captures["function"], functions(captures["module"], captures["function"], where)}
 
       true ->
         {"", []}
@@ -184,15 +189,15 @@ defmodule Kino.Trace.Complete do
 
   # The next alias segment of every Elixir module under `path` starting with `segment`.
   # The names come sorted, so their segments too: the first `limit` are taken.
-  defp aliases("", "", _limit), do: []
+  defp aliases("", "", _limit, _where), do: []
 
-  defp aliases(path, segment, limit) do
+  defp aliases(path, segment, limit, where) do
     path = String.replace_prefix(path, "Elixir.", "")
     parent = "Elixir." <> path
     skip = byte_size(parent)
 
-    (parent <> segment)
-    |> Modules.matching()
+    where
+    |> matching(parent <> segment)
     |> Stream.map(fn name ->
       name |> binary_part(skip, byte_size(name) - skip) |> :binary.split(".") |> hd()
     end)
@@ -202,9 +207,9 @@ defmodule Kino.Trace.Complete do
     |> Enum.map(fn next -> %{label: next, insert: next, kind: :module, detail: path <> next} end)
   end
 
-  defp erlang_modules(prefix, limit) do
-    prefix
-    |> Modules.matching()
+  defp erlang_modules(prefix, limit, where) do
+    where
+    |> matching(prefix)
     |> Stream.reject(&String.starts_with?(&1, "Elixir."))
     |> Stream.filter(&(&1 =~ regex(:erlang_name)))
     |> Enum.take(limit)
@@ -216,10 +221,10 @@ defmodule Kino.Trace.Complete do
 
   ## Functions
 
-  defp functions(module, prefix) do
+  defp functions(module, prefix, where) do
     name = module_name(module)
 
-    for {function, arity} <- exports(name),
+    for {function, arity} <- exports(name, where),
         String.starts_with?(function, prefix),
         offered?(function, prefix) do
       text = MFA.to_string({Name.resolve(function), arity})
@@ -233,10 +238,10 @@ defmodule Kino.Trace.Complete do
     end
   end
 
-  defp arities(%{"module" => module, "function" => function, "separator" => separator}) do
+  defp arities(%{"module" => module, "function" => function, "separator" => separator}, where) do
     name = module_name(module)
 
-    for {^function, arity} <- exports(name), offered?(function, function) do
+    for {^function, arity} <- exports(name, where), offered?(function, function) do
       %{
         label: MFA.to_string({Name.resolve(function), arity}),
         insert: arity_text(separator, arity),
@@ -247,14 +252,21 @@ defmodule Kino.Trace.Complete do
   end
 
   # Sorted by name and arity, names written without quotes (`fetch`, not `+`) first.
-  defp exports(module) do
-    module
-    |> Modules.exports()
+  defp exports(module, where) do
+    where
+    |> module_exports(module)
     |> Enum.uniq()
     |> Enum.sort_by(fn {function, arity} ->
       {not (function =~ regex(:function_name)), function, arity}
     end)
   end
+
+  # This node's modules, or another's (Kino.Trace.Complete.Remote).
+  defp matching(where, prefix) when where == node(), do: Modules.matching(prefix)
+  defp matching(where, prefix), do: Kino.Trace.Complete.Remote.matching(where, prefix)
+
+  defp module_exports(where, name) when where == node(), do: Modules.exports(name)
+  defp module_exports(where, name), do: Kino.Trace.Complete.Remote.exports(where, name)
 
   defp arity_text("/", arity), do: Integer.to_string(arity)
   defp arity_text("(", arity), do: Enum.join(List.duplicate("_", arity), ", ") <> ")"

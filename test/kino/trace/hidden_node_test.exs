@@ -53,8 +53,8 @@ defmodule Kino.Trace.HiddenNodeTest do
     [{module, binary}] =
       Code.compile_string("defmodule KinoTraceTest.HiddenOnly do\n def go(x), do: x\nend")
 
-    :code.purge(module)
     :code.delete(module)
+    :code.purge(module)
     {:module, ^module} = :erpc.call(n, :code, :load_binary, [module, ~c"hidden_only.beam", binary])
     on_exit(fn -> :code.purge(module) end)
     refute :code.is_loaded(module)
@@ -63,6 +63,21 @@ defmodule Kino.Trace.HiddenNodeTest do
       attrs = %{"patterns" => "KinoTraceTest.HiddenOnly.go/1\nEnum.mpa/2", "nodes" => nodes, "node_names" => Atom.to_string(n)}
       Kino.Trace.SmartCell.Controller.check(Kino.Trace.SmartCell.Form.new(attrs)).patterns.results
     end
+
+    # completion offers that node's modules and their functions, this node's none of them
+    complete = fn nodes, text ->
+      controller = Kino.Trace.SmartCell.Controller.init(%{"nodes" => nodes, "node_names" => Atom.to_string(n)})
+      {[{:reply, "completions", reply}], _} =
+        Kino.Trace.SmartCell.Controller.handle_event(controller, "complete", %{"text" => text, "seq" => 1})
+      Enum.map(reply.items, & &1.insert)
+    end
+
+    assert "HiddenOnly" in complete.("some", "KinoTraceTest.Hidden")
+    assert complete.("some", "KinoTraceTest.HiddenOnly.g") == ["go/1"]
+    assert complete.("some", ":ets.insert_n") == ["insert_new/2"]
+    refute "HiddenOnly" in complete.("local", "KinoTraceTest.Hidden")
+    assert complete.("local", "KinoTraceTest.HiddenOnly.g") == []
+    assert complete.("all", "KinoTraceTest.HiddenOnly.g") == ["go/1"]
 
     # traced there: the module is known, a typo is named with the node
     assert [%{ok: true}, %{ok: false, error: typo}] = check.("some")

@@ -84,8 +84,8 @@ defmodule Kino.Trace.SmartCell.Controller do
   end
 
   # Completion of the pattern line being typed, as in the widget's pattern editor.
-  def handle_event(%__MODULE__{} = controller, "complete", request) do
-    {[{:reply, "completions", Payload.completions(request)}], controller}
+  def handle_event(%__MODULE__{form: form} = controller, "complete", request) do
+    {[{:reply, "completions", Payload.completions(request, trace_nodes(form))}], controller}
   end
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}

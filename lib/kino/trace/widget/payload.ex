@@ -273,7 +273,8 @@ defmodule Kino.Trace.Widget.Payload do
   the completions of `text` (the line being typed, up to the cursor; see
   `Kino.Trace.Complete.complete/2`) with the request's `seq`, a number the browser
   uses to drop answers to requests it has sent again since. A request without text
-  has no completions.
+  has no completions. With `nodes`, the modules of each of those nodes are offered (the
+  smart cell's trace of other nodes), each item once.
 
       iex> reply = Kino.Trace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 7})
       iex> {reply.seq, reply.prefix, Enum.map(reply.items, & &1.insert)}
@@ -281,8 +282,8 @@ defmodule Kino.Trace.Widget.Payload do
       iex> Kino.Trace.Widget.Payload.completions(%{"text" => 42})
       %{seq: nil, prefix: "", items: []}
   """
-  @spec completions(term()) :: map()
-  def completions(request) do
+  @spec completions(term(), [node()]) :: map()
+  def completions(request, nodes \\ [node()]) do
     seq =
       case request do
         %{"seq" => seq} when is_integer(seq) -> seq
@@ -291,11 +292,18 @@ defmodule Kino.Trace.Widget.Payload do
 
     completions =
       case request do
-        %{"text" => text} when is_binary(text) -> Kino.Trace.Complete.complete(text)
+        %{"text" => text} when is_binary(text) -> complete(text, nodes)
         _ -> %{prefix: "", items: []}
       end
 
     Map.put(completions, :seq, seq)
+  end
+
+  defp complete(text, [node]), do: Kino.Trace.Complete.complete(text, node: node)
+
+  defp complete(text, nodes) do
+    [first | _] = all = Enum.map(nodes, &Kino.Trace.Complete.complete(text, node: &1))
+    %{first | items: all |> Enum.flat_map(& &1.items) |> Enum.uniq_by(& &1.insert) |> Enum.take(100)}
   end
 
   defp result(input, ok?, error, warning) do
