@@ -1,7 +1,7 @@
 defmodule Kino.Trace.PrinterTest do
   use ExUnit.Case, async: true
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   import ExUnit.CaptureIO
 

@@ -249,7 +249,7 @@ defmodule Kino.Trace.SessionTest do
       parent = self()
       worker = Worker.start()
 
-      {:ok, _} = :dbg.tracer(:process, {fn msg, acc -> send(parent, {:dbg, msg}) && acc end, nil})
+      {:ok, _} = :dbg.tracer(:process, {fn msg, acc -> send(parent, {:dbg, msg}); acc end, nil})
 
       try do
         {:ok, _} = :dbg.p(worker, [:c])

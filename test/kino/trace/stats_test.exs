@@ -3,7 +3,7 @@ defmodule Kino.Trace.StatsTest do
   # tests share the sample module.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   alias Kino.Trace.Stats
   alias Kino.Trace.Stats.{Row, Snapshot}
@@ -68,7 +68,7 @@ defmodule Kino.Trace.StatsTest do
 
       parent = S.worker()
       family = Stats.start([@tick], pids: parent, children: true)
-      S.run_in(parent, fn -> S.ticks(1) && S.in_process(fn -> S.ticks(5) end) end)
+      S.run_in(parent, fn -> S.ticks(1); S.in_process(fn -> S.ticks(5) end) end)
       assert %Row{calls: 6, processes: processes} = Snapshot.row(Stats.snapshot(family), @tick)
       assert length(processes) == 2
     end
@@ -362,7 +362,7 @@ defmodule Kino.Trace.StatsTest do
   describe "print" do
     test "prints a table of the session" do
       stats = Stats.start([@tick, {S, :alloc, 1}])
-      S.in_process(fn -> S.ticks(3) && S.alloc(10) end)
+      S.in_process(fn -> S.ticks(3); S.alloc(10) end)
 
       output = ExUnit.CaptureIO.capture_io(fn -> Stats.print(stats) end)
       assert output =~ ~r/^2 functions, 4 calls in /

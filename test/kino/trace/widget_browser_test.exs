@@ -118,7 +118,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     # reply and that Mermaid parses it).
     ids = Enum.map(Store.rows(controller.store), & &1.id)
 
-    {[{:reply, "mermaid", mermaid}], controller} =
+    {[{:reply, "mermaid", mermaid}], _controller} =
       Controller.handle_event(controller, "get_mermaid", %{"ids" => ids})
 
     assert mermaid.source =~ "left out (max_messages: 200)"
