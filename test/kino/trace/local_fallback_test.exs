@@ -68,8 +68,8 @@ defmodule Kino.Trace.LocalFallbackTest do
 
       assert status == 0, out
       # ExUnit's closing line: "N tests, 0 failures" (up to Elixir 1.19), or
-      # "Result: N/N passed (...)" (1.20)
-      assert out =~ ~r{\d+ tests, 0 failures|Result: (\d+)/\1 passed}
+      # "Result: N passed (...)" (1.20; "Result: M/N passed" when some failed)
+      assert out =~ ~r{\d+ tests, 0 failures|Result: \d+ passed}
     end
   end
 
