@@ -32,6 +32,8 @@ defmodule KinoTrace.Bench.Overhead do
       {:kino_return, "6  kino_trace return: true (API)", :kino, [return: true, queue: @big_queue], :small,
        n.(150_000)},
       {:pid_tracer, "7  :trace session, pid tracer", :pid_tracer, [], :small, n.(150_000)},
+      {:kino_fallback, "7f kino_trace on its pure-Erlang tracer (API)", :kino_fallback, accept, :small,
+       n.(150_000)},
       {:dbg, "8  :dbg, handler discards", :dbg, [], :small, n.(150_000)},
       {:call_count, "9a stats: call_count", {:stats, [:call_count]}, [], :small, n.(3_000_000)},
       {:call_time, "9b stats: call_time", {:stats, [:call_time]}, [], :small, n.(1_000_000)}

@@ -40,6 +40,22 @@ defmodule KinoTrace.Bench.Tracers do
     %{kind: :kino, trace: trace, resource: :sys.get_state(trace.session).backend.resource}
   end
 
+  # --- kino_trace on its pure-Erlang tracer (where the native one cannot build) ---------------
+
+  def start(:kino_fallback, workers, opts) do
+    previous = Application.fetch_env(:kino_trace, :tracer)
+    Application.put_env(:kino_trace, :tracer, :fallback)
+
+    try do
+      %{kind: :kino_fallback, trace: Kino.Trace.calls(@pattern, Keyword.merge([pids: workers], opts))}
+    after
+      case previous do
+        {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
+        :error -> Application.delete_env(:kino_trace, :tracer)
+      end
+    end
+  end
+
   # --- kino_trace's native layer, drained by a process that throws the events away -----------
 
   def start(:native, workers, opts), do: start({:native, Kino.Trace.DrainPacing.new()}, workers, opts)
@@ -117,6 +133,14 @@ defmodule KinoTrace.Bench.Tracers do
     wakeups = Tracer.counters(resource).wakeups
     :ok = Kino.Trace.stop(trace)
     %{accepted: info.accepted, dropped: info.dropped |> Map.values() |> Enum.sum(), dropped_by: info.dropped, wakeups: wakeups}
+  end
+
+  def finish(%{kind: :kino_fallback, trace: trace}) do
+    :ok = Kino.Trace.flush(trace)
+    info = Kino.Trace.info(trace)
+    {:fallback, _why} = info.tracer
+    :ok = Kino.Trace.stop(trace)
+    %{accepted: info.accepted, dropped: info.dropped |> Map.values() |> Enum.sum(), dropped_by: info.dropped}
   end
 
   def finish(%{kind: :native, session: s, resource: resource, drainer: drainer}) do
