@@ -68,7 +68,7 @@ int setup(ErlNifEnv* env, ErlNifResourceFlags flags, ERL_NIF_TERM load_info) {
                                        erts_version(), running_otp_release(), why));
     return 3;
   }
-  layout = chosen;
+  chosen_layout = chosen;
   ErlNifResourceTypeInit init{};
   init.dtor = session_dtor;
   init.down = session_down;
@@ -100,11 +100,11 @@ int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM load_info) {
 // this one read the probe terms right).
 ERL_NIF_TERM term_layout(ErlNifEnv* env, int, const ERL_NIF_TERM[]) {
   ERL_NIF_TERM name;
-  std::size_t n = std::strlen(layout.layout->name);
-  std::memcpy(enif_make_new_binary(env, n, &name), layout.layout->name, n);
+  std::size_t n = std::strlen(chosen_layout.layout->name);
+  std::memcpy(enif_make_new_binary(env, n, &name), chosen_layout.layout->name, n);
   ERL_NIF_TERM keys[] = {make_atom(env, "name"), make_atom(env, "otp_release"), make_atom(env, "chosen_by")};
-  ERL_NIF_TERM values[] = {name, enif_make_uint(env, layout.layout->otp_release),
-                           make_atom(env, layout.by_release ? "release" : "check")};
+  ERL_NIF_TERM values[] = {name, enif_make_uint(env, chosen_layout.layout->otp_release),
+                           make_atom(env, chosen_layout.by_release ? "release" : "check")};
   ERL_NIF_TERM map;
   enif_make_map_from_arrays(env, keys, values, 3, &map);
   return map;

@@ -23,7 +23,7 @@ namespace kt = kino_trace;
 
 // The term layout check_readers (layout_check.hpp) chose at load: the NIF loads only
 // when one was found, so the boxed-header readers below always have one.
-inline kt::erts::ChosenLayout layout;
+inline kt::erts::ChosenLayout chosen_layout;
 
 struct EnifSource {
   using Term = ERL_NIF_TERM;
@@ -86,7 +86,7 @@ struct EnifSource {
     f = kt::FunShape{};
     if (!kt::erts::is_boxed(t)) return nullptr;
     const std::uint64_t* p = kt::erts::boxed(t);
-    f = kt::erts::read_fun(p, layout.layout->fun_header, &layout.fun_entry);
+    f = kt::erts::read_fun(p, chosen_layout.layout->fun_header, &chosen_layout.fun_entry);
     return reinterpret_cast<const Term*>(p + 2);
   }
   const Term* tuple(Term t, std::uint32_t& arity) const {
