@@ -38,6 +38,10 @@ defmodule Kino.Trace.Session do
   @drain_batch 100
   # Events drained before the mailbox is looked at again: what a request may wait for.
   @max_per_wakeup 2_000
+  # How long a request on this node's fallback tracer waits for the VM to deliver the
+  # trace messages made before it (see trace_delivered/0).
+  @delivered_ms 2_000
+
   # At most this many queued events are decoded to answer one request (events/2): under
   # a flood the queue never empties, and a request must not wait for it.
   @max_sync_drain 10_000
@@ -553,13 +557,28 @@ defmodule Kino.Trace.Session do
 
   # The native tracer queues each event in the traced process, so its counters are up
   # to date; this node's fallback tracer queues what is in its mailbox, so one drain
-  # (a request it answers after the messages that came before it) comes first.
+  # (a request it answers after the messages that came before it) comes first, once the
+  # VM has delivered every trace message made so far (they travel as signals from the
+  # traced processes: a call made before the request may still be on its way).
   defp first_batch(%{decoder: %Decoder{}, backend: %Backend{worker: nil}} = state, cap) when cap > 0 do
+    trace_delivered()
     {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
     {deliver_events(state, events), length(events)}
   end
 
   defp first_batch(state, _cap), do: {state, 0}
+
+  # Waits (at most @delivered_ms) until the trace messages of every process made before
+  # now are in their tracers' mailboxes.
+  defp trace_delivered do
+    ref = :erlang.trace_delivered(:all)
+
+    receive do
+      {:trace_delivered, :all, ^ref} -> :ok
+    after
+      @delivered_ms -> :ok
+    end
+  end
 
   # Drains and delivers up to `budget` events, one batch at a time: each is decoded and
   # sent as it comes. Returns whether more are queued.

@@ -73,6 +73,23 @@ defmodule Kino.Trace.LocalFallbackTest do
     end
   end
 
+  test "events/2 and info/1 answer with every call made before them, from any process" do
+    trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], return: false, limit: nil)
+    parent = self()
+
+    # the calls' trace messages travel to the fallback tracer as signals: a request that
+    # came right after them must still see them all
+    for round <- 1..300 do
+      spawn(fn -> Math.echo(round); send(parent, {:called, round}) end)
+      Math.echo(round)
+      assert_receive {:called, ^round}
+      assert Trace.info(trace).accepted == 2 * round
+      assert [%{args: [^round]}, %{args: [^round]}] = Trace.events(trace, 2)
+    end
+
+    Trace.stop(trace)
+  end
+
   defp reason, do: "the application environment sets kino_trace's :tracer to :fallback"
 
   test "info/1 says which tracer runs and why; calls, returns and durations come through it" do
