@@ -36,6 +36,9 @@ defmodule Kino.Trace.BifTest do
   end
 
   test "parked sessions are bounded: past 1 000 they are destroyed and the traces of BIFs told to set their patterns again" do
+    # the count starts from nothing parked: the sessions of earlier tests' traces of BIFs
+    # are destroyed once the last of those traces has ended
+    KinoTraceTest.Helpers.wait_until(fn -> Kino.Trace.Reaper.parked() == 0 end)
     me = self()
     bif_trace = spawn(fn -> receive(do: (:reassert_bifs -> send(me, :told))) end)
     Kino.Trace.Reaper.bif_trace(bif_trace)
