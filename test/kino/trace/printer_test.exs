@@ -168,6 +168,8 @@ defmodule Kino.Trace.PrinterTest do
       assert Trace.print(trace, device: io, colors: false, time: false) == trace
       wait_until(fn -> Trace.info(trace).subscribers == 1 end)
       Worker.run(worker, fn -> Math.echo(Enum.to_list(1..10)) end)
+      # printed before the trace stops (stop/1 discards what is still queued)
+      await_output(io, "echo(")
       :ok = Trace.stop(trace)
       output = await_output(io, "-- trace stopped --")
       assert output == "#{inspect(worker)} KinoTraceTest.Sample.Math.echo([1, 2, ...])\n-- trace stopped --\n"
