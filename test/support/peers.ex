@@ -179,8 +179,33 @@ defmodule KinoTraceTest.Peers do
   footprint after a dropped connection compares equal.
   """
   def reconnect_from_peer(peer, node) do
+    :ok = :net_kernel.monitor_nodes(true, node_type: :all)
     true = :erlang.disconnect_node(node)
+    # The peer learns of the drop a moment later: a connect it makes before then finds
+    # the old connection still up and does nothing, and then that connection goes, so
+    # the next trace found the node not connected (issue 23 item 8).
+    peer_sees = fn -> node() not in :peer.call(peer, :erlang, :nodes, [:connected]) end
+    Enum.find(1..1_000, fn _ -> peer_sees.() or (Process.sleep(5) && false) end) || raise "the peer never saw the connection drop"
     true = :peer.call(peer, :net_kernel, :connect_node, [node()])
+
+    # and this node has the new connection up as well
+    receive do
+      {:nodeup, ^node, _} -> :ok
+    after
+      30_000 -> raise "no nodeup from #{node}"
+    end
+
+    :ok = :net_kernel.monitor_nodes(false, node_type: :all)
+    flush_node_events(node)
+    true = node in Node.list(:connected)
     :ok
+  end
+
+  defp flush_node_events(node) do
+    receive do
+      {event, ^node, _} when event in [:nodeup, :nodedown] -> flush_node_events(node)
+    after
+      0 -> :ok
+    end
   end
 end

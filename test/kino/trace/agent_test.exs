@@ -139,6 +139,20 @@ defmodule Kino.Trace.AgentTest do
       Kino.Trace.stop(trace)
     end
   end
+
+  describe "test support" do
+    # Issue 23 item 8: the warm-up of "after the connection drops mid-trace" found the
+    # node not connected: the peer's connect came before it had seen the drop.
+    test "reconnect_from_peer/2 returns with the node connected, both ways" do
+      {peer, n, _tmp} = bare_peer(:reconnect, standard_io: true)
+
+      for round <- 1..50 do
+        reconnect_from_peer(peer, n)
+        assert Kino.Trace.Nodes.resolve!([n]) == [n], "round #{round}"
+        assert node() in :peer.call(peer, :erlang, :nodes, [:connected]), "round #{round}"
+      end
+    end
+  end
 end
 
 defmodule Kino.Trace.AgentFallbackTest do
