@@ -37,6 +37,10 @@
 -define(TRACE_FUNS, [process, function, send, recv, info]).
 %% how long a worker has to end after its local session did, before the keeper ends it
 -define(REAP_MS, 2000).
+%% names tried for the NIF's private directory before giving up (another user's entries)
+-define(DIR_TRIES, 10).
+
+-include_lib("kernel/include/file.hrl").
 
 -record(keeper, {
     %% modules the tracing nodes loaded here: deleted and purged when the keeper ends
@@ -163,13 +167,10 @@ mode(_Config, #keeper{native = {error, Why}} = State) ->
 load_native(preloaded) ->
     loaded_native([]);
 load_native({Beam, Nif}) ->
-    case nif_dir() of
+    case private_dir() of
         {ok, Dir} ->
-            Lib = filename:join(Dir, "kino_trace_nif"),
-            %% the name erlang:load_nif/2 looks for: Lib and the system's suffix
-            Suffix = case os:type() of {win32, _} -> ".dll"; _ -> ".so" end,
-            try file:write_file(Lib ++ Suffix, Nif) of
-                ok ->
+            try write_private(Dir, Nif) of
+                {ok, Lib} ->
                     persistent_term:put({?TRACER, nif_path}, Lib),
                     try code:load_binary(?TRACER, "kino_trace_tracer.beam", Beam)
                     after persistent_term:erase({?TRACER, nif_path})
@@ -183,11 +184,10 @@ load_native({Beam, Nif}) ->
                             unload([?TRACER]),
                             Error
                     end;
-                {error, Reason} ->
-                    {error, format("cannot write the native tracer to ~ts (~p)", [Dir, Reason])}
+                {error, _} = Error ->
+                    Error
             after
-                _ = file:delete(Lib ++ Suffix),
-                _ = file:del_dir(Dir)
+                _ = file:del_dir_r(Dir)
             end;
         {error, _} = Error ->
             Error
@@ -212,22 +212,138 @@ quiet(F) ->
     catch Class:Reason -> {'EXIT', {Class, Reason}}
     end.
 
-%% A new directory of our own under the node's temporary directory ($TMPDIR or /tmp).
-nif_dir() ->
+%% The NIF library goes where no other user of this machine can reach it before it is
+%% loaded (another user's library there would run in this node): a new directory under
+%% the node's temporary directory ($TMPDIR or /tmp), under a name no one can guess
+%% (another one is tried when the name is taken), made mode 0700 and checked to be a
+%% directory (not a link) of this node's user with that mode alone. The temporary
+%% directory must keep other users from renaming it: sticky (as /tmp), or writable by
+%% its owner alone. Whatever another user put in it while it was new (its mode came from
+%% the umask for that moment) is removed before anything is written.
+private_dir() ->
     Base = case os:getenv("TMPDIR") of
                false -> "/tmp";
                "" -> "/tmp";
                Dir -> Dir
            end,
-    Name = "kino_trace-" ++ os:getpid() ++ "-" ++ integer_to_list(erlang:unique_integer([positive])),
-    Path = filename:join(Base, Name),
-    case file:make_dir(Path) of
-        ok ->
-            _ = file:change_mode(Path, 8#700),
-            {ok, Path};
+    case safe_base(os:type(), Base) of
+        ok -> private_dir(Base, ?DIR_TRIES);
+        {error, _} = Error -> Error
+    end.
+
+safe_base({win32, _}, _Base) ->
+    ok;
+safe_base(_Unix, Base) ->
+    case file:read_file_info(Base) of
+        {ok, #file_info{type = directory, mode = Mode}}
+          when Mode band 8#022 =/= 0, Mode band 8#1000 =:= 0 ->
+            {error, format("cannot put the native tracer in ~ts: other users can write there and it is "
+                           "not sticky (mode ~.8B)", [Base, Mode band 8#7777])};
+        {ok, #file_info{type = directory}} ->
+            ok;
+        {ok, #file_info{type = Type}} ->
+            {error, format("cannot create a directory in ~ts for the native tracer (it is a ~p)", [Base, Type])};
         {error, Reason} ->
             {error, format("cannot create a directory in ~ts for the native tracer (~p)", [Base, Reason])}
     end.
+
+private_dir(Base, Tries) ->
+    Dir = filename:join(Base, "kino_trace-" ++ random_name()),
+    case file:make_dir(Dir) of
+        ok ->
+            case make_private(os:type(), Dir) of
+                ok ->
+                    {ok, Dir};
+                {error, _} = Error ->
+                    _ = file:del_dir_r(Dir),
+                    Error
+            end;
+        {error, eexist} when Tries > 1 ->
+            private_dir(Base, Tries - 1);
+        {error, Reason} ->
+            {error, format("cannot create a directory in ~ts for the native tracer (~p)", [Base, Reason])}
+    end.
+
+make_private({win32, _}, _Dir) ->
+    ok;
+make_private(_Unix, Dir) ->
+    Mode = 8#700,
+    case {file:change_mode(Dir, Mode), file:read_link_info(Dir)} of
+        {ok, {ok, #file_info{type = directory, mode = M, uid = Uid}}} when M band 8#7777 =:= Mode ->
+            case own_uid(Uid) of
+                true -> clear(Dir);
+                false -> {error, format("~ts is not this node's user's (uid ~p): not used for the native tracer", [Dir, Uid])}
+            end;
+        {ok, {ok, #file_info{type = Type, mode = M}}} ->
+            {error, format("~ts is not a private directory (a ~p, mode ~.8B): not used for the native tracer",
+                           [Dir, Type, M band 8#7777])};
+        {Changed, Info} ->
+            {error, format("cannot make ~ts private for the native tracer (~p, ~p)", [Dir, Changed, Info])}
+    end.
+
+%% Whether Uid is this node's user's (the owner of /proc/self where there is one; else
+%% the new directory is ours: mkdir made it, and the sticky or private temporary
+%% directory keeps anyone else from putting another in its place).
+own_uid(Uid) ->
+    case file:read_file_info("/proc/self") of
+        {ok, #file_info{uid = Own}} -> Own =:= Uid;
+        {error, _} -> true
+    end.
+
+%% Removes whatever another user put in Dir while it was new; no one else can now.
+clear(Dir) ->
+    case file:list_dir_all(Dir) of
+        {ok, []} ->
+            ok;
+        {ok, Names} ->
+            _ = [file:del_dir_r(filename:join(Dir, Name)) || Name <- Names],
+            case file:list_dir_all(Dir) of
+                {ok, []} -> ok;
+                Left -> {error, format("cannot clear ~ts for the native tracer: another user's ~p", [Dir, Left])}
+            end;
+        {error, Reason} ->
+            {error, format("cannot read ~ts for the native tracer (~p)", [Dir, Reason])}
+    end.
+
+%% Writes the NIF library to a new file of Dir (created exclusively: never a file or
+%% link that was there) and checks what is there before it is loaded: a regular file of
+%% this user, with these very bytes. Returns the path erlang:load_nif/2 takes (no suffix).
+write_private(Dir, Nif) ->
+    Lib = filename:join(Dir, "kino_trace_nif_" ++ random_name()),
+    %% the name erlang:load_nif/2 looks for: Lib and the system's suffix
+    File = Lib ++ case os:type() of {win32, _} -> ".dll"; _ -> ".so" end,
+    Written =
+        case file:open(File, [write, exclusive, raw, binary]) of
+            {ok, Fd} ->
+                try file:write(Fd, Nif)
+                after _ = file:close(Fd)
+                end;
+            {error, _} = Open ->
+                Open
+        end,
+    Size = byte_size(Nif),
+    case {Written, file:read_link_info(File), file:read_file(File)} of
+        {ok, {ok, #file_info{type = regular, size = Size}}, {ok, Nif}} ->
+            {ok, Lib};
+        {{error, Reason}, _, _} ->
+            {error, format("cannot write the native tracer to ~ts (~p)", [Dir, Reason])};
+        {ok, Info, _} ->
+            {error, format("the native tracer written to ~ts is not what was written (~p): not loaded", [Dir, Info])}
+    end.
+
+%% 128 bits no other user can guess, as hex: crypto's where the node has it loaded
+%% (it is not loaded for this: the node keeps its modules as they were), else a digest
+%% of clocks, counters and figures of this node no one else can read to the nanosecond.
+random_name() ->
+    Bytes = case erlang:module_loaded(crypto) andalso quiet(fun() -> crypto:strong_rand_bytes(16) end) of
+                <<_:128>> = Strong ->
+                    Strong;
+                _ ->
+                    erlang:md5(term_to_binary({os:system_time(), erlang:monotonic_time(), make_ref(),
+                                               erlang:unique_integer(), self(), os:getpid(),
+                                               erlang:statistics(runtime), erlang:memory(total)}))
+            end,
+    lists:flatten([io_lib:format("~2.16.0b", [B]) || <<B>> <= Bytes]).
 
 %% The keeper ends with its last worker, unloading what was shipped.
 maybe_end(Reply, #keeper{workers = Workers} = State) when map_size(Workers) =:= 0 ->

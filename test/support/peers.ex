@@ -36,7 +36,8 @@ defmodule KinoTraceTest.Peers do
   `env:` - `[{name, value}]` environment variables (charlists); `standard_io: true`
   controls the peer over its standard I/O, so the distribution connection can be cut
   without the peer ending; `hidden: true` starts it with `-hidden`, so its connection to
-  this node is hidden, as every connection of Livebook's runtime is.
+  this node is hidden, as every connection of Livebook's runtime is; `umask: mask` starts
+  it under that umask (through `/bin/sh`).
   """
   def start_peer(name, opts \\ []) do
     code = Keyword.get(opts, :code, :kino_trace)
@@ -59,6 +60,16 @@ defmodule KinoTraceTest.Peers do
     }
 
     peer_opts = if opts[:standard_io], do: Map.put(peer_opts, :connection, :standard_io), else: peer_opts
+    peer_opts =
+      case opts[:umask] do
+        nil ->
+          peer_opts
+
+        mask ->
+          erl = Path.join([:code.root_dir(), "bin", "erl"])
+          umask = Integer.to_string(mask, 8)
+          Map.put(peer_opts, :exec, {~c"/bin/sh", [~c"-c", ~c"umask #{umask} && exec \"$0\" \"$@\"", String.to_charlist(erl)]})
+      end
     {:ok, peer, node} = :peer.start(peer_opts)
     if opts[:standard_io], do: true = Node.connect(node)
     if code == :kino_trace, do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
