@@ -8,12 +8,15 @@
 %%
 %% Two kinds of process run this module:
 %%
-%%   * the keeper, registered as kino_trace_agent: one per node. It loads the native
+%%   * the keeper, registered as kino_trace_agent: one per node. It starts as soon as
+%%     this module is loaded (in the same call: hold/3), holding for the tracing process
+%%     that shipped it, and loads the other modules it was sent; it loads the native
 %%     tracer once (its NIF library is written to a private temporary directory, loaded,
 %%     and deleted at once with its directory: the loaded library needs no file), starts
-%%     the workers and keeps them from tracing one another. When its last worker ends it
-%%     deletes and purges every module the tracing node loaded, itself last, and exits:
-%%     nothing of kino_trace is left on the node.
+%%     the workers and keeps them from tracing one another. When its last worker has
+%%     ended and no tracing process holds it (one that died before its worker started
+%%     counts as ended), it deletes and purges every module it was sent, itself last,
+%%     and exits: nothing of kino_trace is left on the node.
 %%   * a worker per trace: it owns the OTP trace session and the tracer's session (the
 %%     NIF's, or a kino_trace_fallback process when the NIF cannot load), runs the
 %%     trace:F(Session, Args...) calls its local session asks for, and answers drain
@@ -27,7 +30,7 @@
 -module(kino_trace_agent).
 -behaviour(gen_server).
 
--export([start_worker/1, version/0]).
+-export([hold/3, release/1, start_worker/1, version/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export([worker/5]).
 
@@ -50,7 +53,10 @@
     %% worker pid => {monitor, its pids (the worker and its tracer), its trace session}
     workers = #{} :: #{pid() => {reference(), [pid()], term()}},
     %% monitor of a worker's local session => the worker
-    owners = #{} :: #{reference() => pid()}
+    owners = #{} :: #{reference() => pid()},
+    %% tracing processes between shipping and their worker's start => their monitor: the
+    %% keeper stays for them, and leaves (unloading) if they die before the worker starts
+    holders = #{} :: #{pid() => reference()}
 }).
 
 -record(worker, {
@@ -71,14 +77,36 @@
 
 %% --- API, called over erpc by the tracing node ---------------------------------------
 
+%% @doc Starts the keeper (or finds it) and has it hold for Starter, the tracing node's
+%% process that is starting a trace here: Shipped are the modules it just loaded here
+%% (this one, when it was missing: the tracing node loads it and calls this in one
+%% remote evaluation), Load the other missing ones, {Module, ObjectCode}, which the keeper
+%% loads. Whatever happens to Starter, what it sent leaves with the keeper: if Starter
+%% dies before its worker starts, the keeper ends (with no other worker or holder),
+%% unloading it. Returns ok or {error, Message}.
+hold(Starter, Shipped, Load) ->
+    case keeper() of
+        {ok, Keeper} -> gen_server:call(Keeper, {hold, Starter, Shipped, Load}, 60000);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Starter no longer holds the keeper (its start failed): the keeper ends if nothing
+%% else holds it.
+release(Starter) ->
+    case whereis(?KEEPER) of
+        undefined -> ok;
+        Keeper -> gen_server:call(Keeper, {release, Starter}, 60000)
+    end.
+
 %% @doc Starts a worker for one trace; returns {ok, Worker, Mode} or {error, Message}.
 %% Config: owner (the local session), id (what its messages carry), limits (as
-%% kino_trace_tracer:new_session/2 takes them), shipped (modules just loaded for it),
-%% native: {Beam, Nif} (the tracer's object code and NIF library bytes to load here),
-%% preloaded (the tracer is loaded here already, in this version), or {fallback, Reason};
-%% or counters => true: a session for the VM's call counters only (no tracer, no events).
+%% kino_trace_tracer:new_session/2 takes them), starter (the holder it replaces, see
+%% hold/3), native: {Beam, Nif} (the tracer's object code and NIF library bytes to load
+%% here), preloaded (the tracer is loaded here already, in this version), or {fallback,
+%% Reason}; or counters => true: a session for the VM's call counters only (no tracer,
+%% no events).
 start_worker(Config) ->
-    case keeper(Config) of
+    case keeper() of
         {ok, Keeper} -> gen_server:call(Keeper, {start_worker, Config}, 60000);
         {error, _} = Error -> Error
     end.
@@ -86,8 +114,8 @@ start_worker(Config) ->
 %% @doc The agent's version: its own object code's md5.
 version() -> erlang:get_module_info(?MODULE, md5).
 
-keeper(Config) ->
-    case gen_server:start({local, ?KEEPER}, ?MODULE, {keeper, Config}, []) of
+keeper() ->
+    case gen_server:start({local, ?KEEPER}, ?MODULE, keeper, []) of
         {ok, Pid} -> {ok, Pid};
         {error, {already_started, Pid}} -> {ok, Pid};
         {error, Reason} -> {error, iolist_to_binary(io_lib:format("the agent did not start: ~p", [Reason]))}
@@ -95,13 +123,24 @@ keeper(Config) ->
 
 %% --- gen_server ------------------------------------------------------------------------
 
-init({keeper, _Config}) ->
+init(keeper) ->
     process_flag(trap_exit, true),
     {ok, #keeper{}}.
 
+handle_call({hold, Starter, Shipped, Load}, _From, #keeper{} = State0) ->
+    State = hold_for(Starter, add_shipped(Shipped, State0)),
+    case load(Load, State) of
+        {ok, Next} -> {reply, ok, Next};
+        %% the start fails: what was loaded for it goes, unless a trace runs here
+        {{error, _} = Error, Next} -> maybe_end(Error, unhold(Starter, Next), reply)
+    end;
+handle_call({release, Starter}, _From, State) ->
+    maybe_end(ok, unhold(Starter, State), reply);
 handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
-    State1 = State0#keeper{shipped = lists:usort(maps:get(shipped, Config, []) ++ State0#keeper.shipped)},
-    {Mode, State} = mode(Config, State1),
+    State1 = add_shipped(maps:get(shipped, Config, []), State0),
+    {Mode, State2} = mode(Config, State1),
+    %% the worker (or the failure) replaces the starter's hold
+    State = unhold(maps:get(starter, Config, undefined), State2),
     Workers = State#keeper.workers,
     Agents = [self() | lists:append([Pids || {_, Pids, _} <- maps:values(Workers)])],
     Sessions = [Session || {_, _, Session} <- maps:values(Workers)],
@@ -115,7 +154,7 @@ handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
             {reply, {ok, Worker, Mode}, State#keeper{workers = Workers#{Worker => {Ref, Pids, Session}},
                                                      owners = (State#keeper.owners)#{OwnerRef => Worker}}};
         {'DOWN', Ref, process, Worker, Reason} ->
-            maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State)
+            maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State, reply)
     end;
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
@@ -123,14 +162,17 @@ handle_call(_Request, _From, State) ->
 handle_cast(_Message, State) ->
     {noreply, State}.
 
-%% a worker ended, or a worker's local session did: the worker has a moment to end
-handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers, owners = Owners} = State) ->
-    case {Workers, Owners} of
-        {#{Pid := {Ref, _, _}}, _} ->
-            maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)});
-        {_, #{Ref := Worker}} ->
+%% a worker ended, a worker's local session did, or a holder died (its node too,
+%% perhaps) before its worker started: the worker has a moment to end
+handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers, owners = Owners, holders = Holders} = State) ->
+    case {Workers, Owners, Holders} of
+        {#{Pid := {Ref, _, _}}, _, _} ->
+            maybe_end(ok, State#keeper{workers = maps:remove(Pid, Workers)}, noreply);
+        {_, #{Ref := Worker}, _} ->
             erlang:send_after(?REAP_MS, self(), {reap, Worker}),
             {noreply, State#keeper{owners = maps:remove(Ref, Owners)}};
+        {_, _, #{Pid := Ref}} ->
+            maybe_end(ok, State#keeper{holders = maps:remove(Pid, Holders)}, noreply);
         _ ->
             {noreply, State}
     end;
@@ -140,8 +182,10 @@ handle_info({reap, Worker}, #keeper{workers = Workers} = State) ->
 handle_info(_Message, State) ->
     {noreply, State}.
 
-terminate(_Reason, #keeper{} = State) ->
-    unload(State#keeper.shipped).
+%% (this module may be deleted here: nothing after this calls into it)
+terminate(_Reason, #keeper{shipped = Shipped}) ->
+    _ = unload(Shipped),
+    ok.
 
 %% --- keeper ----------------------------------------------------------------------------
 
@@ -345,31 +389,71 @@ random_name() ->
             end,
     lists:flatten([io_lib:format("~2.16.0b", [B]) || <<B>> <= Bytes]).
 
-%% The keeper ends with its last worker, unloading what was shipped.
-maybe_end(Reply, #keeper{workers = Workers} = State) when map_size(Workers) =:= 0 ->
-    case Reply of
-        ok -> {stop, normal, State};
-        _ -> {stop, normal, Reply, State}
+%% The keeper ends with its last worker once nothing holds it, unloading what was
+%% shipped (terminate/2). How it answers: reply (Reply, or the end), or noreply.
+maybe_end(Reply, #keeper{workers = Workers, holders = Holders} = State, How)
+  when map_size(Workers) =:= 0, map_size(Holders) =:= 0 ->
+    case How of
+        noreply -> {stop, normal, State};
+        reply -> {stop, normal, Reply, State}
     end;
-maybe_end(ok, State) ->
+maybe_end(_Reply, State, noreply) ->
     {noreply, State};
-maybe_end(Reply, State) ->
+maybe_end(Reply, State, _How) ->
     {reply, Reply, State}.
 
-%% Deletes and purges the modules the tracing nodes loaded. This module goes last, and
-%% its purge runs in a process of its own (a purge kills whoever still runs the old code:
-%% this process, once it is done).
+add_shipped(Modules, #keeper{shipped = Shipped} = State) ->
+    State#keeper{shipped = lists:usort(Modules ++ Shipped)}.
+
+hold_for(Starter, #keeper{holders = Holders} = State) when is_pid(Starter) ->
+    case Holders of
+        #{Starter := _} -> State;
+        _ -> State#keeper{holders = Holders#{Starter => erlang:monitor(process, Starter)}}
+    end.
+
+unhold(Starter, #keeper{holders = Holders} = State) ->
+    case maps:take(Starter, Holders) of
+        {Ref, Rest} -> erlang:demonitor(Ref, [flush]), State#keeper{holders = Rest};
+        error -> State
+    end.
+
+%% Loads the modules sent with a hold, each counted as shipped before it is loaded.
+load([], State) ->
+    {ok, State};
+load([{Module, Beam} | Rest], State) ->
+    Next = add_shipped([Module], State),
+    case code:load_binary(Module, atom_to_list(Module) ++ ".beam", Beam) of
+        {module, Module} -> load(Rest, Next);
+        Other -> {{error, format("could not load ~p on node ~p: ~p", [Module, node(), Other])}, Next}
+    end.
+
+%% Deletes and purges the modules the tracing nodes loaded; returns the process that
+%% purges this module, or none. This module goes last: it is deleted here, and purged
+%% by a process of its own once the keeper has exited (a purge kills whoever still runs
+%% the old code). That process runs erl_eval, so it runs none of this module's code.
 unload(Modules) ->
     Others = [M || M <- Modules, M =/= ?MODULE],
     lists:foreach(fun(M) -> _ = code:delete(M), _ = code:purge(M) end, Others),
     case lists:member(?MODULE, Modules) of
         true ->
             _ = code:delete(?MODULE),
-            _ = spawn(code, purge, [?MODULE]),
-            ok;
+            purge_after_exit(self(), ?MODULE);
         false ->
-            ok
+            none
     end.
+
+%% Ref = erlang:monitor(process, Pid), receive {'DOWN', Ref, process, _, _} -> code:purge(Module) end
+%% (written as erl_eval takes it: no parser to load here)
+purge_after_exit(Pid, Module) ->
+    Exprs = [{match, 1, {var, 1, 'Ref'},
+              {call, 1, {remote, 1, {atom, 1, erlang}, {atom, 1, monitor}}, [{atom, 1, process}, {var, 1, 'Pid'}]}},
+             {'receive', 1,
+              [{clause, 1,
+                [{tuple, 1, [{atom, 1, 'DOWN'}, {var, 1, 'Ref'}, {atom, 1, process}, {var, 1, '_'}, {var, 1, '_'}]}],
+                [],
+                [{call, 1, {remote, 1, {atom, 1, code}, {atom, 1, purge}}, [{var, 1, 'Module'}]}]}]}],
+    Bindings = erl_eval:add_binding('Module', Module, erl_eval:add_binding('Pid', Pid, erl_eval:new_bindings())),
+    spawn(erl_eval, exprs, [Exprs, Bindings]).
 
 %% --- worker ----------------------------------------------------------------------------
 
@@ -424,7 +508,7 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
             untrace(State#worker.session, Pids),
             worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
         {'DOWN', OwnerRef, process, _, _} ->
-            end_worker(State);
+            end_trace(State);
         _Other ->
             worker_loop(State)
     end.
@@ -470,7 +554,7 @@ restore(#worker{flags = Flags} = State) ->
     untrace(State#worker.session, State#worker.agents).
 
 %% The local session is gone (ended, or the connection dropped): so is the trace here.
-end_worker(#worker{module = M, handle = H} = State) ->
+end_trace(#worker{module = M, handle = H} = State) ->
     _ = M =/= none andalso quiet(fun() -> M:close(H) end),
     destroy(State),
     exit(normal).

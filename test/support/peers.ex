@@ -219,4 +219,27 @@ defmodule KinoTraceTest.Peers do
       0 -> :ok
     end
   end
+
+  @doc """
+  Run on a tracing peer (over `:erpc`): starts `Kino.Trace.calls(patterns, opts)` there
+  in a process of its own, which sends `parent` `{:tracing, pid, trace}` and lives on.
+  """
+  def spawn_tracer(parent, patterns, opts) do
+    spawn(fn ->
+      trace = Kino.Trace.calls(patterns, opts)
+      send(parent, {:tracing, self(), trace})
+      Process.sleep(:infinity)
+    end)
+  end
+
+  @doc """
+  Run on a tracing peer (over `:erpc`): starts `Kino.Trace.calls(patterns, opts)`, stops
+  it, and returns the info of its traced nodes while it ran and once it stopped.
+  """
+  def trace_and_stop(patterns, opts) do
+    trace = Kino.Trace.calls(patterns, opts)
+    running = Kino.Trace.info(trace).nodes
+    :ok = Kino.Trace.stop(trace)
+    {running, Kino.Trace.info(trace).nodes}
+  end
 end

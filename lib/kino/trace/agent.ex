@@ -29,6 +29,22 @@ defmodule Kino.Trace.Agent do
   @tracer :kino_trace_tracer
   @timeout 15_000
 
+  # Run on the traced node by ship/2, with Agent, Starter and Load bound.
+  @ship_exprs (
+                {:ok, tokens, _} =
+                  :erl_scan.string(~c"""
+                  Shipped = case Agent of
+                      none -> [];
+                      Beam -> {module, kino_trace_agent} = code:load_binary(kino_trace_agent, "kino_trace_agent.beam", Beam),
+                              [kino_trace_agent]
+                  end,
+                  kino_trace_agent:hold(Starter, Shipped, Load).
+                  """)
+
+                {:ok, exprs} = :erl_parse.parse_exprs(tokens)
+                exprs
+              )
+
   @typedoc "Which tracer a worker runs: the native one, or the fallback and why."
   @type mode :: :native | {:fallback, String.t()}
 
@@ -41,8 +57,10 @@ defmodule Kino.Trace.Agent do
   @spec start(node(), pid(), term(), map(), keyword()) ::
           {:ok, pid(), mode() | :counters} | {:error, String.t()}
   def start(node, owner, id, limits, opts \\ []) do
-    # One start at a time per node from here: two would ship the same modules at once.
-    :global.trans({{__MODULE__, node}, self()}, fn -> start(node, owner, id, limits, opts, 3) end, [node()])
+    # One start at a time per traced node, from any tracing node: the lock is held on
+    # that node too. Two starts at once would both ship the same modules, the second
+    # load making the first copy old, and neither could be removed after.
+    :global.trans({{__MODULE__, node}, self()}, fn -> start(node, owner, id, limits, opts, 3) end, [node(), node])
   end
 
   # The node's last trace may be ending meanwhile, its agent unloading itself (a call
@@ -70,30 +88,42 @@ defmodule Kino.Trace.Agent do
     with {:ok, facts} <- facts(node),
          {:ok, missing} <- missing(node, @agent_modules),
          {:ok, native} <- if(opts[:counters], do: {:ok, :none}, else: native(node, facts, opts)),
-         {:ok, shipped} <- ship(node, missing) do
-      config = %{owner: owner, id: id, limits: limits, shipped: shipped, native: native, counters: opts[:counters] == true}
+         :ok <- ship(node, missing) do
+      after_ship(node)
+
+      config = %{
+        owner: owner,
+        id: id,
+        limits: limits,
+        starter: self(),
+        native: native,
+        counters: opts[:counters] == true
+      }
 
       case Nodes.call(node, :kino_trace_agent, :start_worker, [config]) do
-        {:ok, worker, mode} ->
-          {:ok, worker, mode}
-
+        {:ok, worker, mode} -> {:ok, worker, mode}
         {:error, message} ->
-          unship(node, shipped)
+          # what was shipped for this start goes, unless a trace runs there
+          Nodes.call(node, :kino_trace_agent, :release, [self()])
           {:error, if(is_binary(message), do: message, else: inspect(message))}
       end
     end
   end
 
-  # A worker that did not start leaves no keeper: what was loaded for it goes.
-  defp unship(node, modules) do
-    if modules != [] and Nodes.call(node, :erlang, :whereis, [:kino_trace_agent]) == :undefined do
-      for module <- modules do
-        Nodes.call(node, :code, :delete, [module])
-        Nodes.call(node, :code, :purge, [module])
-      end
-    end
+  # Tests only: pauses a start between shipping and starting the worker (the tracing
+  # node may die there), when the application env says whom to tell.
+  defp after_ship(node) do
+    case Application.get_env(:kino_trace, :test_pause_after_ship) do
+      pid when is_pid(pid) ->
+        send(pid, {:kino_trace_shipped, node, self()})
 
-    :ok
+        receive do
+          {:kino_trace_continue, ^node} -> :ok
+        end
+
+      _ ->
+        :ok
+    end
   end
 
   @doc """
@@ -177,24 +207,25 @@ defmodule Kino.Trace.Agent do
     end)
   end
 
-  # Loads the modules on node; returns those it loaded.
-  defp ship(node, modules) do
-    Enum.reduce_while(modules, {:ok, []}, fn module, {:ok, shipped} ->
-      case Nodes.call(node, :code, :load_binary, [
-             module,
-             ~c"#{module}.beam",
-             object_code!(module)
-           ]) do
-        {:module, ^module} ->
-          {:cont, {:ok, [module | shipped]}}
+  # Loads the missing agent modules on node and has its agent's keeper hold for this
+  # process until its worker starts: if this process (or its node) dies before, the
+  # keeper removes them. The agent module is loaded and the keeper started in one
+  # remote evaluation (erl_eval, which every node has), so nothing comes between.
+  defp ship(node, missing) do
+    {agent, others} = Enum.split_with(missing, &(&1 == :kino_trace_agent))
+    load = for module <- others, do: {module, object_code!(module)}
 
-        other ->
-          unship(node, shipped)
+    bindings = [
+      Agent: if(agent == [], do: :none, else: object_code!(:kino_trace_agent)),
+      Starter: self(),
+      Load: load
+    ]
 
-          {:halt,
-           {:error, "could not load #{module} on node #{inspect(node)}: #{inspect(other)}"}}
-      end
-    end)
+    case Nodes.call(node, :erl_eval, :exprs, [@ship_exprs, bindings]) do
+      {:value, :ok, _bindings} -> :ok
+      {:value, {:error, message}, _bindings} -> {:error, message}
+      {:error, message} -> {:error, "could not load kino_trace's agent on node #{inspect(node)}: #{message}"}
+    end
   end
 
   # Whether node has this module loaded: in this version, not at all, or in another one.

@@ -106,6 +106,54 @@ defmodule Kino.Trace.AgentClusterTest do
     assert kino_modules(n) == [:kino_trace_fallback]
   end
 
+  # A second node with kino_trace, connected to `to`: another tracing node.
+  defp tracing_peer(name, to) do
+    {peer, t} = start_peer(name)
+    true = :erpc.call(t, :net_kernel, :connect_node, [to])
+    {peer, t}
+  end
+
+  defp kill_node(t) do
+    os_pid = :erpc.call(t, :os, :getpid, [])
+    true = Node.monitor(t, true)
+    {_, 0} = System.cmd("kill", ["-9", List.to_string(os_pid)])
+    assert_receive {:nodedown, ^t}, 30_000
+  end
+
+  test "two tracing nodes tracing one node at once: the agent is shipped once and leaves nothing (issue 27 item 6)" do
+    {_peer, n, _} = bare_peer(:shared)
+    tracers = for i <- 1..2, do: elem(tracing_peer(:"tracer#{i}", n), 1)
+    args = [["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]]
+
+    for round <- 1..10 do
+      results = :erpc.multicall(tracers, KinoTraceTest.Peers, :trace_and_stop, args, 60_000)
+
+      for result <- results do
+        assert {:ok, {running, _stopped}} = result
+        assert running[n].tracer == :native
+      end
+
+      wait_until(fn -> kino_modules(n) == [] end, 500)
+      assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined, "round #{round}"
+    end
+  end
+
+  test "a tracing node that dies between shipping and starting its worker leaves nothing (issue 27 item 6)" do
+    {_peer, n, tmp} = bare_peer(:orphan)
+    {_tpeer, t} = tracing_peer(:dies, n)
+    :ok = :erpc.call(t, Application, :put_env, [:kino_trace, :test_pause_after_ship, self()])
+    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [self(), ["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]])
+
+    assert_receive {:kino_trace_shipped, ^n, _starter}, 30_000
+    assert Enum.sort(kino_modules(n)) == [:kino_trace_agent, :kino_trace_fallback, :kino_trace_fallback_terms]
+    kill_node(t)
+
+    wait_until(fn -> kino_modules(n) == [] end, 500)
+    assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
+    assert agent_pids(n) == []
+    assert File.ls!(tmp) == []
+  end
+
   test "the agent never traces itself: traces of gen_server and of every message there stay quiet" do
     {_peer, n, _} = bare_peer(:loop)
     calls = Kino.Trace.calls([":gen_server", ":gen"], nodes: [n])
