@@ -30,7 +30,7 @@
 -module(kino_trace_agent).
 -behaviour(gen_server).
 
--export([hold/3, release/1, start_worker/1, version/0]).
+-export([hold/3, release/1, start_worker/1, end_worker/1, version/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export([worker/5]).
 
@@ -56,7 +56,9 @@
     owners = #{} :: #{reference() => pid()},
     %% tracing processes between shipping and their worker's start => their monitor: the
     %% keeper stays for them, and leaves (unloading) if they die before the worker starts
-    holders = #{} :: #{pid() => reference()}
+    holders = #{} :: #{pid() => reference()},
+    %% who asked to end the last worker (end_worker/1): answered once all is unloaded
+    ending :: gen_server:from() | undefined
 }).
 
 -record(worker, {
@@ -111,6 +113,16 @@ start_worker(Config) ->
         {error, _} = Error -> Error
     end.
 
+%% @doc Ends Worker (its trace, its tracer) and returns once it is gone: {removed, Purger}
+%% when it was the last and the keeper has removed what it was sent (this module's last
+%% purge runs in Purger, once the keeper has exited: `none' when it was the node's own),
+%% or kept when other traces still run here.
+end_worker(Worker) ->
+    case whereis(?KEEPER) of
+        undefined -> {removed, none};
+        Keeper -> gen_server:call(Keeper, {end_worker, Worker}, 60000)
+    end.
+
 %% @doc The agent's version: its own object code's md5.
 version() -> erlang:get_module_info(?MODULE, md5).
 
@@ -156,6 +168,14 @@ handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
         {'DOWN', Ref, process, Worker, Reason} ->
             maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State, reply)
     end;
+handle_call({end_worker, Worker}, From, #keeper{workers = Workers} = State) ->
+    case Workers of
+        #{Worker := {Ref, Pids, _}} -> await_end(Worker, Ref, Pids);
+        _ -> ok
+    end,
+    Owners = maps:filter(fun(_, W) -> W =/= Worker end, State#keeper.owners),
+    [erlang:demonitor(R, [flush]) || R <- maps:keys(State#keeper.owners), not is_map_key(R, Owners)],
+    maybe_end(kept, State#keeper{workers = maps:remove(Worker, Workers), owners = Owners}, {removed, From});
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
@@ -183,8 +203,9 @@ handle_info(_Message, State) ->
     {noreply, State}.
 
 %% (this module may be deleted here: nothing after this calls into it)
-terminate(_Reason, #keeper{shipped = Shipped}) ->
-    _ = unload(Shipped),
+terminate(_Reason, #keeper{shipped = Shipped, ending = Ending}) ->
+    Purger = unload(Shipped),
+    _ = Ending =/= undefined andalso gen_server:reply(Ending, {removed, Purger}),
     ok.
 
 %% --- keeper ----------------------------------------------------------------------------
@@ -390,12 +411,15 @@ random_name() ->
     lists:flatten([io_lib:format("~2.16.0b", [B]) || <<B>> <= Bytes]).
 
 %% The keeper ends with its last worker once nothing holds it, unloading what was
-%% shipped (terminate/2). How it answers: reply (Reply, or the end), or noreply.
+%% shipped (terminate/2). How it answers: reply (Reply, or the end), noreply, or
+%% {removed, From} (end_worker/1: Reply while it stays; when it ends, {removed, Purger}
+%% once all is unloaded, so From knows the node is as it was when Purger is gone).
 maybe_end(Reply, #keeper{workers = Workers, holders = Holders} = State, How)
   when map_size(Workers) =:= 0, map_size(Holders) =:= 0 ->
     case How of
         noreply -> {stop, normal, State};
-        reply -> {stop, normal, Reply, State}
+        reply -> {stop, normal, Reply, State};
+        {removed, From} -> {stop, normal, State#keeper{ending = From}}
     end;
 maybe_end(_Reply, State, noreply) ->
     {noreply, State};
@@ -426,6 +450,20 @@ load([{Module, Beam} | Rest], State) ->
         {module, Module} -> load(Rest, Next);
         Other -> {{error, format("could not load ~p on node ~p: ~p", [Module, node(), Other])}, Next}
     end.
+
+%% Ends a worker and waits until it and its tracer are gone (killed if they take longer
+%% than ?REAP_MS).
+await_end(Worker, Ref, Pids) ->
+    Refs = [{Ref, Worker} | [{erlang:monitor(process, P), P} || P <- Pids, P =/= Worker]],
+    Worker ! stop,
+    lists:foreach(
+        fun({R, P}) ->
+                receive {'DOWN', R, process, P, _} -> ok
+                after ?REAP_MS ->
+                        exit(P, kill),
+                        receive {'DOWN', R, process, P, _} -> ok end
+                end
+        end, Refs).
 
 %% Deletes and purges the modules the tracing nodes loaded; returns the process that
 %% purges this module, or none. This module goes last: it is deleted here, and purged
@@ -508,6 +546,9 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
             untrace(State#worker.session, Pids),
             worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
         {'DOWN', OwnerRef, process, _, _} ->
+            end_trace(State);
+        %% the keeper ends it: its local session is ending (end_worker/1)
+        stop ->
             end_trace(State);
         _Other ->
             worker_loop(State)

@@ -45,6 +45,9 @@ defmodule Kino.Trace.Agent do
                 exprs
               )
 
+  @typedoc "What became of a node's agent when a trace of it ended (see `stop/1`)."
+  @type release :: :removed | :kept | :lost
+
   @typedoc "Which tracer a worker runs: the native one, or the fallback and why."
   @type mode :: :native | {:fallback, String.t()}
 
@@ -123,6 +126,40 @@ defmodule Kino.Trace.Agent do
 
       _ ->
         :ok
+    end
+  end
+
+  @doc """
+  Ends `worker` (started by `start/5`) and waits until its node is as it was before:
+  `:removed` when it was that node's last trace (kino_trace's modules deleted and
+  purged there, its processes gone), `:kept` when other traces of that node go on (the
+  agent leaves with the last), `:lost` when the node does not answer (its agent ends
+  its traces and removes itself there when the connection drops).
+  """
+  @spec stop(pid()) :: release()
+  def stop(worker) do
+    case :gen_server.call({:kino_trace_agent, node(worker)}, {:end_worker, worker}, @timeout) do
+      {:removed, purger} ->
+        # the agent's last purge, once its keeper has exited
+        if is_pid(purger), do: await_down(purger)
+        :removed
+
+      :kept ->
+        :kept
+    end
+  catch
+    # no keeper there: it ended with this worker already
+    :exit, {:noproc, _} -> :removed
+    :exit, _ -> :lost
+  end
+
+  defp await_down(pid) do
+    ref = Process.monitor(pid)
+
+    receive do
+      {:DOWN, ^ref, :process, _, _} -> :ok
+    after
+      @timeout -> Process.demonitor(ref, [:flush])
     end
   end
 

@@ -213,6 +213,15 @@ defmodule Kino.Trace.Backend do
     %{backend | session: nil}
   end
 
+  @doc """
+  Ends the trace's agent worker on another node and waits until that node is as it was
+  (`Kino.Trace.Agent.stop/1`: `:removed`, `:kept` or `:lost`); `nil` for this node's.
+  Call it after `close/1` and `destroy/2`.
+  """
+  @spec release(t()) :: Agent.release() | nil
+  def release(%__MODULE__{worker: nil}), do: nil
+  def release(%__MODULE__{worker: worker}), do: Agent.stop(worker)
+
   # The worker's answer to `request`; exits `{:agent_down, worker}` when the worker or its
   # node is gone (the session turns that exit into marking the node gone).
   defp call!(worker, request) do

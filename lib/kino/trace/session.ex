@@ -65,6 +65,9 @@ defmodule Kino.Trace.Session do
     :backend,
     # the monitor of that node's agent worker
     :worker_ref,
+    # that node's agent: :running, then what ending the trace left there
+    # (Kino.Trace.Agent.stop/1: :removed, :kept, or :lost when the node was gone)
+    :agent,
     :plan,
     :decoder,
     :timer,
@@ -160,7 +163,7 @@ defmodule Kino.Trace.Session do
   # The tracer of a trace of another node, started there by kino_trace's agent.
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
     case Backend.start_remote(self(), state.id, plan.limits, node, agent: plan.options[:agent]) do
-      {:ok, backend} -> %{state | backend: backend, worker_ref: Process.monitor(backend.worker)}
+      {:ok, backend} -> %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
       {:error, message} -> raise ArgumentError, message
     end
   end
@@ -460,7 +463,7 @@ defmodule Kino.Trace.Session do
   # Another node's agent is gone (the node went down or disconnected): the trace ends,
   # and whoever watches this session sees why.
   defp message({:DOWN, ref, :process, _pid, reason}, %{worker_ref: ref} = state) do
-    {:stop, {:shutdown, {:agent_down, reason}}, finish(state, :stopped, :discard)}
+    {:stop, {:shutdown, {:agent_down, reason}}, finish(%{state | agent: :lost}, :stopped, :discard)}
   end
 
   defp message({:DOWN, ref, :process, pid, _reason}, state) do
@@ -486,17 +489,22 @@ defmodule Kino.Trace.Session do
         1_000 -> :not_answering
       end
 
-    state = finish(state, :stopped, :discard)
+    state = finish(%{state | agent: :lost}, :stopped, :discard)
     reason = {:shutdown, {:agent_down, reason}}
     if reply, do: {:stop, reason, reply, state}, else: {:stop, reason, state}
   end
 
   @impl true
   def terminate(_reason, state) do
-    state = finish(state, :stopped, :discard)
+    state = state |> finish(:stopped, :discard) |> release_agent()
     if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, info(state))
     :ok
   end
+
+  # Another node's trace: its agent's worker ends and this waits until that node is as
+  # it was (stop/1 answers after this), or another trace of it goes on there.
+  defp release_agent(%{agent: :running} = state), do: %{state | agent: Backend.release(state.backend)}
+  defp release_agent(state), do: state
 
   # --- draining -----------------------------------------------------------------------
 
@@ -776,6 +784,7 @@ defmodule Kino.Trace.Session do
       tracer: if(state.backend, do: state.backend.mode, else: :native)
     }
     |> put_fallback(c)
+    |> put_agent(state.agent)
   end
 
   # The fallback tracer of another node also tells the trace messages it received and
@@ -785,4 +794,8 @@ defmodule Kino.Trace.Session do
   end
 
   defp put_fallback(info, _counters), do: info
+
+  # Another node's trace tells what its agent there is doing, or what ending left there.
+  defp put_agent(info, nil), do: info
+  defp put_agent(info, agent), do: Map.put(info, :agent, agent)
 end

@@ -394,7 +394,24 @@ defmodule Kino.Trace.Remote.Coordinator do
           end
       end)
 
-    %{state | nodes: nodes}
+    %{state | nodes: final_infos(%{state | nodes: nodes})}
+  end
+
+  # Each stopped session's last info (its final counters, and what another node's
+  # agent left there), as it kept it when it ended.
+  defp final_infos(state) do
+    Map.new(state.nodes, fn {node, entry} ->
+      case entry.info do
+        %{id: id} ->
+          case Kino.Trace.Final.fetch(id) do
+            {:ok, info} -> {node, %{entry | info: info}}
+            :error -> {node, entry}
+          end
+
+        _ ->
+          {node, entry}
+      end
+    end)
   end
 
   # --- info -----------------------------------------------------------------------------------
