@@ -92,18 +92,22 @@ defmodule Kino.Trace.AgentClusterTest do
     assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
   end
 
-  test "a node with another version of an agent module is refused, and nothing is replaced or left" do
-    {_peer, n, _} = bare_peer(:version)
-    forms = [{:attribute, 1, :module, :kino_trace_fallback}, {:attribute, 1, :export, [v: 0]}, {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}]
-    {:ok, :kino_trace_fallback, binary} = :compile.forms(forms, [:binary])
-    {:module, _} = :erpc.call(n, :code, :load_binary, [:kino_trace_fallback, ~c"kino_trace_fallback.beam", binary])
+  for module <- [:kino_trace_fallback, :kino_trace_agent, :kino_trace_tracer] do
+    test "a node with another version of #{module} is refused, and nothing is replaced or left" do
+      module = unquote(module)
+      {_peer, n, _} = bare_peer(:version)
+      forms = [{:attribute, 1, :module, module}, {:attribute, 1, :export, [v: 0]}, {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}]
+      {:ok, ^module, binary} = :compile.forms(forms, [:binary])
+      {:module, _} = :erpc.call(n, :code, :load_binary, [module, ~c"#{module}.beam", binary])
 
-    assert_raise ArgumentError, ~r/kino_trace_fallback loaded in another version/, fn ->
-      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+      assert_raise ArgumentError, ~r/#{module} loaded in another version/, fn ->
+        Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+      end
+
+      assert :erpc.call(n, module, :v, []) == :theirs
+      assert kino_modules(n) == [module]
+      assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
     end
-
-    assert :erpc.call(n, :kino_trace_fallback, :v, []) == :theirs
-    assert kino_modules(n) == [:kino_trace_fallback]
   end
 
   # A second node with kino_trace, connected to `to`: another tracing node.
@@ -153,6 +157,23 @@ defmodule Kino.Trace.AgentClusterTest do
     wait_until(fn -> kino_modules(n) == [] end, 500)
     assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
     assert agent_pids(n) == []
+    assert File.ls!(tmp) == []
+  end
+
+  test "kill -9 of the tracing node mid-trace leaves nothing on the traced node" do
+    {_peer, n, tmp} = bare_peer(:killed)
+    {_tpeer, t} = tracing_peer(:killed_tracer, n)
+    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [self(), ["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]])
+    assert_receive {:tracing, _owner, _trace}, 30_000
+    assert kino_sessions(n) != []
+    # a flood running there when the tracing node dies
+    flood(n, 200_000)
+    kill_node(t)
+
+    wait_until(fn -> kino_modules(n) == [] end, 500)
+    assert kino_sessions(n) == []
+    assert agent_pids(n) == []
+    assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
     assert File.ls!(tmp) == []
   end
 

@@ -217,6 +217,21 @@ defmodule Kino.Trace.AgentFallbackTest do
     wait_until(fn -> kino_modules(n) == [] end)
   end
 
+  test "a node whose temporary directory is missing gets the fallback, and why; nothing is left" do
+    missing = Path.join(System.tmp_dir!(), "kino_trace_missing_#{System.unique_integer([:positive])}")
+    {_peer, n, _tmp} = bare_peer(:missing_tmp, tmpdir: missing)
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+
+    assert {:fallback, why} = Kino.Trace.info(trace).nodes[n].tracer
+    assert why =~ "cannot create a directory in #{missing} for the native tracer (enoent)"
+
+    :erpc.call(n, Echo, :double, [7])
+    await_events(trace, &Enum.any?(&1, fn e -> e.kind == :return and e.return == 14 end))
+    Kino.Trace.stop(trace)
+    assert kino_modules(n) == []
+    refute File.exists?(missing)
+  end
+
   test "a flood on the fallback: memory stays bounded, every event is accounted for" do
     {_peer, n, _tmp} = bare_peer(:flood)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n], agent: :fallback, return: false)

@@ -1,8 +1,8 @@
 defmodule Kino.Trace.AgentTmpdirTest do
   # Issue 27, item 3 and the review's held cases: where the agent puts the native
   # tracer's library on a traced node, against another user of that machine who
-  # pre-creates names and races into new directories.
-  # Another user needs root: elsewhere this is skipped.
+  # pre-creates names and races into new directories, and in a full temporary directory.
+  # Another user and a file system of our own need root: elsewhere these are skipped.
   use ExUnit.Case, async: false
 
   import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1]
@@ -15,7 +15,7 @@ defmodule Kino.Trace.AgentTmpdirTest do
   {uid, 0} = System.cmd("id", ["-u"])
 
   if String.trim(uid) != "0" do
-    @moduletag skip: "needs root: it runs another user (uid 65534) against the agent"
+    @moduletag skip: "needs root: it runs another user (uid 65534) against the agent and mounts a small tmpfs"
   end
 
   # the other user
@@ -122,5 +122,31 @@ defmodule Kino.Trace.AgentTmpdirTest do
     assert File.stat!(evil).size == 0
     ours = for name <- File.ls!(tmp), File.lstat!(Path.join(tmp, name)).uid != @uid, do: name
     assert ours == []
+  end
+
+  test "a full temporary directory: the fallback, and why; nothing is left" do
+    mnt = Path.join(System.tmp_dir!(), "kino_trace_full_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(mnt)
+    # smaller than the native tracer's library
+    {_, 0} = System.cmd("mount", ["-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", mnt])
+
+    on_exit(fn ->
+      System.cmd("umount", [mnt])
+      File.rm_rf(mnt)
+    end)
+
+    assert File.stat!(Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")).size > 64 * 1024
+    {_peer, n, _} = bare_peer(:full_tmp, tmpdir: mnt)
+    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
+
+    assert {:fallback, why} = Kino.Trace.info(trace).nodes[n].tracer
+    assert why =~ ~r"cannot write the native tracer to #{Regex.escape(mnt)}/kino_trace-[\w-]+ \(enospc\)"
+    assert File.ls!(mnt) == []
+
+    :erpc.call(n, Echo, :double, [8])
+    await_events(trace, &Enum.any?(&1, fn e -> e.kind == :return and e.return == 16 end))
+    Kino.Trace.stop(trace)
+    assert kino_modules(n) == []
+    assert File.ls!(mnt) == []
   end
 end
