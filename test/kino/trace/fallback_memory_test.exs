@@ -191,6 +191,39 @@ defmodule Kino.Trace.FallbackMemoryTest do
       end)
     end
 
+    test "arguments that look huge are not copied; the rest is, with the caller and the returns" do
+      trace = Kino.Trace.calls([@pattern], caller: true, pids: [self()])
+      # over max(4 * max_items, 200) elements, or nested deeper than max_depth + 2 (12)
+      # along first elements
+      huge = [Enum.to_list(1..201), List.to_tuple(Enum.to_list(1..201)), Map.new(1..201, &{&1, &1}),
+              Enum.reduce(1..13, :leaf, &[&2, &1]), Enum.reduce(1..13, :leaf, &{&2, &1})]
+      # just under, an improper list, a huge binary (refcounted: the message holds a
+      # reference to it)
+      small = [Enum.to_list(1..200), Enum.reduce(1..12, :leaf, &[&2, &1]), Enum.reduce(1..12, :leaf, &{&2, &1}),
+               [1 | 2], :binary.copy("x", 1_000_000)]
+      Enum.each(huge ++ small, &Flood.f/1)
+
+      events = KinoTraceTest.Helpers.events_after(trace)
+      Kino.Trace.stop(trace)
+      calls = for e <- events, e.kind == :call, do: e
+      assert length(calls) == length(huge ++ small)
+      assert length(for e <- events, e.kind == :return, do: e) == length(calls)
+      assert [{Enum, _, _}] = calls |> Enum.map(& &1.caller) |> Enum.uniq()
+      {cut, copied} = Enum.split(calls, length(huge))
+      assert Enum.all?(cut, &match?([%Cut{kind: :bytes}], &1.args))
+
+      # copied, then cut by the caps as the native tracer cuts them
+      for {event, x} <- Enum.zip(copied, small) do
+        assert event.args == elem(:kino_trace_fallback.roundtrip([x], %{}), 0)
+      end
+    end
+
+    test "a bad mailbox_bytes is refused, naming it" do
+      assert_raise ArgumentError, "invalid value for :mailbox_bytes: expected a positive integer", fn ->
+        :kino_trace_fallback.new_session(self(), %{mailbox_bytes: 0})
+      end
+    end
+
     for {kind, calls} <- @floods do
       @tag flood: kind
       test "#{kind}: this node's memory stays bounded and every call is accounted for" do
