@@ -601,8 +601,9 @@ end_trace(#worker{module = M, handle = H} = State) ->
     exit(normal).
 
 trace_call(#worker{session = Session, module = Module} = State, Fun, Args0) ->
-    Args = case {Module, Fun, Args0} of
-               {?FALLBACK, process, [Who, true, Flags]} -> [Who, true, ?FALLBACK:flags(Flags)];
+    %% the fallback's process flags and call match specs (see kino_trace_fallback:trace_args/3)
+    Args = case Module of
+               ?FALLBACK -> ?FALLBACK:trace_args(State#worker.handle, Fun, Args0);
                _ -> Args0
            end,
     case lists:member(Fun, ?TRACE_FUNS) andalso Session =/= undefined of

@@ -22,20 +22,31 @@
 %%   all `dropped_*'. The counters live in an `atomics' array, readable without asking
 %%   the tracer process (also after it ended).</li>
 %% <li>Limits are read and checked as the NIF reads them (same keys, defaults, bounds
-%%   and ArgumentError messages); one more key, `mailbox' (default 10000), bounds the
-%%   tracer's mailbox.</li>
+%%   and ArgumentError messages); two more keys bound the tracer's mailbox: `mailbox'
+%%   (messages, default 10000) and `mailbox_bytes' (bytes, default 64 MB).</li>
 %% <li>Mailbox guard: the VM copies every trace message whole into the tracer's
-%%   mailbox, and no cap applies before the tracer sees it. When the mailbox holds more
-%%   than `mailbox' messages, the tracer switches the attached trace session's process
-%%   flags off (recording who had which: the flags of every process and port, and those
-%%   given to new ones), counts every message still in its mailbox as
-%%   `dropped_queue_full', and switches the recorded flags back on once its mailbox is
-%%   empty. Processes spawned meanwhile by traced ones are not traced (their parent's
-%%   set_on_spawn was off). Without attach/2 it can only drop until the mailbox is
-%%   empty. Recording the flags asks each process (`trace:info/3'): ~10 us per process,
-%%   longer for a busy one, during which the mailbox goes on growing; so the bound is
-%%   soft: the flood test (2 cores shared with other work) sees up to ~4 times
-%%   `mailbox' with 10 000 at times.</li>
+%%   mailbox (off its heap), and no cap applies before the tracer sees it. When the
+%%   mailbox holds more than `mailbox' messages or `mailbox_bytes' bytes (it looks
+%%   every 16 messages and at least every millisecond while messages come, with
+%%   `process_info(self(), [memory, total_heap_size])': the process's memory less its
+%%   heap is its mailbox, in-transit messages included), the tracer switches the
+%%   attached trace session's process flags off (recording who had which: the flags of
+%%   every process and port, and those given to new ones), counts every message still
+%%   in its mailbox as `dropped_queue_full', and switches the recorded flags back on
+%%   once its mailbox is empty (after a garbage collection that frees the dropped
+%%   messages; it also collects once its heap grew by half of `mailbox_bytes', as
+%%   messages it has handled stay until then). Processes spawned meanwhile by traced
+%%   ones are not traced (their parent's set_on_spawn was off). Without attach/2 it can
+%%   only drop until the mailbox is empty. Recording the flags asks each process
+%%   (`trace:info/3'): ~10 us per process, longer for a busy one, during which the
+%%   mailbox goes on growing; so the bound is soft: the flood test (2 cores shared with
+%%   other work) sees up to ~4 times `mailbox' with 10 000 at times. A single message
+%%   can exceed the bound: the guard sees it only once the VM has built it.</li>
+%% <li>Huge arguments: sessions set up through trace_args/3 trace calls with `arity'
+%%   and match specs that send the arguments only when guards do not find them huge (a
+%%   long list, a large tuple or map, a deep nesting), so the VM never builds those
+%%   messages; such a call's arguments are cuts (`bytes'). The guards look at the first
+%%   levels only: what they let through is bounded by the mailbox guard.</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to
@@ -68,20 +79,24 @@
 -module(kino_trace_fallback).
 
 -export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
-         roundtrip/2, flags/1]).
+         roundtrip/2, flags/1, process_flags/1, trace_args/3]).
 
 -define(TICK, 16).                 % messages between two looks at the mailbox
 -define(EVENT_BYTES, 208).         % sizeof(kino_trace::Event)
 -define(INLINE_PAYLOAD, 112).      % its inline payload buffer
 -define(MARK_SLOTS, 1024).
 -define(U64, 16#FFFFFFFFFFFFFFFF).
+-define(CHECK_NS, 1000000).        % nanoseconds between two looks at the mailbox, at most
+-define(MAILBOX_BYTES, 64 bsl 20). % default bound of the mailbox, in bytes
+-define(ARG_POSITIONS, 8).         % the arguments a call match spec looks at (the first ones)
+-define(MAX_SPINE, 16).            % the deepest nesting it looks for
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
-               limit_reached, received, guard_trips, mailbox_peak, trip_us]).
+               limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
 
--record(h, {pid, id, counters}).
+-record(h, {pid, id, counters, items, depth}).
 -record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
-            queue_events, queue_bytes, mailbox, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
+            queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
             closed = false, session, suspended = false, tick = ?TICK, restore = snapshot}).
 
 -opaque handle() :: #h{}.
@@ -91,7 +106,8 @@
 ix(accepted) -> 1; ix(delivered) -> 2; ix(discarded) -> 3; ix(bytes_queued) -> 4;
 ix(dropped_closed) -> 5; ix(dropped_rate) -> 6; ix(dropped_queue_full) -> 7;
 ix(dropped_max_events) -> 8; ix(dropped_no_memory) -> 9; ix(wakeups) -> 10; ix(closed) -> 11;
-ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_peak) -> 15; ix(trip_us) -> 16.
+ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_peak) -> 15; ix(trip_us) -> 16;
+ix(mailbox_bytes_peak) -> 17.
 
 %% --- API ---------------------------------------------------------------------------
 
@@ -110,9 +126,10 @@ new_session(Owner, Limits) ->
                                                  maps:get(max_binary, L), maps:get(max_bytes, L)),
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
-           queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L)},
+           queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L),
+           mailbox_bytes = maps:get(mailbox_bytes, L), checked = erlang:monotonic_time(nanosecond) - ?CHECK_NS},
     Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}, {priority, high}]),
-    #h{pid = Pid, id = Id, counters = Counters}.
+    #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L)}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
 -spec tracer(handle()) -> pid().
@@ -165,10 +182,11 @@ counters(#h{id = Id, counters = C}) ->
            limit_reached => Get(limit_reached) =:= 1}.
 
 %% @doc The fallback's own figures: trace messages received (= accepted + all drops),
-%% how often the mailbox guard switched tracing off, the longest mailbox it saw, and the
-%% time its switch-offs took in all (microseconds).
--spec info(handle()) -> #{received | guard_trips | mailbox_peak | trip_us := non_neg_integer()}.
-info(#h{counters = C}) -> maps:from_list([{K, atomics:get(C, ix(K))} || K <- [received, guard_trips, mailbox_peak, trip_us]]).
+%% how often the mailbox guard switched tracing off, the longest mailbox it saw (in
+%% messages and in bytes), and the time its switch-offs took in all (microseconds).
+-spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us := non_neg_integer()}.
+info(#h{counters = C}) ->
+    maps:from_list([{K, atomics:get(C, ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us]]).
 
 %% @doc Closes the session: queued events are discarded (counted), the attached
 %% session's process flags are switched off and the tracer process ends before this
@@ -196,6 +214,94 @@ flags(Flags) ->
     case [F || F <- Flags, lists:member(F, Stamps)] of
         [] -> Flags ++ [monotonic_timestamp];
         _ -> Flags
+    end.
+
+%% @doc What to give `trace:Fun(Session, Args...)' in a session traced by this tracer,
+%% for `Args' as the native tracer's session takes them: process flags with `call' get
+%% `arity' (and a timestamp, as flags/1), and every call match spec (also `true') gets
+%% clauses that send the arguments in the match spec's message, unless they look huge.
+%%
+%% The VM copies a call trace message whole, before any cap applies, so a call whose
+%% arguments flatten to gigabytes (a long list, a term shared many times) would fill the
+%% node's memory. With `arity' the message holds the arity alone, and the match spec
+%% decides what else it holds: the argument list (`{kino_trace_args, Args[, Message]}')
+%% or, when a guard finds one of the first ?ARG_POSITIONS arguments huge, nothing of them
+%% (`{kino_trace_cut[, Message]}'), and the event's arguments are then cuts (`bytes').
+%% Huge here: a list of more than `max(4 * max_items, 200)' elements, a tuple or map of
+%% more, or lists or tuples nested deeper than `min(max_depth, ?MAX_SPINE) + 2' along
+%% their first elements. The guards see only that much; the mailbox guard bounds the rest.
+-spec trace_args(handle(), atom(), list()) -> list().
+trace_args(#h{}, process, [Who, true, Flags]) -> [Who, true, process_flags(Flags)];
+trace_args(#h{} = H, function, [MFA, Spec, Flags]) when is_list(Flags) ->
+    Counters = [call_count, call_time, call_memory],
+    case [F || F <- Flags, lists:member(F, Counters)] of
+        [] -> [MFA, match_spec(H, Spec), Flags];
+        _ -> [MFA, Spec, Flags]
+    end;
+trace_args(#h{}, _Fun, Args) -> Args.
+
+match_spec(H, Spec) when Spec =:= true; Spec =:= [] -> match_spec(H, [{'_', [], []}]);
+match_spec(H, [_ | _] = Spec) -> lists:append([clauses(H, Clause) || Clause <- Spec]);
+match_spec(_, Spec) -> Spec.
+
+%% A clause becomes a clause per argument looked at (its guards and one that finds that
+%% argument huge: the cut message), then the clause itself sending the arguments.
+clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
+    IsMessage = fun(Action) -> is_tuple(Action) andalso tuple_size(Action) =:= 2 andalso element(1, Action) =:= message end,
+    {Messages, Actions} = lists:partition(IsMessage, Body),
+    Extra = case Messages of
+                [] -> [];
+                _ -> case lists:last(Messages) of
+                         {message, true} -> [];
+                         {message, false} -> false;
+                         {message, X} -> [X]
+                     end
+            end,
+    case Extra of
+        false ->
+            %% the clause sends no message: the VM copies nothing
+            [{Head, Guards, Body}];
+        _ ->
+            Positions = case Head of
+                            [_ | _] -> min(length(Head), ?ARG_POSITIONS);
+                            [] -> 0;
+                            _ -> ?ARG_POSITIONS
+                        end,
+            Cut = {message, {list_to_tuple([kino_trace_cut | Extra])}},
+            Args = {message, {list_to_tuple([kino_trace_args, '$_' | Extra])}},
+            [{Head, Guards ++ [huge(H, I)], Actions ++ [Cut]} || I <- lists:seq(1, Positions)] ++
+                [{Head, Guards, Actions ++ [Args]}]
+    end;
+clauses(_, Clause) -> [Clause].
+
+%% A guard true when the call has an I-th argument and it looks huge. `length/1' comes
+%% last: it raises on an improper list (the clause then fails: not found huge).
+huge(#h{items = Items, depth = Depth}, I) ->
+    Limit = max(4 * Items, 200),
+    Spine = min(Depth, ?MAX_SPINE) + 2,
+    X = nth(I, '$_'),
+    Wide = {'orelse', {'andalso', {is_tuple, X}, {'>', {tuple_size, X}, Limit}},
+                      {'andalso', {is_map, X}, {'>', {map_size, X}, Limit}}},
+    Deep = {'orelse', spine(X, Spine, list), spine(X, Spine, tuple)},
+    Long = {'andalso', {is_list, X}, {'>', {length, X}, Limit}},
+    {'andalso', {'>=', {length, '$_'}, I}, {'orelse', Wide, {'orelse', Deep, Long}}}.
+
+nth(1, L) -> {hd, L};
+nth(I, L) -> nth(I - 1, {tl, L}).
+
+%% X is a non-empty list (tuple) whose first element is one, N levels down.
+spine(X, 0, list) -> {'andalso', {is_list, X}, {'=/=', X, []}};
+spine(X, N, list) -> {'andalso', spine(X, 0, list), spine({hd, X}, N - 1, list)};
+spine(X, 0, tuple) -> {'andalso', {is_tuple, X}, {'>', {tuple_size, X}, 0}};
+spine(X, N, tuple) -> {'andalso', spine(X, 0, tuple), spine({element, 1, X}, N - 1, tuple)}.
+
+%% @doc The process flags trace_args/3 sets for `Flags': flags/1's, and `arity' with
+%% `call' (the session's call match specs must then come from trace_args/3).
+-spec process_flags([atom()]) -> [atom()].
+process_flags(Flags) ->
+    case lists:member(call, Flags) andalso not lists:member(arity, Flags) of
+        true -> flags(Flags ++ [arity]);
+        false -> flags(Flags)
     end.
 
 call(#h{pid = Pid}, Request) ->
@@ -233,7 +339,8 @@ read_limits(M) ->
       max_depth => Cap(max_depth, 10, 100), max_items => Cap(max_items, 50, 16#FFFFFFFF),
       max_binary => Cap(max_binary, 512, 16#FFFFFFFF), max_bytes => Cap(max_bytes, 16384, 16#FFFFFFFF),
       skip_returns => Get(skip_returns, false, fun read_skip_returns/1),
-      mailbox => Get(mailbox, 10000, fun read_mailbox/1)}.
+      mailbox => Get(mailbox, 10000, fun(V) -> read_positive(V, "mailbox") end),
+      mailbox_bytes => Get(mailbox_bytes, ?MAILBOX_BYTES, fun(V) -> read_positive(V, "mailbox_bytes") end)}.
 
 count(V, Max) when is_integer(V), V >= 0, V =< Max -> {ok, V};
 count(V, _) when is_integer(V), V > 0 -> too_large;
@@ -291,8 +398,8 @@ read_cap(V, Option, Max) ->
 read_skip_returns(V) when is_boolean(V) -> V;
 read_skip_returns(_) -> invalid("skip_returns", "a boolean").
 
-read_mailbox(V) when is_integer(V), V > 0 -> V;
-read_mailbox(_) -> invalid("mailbox", "a positive integer").
+read_positive(V, _) when is_integer(V), V > 0 -> V;
+read_positive(_, Option) -> invalid(Option, "a positive integer").
 
 %% The NIF's token bucket (c_src/core/rate_limiter.hpp): `interval' ns per token,
 %% a burst of `count' tokens.
@@ -307,15 +414,20 @@ init(#s{owner = Owner} = S) ->
     erlang:monitor(process, Owner),
     loop(S).
 
-loop(#s{suspended = false} = S) ->
-    receive Msg -> handle(Msg, S) end;
+%% The guard looks at the mailbox before a message is taken from it: a message it then
+%% drops is never held while the process runs (a garbage collection would copy it).
+loop(#s{suspended = false} = S0) ->
+    case guard(S0) of
+        #s{suspended = false} = S -> receive Msg -> handle(Msg, S) end;
+        S -> loop(S)
+    end;
 loop(S) ->
     receive Msg -> handle(Msg, S)
     after 0 -> loop(resume(S))
     end.
 
 handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    loop(guard(offer(Msg, S)));
+    loop(offer(Msg, S));
 handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
     case request(Request, S) of
         {stop, Reply} ->
@@ -376,13 +488,54 @@ quiet(F) ->
 
 %% --- the mailbox guard -------------------------------------------------------------
 
-guard(#s{tick = 0, suspended = false, mailbox = Max} = S) ->
-    case erlang:process_info(self(), message_queue_len) of
-        {message_queue_len, Len} when Len > Max -> peak(S#s.counters), suspend(S#s{tick = ?TICK});
-        _ -> S#s{tick = ?TICK}
+%% Looks at the mailbox every ?TICK messages, and at least every ?CHECK_NS while
+%% messages come (a few huge messages take long to come and fill it as much as many).
+guard(#s{suspended = false, tick = T, checked = Checked} = S) ->
+    Now = erlang:monotonic_time(nanosecond),
+    case T =< 0 orelse Now - Checked >= ?CHECK_NS of
+        true -> check(S#s{tick = ?TICK, checked = Now});
+        false -> S#s{tick = T - 1}
     end;
-guard(#s{tick = 0} = S) -> S#s{tick = ?TICK};
-guard(#s{tick = T} = S) -> S#s{tick = T - 1}.
+guard(S) -> S.
+
+%% Switches tracing off when the mailbox holds more than `mailbox' messages or more than
+%% `mailbox_bytes' bytes, and frees the messages already handled.
+check(#s{mailbox = Max, mailbox_bytes = MaxBytes} = S) ->
+    {Len, Bytes, Heap} = measure(S#s.counters),
+    S1 = collect(Heap, S),
+    case Len > Max orelse Bytes > MaxBytes of
+        true -> suspend(S1);
+        false -> S1
+    end.
+
+%% The mailbox's length and bytes, and the heap's bytes; keeps the peaks. The mailbox is
+%% off the heap: `memory' counts the heap (with the messages received but not yet
+%% collected), the process's own structures (a few hundred bytes) and every message in
+%% the mailbox, in transit ones included (the request is a signal the process handles
+%% after them); `total_heap_size' counts the heap alone.
+measure(C) ->
+    [{memory, Memory}, {total_heap_size, Words}, {message_queue_len, Len}] =
+        erlang:process_info(self(), [memory, total_heap_size, message_queue_len]),
+    Heap = Words * erlang:system_info(wordsize),
+    Bytes = max(0, Memory - Heap),
+    peak(C, mailbox_peak, Len),
+    peak(C, mailbox_bytes_peak, Bytes),
+    {Len, Bytes, Heap}.
+
+peak(C, Key, Value) ->
+    Value > atomics:get(C, ix(Key)) andalso atomics:put(C, ix(Key), Value).
+
+%% A message received is kept, off the heap, until the process's next garbage
+%% collection, which the VM may not run soon: once the heap grew by half the mailbox's
+%% bound since the last one, the tracer runs one.
+collect(Heap, #s{heap_after_gc = After, mailbox_bytes = MaxBytes} = S) when Heap - After > MaxBytes div 2 ->
+    gc(S);
+collect(_, S) -> S.
+
+gc(S) ->
+    erlang:garbage_collect(),
+    {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
+    S#s{heap_after_gc = Words * erlang:system_info(wordsize)}.
 
 suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
     atomics:add(C, ix(guard_trips), 1),
@@ -394,12 +547,8 @@ suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
                end,
     Session =:= undefined orelse switch_off(Session),
     atomics:add(C, ix(trip_us), erlang:monotonic_time(microsecond) - T0),
-    peak(C),
+    _ = measure(C),
     S#s{suspended = Snapshot, epoch = Epoch + 1}.
-
-peak(C) ->
-    {message_queue_len, Len} = erlang:process_info(self(), message_queue_len),
-    Len > atomics:get(C, ix(mailbox_peak)) andalso atomics:put(C, ix(mailbox_peak), Len).
 
 %% Who has which flags in the session now (processes, ports, and new ones).
 snapshot(Session) ->
@@ -408,16 +557,24 @@ snapshot(Session) ->
     [{Item, Flags} || Item <- Items, Item =/= Me,
                       {flags, [_ | _] = Flags} <- [quiet(fun() -> trace:info(Session, Item, flags) end)]].
 
+%% The mailbox is empty: the messages dropped meanwhile are freed, then tracing goes on.
 resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id} = S) ->
+    S1 = gc(S),
     Closed orelse (Owner ! {kino_trace, Id, restore}),
-    S#s{suspended = false};
+    S1#s{suspended = false};
 resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
+    S1 = gc(S),
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
-    S#s{suspended = false}.
+    S1#s{suspended = false}.
 
 %% --- one trace message -------------------------------------------------------------
 
 offer(Msg, #s{skip_returns = true} = S) when element(3, Msg) =:= return_from -> S;
+offer(_Msg, #s{closed = false, suspended = Suspended, counters = C} = S) when Suspended =/= false ->
+    %% not looked at, so not kept alive: it is freed without being copied
+    atomics:add(C, ix(received), 1),
+    atomics:add(C, ix(dropped_queue_full), 1),   % the epoch marks it
+    S;
 offer(Msg, #s{counters = C} = S) ->
     atomics:add(C, ix(received), 1),
     Who = element(2, Msg),
@@ -427,7 +584,6 @@ offer(Msg, #s{counters = C} = S) ->
                    end,
     if
         S#s.closed -> drop(dropped_closed, Who, S);
-        S#s.suspended =/= false -> atomics:add(C, ix(dropped_queue_full), 1), S;   % the epoch marks it
         S#s.limit > 0, S#s.accepted >= S#s.limit -> drop(dropped_max_events, Who, S);
         true -> admit(Msg, Who, Last, Time, S)
     end.
@@ -506,19 +662,35 @@ event(Msg, Who, Last, Time, Caps) ->
           end,
     Data = fun(I) when I =< N -> {ok, element(3 + I, Msg)}; (_) -> none end,
     Copy = fun({ok, T}, U) -> kino_trace_fallback_terms:copy(T, Caps, U); (none, U) -> {undefined, U + 9} end,
+    {Data1, Data2} = call_data(Tag, Data(1), Data(2)),
     {{M, F, A}, First, U1} =
-        case {Data(1), data_count(Tag)} of
+        case {Data1, data_count(Tag)} of
             {{ok, {M0, F0, Args}}, call} when is_list(Args) ->
                 {Copied, U0} = kino_trace_fallback_terms:copy_args(Args, Caps, 0),
                 {{M0, F0, length(Args)}, Copied, U0};
+            {{ok, {M0, F0, {cut, A0}}}, call} ->
+                {Cuts, U0} = kino_trace_fallback_terms:cut_args(A0, 0),
+                {{M0, F0, A0}, Cuts, U0};
             {{ok, {M0, F0, A0}}, Kind} when Kind =:= call; Tag =:= return_from; Tag =:= exception_from; Tag =:= return_to ->
                 {{M0, F0, A0}, undefined, 9};
             {D1, _} ->
                 {Copied, U0} = Copy(D1, 0),
                 {{undefined, undefined, 0}, Copied, U0}
         end,
-    {Second, U2} = Copy(Data(2), U1),
+    {Second, U2} = Copy(Data2, U1),
     {{Tag, Pid, Time, Sched, M, F, A, First, Second, 0}, U2}.
+
+%% A call traced with `arity' and a match spec of trace_args/3: its MFA with the
+%% arguments its message carries (or `{cut, Arity}'), and the match spec's own message.
+call_data(call, {ok, {M, F, A}}, {ok, Message}) when is_integer(A), is_tuple(Message), tuple_size(Message) >= 1 ->
+    case Message of
+        {kino_trace_args, Args} when is_list(Args) -> {{ok, {M, F, Args}}, none};
+        {kino_trace_args, Args, Extra} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
+        {kino_trace_cut} -> {{ok, {M, F, {cut, A}}}, none};
+        {kino_trace_cut, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
+        _ -> {{ok, {M, F, A}}, {ok, Message}}
+    end;
+call_data(_, Data1, Data2) -> {Data1, Data2}.
 
 sched_or_data(Sched, N, _) when is_integer(Sched), Sched >= 0 -> {N, Sched};
 sched_or_data(_, _, Extra) -> {Extra, 0}.

@@ -12,7 +12,7 @@
 %% message), so it bounds what is kept, not what was copied.
 -module(kino_trace_fallback_terms).
 
--export([caps/4, copy/3, copy_args/3, roundtrip/2]).
+-export([caps/4, copy/3, copy_args/3, cut_args/2, roundtrip/2]).
 
 -record(caps, {depth, items, binary, bytes}).
 
@@ -38,6 +38,12 @@ copy(Term, Caps, Used) -> t(Term, 0, Caps, Used).
 %% tracer does: the list itself is never cut for depth.
 -spec copy_args(list(), caps(), non_neg_integer()) -> {list(), non_neg_integer()}.
 copy_args(Args, Caps, Used) -> list(Args, 0, Caps, Used).
+
+%% @doc The arguments of a call whose arguments were not copied (kino_trace_fallback's
+%% match spec found them huge): `Arity' cuts of the `bytes' kind, as a list (at depth 0)
+%% whose elements the byte budget stopped.
+-spec cut_args(non_neg_integer(), non_neg_integer()) -> {list(), non_neg_integer()}.
+cut_args(Arity, Used) -> {[cut(bytes) || _ <- lists:seq(1, Arity)], Used + 6 + 2 * Arity}.
 
 %% @doc What `Kino.Trace.Tracer.roundtrip/2' returns for one term: the copy and its size.
 -spec roundtrip(term(), caps()) -> {term(), non_neg_integer()}.

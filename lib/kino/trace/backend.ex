@@ -157,10 +157,8 @@ defmodule Kino.Trace.Backend do
     end
   end
 
-  # The fallback tracer's sessions get its process flags (a timestamp added).
-  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, :process, [who, true, flags]),
-    do: [who, true, LocalTracer.flags(tracer, flags)]
-
+  # The fallback tracer's sessions get its process flags and call match specs.
+  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, fun, args), do: LocalTracer.trace_args(tracer, fun, args)
   defp local_args(_backend, _fun, args), do: args
 
   @doc """

@@ -8,7 +8,8 @@ defmodule Kino.Trace.LocalTracer do
   #
   # Both take the same limits, return the same raw events and counters. What differs is
   # hidden here: what `:trace.session_create/3` is given, the fallback's process flags
-  # (`:kino_trace_fallback.flags/1` adds a timestamp), its attachment to the session (its
+  # and call match specs (`:kino_trace_fallback.trace_args/3`: a timestamp, and calls
+  # whose huge arguments the VM does not copy), its attachment to the session (its
   # mailbox guard switches the session's process flags off, and asks the owner to set
   # them again), and its tracer process, which is one of kino_trace's own
   # (`Kino.Trace.Internal`): no trace records it.
@@ -76,10 +77,23 @@ defmodule Kino.Trace.LocalTracer do
   def attach(%__MODULE__{mode: :native}, _session), do: :ok
   def attach(%__MODULE__{handle: handle}, session), do: :kino_trace_fallback.attach(handle, session, :owner)
 
-  @doc "The process flags to set for `flags` in a session of this tracer."
+  @doc """
+  The process flags to set for `flags` in a session of this tracer (for the fallback,
+  with `:call`, its call match specs must come from `trace_args/3`).
+  """
   @spec flags(t(), [atom()]) :: [atom()]
   def flags(%__MODULE__{mode: :native}, flags), do: flags
-  def flags(%__MODULE__{}, flags), do: :kino_trace_fallback.flags(flags)
+  def flags(%__MODULE__{}, flags), do: :kino_trace_fallback.process_flags(flags)
+
+  @doc """
+  The arguments of `:trace.fun(session, args...)` for a session of this tracer: as given
+  for the native one; for the fallback, process flags with `:call` get `:arity` (and a
+  timestamp) and call match specs send the arguments only when they do not look huge
+  (`:kino_trace_fallback.trace_args/3`), so the VM does not copy them whole.
+  """
+  @spec trace_args(t(), atom(), list()) :: list()
+  def trace_args(%__MODULE__{mode: :native}, _fun, args), do: args
+  def trace_args(%__MODULE__{handle: handle}, fun, args), do: :kino_trace_fallback.trace_args(handle, fun, args)
 
   @doc "Up to `max` raw events (`Kino.Trace.Tracer.drain/2`)."
   @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean()}

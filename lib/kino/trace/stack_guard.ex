@@ -209,6 +209,7 @@ defmodule Kino.Trace.StackGuard do
 
   defp apply_plan(guard) do
     {ops, after_ops} = Functions.install_ops(guard.plan, guard.flags)
-    Kino.Trace.Backend.run(%Kino.Trace.Backend{node: node(), session: guard.session}, ops, after_ops)
+    # with the tracer: the fallback's call match specs go with its call flags
+    Kino.Trace.Backend.run(%Kino.Trace.Backend{node: node(), session: guard.session, tracer: guard.tracer}, ops, after_ops)
   end
 end
