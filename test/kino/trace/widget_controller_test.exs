@@ -3,6 +3,7 @@ defmodule Kino.Trace.Widget.ControllerTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Widget.Controller
+  alias KinoTraceTest.AgentSample
 
   @moduletag timeout: 30_000
 
@@ -355,5 +356,50 @@ defmodule Kino.Trace.Widget.ControllerTest do
     {payload, _} = Controller.connect(controller)
     assert payload.status == "stopped"
     assert payload.counters.status == "stopped"
+  end
+
+  describe "GenServer replies (sent to an alias since OTP 24)" do
+    # issue 23 item 4: Kino.Trace.messages([:counter]) on a named Agent, Agent.get twice
+    test "a reply to a caller not traced is a row sent to the caller, as in Mermaid" do
+      name = :kino_trace_widget_counter
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      {controller, _} = Controller.init(trace)
+      assert AgentSample.go(caller) == [0, 1]
+      {controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "send" end) >= 2))
+
+      replies = Enum.filter(rows(sent), &(&1.kind == "send"))
+      assert Enum.map(replies, & &1.peer) == [inspect(caller), inspect(caller)]
+      assert Enum.all?(replies, &(&1.pid == inspect(agent) and &1.data =~ ~r/^\{\[:alias \| #Reference<.*>\], [01]\}$/))
+
+      # the expanded row and a browser that connects later say the same
+      {[{:reply, "term", term}], controller} = Controller.handle_event(controller, "get_term", %{"id" => hd(replies).id})
+      assert term.peer == inspect(caller)
+      {connect, _} = Controller.connect(controller)
+      assert for(%{kind: "send", peer: peer} <- connect.events, do: peer) == [inspect(caller), inspect(caller)]
+    end
+
+    test "a caller traced too: its receive of the reply matches the send row" do
+      name = :kino_trace_widget_counter_both
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name, caller])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      {controller, _} = Controller.init(trace)
+      AgentSample.go(caller)
+      reply? = &(&1.data =~ ~r/^\{\[:alias \|/)
+      {_controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "receive" and reply?.(row) end) >= 2))
+
+      rows = rows(sent)
+      sends = for %{kind: "send"} = row <- rows, reply?.(row), do: {row.peer, row.data}
+      receives = for %{kind: "receive"} = row <- rows, reply?.(row), do: {row.pid, row.data}
+      assert length(sends) == 2 and sends == receives
+    end
   end
 end

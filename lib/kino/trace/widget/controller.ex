@@ -25,6 +25,9 @@ defmodule Kino.Trace.Widget.Controller do
     * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
       it to `handle_info/2`)
 
+  A message sent to a process alias (a `GenServer.call/3` reply, since OTP 24) is shown
+  sent to the process the alias belongs to, by the rule `Kino.Trace.Mermaid` follows.
+
   Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
   `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
@@ -54,6 +57,7 @@ defmodule Kino.Trace.Widget.Controller do
       end
   """
 
+  alias Kino.Trace.Aliases
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
@@ -68,7 +72,8 @@ defmodule Kino.Trace.Widget.Controller do
     seen_up_to: 0,
     last_counters: nil,
     last_info: nil,
-    ended?: false
+    ended?: false,
+    aliases: Aliases.new()
   ]
 
   @type t :: %__MODULE__{}
@@ -131,7 +136,7 @@ defmodule Kino.Trace.Widget.Controller do
         :ok = Kino.Trace.subscribe(trace)
         if opts[:lifeline], do: Lifeline.start(trace, self())
         info = Kino.Trace.info(trace)
-        seed = Kino.Trace.events(trace, opts[:history])
+        {seed, aliases} = Aliases.resolve(controller.aliases, Kino.Trace.events(trace, opts[:history]))
 
         store =
           Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
@@ -143,7 +148,8 @@ defmodule Kino.Trace.Widget.Controller do
           | status: info.status,
             patterns: info.patterns,
             store: store,
-            seen_up_to: seen
+            seen_up_to: seen,
+            aliases: aliases
         }
       rescue
         ArgumentError -> %{controller | status: :stopped, ended?: true}
@@ -376,6 +382,9 @@ defmodule Kino.Trace.Widget.Controller do
     if events == [] do
       {[], controller}
     else
+      # a reply to a process alias goes to the alias's owner (the same rule as Mermaid's)
+      {events, aliases} = Aliases.resolve(controller.aliases, events)
+      controller = %{controller | aliases: aliases}
       rows = Payload.events(events, controller.limits)
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})
