@@ -28,7 +28,8 @@ defmodule Kino.Trace.Widget.Controller do
   A message sent to a process alias (a `GenServer.call/3` reply, since OTP 24) is shown
   sent to the process the alias belongs to, by the rule `Kino.Trace.Mermaid` follows.
 
-  Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
+  Events sent to the browser (the wire's schema, `assets/wire.schema.json`, has each
+  payload's fields): `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
   `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
   (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
@@ -66,6 +67,7 @@ defmodule Kino.Trace.Widget.Controller do
     :store,
     :limits,
     :history,
+    :browser,
     status: :running,
     patterns: [],
     flush_armed?: false,
@@ -100,6 +102,9 @@ defmodule Kino.Trace.Widget.Controller do
       rows: a call and its return are two events, shown as one row.
     * `:limit`, `:printable_limit`, `:max_chars` - how terms render in rows
       (see `Kino.Trace.Widget.Payload`)
+    * `:max_entries` - log rows the browser holds, the oldest dropped first (default
+      200 000)
+    * `:sequence_rows` - rows the browser's sequence tab holds (default 4 000)
     * `:lifeline` - stop the trace when the calling process exits (default `true`)
   """
   @spec init(Kino.Trace.t(), keyword()) :: {t(), [effect()]}
@@ -117,8 +122,16 @@ defmodule Kino.Trace.Widget.Controller do
         limit: 20,
         printable_limit: 120,
         max_chars: 400,
+        max_entries: 200_000,
+        sequence_rows: 4_000,
         lifeline: true
       )
+
+    for key <- [:max_entries, :sequence_rows] do
+      unless is_integer(opts[key]) and opts[key] > 0 do
+        raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+      end
+    end
 
     # the first completion should not wait for the code path to be listed
     Kino.Trace.Complete.Modules.warm_async()
@@ -128,7 +141,8 @@ defmodule Kino.Trace.Widget.Controller do
       buffer: Buffer.new(Keyword.take(opts, [:interval, :max_batch, :max_pending])),
       store: Store.new(max_events: opts[:keep]),
       limits: Keyword.take(opts, [:limit, :printable_limit, :max_chars]),
-      history: min(opts[:history], opts[:keep])
+      history: min(opts[:history], opts[:keep]),
+      browser: Keyword.take(opts, [:max_entries, :sequence_rows])
     }
 
     controller =
@@ -159,7 +173,9 @@ defmodule Kino.Trace.Widget.Controller do
   end
 
   @doc """
-  The data a connecting browser starts from: patterns, status, counters, recent rows.
+  The data a connecting browser starts from: patterns, status, counters, recent rows,
+  and how many log rows (`max_entries`) and sequence rows (`sequence_rows`) it holds.
+  Every payload follows the wire's schema, `assets/wire.schema.json`.
   """
   @spec connect(t()) :: {map(), t()}
   def connect(%__MODULE__{} = controller) do
@@ -170,7 +186,8 @@ defmodule Kino.Trace.Widget.Controller do
       status: to_string(controller.status),
       counters: counters,
       events: Store.rows(controller.store, controller.history),
-      keep: controller.store.max_events
+      max_entries: controller.browser[:max_entries],
+      sequence_rows: controller.browser[:sequence_rows]
     }
 
     {payload, controller}
