@@ -32,10 +32,6 @@ defmodule Kino.Trace.Aliases do
   @spec new() :: t()
   def new, do: %__MODULE__{}
 
-  @doc false
-  @spec max_entries() :: pos_integer()
-  def max_entries, do: @max_entries
-
   # The events with each send to an alias whose owner is known sent to the owner instead
   # (its :peer the owner's pid), and the state to resolve the next batch with.
   @spec resolve(t(), [Event.t()]) :: {[Event.t()], t()}
