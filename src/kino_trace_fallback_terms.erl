@@ -153,12 +153,21 @@ list(Tail, D, C, U, _, Acc) ->
     {T1, U1} = t(Tail, D, C, U),
     {lists:reverse(Acc, T1), U1}.
 
+%% A struct cut short keeps its '__struct__' pair first, as the native codec does, so
+%% that it still reads as the struct.
 map(M, D, #caps{items = Items} = C, U) ->
     Total = map_size(M),
     Limit = min(Total, Items),
-    {Kept, Pairs, U1} = case Limit of
-                            0 -> {0, [], U + 9};
-                            _ -> pairs(maps:next(maps:iterator(M)), D + 1, C, U + 9, 0, Limit, [])
+    {Kept, Pairs, U1} = case {Limit, M} of
+                            {0, _} -> {0, [], U + 9};
+                            {_, #{'__struct__' := Module}} when Limit < Total, U + 9 < C#caps.bytes ->
+                                {K1, U2} = t('__struct__', D + 1, C, U + 9),
+                                {V1, U3} = t(Module, D + 1, C, U2),
+                                case Limit of
+                                    1 -> {1, [{K1, V1}], U3};
+                                    _ -> pairs(maps:next(maps:iterator(M)), D + 1, C, U3, 1, Limit, [{K1, V1}], skip_struct)
+                                end;
+                            _ -> pairs(maps:next(maps:iterator(M)), D + 1, C, U + 9, 0, Limit, [], keep_all)
                         end,
     Map = maps:from_list(Pairs),
     case Kept of
@@ -166,13 +175,15 @@ map(M, D, #caps{items = Items} = C, U) ->
         _ -> {cut(map, Map, Total), U1}
     end.
 
-pairs(none, _, _, U, K, _, Acc) -> {K, lists:reverse(Acc), U};
-pairs(_, _, #caps{bytes = B}, U, K, _, Acc) when U >= B -> {K, lists:reverse(Acc), U};
-pairs({Key, V, I}, D, C, U, K, Limit, Acc) ->
+%% The pairs in the map's order; with skip_struct, not the '__struct__' one (kept first).
+pairs(none, _, _, U, K, _, Acc, _) -> {K, lists:reverse(Acc), U};
+pairs({'__struct__', _, I}, D, C, U, K, Limit, Acc, skip_struct) -> pairs(maps:next(I), D, C, U, K, Limit, Acc, skip_struct);
+pairs(_, _, #caps{bytes = B}, U, K, _, Acc, _) when U >= B -> {K, lists:reverse(Acc), U};
+pairs({Key, V, I}, D, C, U, K, Limit, Acc, Skip) ->
     {K1, U1} = t(Key, D, C, U),
     {V1, U2} = t(V, D, C, U1),
     case K + 1 < Limit of
-        true -> pairs(maps:next(I), D, C, U2, K + 1, Limit, [{K1, V1} | Acc]);
+        true -> pairs(maps:next(I), D, C, U2, K + 1, Limit, [{K1, V1} | Acc], Skip);
         false -> {K + 1, lists:reverse([{K1, V1} | Acc]), U2}
     end.
 

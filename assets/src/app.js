@@ -39,13 +39,14 @@ const MAX_TERMS = 200;
 export class TraceWidget {
   /**
    * @param {Transport} server the link to Kino.Trace.Widget
-   * @param {object} data the connect payload: patterns, status, counters, events,
-   *   max_entries, sequence_rows
+   * @param {object} data the connect payload (assets/wire.schema.json): patterns, status,
+   *   counters, events, and how many log entries (max_entries) and sequence rows
+   *   (sequence_rows) to hold
    */
   constructor(server, data) {
     this.server = server;
-    this.model = new LogModel({ maxEntries: data.max_entries || 200_000 });
-    this.sequence = new SequenceLayout({ maxRows: data.sequence_rows || 4000 });
+    this.model = new LogModel({ maxEntries: data.max_entries });
+    this.sequence = new SequenceLayout({ maxRows: data.sequence_rows });
     this.state = new TraceState({ status: data.status, counters: data.counters, maxHeld: this.model.maxEntries });
     this.patterns = data.patterns || [];
     this.tab = "log";

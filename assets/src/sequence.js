@@ -147,6 +147,8 @@ export class SequenceLayout {
     }
   }
 
+  // A reply to a process alias (a GenServer call's, since OTP 24) comes with `peer` its
+  // owner already, by the rule Mermaid's diagrams follow (Kino.Trace.Aliases, server side).
   addSend(event) {
     const from = this.laneOf(event);
     const to = this.peerLane(event) || from;

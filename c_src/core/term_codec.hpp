@@ -215,6 +215,8 @@ class TermWriter {
 //   bool is_nil(Term)                                 // the empty list, a proper tail
 //   std::uint32_t map_size(Term)
 //   template <class F> void map_each(Term, std::uint32_t limit, F&& f)  // f(key, value) -> bool (continue)
+//   bool struct_entry(Term map, Term& key, Term& value)  // its __struct__ key and value, if any
+//   bool is_struct_key(Term key)                      // key is the atom __struct__
 //   template <class F> bool external(Term, F&& sink)  // sink(data, size); false if impossible.
 //                                                     // Called only for terms the encoder
 //                                                     // has sized first (at most max_binary
@@ -310,18 +312,30 @@ class TermEncoder {
     w_.end_container(at, kept);
   }
 
+  // A map cut short keeps its first pairs in the VM's order; a struct (a map with a
+  // __struct__ key) keeps that pair first, so that it still reads as the struct.
   void encode_map(Term t, std::uint32_t depth) {
     std::uint32_t total = src_.map_size(t);
     std::size_t at = w_.begin_map(total);
     std::uint32_t kept = 0;
     std::uint32_t limit = total < caps_.max_items ? total : caps_.max_items;
-    src_.map_each(t, limit, [&](Term k, Term v) {
-      if (w_.over_budget()) return false;
-      encode(k, depth + 1);
-      encode(v, depth + 1);
+    Term struct_key{}, module{};
+    bool struct_first = limit > 0 && limit < total && src_.struct_entry(t, struct_key, module);
+    if (struct_first && !w_.over_budget()) {
+      encode(struct_key, depth + 1);
+      encode(module, depth + 1);
       ++kept;
-      return kept < limit;
-    });
+    }
+    if (kept < limit) {
+      src_.map_each(t, struct_first ? total : limit, [&](Term k, Term v) {
+        if (struct_first && src_.is_struct_key(k)) return true;
+        if (w_.over_budget()) return false;
+        encode(k, depth + 1);
+        encode(v, depth + 1);
+        ++kept;
+        return kept < limit;
+      });
+    }
     w_.end_container(at, kept);
   }
 

@@ -115,6 +115,11 @@ struct EnifSource {
     }
     enif_map_iterator_destroy(env, &it);
   }
+  bool struct_entry(Term t, Term& key, Term& value) const {
+    key = structs.cut.struct_key;
+    return enif_get_map_value(env, t, key, &value);
+  }
+  bool is_struct_key(Term k) const { return enif_is_identical(k, structs.cut.struct_key); }
   template <class F>
   bool external(Term t, F&& sink) const {
     ErlNifBinary bin;

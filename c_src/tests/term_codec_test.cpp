@@ -151,6 +151,8 @@ Bytes bytes_of(std::size_t n, std::uint8_t seed = 1) {
 }
 TestTerm imm(std::uint64_t w) { return {Imm{w}}; }
 TestTerm atom(std::uint64_t n) { return imm(atom_word(n)); }
+// The atom the test source reads as __struct__.
+constexpr std::uint64_t kStructAtom = 4077;
 TestTerm nil() { return imm(kNil); }
 TestTerm i64(std::int64_t v) { return {Int{v}}; }
 // A bignum whose magnitude takes b.size() bytes (its top byte made non-zero).
@@ -320,6 +322,22 @@ class TestSource {
     return i && i->word == kNil;
   }
   std::uint32_t map_size(Ref r) { return static_cast<std::uint32_t>(std::get<Map>(r.node->v).kvs.size() / 2); }
+  // The test terms' __struct__ is atom(kStructAtom).
+  bool struct_entry(Ref r, Ref& key, Ref& value) {
+    const Map& m = std::get<Map>(r.node->v);
+    for (std::size_t i = 0; i + 1 < m.kvs.size(); i += 2) {
+      if (is_struct_key(Ref{&m.kvs[i], 0})) {
+        key = Ref{&m.kvs[i], 0};
+        value = Ref{&m.kvs[i + 1], 0};
+        return true;
+      }
+    }
+    return false;
+  }
+  bool is_struct_key(Ref r) {
+    auto* i = std::get_if<Imm>(&r.node->v);
+    return i && i->word == atom_word(kStructAtom);
+  }
   template <class F>
   void map_each(Ref r, std::uint32_t limit, F&& f) {
     const Map& m = std::get<Map>(r.node->v);
@@ -809,6 +827,28 @@ TEST_CASE("codec: items cap on tuples and maps keeps the total", "[codec][caps]"
   CHECK(src0.map_pairs_visited == 0);
 }
 
+TEST_CASE("codec: a struct cut short keeps its __struct__ pair first", "[codec][caps]") {
+  TermCaps caps;
+  caps.max_items = 4;
+  std::vector<TestTerm> kvs;
+  for (int i = 0; i < 10; ++i) {
+    kvs.push_back(atom(static_cast<std::uint64_t>(i)));
+    kvs.push_back(i64(i * 10));
+  }
+  kvs.push_back(atom(kStructAtom));  // last in the map's order
+  kvs.push_back(atom(5000));
+  std::vector<TestTerm> kept{atom(kStructAtom), atom(5000)};
+  kept.insert(kept.end(), kvs.begin(), kvs.begin() + 6);
+  CHECK(round_trip(map(kvs), caps) == map_cut(kept, 11));
+
+  // a struct that fits is copied as it is, in its order
+  caps.max_items = 11;
+  CHECK(round_trip(map(kvs), caps) == map(kvs));
+  // no room for any pair: nothing kept
+  caps.max_items = 0;
+  CHECK(round_trip(map(kvs), caps) == map_cut({}, 11));
+}
+
 TEST_CASE("codec: binaries keep the first max_binary bytes and the total size", "[codec][caps]") {
   TermCaps caps = unlimited_caps();
   caps.max_binary = 16;
@@ -971,6 +1011,8 @@ class LongListSource {
   bool is_nil(Term t) { return t.what == Term::What::Nil; }
   std::uint32_t map_size(Term) { return 0; }
   template <class F> void map_each(Term, std::uint32_t, F&&) {}
+  bool struct_entry(Term, Term&, Term&) { return false; }
+  bool is_struct_key(Term) { return false; }
   template <class F> bool external(Term, F&&) { return false; }
 
  private:

@@ -13,7 +13,10 @@ defmodule Kino.Trace.Cut do
     * `kind: :tuple` - a tuple with too many elements: `value` is the list of the first
       elements, `size` the tuple's arity
     * `kind: :map` - a map with too many keys: `value` is a map of some of them, `size` the
-      map's size
+      map's size. A struct with more fields than kept is such a map, with its
+      `:__struct__` key (the first kept key of a struct of up to 32 fields): it shows as
+      the struct, `%MyApp.State{cells: [...], ...}`, whether or not its module exists on
+      this node
     * `kind: :bitstring` - a bitstring (not a whole number of bytes) cut short: `value`
       holds its first whole bytes, `size` its full size in bits
     * `kind: :integer` - an integer too large to copy: `value` is its leading bits, with
@@ -38,6 +41,8 @@ defmodule Kino.Trace.Cut do
       ~S("abc" <> ...)
       iex> inspect(%Kino.Trace.Cut{kind: :integer, value: -0x1F0000000000000, size: 4_000_001})
       "-0x1F0000000000000... (4000001 bits)"
+      iex> inspect(%Kino.Trace.Cut{kind: :map, value: %{__struct__: MyApp.State, cells: [1]}, size: 60})
+      "%MyApp.State{cells: [1], ...}"
       iex> identity = %{module: MyApp.Worker, index: 3, uniq: 1234, arity: 1}
       iex> inspect(%Kino.Trace.Cut{kind: :fun, value: identity, size: 2})
       "#Function<3.1234/1 in MyApp.Worker, ...>"
@@ -84,12 +89,23 @@ defmodule Kino.Trace.Cut do
       container_doc("{", elems ++ [:__kino_trace_more__], "}", opts, &item/2, separator: ",")
     end
 
+    # A struct cut short is a map that still has its :__struct__ key (and so is no
+    # Enumerable, and its own Inspect would miss fields): shown as the struct, whether or
+    # not its module exists on this node.
+    def inspect(%{kind: :map, value: %{__struct__: module} = map}, opts) when is_atom(module) do
+      fields = (map |> Map.delete(:__struct__) |> sorted()) ++ [:__kino_trace_more__]
+      container_doc("%" <> Macro.inspect_atom(:literal, module) <> "{", fields, "}", opts, &field/2, separator: ",")
+    end
+
     def inspect(%{kind: :map, value: map}, opts) when is_map(map) do
-      pairs = Enum.map(map, & &1) ++ [:__kino_trace_more__]
+      pairs = sorted(map) ++ [:__kino_trace_more__]
       container_doc("%{", pairs, "}", opts, &pair/2, separator: ",")
     end
 
     def inspect(_cut, _opts), do: "..."
+
+    # In key order, as Elixir shows a map.
+    defp sorted(map), do: :maps.to_list(:maps.iterator(map, :ordered))
 
     defp item(:__kino_trace_more__, _opts), do: "..."
     defp item(term, opts), do: to_doc(term, opts)
@@ -99,5 +115,13 @@ defmodule Kino.Trace.Cut do
     defp pair({key, value}, opts) do
       concat([to_doc(key, opts), " => ", to_doc(value, opts)])
     end
+
+    defp field(:__kino_trace_more__, _opts), do: "..."
+
+    defp field({key, value}, opts) when is_atom(key) do
+      concat([Macro.inspect_atom(:key, key), " ", to_doc(value, opts)])
+    end
+
+    defp field(pair, opts), do: pair(pair, opts)
   end
 end

@@ -13,7 +13,8 @@ defmodule Kino.Trace.Mermaid do
       name it (the traced process's `:name`, or a `:register` event), else its pid;
     * messages as arrows from the sender to the receiver: a `:send` and the `:receive`
       of the same message are one arrow; a message to a process alias (a
-      `GenServer.call/3` reply) goes to the process that received it; a receive whose
+      `GenServer.call/3` reply) goes to the process the alias belongs to (known from the
+      call's request, or from the process that received it); a receive whose
       send was not traced is a note; a send to a process that did not exist is an arrow
       ending in a cross;
     * calls as a self-arrow labelled `Mod.fun/arity` that activates the process's
@@ -87,7 +88,7 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.{Capture, DidYouMean, Event, MFA, Printer}
+  alias Kino.Trace.{Aliases, Capture, DidYouMean, Event, MFA, Printer}
   alias Kino.Trace.Widget.Payload
 
   @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
@@ -249,7 +250,8 @@ defmodule Kino.Trace.Mermaid do
   ## Drawing
 
   defp draw(events, opts) do
-    {skip, receivers} = pairs(events)
+    {events, _aliases} = Aliases.resolve(Aliases.new(), events)
+    skip = pairs(events)
     names = names(events)
 
     state = %{
@@ -273,7 +275,7 @@ defmodule Kino.Trace.Mermaid do
         cond do
           event.kind == :return_to or MapSet.member?(skip, index) -> state
           state.full -> %{state | left_out: state.left_out + 1}
-          true -> add(state, resolve_alias(event, index, receivers))
+          true -> add(state, event)
         end
       end)
 
@@ -284,16 +286,6 @@ defmodule Kino.Trace.Mermaid do
       left_out_note(state)
     ])
   end
-
-  # A send to an alias, drawn to the process that received it.
-  defp resolve_alias(%Event{kind: :send} = event, index, receivers) do
-    case receivers do
-      %{^index => pid} -> %{event | peer: pid}
-      _ -> event
-    end
-  end
-
-  defp resolve_alias(event, _index, _receivers), do: event
 
   # Adds one event's statements, unless the cap is reached or they would not fit.
   defp add(%{drawn: drawn, opts: opts} = state, event) do
@@ -496,47 +488,33 @@ defmodule Kino.Trace.Mermaid do
   # are traced by their own clocks): the first side (:a) is drawn, the second (:b) not.
   #
   # A send to a process alias (a reference, as GenServer.call's reply is since OTP 24)
-  # names no process: when a process receives the same message, the arrow goes to it.
-  # Returns {indexes not drawn, %{send index => receiver}}.
+  # has already been sent to the alias's owner when it is known (Kino.Trace.Aliases).
+  # Returns the indexes not drawn.
   defp pairs(events) do
-    {skip, receivers, _waiting} =
+    {skip, _waiting} =
       events
       |> Enum.with_index()
-      |> Enum.reduce({MapSet.new(), %{}, %{}}, fn {event, index}, acc ->
-        pair(pair_key(event), index, event, acc)
+      |> Enum.reduce({MapSet.new(), %{}}, fn {event, index}, acc ->
+        pair(pair_key(event), index, acc)
       end)
 
-    {skip, receivers}
+    skip
   end
 
-  defp pair(nil, _index, _event, acc), do: acc
+  defp pair(nil, _index, acc), do: acc
 
-  defp pair({:a, {:message, alias_ref, data}}, index, _event, {skip, receivers, waiting})
-       when is_reference(alias_ref) do
-    {skip, receivers, wait(waiting, {:alias, data}, index)}
-  end
-
-  defp pair({side, key} = pair_key, index, event, {skip, receivers, waiting}) do
+  defp pair({side, key} = pair_key, index, {skip, waiting}) do
     other = if side == :a, do: :b, else: :a
 
     case take(waiting, {other, key}) do
       {first, waiting} ->
         skipped = if side == :b, do: index, else: first
-        {MapSet.put(skip, skipped), receivers, waiting}
+        {MapSet.put(skip, skipped), waiting}
 
       nil ->
-        case alias_send(pair_key, waiting) do
-          {send_index, waiting} ->
-            {MapSet.put(skip, index), Map.put(receivers, send_index, event.pid), waiting}
-
-          nil ->
-            {skip, receivers, wait(waiting, pair_key, index)}
-        end
+        {skip, wait(waiting, pair_key, index)}
     end
   end
-
-  defp alias_send({:b, {:message, _pid, data}}, waiting), do: take(waiting, {:alias, data})
-  defp alias_send(_pair_key, _waiting), do: nil
 
   defp wait(waiting, key, index),
     do: Map.update(waiting, key, :queue.from_list([index]), &:queue.in(index, &1))

@@ -405,10 +405,14 @@ defmodule Kino.Trace.FallbackTest do
       [[[[[[[[[[[[1]]]]]]]]]]]],
       {:a, {:b, {:c, {:d, {:e, {:f, {:g, {:h, {:i, {:j, {:k, 1}}}}}}}}}}},
       %Kino.Trace.Cut{kind: :items},
-      {:ok, %{list: Enum.to_list(1..60), bin: big}}
+      {:ok, %{list: Enum.to_list(1..60), bin: big}},
+      # structs cut short keep their :__struct__ (of up to 32 fields, and more)
+      KinoTraceTest.CutStruct.new(),
+      Map.new(1..40, &{:"f#{&1}", &1}) |> Map.put(:__struct__, KinoTraceTest.NoSuchStruct)
     ]
 
     for term <- terms, limits <- @caps, do: same_copy(term, limits)
+    for items <- 1..2, bytes <- [9, 18, 30], do: same_copy(KinoTraceTest.CutStruct.new(), %{max_items: items, max_bytes: bytes})
   end
 
   # Random terms (a fixed seed) with random caps.

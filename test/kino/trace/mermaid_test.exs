@@ -5,7 +5,9 @@ defmodule Kino.Trace.MermaidTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Event
-  alias KinoTraceTest.MermaidSamples
+  alias KinoTraceTest.{AgentSample, MermaidSamples}
+
+  import KinoTraceTest.Helpers, only: [await_events: 2]
 
   doctest Kino.Trace.Mermaid
 
@@ -125,6 +127,51 @@ defmodule Kino.Trace.MermaidTest do
       # no participant for the alias, no separate receive of the reply
       refute Enum.any?(lines, &(&1 =~ ~r/participant P\d+ as #35;Reference/))
       refute source =~ ~r/receive \{\[:alias \| .*\], 42\}/
+    end
+
+    test "GenServer replies to a caller not traced go to the caller: one participant per process" do
+      # issue 23 item 4: Kino.Trace.messages([:counter]) on a named Agent, Agent.get twice
+      name = :kino_trace_mermaid_counter
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      assert AgentSample.go(caller) == [0, 1]
+      events = await_events(trace, &(Enum.count(&1, fn e -> e.kind == :send end) >= 2))
+      # the replies are sent to aliases (references), as gen calls do since OTP 24
+      assert [ref, _] = for(%{kind: :send, peer: peer} <- events, do: peer)
+      assert is_reference(ref)
+
+      source = Kino.Trace.to_mermaid(events)
+      lines = String.split(source, "\n", trim: true)
+      agent_id = participant(lines, ":#{name}")
+      caller_id = participant(lines, inspect(caller))
+      assert agent_id && caller_id, source
+      assert length(Enum.filter(lines, &String.starts_with?(&1, "  participant "))) == 2, source
+
+      replies = Enum.filter(lines, &(&1 =~ ~r/^  #{agent_id}->>#{caller_id}: \{\[:alias \| #35;Reference#60;.*\], [01]\}$/))
+      assert length(replies) == 2, source
+    end
+
+    test "a caller traced too: each reply is one arrow, its receive drawn with it" do
+      name = :kino_trace_mermaid_counter_both
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name, caller])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      AgentSample.go(caller)
+      events = await_events(trace, &(Enum.count(&1, fn e -> match?(%{kind: :receive, data: {[:alias | _], _}}, e) end) >= 2))
+      source = Kino.Trace.to_mermaid(events)
+      lines = String.split(source, "\n", trim: true)
+      agent_id = participant(lines, ":#{name}")
+      caller_id = participant(lines, inspect(caller))
+      refute Enum.any?(lines, &(&1 =~ ~r/participant P\d+ as #35;Reference/)), source
+      assert length(Enum.filter(lines, &(&1 =~ ~r/^  #{agent_id}->>#{caller_id}: \{\[:alias/))) == 2, source
+      refute source =~ ~r/Note over #{caller_id}: receive \{\[:alias/
     end
 
     test "capped at max_messages, with a note saying how many were left out" do

@@ -8,7 +8,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Widget.{Controller, Payload, StatsController, Store}
-  alias KinoTraceTest.{SequenceSample, StatsWidgetSample}
+  alias KinoTraceTest.{AgentSample, SequenceSample, StatsWidgetSample}
 
   @moduletag :browser
   @moduletag timeout: 300_000
@@ -167,6 +167,80 @@ defmodule Kino.Trace.WidgetBrowserTest do
     }
 
     run_browser("messages.test.mjs", fixture)
+  end
+
+  test "GenServer replies and cut structs from real traces, as a Livebook user sees them" do
+    # issue 23 item 4: Kino.Trace.messages([:counter]) on a named Agent called twice, by
+    # a process not traced, then by one traced too
+    replies = %{
+      untraced: replies_fixture(:kino_trace_browser_counter, false),
+      traced: replies_fixture(:kino_trace_browser_counter_both, true)
+    }
+
+    # issue 23 item 5: a function taking a struct with more fields than :max_items, of a
+    # module this node has and of one it does not
+    trace = Kino.Trace.calls(["KinoTraceTest.CutStruct.take/1"], max_items: 5)
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    {controller, _effects} = Controller.init(trace)
+    {connect, controller} = Controller.connect(controller)
+
+    Task.async(fn ->
+      KinoTraceTest.CutStruct.take(KinoTraceTest.CutStruct.new())
+      KinoTraceTest.CutStruct.take(KinoTraceTest.CutStruct.unknown())
+    end)
+    |> Task.await()
+
+    {controller, pushes} = collect(controller)
+    {controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2))
+
+    structs = %{
+      connect: connect,
+      batches: for({:broadcast, "events", payload} <- pushes, do: payload),
+      terms: terms(controller),
+      # how each reads: the struct, with the fields the tracer kept, and a cut mark
+      shown:
+        for(
+          %{kind: "call", id: id} <- Store.rows(controller.store),
+          {:ok, %{args: [%Kino.Trace.Cut{kind: :map, value: kept}]}} <- [Store.fetch(controller.store, id)],
+          do: KinoTraceTest.CutStruct.shown(kept)
+        )
+    }
+
+    assert length(structs.shown) == 2
+
+    run_browser("real_use.test.mjs", %{replies: replies, structs: structs})
+  end
+
+  defp replies_fixture(name, caller_traced?) do
+    agent = AgentSample.start(name)
+    caller = AgentSample.caller(name)
+    on_exit(fn -> AgentSample.stop(agent, caller) end)
+    trace = Kino.Trace.messages(if caller_traced?, do: [name, caller], else: [name])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+
+    {controller, _effects} = Controller.init(trace)
+    {connect, controller} = Controller.connect(controller)
+    [0, 1] = AgentSample.go(caller)
+    {controller, pushes} = collect(controller)
+    replied = if caller_traced?, do: "receive", else: "send"
+    reply? = &(&1.kind == replied and &1.data =~ ~r/^\{\[:alias/)
+    {_controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
+
+    %{
+      connect: connect,
+      batches: for({:broadcast, "events", payload} <- pushes, do: payload),
+      agent: inspect(agent),
+      caller: inspect(caller),
+      # the test process starts the caller and is told when it is done
+      parent: inspect(self())
+    }
+  end
+
+  defp terms(controller) do
+    for row <- Store.rows(controller.store), into: %{} do
+      {:ok, event} = Store.fetch(controller.store, row.id)
+      {to_string(row.id), Payload.full(event)}
+    end
   end
 
   defp run_browser(script, fixture) do

@@ -3,6 +3,7 @@ defmodule Kino.Trace.Widget.ControllerTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Widget.Controller
+  alias KinoTraceTest.{AgentSample, WireSchema}
 
   @moduletag timeout: 30_000
 
@@ -37,7 +38,10 @@ defmodule Kino.Trace.Widget.ControllerTest do
     end
   end
 
+  # Every push and reply follows the wire's schema (assets/wire.schema.json).
   defp perform(effects) do
+    WireSchema.check_effects!(effects)
+
     Enum.flat_map(effects, fn
       {:send_after, message, ms} ->
         Process.send_after(self(), message, ms)
@@ -355,5 +359,125 @@ defmodule Kino.Trace.Widget.ControllerTest do
     {payload, _} = Controller.connect(controller)
     assert payload.status == "stopped"
     assert payload.counters.status == "stopped"
+  end
+
+  describe "GenServer replies (sent to an alias since OTP 24)" do
+    # issue 23 item 4: Kino.Trace.messages([:counter]) on a named Agent, Agent.get twice
+    test "a reply to a caller not traced is a row sent to the caller, as in Mermaid" do
+      name = :kino_trace_widget_counter
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      {controller, _} = Controller.init(trace)
+      assert AgentSample.go(caller) == [0, 1]
+      {controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "send" end) >= 2))
+
+      replies = Enum.filter(rows(sent), &(&1.kind == "send"))
+      assert Enum.map(replies, & &1.peer) == [inspect(caller), inspect(caller)]
+      assert Enum.all?(replies, &(&1.pid == inspect(agent) and &1.data =~ ~r/^\{\[:alias \| #Reference<.*>\], [01]\}$/))
+
+      # the expanded row and a browser that connects later say the same
+      {[{:reply, "term", term}], controller} = Controller.handle_event(controller, "get_term", %{"id" => hd(replies).id})
+      assert term.peer == inspect(caller)
+      {connect, _} = Controller.connect(controller)
+      assert for(%{kind: "send", peer: peer} <- connect.events, do: peer) == [inspect(caller), inspect(caller)]
+    end
+
+    test "a caller traced too: its receive of the reply matches the send row" do
+      name = :kino_trace_widget_counter_both
+      agent = AgentSample.start(name)
+      caller = AgentSample.caller(name)
+      on_exit(fn -> AgentSample.stop(agent, caller) end)
+      trace = Kino.Trace.messages([name, caller])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+
+      {controller, _} = Controller.init(trace)
+      AgentSample.go(caller)
+      reply? = &(&1.data =~ ~r/^\{\[:alias \|/)
+      {_controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "receive" and reply?.(row) end) >= 2))
+
+      rows = rows(sent)
+      sends = for %{kind: "send"} = row <- rows, reply?.(row), do: {row.peer, row.data}
+      receives = for %{kind: "receive"} = row <- rows, reply?.(row), do: {row.pid, row.data}
+      assert length(sends) == 2 and sends == receives
+    end
+  end
+
+  describe "the wire (assets/wire.schema.json)" do
+    test "every payload the controller makes follows the schema", %{trace: trace} do
+      {controller, _} = Controller.init(trace, max_entries: 1_000, sequence_rows: 300)
+      {connect, controller} = Controller.connect(controller)
+      WireSchema.check_connect!(connect)
+      # what the browser holds is the server's to say (the connect payload carries it)
+      assert {connect.max_entries, connect.sequence_rows} == {1_000, 300}
+
+      run(fn ->
+        SampleApp.Cache.fetch(:users, 21)
+
+        try do
+          SampleApp.Cache.fetch(:users, -1)
+        rescue
+          ArgumentError -> :ok
+        end
+      end)
+
+      {controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "exception" end) >= 1))
+      [call | _] = rows(sent)
+
+      requests = [
+        {"set_patterns", %{"patterns" => ["SampleApp.Cache.fetch/2", "SampleApp.Repo.gte/2"]}},
+        {"set_patterns", %{"patterns" => List.duplicate("Enum.map/2", 501)}},
+        {"get_term", %{"id" => call.id}},
+        {"get_term", %{"id" => -1}},
+        {"complete", %{"text" => "SampleApp.Cache.fe", "seq" => 1}},
+        {"get_mermaid", %{"ids" => [call.id]}},
+        {"get_mermaid", %{"ids" => [-1]}},
+        {"pause", %{}},
+        {"clear", %{}}
+      ]
+
+      controller =
+        Enum.reduce(requests, controller, fn {event, payload}, controller ->
+          {effects, controller} = Controller.handle_event(controller, event, payload)
+          assert effects != [] or event == "pause"
+          WireSchema.check_effects!(effects)
+          controller
+        end)
+
+      {connect, controller} = Controller.connect(controller)
+      WireSchema.check_connect!(connect)
+      {[], controller} = Controller.handle_event(controller, "stop", %{})
+      {controller, _sent} = drive(controller, &Enum.any?(&1, fn e -> match?({:broadcast, "status", _}, e) end))
+      {:ok, effects, _} = Controller.handle_info(controller, :tick)
+      WireSchema.check_effects!(effects)
+    end
+
+    test "a payload that drifts from the schema fails the check", %{trace: trace} do
+      {controller, _} = Controller.init(trace)
+      {connect, _} = Controller.connect(controller)
+
+      assert_raise ExUnit.AssertionError, ~r/connect: keep is not in the schema/, fn ->
+        WireSchema.check_connect!(Map.put(connect, :keep, 10_000))
+      end
+
+      assert_raise ExUnit.AssertionError, ~r/connect: no sequence_rows/, fn ->
+        WireSchema.check_connect!(Map.delete(connect, :sequence_rows))
+      end
+
+      assert_raise ExUnit.AssertionError, ~r/counters.events: expected integer/, fn ->
+        WireSchema.check_event!("counters", %{connect.counters | events: "12"})
+      end
+    end
+
+    test "the browser's bounds are checked options", %{trace: trace} do
+      for {key, value} <- [max_entries: 0, sequence_rows: :many] do
+        assert_raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(value)}", fn ->
+          Controller.init(trace, [{key, value}, lifeline: false])
+        end
+      end
+    end
   end
 end

@@ -25,7 +25,11 @@ defmodule Kino.Trace.Widget.Controller do
     * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
       it to `handle_info/2`)
 
-  Events sent to the browser: `"events"` (`%{events: rows, counters: counters}`),
+  A message sent to a process alias (a `GenServer.call/3` reply, since OTP 24) is shown
+  sent to the process the alias belongs to, by the rule `Kino.Trace.Mermaid` follows.
+
+  Events sent to the browser (the wire's schema, `assets/wire.schema.json`, has each
+  payload's fields): `"events"` (`%{events: rows, counters: counters}`),
   `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
   `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
   (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
@@ -54,6 +58,7 @@ defmodule Kino.Trace.Widget.Controller do
       end
   """
 
+  alias Kino.Trace.Aliases
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
@@ -62,13 +67,15 @@ defmodule Kino.Trace.Widget.Controller do
     :store,
     :limits,
     :history,
+    :browser,
     status: :running,
     patterns: [],
     flush_armed?: false,
     seen_up_to: 0,
     last_counters: nil,
     last_info: nil,
-    ended?: false
+    ended?: false,
+    aliases: Aliases.new()
   ]
 
   @type t :: %__MODULE__{}
@@ -95,6 +102,9 @@ defmodule Kino.Trace.Widget.Controller do
       rows: a call and its return are two events, shown as one row.
     * `:limit`, `:printable_limit`, `:max_chars` - how terms render in rows
       (see `Kino.Trace.Widget.Payload`)
+    * `:max_entries` - log rows the browser holds, the oldest dropped first (default
+      200 000)
+    * `:sequence_rows` - rows the browser's sequence tab holds (default 4 000)
     * `:lifeline` - stop the trace when the calling process exits (default `true`)
   """
   @spec init(Kino.Trace.t(), keyword()) :: {t(), [effect()]}
@@ -112,8 +122,16 @@ defmodule Kino.Trace.Widget.Controller do
         limit: 20,
         printable_limit: 120,
         max_chars: 400,
+        max_entries: 200_000,
+        sequence_rows: 4_000,
         lifeline: true
       )
+
+    for key <- [:max_entries, :sequence_rows] do
+      unless is_integer(opts[key]) and opts[key] > 0 do
+        raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+      end
+    end
 
     # the first completion should not wait for the code path to be listed
     Kino.Trace.Complete.Modules.warm_async()
@@ -123,7 +141,8 @@ defmodule Kino.Trace.Widget.Controller do
       buffer: Buffer.new(Keyword.take(opts, [:interval, :max_batch, :max_pending])),
       store: Store.new(max_events: opts[:keep]),
       limits: Keyword.take(opts, [:limit, :printable_limit, :max_chars]),
-      history: min(opts[:history], opts[:keep])
+      history: min(opts[:history], opts[:keep]),
+      browser: Keyword.take(opts, [:max_entries, :sequence_rows])
     }
 
     controller =
@@ -131,7 +150,7 @@ defmodule Kino.Trace.Widget.Controller do
         :ok = Kino.Trace.subscribe(trace)
         if opts[:lifeline], do: Lifeline.start(trace, self())
         info = Kino.Trace.info(trace)
-        seed = Kino.Trace.events(trace, opts[:history])
+        {seed, aliases} = Aliases.resolve(controller.aliases, Kino.Trace.events(trace, opts[:history]))
 
         store =
           Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
@@ -143,7 +162,8 @@ defmodule Kino.Trace.Widget.Controller do
           | status: info.status,
             patterns: info.patterns,
             store: store,
-            seen_up_to: seen
+            seen_up_to: seen,
+            aliases: aliases
         }
       rescue
         ArgumentError -> %{controller | status: :stopped, ended?: true}
@@ -153,7 +173,9 @@ defmodule Kino.Trace.Widget.Controller do
   end
 
   @doc """
-  The data a connecting browser starts from: patterns, status, counters, recent rows.
+  The data a connecting browser starts from: patterns, status, counters, recent rows,
+  and how many log rows (`max_entries`) and sequence rows (`sequence_rows`) it holds.
+  Every payload follows the wire's schema, `assets/wire.schema.json`.
   """
   @spec connect(t()) :: {map(), t()}
   def connect(%__MODULE__{} = controller) do
@@ -164,7 +186,8 @@ defmodule Kino.Trace.Widget.Controller do
       status: to_string(controller.status),
       counters: counters,
       events: Store.rows(controller.store, controller.history),
-      keep: controller.store.max_events
+      max_entries: controller.browser[:max_entries],
+      sequence_rows: controller.browser[:sequence_rows]
     }
 
     {payload, controller}
@@ -376,6 +399,9 @@ defmodule Kino.Trace.Widget.Controller do
     if events == [] do
       {[], controller}
     else
+      # a reply to a process alias goes to the alias's owner (the same rule as Mermaid's)
+      {events, aliases} = Aliases.resolve(controller.aliases, events)
+      controller = %{controller | aliases: aliases}
       rows = Payload.events(events, controller.limits)
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})

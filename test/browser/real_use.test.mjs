@@ -1,0 +1,127 @@
+// Browser test of what a Livebook user saw go wrong (issue 23 items 4 and 5), in real
+// headless Chromium, on payloads from real traces:
+//
+//   node test/browser/real_use.test.mjs PAYLOADS.json
+//
+// PAYLOADS.json is written by test/kino/trace/widget_browser_test.exs through the real
+// Kino.Trace.Widget.Controller:
+//   replies.untraced  Kino.Trace.messages([:counter]) on a named Agent, called twice by a
+//                     process not traced (each reply goes to an alias, a reference)
+//   replies.traced    the same with the caller traced too
+//   structs           calls taking a struct with more fields than :max_items, of a
+//                     module this node has and of one it does not
+// Exits 0 when every check passes.
+
+import { readFileSync } from "node:fs";
+import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+
+const fixturePath = process.argv[2];
+if (!fixturePath) {
+  console.error("usage: node test/browser/real_use.test.mjs PAYLOADS.json");
+  process.exit(2);
+}
+const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
+const { server, base } = await startServer();
+const browser = await launch();
+const t = checker();
+const check = t.check;
+const errors = [];
+const external = [];
+
+async function opened(data) {
+  const page = await openWidget(browser, base, data.connect, { errors, external });
+  for (const batch of data.batches) await emit(page, "events", batch);
+  await nextFrame(page);
+  return page;
+}
+
+// The sequence tab as drawn: its lanes (pid and centre) and its message arrows.
+async function sequence(page) {
+  await page.click('[data-tab="sequence"]');
+  await page.evaluate(() => (document.querySelector(".kt-seq-scroll").scrollTop = 0));
+  await nextFrame(page);
+  const lanes = await page.$$eval(".kt-seq-lane", (els) => els.map((e) => ({ pid: e.dataset.pid, x: e.offsetLeft + e.offsetWidth / 2 })));
+  const arrows = await page.$$eval(".kt-seq-t-message", (els) =>
+    els.map((g) => {
+      const row = document.getElementById("output").__kinoTrace.sequence.rowAt(Number(g.dataset.seq));
+      return {
+        label: row.label,
+        received: !!row.receive,
+        pending: g.querySelector("line").classList.contains("kt-seq-pending"),
+        x1: Number(g.querySelector("circle").getAttribute("cx")),
+        x2: Number(g.querySelector("line").getAttribute("x2")),
+      };
+    })
+  );
+  return { lanes, arrows };
+}
+
+for (const [which, R] of Object.entries(fixture.replies)) {
+  console.log(`GenServer replies, caller ${which === "traced" ? "traced too" : "not traced"}:`);
+  const page = await opened(R);
+
+  await check("one lane per process: the agent and its caller, none for a reply's alias", async () => {
+    const { lanes } = await sequence(page);
+    const pids = lanes.map((l) => l.pid).sort();
+    // a traced caller also tells the test process it is done
+    const expected = (which === "traced" ? [R.agent, R.caller, R.parent] : [R.agent, R.caller]).sort();
+    assert(JSON.stringify(pids) === JSON.stringify(expected), `lanes ${JSON.stringify(pids)}, expected ${JSON.stringify(expected)} (agent ${R.agent}, caller ${R.caller})`);
+  });
+
+  await check("each reply is an arrow from the agent's lane to the caller's", async () => {
+    const { lanes, arrows } = await sequence(page);
+    const x = Object.fromEntries(lanes.map((l) => [l.pid, l.x]));
+    const replies = arrows.filter((a) => a.label.startsWith("{[:alias | #Reference<"));
+    assert(replies.length === 2, `${replies.length} reply arrows: ${JSON.stringify(arrows)}`);
+    for (const r of replies) {
+      assert(Math.abs(r.x1 - x[R.agent]) < 1 && Math.abs(r.x2 - x[R.caller]) < 12, `reply ${r.label} drawn ${r.x1}→${r.x2}; agent at ${x[R.agent]}, caller at ${x[R.caller]}`);
+      // received when the caller is traced; otherwise it cannot be seen received
+      if (which === "traced") assert(r.received && !r.pending, `reply ${r.label} not paired with the caller's receive`);
+    }
+    if (which === "traced") {
+      // only the :go from the test process (not traced) is a receive without its send
+      const found = await page.$$eval(".kt-seq-t-found", (els) => els.map((g) => document.getElementById("output").__kinoTrace.sequence.rowAt(Number(g.dataset.seq)).label));
+      assert(JSON.stringify(found) === JSON.stringify([":go"]), `receives drawn on their own (their sends not matched): ${JSON.stringify(found)}`);
+    }
+  });
+}
+
+const S = fixture.structs;
+console.log("cut structs:");
+const page = await opened(S);
+await page.evaluate((terms) => {
+  window.harness.respond("get_term", ({ id }) => [["term", terms[String(id)] || { id, error: "unknown" }]]);
+}, S.terms);
+
+await check("each row shows the struct, cut, as Elixir code", async () => {
+  const texts = await page.$$eval(".kt-vlist .kt-row .kt-c-text", (els) => els.map((e) => e.textContent));
+  for (const shown of S.shown) {
+    const call = `KinoTraceTest.CutStruct.take(${shown})`;
+    assert(texts.includes(call), `no row reads ${call}: ${JSON.stringify(texts)}`);
+  }
+  assert(!texts.some((t) => t.includes("Inspect.Error")), `a row reads Inspect.Error: ${JSON.stringify(texts)}`);
+});
+
+await check("the details pane shows the struct, cut", async () => {
+  for (const shown of S.shown) {
+    const call = `KinoTraceTest.CutStruct.take(${shown})`;
+    await page.locator(".kt-vlist .kt-row .kt-c-text", { hasText: call }).first().click();
+    await page.waitForFunction((text) => {
+      const d = document.querySelector(".kt-detail:not([hidden])");
+      return d && d.querySelector(".kt-term") && d.textContent.replace(/\s+/g, " ").includes(text);
+    }, shown, { timeout: 5000 }).catch(() => null);
+    const detail = await page.textContent(".kt-detail");
+    assert(detail.replace(/\s+/g, " ").includes(shown), `details of ${call}: ${detail}`);
+    assert(!detail.includes("Inspect.Error"), `details of ${call} read Inspect.Error: ${detail}`);
+  }
+});
+
+await check("no page errors and no external network loads", async () => {
+  assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
+  assert(external.length === 0, `external requests: ${external.join(", ")}`);
+});
+
+await browser.close();
+server.close();
+console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
+process.exit(t.failures ? 1 : 0);
