@@ -258,9 +258,8 @@ defmodule Kino.Trace.Session do
 
   defp remove_patterns(state) do
     targets = Functions.targets(patterns(state))
-    Backend.run(state.backend, for(target <- targets, flag <- [:local, :global], do: {:function, [target, false, [flag]]}))
-    # clearing a BIF pattern switches its tracing off in every session (erlang/otp#10349)
-    if state.bifs != [], do: Reaper.bifs_cleared()
+    # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
+    Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
     %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
   end
 

@@ -114,10 +114,9 @@ defmodule Kino.Trace.StackGuard do
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    for target <- targets,
-        flag <- [:local, :global],
-        do: :trace.function(session, target, false, [flag])
-
+    # (a BIF's pattern is not cleared: see Kino.Trace.Reaper.untrace_ops/2)
+    ops = Kino.Trace.Reaper.untrace_ops(targets, guard.flags)
+    Kino.Trace.Backend.run(%Kino.Trace.Backend{node: node(), session: session}, ops)
     guard
   end
 
