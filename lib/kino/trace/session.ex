@@ -608,8 +608,18 @@ defmodule Kino.Trace.Session do
 
   defp deliver_events(state, events) do
     for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
-    %{state | history: History.push(state.history, events)}
+    guard_loops(%{state | history: History.push(state.history, events)}, events)
   end
+
+  # Tail-call loops the code did not show, taken off return tracing at once: sampling
+  # their stacks would be too late (Kino.Trace.StackGuard.loops/2).
+  defp guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
+    {guard, moved} = StackGuard.loops(guard, events)
+    decoder = Enum.reduce(moved, state.decoder, &decoder_module(state).unpair(&2, &1))
+    %{state | guard: guard, decoder: decoder}
+  end
+
+  defp guard_loops(state, _events), do: state
 
   defp backlogged?(state) do
     Enum.any?(state.subscribers, fn {pid, _} ->
