@@ -613,10 +613,15 @@ defmodule Kino.Trace.Session do
 
   # Tail-call loops the code did not show, taken off return tracing at once: sampling
   # their stacks would be too late (Kino.Trace.StackGuard.loops/2).
+  # (not once tracing ended: what is delivered then must not make the guard a session)
   defp guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
-    {guard, moved} = StackGuard.loops(guard, events)
-    decoder = Enum.reduce(moved, state.decoder, &decoder_module(state).unpair(&2, &1))
-    %{state | guard: guard, decoder: decoder}
+    if tracing?(state) do
+      {guard, moved} = StackGuard.loops(guard, events)
+      decoder = Enum.reduce(moved, state.decoder, &decoder_module(state).unpair(&2, &1))
+      %{state | guard: guard, decoder: decoder}
+    else
+      state
+    end
   end
 
   defp guard_loops(state, _events), do: state

@@ -58,6 +58,8 @@ defmodule Kino.Trace.StackLoopTest do
            )
 
     Trace.stop(trace)
+    # the guard's session (made at once for such a module) goes with the trace
+    assert KinoTraceTest.Helpers.kino_sessions() == []
   end
 
   test "a deep recursion that is not a tail call keeps its returns" do
