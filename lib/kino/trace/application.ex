@@ -72,6 +72,10 @@ defmodule Kino.Trace.Application do
     with {:ok, pid} <-
            Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
       register_smart_cell()
+      # loaded now, not by a session's first drain: loading waits for every scheduler, so
+      # a traced loop could grow its stack meanwhile, before the stack guard moves it
+      # (with the protocol implementations a session's drain uses)
+      :code.ensure_modules_loaded([Enumerable.Map, Enumerable.List | Application.spec(:kino_trace, :modules) || []])
       # the first completion (Kino.Trace.complete/1) need not list the code path
       Kino.Trace.Complete.Modules.warm_async()
       {:ok, pid}

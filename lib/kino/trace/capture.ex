@@ -23,9 +23,16 @@ defmodule Kino.Trace.Capture do
       events caught on their way are counted (`:max_events`, `:closed`), what the block
       does later is not traced at all (`truncated` is then `:limit` or `:timeout`).
 
+  And on OTP 27.3, BIF calls (such as `:ets.insert/2`) may go untraced: the VM switches
+  BIF tracing off in every session when any trace session ends or clears a BIF's
+  pattern (erlang/otp#10349). kino_trace's own sessions never do that while a trace of
+  BIFs runs, but other tools' may. A capture of BIFs checks before and after the block
+  whether it happened (see `Kino.Trace.Reaper`), and lists its BIFs in
+  `untraced_bifs` when it did.
+
   `dropped` counts the drops by reason, read after every event of the block was queued
-  or dropped. `complete?/1` is `true` only when nothing was dropped and the trace did not
-  end early. Every assertion of `Kino.Trace.Assertions` on an incomplete capture fails,
+  or dropped. `complete?/1` is `true` only when nothing was dropped, the trace did not
+  end early and no BIF went untraced. Every assertion of `Kino.Trace.Assertions` on an incomplete capture fails,
   saying how many events were dropped, why, and how to avoid it (`loss_report/1`).
 
   A capture's queue holds as many events as its `:limit` (1_000_000 by default) within
@@ -41,7 +48,7 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias Kino.Trace.{Options, Pattern, Plan}
+  alias Kino.Trace.{MFA, Options, Pattern, Plan, Reaper}
   alias Kino.Trace.Capture.{Collector, Sends}
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
@@ -55,7 +62,8 @@ defmodule Kino.Trace.Capture do
             dropped: @no_drops,
             truncated: nil,
             limits: %{},
-            untraced_receivers: []
+            untraced_receivers: [],
+            untraced_bifs: []
 
   @typedoc "Events dropped, by reason (as `Kino.Trace.info/1` counts them)."
   @type dropped :: Kino.Trace.dropped()
@@ -66,7 +74,9 @@ defmodule Kino.Trace.Capture do
   `:timeout` when the trace ended before the block did (later events were not traced),
   else `nil`. `untraced_receivers` are the processes the block sent messages to that the
   capture did not trace, by registered name when they have one (see
-  `Kino.Trace.Capture.Sends`).
+  `Kino.Trace.Capture.Sends`). `untraced_bifs` are the traced BIFs (`{m, f, a}`, `:_` as
+  wildcards) whose calls may be missing because BIF tracing was switched off while the
+  block ran (see Lost events).
   """
   @type t :: %__MODULE__{
           events: [Kino.Trace.Event.t()],
@@ -76,7 +86,8 @@ defmodule Kino.Trace.Capture do
           dropped: dropped(),
           truncated: nil | :limit | :timeout,
           limits: %{optional(:limit | :queue | :rate | :timeout) => term()},
-          untraced_receivers: [Sends.receiver()]
+          untraced_receivers: [Sends.receiver()],
+          untraced_bifs: [{atom(), atom(), atom() | arity()}]
         }
 
   @defaults Keyword.merge(Options.defaults(),
@@ -91,12 +102,14 @@ defmodule Kino.Trace.Capture do
             )
 
   @doc """
-  True when the capture lost no event: nothing dropped (`dropped` is all zeros) and the
-  trace did not end before the block (`truncated` is `nil`). A list of events, or a map
-  without `:dropped` and `:truncated`, counts as complete, since it cannot tell.
+  True when the capture lost no event: nothing dropped (`dropped` is all zeros), the
+  trace did not end before the block (`truncated` is `nil`) and no BIF went untraced
+  (`untraced_bifs` is empty). A list of events, or a map without these keys, counts as
+  complete, since it cannot tell.
   """
   @spec complete?(t() | map() | list()) :: boolean()
-  def complete?(capture), do: dropped_total(capture) == 0 and truncated(capture) == nil
+  def complete?(capture),
+    do: dropped_total(capture) == 0 and truncated(capture) == nil and untraced_bifs(capture) == []
 
   @doc "How many events the capture dropped, all reasons together."
   @spec dropped_total(t() | map() | list()) :: non_neg_integer()
@@ -106,10 +119,14 @@ defmodule Kino.Trace.Capture do
   defp truncated(%{truncated: truncated}), do: truncated
   defp truncated(_capture), do: nil
 
+  defp untraced_bifs(%{untraced_bifs: bifs}) when is_list(bifs), do: bifs
+  defp untraced_bifs(_capture), do: []
+
   @doc """
   Why the capture cannot be trusted, or `nil` when it is complete: how many events were
-  dropped, for which reasons, whether the trace ended before the block, and how to
-  capture everything. The assertions of `Kino.Trace.Assertions` fail with it.
+  dropped, for which reasons, whether the trace ended before the block, which BIFs went
+  untraced, and how to capture everything. The assertions of `Kino.Trace.Assertions`
+  fail with it.
 
       iex> Kino.Trace.Capture.loss_report(%Kino.Trace.Capture{})
       nil
@@ -119,37 +136,61 @@ defmodule Kino.Trace.Capture do
   """
   @spec loss_report(t() | map() | list()) :: String.t() | nil
   def loss_report(capture) do
-    if complete?(capture) do
-      nil
-    else
-      limits = Map.get(capture, :limits) || %{}
-      truncated = truncated(capture)
-      dropped = Map.get(capture, :dropped) || %{}
+    bifs = untraced_bifs(capture)
 
-      reasons =
-        for reason <- [:queue_full, :no_memory, :max_events, :closed, :rate],
-            (n = Map.get(dropped, reason, 0)) > 0,
-            do: {reason, n}
-
-      lines =
-        Enum.map(reasons, fn {reason, n} ->
-          "    #{n} dropped #{why(reason, limits)} (#{reason})\n"
-        end)
-
-      # Events dropped as the trace closed share the cause of its end, when known.
-      causes = Enum.map(reasons, &elem(&1, 0))
-      causes = if truncated, do: (causes -- [:closed]) ++ [truncated], else: causes
-
-      "The capture is incomplete: #{lost(dropped_total(capture), truncated, limits)}. No " <>
-        "assertion on it can be trusted: a call the capture lacks may still have happened, " <>
-        "and counts may be short.\n\n" <>
-        if(lines == [], do: "", else: Enum.join(lines) <> "\n") <>
-        "To capture every event:\n\n" <>
-        (causes
-         |> Enum.flat_map(&remedies(&1, limits))
-         |> Enum.uniq()
-         |> Enum.map_join("\n", &"  * #{&1}"))
+    case [dropped_total(capture) > 0 or truncated(capture) != nil, bifs != []] do
+      [false, false] -> nil
+      [true, false] -> drop_report(capture)
+      [false, true] -> bif_report(bifs)
+      [true, true] -> drop_report(capture) <> "\n\n" <> bif_report(bifs)
     end
+  end
+
+  defp bif_report(bifs) do
+    "The capture is incomplete: BIF tracing was switched off while the block ran, so " <>
+      "calls of #{Enum.map_join(bifs, ", ", &bif_name/1)} may be missing (untraced_bifs). " <>
+      "No assertion on them can be trusted: a call the capture lacks may still have " <>
+      "happened, and counts may be short.\n\n" <>
+      "OTP 27.3 switches off the tracing of BIFs in every trace session when any session " <>
+      "ends or clears a BIF's pattern (erlang/otp#10349). kino_trace's own sessions do " <>
+      "neither while a trace of BIFs runs, so another tool did (:dbg, a :trace session, a " <>
+      "profiler). To capture every call:\n\n" <>
+      "  * run the test where no other tool ends a trace session meanwhile (async: false, " <>
+      "or without the other tool)\n" <>
+      "  * or run it on an OTP release with the fix of erlang/otp#10349"
+  end
+
+  defp bif_name({m, f, a} = mfa) when is_atom(m) and is_atom(f) and is_integer(a), do: MFA.to_string(mfa)
+  defp bif_name(pattern), do: inspect(pattern)
+
+  defp drop_report(capture) do
+    limits = Map.get(capture, :limits) || %{}
+    truncated = truncated(capture)
+    dropped = Map.get(capture, :dropped) || %{}
+
+    reasons =
+      for reason <- [:queue_full, :no_memory, :max_events, :closed, :rate],
+          (n = Map.get(dropped, reason, 0)) > 0,
+          do: {reason, n}
+
+    lines =
+      Enum.map(reasons, fn {reason, n} ->
+        "    #{n} dropped #{why(reason, limits)} (#{reason})\n"
+      end)
+
+    # Events dropped as the trace closed share the cause of its end, when known.
+    causes = Enum.map(reasons, &elem(&1, 0))
+    causes = if truncated, do: (causes -- [:closed]) ++ [truncated], else: causes
+
+    "The capture is incomplete: #{lost(dropped_total(capture), truncated, limits)}. No " <>
+      "assertion on it can be trusted: a call the capture lacks may still have happened, " <>
+      "and counts may be short.\n\n" <>
+      if(lines == [], do: "", else: Enum.join(lines) <> "\n") <>
+      "To capture every event:\n\n" <>
+      (causes
+       |> Enum.flat_map(&remedies(&1, limits))
+       |> Enum.uniq()
+       |> Enum.map_join("\n", &"  * #{&1}"))
   end
 
   defp lost(total, nil, _limits), do: "#{total} of its events were dropped"
@@ -239,6 +280,9 @@ defmodule Kino.Trace.Capture do
     # started before the trace, so it is not one of the processes the block spawns
     collector = Collector.start()
     started = System.monotonic_time(:millisecond)
+    # read before the BIF patterns are set, and again after the block (see Reaper)
+    bifs = bifs(plan)
+    switch_offs = if bifs != [], do: Reaper.switch_offs()
 
     {trace, sends} =
       try do
@@ -258,6 +302,7 @@ defmodule Kino.Trace.Capture do
       ran = System.monotonic_time(:millisecond) - started
       {events, info} = collect(trace, collector)
       events = Enum.filter(events, &in_block?(&1, self(), t0, t1))
+      untraced_bifs = if bifs != [] and Reaper.switch_offs() != switch_offs, do: bifs, else: []
 
       %__MODULE__{
         events: events,
@@ -267,13 +312,22 @@ defmodule Kino.Trace.Capture do
         dropped: Map.merge(@no_drops, info.dropped),
         truncated: ended_early(info, opts[:timeout], ran),
         limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]}),
-        untraced_receivers: Sends.untraced(sends, trace)
+        untraced_receivers: Sends.untraced(sends, trace),
+        untraced_bifs: untraced_bifs
       }
     after
       Sends.stop(sends)
       Kino.Trace.stop(trace)
       Collector.stop(collector)
     end
+  end
+
+  # The BIFs the capture traces (a pattern on every module covers them all).
+  defp bifs(%Plan{calls: nil}), do: []
+
+  defp bifs(%Plan{calls: calls}) do
+    every = for {{:_, _, _} = target, spec} <- calls.functions.steps, spec != false, do: target
+    Enum.uniq(every ++ for({mfa, spec} <- Kino.Trace.Plan.Functions.bif_steps(calls.functions), spec != false, do: mfa))
   end
 
   # What the calling process did before the block started or after it returned is

@@ -21,6 +21,19 @@ defmodule Kino.Trace.Reaper do
   destroyed all the same and the traces of BIFs set their patterns again at once. What other tools do is out of reach: a BIF trace also sets
   its BIF patterns again once a second (see `Kino.Trace.Session`).
 
+  kino_trace never clears a BIF's pattern either: a trace that stops tracing a BIF sets
+  a match spec that matches nothing on it instead (`untrace_ops/2`).
+
+  ## The canary
+
+  Whatever switched BIF tracing off (another tool, the bound above), it is seen: the
+  reaper traces one BIF, `:erlang.adler32_combine/3`, in a session of its own, for one
+  process of its own that only calls it when `switch_offs/0` asks. When that call is not
+  traced, BIF tracing was switched off since the previous check: the count goes up, the
+  canary is set again and the running traces of BIFs set their patterns again at once. A trace that reads
+  the count before it sets its BIF patterns and again once its calls were delivered
+  (as `Kino.Trace.capture/3` does) knows whether it may have lost some.
+
       iex> session = :trace.session_create(:reaper_doc, self(), [])
       iex> Kino.Trace.Reaper.destroy(session)
       :ok
@@ -31,6 +44,8 @@ defmodule Kino.Trace.Reaper do
   use GenServer
 
   @max_parked 1_000
+  # the canary: a BIF that only the reaper traces, in one process of its own
+  @canary {:erlang, :adler32_combine, 3}
 
   @doc false
   def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
@@ -56,16 +71,45 @@ defmodule Kino.Trace.Reaper do
     call({:destroy, session, functions}, fn -> :trace.session_destroy(session) end)
   end
 
-  @doc """
-  Tells every running trace of BIFs to set its BIF patterns again at once: the calling
-  trace has just cleared some, which switched them off everywhere.
-  """
-  @spec bifs_cleared() :: :ok
-  def bifs_cleared, do: call({:bifs_cleared, self()}, :ok)
-
   @doc "The sessions parked until no trace of BIFs runs."
   @spec parked() :: non_neg_integer()
   def parked, do: call(:parked, 0)
+
+  @doc """
+  Checks whether BIF tracing was switched off (see the canary above) and returns how
+  many times it was found so, from the start. The same count before a trace set its
+  BIF patterns and after its calls were delivered means none of them was lost to a
+  switch-off.
+
+      iex> n = Kino.Trace.Reaper.switch_offs()
+      iex> Kino.Trace.Reaper.switch_offs() == n
+      true
+  """
+  @spec switch_offs() :: non_neg_integer()
+  def switch_offs, do: call(:switch_offs, 0)
+
+  @doc """
+  The `:trace.function/4` calls (as `{:function, args}`, see `Kino.Trace.Backend.run/3`)
+  that stop tracing `targets` (`{m, f, a}` with `:_` as wildcards), traced with `flags`
+  (`[:local]` or `[:global]`), without switching off BIF tracing elsewhere: clearing a
+  BIF's pattern switches its tracing off in every session (erlang/otp#10349), so a
+  target that covers BIFs gets a match spec that matches nothing instead (it goes with
+  the session); the others are cleared. Only a target on every module is cleared all
+  the same (the canary sees that).
+
+      iex> Kino.Trace.Reaper.untrace_ops([{:ets, :insert, 2}, {Enum, :map, 2}], [:local])
+      [{:function, [{:ets, :insert, 2}, [{:_, [false], []}], [:local]]},
+       {:function, [{Enum, :map, 2}, false, [:local]]},
+       {:function, [{Enum, :map, 2}, false, [:global]]}]
+  """
+  @spec untrace_ops([{atom(), atom(), atom() | arity()}], [:local | :global]) :: [{:function, list()}]
+  def untrace_ops(targets, flags) do
+    Enum.flat_map(targets, fn {m, f, a} = target ->
+      if m != :_ and bif?(m, f, a),
+        do: [{:function, [target, [{:_, [false], []}], flags]}],
+        else: for(flag <- [:local, :global], do: {:function, [target, false, [flag]]})
+    end)
+  end
 
   # Without the reaper (kino_trace stopped), act at once.
   defp call(request, fallback) do
@@ -77,7 +121,16 @@ defmodule Kino.Trace.Reaper do
   # --- the reaper ---------------------------------------------------------------------
 
   @impl true
-  def init([]), do: {:ok, %{bif_traces: %{}, parked: []}}
+  def init([]) do
+    # (a process cannot trace itself: the reaper traces a process that calls the canary)
+    caller = spawn_link(&canary_caller/0)
+    # none of kino_trace's traces records these two
+    Enum.each([self(), caller], &Kino.Trace.Internal.register/1)
+    canary = :trace.session_create(:kino_trace_canary, self(), [])
+    :trace.process(canary, caller, true, [:call])
+    arm(canary)
+    {:ok, %{bif_traces: %{}, parked: [], canary: canary, caller: caller, switch_offs: 0}}
+  end
 
   @impl true
   def handle_call({:bif_trace, pid}, _from, state) do
@@ -108,15 +161,17 @@ defmodule Kino.Trace.Reaper do
     end
   end
 
-  def handle_call({:bifs_cleared, from}, _from, state) do
-    for pid <- Map.keys(state.bif_traces), pid != from, do: send(pid, :reassert_bifs)
-    {:reply, :ok, state}
-  end
-
   def handle_call(:parked, _from, state), do: {:reply, length(state.parked), state}
+
+  def handle_call(:switch_offs, _from, state) do
+    state = check_canary(state)
+    {:reply, state.switch_offs, state}
+  end
 
   @impl true
   def handle_info({:DOWN, _ref, :process, pid, _reason}, state), do: {:noreply, ended(state, pid)}
+  # (the canary's, none expected outside check_canary/1)
+  def handle_info({:trace, _pid, :call, _mfa}, state), do: {:noreply, state}
 
   defp ended(state, pid) do
     {ref, refs} = Map.pop(state.bif_traces, pid)
@@ -127,6 +182,44 @@ defmodule Kino.Trace.Reaper do
       %{state | bif_traces: refs, parked: []}
     else
       %{state | bif_traces: refs}
+    end
+  end
+
+  # Has the caller call the canary and waits for the trace message of that call: none
+  # means BIF tracing was switched off.
+  defp check_canary(%{caller: caller} = state) do
+    ref = make_ref()
+    send(caller, {:call, self(), ref})
+
+    receive do
+      {^ref, :called} -> :ok
+    end
+
+    delivered = :erlang.trace_delivered(caller)
+
+    receive do
+      {:trace_delivered, ^caller, ^delivered} -> :ok
+    end
+
+    receive do
+      {:trace, ^caller, :call, {:erlang, :adler32_combine, _}} -> state
+    after
+      0 ->
+        arm(state.canary)
+        for pid <- Map.keys(state.bif_traces), do: send(pid, :reassert_bifs)
+        %{state | switch_offs: state.switch_offs + 1}
+    end
+  end
+
+  defp arm(canary), do: :trace.function(canary, @canary, true, [:global])
+
+  # Calls the canary as code calls a BIF (not through apply/3), when asked.
+  defp canary_caller do
+    receive do
+      {:call, from, ref} ->
+        _ = :erlang.adler32_combine(1, 1, 1)
+        send(from, {ref, :called})
+        canary_caller()
     end
   end
 

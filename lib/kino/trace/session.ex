@@ -261,9 +261,8 @@ defmodule Kino.Trace.Session do
 
   defp remove_patterns(state) do
     targets = Functions.targets(patterns(state))
-    Backend.run(state.backend, for(target <- targets, flag <- [:local, :global], do: {:function, [target, false, [flag]]}))
-    # clearing a BIF pattern switches its tracing off in every session (erlang/otp#10349)
-    if state.bifs != [], do: Reaper.bifs_cleared()
+    # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
+    Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
     %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
   end
 
@@ -617,8 +616,23 @@ defmodule Kino.Trace.Session do
 
   defp deliver_events(state, events) do
     for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
-    %{state | history: History.push(state.history, events)}
+    guard_loops(%{state | history: History.push(state.history, events)}, events)
   end
+
+  # Tail-call loops the code did not show, taken off return tracing at once: sampling
+  # their stacks would be too late (Kino.Trace.StackGuard.loops/2).
+  # (not once tracing ended: what is delivered then must not make the guard a session)
+  defp guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
+    if tracing?(state) do
+      {guard, moved} = StackGuard.loops(guard, events)
+      decoder = Enum.reduce(moved, state.decoder, &decoder_module(state).unpair(&2, &1))
+      %{state | guard: guard, decoder: decoder}
+    else
+      state
+    end
+  end
+
+  defp guard_loops(state, _events), do: state
 
   defp backlogged?(state) do
     Enum.any?(state.subscribers, fn {pid, _} ->

@@ -13,6 +13,17 @@ defmodule Kino.Trace.StackGuard do
   the same tracer session (native or fallback), whose match specs have no return actions. Its calls are
   still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
 
+  Sampling is too slow for a tight loop, which pushes a frame every microsecond or so
+  (a module compiled in memory reached 344 k words in 300 ms). So the session also
+  hands `loops/2` every batch of events it decodes (and when the plan traces a module
+  with no object file, the guard's session is made at once, so that moving takes two
+  `:trace.process/4` calls): a process with 256 open calls
+  (calls with no return yet) whose last one is of a function that is on its stack only
+  once (`Process.info(pid, :current_stacktrace)`: a tail call replaced every other
+  frame of it) loops through tail calls, and is moved at once. A process deep in a
+  recursion that is not a tail call has that function on its stack more than once, and
+  is left to the sampling.
+
   The decision is a pure function of the samples:
 
       iex> alias Kino.Trace.StackGuard
@@ -42,6 +53,8 @@ defmodule Kino.Trace.StackGuard do
   @min_words 8_192
   @max_watched 64
   @max_guarded 10_000
+  # open calls from which a process may be looping through tail calls
+  @loop_depth 256
 
   defstruct [
     :tracer,
@@ -107,21 +120,69 @@ defmodule Kino.Trace.StackGuard do
 
   def set_plan(guard, plan) do
     guard = %{guard | plan: Functions.without_returns(plan)}
-    if guard.session, do: apply_plan(guard)
-    guard
+
+    cond do
+      guard.session != nil -> tap(guard, &apply_plan/1)
+      # made now, so that moving a loop of such a module is quick (see loops/2)
+      in_memory?(plan) -> ensure_session(guard)
+      true -> guard
+    end
+  end
+
+  # Whether the plan traces a module that has no object file (defined in a script or a
+  # Livebook cell): Kino.Trace.TailCalls cannot see its loops.
+  defp in_memory?(plan) do
+    Enum.any?(plan.steps, fn {{m, _f, _a}, spec} ->
+      m != :_ and spec != false and
+        case :code.which(m) do
+          path when is_list(path) -> not File.regular?(path)
+          _other -> false
+        end
+    end)
   end
 
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    for target <- targets,
-        flag <- [:local, :global],
-        do: :trace.function(session, target, false, [flag])
-
+    # (a BIF's pattern is not cleared: see Kino.Trace.Reaper.untrace_ops/2)
+    ops = Kino.Trace.Reaper.untrace_ops(targets, guard.flags)
+    Kino.Trace.Backend.run(%Kino.Trace.Backend{node: node(), session: session}, ops)
     guard
   end
 
   def clear(guard, _targets), do: guard
+
+  @doc """
+  Moves at once the processes of `events` (decoded events, as a session delivers them)
+  that loop through tail calls (see above). Returns the guard and the moved processes.
+  """
+  @spec loops(t() | nil, [Kino.Trace.Event.t()]) :: {t() | nil, [pid()]}
+  def loops(nil, _events), do: {nil, []}
+
+  def loops(guard, events) do
+    deep =
+      Enum.reduce(events, %{}, fn
+        %{kind: :call, depth: depth, pid: pid, module: m, function: f, arity: a}, acc
+        when is_integer(depth) and depth >= @loop_depth and node(pid) == node() ->
+          if is_map_key(guard.guarded, pid), do: acc, else: Map.put(acc, pid, {m, f, a})
+
+        _event, acc ->
+          acc
+      end)
+
+    # (a list: enumerating the map would load a protocol implementation at the first loop)
+    looping = for {pid, mfa} <- Map.to_list(deep), tail_loop?(pid, mfa), do: pid
+    {Enum.reduce(looping, guard, &move/2), looping}
+  end
+
+  # `mfa` is on the process's stack once: it runs, or a function it called does, and no
+  # other call of it waits below (those were tail calls).
+  defp tail_loop?(pid, {m, f, a}) do
+    case Process.info(pid, :current_stacktrace) do
+      {:current_stacktrace, frames} -> Enum.count(frames, &match?({^m, ^f, ^a, _}, &1)) == 1
+      nil -> false
+    end
+  end
 
   @doc """
   Samples the stack sizes of the watched processes and of `callers` (processes that made
