@@ -73,6 +73,11 @@ defmodule Kino.Trace do
   and counted (`info/1`). Each trace is its own OTP trace session, so several traces,
   `:dbg` and other tools run side by side. A trace ends when its owner process exits,
   on `stop/1`, at its `:timeout` or `:limit`; then nothing of it remains in the VM.
+
+  No trace records kino_trace's own work: its processes are left out of every trace and
+  stats session, and the API does its work in them, not in the process that calls it,
+  which only sends a request and takes the reply (with BIFs of `:erlang`). So a trace of
+  that process (in Livebook, the cell's evaluator) shows only the user's own calls.
   """
 
   alias Kino.Trace.{Front, Plan, Session}
