@@ -72,7 +72,7 @@ stats = fn opts ->
 end
 
 for {label, opts} <- [
-      {"stats: calls only (call_count)", [time: false, memory: false]},
+      {"stats: calls only (call_time, times not shown)", [time: false, memory: false]},
       {"stats: time (call_time)", [memory: false]},
       {"stats: memory (call_memory)", [time: false]},
       {"stats: time + memory (default)", []}

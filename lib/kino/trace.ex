@@ -73,9 +73,14 @@ defmodule Kino.Trace do
   and counted (`info/1`). Each trace is its own OTP trace session, so several traces,
   `:dbg` and other tools run side by side. A trace ends when its owner process exits,
   on `stop/1`, at its `:timeout` or `:limit`; then nothing of it remains in the VM.
+
+  No trace records kino_trace's own work: its processes are left out of every trace and
+  stats session, and the API does its work in them, not in the process that calls it,
+  which only sends a request and takes the reply (with BIFs of `:erlang`). So a trace of
+  that process (in Livebook, the cell's evaluator) shows only the user's own calls.
   """
 
-  alias Kino.Trace.{Plan, Session}
+  alias Kino.Trace.{Front, Plan, Session}
 
   @enforce_keys [:id, :session]
   defstruct [:id, :session, node: nil]
@@ -128,6 +133,8 @@ defmodule Kino.Trace do
 
   # How long stop/1 lets a session end by itself before killing it.
   @stop_timeout 5_000
+  # How long any other request to a session may take.
+  @call_timeout 30_000
 
   @doc """
   Starts tracing calls that match `patterns` and returns the trace.
@@ -171,8 +178,15 @@ defmodule Kino.Trace do
   """
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do
+    # (every function of the API does its work in kino_trace's own processes: see
+    # Kino.Trace.Front)
+    owner = self()
+    Front.run(fn -> start(what, opts, owner) end)
+  end
+
+  defp start(what, opts, owner) do
     plan = Plan.new!(what, opts)
-    trace = run(plan)
+    trace = start_plan(plan, owner)
 
     case plan.options[:print] do
       false -> :ok
@@ -197,7 +211,9 @@ defmodule Kino.Trace do
       :ok
   """
   @spec run(Plan.t(), pid()) :: t()
-  def run(%Plan{} = plan, owner \\ self()) do
+  def run(%Plan{} = plan, owner \\ self()), do: Front.run(fn -> start_plan(plan, owner) end)
+
+  defp start_plan(plan, owner) do
     started =
       if Plan.remote?(plan),
         do: Kino.Trace.Remote.Coordinator.start(owner, plan),
@@ -276,31 +292,28 @@ defmodule Kino.Trace do
       Kino.Trace.to_mermaid(capture) |> IO.puts()
   """
   @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
-  defdelegate to_mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :diagram
+  def to_mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.diagram(source, opts) end)
 
   @doc """
   Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
   not loaded. Takes the options of `to_mermaid/2` and Kino.Mermaid's `:caption`.
   """
   @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
-  defdelegate mermaid(source, opts \\ []), to: Kino.Trace.Mermaid, as: :render
+  def mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.render(source, opts) end)
 
   @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
 
   def stop(%__MODULE__{session: pid}) do
-    ref = Process.monitor(pid)
+    ref = :erlang.monitor(:process, pid)
 
-    try do
-      GenServer.call(pid, :stop, @stop_timeout)
-    catch
-      # Already ended, or ending as we asked.
-      :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> :ok
-      :exit, {{:nodedown, _}, _} -> :ok
+    case Front.call(pid, :stop, @stop_timeout) do
       # A session that cannot answer in time is killed: its OTP trace session goes with
       # its handle and the native session with its last reference.
-      :exit, {:timeout, _} -> Process.exit(pid, :kill)
+      {:exit, :timeout} -> :erlang.exit(pid, :kill)
+      # answered, already ended, or ending as we asked
+      _ -> :ok
     end
 
     receive do
@@ -336,12 +349,7 @@ defmodule Kino.Trace do
   every event of its block is queued.
   """
   @spec flush(t(), timeout()) :: :ok
-  def flush(%__MODULE__{session: pid}, timeout \\ :infinity) do
-    GenServer.call(pid, {:sync, :infinity}, timeout)
-  catch
-    :exit, {reason, _} when reason in [:noproc, :normal] ->
-      raise ArgumentError, "the trace has ended (its session process is gone)"
-  end
+  def flush(%__MODULE__{} = trace, timeout \\ :infinity), do: call(trace, {:sync, :infinity}, timeout)
 
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
@@ -360,7 +368,7 @@ defmodule Kino.Trace do
   def stream(%__MODULE__{id: id} = trace) do
     Stream.resource(
       fn ->
-        ref = Process.monitor(trace.session)
+        ref = :erlang.monitor(:process, trace.session)
 
         ended? =
           try do
@@ -385,7 +393,7 @@ defmodule Kino.Trace do
           end
       end,
       fn {_, ref} ->
-        Process.demonitor(ref, [:flush])
+        :erlang.demonitor(ref, [:flush])
         # The trace may have ended: then there is nothing to unsubscribe from.
         try do
           unsubscribe(trace)
@@ -408,15 +416,19 @@ defmodule Kino.Trace do
   returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """
   @spec info(t()) :: info()
-  def info(%__MODULE__{} = trace) do
-    call(trace, :info)
-  rescue
-    # the session process is gone: its final info, when it ended by itself or stop/1
-    e in ArgumentError ->
-      case Kino.Trace.Final.fetch(trace.id) do
-        {:ok, info} -> info
-        :error -> reraise e, __STACKTRACE__
-      end
+  def info(%__MODULE__{session: pid, id: id}) do
+    case Front.call(pid, :info, @call_timeout) do
+      {:ok, info} -> info
+      # the session process is gone: its final info, when it ended by itself or stop/1
+      {:exit, reason} -> Front.run(fn -> final_info(id, reason, pid) end)
+    end
+  end
+
+  defp final_info(id, reason, pid) do
+    case Kino.Trace.Final.fetch(id) do
+      {:ok, info} -> info
+      :error -> call_failed(reason, pid, :info, @call_timeout)
+    end
   end
 
   @doc """
@@ -438,7 +450,7 @@ defmodule Kino.Trace do
       %{prefix: "insert_n", items: [%{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}]}
   """
   @spec complete(String.t(), keyword()) :: Kino.Trace.Complete.result()
-  defdelegate complete(text, opts \\ []), to: Kino.Trace.Complete
+  def complete(text, opts \\ []), do: Front.run(fn -> Kino.Trace.Complete.complete(text, opts) end)
 
   @doc "Pauses tracing: nothing is recorded until `resume/1`."
   @spec pause(t()) :: :ok
@@ -455,10 +467,19 @@ defmodule Kino.Trace do
     trace
   end
 
-  defp call(%__MODULE__{session: pid}, request) do
-    GenServer.call(pid, request, 30_000)
-  catch
-    :exit, {:noproc, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
-    :exit, {:normal, _} -> raise ArgumentError, "the trace has ended (its session process is gone)"
+  # A request to the trace's session (Kino.Trace.Front: nothing runs in the caller but
+  # the request and its reply).
+  defp call(%__MODULE__{session: pid}, request, timeout \\ @call_timeout) do
+    case Front.call(pid, request, timeout) do
+      {:ok, reply} -> reply
+      {:exit, reason} -> Front.run(fn -> call_failed(reason, pid, request, timeout) end)
+    end
   end
+
+  # Raises as the request failed: ArgumentError when the session is gone, else exits as
+  # GenServer.call does.
+  defp call_failed(reason, _pid, _request, _timeout) when reason in [:noproc, :normal],
+    do: raise(ArgumentError, "the trace has ended (its session process is gone)")
+
+  defp call_failed(reason, pid, request, timeout), do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
 end

@@ -62,15 +62,24 @@ defmodule Kino.Trace.Application do
     # after their modules, which read them only when they exist
     Enum.each([Kino.Trace.TailCalls, Kino.Trace.Complete.Modules], &new_cache/1)
 
+    # Kino.Trace.Internal first: the others are kino_trace's own processes, registered
+    # there as they start (and restart), so no trace records them
     children = [
-      Kino.Trace.Internal,
-      Kino.Trace.Final,
-      Kino.Trace.Reaper,
-      {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
+      Kino.Trace.Internal
+      | Enum.map(
+          [
+            Kino.Trace.Front,
+            Kino.Trace.Final,
+            Kino.Trace.Reaper,
+            {DynamicSupervisor, name: Kino.Trace.SessionSupervisor, strategy: :one_for_one}
+          ],
+          &Kino.Trace.Internal.child_spec_of_own/1
+        )
     ]
 
     with {:ok, pid} <-
            Supervisor.start_link(children, strategy: :one_for_one, name: Kino.Trace.Supervisor) do
+      Kino.Trace.Internal.register(pid)
       register_smart_cell()
       # loaded now, not by a session's first drain: loading waits for every scheduler, so
       # a traced loop could grow its stack meanwhile, before the stack guard moves it

@@ -48,7 +48,7 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias Kino.Trace.{MFA, Options, Pattern, Plan, Reaper}
+  alias Kino.Trace.{Front, MFA, Options, Pattern, Plan, Reaper}
   alias Kino.Trace.Capture.{Collector, Sends}
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
@@ -253,6 +253,32 @@ defmodule Kino.Trace.Capture do
 
   @doc false
   def run(patterns, fun, opts) do
+    # Only the block runs in the caller: setting up and collecting run in kino_trace's
+    # own processes (Kino.Trace.Front), so no trace, this one or another, records them.
+    owner = self()
+    setup = Front.run(fn -> start(patterns, opts, owner) end)
+
+    {result, t0, t1} =
+      try do
+        t0 = :erlang.monotonic_time(:nanosecond)
+        result = fun.()
+        {result, t0, :erlang.monotonic_time(:nanosecond)}
+      catch
+        kind, reason ->
+          Front.run(fn -> stop(setup) end)
+          :erlang.raise(kind, reason, __STACKTRACE__)
+      end
+
+    Front.run(fn ->
+      try do
+        collect(setup, owner, result, t0, t1)
+      after
+        stop(setup)
+      end
+    end)
+  end
+
+  defp start(patterns, opts, owner) do
     {extra_pids, opts} = Keyword.pop(opts, :pids, [])
     {messages?, opts} = Keyword.pop(opts, :messages, false)
     {processes?, opts} = Keyword.pop(opts, :processes, false)
@@ -269,7 +295,7 @@ defmodule Kino.Trace.Capture do
         do: [],
         else: Options.validate!(pids: extra_pids)[:pids] |> Options.resolve_pids()
 
-    targets = [self() | extra_pids]
+    targets = [owner | extra_pids]
 
     what =
       [calls: patterns] ++
@@ -278,15 +304,15 @@ defmodule Kino.Trace.Capture do
     plan = Plan.new!(what, Keyword.put(opts, :pids, targets), @defaults)
 
     # started before the trace, so it is not one of the processes the block spawns
-    collector = Collector.start()
-    started = System.monotonic_time(:millisecond)
+    collector = Collector.start(owner)
+    started = System.monotonic_time(:nanosecond)
     # read before the BIF patterns are set, and again after the block (see Reaper)
     bifs = bifs(plan)
     switch_offs = if bifs != [], do: Reaper.switch_offs()
 
     {trace, sends} =
       try do
-        trace = Kino.Trace.run(plan)
+        trace = Kino.Trace.run(plan, owner)
         Kino.Trace.subscribe(trace, collector)
         {trace, Sends.start(targets, opts[:children], trace.session)}
       rescue
@@ -295,32 +321,44 @@ defmodule Kino.Trace.Capture do
           reraise e, __STACKTRACE__
       end
 
-    try do
-      t0 = System.monotonic_time(:nanosecond)
-      result = fun.()
-      t1 = System.monotonic_time(:nanosecond)
-      ran = System.monotonic_time(:millisecond) - started
-      {events, info} = collect(trace, collector)
-      events = Enum.filter(events, &in_block?(&1, self(), t0, t1))
-      untraced_bifs = if bifs != [] and Reaper.switch_offs() != switch_offs, do: bifs, else: []
-
-      %__MODULE__{
-        events: events,
-        result: result,
-        patterns: Enum.map(plan.calls.patterns, &Pattern.to_string/1),
-        info: info,
-        dropped: Map.merge(@no_drops, info.dropped),
-        truncated: ended_early(info, opts[:timeout], ran),
-        limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]}),
-        untraced_receivers: Sends.untraced(sends, trace),
-        untraced_bifs: untraced_bifs
-      }
-    after
-      Sends.stop(sends)
-      Kino.Trace.stop(trace)
-      Collector.stop(collector)
-    end
+    %{
+      plan: plan,
+      opts: opts,
+      collector: collector,
+      started: started,
+      trace: trace,
+      sends: sends,
+      bifs: bifs,
+      switch_offs: switch_offs
+    }
   end
+
+  defp stop(%{trace: trace, sends: sends, collector: collector}) do
+    Sends.stop(sends)
+    Kino.Trace.stop(trace)
+    Collector.stop(collector)
+  end
+
+  defp collect(%{trace: trace, opts: opts} = setup, owner, result, t0, t1) do
+    ran = System.convert_time_unit(t1 - setup.started, :nanosecond, :millisecond)
+    {events, info} = collect(trace, setup.collector)
+    events = Enum.filter(events, &in_block?(&1, owner, t0, t1))
+    bifs = setup.bifs
+    untraced_bifs = if bifs != [] and Reaper.switch_offs() != setup.switch_offs, do: bifs, else: []
+
+    %__MODULE__{
+      events: events,
+      result: result,
+      patterns: Enum.map(setup.plan.calls.patterns, &Pattern.to_string/1),
+      info: info,
+      dropped: Map.merge(@no_drops, info.dropped),
+      truncated: ended_early(info, opts[:timeout], ran),
+      limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]}),
+      untraced_receivers: Sends.untraced(setup.sends, trace),
+      untraced_bifs: untraced_bifs
+    }
+  end
+
 
   # The BIFs the capture traces (a pattern on every module covers them all).
   defp bifs(%Plan{calls: nil}), do: []

@@ -15,7 +15,9 @@ defmodule Kino.Trace.Internal do
 
   Whichever of the two comes second sees the other, so no pair is missed. An entry goes
   when its process exits, or when the process holding it exits (`register(pid,
-  holder)`, e.g. a printer holding the console's I/O processes while it prints).
+  holder)`, e.g. a printer holding the console's I/O processes while it prints). The
+  API's own work runs in such processes too (see Kino.Trace.Front), not in the process
+  that calls it.
 
       iex> Kino.Trace.Internal.register(self())
       :ok
@@ -39,11 +41,21 @@ defmodule Kino.Trace.Internal do
     if node(pid) == node() and table?() do
       holder = holder || pid
       :ets.insert(@table, {{:pid, pid, holder}})
+      # Until `pid` is untraced in every session, only BIFs and this module's functions
+      # (and :trace's): a process registering itself is traced meanwhile, and a trace of
+      # Enum or a stats session must not see it do that (issue 23 item 2).
+      untrace_in(:ets.select(@table, [{{{:session, :"$1", :_}}, [], [:"$1"]}]), pid)
       GenServer.cast(__MODULE__, {:watch, holder})
-      Enum.each(sessions(), &untrace(&1, pid))
     end
 
     :ok
+  end
+
+  defp untrace_in([], _pid), do: :ok
+
+  defp untrace_in([session | sessions], pid) do
+    untrace(session, pid)
+    untrace_in(sessions, pid)
   end
 
   @doc """
@@ -62,6 +74,24 @@ defmodule Kino.Trace.Internal do
     :ok
   end
 
+  @doc """
+  The child spec of `child` (as a supervisor takes it) whose process is registered as
+  one of kino_trace's own as soon as it has started, and again when it restarts.
+  """
+  @spec child_spec_of_own(Supervisor.child_spec() | {module(), term()} | module()) :: Supervisor.child_spec()
+  def child_spec_of_own(child) do
+    spec = Supervisor.child_spec(child, [])
+    %{spec | start: {__MODULE__, :start_own, [spec.start]}}
+  end
+
+  @doc false
+  def start_own({m, f, a}) do
+    with {:ok, pid} = started when is_pid(pid) <- apply(m, f, a) do
+      register(pid)
+      started
+    end
+  end
+
   @doc "Unregisters a trace session (before it is destroyed)."
   @spec remove_session(term()) :: :ok
   def remove_session(session) do
@@ -74,8 +104,6 @@ defmodule Kino.Trace.Internal do
   def pids do
     if table?(), do: @table |> :ets.match({{:pid, :"$1", :_}}) |> List.flatten() |> Enum.uniq(), else: []
   end
-
-  defp sessions, do: @table |> :ets.match({{:session, :"$1", :_}}) |> List.flatten()
 
   defp table?, do: :ets.whereis(@table) != :undefined
 

@@ -89,5 +89,11 @@ defmodule Kino.Trace.MessagePattern do
   end
 
   defp recv_guard(false), do: nil
-  defp recv_guard(true), do: quote(do: unquote(var(:__kino_node__)) != node())
+
+  # The VM's own messages (`:erlang.trace_delivered/1`'s answer, a timer's timeout) come
+  # from `:system` or `:clock_service` in place of a node, with no sender: local ones.
+  defp recv_guard(true) do
+    node = var(:__kino_node__)
+    quote do: unquote(node) != node() and unquote(node) != :system and unquote(node) != :clock_service
+  end
 end

@@ -33,6 +33,11 @@ defmodule Kino.Trace.Printer do
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%Kino.Trace{} = trace, opts \\ []) do
+    # in kino_trace's own process, with the caller's group leader (Kino.Trace.Front)
+    Kino.Trace.Front.run(fn -> start(trace, opts) end)
+  end
+
+  defp start(trace, opts) do
     device = Keyword.get(opts, :device, Process.group_leader())
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)

@@ -171,13 +171,15 @@ defmodule Kino.Trace.Session do
   defp start_remote(state), do: state
 
   defp set_process_flags(%{backend: backend, plan: plan}) do
-    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      trace_process!(backend, target, flags)
-    end
-
+    # the message specs first: until they are set every message of a traced process is
+    # recorded (local ones in a trace of messages(:distributed); issue 23 item 3)
     if messages = plan.messages do
       Backend.trace(backend, :send, [messages.specs.send, []])
       Backend.trace(backend, :recv, [messages.specs.recv, []])
+    end
+
+    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
+      trace_process!(backend, target, flags)
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
@@ -191,7 +193,7 @@ defmodule Kino.Trace.Session do
   defp restore(%{backend: backend, plan: plan} = state) do
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
       try do
-        Backend.trace(backend, :process, [target, true, flags])
+        trace_process!(backend, target, flags)
       rescue
         ArgumentError -> :ok
       end
@@ -221,6 +223,27 @@ defmodule Kino.Trace.Session do
     flags
   rescue
     ArgumentError -> []
+  end
+
+  # `:all` and `:existing` on this node: every process but kino_trace's own, one by one,
+  # so that none of those is traced even for a moment (Kino.Trace.Internal keeps them
+  # out of the session once it is added, but what they did meanwhile would be recorded:
+  # issue 23 item 3); `:new` ones are kept out as they register. (`:all` sets processes'
+  # flags, not ports', either way.)
+  defp trace_process!(%Backend{worker: nil} = backend, target, flags) when target in [:all, :existing] do
+    if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
+    own = MapSet.new([self() | Kino.Trace.Internal.pids()])
+
+    for pid <- Process.list(), not MapSet.member?(own, pid) do
+      try do
+        Backend.trace(backend, :process, [pid, true, flags])
+      rescue
+        # exited meanwhile
+        ArgumentError -> :ok
+      end
+    end
+
+    :ok
   end
 
   # A pid that exited since the options were checked is a bad target, not a crash.

@@ -26,7 +26,8 @@ defmodule Kino.Trace.Stats do
 
   ## What is measured
 
-    * calls - calls made in the traced processes
+    * calls - calls made in the traced processes (never in kino_trace's own: its
+      sessions, printers and widgets are not counted)
     * time - microseconds the function ran while its process was scheduled in. Waiting
       (`receive`, `Process.sleep/1`, a full run queue) is not counted; neither is time
       spent in other functions of the same stats session, which have their own rows.
@@ -58,9 +59,9 @@ defmodule Kino.Trace.Stats do
       once the stats session ends, its owner dies or the connection drops. A function's
       figures are added up over the nodes in one row; its per-process breakdown keeps
       the pids, so `node(pid)` tells where (registered names are shown for this node's
-      processes only; with `call_count` alone there is no per-process part). Reading or resetting a node's counters is
-      one round trip to it, however many functions. A node that goes away is marked
-      `:gone` in `info/1` and its figures leave later snapshots.
+      processes only). Reading or resetting a node's counters is one round trip to
+      it, however many functions. A node that goes away is marked `:gone` in
+      `info/1` and its figures leave later snapshots.
 
           stats = Kino.Trace.Stats.start(["MyApp.Repo"], nodes: [node(), :"app@host"])
 
@@ -68,7 +69,7 @@ defmodule Kino.Trace.Stats do
   sessions, call traces and other tools can count the same functions side by side.
   """
 
-  alias Kino.Trace.Pattern
+  alias Kino.Trace.{Front, Pattern}
   alias Kino.Trace.Plan.Lookup
   alias Kino.Trace.Stats.{Options, Server, Snapshot, Table, Targets}
 
@@ -87,12 +88,18 @@ defmodule Kino.Trace.Stats do
   """
   @spec start(term(), keyword()) :: t()
   def start(patterns, opts \\ []) do
+    # (the API's work runs in kino_trace's own processes: see Kino.Trace.Front)
+    owner = self()
+    Front.run(fn -> start(patterns, opts, owner) end)
+  end
+
+  defp start(patterns, opts, owner) do
     opts = Options.validate!(opts)
     nodes = if opts[:nodes], do: Kino.Trace.Nodes.resolve!(opts[:nodes]), else: [node()]
     # Every node is checked before anything is counted anywhere.
     parts = Enum.map(nodes, &part!(&1, patterns, opts))
 
-    case Server.start(self(), elem(hd(parts), 1), parts, opts) do
+    case Server.start(owner, elem(hd(parts), 1), parts, opts) do
       {:ok, pid, id} ->
         %__MODULE__{id: id, server: pid, node: node()}
 
@@ -149,9 +156,8 @@ defmodule Kino.Trace.Stats do
   @doc "Stops counting and ends the session. Returns `:ok`, also when already stopped."
   @spec stop(t()) :: :ok
   def stop(%__MODULE__{server: pid}) do
-    GenServer.call(pid, :stop)
-  catch
-    :exit, _ -> :ok
+    Front.call(pid, :stop, 5_000)
+    :ok
   end
 
   @doc """
@@ -164,14 +170,24 @@ defmodule Kino.Trace.Stats do
   def print(%__MODULE__{} = stats, opts), do: print(snapshot(stats), opts)
 
   def print(%Snapshot{} = snapshot, opts) do
-    {device, opts} = Keyword.pop(opts, :device, Process.group_leader())
-    IO.puts(device, Table.format(snapshot, opts))
+    # formatted in kino_trace's own process, with the caller's group leader
+    Front.run(fn ->
+      {device, opts} = Keyword.pop(opts, :device, Process.group_leader())
+      IO.puts(device, Table.format(snapshot, opts))
+    end)
   end
 
+  @call_timeout 30_000
+
   defp call(%__MODULE__{server: pid}, request) do
-    GenServer.call(pid, request, 30_000)
-  catch
-    :exit, {reason, _} when reason in [:noproc, :normal] ->
-      raise ArgumentError, "the stats session has ended (its process is gone)"
+    case Front.call(pid, request, @call_timeout) do
+      {:ok, reply} -> reply
+      {:exit, reason} -> Front.run(fn -> call_failed(reason, pid, request) end)
+    end
   end
+
+  defp call_failed(reason, _pid, _request) when reason in [:noproc, :normal],
+    do: raise(ArgumentError, "the stats session has ended (its process is gone)")
+
+  defp call_failed(reason, pid, request), do: exit({reason, {__MODULE__, :call, [pid, request, @call_timeout]}})
 end

@@ -27,6 +27,7 @@ defmodule Kino.Trace.LocalFallbackTest do
     test/kino/trace/lifecycle_test.exs
     test/kino/trace/caller_return_to_test.exs
     test/kino/trace/self_tracing_test.exs
+    test/kino/trace/own_work_test.exs
     test/kino/trace/session_test.exs
     test/kino/trace/bif_test.exs
     test/kino/trace/widget_payload_test.exs

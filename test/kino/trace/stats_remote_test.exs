@@ -63,12 +63,13 @@ defmodule Kino.Trace.StatsRemoteTest do
       assert calls_by_node(row) == %{node() => 300, n => 700}
       assert Map.keys(Stats.info(stats).nodes) |> Enum.sort() == Enum.sort([node(), n])
 
-      # call_count (no time, no memory): counted in every process, summed over nodes
+      # no time, no memory: calls counted per process all the same, summed over nodes
       counts = Stats.start([@double], nodes: [node(), n], time: false, memory: false)
-      assert Stats.info(counts).counters == [:call_count]
+      assert Stats.info(counts).counters == [:call_time]
       doubles(n, 40)
       Enum.each(1..2, &Echo.double/1)
-      assert %Snapshot{calls: 42, rows: [%Row{calls: 42, processes: []}]} = Stats.snapshot(counts)
+      assert %Snapshot{calls: 42, rows: [%Row{calls: 42, time_us: nil} = row]} = Stats.snapshot(counts)
+      assert calls_by_node(row) == %{node() => 2, n => 40}
       Stats.stop(counts)
       Stats.stop(stats)
     end

@@ -15,11 +15,9 @@ defmodule Kino.Trace.Capture.Collector do
       :ok
   """
 
-  @doc "Starts a collector for the calling process; it ends when that process does."
-  @spec start() :: pid()
-  def start do
-    owner = self()
-
+  @doc "Starts a collector for `owner` (the calling process); it ends when `owner` does."
+  @spec start(pid()) :: pid()
+  def start(owner \\ self()) do
     pid =
       spawn(fn ->
         ref = Process.monitor(owner)

@@ -55,29 +55,24 @@ defmodule Kino.Trace.Stats.Options do
   @doc """
   The VM counters to enable for validated options.
 
-  Calls are counted per process by `call_time` or `call_memory`, which honour the
-  `:pids` option. `call_count` counts calls in every process, so it is used only when
-  neither time nor memory is wanted and every process is traced; otherwise `call_time`
-  is enabled to count (its times are then not reported).
+  Calls are counted per process by `call_time` or `call_memory`, which count only in the
+  processes the session traces: those of the `:pids` option, never kino_trace's own
+  (`Kino.Trace.Internal`). When neither time nor memory is wanted, `call_time` counts
+  (its times are then not reported). `call_count` is never used: it counts in every
+  process, kino_trace's own included.
 
       iex> Kino.Trace.Stats.Options.counters(time: true, memory: false, pids: :all)
       [:call_time]
       iex> Kino.Trace.Stats.Options.counters(time: false, memory: false, pids: :all)
-      [:call_count]
-      iex> Kino.Trace.Stats.Options.counters(time: false, memory: false, pids: self())
       [:call_time]
+      iex> Kino.Trace.Stats.Options.counters(time: false, memory: true, pids: self())
+      [:call_memory]
   """
-  @spec counters(keyword()) :: [:call_count | :call_time | :call_memory]
+  @spec counters(keyword()) :: [:call_time | :call_memory]
   def counters(opts) do
-    case {opts[:time], opts[:memory], opts[:pids]} do
-      {false, false, :all} ->
-        [:call_count]
-
-      {false, false, _} ->
-        [:call_time]
-
-      {time, memory, _} ->
-        if(time, do: [:call_time], else: []) ++ if(memory, do: [:call_memory], else: [])
+    case {opts[:time], opts[:memory]} do
+      {false, false} -> [:call_time]
+      {time, memory} -> if(time, do: [:call_time], else: []) ++ if(memory, do: [:call_memory], else: [])
     end
   end
 end

@@ -1,7 +1,7 @@
 defmodule Kino.Trace.Stats.Server do
   @moduledoc """
   The process behind one stats session: it runs, on this node, one OTP `:trace` session
-  with the VM's call counters (`call_time`, `call_memory`, or `call_count`) on the
+  with the VM's call counters (`call_time`, `call_memory`) on the
   session's functions for each node counted (`Kino.Trace.Backend.start_counters/2`):
   this node's directly, another node's through a worker of kino_trace's agent there,
   so that node needs no kino_trace.
@@ -62,6 +62,9 @@ defmodule Kino.Trace.Stats.Server do
         try do
           Enum.each(state.parts, &set_process_flags(&1, opts))
           local = local_part(state)
+          # after the process flags (which may cover every process), before the counters:
+          # kino_trace's own processes (sessions, printers, widgets) are never counted
+          if local, do: Kino.Trace.Internal.add_session(local.backend.session)
 
           if local && Enum.any?(local.mfas, fn {m, f, a} -> Reaper.bif?(m, f, a) end),
             do: Reaper.bif_trace()
@@ -99,9 +102,10 @@ defmodule Kino.Trace.Stats.Server do
   defp local_part(state), do: Enum.find(state.parts, &Backend.local?(&1.backend))
 
   # call_time and call_memory count only in processes with the `call` flag in this
-  # session (call_count counts everywhere). With no call tracing on any function of this
-  # session, the flag produces no trace messages. The server untraces itself here; an
-  # agent keeps its own processes out of its sessions.
+  # session (which is why call_count, which counts everywhere, is never used). With no
+  # call tracing on any function of this session, the flag produces no trace messages.
+  # The server untraces itself here, and kino_trace's other processes are untraced by
+  # Kino.Trace.Internal; an agent keeps its own processes out of its sessions.
   defp set_process_flags(%{backend: backend, targets: targets}, opts) do
     flags = [:call] ++ if(opts[:children], do: [:set_on_spawn], else: [])
     ops = for target <- targets, do: {:process, [target, true, flags]}
@@ -177,7 +181,10 @@ defmodule Kino.Trace.Stats.Server do
   defp destroy(%{session: nil, parts: []} = state), do: state
 
   defp destroy(state) do
-    if state.session, do: Reaper.bif_trace_ended()
+    if state.session do
+      Kino.Trace.Internal.remove_session(state.session)
+      Reaper.bif_trace_ended()
+    end
 
     # (An agent that did not answer is not waited for again: its worker ends with this
     # server, or its keeper ends it.)
