@@ -59,7 +59,8 @@ defmodule Kino.Trace.FallbackMemoryTest do
 
       defp calls(x, n) do
         :erlang.bump_reductions(2000)
-        f(x) && calls(x, n - 1)
+        :ok = f(x)
+        calls(x, n - 1)
       end
 
       # The node's peak `:erlang.memory(:total)`, sampled every millisecond until
@@ -216,6 +217,38 @@ defmodule Kino.Trace.FallbackMemoryTest do
       for {event, x} <- Enum.zip(copied, small) do
         assert event.args == elem(:kino_trace_fallback.roundtrip([x], %{}), 0)
       end
+    end
+
+    # The tracer process suspended while 20 calls put ~3 MB in its mailbox: once it runs
+    # again, its guard finds more than mailbox_bytes (1 MB) there after the first message
+    # and switches tracing off; the rest is dropped and counted.
+    test "more bytes than mailbox_bytes in the mailbox trip the guard, whatever the count" do
+      handle = :kino_trace_fallback.new_session(self(), %{mailbox_bytes: 1024 * 1024})
+      tracer = :kino_trace_fallback.tracer(handle)
+      session = :trace.session_create(:fallback_memory_test, tracer, [])
+      on_exit(fn -> :trace.session_destroy(session) end)
+      :ok = :kino_trace_fallback.attach(handle, session)
+      :trace.function(session, {Flood, :f, 1}, [{:_, [], []}], [:local])
+      parent = self()
+      list = Enum.to_list(1..10_000)
+      pid = spawn(fn -> receive(do: (:go -> Enum.each(1..20, fn _ -> Flood.f(list) end))); send(parent, :called) end)
+      :trace.process(session, pid, true, :kino_trace_fallback.flags([:call]))
+
+      true = :erlang.suspend_process(tracer)
+      send(pid, :go)
+      assert_receive :called
+      KinoTraceTest.Helpers.trace_delivered(pid)
+      true = :erlang.resume_process(tracer)
+      # a request is answered after the messages before it
+      :ok = :kino_trace_fallback.attach(handle, session)
+
+      c = :kino_trace_fallback.counters(handle)
+      info = :kino_trace_fallback.info(handle)
+      :kino_trace_fallback.close(handle)
+      assert info.received == 20
+      assert c.accepted + c.dropped_queue_full == 20
+      assert info.guard_trips == 1 and c.dropped_queue_full >= 18
+      assert info.mailbox_bytes_peak > 1024 * 1024 and info.mailbox_peak <= 20
     end
 
     test "a bad mailbox_bytes is refused, naming it" do
