@@ -22,7 +22,7 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias Kino.Trace.{Event, MFA}
+  alias Kino.Trace.{Aliases, Event, MFA}
 
   @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
 
@@ -69,20 +69,23 @@ defmodule Kino.Trace.Printer do
     # Until subscribed, a trace on :all or :new processes follows this process: do
     # nothing it could see before then.
     receive do
-      :subscribed -> loop(trace.id, Process.monitor(trace.session), device, opts)
+      :subscribed -> loop(trace.id, Process.monitor(trace.session), device, opts, Aliases.new())
     after
       5_000 -> :ok
     end
   end
 
-  defp loop(id, ref, device, opts) do
+  # A reply sent to a process alias is printed as sent to the alias's owner, by the rule
+  # Mermaid and the widget use (Kino.Trace.Aliases).
+  defp loop(id, ref, device, opts, aliases) do
     receive do
       {:kino_trace, ^id, {:events, events}} ->
+        {events, aliases} = Aliases.resolve(aliases, events)
         IO.write(device, Enum.map(events, &[format(&1, opts), ?\n]))
-        loop(id, ref, device, opts)
+        loop(id, ref, device, opts, aliases)
 
       {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] ->
-        loop(id, ref, device, opts)
+        loop(id, ref, device, opts, aliases)
 
       {:kino_trace, ^id, {:status, status}} ->
         IO.write(device, colorize(["-- trace ", to_string(status), " --\n"], :faint, opts))

@@ -176,6 +176,37 @@ defmodule Kino.Trace.PrinterTest do
     end
   end
 
+  describe "replies to a process alias" do
+    test "a GenServer reply prints as sent to the caller, not to a #Reference (issue 23 item 4)" do
+      {:ok, io} = StringIO.open("")
+      {:ok, agent} = Agent.start_link(fn -> 7 end)
+      trace = Trace.messages([agent], print: [device: io, colors: false, time: false])
+      assert Agent.get(agent, & &1) == 7
+      assert Agent.get(agent, &(&1 + 1)) == 8
+      ref = :erlang.trace_delivered(agent)
+      assert_receive {:trace_delivered, ^agent, ^ref}
+      Trace.flush(trace)
+      output = await_sends(io, 2)
+      :ok = Trace.stop(trace)
+
+      sends = for line <- String.split(output, "\n"), line =~ " send ", do: line
+      assert length(sends) == 2, output
+      for line <- sends, do: assert(String.ends_with?(line, " to " <> inspect(self())), output)
+      refute output =~ " to #Reference"
+    end
+  end
+
+  defp await_sends(io, n, tries \\ 500) do
+    {_, output} = StringIO.contents(io)
+    sends = for line <- String.split(output, "\n"), line =~ " send ", do: line
+
+    cond do
+      length(sends) >= n -> output
+      tries == 0 -> flunk("the printer printed fewer than #{n} sends:\n#{output}")
+      true -> Process.sleep(10) && await_sends(io, n, tries - 1)
+    end
+  end
+
   defp await_output(io, text, tries \\ 500) do
     {_, output} = StringIO.contents(io)
 
