@@ -306,9 +306,10 @@ defmodule Kino.Trace.Capture do
     # started before the trace, so it is not one of the processes the block spawns
     collector = Collector.start(owner)
     started = System.monotonic_time(:nanosecond)
-    # read before the BIF patterns are set, and again after the block (see Reaper)
+    # BIF tracing watched from before the BIF patterns are set to after the block's
+    # calls were delivered (see Reaper)
     bifs = bifs(plan)
-    switch_offs = if bifs != [], do: Reaper.switch_offs()
+    {watch, switch_offs} = if bifs != [], do: Reaper.watch(owner), else: {nil, 0}
 
     {trace, sends} =
       try do
@@ -318,6 +319,7 @@ defmodule Kino.Trace.Capture do
       rescue
         e ->
           Collector.stop(collector)
+          Reaper.unwatch(watch)
           reraise e, __STACKTRACE__
       end
 
@@ -329,11 +331,13 @@ defmodule Kino.Trace.Capture do
       trace: trace,
       sends: sends,
       bifs: bifs,
+      watch: watch,
       switch_offs: switch_offs
     }
   end
 
-  defp stop(%{trace: trace, sends: sends, collector: collector}) do
+  defp stop(%{trace: trace, sends: sends, collector: collector, watch: watch}) do
+    Reaper.unwatch(watch)
     Sends.stop(sends)
     Kino.Trace.stop(trace)
     Collector.stop(collector)
@@ -344,7 +348,7 @@ defmodule Kino.Trace.Capture do
     {events, info} = collect(trace, setup.collector)
     events = Enum.filter(events, &in_block?(&1, owner, t0, t1))
     bifs = setup.bifs
-    untraced_bifs = if bifs != [] and Reaper.switch_offs() != setup.switch_offs, do: bifs, else: []
+    untraced_bifs = if bifs != [] and Reaper.unwatch(setup.watch) != setup.switch_offs, do: bifs, else: []
 
     %__MODULE__{
       events: events,

@@ -26,13 +26,16 @@ defmodule Kino.Trace.Reaper do
 
   ## The canary
 
-  Whatever switched BIF tracing off (another tool, the bound above), it is seen: the
-  reaper traces one BIF, `:erlang.adler32_combine/3`, in a session of its own, for one
-  process of its own that only calls it when `switch_offs/0` asks. When that call is not
-  traced, BIF tracing was switched off since the previous check: the count goes up, the
-  canary is set again and the running traces of BIFs set their patterns again at once. A trace that reads
-  the count before it sets its BIF patterns and again once its calls were delivered
-  (as `Kino.Trace.capture/3` does) knows whether it may have lost some.
+  Whatever switched BIF tracing off (another tool, the bound above), it is seen while
+  someone watches: from `watch/1` to `unwatch/1` the reaper traces one BIF,
+  `:erlang.adler32_combine/3`, in a session of its own, for one process of its own that
+  only calls it when a check asks. When that call is not traced, BIF tracing was switched
+  off since the previous check: the count goes up, the canary is set again and the
+  running traces of BIFs set their patterns again at once. A trace that watches before
+  it sets its BIF patterns and unwatches once its calls were delivered (as
+  `Kino.Trace.capture/3` does) knows from the two counts whether it may have lost some.
+  With no one watching there is no canary: no session, no process (its session goes as
+  any other, parked while a trace of BIFs runs).
 
       iex> session = :trace.session_create(:reaper_doc, self(), [])
       iex> Kino.Trace.Reaper.destroy(session)
@@ -76,17 +79,22 @@ defmodule Kino.Trace.Reaper do
   def parked, do: call(:parked, 0)
 
   @doc """
-  Checks whether BIF tracing was switched off (see the canary above) and returns how
-  many times it was found so, from the start. The same count before a trace set its
-  BIF patterns and after its calls were delivered means none of them was lost to a
-  switch-off.
+  Starts watching for BIF tracing being switched off (see the canary above), until
+  `unwatch/1` or until `owner` exits. Returns the watch and how many times a switch-off
+  was found so far. The same count from `unwatch/1`, called once a trace's calls were
+  delivered, means none of them was lost to a switch-off.
 
-      iex> n = Kino.Trace.Reaper.switch_offs()
-      iex> Kino.Trace.Reaper.switch_offs() == n
+      iex> {watch, n} = Kino.Trace.Reaper.watch(self())
+      iex> Kino.Trace.Reaper.unwatch(watch) == n
       true
   """
-  @spec switch_offs() :: non_neg_integer()
-  def switch_offs, do: call(:switch_offs, 0)
+  @spec watch(pid()) :: {reference() | nil, non_neg_integer()}
+  def watch(owner) when is_pid(owner), do: call({:watch, owner}, {nil, 0})
+
+  @doc "Checks once more, ends the watch and returns the count (see `watch/1`)."
+  @spec unwatch(reference() | nil) :: non_neg_integer()
+  def unwatch(nil), do: 0
+  def unwatch(watch) when is_reference(watch), do: call({:unwatch, watch}, 0)
 
   @doc """
   The `:trace.function/4` calls (as `{:function, args}`, see `Kino.Trace.Backend.run/3`)
@@ -122,14 +130,9 @@ defmodule Kino.Trace.Reaper do
 
   @impl true
   def init([]) do
-    # (a process cannot trace itself: the reaper traces a process that calls the canary)
-    caller = spawn_link(&canary_caller/0)
-    # none of kino_trace's traces records these two
-    Enum.each([self(), caller], &Kino.Trace.Internal.register/1)
-    canary = :trace.session_create(:kino_trace_canary, self(), [])
-    :trace.process(canary, caller, true, [:call])
-    arm(canary)
-    {:ok, %{bif_traces: %{}, parked: [], canary: canary, caller: caller, switch_offs: 0}}
+    # none of kino_trace's traces records the reaper
+    Kino.Trace.Internal.register(self())
+    {:ok, %{bif_traces: %{}, parked: [], canary: nil, caller: nil, watchers: %{}, switch_offs: 0}}
   end
 
   @impl true
@@ -143,35 +146,79 @@ defmodule Kino.Trace.Reaper do
   end
 
   def handle_call({:destroy, session, functions}, _from, state) do
+    {:reply, :ok, destroy(state, session, functions)}
+  end
+
+  def handle_call(:parked, _from, state), do: {:reply, length(state.parked), state}
+
+  def handle_call({:watch, owner}, _from, state) do
+    state = state |> ensure_canary() |> check_canary()
+    watch = Process.monitor(owner)
+    {:reply, {watch, state.switch_offs}, %{state | watchers: Map.put(state.watchers, watch, owner)}}
+  end
+
+  def handle_call({:unwatch, watch}, _from, %{watchers: watchers} = state) when is_map_key(watchers, watch) do
+    state = check_canary(state)
+    Process.demonitor(watch, [:flush])
+    {:reply, state.switch_offs, unwatched(state, watch)}
+  end
+
+  def handle_call({:unwatch, _ended}, _from, state), do: {:reply, state.switch_offs, state}
+
+  @impl true
+  def handle_info({:DOWN, ref, :process, pid, _reason}, state) do
+    state = if Map.has_key?(state.watchers, ref), do: unwatched(state, ref), else: ended(state, pid)
+    {:noreply, state}
+  end
+  # (the canary's, none expected outside check_canary/1)
+  def handle_info({:trace, _pid, :call, _mfa}, state), do: {:noreply, state}
+
+  # Destroys a session now, or parks it while a trace of BIFs runs.
+  defp destroy(state, session, functions) do
     cond do
       state.bif_traces == %{} ->
         :trace.session_destroy(session)
-        {:reply, :ok, state}
+        state
 
       # Bounded: past @max_parked the parked sessions go after all, and the traces of
       # BIFs set their patterns again at once.
       length(state.parked) >= @max_parked ->
         Enum.each([session | state.parked], &:trace.session_destroy/1)
         for pid <- Map.keys(state.bif_traces), do: send(pid, :reassert_bifs)
-        {:reply, :ok, %{state | parked: []}}
+        %{state | parked: []}
 
       true ->
         quiet(session, functions)
-        {:reply, :ok, %{state | parked: [session | state.parked]}}
+        %{state | parked: [session | state.parked]}
     end
   end
 
-  def handle_call(:parked, _from, state), do: {:reply, length(state.parked), state}
-
-  def handle_call(:switch_offs, _from, state) do
-    state = check_canary(state)
-    {:reply, state.switch_offs, state}
+  # The canary while someone watches (a process cannot trace itself: the reaper traces
+  # a process of its own that calls the canary; no trace of kino_trace's records it).
+  defp ensure_canary(%{canary: nil} = state) do
+    caller = spawn_link(&canary_caller/0)
+    Kino.Trace.Internal.register(caller)
+    canary = :trace.session_create(:kino_trace_canary, self(), [])
+    :trace.process(canary, caller, true, [:call])
+    arm(canary)
+    %{state | canary: canary, caller: caller}
   end
 
-  @impl true
-  def handle_info({:DOWN, _ref, :process, pid, _reason}, state), do: {:noreply, ended(state, pid)}
-  # (the canary's, none expected outside check_canary/1)
-  def handle_info({:trace, _pid, :call, _mfa}, state), do: {:noreply, state}
+  defp ensure_canary(state), do: state
+
+  # The last watch gone, so is the canary (its session as any other: parked while a
+  # trace of BIFs runs, since destroying it would switch their BIFs off).
+  defp unwatched(state, watch) do
+    state = %{state | watchers: Map.delete(state.watchers, watch)}
+
+    if state.watchers == %{} and state.canary != nil do
+      Process.unlink(state.caller)
+      Process.exit(state.caller, :kill)
+      destroy(%{state | canary: nil, caller: nil}, state.canary, [])
+    else
+      state
+    end
+  end
 
   defp ended(state, pid) do
     {ref, refs} = Map.pop(state.bif_traces, pid)

@@ -127,6 +127,42 @@ defmodule Kino.Trace.CaptureBifTest do
     end
   end
 
+  defp canary_sessions, do: for({:kino_trace_canary, _} = s <- :trace.session_info(:all), do: s)
+
+  test "the canary is there only while a capture of BIFs watches: no session of it before or after" do
+    assert canary_sessions() == []
+    table = :ets.new(:kino_trace_capture_bif, [:public])
+    me = self()
+
+    capture =
+      Kino.Trace.capture([":ets.insert/2"], fn ->
+        send(me, {:during, canary_sessions()})
+        :ets.insert(table, {:a, 1})
+      end)
+
+    assert_received {:during, [_canary]}
+    assert Capture.complete?(capture)
+    assert inserts(capture) == 1
+    # with no trace of BIFs left running, its session is destroyed, not parked
+    assert Kino.Trace.Reaper.parked() == 0
+    assert canary_sessions() == []
+
+    # a capture that raises lets it go too, as does one whose owner exits
+    assert_raise RuntimeError, fn -> Kino.Trace.capture([":ets.insert/2"], fn -> raise "boom" end) end
+    assert canary_sessions() == []
+
+    {pid, ref} =
+      spawn_monitor(fn ->
+        Kino.Trace.capture([":ets.insert/2"], fn -> send(me, :capturing) && Process.sleep(:infinity) end)
+      end)
+
+    assert_receive :capturing
+    assert [_] = canary_sessions()
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+    KinoTraceTest.Helpers.wait_until(fn -> canary_sessions() == [] end)
+  end
+
   test "changing a trace's patterns away from a BIF does not switch off that BIF in another session" do
     worker = Worker.start()
     table = :ets.new(:kino_trace_capture_bif, [:public])
