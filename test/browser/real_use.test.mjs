@@ -116,6 +116,32 @@ await check("the details pane shows the struct, cut", async () => {
   }
 });
 
+// --- issue 23 item 2: stats(["Enum"]) beside its own busy stats widget --------------------
+console.log("stats of Enum beside the stats widget itself:");
+{
+  const S = fixture.stats;
+  const stats = await openWidget(browser, base, S.connect, { errors, external, bundle: "stats-build" });
+  await emit(stats, "snapshot", S.update);
+
+  await check("the user's Enum.map/2 calls are counted, in the user's process", async () => {
+    await stats.click('tr[data-key="Enum.map/2"] td:first-child');
+    await stats.waitForSelector('[data-testid="drill"]');
+    const pids = await stats.$$eval('[data-testid="drill"] > tbody > tr', (trs) => trs.map((tr) => tr.dataset.pid));
+    assert(pids.includes(S.user), `Enum.map/2 drill-down ${pids} lacks the user's ${S.user}`);
+  });
+
+  await check("no row counts a call of the stats widget's own process", async () => {
+    const keys = await stats.$$eval(".kt-table > tbody > tr[data-key]", (trs) => trs.map((tr) => tr.dataset.key));
+    assert(keys.length === S.update.snapshot.rows.length, `${keys.length} rows for ${S.update.snapshot.rows.length}`);
+    for (const key of keys) {
+      await stats.click(`tr[data-key="${key.replace(/"/g, '\\"')}"] td:first-child`);
+      await stats.waitForSelector('[data-testid="drill"]');
+      const pids = await stats.$$eval('[data-testid="drill"] > tbody > tr', (trs) => trs.map((tr) => tr.dataset.pid));
+      assert(!pids.includes(S.widget), `${key} counts the widget's own process ${S.widget}: ${pids}`);
+    }
+  });
+}
+
 await check("no page errors and no external network loads", async () => {
   assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
   assert(external.length === 0, `external requests: ${external.join(", ")}`);

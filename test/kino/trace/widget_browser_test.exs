@@ -208,7 +208,45 @@ defmodule Kino.Trace.WidgetBrowserTest do
 
     assert length(structs.shown) == 2
 
-    run_browser("real_use.test.mjs", %{replies: replies, structs: structs})
+    run_browser("real_use.test.mjs", %{replies: replies, structs: structs, stats: stats_fixture()})
+  end
+
+  # issue 23 item 2: Kino.Trace.stats(["Enum"]) open beside its own busy stats widget (the
+  # widget's process, where Kino runs the controller, refreshing again and again) and a
+  # user's process calling Enum.map/2: the widget's own calls are in no row.
+  defp stats_fixture do
+    stats = Kino.Trace.stats(["Enum"])
+    on_exit(fn -> Kino.Trace.stop(stats) end)
+    me = self()
+
+    widget =
+      spawn_link(fn ->
+        {controller, _} = StatsController.init(stats, lifeline: false)
+        {connect, controller} = StatsController.connect(controller)
+        send(me, {:widget, self(), connect})
+
+        receive do
+          :refresh ->
+            # the last snapshot of 20 refreshes (one with nothing new is a "tick")
+            {update, _} =
+              Enum.reduce(1..20, {nil, controller}, fn _, {update, c} ->
+                {:ok, effects, c} = StatsController.handle_info(c, :refresh)
+                {Enum.find_value(effects, update, &match?({:broadcast, "snapshot", _}, &1) && elem(&1, 2)), c}
+              end)
+
+            send(me, {:update, update})
+        end
+      end)
+
+    assert_receive {:widget, ^widget, connect}
+    user = Task.async(fn -> for(i <- 1..50, do: Enum.map([i, i + 1], &(&1 * 2))) && self() end) |> Task.await()
+    send(widget, :refresh)
+    assert_receive {:update, update}, 10_000
+    rows = update.snapshot.rows
+    map = Enum.find(rows, &(&1.key == "Enum.map/2"))
+    assert map, "no Enum.map/2 row: #{inspect(Enum.map(rows, & &1.key))}"
+    assert inspect(user) in Enum.map(map.processes, & &1.pid)
+    %{connect: connect, update: update, widget: inspect(widget), user: inspect(user)}
   end
 
   defp replies_fixture(name, caller_traced?) do
