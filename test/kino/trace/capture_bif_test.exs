@@ -153,7 +153,10 @@ defmodule Kino.Trace.CaptureBifTest do
 
     {pid, ref} =
       spawn_monitor(fn ->
-        Kino.Trace.capture([":ets.insert/2"], fn -> send(me, :capturing) && Process.sleep(:infinity) end)
+        Kino.Trace.capture([":ets.insert/2"], fn ->
+          send(me, :capturing)
+          Process.sleep(:infinity)
+        end)
       end)
 
     assert_receive :capturing
