@@ -59,15 +59,17 @@ defmodule Kino.Trace.Internal do
   end
 
   @doc """
-  Registers a trace session (its handle from `:trace.session_create/3`, owned by the
-  calling process): it stops tracing every registered process now and every one
-  registered later, until `remove_session/1` or until the caller exits.
+  Registers a trace session (its handle from `:trace.session_create/3`): it stops
+  tracing every registered process now and every one registered later, until
+  `remove_session/1` or until `holder` (the process the session lives for, by default
+  the caller) exits. The entry holds the session's handle, so the holder must be the
+  process whose exit ends the session: a longer-lived one would keep it for good.
   """
-  @spec add_session(term()) :: :ok
-  def add_session(session) do
+  @spec add_session(term(), pid()) :: :ok
+  def add_session(session, holder \\ self()) when is_pid(holder) do
     if table?() do
-      :ets.insert(@table, {{:session, session, self()}})
-      GenServer.cast(__MODULE__, {:watch, self()})
+      :ets.insert(@table, {{:session, session, holder}})
+      GenServer.cast(__MODULE__, {:watch, holder})
       Enum.each(pids(), &untrace(session, &1))
     end
 

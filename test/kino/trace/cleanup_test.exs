@@ -176,4 +176,24 @@ defmodule Kino.Trace.CleanupTest do
     assert DynamicSupervisor.count_children(Kino.Trace.SessionSupervisor).active == children
   end
 
+  # Its trace of sends was registered under the pool worker that set it up, which lives
+  # on: the entry kept the OTP session alive for good (OTP 29's full suite found it).
+  test "capture/3 whose process is killed inside the block leaves no trace session", %{children: children} do
+    me = self()
+
+    {pid, ref} =
+      spawn_monitor(fn ->
+        Trace.capture([&Math.echo/1], fn ->
+          send(me, :capturing)
+          Process.sleep(:infinity)
+        end)
+      end)
+
+    assert_receive :capturing
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+    wait_until(fn -> kino_sessions() == [] end)
+    assert DynamicSupervisor.count_children(Kino.Trace.SessionSupervisor).active == children
+  end
+
 end

@@ -56,13 +56,15 @@ defmodule Kino.Trace.Capture.Sends do
   @type receiver :: atom() | {:global, term()} | pid()
 
   @doc """
-  Starts tracing the sends of `targets` (the capture's resolved `:pids`), and of their
-  children when `children?`. `owner` is the capture's trace session process, which
-  outlives the block and ignores the native session's wake-ups: nothing drains this
-  trace before `untraced/2`, so no message ever reaches the block's processes.
+  Starts tracing the sends of `targets` (the capture's resolved `:pids`, the block's
+  process first), and of their children when `children?`. `owner` is the capture's
+  trace session process, which outlives the block and ignores the native session's
+  wake-ups: nothing drains this trace before `untraced/2`, so no message ever reaches
+  the block's processes. Should the block's process exit before `stop/1`, the session
+  goes with it.
   """
-  @spec start([pid() | :all | :new | :existing], boolean(), pid()) :: t()
-  def start(targets, children?, owner) do
+  @spec start([pid() | :all | :new | :existing, ...], boolean(), pid()) :: t()
+  def start([block | _] = targets, children?, owner) when is_pid(block) do
     limits = Map.put(@caps, :queue, events: @max_sends, bytes: 64 * @max_sends)
     # the tracer this node runs (native, or the fallback: not attached, its mailbox
     # guard drops and counts until its mailbox is empty, which only shortens the hint)
@@ -80,9 +82,10 @@ defmodule Kino.Trace.Capture.Sends do
     end
 
     :trace.send(session, spec(targets), [])
-    # Every kino_trace process stays untraced. Should the block's process be killed
-    # before stop/1, the session goes with the last reference to its handle.
-    Internal.add_session(session)
+    # Every kino_trace process stays untraced. Held for the block's process, not the
+    # caller (a pool worker that lives on): should the block's process be killed before
+    # stop/1, the entry goes, and the session with the last reference to its handle.
+    Internal.add_session(session, block)
     %__MODULE__{session: session, tracer: tracer}
   end
 
