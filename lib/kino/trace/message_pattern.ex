@@ -83,8 +83,9 @@ defmodule Kino.Trace.MessagePattern do
   defp send_guard(true) do
     to = var(:__kino_to__)
 
+    # a pid, an alias (a GenServer's reply to a caller) or {name, node}
     quote do:
-            (is_pid(unquote(to)) and node(unquote(to)) != node()) or
+            ((is_pid(unquote(to)) or is_reference(unquote(to))) and node(unquote(to)) != node()) or
               (is_tuple(unquote(to)) and elem(unquote(to), 1) != node())
   end
 

@@ -103,6 +103,26 @@ defmodule Kino.Trace.DistributedTest do
     Kino.Trace.stop(trace)
   end
 
+  # A GenServer's reply to a caller on another node goes to the caller's alias (a
+  # reference of that node), not to its pid: it crosses nodes all the same.
+  test "the distributed preset catches a reply to another node's alias" do
+    {_peer, n1} = start_peer(:dist_alias)
+    {:ok, agent} = Agent.start(fn -> :kino_trace_alias_state end)
+    trace = Kino.Trace.messages(:distributed)
+
+    assert :erpc.call(n1, :sys, :get_state, [agent]) == :kino_trace_alias_state
+
+    events =
+      await_events(trace, fn events ->
+        Enum.any?(events, &(&1.kind == :send and &1.pid == agent and match?({_, {:ok, :kino_trace_alias_state}}, &1.data)))
+      end)
+
+    reply = Enum.find(events, &(&1.kind == :send and &1.pid == agent))
+    assert is_reference(reply.peer) and node(reply.peer) == n1
+    Kino.Trace.stop(trace)
+    Agent.stop(agent)
+  end
+
   test "set_patterns, pause and resume reach every node" do
     {_p1, n1} = start_peer(:patterns)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.start_echo/0"], nodes: [node(), n1])
