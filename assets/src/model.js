@@ -90,7 +90,7 @@ export class LogModel {
     if (!event.mfa || !["call", "return", "exception"].includes(event.kind)) return;
     let s = this.stats.get(event.mfa);
     if (!s) {
-      s = { mfa: event.mfa, count: 0, total: 0, timed: 0, max: 0, exceptions: 0 };
+      s = { mfa: event.mfa, label: event.mfa_label || undefined, count: 0, total: 0, timed: 0, max: 0, exceptions: 0 };
       this.stats.set(event.mfa, s);
     }
     if (event.kind === "call") s.count++;
@@ -102,12 +102,17 @@ export class LogModel {
     if (event.kind === "exception") s.exceptions++;
   }
 
-  /** Per-function rows for the stats table. */
+  /**
+   * Per-function rows for the stats table: `label` is how the function reads (when it
+   * differs from `mfa`); the times are null when no return was timed (a trace without
+   * returns does not know them).
+   */
   statsRows() {
     return Array.from(this.stats.values(), (s) => ({
       mfa: s.mfa,
+      label: s.label,
       count: s.count,
-      total: s.total,
+      total: s.timed ? s.total : null,
       mean: s.timed ? s.total / s.timed : null,
       max: s.timed ? s.max : null,
       exceptions: s.exceptions,
