@@ -53,6 +53,16 @@ export function who(entry) {
   return entry.name || entry.pid || "";
 }
 
+/**
+ * A node's short label for a badge: its name without the host (`livebook` for
+ * `livebook@127.0.0.1`); the whole node when it has no name part.
+ */
+export function shortNode(node) {
+  if (!node) return "";
+  const at = node.indexOf("@");
+  return at > 0 ? node.slice(0, at) : node;
+}
+
 /** Who ran the event, with its node when the event comes from another node. */
 export function whoWithNode(entry) {
   const name = who(entry);
