@@ -92,8 +92,11 @@ defmodule Kino.Trace.MFA do
   @spec label({module_name(), function_name(), arity_spec()}) :: String.t()
   def label({module, function, arity} = mfa) do
     case made_in(function) do
-      {name, parent_arity} -> "anonymous fn" <> with_arity("", arity) <> " in " <> parent(module, name, parent_arity)
-      nil -> __MODULE__.to_string(mfa)
+      {name, parent_arity} ->
+        "anonymous fn" <> with_arity("", arity) <> " in " <> parent(module, name, parent_arity)
+
+      nil ->
+        __MODULE__.to_string(mfa)
     end
   end
 
