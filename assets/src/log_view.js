@@ -56,6 +56,9 @@ export class LogView {
 
   /** Redraws after the model or its filter changed. */
   update() {
+    // no duration or result yet (a trace without returns, of messages only): no column
+    this.el.classList.toggle("kt-no-durations", this.model.timed === 0);
+    this.el.classList.toggle("kt-no-outcomes", this.model.outcomes === 0);
     this.list.update();
     this.emptyEl.hidden = this.model.viewLength > 0;
     this.emptyEl.textContent = this.model.filter ? "No entry matches the filter." : "Waiting for calls…";

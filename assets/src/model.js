@@ -24,6 +24,8 @@ export class LogModel {
     this.stats = new Map(); // mfa -> {mfa, count, total, timed, max, exceptions}
     this.nodes = new Set();
     this.messages = 0; // message and process events received
+    this.timed = 0; // events with a duration received (none in a trace without returns)
+    this.outcomes = 0; // events with something for the Result column (a return, a send...)
     this.received = 0;
     this.version = 0;
   }
@@ -52,6 +54,8 @@ export class LogModel {
       this.received++;
       if (event.node) this.nodes.add(event.node);
       if (isMessageKind(event.kind)) this.messages++;
+      if (event.duration != null) this.timed++;
+      if (entryOutcome(event) || event.kind === "return" || event.kind === "exception") this.outcomes++;
       this.countStats(event);
 
       if ((event.kind === "return" || event.kind === "exception") && event.call_id != null) {

@@ -47,6 +47,21 @@ describe("TraceWidget", () => {
     expect(rows[1].querySelector(".kt-c-who").title).toBe("#PID<13204.2465.0> livebook@127.0.0.1");
   });
 
+  // issue 25 item 3: an empty Duration column keeps no room
+  it("has no Duration or Result column until an event has one", async () => {
+    const w = await open();
+    const log = w.$(".kt-log");
+    const empty = () => ["kt-no-durations", "kt-no-outcomes"].map((c) => log.classList.contains(c));
+    expect(empty()).toEqual([true, true]);
+    w.emit("events", { events: [{ id: nextId++, kind: "send", pid: "#PID<0.1.0>", data: ":hi", peer: "#PID<0.2.0>" }] });
+    expect(empty()).toEqual([true, false]);
+    const [c] = w.widget.model.all();
+    w.emit("events", { events: [{ id: nextId++, kind: "return", mfa: "M.f/1", call_id: c.id, result: ":ok", duration: 1200, pid: c.pid, depth: 0 }] });
+    expect(empty()).toEqual([false, false]);
+    w.emit("clear", {});
+    expect(empty()).toEqual([true, true]);
+  });
+
   // issue 25 item 2
   it("says on hover what the header's events and the Log's count each count", async () => {
     const w = await open({ counters: { events: 4 } });

@@ -115,6 +115,18 @@ for (const width of [1000, 600]) {
     assert(Math.abs(stop.y + stop.h / 2 - (status.y + status.h / 2)) < 4, `the controls left the title's line: ${JSON.stringify([stop, status])}`);
   });
 
+  // issue 25 item 3: an empty Duration column keeps no width
+  await check(`${width} px: a trace without returns has no Result or Duration column; the call takes their room`, async () => {
+    const cells = await page.$$eval(".kt-vlist .kt-row", (rows) => {
+      const r = rows.find((row) => row.style.display !== "none");
+      const w = (s) => r.querySelector(s).getBoundingClientRect().width;
+      return { out: w(".kt-c-out"), dur: w(".kt-c-dur"), call: w(".kt-c-call"), row: r.getBoundingClientRect().width };
+    });
+    assert(cells.dur === 0 && cells.out === 0, `the Result and Duration columns are ${cells.out}px and ${cells.dur}px wide`);
+    assert(!(await page.isVisible(".kt-row-head .kt-c-dur")) && !(await page.isVisible(".kt-row-head .kt-c-out")), "an empty column's heading shows");
+    assert(cells.call >= 0.5 * cells.row, `call ${cells.call}px of ${cells.row}px`);
+  });
+
   // issue 25 item 4
   await check(`${width} px: the compiler-made function reads as an anonymous fn, its raw name in the details`, async () => {
     const calls = await page.$$eval(".kt-vlist .kt-row .kt-c-call", (els) => els.map((e) => e.textContent));
@@ -211,6 +223,7 @@ for (const width of [1000, 600]) {
     assert(cells.badge.shown && cells.badgeText === short, `node badge: ${JSON.stringify([cells.badge, cells.badgeText])}`);
     assert(cells.badge.right <= cells.who.right + 0.5 && cells.badge.x >= cells.who.x, `the badge is cut: ${JSON.stringify([cells.badge, cells.who])}`);
     assert(cells.callFits, `the call is cut: ${cells.callText} in ${cells.call.w}px`);
+    assert(cells.dur.shown && cells.dur.w > 40, `no Duration column where calls returned: ${JSON.stringify(cells.dur)}`);
     if (width === 600) {
       assert(/^\d\d\.\d{3}$/.test(cells.timeShown), `narrow time: ${cells.timeShown}`);
       assert(cells.call.w >= 0.3 * cells.row.w, `call ${cells.call.w}px of ${cells.row.w}px`);
