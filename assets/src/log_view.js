@@ -59,6 +59,8 @@ export class LogView {
     // no duration or result yet (a trace without returns, of messages only): no column
     this.el.classList.toggle("kt-no-durations", this.model.timed === 0);
     this.el.classList.toggle("kt-no-outcomes", this.model.outcomes === 0);
+    // a remote pid is longer, and has a node badge: a wider Process column
+    this.el.classList.toggle("kt-has-remote", this.model.remote > 0);
     this.list.update();
     this.emptyEl.hidden = this.model.viewLength > 0;
     this.emptyEl.textContent = this.model.filter ? "No entry matches the filter." : "Waiting for calls…";

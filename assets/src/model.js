@@ -26,6 +26,7 @@ export class LogModel {
     this.messages = 0; // message and process events received
     this.timed = 0; // events with a duration received (none in a trace without returns)
     this.outcomes = 0; // events with something for the Result column (a return, a send...)
+    this.remote = 0; // events of processes on other nodes than the widget's
     this.received = 0;
     this.version = 0;
   }
@@ -55,6 +56,7 @@ export class LogModel {
       if (event.node) this.nodes.add(event.node);
       if (isMessageKind(event.kind)) this.messages++;
       if (event.duration != null) this.timed++;
+      if (event.remote) this.remote++;
       if (entryOutcome(event) || event.kind === "return" || event.kind === "exception") this.outcomes++;
       this.countStats(event);
 

@@ -203,6 +203,11 @@ for (const width of [1000, 600]) {
           return { x: b.x, w: b.width, right: b.right, shown: getComputedStyle(el).display !== "none" && b.width > 0 };
         };
         const time = r.querySelector(".kt-c-time");
+        const fits = (el) => {
+          const range = document.createRange();
+          range.selectNodeContents(el);
+          return range.getBoundingClientRect().width <= el.getBoundingClientRect().width;
+        };
         return {
           row: box(r),
           time: box(time),
@@ -211,18 +216,31 @@ for (const width of [1000, 600]) {
           out: box(r.querySelector(".kt-c-out")),
           dur: box(r.querySelector(".kt-c-dur")),
           badge: box(r.querySelector(".kt-node-badge")),
+          node: box(r.querySelector(".kt-c-node")),
+          nodeShown: getComputedStyle(r.querySelector(".kt-c-node")).visibility === "visible" ? r.querySelector(".kt-c-node").textContent : "",
           badgeText: r.querySelector(".kt-node-badge").textContent,
           timeShown: time.innerText,
           callText: r.querySelector(".kt-c-call").textContent,
           callFits: r.querySelector(".kt-c-text").scrollWidth <= r.querySelector(".kt-c-call").clientWidth,
+          pidFits: fits(r.querySelector(".kt-who-text")),
+          pidShown: r.querySelector(".kt-who-text").innerText,
         };
       },
       remoteRow
     );
     const short = N.peer.split("@")[0];
-    assert(cells.badge.shown && cells.badgeText === short, `node badge: ${JSON.stringify([cells.badge, cells.badgeText])}`);
-    assert(cells.badge.right <= cells.who.right + 0.5 && cells.badge.x >= cells.who.x, `the badge is cut: ${JSON.stringify([cells.badge, cells.who])}`);
+    if (width === 600) {
+      // no room for a Node column: the remote process carries its node's short name
+      assert(cells.nodeShown === "", `a Node column at 600 px: ${cells.nodeShown}`);
+      assert(cells.badge.shown && cells.badgeText === short, `node badge: ${JSON.stringify([cells.badge, cells.badgeText])}`);
+      assert(cells.badge.right <= cells.who.right + 0.5 && cells.badge.x >= cells.who.x, `the badge is cut: ${JSON.stringify([cells.badge, cells.who])}`);
+    } else {
+      // a trace of two nodes has a Node column: it names the node, no badge repeats it
+      assert(cells.nodeShown === N.peer && cells.node.w > 50, `Node column: ${JSON.stringify([cells.nodeShown, cells.node])}`);
+      assert(!cells.badge.shown, "a badge beside the Node column");
+    }
     assert(cells.callFits, `the call is cut: ${cells.callText} in ${cells.call.w}px`);
+    assert(cells.pidFits, `the remote pid is cut: ${cells.pidShown} in ${cells.who.w}px`);
     assert(cells.dur.shown && cells.dur.w > 40, `no Duration column where calls returned: ${JSON.stringify(cells.dur)}`);
     if (width === 600) {
       assert(/^\d\d\.\d{3}$/.test(cells.timeShown), `narrow time: ${cells.timeShown}`);
@@ -231,6 +249,35 @@ for (const width of [1000, 600]) {
     } else {
       assert(/^\d\d:\d\d:\d\d\.\d{6}$/.test(cells.timeShown), `wide time: ${cells.timeShown}`);
     }
+  });
+
+  // the Livebook case: every traced process is on the other node (no Node column)
+  await check(`${width} px: a trace of another node alone badges each process with the node, the pid whole`, async () => {
+    const remoteOnly = await open(N.connect, { width, height: 800 });
+    for (const batch of N.batches) await emit(remoteOnly, "events", { ...batch, events: batch.events.filter((e) => e.node === N.peer) });
+    await nextFrame(remoteOnly);
+    const seen = await remoteOnly.$$eval('.kt-vlist .kt-row[data-kind="call"]', (rows) =>
+      rows
+        .filter((r) => r.style.display !== "none")
+        .map((r) => {
+          const who = r.querySelector(".kt-c-who").getBoundingClientRect();
+          const badge = r.querySelector(".kt-node-badge");
+          const b = badge.getBoundingClientRect();
+          const text = r.querySelector(".kt-who-text");
+          const range = document.createRange();
+          range.selectNodeContents(text);
+          const need = range.getBoundingClientRect().width;
+          const have = text.getBoundingClientRect().width;
+          return { badge: badge.textContent, shown: b.width > 0 && b.right <= who.right + 0.5, pidFits: need <= have, need, have, pid: text.innerText };
+        })
+    );
+    assert(seen.length === 6, `${seen.length} rows`);
+    const short = N.peer.split("@")[0];
+    for (const row of seen) {
+      assert(row.shown && row.badge === short, `badge: ${JSON.stringify(row)}`);
+      assert(row.pidFits && row.pid.startsWith(width === 600 ? "<" : "#PID<"), `pid: ${JSON.stringify(row)}`);
+    }
+    await remoteOnly.context().close();
   });
 
   if (width === 600) {
