@@ -98,6 +98,11 @@ for (const width of [1000, 600]) {
       if (i % 4 === 0) note(await headerGeometry(page), `push ${i}`);
     }
     note(await headerGeometry(page), "the real pushes");
+    // the widest figures formatCount and formatRate make
+    for (const [events, rate, dropped] of [[88_800_000, 18_800, 8_880_000], [888_000, 1_880_000, 88_800], [188_000_000, 888_000, 188_000_000]]) {
+      await emit(page, "counters", { ...lastCounters, events, rate, dropped: { ...lastCounters.dropped, queue_full: dropped } });
+      note(await headerGeometry(page), `counters ${events}, ${rate}/s, ${dropped}`);
+    }
     for (let step = 1; step <= 40; step++) {
       await emit(page, "counters", scaled(step, 40));
       note(await headerGeometry(page), `counters ${step}`);
