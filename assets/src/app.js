@@ -35,6 +35,7 @@ const TABS = [
   ["calls", "Calls"],
 ];
 const MAX_TERMS = 200;
+const LOG_COUNT_TITLE = "rows in the log: a call and its return share one row (the header counts them as two events)";
 
 export class TraceWidget {
   /**
@@ -255,6 +256,9 @@ export class TraceWidget {
     this.tabButtons.log.lastChild.textContent = m.filtered
       ? `${formatCount(m.viewLength)} of ${formatCount(m.size)}`
       : formatCount(m.size);
+    // the header counts trace events; the log counts its rows (a call and its return are
+    // two events and one row): each number says what it counts on hover
+    this.tabButtons.log.lastChild.title = `${m.filtered ? `${m.viewLength} of ` : ""}${m.size} ${LOG_COUNT_TITLE}`;
     this.tabButtons.stats.lastChild.textContent = m.stats.size ? formatCount(m.stats.size) : "";
     this.tabButtons.sequence.lastChild.textContent = this.sequence.messages ? formatCount(this.sequence.messages) : "";
     this.root.classList.toggle("kt-multi-node", m.nodes.size > 1);

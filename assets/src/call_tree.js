@@ -1,7 +1,7 @@
 // The calls tab: per process, the calls nested as they were made, each with its return
 // (or exception) and duration. Built from the most recent log entries.
 
-import { formatDuration, entryOutcome } from "./format.js";
+import { formatDuration, entryOutcome, functionLabel } from "./format.js";
 
 export class CallTree {
   constructor(parent) {
@@ -76,7 +76,7 @@ function renderNode(node) {
   line.className = "kt-tree-line";
   const call = document.createElement("span");
   call.className = "kt-mono kt-call";
-  call.textContent = node.entry.call || node.entry.mfa || "";
+  call.textContent = node.entry.call || functionLabel(node.entry);
   line.appendChild(call);
   const outcome = entryOutcome(node.entry);
   if (outcome) {

@@ -12,6 +12,7 @@ import {
   isMessageKind,
   isNormalExit,
   peerLabel,
+  functionLabel,
 } from "./format.js";
 
 export class DetailView {
@@ -31,7 +32,7 @@ export class DetailView {
       "div",
       { class: "kt-detail-title" },
       look ? kindBadge(entry) : "",
-      h("span", { class: "kt-mono kt-call", text: look ? detailHeadline(entry) : entry.mfa || entry.kind }),
+      h("span", { class: "kt-mono kt-call", text: look ? detailHeadline(entry) : functionLabel(entry) || entry.kind }),
       h("span", { class: "kt-muted kt-mono", text: look ? [formatTime(entry.time), entry.remote && entry.node].filter(Boolean).join(" · ") : `${whoWithNode(entry)} · ${formatTime(entry.time)}` }),
       entry.duration != null ? h("span", { class: "kt-duration", text: formatDuration(entry.duration) }) : "",
       h("button", {
@@ -49,6 +50,10 @@ export class DetailView {
 
     if (entry.kind === "call" && entry.caller) {
       sections.push(h("dl", { class: "kt-facts" }, h("dt", { text: "Called from" }), h("dd", { class: "kt-mono kt-caller", text: entry.caller })));
+    }
+    if (!look && entry.mfa_label && entry.mfa) {
+      // a function the compiler made: the name the VM knows it by
+      sections.push(h("dl", { class: "kt-facts" }, h("dt", { text: "Compiled name" }), h("dd", { class: "kt-mono kt-raw-mfa", text: entry.mfa })));
     }
     if (entry.kind === "call") {
       if (call && call.args) call.args.forEach((arg, i) => section(`Argument ${i + 1}`, arg));

@@ -39,9 +39,28 @@ export function formatRate(rate) {
   return `${rate < 10 ? rate.toFixed(1).replace(/\.0$/, "") : formatCount(Math.round(rate))}/s`;
 }
 
+/**
+ * The function of an event as a person reads it: `mfa_label` when the server sent one (a
+ * function the compiler made reads `anonymous fn/2 in Enum.sum/1`, by Kino.Trace.MFA's
+ * rule), else the raw `Module.function/arity`.
+ */
+export function functionLabel(entry) {
+  return entry.mfa_label || entry.mfa || "";
+}
+
 /** Who ran the event: the registered name when there is one, else the pid. */
 export function who(entry) {
   return entry.name || entry.pid || "";
+}
+
+/**
+ * A node's short label for a badge: its name without the host (`livebook` for
+ * `livebook@127.0.0.1`); the whole node when it has no name part.
+ */
+export function shortNode(node) {
+  if (!node) return "";
+  const at = node.indexOf("@");
+  return at > 0 ? node.slice(0, at) : node;
 }
 
 /** Who ran the event, with its node when the event comes from another node. */
@@ -96,8 +115,8 @@ export function peerLabel(entry) {
 /** The main text of a message or process event, after its badge (no kind label). */
 export function eventBody(entry) {
   // a return_to without a function: the process's first call returned
-  if (entry.kind === "return_to") return entry.mfa || "(no function)";
-  if (entry.kind === "return" || entry.kind === "exception") return entry.mfa || "";
+  if (entry.kind === "return_to") return functionLabel(entry) || "(no function)";
+  if (entry.kind === "return" || entry.kind === "exception") return functionLabel(entry);
   if (entry.data != null) return entry.data;
   // link and friends: the other process is the subject
   return peerLabel(entry);
@@ -106,7 +125,7 @@ export function eventBody(entry) {
 /** What an entry shows as its main text. */
 export function entryText(entry) {
   if (entry.call) return entry.call;
-  if (entry.kind === "return" || entry.kind === "exception") return entry.mfa || "";
+  if (entry.kind === "return" || entry.kind === "exception") return functionLabel(entry);
   const look = kindLook(entry.kind);
   return [look ? look.label : entry.kind, eventBody(entry)].filter(Boolean).join(" ");
 }

@@ -6,7 +6,8 @@ import { h } from "./dom.js";
 import {
   formatTime,
   formatDuration,
-  whoWithNode,
+  who,
+  shortNode,
   kindLook,
   eventBody,
   isMessageKind,
@@ -55,6 +56,11 @@ export class LogView {
 
   /** Redraws after the model or its filter changed. */
   update() {
+    // no duration or result yet (a trace without returns, of messages only): no column
+    this.el.classList.toggle("kt-no-durations", this.model.timed === 0);
+    this.el.classList.toggle("kt-no-outcomes", this.model.outcomes === 0);
+    // a remote pid is longer, and has a node badge: a wider Process column
+    this.el.classList.toggle("kt-has-remote", this.model.remote > 0);
     this.list.update();
     this.emptyEl.hidden = this.model.viewLength > 0;
     this.emptyEl.textContent = this.model.filter ? "No entry matches the filter." : "Waiting for calls…";
@@ -71,6 +77,26 @@ function createRow() {
     span.className = cls;
     el.appendChild(span);
   }
+  // the time: hours and minutes, seconds and milliseconds, microseconds, so that a
+  // narrow log can show the middle part alone
+  const time = el.children[0];
+  const hm = document.createElement("span");
+  hm.className = "kt-time-hm";
+  const us = document.createElement("span");
+  us.className = "kt-time-us";
+  time.append(hm, document.createTextNode(""), us);
+  // the process: its name or pid (a narrow log leaves out the "#PID"), and a badge
+  // naming its node when that is another node
+  const whoEl = el.children[2];
+  const whoText = document.createElement("span");
+  whoText.className = "kt-who-text";
+  const pidPrefix = document.createElement("span");
+  pidPrefix.className = "kt-pid-prefix";
+  whoText.append(pidPrefix, document.createTextNode(""));
+  const nodeBadge = document.createElement("span");
+  nodeBadge.className = "kt-node-badge";
+  nodeBadge.hidden = true;
+  whoEl.append(whoText, nodeBadge);
   // the call cell: a kind badge (message and process events) and the text
   const call = el.children[3];
   const badge = document.createElement("span");
@@ -86,9 +112,20 @@ function createRow() {
 function renderRow(el, entry) {
   if (!entry) return;
   const [time, node, whoEl, call, out, dur] = el.children;
-  time.textContent = formatTime(entry.time);
+  const clock = formatTime(entry.time);
+  time.childNodes[0].textContent = clock.slice(0, 6);
+  time.childNodes[1].textContent = clock.slice(6, 12);
+  time.childNodes[2].textContent = clock.slice(12);
+  time.title = clock;
   node.textContent = entry.node || "";
-  whoEl.textContent = whoWithNode(entry);
+  const [whoText, nodeBadge] = whoEl.children;
+  const name = who(entry);
+  const pid = name.startsWith("#PID<");
+  whoText.firstChild.textContent = pid ? "#PID" : "";
+  whoText.lastChild.textContent = pid ? name.slice(4) : name;
+  const remote = !!(entry.remote && entry.node);
+  nodeBadge.textContent = remote ? shortNode(entry.node) : "";
+  nodeBadge.hidden = !remote;
   whoEl.title = [entry.name, entry.pid, entry.node].filter(Boolean).join(" ");
   const [badge, textEl] = call.children;
   const look = entry.kind === "call" ? null : kindLook(entry.kind);

@@ -24,6 +24,9 @@ export class LogModel {
     this.stats = new Map(); // mfa -> {mfa, count, total, timed, max, exceptions}
     this.nodes = new Set();
     this.messages = 0; // message and process events received
+    this.timed = 0; // events with a duration received (none in a trace without returns)
+    this.outcomes = 0; // events with something for the Result column (a return, a send...)
+    this.remote = 0; // events of processes on other nodes than the widget's
     this.received = 0;
     this.version = 0;
   }
@@ -52,6 +55,9 @@ export class LogModel {
       this.received++;
       if (event.node) this.nodes.add(event.node);
       if (isMessageKind(event.kind)) this.messages++;
+      if (event.duration != null) this.timed++;
+      if (event.remote) this.remote++;
+      if (entryOutcome(event) || event.kind === "return" || event.kind === "exception") this.outcomes++;
       this.countStats(event);
 
       if ((event.kind === "return" || event.kind === "exception") && event.call_id != null) {
@@ -90,7 +96,7 @@ export class LogModel {
     if (!event.mfa || !["call", "return", "exception"].includes(event.kind)) return;
     let s = this.stats.get(event.mfa);
     if (!s) {
-      s = { mfa: event.mfa, count: 0, total: 0, timed: 0, max: 0, exceptions: 0 };
+      s = { mfa: event.mfa, label: event.mfa_label || undefined, count: 0, total: 0, timed: 0, max: 0, exceptions: 0 };
       this.stats.set(event.mfa, s);
     }
     if (event.kind === "call") s.count++;
@@ -102,12 +108,17 @@ export class LogModel {
     if (event.kind === "exception") s.exceptions++;
   }
 
-  /** Per-function rows for the stats table. */
+  /**
+   * Per-function rows for the stats table: `label` is how the function reads (when it
+   * differs from `mfa`); the times are null when no return was timed (a trace without
+   * returns does not know them).
+   */
   statsRows() {
     return Array.from(this.stats.values(), (s) => ({
       mfa: s.mfa,
+      label: s.label,
       count: s.count,
-      total: s.total,
+      total: s.timed ? s.total : null,
       mean: s.timed ? s.total / s.timed : null,
       max: s.timed ? s.max : null,
       exceptions: s.exceptions,

@@ -1,7 +1,7 @@
 // A sortable per-function statistics table, shared by the calls widget's stats tab and
 // the stats widget (Kino.Trace.stats/2). What it shows is a column config:
 //
-//   { key, label, numeric, format(value, row), bar, bad(value), title, mono }
+//   { key, label, numeric, format(value, row), bar, bad(value), title, cellTitle(row), mono }
 //
 // `bar: true` draws a bar for the value relative to the column's largest value;
 // `bar: (row) => fraction` draws one for a share (0 to 1). Rows are identified by
@@ -10,9 +10,12 @@
 
 import { formatDuration, formatCount } from "./format.js";
 
-/** The calls widget's columns: rows of {mfa, count, total, mean, max, exceptions}, in ns. */
+/**
+ * The calls widget's columns: rows of {mfa, label, count, total, mean, max, exceptions},
+ * in ns (LogModel.statsRows); a function shows as its label, its raw name on hover.
+ */
 export const STATS_COLUMNS = [
-  { key: "mfa", label: "Function", numeric: false },
+  { key: "mfa", label: "Function", numeric: false, format: (mfa, row) => row.label || mfa, cellTitle: (row) => (row.label ? row.mfa : null) },
   { key: "count", label: "Calls", numeric: true, format: formatCount },
   { key: "total", label: "Total", numeric: true, format: formatDuration, bar: true },
   { key: "mean", label: "Mean", numeric: true, format: formatDuration },
@@ -43,7 +46,7 @@ export function barFraction(col, row, max) {
     const f = col.bar(row);
     return f == null ? null : Math.max(0, Math.min(1, f));
   }
-  return max > 0 ? (row[col.key] || 0) / max : null;
+  return max > 0 && row[col.key] != null ? row[col.key] / max : null;
 }
 
 export class StatsTable {
@@ -146,6 +149,8 @@ export class StatsTable {
         const td = document.createElement("td");
         const value = row[col.key];
         if (col.numeric) td.className = "kt-num";
+        const cellTitle = col.cellTitle && col.cellTitle(row);
+        if (cellTitle) td.title = cellTitle;
         if (col.bad && value != null && col.bad(value, row)) td.classList.add("kt-bad");
         const fraction = barFraction(col, row, max[col.key]);
         if (fraction != null) {

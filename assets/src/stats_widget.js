@@ -224,7 +224,7 @@ export class StatsWidget {
       body.appendChild(h("tr", { "data-pid": p.pid || "" }, ...cells));
     }
     table.appendChild(body);
-    const title = h("div", { class: "kt-drill-title" }, h("span", { class: "kt-mono", text: row.name }), h("span", { class: "kt-muted", text: ` · ${rows.length} ${rows.length === 1 ? "process" : "processes"}` }));
+    const title = h("div", { class: "kt-drill-title" }, h("span", { class: "kt-mono", text: row.name }), row.key !== row.name ? h("span", { class: "kt-muted kt-mono kt-raw-mfa", text: ` · ${row.key}` }) : "", h("span", { class: "kt-muted", text: ` · ${rows.length} ${rows.length === 1 ? "process" : "processes"}` }));
     return h("div", { class: "kt-drill-body" }, title, table);
   }
 }

@@ -110,35 +110,45 @@ export class TraceState {
 
 // --- counters ---------------------------------------------------------------------------
 
+/** Why events were not shown, in the words of the dropped counter's tooltip. */
 export const DROP_LABELS = {
-  rate: "rate limit",
-  queue_full: "queue full",
-  max_events: "event limit",
-  closed: "after stop",
-  no_memory: "out of memory",
-  display: "display backlog",
+  rate: "dropped: over the rate limit",
+  queue_full: "dropped: queue full",
+  max_events: "dropped: event limit reached",
+  closed: "dropped: arrived after stop",
+  no_memory: "dropped: out of memory",
+  display: "not shown: browser behind",
 };
+
+export const EVENTS_TITLE =
+  "trace events received: each call, return, message… counts once (the Log shows a call and its return on one row)";
+
+const exact = (n) => Number(n || 0).toLocaleString("en-US");
 
 /**
  * The header's counters for the server's counters and the number of held events, as
  * data for the view: [{counter, value, label, note, title, bad, muted}], in order.
  * `counter` is the element's data-counter (absent for the limit and held notes), `value`
  * the figure shown in bold, `label` the plain text after it (or alone when there is no
- * value), `note` a muted remark after that.
+ * value), `note` a muted remark after that, `title` the detail on hover. Values are
+ * abbreviated (formatCount: at most 5 characters) so the header keeps its layout in a
+ * flood; the exact figures and the reasons for drops are in the titles.
  */
 export function counterItems(counters, held = 0) {
   const c = counters || {};
   const dropped = Object.entries(c.dropped || {}).filter(([, n]) => n > 0);
   const droppedTotal = dropped.reduce((sum, [, n]) => sum + n, 0);
   const items = [
-    { counter: "events", value: formatCount(c.events || 0), label: " events" },
-    { counter: "rate", value: formatRate(c.rate) },
+    { counter: "events", value: formatCount(c.events || 0), label: " events", title: `${exact(c.events)} ${EVENTS_TITLE}` },
+    { counter: "rate", value: formatRate(c.rate), title: "trace events per second, lately" },
     {
       counter: "dropped",
       value: formatCount(droppedTotal),
       label: " dropped",
       bad: droppedTotal > 0,
-      note: droppedTotal ? ` (${dropped.map(([reason, n]) => `${DROP_LABELS[reason] || reason} ${formatCount(n)}`).join(", ")})` : undefined,
+      title: droppedTotal
+        ? dropped.map(([reason, n]) => `${DROP_LABELS[reason] || `dropped: ${reason}`}: ${exact(n)}`).join("\n")
+        : "no event dropped",
     },
   ];
   if (c.limit) items.push({ label: `limit ${formatCount(c.limit)}`, muted: true });

@@ -33,6 +33,42 @@ async function open(data = {}) {
 }
 
 describe("TraceWidget", () => {
+  // issue 25 item 3: parts a narrow log can leave out, and the node of a remote process
+  it("splits a row's time and pid into parts and badges a remote process with its short node", async () => {
+    const [local, remote] = calls(2);
+    const w = await open({ events: [local, { ...remote, pid: "#PID<13204.2465.0>", node: "livebook@127.0.0.1", remote: true }] });
+    const rows = [...w.raw.root.querySelectorAll(".kt-vlist [data-id]")];
+    const parts = (el) => [...el.childNodes].map((n) => n.textContent);
+    expect(parts(rows[0].querySelector(".kt-c-time"))).toEqual([expect.stringMatching(/^\d\d:\d\d:$/), expect.stringMatching(/^\d\d\.\d{3}$/), "000"]);
+    expect(parts(rows[0].querySelector(".kt-who-text"))).toEqual(["#PID", "<0.1.0>"]);
+    expect(rows[0].querySelector(".kt-node-badge").hidden).toBe(true);
+    const badge = rows[1].querySelector(".kt-node-badge");
+    expect([badge.hidden, badge.textContent]).toEqual([false, "livebook"]);
+    expect(rows[1].querySelector(".kt-c-who").title).toBe("#PID<13204.2465.0> livebook@127.0.0.1");
+  });
+
+  // issue 25 item 3: an empty Duration column keeps no room
+  it("has no Duration or Result column until an event has one", async () => {
+    const w = await open();
+    const log = w.$(".kt-log");
+    const empty = () => ["kt-no-durations", "kt-no-outcomes"].map((c) => log.classList.contains(c));
+    expect(empty()).toEqual([true, true]);
+    w.emit("events", { events: [{ id: nextId++, kind: "send", pid: "#PID<0.1.0>", data: ":hi", peer: "#PID<0.2.0>" }] });
+    expect(empty()).toEqual([true, false]);
+    const [c] = w.widget.model.all();
+    w.emit("events", { events: [{ id: nextId++, kind: "return", mfa: "M.f/1", call_id: c.id, result: ":ok", duration: 1200, pid: c.pid, depth: 0 }] });
+    expect(empty()).toEqual([false, false]);
+    w.emit("clear", {});
+    expect(empty()).toEqual([true, true]);
+  });
+
+  // issue 25 item 2
+  it("says on hover what the header's events and the Log's count each count", async () => {
+    const w = await open({ counters: { events: 4 } });
+    expect(w.$('[data-counter="events"]').title).toMatch(/^4 trace events received/);
+    expect(w.$('[data-tab="log"] .kt-tab-count').title).toBe("2 rows in the log: a call and its return share one row (the header counts them as two events)");
+  });
+
   it("marks a row whose process lost events just before it, and says why", async () => {
     const w = await open({ events: [...calls(1), { ...calls(1)[0], lost: true }] });
     const rows = [...w.raw.root.querySelectorAll("[data-id]")];

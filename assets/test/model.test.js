@@ -102,6 +102,25 @@ describe("LogModel", () => {
     expect(stats).toEqual({ mfa: "M.a/1", count: 2, total: 400, mean: 200, max: 300, exceptions: 1 });
   });
 
+  // issue 25 item 5: a trace without returns does not know how long the calls took
+  it("leaves the times of a function with no timed return unknown, not 0", () => {
+    const m = new LogModel();
+    m.append([call("M.a/1"), call("M.a/1")]);
+    const [stats] = m.statsRows();
+    expect(stats).toEqual({ mfa: "M.a/1", count: 2, total: null, mean: null, max: null, exceptions: 0 });
+  });
+
+  // issue 25 item 4: a compiler-made function keeps its raw name as its identity
+  it("labels a stats row as the server labels the function", () => {
+    const m = new LogModel();
+    const raw = 'Enum."-sum/1-lists^foldl/2-0-"/2';
+    const c = call(raw, { mfa_label: "anonymous fn/2 in Enum.sum/1" });
+    m.append([c, ret(c, { mfa_label: c.mfa_label })]);
+    expect(m.statsRows()).toEqual([
+      { mfa: raw, label: "anonymous fn/2 in Enum.sum/1", count: 1, total: 1000, mean: 1000, max: 1000, exceptions: 0 },
+    ]);
+  });
+
   it("builds per-process call trees from depths", () => {
     const m = new LogModel();
     const p1 = "#PID<0.1.0>";

@@ -31,6 +31,18 @@ describe("stats table", () => {
     expect(cells[3].textContent).toBe("5 ns");
   });
 
+  // issue 25 items 4 and 5
+  it("shows a function by its label with the raw name on hover, an unknown total as –", () => {
+    const parent = document.createElement("div");
+    const table = new StatsTable(parent);
+    const raw = 'Enum."-sum/1-lists^foldl/2-0-"/2';
+    table.render([{ mfa: raw, label: "anonymous fn/2 in Enum.sum/1", count: 4, total: null, mean: null, max: null, exceptions: 0 }]);
+    const cells = [...parent.querySelectorAll("tbody td")];
+    expect(cells.map((td) => td.textContent)).toEqual(["anonymous fn/2 in Enum.sum/1", "4", "–", "–", "–", "0"]);
+    expect(cells[0].title).toBe(raw);
+    expect(parent.querySelector("tbody .kt-bar")).toBeNull();
+  });
+
   it("shows an empty state", () => {
     const parent = document.createElement("div");
     new StatsTable(parent, { empty: "Nothing." }).render([]);

@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { TraceState, counterItems } from "../src/trace_state.js";
+import { TraceState, counterItems, EVENTS_TITLE } from "../src/trace_state.js";
 
 let nextId = 1;
 const batch = (n) => Array.from({ length: n }, () => ({ id: nextId++, kind: "call", mfa: "M.f/1" }));
@@ -171,9 +171,9 @@ describe("counterItems: the header's counters", () => {
 
   it("with nothing counted: events, rate and dropped, at zero", () => {
     expect(counterItems({})).toEqual([
-      { counter: "events", value: "0", label: " events" },
-      { counter: "rate", value: "0/s" },
-      { counter: "dropped", value: "0", label: " dropped", bad: false, note: undefined },
+      { counter: "events", value: "0", label: " events", title: `0 ${EVENTS_TITLE}` },
+      { counter: "rate", value: "0/s", title: "trace events per second, lately" },
+      { counter: "dropped", value: "0", label: " dropped", bad: false, title: "no event dropped" },
     ]);
     expect(counterItems(null)).toEqual(counterItems({}));
   });
@@ -185,16 +185,27 @@ describe("counterItems: the header's counters", () => {
     expect(counterItems({ rate: 2500 })[1].value).toBe("2.5k/s");
   });
 
-  it("sums the drops, names each reason that dropped some, and marks them bad", () => {
+  // issue 25 item 1: a short figure that keeps the header still, the reasons on hover
+  it("sums the drops into one short figure, marks them bad, and names each reason in the title", () => {
     const dropped = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } })[2];
     expect(dropped).toEqual({
       counter: "dropped",
       value: "1.5k",
       label: " dropped",
       bad: true,
-      note: " (rate limit 3, event limit 1.49k, after stop 1, display backlog 2, something_new 4)",
+      title: [
+        "dropped: over the rate limit: 3",
+        "dropped: event limit reached: 1,490",
+        "dropped: arrived after stop: 1",
+        "not shown: browser behind: 2",
+        "dropped: something_new: 4",
+      ].join("\n"),
     });
-    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, note: undefined });
+    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, title: "no event dropped" });
+    const flood = counterItems({ events: 24_000_000, dropped: { display: 2_250_000, queue_full: 5_250_000 } });
+    expect(flood.map((i) => [i.value, i.label])).toEqual([["24M", " events"], ["0/s", undefined], ["7.5M", " dropped"]]);
+    expect(flood[2].title).toBe("not shown: browser behind: 2,250,000\ndropped: queue full: 5,250,000");
+    expect(flood[0].title).toContain("24,000,000 trace events");
   });
 
   it("adds the limit, the stack-guarded processes and the held events when there are any", () => {

@@ -70,6 +70,79 @@ defmodule Kino.Trace.MFA do
   def call(module, function),
     do: Name.inspect_module(module) <> "." <> function_name(function)
 
+  @doc """
+  The function as a person reads it: `to_string/1`, except that a function the compiler
+  made inside another (the body of an `fn`, a comprehension, an inlined `:lists`
+  function) reads as Elixir's stacktraces write an anonymous function,
+  `anonymous fn/arity in Module.function/arity`, naming the function it was made in.
+  The raw name (`to_string/1`) stays the function's identity: two such functions of one
+  function read alike.
+
+      iex> Kino.Trace.MFA.label({Enum, :"-sum/1-lists^foldl/2-0-", 2})
+      "anonymous fn/2 in Enum.sum/1"
+      iex> Kino.Trace.MFA.label({MyApp, :"-run/2-fun-0-", 1})
+      "anonymous fn/1 in MyApp.run/2"
+      iex> Kino.Trace.MFA.label({:lists, :"-filter/2-lc$^0/1-0-", 2})
+      "anonymous fn/2 in :lists.filter/2"
+      iex> Kino.Trace.MFA.label({Kernel, :"-//2-fun-0-", 1})
+      "anonymous fn/1 in Kernel.//2"
+      iex> Kino.Trace.MFA.label({Enum, :map, 2})
+      "Enum.map/2"
+  """
+  @spec label({module_name(), function_name(), arity_spec()}) :: String.t()
+  def label({module, function, arity} = mfa) do
+    case made_in(function) do
+      {name, parent_arity} ->
+        "anonymous fn" <> with_arity("", arity) <> " in " <> parent(module, name, parent_arity)
+
+      nil ->
+        __MODULE__.to_string(mfa)
+    end
+  end
+
+  @doc """
+  A call as a person reads it, with its arguments already written (`args`): as
+  `call/2` with them in parentheses, or, for a function the compiler made (see
+  `label/1`), as Elixir's stacktraces write a call of an anonymous function.
+
+      iex> Kino.Trace.MFA.label_call(Enum, :"-sum/1-lists^foldl/2-0-", "[1, 2], 0")
+      "anonymous fn([1, 2], 0) in Enum.sum/1"
+      iex> Kino.Trace.MFA.label_call(Enum, :map, "[1], :f")
+      "Enum.map([1], :f)"
+  """
+  @spec label_call(module_name(), function_name(), String.t()) :: String.t()
+  def label_call(module, function, args) do
+    case made_in(function) do
+      {name, arity} -> "anonymous fn(" <> args <> ") in " <> parent(module, name, arity)
+      nil -> call(module, function) <> "(" <> args <> ")"
+    end
+  end
+
+  @doc """
+  Whether `label/1` reads the function otherwise than `to_string/1`.
+
+      iex> Kino.Trace.MFA.compiler_made?(:"-sum/1-lists^foldl/2-0-")
+      true
+      iex> Kino.Trace.MFA.compiler_made?(:sum)
+      false
+  """
+  @spec compiler_made?(function_name()) :: boolean()
+  def compiler_made?(function), do: made_in(function) != nil
+
+  # "-NAME/ARITY-KIND-" (KIND: fun-N, lc$^N/1-M, lists^foldl/2-N, anonymous-N...): the
+  # function NAME/ARITY the compiler made it in.
+  defp made_in(function) when is_atom(function) do
+    case Regex.run(~r{\A-(.+?)/(\d+)-(.+)-\z}s, Atom.to_string(function)) do
+      [_, name, arity, _kind] -> {name, String.to_integer(arity)}
+      nil -> nil
+    end
+  end
+
+  defp made_in(_name), do: nil
+
+  defp parent(module, name, arity),
+    do: with_arity(call(module, Name.resolve(name)), arity)
+
   defp function_name(function), do: Name.inspect_atom(:remote_call, function)
 
   defp with_arity(text, nil), do: text

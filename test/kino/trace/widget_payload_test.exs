@@ -142,6 +142,26 @@ defmodule Kino.Trace.Widget.PayloadTest do
       assert row.mfa == nil and row.call == nil
     end
 
+    # issue 25 item 4: a function the compiler made reads as Elixir writes an anonymous
+    # function; the raw name stays in :mfa (the details, the stats row's identity)
+    test "a compiler-made function from a real trace reads as an anonymous fn" do
+      trace = Kino.Trace.calls([~S(Enum."-sum/1-lists^foldl/2-0-"/2), "Enum.sum/1"])
+      on_exit(fn -> Kino.Trace.stop(trace) end)
+      Task.async(fn -> Enum.sum([1, 2, 3]) end) |> Task.await()
+      :ok = Kino.Trace.flush(trace)
+      rows = trace |> Kino.Trace.events() |> Payload.events()
+
+      [first | _] = inner = Enum.filter(rows, &(&1.kind == "call" and &1.mfa_label != nil))
+      assert length(inner) == 4
+      assert first.call == "anonymous fn([1, 2, 3], 0) in Enum.sum/1"
+      assert first.mfa == ~S(Enum."-sum/1-lists^foldl/2-0-"/2)
+      assert first.mfa_label == "anonymous fn/2 in Enum.sum/1"
+
+      sum = Enum.find(rows, &(&1.kind == "call" and &1.mfa == "Enum.sum/1"))
+      assert sum.call == "Enum.sum([1, 2, 3])" and sum.mfa_label == nil
+      assert Kino.Trace.Stats.Row.name({Enum, :"-sum/1-lists^foldl/2-0-", 2}) == first.mfa_label
+    end
+
     test "caller renders as an MFA" do
       row = Payload.event(call(caller: {Enum, :map, 2}))
       assert row.caller == "Enum.map/2"

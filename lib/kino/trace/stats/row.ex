@@ -153,10 +153,12 @@ defmodule Kino.Trace.Stats.Row do
       ":ets.insert/2"
       iex> Kino.Trace.Stats.Row.name({MyApp, :"-run/2-fun-0-", 1})
       "anonymous fn/1 in MyApp.run/2"
+      iex> Kino.Trace.Stats.Row.name({Enum, :"-sum/1-lists^foldl/2-0-", 2})
+      "anonymous fn/2 in Enum.sum/1"
   """
   @spec name(t() | mfa()) :: String.t()
   def name(%__MODULE__{mfa: mfa}), do: name(mfa)
-  def name({m, f, a}), do: Exception.format_mfa(m, f, a)
+  def name({m, f, a}), do: Kino.Trace.MFA.label({m, f, a})
 
   @doc """
   The function as unique text (two anonymous functions of one function differ).

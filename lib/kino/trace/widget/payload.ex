@@ -52,6 +52,7 @@ defmodule Kino.Trace.Widget.Payload do
           pid: String.t() | nil,
           name: String.t() | nil,
           mfa: String.t() | nil,
+          mfa_label: String.t() | nil,
           call: String.t() | nil,
           result: String.t() | nil,
           exception: String.t() | nil,
@@ -98,6 +99,7 @@ defmodule Kino.Trace.Widget.Payload do
       pid: event.pid && inspect(event.pid),
       name: event.name && Atom.to_string(event.name),
       mfa: mfa(event.module, event.function, event.arity),
+      mfa_label: mfa_label(event.module, event.function, event.arity),
       call: call,
       result: result,
       exception: exception,
@@ -334,9 +336,8 @@ defmodule Kino.Trace.Widget.Payload do
     opts = inspect_opts(limits)
     rendered = Enum.map_join(args, ", ", &inspect(&1, opts))
     {text, chars_cut?} = cap(rendered, limits[:max_chars])
-    prefix = call_prefix(event.module, event.function)
     cut? = chars_cut? or Enum.any?(args, &over_limits?(&1, limits))
-    {prefix <> "(" <> text <> ")", cut?}
+    {call_text(event.module, event.function, text), cut?}
   end
 
   defp render_call(_event, _limits), do: {nil, false}
@@ -425,11 +426,19 @@ defmodule Kino.Trace.Widget.Payload do
 
   defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
 
-  defp call_prefix(nil, _function), do: ""
-  defp call_prefix(module, function), do: MFA.call(module, function)
+  defp call_text(nil, _function, args), do: "(" <> args <> ")"
+  defp call_text(module, function, args), do: MFA.label_call(module, function, args)
 
   defp mfa(nil, _f, _a), do: nil
   defp mfa(module, function, arity), do: MFA.to_string({module, function, arity})
+
+  # How the function reads (MFA.label/1), sent only when it differs from `mfa`: a
+  # function the compiler made reads as `anonymous fn/2 in Enum.sum/1`.
+  defp mfa_label(nil, _f, _a), do: nil
+
+  defp mfa_label(module, function, arity) do
+    if MFA.compiler_made?(function), do: MFA.label({module, function, arity})
+  end
 
   # The registered name of a live local process (the trace only names the traced one).
   defp peer_name(pid) when is_pid(pid) and node(pid) == node() do
