@@ -39,7 +39,8 @@ const MAX_TERMS = 200;
 export class TraceWidget {
   /**
    * @param {Transport} server the link to Kino.Trace.Widget
-   * @param {object} data the connect payload (assets/wire.schema.json): patterns, status,
+   * @param {object} data the connect payload (assets/wire.schema.json): patterns, trace
+   *   (what it traces: calls, the targets of messages and processes), status,
    *   counters, events, and how many log entries (max_entries) and sequence rows
    *   (sequence_rows) to hold
    */
@@ -49,6 +50,7 @@ export class TraceWidget {
     this.sequence = new SequenceLayout({ maxRows: data.sequence_rows });
     this.state = new TraceState({ status: data.status, counters: data.counters, maxHeld: this.model.maxEntries });
     this.patterns = data.patterns || [];
+    this.trace = data.trace || { calls: true };
     this.tab = "log";
     this.terms = new Map(); // id -> full terms ("get_term" replies), the latest MAX_TERMS
     this.selected = null; // the entry shown in the details
@@ -78,9 +80,9 @@ export class TraceWidget {
     });
     server.on("patterns", (payload) => {
       this.patterns = payload.patterns;
-      this.header.editor.showResults(payload);
+      if (this.header.editor) this.header.editor.showResults(payload);
     });
-    server.on("completions", (reply) => this.header.editor.showCompletions(reply));
+    server.on("completions", (reply) => this.header.editor && this.header.editor.showCompletions(reply));
     server.on("clear", () => this.clearLocal());
     server.on("mermaid", (reply) => this.mermaidReply(reply));
     server.on("term", (term) => {
@@ -98,6 +100,7 @@ export class TraceWidget {
 
     this.header = new HeaderView({
       patterns: this.patterns,
+      trace: this.trace,
       onPause: () => this.togglePause(),
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
