@@ -146,6 +146,7 @@ export class TraceWidget {
     this.sequenceView = new SequenceView(this.sequencePanel, {
       layout: this.sequence,
       onSelect: (row) => this.select(detailEntry(row), "sequence"),
+      onShowCalls: () => this.showTab("calls"),
     });
     this.sequenceView.scroller.addEventListener("scroll", () => this.renderFollow());
     this.statsPanel = h("div", { class: "kt-panel", "data-panel": "stats", hidden: "" });
@@ -222,7 +223,7 @@ export class TraceWidget {
     this.callsPanel.hidden = tab !== "calls";
     this.filterInput.hidden = tab !== "log";
     this.followButton.hidden = tab !== "log" && tab !== "sequence";
-    this.mermaidButton.hidden = tab !== "sequence";
+    this.mermaidButton.hidden = tab !== "sequence" || this.sequence.callsOnly;
     if (tab === "log") this.log.list.update();
     this.renderTabContent(true);
   }
@@ -264,9 +265,10 @@ export class TraceWidget {
   }
 
   renderFollow() {
+    if (this.tab === "sequence") this.mermaidButton.hidden = this.sequence.callsOnly;
     const away =
       this.tab === "sequence"
-        ? !this.sequenceView.follow && this.sequence.end > this.sequence.start
+        ? !this.sequenceView.follow && this.sequence.end > this.sequence.start && !this.sequence.callsOnly
         : !this.log.list.follow && this.model.viewLength > 0;
     this.followButton.classList.toggle("kt-visible", away);
   }
