@@ -29,6 +29,35 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     run_browser("views.test.mjs", fixture)
   end
 
+  # Issue 25, "tab switch under load": a real flood (processes calling a traced function
+  # in a loop, as fast as this machine goes) through the real controller, whose pushes the
+  # browser replays at twice the controller's pace while tabs are switched.
+  @tag timeout: 600_000
+  test "switching tabs during a flood takes about as long as an idle switch, in Chromium" do
+    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Math.echo/1"])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    {controller, _} = Controller.init(trace, lifeline: false)
+    {connect, controller} = Controller.connect(controller)
+    flooders = for _ <- 1..2, do: spawn(fn -> flood_loop(0) end)
+    on_exit(fn -> Enum.each(flooders, &Process.exit(&1, :kill)) end)
+
+    {_controller, batches} = collect(controller, trace, fn _rows -> false end, [], 30)
+    Enum.each(flooders, &Process.exit(&1, :kill))
+    Kino.Trace.stop(trace)
+
+    assert length(batches) >= 30
+    assert Enum.all?(batches, &(length(&1.events) > 0))
+    rate = batches |> Enum.map(& &1.counters.rate) |> Enum.max()
+    IO.puts("flood: #{length(batches)} pushes, #{Enum.sum(Enum.map(batches, &length(&1.events)))} events, up to #{round(rate)} events/s traced")
+
+    run_browser("flood.test.mjs", %{connect: connect, batches: batches, rate: rate})
+  end
+
+  defp flood_loop(i) do
+    KinoTraceTest.Sample.Math.echo(i)
+    flood_loop(i + 1)
+  end
+
   # A trace of calls alone: the user's own process (a notebook cell's, busy) and three
   # tasks with one call each. (This process runs the controller, as the widget's own
   # process does in Livebook: kino_trace's, never traced.)
@@ -120,12 +149,13 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     assert status == 0, "browser test failed (exit #{status}):\n#{output}"
   end
 
-  # The controller's pushes ("events" payloads) until `done?` accepts the rows so far:
-  # every trace batch, flush and tick handled as the widget's process would.
-  defp collect(controller, trace, done?, batches \\ []) do
+  # The controller's pushes ("events" payloads) until `done?` accepts the rows so far, or
+  # there are `pushes` of them: every trace batch and flush handled as the widget's
+  # process would.
+  defp collect(controller, trace, done?, batches \\ [], pushes \\ nil) do
     rows = Enum.flat_map(batches, & &1.events)
 
-    if done?.(rows) do
+    if done?.(rows) or (pushes != nil and length(batches) >= pushes) do
       {controller, batches}
     else
       id = trace.id
@@ -153,7 +183,7 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
             []
         end)
 
-      collect(controller, trace, done?, batches ++ pushed)
+      collect(controller, trace, done?, batches ++ pushed, pushes)
     end
   end
 
