@@ -299,8 +299,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     end
   end
 
+  # (no cmake: nothing to say, the warning of what is missing follows)
   defp step(what, fun) do
-    Mix.shell().info("kino_trace:   " <> what)
+    if System.find_executable("cmake"), do: Mix.shell().info("kino_trace:   " <> what)
     fun.()
   end
 
