@@ -8,15 +8,18 @@
 // No absolute time is asserted: the machine is shared and may be busy. The reference is
 // an idle switch, on an empty widget with nothing arriving: two frames of this browser on
 // this machine now, whatever its load. Under the flood, each tab's median switch must
-// stay within RATIO of it. Two frames are ~35 ms here: within 5x is ~170 ms on a quiet
-// machine, a generous bound for the "under 100 ms" aim, which leaves room for a CPU hog
-// beside the test (it slows the reference as much as the flood's switches). Before the
-// fix the Calls tab took 300 ms to 1.6 s under the flood (10 to 40 idle switches).
+// stay within RATIO of it. Two frames are ~35 ms here, and the aim, under 100 ms, is
+// about 3 of them: quiet, the flood's medians were 1 to 2x (the Calls tab 50-60 ms).
+// A CPU hog beside the test slows the flood's switches more than the reference (the
+// page has work to share the core with): 4.6x for the Calls tab in one such run. So
+// 8x: generous for a hog and a shared machine, and still far under the fault it
+// guards against (before the fix the Calls tab's median was 846 ms, 25x, and single
+// switches up to 1.4 s).
 
 import { readFileSync } from "node:fs";
 import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
 
-const RATIO = 5;
+const RATIO = 8;
 const ROUNDS = 3;
 const TABS = ["stats", "calls", "sequence", "log"];
 
