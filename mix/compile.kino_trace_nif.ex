@@ -1,3 +1,47 @@
+defmodule Mix.Tasks.Compile.KinoTraceNif.Progress do
+  @moduledoc false
+  # Runs `cmake --build` and says on Mix.shell/0 each C++ file compiled and each library
+  # linked as CMake reports them: "[ 40%] Building CXX object .../c_src/nif/x.cpp.o"
+  # (make), "[3/7] Building CXX object ..." (Ninja), "[100%] Linking CXX shared module
+  # ...". The whole output is kept for the error message of a failed build. (A port, not
+  # System.cmd/3 into a Collectable: this file is loaded after protocols are
+  # consolidated.)
+
+  @spec cmd(Path.t(), [String.t()]) :: {String.t(), non_neg_integer()}
+  def cmd(exe, args) do
+    port = Port.open({:spawn_executable, exe}, [:binary, :exit_status, :stderr_to_stdout, :hide, args: args])
+    collect(port, [], "")
+  end
+
+  defp collect(port, out, partial) do
+    receive do
+      {^port, {:data, chunk}} ->
+        [partial | done] = (partial <> chunk) |> String.split("\n") |> Enum.reverse()
+        done = Enum.reverse(done)
+        Enum.each(done, &report/1)
+        collect(port, Enum.reduce(done, out, &[&1 <> "\n" | &2]), partial)
+
+      {^port, {:exit_status, status}} ->
+        report(partial)
+        {IO.iodata_to_binary([Enum.reverse(out), partial]), status}
+    end
+  end
+
+  defp report(line) do
+    case Regex.run(~r/^\[\s*([^\]]+)\]\s+(Building|Linking) \w+ (?:\w+ )?(?:object|module|library)\s+(\S+)/, line) do
+      [_, where, "Building", object] ->
+        file = object |> String.replace(~r/\.(o|obj)$/, "") |> String.replace(~r/^.*?(c_src\/)/, "\\1")
+        Mix.shell().info("kino_trace:   compiling #{file} [#{where}]")
+
+      [_, where, "Linking", lib] ->
+        Mix.shell().info("kino_trace:   linking #{Path.basename(lib)} [#{where}]")
+
+      nil ->
+        :ok
+    end
+  end
+end
+
 defmodule Mix.Tasks.Compile.KinoTraceNif do
   @moduledoc """
   Builds kino_trace's native tracer (`c_src/`) with CMake and puts the shared library
@@ -221,16 +265,44 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   defp stamp_path(build_dir), do: Path.join(build_dir, "kino_trace_configure_args")
   defp stamp(args), do: Enum.map_join(args, &(&1 <> "\n"))
 
-  # :ok, {:missing, what} or {:failed, message}
-  defp build(root, [target | _] = targets, args) do
-    build_dir = build_dir()
-    File.mkdir_p!(Path.dirname(target))
-    if System.find_executable("cmake"), do: Mix.shell().info("==> kino_trace: building native tracer (CMake)")
+  defp build(root, targets, args), do: build(root, build_dir(), targets, args)
 
-    with :ok <- configure(root, build_dir, args),
+  @doc """
+  Configures (when `args` changed) and builds the libraries `targets` (full paths, in
+  the directory `args` name as `KINO_TRACE_NIF_OUTPUT`) of `root` in `build_dir`.
+  Returns `:ok`, `{:missing, what}` or `{:failed, message}`.
+
+  A build takes a while (about 20 s on two cores, longer on a busy machine) and runs
+  inside `mix compile` or `Mix.install/2`, where nothing else is printed meanwhile. So
+  it says what it builds and how long that takes, then each step as CMake reaches it
+  (configuring, each C++ file compiled, linking), and how long it took, on
+  `Mix.shell/0`.
+  """
+  @spec build(Path.t(), Path.t(), [Path.t()], [String.t()]) :: :ok | {:missing, [String.t()]} | {:failed, String.t()}
+  def build(root, build_dir, [target | _] = targets, args) do
+    File.mkdir_p!(Path.dirname(target))
+    started = System.monotonic_time(:millisecond)
+
+    if System.find_executable("cmake") do
+      Mix.shell().info(
+        "==> kino_trace: building its native tracer (a C++ NIF, with CMake); " <>
+          "this takes about half a minute, once (until kino_trace or OTP changes)"
+      )
+    end
+
+    with :ok <- step("configuring (CMake)", fn -> configure(root, build_dir, args) end),
          :ok <- compile(build_dir, targets) do
+      seconds = (System.monotonic_time(:millisecond) - started) / 1000
+      names = Enum.map_join(targets, ", ", &Path.basename/1)
+      Mix.shell().info("==> kino_trace: native tracer built in #{:erlang.float_to_binary(seconds, decimals: 1)} s (#{names})")
       :ok
     end
+  end
+
+  # (no cmake: nothing to say, the warning of what is missing follows)
+  defp step(what, fun) do
+    if System.find_executable("cmake"), do: Mix.shell().info("kino_trace:   " <> what)
+    fun.()
   end
 
   # `cmake --build` runs whatever the generator is (make, Ninja, MSBuild...); `--config`
@@ -239,7 +311,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     cmake_targets = Enum.map(targets, &Path.basename(&1, lib_suffix()))
     jobs = "#{System.schedulers_online()}"
 
-    case cmd("cmake", ["--build", build_dir, "--config", "Release", "--parallel", jobs, "--target" | cmake_targets]) do
+    build_args = ["--build", build_dir, "--config", "Release", "--parallel", jobs, "--target" | cmake_targets]
+
+    case cmd("cmake", build_args, progress: true) do
       :ok ->
         case Enum.reject(targets, &File.exists?/1) do
           [] ->
@@ -259,13 +333,15 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     end
   end
 
-  defp cmd(exe, args) do
+  defp cmd(exe, args, opts \\ []) do
     case System.find_executable(exe) do
       nil ->
         {:error, :enoent}
 
       path ->
-        case System.cmd(path, args, stderr_to_stdout: true) do
+        run = if opts[:progress], do: &__MODULE__.Progress.cmd/2, else: &System.cmd(&1, &2, stderr_to_stdout: true)
+
+        case run.(path, args) do
           {_out, 0} -> :ok
           {out, status} -> {:error, {status, out}}
         end

@@ -40,7 +40,8 @@ const LOG_COUNT_TITLE = "rows in the log: a call and its return share one row (t
 export class TraceWidget {
   /**
    * @param {Transport} server the link to Kino.Trace.Widget
-   * @param {object} data the connect payload (assets/wire.schema.json): patterns, status,
+   * @param {object} data the connect payload (assets/wire.schema.json): patterns, trace
+   *   (what it traces: calls, the targets of messages and processes), status,
    *   counters, events, and how many log entries (max_entries) and sequence rows
    *   (sequence_rows) to hold
    */
@@ -50,6 +51,7 @@ export class TraceWidget {
     this.sequence = new SequenceLayout({ maxRows: data.sequence_rows });
     this.state = new TraceState({ status: data.status, counters: data.counters, maxHeld: this.model.maxEntries });
     this.patterns = data.patterns || [];
+    this.trace = data.trace || { calls: true };
     this.tab = "log";
     this.terms = new Map(); // id -> full terms ("get_term" replies), the latest MAX_TERMS
     this.selected = null; // the entry shown in the details
@@ -79,9 +81,9 @@ export class TraceWidget {
     });
     server.on("patterns", (payload) => {
       this.patterns = payload.patterns;
-      this.header.editor.showResults(payload);
+      if (this.header.editor) this.header.editor.showResults(payload);
     });
-    server.on("completions", (reply) => this.header.editor.showCompletions(reply));
+    server.on("completions", (reply) => this.header.editor && this.header.editor.showCompletions(reply));
     server.on("clear", () => this.clearLocal());
     server.on("mermaid", (reply) => this.mermaidReply(reply));
     server.on("term", (term) => {
@@ -99,6 +101,7 @@ export class TraceWidget {
 
     this.header = new HeaderView({
       patterns: this.patterns,
+      trace: this.trace,
       onPause: () => this.togglePause(),
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
@@ -144,6 +147,7 @@ export class TraceWidget {
     this.sequenceView = new SequenceView(this.sequencePanel, {
       layout: this.sequence,
       onSelect: (row) => this.select(detailEntry(row), "sequence"),
+      onShowCalls: () => this.showTab("calls"),
     });
     this.sequenceView.scroller.addEventListener("scroll", () => this.renderFollow());
     this.statsPanel = h("div", { class: "kt-panel", "data-panel": "stats", hidden: "" });
@@ -220,7 +224,7 @@ export class TraceWidget {
     this.callsPanel.hidden = tab !== "calls";
     this.filterInput.hidden = tab !== "log";
     this.followButton.hidden = tab !== "log" && tab !== "sequence";
-    this.mermaidButton.hidden = tab !== "sequence";
+    this.mermaidButton.hidden = tab !== "sequence" || this.sequence.callsOnly;
     if (tab === "log") this.log.list.update();
     this.renderTabContent(true);
   }
@@ -265,9 +269,10 @@ export class TraceWidget {
   }
 
   renderFollow() {
+    if (this.tab === "sequence") this.mermaidButton.hidden = this.sequence.callsOnly;
     const away =
       this.tab === "sequence"
-        ? !this.sequenceView.follow && this.sequence.end > this.sequence.start
+        ? !this.sequenceView.follow && this.sequence.end > this.sequence.start && !this.sequence.callsOnly
         : !this.log.list.follow && this.model.viewLength > 0;
     this.followButton.classList.toggle("kt-visible", away);
   }

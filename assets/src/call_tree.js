@@ -1,7 +1,15 @@
 // The calls tab: per process, the calls nested as they were made, each with its return
 // (or exception) and duration. Built from the most recent log entries.
+//
+// Drawn live, during floods too: an open process shows its latest SHOWN_PER_PROCESS
+// calls (the Log tab has every one), and a closed one none until it is opened, so a
+// redraw stays a few hundred elements however many calls there are (thousands took
+// the page ~0.5 s to lay out, and every tab switch waited for it).
 
 import { formatDuration, entryOutcome, functionLabel } from "./format.js";
+
+/** The calls an open process shows, the latest. */
+export const SHOWN_PER_PROCESS = 100;
 
 export class CallTree {
   constructor(parent) {
@@ -33,6 +41,7 @@ export class CallTree {
       section.addEventListener("toggle", () => {
         if (section.open) this.open.add(tree.pid);
         else this.open.delete(tree.pid);
+        if (section.open && !section.querySelector(".kt-tree-list")) section.appendChild(renderList(tree.roots));
       });
       const summary = document.createElement("summary");
       const name = document.createElement("span");
@@ -49,10 +58,7 @@ export class CallTree {
         summary.insertBefore(pid, count);
       }
       section.appendChild(summary);
-      const list = document.createElement("ul");
-      list.className = "kt-tree-list";
-      tree.roots.forEach((node) => list.appendChild(renderNode(node)));
-      section.appendChild(list);
+      if (section.open) section.appendChild(renderList(tree.roots));
       frag.appendChild(section);
     }
     this.el.replaceChildren(frag);
@@ -68,6 +74,43 @@ function countNodes(nodes) {
     stack.push(...node.children);
   }
   return n;
+}
+
+/**
+ * The latest `max` calls of `roots` (whole trees from the end, the oldest of them cut
+ * at its start): [{node, children: [...]}] to draw, and how many calls are left out.
+ */
+export function latestCalls(roots, max = SHOWN_PER_PROCESS) {
+  let left = max;
+  const shown = [];
+  for (let i = roots.length - 1; i >= 0 && left > 0; i--) {
+    shown.push(keep(roots[i]));
+  }
+  shown.reverse();
+  return { shown, hidden: countNodes(roots) - (max - left) };
+
+  // a node and its children, newest first, while the budget lasts
+  function keep(node) {
+    left--;
+    const children = [];
+    for (let j = node.children.length - 1; j >= 0 && left > 0; j--) children.push(keep(node.children[j]));
+    children.reverse();
+    return { entry: node.entry, children };
+  }
+}
+
+function renderList(roots) {
+  const { shown, hidden } = latestCalls(roots);
+  const list = document.createElement("ul");
+  list.className = "kt-tree-list";
+  if (hidden > 0) {
+    const more = document.createElement("li");
+    more.className = "kt-tree-more kt-muted";
+    more.textContent = `${hidden} earlier call${hidden === 1 ? "" : "s"} not shown (the Log tab has them)`;
+    list.appendChild(more);
+  }
+  shown.forEach((node) => list.appendChild(renderNode(node)));
+  return list;
 }
 
 function renderNode(node) {

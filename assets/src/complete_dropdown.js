@@ -93,9 +93,10 @@ export class CompleteDropdown {
    * @param {object} opts request(text, seq) asks for completions; container, the element
    *   the list is placed in (positioned), default input.parentElement
    */
-  constructor(input, { request, container = input.parentElement }) {
+  constructor(input, { request, container = input.parentElement, onClose = null }) {
     this.input = input;
     this.request = request;
+    this.onClose = onClose;
     this.container = container;
     this.list = new CompletionList();
     this.seq = 0;
@@ -204,6 +205,7 @@ export class CompleteDropdown {
     this.el.replaceChildren();
     this.input.setAttribute("aria-expanded", "false");
     this.input.removeAttribute("aria-activedescendant");
+    if (this.onClose) this.onClose();
   }
 
   get open() {

@@ -3,6 +3,7 @@
 // user's actions to its callbacks; it sends nothing itself.
 
 import { PatternEditor } from "./patterns.js";
+import { summaryEl } from "./trace_summary.js";
 import { counterItems } from "./trace_state.js";
 import { h, button } from "./dom.js";
 
@@ -16,11 +17,12 @@ export const STATUS_LABELS = {
 
 export class HeaderView {
   /**
-   * @param {object} opts patterns (the editor's first lines) and the callbacks
-   *   onPause(), onClear(), onStop(), onApply(patterns), onComplete(text, seq),
+   * @param {object} opts patterns (the editor's first lines), trace (what it traces: the
+   *   pattern editor only for calls; the targets of messages and processes) and the
+   *   callbacks onPause(), onClear(), onStop(), onApply(patterns), onComplete(text, seq),
    *   onDownload(), onCopy()
    */
-  constructor({ patterns, onPause, onClear, onStop, onApply, onComplete, onDownload, onCopy }) {
+  constructor({ patterns, trace = { calls: true }, onPause, onClear, onStop, onApply, onComplete, onDownload, onCopy }) {
     this.statusEl = h("span", { class: "kt-status", "data-testid": "status" });
     this.countersEl = h("span", { class: "kt-counters", "data-testid": "counters" });
     this.pauseButton = button("Pause", "pause", onPause);
@@ -42,7 +44,9 @@ export class HeaderView {
       h("div", { class: "kt-controls" }, this.pauseButton, this.clearButton, this.stopButton, this.exportWrap)
     );
     this.el = h("div", { class: "kt-header" }, top);
-    this.editor = new PatternEditor(this.el, { patterns, onApply, onComplete });
+    const summary = summaryEl(trace);
+    if (summary) this.el.append(summary);
+    this.editor = trace.calls ? new PatternEditor(this.el, { patterns, onApply, onComplete }) : null;
     this.flashTimer = null;
   }
 
@@ -64,7 +68,7 @@ export class HeaderView {
     this.pauseButton.dataset.action = paused ? "resume" : "pause";
     this.pauseButton.disabled = state.ended;
     this.stopButton.disabled = state.ended;
-    this.editor.applyButton.disabled = state.ended;
+    if (this.editor) this.editor.applyButton.disabled = state.ended;
   }
 
   toggleMenu() {

@@ -32,17 +32,29 @@ export function matchResults(lines, results) {
   return byLine;
 }
 
+/** The line (0-based) the textarea's cursor is on. */
+export function cursorLine(textarea) {
+  return textarea.value.slice(0, textarea.selectionStart).split("\n").length - 1;
+}
+
 export class PatternEditor {
   /**
    * @param {HTMLElement} parent
    * @param {object} opts patterns (initial list), onApply(patterns: string[]), and
    *   optionally onComplete(text, seq), which asks the server for the completions of
-   *   `text`, the line up to the cursor (answers go to showCompletions)
+   *   `text`, the line up to the cursor (answers go to showCompletions), and quietMs:
+   *   results arrive as you type (the smart cell), so the line being typed is not marked
+   *   until the cursor leaves it, the field loses the focus, or typing pauses for
+   *   quietMs with no completion list open (a half-typed line is not an error yet)
    */
-  constructor(parent, { patterns = [], onApply, onComplete }) {
+  constructor(parent, { patterns = [], onApply, onComplete, quietMs = null }) {
     this.onApply = onApply;
     this.results = new Map();
     this.error = null;
+    this.quietMs = quietMs;
+    this.typedLine = null; // the line being typed, not marked yet (with quietMs)
+    this.typedAt = 0;
+    this.quietTimer = null;
 
     this.el = document.createElement("div");
     this.el.className = "kt-patterns";
@@ -77,7 +89,9 @@ export class PatternEditor {
 
     this.el.append(field, side, this.messages);
     parent.appendChild(this.el);
-    this.completion = onComplete ? new CompleteDropdown(this.textarea, { request: onComplete, container: this.el }) : null;
+    this.completion = onComplete
+      ? new CompleteDropdown(this.textarea, { request: onComplete, container: this.el, onClose: () => this.settle() })
+      : null;
 
     this.applyButton.addEventListener("click", () => this.apply());
     this.textarea.addEventListener("keydown", (e) => {
@@ -91,12 +105,41 @@ export class PatternEditor {
       this.results = new Map();
       this.error = null;
       this.note.textContent = "";
+      if (this.quietMs != null && document.activeElement === this.textarea) {
+        this.typedLine = cursorLine(this.textarea);
+        this.typedAt = performance.now();
+        this.armQuiet();
+      }
       this.renderMarks();
     });
+    // the cursor left the line being typed, or the field lost the focus: mark it now
+    const left = () => {
+      if (this.typedLine === null) return;
+      if (document.activeElement === this.textarea && cursorLine(this.textarea) === this.typedLine) return;
+      this.typedLine = null;
+      this.renderMarks();
+    };
+    this.textarea.addEventListener("keyup", left);
+    this.textarea.addEventListener("click", left);
+    this.textarea.addEventListener("blur", left);
     this.textarea.addEventListener("scroll", () => {
       this.backdrop.scrollTop = this.textarea.scrollTop;
     });
     this.fit();
+    this.renderMarks();
+  }
+
+  armQuiet() {
+    clearTimeout(this.quietTimer);
+    this.quietTimer = setTimeout(() => this.settle(), this.quietMs);
+  }
+
+  /** Marks the line being typed once typing paused and no completion list is open. */
+  settle() {
+    if (this.typedLine === null) return;
+    const typing = document.activeElement === this.textarea && performance.now() - this.typedAt < this.quietMs;
+    if (typing || (this.completion && this.completion.open)) return this.armQuiet();
+    this.typedLine = null;
     this.renderMarks();
   }
 
@@ -143,7 +186,8 @@ export class PatternEditor {
         const div = document.createElement("div");
         const result = this.results.get(i);
         div.className = "kt-editor-line";
-        if (result && !result.ok) div.classList.add("kt-line-error");
+        if (i === this.typedLine) div.classList.add("kt-line-typing");
+        else if (result && !result.ok) div.classList.add("kt-line-error");
         else if (result && result.warning) div.classList.add("kt-line-warning");
         div.textContent = text || " ";
         return div;
@@ -157,7 +201,7 @@ export class PatternEditor {
       items.push(li);
     }
     for (const [line, result] of [...this.results.entries()].sort((a, b) => a[0] - b[0])) {
-      if (result.ok && !result.warning) continue;
+      if ((result.ok && !result.warning) || line === this.typedLine) continue;
       const li = document.createElement("li");
       li.className = result.ok ? "kt-warning" : "kt-error";
       li.dataset.line = String(line + 1);

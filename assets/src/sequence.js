@@ -56,7 +56,13 @@ export class SequenceLayout {
     this.openCalls = new Map(); // call id -> activation
     this.activations = [];
     this.messages = 0;
+    this.others = 0; // rows that are neither calls nor returns (messages, spawns, exits...)
     this.version = 0;
+  }
+
+  /** Only calls and returns so far: a sequence of nothing but self-arrows. */
+  get callsOnly() {
+    return this.others === 0 && this.rows.length > 0;
   }
 
   /** Seq of the next row. */
@@ -92,6 +98,7 @@ export class SequenceLayout {
   }
 
   push(row) {
+    if (row.type !== "call" && row.type !== "return") this.others++;
     row.seq = this.end;
     this.rows.push(row);
     return row;
@@ -385,7 +392,9 @@ export function fit(text, px) {
 export class SequenceView {
   /**
    * @param {HTMLElement} parent
-   * @param {object} opts layout (a SequenceLayout), onSelect(row)
+   * @param {object} opts layout (a SequenceLayout), onSelect(row), and onShowCalls(),
+   *   which opens the call tree: a trace of calls only has no messages to draw, and says
+   *   so with a button to it
    */
   constructor(parent, opts) {
     this.layout = opts.layout;
@@ -406,7 +415,14 @@ export class SequenceView {
     this.spacer.append(this.header, this.svg);
     this.scroller.appendChild(this.spacer);
     this.empty = h("div", { class: "kt-empty kt-seq-empty", text: "No messages yet. Trace messages or processes (Kino.Trace.messages/2, processes/2) to see them here." });
-    this.el.append(this.scroller, this.empty);
+    this.callsOnly = h(
+      "div",
+      { class: "kt-empty kt-seq-empty kt-seq-calls-only", "data-testid": "sequence-calls-only", hidden: "" },
+      h("div", { class: "kt-seq-empty-title", text: "No messages in this trace: it traces calls only." }),
+      h("div", { text: "The sequence shows messages between processes. The calls of each process are in the call tree." }),
+      h("button", { type: "button", class: "kt-button", "data-action": "show-calls", text: "Show the call tree", onclick: () => opts.onShowCalls && opts.onShowCalls() })
+    );
+    this.el.append(this.scroller, this.empty, this.callsOnly);
     parent.appendChild(this.el);
 
     this.scroller.addEventListener("scroll", () => {
@@ -454,7 +470,8 @@ export class SequenceView {
     if (this.follow) this.scroller.scrollTop = this.scroller.scrollHeight;
     else if (shift > 0) this.scroller.scrollTop = Math.max(0, this.scroller.scrollTop - shift); // keep the rows in view
     this.empty.hidden = rows > 0 || layout.lanes.length > 0;
-    this.scroller.hidden = !this.empty.hidden;
+    this.callsOnly.hidden = !layout.callsOnly;
+    this.scroller.hidden = !this.empty.hidden || !this.callsOnly.hidden;
     if (this.drawnLanes !== layout.lanes.length || this.namesVersion !== namesOf(layout)) this.drawHeader();
     this.draw();
   }

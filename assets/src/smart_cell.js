@@ -7,7 +7,8 @@
 //
 // The patterns textarea is the widget's pattern editor (src/patterns.js) without its
 // Apply button: lines are sent as you type (debounced) and marked inline as the server
-// checks them, and it completes module and function names as the widget's does
+// checks them (the line being typed once you pause or leave it), and it completes
+// module and function names as the widget's does
 // ("complete" {text, seq} -> "completions", see Kino.Trace.Complete). It carries
 // data-complete="patterns".
 
@@ -62,6 +63,10 @@ export function displayValue(value) {
 }
 
 const PATTERN_DELAY_MS = 300;
+// The line being typed is marked once typing pauses this long with no completion list
+// open, or when the cursor leaves it (the server checks every 300 ms pause: a
+// half-typed line is not an error yet).
+const TYPING_PAUSE_MS = 1000;
 
 export class TraceCellForm {
   /**
@@ -113,6 +118,7 @@ export class TraceCellForm {
       patterns: [],
       onApply: () => this.flush(),
       onComplete: (text, seq) => this.server.push("complete", { text, seq }),
+      quietMs: TYPING_PAUSE_MS,
     });
     this.editor.el.classList.add("kt-sc-editor");
     this.editor.applyButton.parentElement.remove();

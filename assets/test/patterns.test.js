@@ -72,4 +72,58 @@ describe("patterns", () => {
     editor.textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", ctrlKey: true, bubbles: true, cancelable: true }));
     expect(onApply).toHaveBeenCalledWith(["Enum.ma"]);
   });
+
+  it("with quietMs, the line being typed is marked only once typing pauses with no list open, or the cursor leaves it", () => {
+    vi.useFakeTimers();
+    try {
+      const parent = document.createElement("div");
+      document.body.replaceChildren(parent);
+      const editor = new PatternEditor(parent, { onApply: vi.fn(), onComplete: vi.fn(), quietMs: 1000 });
+      const { textarea } = editor;
+      const errors = () => [...parent.querySelectorAll(".kt-editor-line")].map((l) => l.classList.contains("kt-line-error"));
+      const type = (value) => {
+        textarea.value = value;
+        textarea.setSelectionRange(value.length, value.length);
+        textarea.dispatchEvent(new Event("input"));
+      };
+      const check = (lines) =>
+        editor.showResults({ patterns: [], results: lines.map((input) => ({ input, ok: input.endsWith("/1"), error: input.endsWith("/1") ? null : `bad ${input}` })) });
+      textarea.focus();
+
+      // half typed, the completion list open: the server's check marks nothing yet
+      type("A.b/1\nEnum.su");
+      editor.showCompletions({ seq: editor.completion.seq, prefix: "su", items: [{ label: "sum/1", insert: "sum/1", kind: "function", detail: "Enum.sum/1" }] });
+      expect(editor.completion.open).toBe(true);
+      check(["A.b/1", "Enum.su"]);
+      expect(errors()).toEqual([false, false]);
+      expect(parent.querySelector(".kt-editor-messages").textContent).toBe("");
+      vi.advanceTimersByTime(5000);
+      expect(errors()).toEqual([false, false]);
+
+      // the list closes (Escape) and typing pauses: now it is marked
+      textarea.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true, cancelable: true }));
+      expect(editor.completion.open).toBe(false);
+      vi.advanceTimersByTime(999);
+      expect(errors()).toEqual([false, true]);
+      expect(parent.querySelector(".kt-editor-messages").textContent).toContain("bad Enum.su");
+
+      // typing again: unmarked; the cursor leaving the line marks it at once
+      type("A.b/1\nEnum.s");
+      check(["A.b/1", "Enum.s"]);
+      expect(errors()).toEqual([false, false]);
+      textarea.setSelectionRange(0, 0);
+      textarea.dispatchEvent(new KeyboardEvent("keyup", { key: "ArrowUp" }));
+      expect(errors()).toEqual([false, true]);
+
+      // another line with an error stays marked while this one is typed
+      type("A.x\nEnum.s");
+      check(["A.x", "Enum.s"]);
+      expect(errors()).toEqual([true, false]);
+      // leaving the field marks it too
+      textarea.blur();
+      expect(errors()).toEqual([true, true]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -87,6 +87,40 @@ describe("SequenceLayout", () => {
     ]);
   });
 
+  it("callsOnly: only calls and returns so far; a message or a process event ends it, clear starts again", () => {
+    const l = new SequenceLayout();
+    expect(l.callsOnly).toBe(false);
+    const c = ev("call", A, { call: "M.f(1)", mfa: "M.f/1" });
+    l.append([c, ev("call", B, { call: "M.g()", mfa: "M.g/0" }), ev("return", A, { call_id: c.id, result: "1" })]);
+    expect(l.callsOnly).toBe(true);
+    l.append([ev("exit", B, { data: ":normal" })]);
+    expect(l.callsOnly).toBe(false);
+    l.clear();
+    l.append([ev("call", A, { call: "M.f(1)" })]);
+    expect(l.callsOnly).toBe(true);
+    l.append([send(A, B, ":hi")]);
+    expect(l.callsOnly).toBe(false);
+  });
+
+  it("a calls-only sequence says there are no messages and offers the call tree", () => {
+    const parent = document.createElement("div");
+    const l = new SequenceLayout();
+    let opened = 0;
+    const view = new SequenceView(parent, { layout: l, onShowCalls: () => opened++ });
+    l.append([ev("call", A, { call: "M.f(1)" })]);
+    view.render();
+    const note = parent.querySelector('[data-testid="sequence-calls-only"]');
+    expect(note.hidden).toBe(false);
+    expect(view.scroller.hidden).toBe(true);
+    expect(note.textContent).toContain("No messages in this trace");
+    note.querySelector('[data-action="show-calls"]').click();
+    expect(opened).toBe(1);
+    l.append([send(A, B, ":hi")]);
+    view.render();
+    expect(note.hidden).toBe(true);
+    expect(view.scroller.hidden).toBe(false);
+  });
+
   it("an exception ends its activation and is marked", () => {
     const l = new SequenceLayout();
     const c = ev("call", A, { call: "M.f(-1)" });

@@ -110,6 +110,7 @@ defmodule Kino.Trace do
           required(:id) => pos_integer(),
           required(:status) => status(),
           required(:patterns) => [String.t()],
+          optional(:what) => Kino.Trace.Plan.summary(),
           required(:accepted) => non_neg_integer(),
           required(:delivered) => non_neg_integer(),
           required(:queued) => non_neg_integer(),

@@ -95,6 +95,34 @@ await check("typing patterns: sent when typing pauses, lines marked as the serve
   assert(asked > 0, "no completion asked while typing");
 });
 
+await check("red while typing: a half-typed line is not marked while the completion list is open; it is once the list closes and typing pauses", async () => {
+  const textarea = 'textarea[data-complete="patterns"]';
+  await page.fill(textarea, "");
+  await page.type(textarea, ":ets.insert_n", { delay: 5 });
+  await page.waitForSelector(".kt-complete:not([hidden])");
+  // the update of the half-typed line was sent; the server's check of it (an error)
+  // is delivered in a timer queued before this one
+  await page.waitForFunction(() => window.harness.pushedEvents("update").some((e) => e.payload.field === "patterns" && e.payload.value === ":ets.insert_n"));
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 0)));
+  await nextFrame(page);
+  const marked = async () => ({
+    error: await page.$$eval(".kt-line-error", (ls) => ls.length),
+    messages: await page.textContent(".kt-editor-messages"),
+    open: await page.$$eval(".kt-complete:not([hidden])", (ls) => ls.length),
+  });
+  let now = await marked();
+  assert(now.open === 1 && now.error === 0 && now.messages === "", `marked as soon as checked: ${JSON.stringify(now)}`);
+  // a pause with the list still open (reading it): still not marked
+  await page.waitForTimeout(1500);
+  now = await marked();
+  assert(now.open === 1 && now.error === 0 && now.messages === "", `marked with the list open: ${JSON.stringify(now)}`);
+  // the list closed, typing paused: marked, with the server's message
+  await page.press(textarea, "Escape");
+  await page.waitForSelector(".kt-line-error");
+  now = await marked();
+  assert(now.open === 0 && now.messages.includes("line 1"), `after the pause: ${JSON.stringify(now)}`);
+});
+
 await check("completion: typing offers the server's completions; Tab accepts one", async () => {
   const textarea = 'textarea[data-complete="patterns"]';
   await page.fill(textarea, "");

@@ -39,7 +39,7 @@ defmodule Kino.Trace.MessagePattern do
   @spec compile(String.t() | nil, boolean(), max_bytes: pos_integer()) ::
           {:ok, specs()} | {:error, String.t()}
   def compile(pattern, distributed?, opts \\ [])
-  def compile(nil, false, _opts), do: {:ok, %{send: true, recv: true}}
+  def compile(nil, false, _opts), do: {:ok, %{send: true, recv: [{[:"$1", :_, :_], [{:"=/=", :"$1", :clock_service}], []}]}}
   def compile(nil, true, opts), do: compile("_", true, opts)
 
   def compile(text, distributed?, opts) when is_binary(text) do
@@ -89,7 +89,13 @@ defmodule Kino.Trace.MessagePattern do
               (is_tuple(unquote(to)) and elem(unquote(to), 1) != node())
   end
 
-  defp recv_guard(false), do: nil
+  # A receive...after that timed out (`Process.sleep/1` is one) is traced as a receive
+  # of the atom `:timeout` from `:clock_service` in place of a node: no message was
+  # received, so it is left out. (A message `:timeout` that a process sent has a node.)
+  defp recv_guard(false) do
+    node = var(:__kino_node__)
+    quote do: unquote(node) != :clock_service
+  end
 
   # The VM's own messages (`:erlang.trace_delivered/1`'s answer, a timer's timeout) come
   # from `:system` or `:clock_service` in place of a node, with no sender: local ones.

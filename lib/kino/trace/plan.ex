@@ -110,6 +110,40 @@ defmodule Kino.Trace.Plan do
     %{plan | parts: parts}
   end
 
+  @typedoc "What a trace traces, as `summary/1` tells it."
+  @type summary :: %{
+          calls: boolean(),
+          messages: String.t() | nil,
+          message_pattern: String.t() | nil,
+          processes: String.t() | nil
+        }
+
+  @doc """
+  What the plan traces, for the widget to show the editor of what the trace has: whether
+  it traces calls, and the targets of its messages and processes (as given, as text),
+  and its message pattern.
+
+      iex> plan = Kino.Trace.Plan.new!([messages: :all], pattern: "{:ok, _}")
+      iex> Kino.Trace.Plan.summary(plan)
+      %{calls: false, messages: ":all", message_pattern: "{:ok, _}", processes: nil}
+      iex> Kino.Trace.Plan.summary(Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], []))
+      %{calls: true, messages: nil, message_pattern: nil, processes: nil}
+  """
+  @spec summary(t()) :: summary()
+  def summary(%__MODULE__{what: what, options: options}) do
+    targets = fn key -> if Keyword.has_key?(what, key), do: targets_text(what[key]) end
+
+    %{
+      calls: Keyword.has_key?(what, :calls),
+      messages: targets.(:messages),
+      message_pattern: if(Keyword.has_key?(what, :messages), do: options[:pattern]),
+      processes: targets.(:processes)
+    }
+  end
+
+  defp targets_text(targets) when is_list(targets), do: Enum.map_join(targets, ", ", &inspect/1)
+  defp targets_text(target), do: inspect(target)
+
   @doc """
   The plan as `node`, one of the plan's nodes, runs it: this node's part is the plan
   itself, another node's the part `new!/3` built (`node_part!/3`), not built again.

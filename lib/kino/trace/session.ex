@@ -799,6 +799,7 @@ defmodule Kino.Trace.Session do
       id: state.id,
       status: state.status,
       patterns: Enum.map(patterns(state), &Pattern.to_string/1),
+      what: Plan.summary(state.plan),
       accepted: c.accepted,
       delivered: c.delivered,
       queued: c.queued,

@@ -43,6 +43,34 @@ defmodule Kino.Trace.MessagesTest do
     Kino.Trace.stop(trace)
   end
 
+  # issue 25: Process.sleep/1 (a receive...after that times out) was traced as
+  # "receive :timeout", in the printer, the widget and Mermaid alike; no message was
+  # received. A message :timeout that a process sends is still one.
+  for pattern <- [nil, "_", "x when is_atom(x)"] do
+    test "a receive...after that times out is no received message (pattern: #{inspect(pattern)})" do
+      me = self()
+
+      sleeper =
+        spawn(fn ->
+          receive do: (:go -> :ok)
+          Process.sleep(1)
+          receive do: (:timeout -> :ok)
+          receive do: (:stop -> send(me, :slept))
+        end)
+
+      opts = if unquote(pattern), do: [pattern: unquote(pattern)], else: []
+      trace = Kino.Trace.messages([sleeper], opts)
+      send(sleeper, :go)
+      send(sleeper, :timeout)
+      send(sleeper, :stop)
+      assert_receive :slept
+      events = await_events(trace, &Enum.any?(&1, fn e -> e.kind == :receive and e.data == :stop end))
+      Kino.Trace.stop(trace)
+
+      assert for(%Event{kind: :receive, data: data} <- events, do: data) == [:go, :timeout, :stop]
+    end
+  end
+
   test "message patterns keep only matching messages" do
     server = echo_server()
     trace = Kino.Trace.messages([server], pattern: "{:echo, n} when is_integer(n) and n > 10")

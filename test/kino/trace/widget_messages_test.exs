@@ -27,6 +27,31 @@ defmodule Kino.Trace.WidgetMessagesTest do
     {trace, sample, events}
   end
 
+  # issue 25: the widget shows the editor for what the trace has (no call-pattern
+  # editor for a trace of messages or processes alone): the connect payload says what.
+  test "the connect payload says what the trace traces: calls, message targets and pattern, process targets" do
+    me = self()
+
+    cases = [
+      {fn -> Kino.Trace.calls(["Enum.sum/1"]) end, %{calls: true, messages: nil, message_pattern: nil, processes: nil}},
+      {fn -> Kino.Trace.messages([me], pattern: "{:ok, _}") end,
+       %{calls: false, messages: inspect(me), message_pattern: "{:ok, _}", processes: nil}},
+      {fn -> Kino.Trace.messages(:all) end, %{calls: false, messages: ":all", message_pattern: nil, processes: nil}},
+      {fn -> Kino.Trace.processes(:new) end, %{calls: false, messages: nil, message_pattern: nil, processes: ":new"}},
+      {fn -> Kino.Trace.trace(calls: ["Enum.sum/1"], processes: [me]) end,
+       %{calls: true, messages: nil, message_pattern: nil, processes: "#{inspect(me)}"}}
+    ]
+
+    for {start, expected} <- cases do
+      trace = start.()
+      {controller, _} = Controller.init(trace, lifeline: false)
+      {connect, _} = Controller.connect(controller)
+      Kino.Trace.stop(trace)
+      KinoTraceTest.WireSchema.check_connect!(connect)
+      assert connect.trace == expected
+    end
+  end
+
   test "every kind of a real message and process trace renders as a row" do
     {_trace, %{ping: ping, pong: pong}, events} = run_traced(3)
     rows = Payload.events(events)

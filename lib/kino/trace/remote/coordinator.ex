@@ -431,6 +431,7 @@ defmodule Kino.Trace.Remote.Coordinator do
       id: state.id,
       status: state.status,
       patterns: Map.get(first, :patterns, []),
+      what: Kino.Trace.Plan.summary(state.plan),
       dropped: dropped,
       rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
       started_at: state.started_at,

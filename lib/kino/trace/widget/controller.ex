@@ -70,6 +70,7 @@ defmodule Kino.Trace.Widget.Controller do
     :browser,
     status: :running,
     patterns: [],
+    what: nil,
     flush_armed?: false,
     seen_up_to: 0,
     last_counters: nil,
@@ -161,6 +162,7 @@ defmodule Kino.Trace.Widget.Controller do
           controller
           | status: info.status,
             patterns: info.patterns,
+            what: info[:what],
             store: store,
             seen_up_to: seen,
             aliases: aliases
@@ -173,9 +175,12 @@ defmodule Kino.Trace.Widget.Controller do
   end
 
   @doc """
-  The data a connecting browser starts from: patterns, status, counters, recent rows,
-  and how many log rows (`max_entries`) and sequence rows (`sequence_rows`) it holds.
-  Every payload follows the wire's schema, `assets/wire.schema.json`.
+  The data a connecting browser starts from: patterns, what the trace traces (`trace`,
+  see `Kino.Trace.Plan.summary/1`: the widget shows the call-pattern editor only for a
+  trace of calls, and the targets and message pattern of the others), status, counters,
+  recent rows, and how many log rows (`max_entries`) and sequence rows
+  (`sequence_rows`) it holds. Every payload follows the wire's schema,
+  `assets/wire.schema.json`.
   """
   @spec connect(t()) :: {map(), t()}
   def connect(%__MODULE__{} = controller) do
@@ -183,6 +188,8 @@ defmodule Kino.Trace.Widget.Controller do
 
     payload = %{
       patterns: controller.patterns,
+      # a trace whose session was gone before the widget started: its calls' editor
+      trace: controller.what || %{calls: true, messages: nil, message_pattern: nil, processes: nil},
       status: to_string(controller.status),
       counters: counters,
       events: Store.rows(controller.store, controller.history),
