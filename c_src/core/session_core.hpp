@@ -35,6 +35,13 @@
 // pass_holes()); the producer wakes the consumer if it was waiting for exactly that
 // number, as an enqueue would.
 //
+// Close: shut() stops admission at once; discard() then frees what is queued and
+// reports done only when every number handed out is delivered, discarded or a hole.
+// A producer checks shut_ again after taking its number (the number's RMW orders the
+// two, see commit()): it either drops its event (a hole) or close() waits the
+// microseconds until that event is queued, and discards it. Nothing stays queued
+// after close(), without a fence on the producer's path.
+//
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed by close())
 // where accepted counts the numbers handed out minus the holes.
