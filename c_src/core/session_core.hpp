@@ -35,6 +35,13 @@
 // pass_holes()); the producer wakes the consumer if it was waiting for exactly that
 // number, as an enqueue would.
 //
+// Close: shut() stops admission at once; discard() then frees what is queued and
+// reports done only when every number handed out is delivered, discarded or a hole.
+// A producer checks shut_ again after taking its number (the number's RMW orders the
+// two, see commit()): it either drops its event (a hole) or close() waits the
+// microseconds until that event is queued, and discards it. Nothing stays queued
+// after close(), without a fence on the producer's path.
+//
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed by close())
 // where accepted counts the numbers handed out minus the holes.
@@ -47,6 +54,7 @@
 #include <cstdint>
 
 #include <mutex>
+#include <thread>
 
 #include "rate_limiter.hpp"
 #include "reorder_buffer.hpp"
@@ -87,6 +95,23 @@ struct CommitResult {
   Verdict verdict = Verdict::Accept;
   bool wake_consumer = false;   // the queue went from empty to non-empty
   bool limit_reached = false;   // this event was the max_events-th: the session closed
+
+  // commit() works on the result packed in an integer (verdict, wake << 8, limit << 16)
+  // and unpacks it in an inline wrapper: returning the three-byte struct from the
+  // out-of-line body made GCC store its fields as bytes on the stack and reload them as
+  // one word in the shared epilogue, a store-forwarding stall on every event (a fifth to
+  // a quarter of commit()'s samples in a profile of the benchmark; issue 26).
+  static constexpr std::uint32_t pack(Verdict verdict, bool wake, bool limit) {
+    return static_cast<std::uint32_t>(verdict) | static_cast<std::uint32_t>(wake) << 8 |
+           static_cast<std::uint32_t>(limit) << 16;
+  }
+  static CommitResult unpack(std::uint32_t bits) {
+    CommitResult r;
+    r.verdict = static_cast<Verdict>(bits & 0xFFu);
+    r.wake_consumer = (bits >> 8 & 1u) != 0;
+    r.limit_reached = (bits >> 16 & 1u) != 0;
+    return r;
+  }
 };
 
 // QueueTraits: moodycamel's traits for the event queue (its block size and its
@@ -139,13 +164,14 @@ class BasicSessionCore {
     if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  CommitResult commit(Event&& event) {
-    CommitResult r;
+  CommitResult commit(Event&& event) { return CommitResult::unpack(commit_packed(std::move(event))); }
+
+ private:
+  std::uint32_t commit_packed(Event&& event) {
     if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never enqueue
       abandon();
       count_drop(Verdict::DropClosed, event.pid);
-      r.verdict = Verdict::DropClosed;
-      return r;
+      return CommitResult::pack(Verdict::DropClosed, false, false);
     }
     std::uint64_t bytes = event.footprint();
     std::uint64_t before = since(bytes_in_.fetch_add(bytes, std::memory_order_relaxed), bytes_out_);
@@ -153,8 +179,7 @@ class BasicSessionCore {
       bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
       abandon();
       count_drop(Verdict::DropQueueFull, event.pid);
-      r.verdict = Verdict::DropQueueFull;
-      return r;
+      return CommitResult::pack(Verdict::DropQueueFull, false, false);
     }
     // The process's own earlier drops happened before this, in its own order.
     const std::uint64_t who = event.pid;
@@ -163,18 +188,31 @@ class BasicSessionCore {
     // count before is the event's number.
     const std::uint64_t seq = numbered_.fetch_add(1, std::memory_order_seq_cst);
     event.seq = seq;
-    if (!queue_.enqueue(std::move(event))) {  // no memory for a block: `event` is intact
+    // close() may have run since the check above. The number just taken and shut_ form
+    // a Dekker pair with shut()/settled(): shut() stores shut_, then (after a seq_cst
+    // fence) settled() loads numbered_; here the seq_cst RMW on numbered_ comes before
+    // this seq_cst load of shut_. So either this load sees shut_ set, and the number
+    // becomes a hole (dropped: closed), or close() sees this number and waits until its
+    // event is in the queue, then discards it. Nothing stays queued after close(), and
+    // no fence is needed here: the RMW above already orders the two (a fence after the
+    // enqueue cost half of commit()'s time in a profile of the benchmark, draining the
+    // store buffer a second time per event; issue 26).
+    Verdict drop = Verdict::Accept;
+    if (shut_.load(std::memory_order_seq_cst) != 0) {
+      drop = Verdict::DropClosed;
+    } else if (!queue_.enqueue(std::move(event))) {  // no memory for a block: `event` is intact
+      drop = Verdict::DropNoMemory;
+    }
+    if (drop != Verdict::Accept) {
       bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
       slots_in_.fetch_sub(1, std::memory_order_relaxed);
       holes_.fetch_add(1, std::memory_order_seq_cst);  // before the wake-up check below
-      count_drop(Verdict::DropNoMemory, who);
-      r.verdict = Verdict::DropNoMemory;
+      count_drop(drop, who);
     }
-    std::uint64_t accepted = seq + 1;
-    if (limits_.max_events && accepted == limits_.max_events) {
+    const bool limit = limits_.max_events && seq + 1 == limits_.max_events && drop != Verdict::DropClosed;
+    if (limit) {
       closed_.store(true, std::memory_order_release);
       limit_reached_.store(true, std::memory_order_release);
-      r.limit_reached = true;
     }
     // Wake the consumer when the queue was empty as far as it knows: everything accepted
     // before this event has been consumed, i.e. this is the event it expects next (also
@@ -184,24 +222,12 @@ class BasicSessionCore {
     // with drain()'s store-then-load of
     // the same two counters (seq_cst on both sides), a consumer that stops draining is
     // always woken by the next event, and the producer only reads the consumer's line.
-    if (consumed_.load(std::memory_order_seq_cst) == seq) {
-      wakeups_.fetch_add(1, std::memory_order_relaxed);
-      r.wake_consumer = true;
-    }
-    // close() may have run between the check above and the enqueue. A seq_cst fence on
-    // each side (here after the enqueue, in shut() after setting shut_) orders the two:
-    // either this load sees shut_ set and the event is discarded here, or close()'s
-    // discard, which follows its fence, finds the event in the queue. So nothing stays
-    // queued after close(). A fence, not an RMW on shut_: the RMW took shut_'s line,
-    // which every enabled() and admit() reads, to this core exclusively on every event
-    // (three quarters of commit()'s time in a profile of the benchmark).
-    if (r.verdict == Verdict::Accept) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (shut_.load(std::memory_order_relaxed) != 0) discard_queued();
-    }
-    return r;
+    const bool wake = consumed_.load(std::memory_order_seq_cst) == seq;
+    if (wake) wakeups_.fetch_add(1, std::memory_order_relaxed);
+    return CommitResult::pack(drop, wake, limit);
   }
 
+ public:
   // Moves up to `max` events into `out`, in admission order (seq). Returns how many;
   // `more` tells whether events may remain (the consumer should drain again): it stays
   // true while the reorder buffer holds events waiting for an earlier one, so the
@@ -263,25 +289,29 @@ class BasicSessionCore {
   // as discarded). Safe to call more than once.
   void close() {
     shut();
-    discard(~std::size_t{0});
+    while (!discard(~std::size_t{0})) std::this_thread::yield();  // a producer mid-enqueue
   }
 
   // close() in two steps, for a caller that must not run long at once: shut() (constant
   // time) then discard(max) until it returns true. After shut(), nothing more is
-  // queued: a producer that was already past admit() drops its event or discards it.
+  // queued: a producer that was already past admit() either sees shut_ after taking its
+  // number (a hole, dropped: closed) or is waited for by discard() (see commit()).
   void shut() {
     closed_.store(true, std::memory_order_release);
     shut_.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with commit()'s, see there
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with commit()'s RMW, see there
   }
-  // Frees up to about `max` queued events (counted as discarded); true once none is left.
+  // Frees up to about `max` queued events (counted as discarded); true once none is left
+  // and every numbered event is accounted for (delivered, discarded or a hole): a
+  // producer that took its number before shut() may still be enqueueing (microseconds),
+  // so false means "call again", also when nothing was freed.
   // The reorder buffer goes first, at once (it holds at most the queue's cap).
   bool discard(std::size_t max) {
     {
       std::lock_guard<std::mutex> lock(consumer_);
       discard_reorder();
     }
-    return discard_queued(max);
+    return discard_queued(max) && settled();
   }
 
   Counters counters() const {
@@ -305,6 +335,14 @@ class BasicSessionCore {
   }
 
  private:
+  // After shut(): every number handed out is delivered, discarded or a hole. Holes
+  // first: each of them has a number, so this never counts an event twice.
+  bool settled() const {
+    std::uint64_t holes = holes_.load(std::memory_order_seq_cst);
+    std::uint64_t numbered = numbered_.load(std::memory_order_seq_cst);
+    return numbered - holes == delivered_.load(std::memory_order_acquire) + discarded_.load(std::memory_order_acquire);
+  }
+
   // Passes the holes at the front of the reorder buffer, handing out the events between
   // them (up to `max` in all), when it is sure they are holes: the queue was just found
   // empty, and the numbers handed out so far are exactly those the buffer holds, those
@@ -343,9 +381,8 @@ class BasicSessionCore {
     consumed_.fetch_add(n, std::memory_order_seq_cst);
   }
 
-  // Frees queued events, counted as discarded (close(), or a commit racing it): all of
-  // them, or about `max`. True when the queue was found empty. Not the reorder buffer:
-  // a producer racing close() calls this, and the buffer is the consumer's.
+  // Frees queued events, counted as discarded (close()): all of them, or about `max`.
+  // True when the queue was found empty. Not the reorder buffer (the consumer's).
   bool discard_queued(std::size_t max = ~std::size_t{0}) {
     Event scratch[64];
     for (std::size_t done = 0;; ) {

@@ -236,3 +236,59 @@ TEST_CASE("stress: producers whose enqueues fail now and then: every event deliv
   CHECK(c.bytes_queued == 0);
   CHECK(s.reordering() == 0);
 }
+
+namespace {
+
+// The queue's allocator parks the calling thread while `hold` is set: a producer that
+// needs a block (or its producer record) stops inside its enqueue, after it took its
+// number and checked the session open, until the test lets it go.
+struct ParkingAlloc : moodycamel::ConcurrentQueueDefaultTraits {
+  static const std::size_t BLOCK_SIZE = 2;
+  static inline std::atomic<bool> hold{false};
+  static inline std::atomic<int> parked{0};
+  static void* malloc(std::size_t size) {
+    if (hold.load()) {
+      parked.fetch_add(1);
+      while (hold.load()) std::this_thread::yield();
+      parked.fetch_sub(1);
+    }
+    return std::malloc(size);
+  }
+  static void free(void* ptr) { std::free(ptr); }
+};
+
+}  // namespace
+
+TEST_CASE("SessionCore: close() waits for an event in flight, then discards it", "[session][close]") {
+  BasicSessionCore<ParkingAlloc> s(roomy(), kEpoch);
+  ParkingAlloc::hold = true;
+  CommitResult r;
+  std::thread producer([&] {  // a fresh thread: its first enqueue allocates
+    REQUIRE(s.admit(kEpoch, 1) == Verdict::Accept);
+    Event e;
+    e.kind = EventKind::Call;
+    e.pid = 1;
+    r = s.commit(std::move(e));
+  });
+  while (ParkingAlloc::parked.load() == 0) std::this_thread::yield();
+  s.shut();
+  // The event has its number and saw the session open: it will be queued, so the
+  // session is not done closing until it is, and then it is discarded.
+  CHECK_FALSE(s.discard(100));
+  CHECK(s.counters().queued == 1);
+  ParkingAlloc::hold = false;
+  producer.join();
+  CHECK(r.verdict == Verdict::Accept);
+  int calls = 0;
+  while (!s.discard(100)) REQUIRE(++calls < 1000);
+  Counters c = s.counters();
+  CHECK(c.accepted == 1);
+  CHECK(c.discarded == 1);
+  CHECK(c.queued == 0);
+  CHECK(c.bytes_queued == 0);
+  CHECK(c.dropped_closed == 0);
+  bool more = true;
+  Event out[4];
+  CHECK(s.drain(out, 4, more) == 0);
+  CHECK_FALSE(more);
+}

@@ -558,3 +558,14 @@ TEST_CASE("SessionCore: random single-threaded sequences keep the books balanced
     CHECK(c.dropped_max_events == by_reason[static_cast<int>(Verdict::DropMaxEvents)]);
   }
 }
+
+TEST_CASE("CommitResult: pack/unpack keep each field", "[session]") {
+  for (Verdict v : {Verdict::Accept, Verdict::DropClosed, Verdict::DropQueueFull, Verdict::DropNoMemory}) {
+    for (int bits = 0; bits < 4; ++bits) {
+      CommitResult r = CommitResult::unpack(CommitResult::pack(v, (bits & 1) != 0, (bits & 2) != 0));
+      CHECK(r.verdict == v);
+      CHECK(r.wake_consumer == ((bits & 1) != 0));
+      CHECK(r.limit_reached == ((bits & 2) != 0));
+    }
+  }
+}
