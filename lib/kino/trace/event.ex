@@ -198,35 +198,4 @@ defmodule Kino.Trace.Event do
   def mfa(%__MODULE__{module: nil}), do: nil
   def mfa(%__MODULE__{module: m, function: f, arity: a}), do: {m, f, a}
 end
-
-defimpl Inspect, for: Kino.Trace.Event do
-  alias Kino.Trace.Printer
-
-  @labelled [:call, :return, :exception, :return_to]
-
-  def inspect(%Kino.Trace.Event{kind: kind} = event, opts) do
-    if kind in Kino.Trace.Event.kinds() do
-      line(event, opts)
-    else
-      # Not an event (say, an empty %Kino.Trace.Event{}): its fields say more.
-      Inspect.Any.inspect(event, opts)
-    end
-  end
-
-  defp line(event, opts) do
-    terms = [limit: opts.limit, printable_limit: opts.printable_limit, base: opts.base]
-    label = if event.kind in @labelled, do: [Atom.to_string(event.kind), " "], else: []
-
-    IO.iodata_to_binary([
-      "#Kino.Trace.Event<",
-      label,
-      Printer.format_body(event, inspect: terms),
-      " ",
-      Printer.format_process(event),
-      ">"
-    ])
-  rescue
-    # Fields the tracer would not make (say, arguments that are not a list).
-    _ -> Inspect.Any.inspect(event, opts)
-  end
-end
+# Its Inspect implementation is in event/inspect.ex.

@@ -88,7 +88,7 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.{Aliases, Capture, DidYouMean, Event, MFA, Printer}
+  alias Kino.Trace.{Aliases, Capture, DidYouMean, Event, MFA, Render}
   alias Kino.Trace.Widget.Payload
 
   @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
@@ -406,7 +406,7 @@ defmodule Kino.Trace.Mermaid do
   # What the event says, as the console prints it; an event the tracer would not make
   # (say, arguments that are not a list) shows its fields instead.
   defp body(event) do
-    Printer.format_body(event)
+    Render.format_body(event)
   rescue
     _ -> inspect(event, structs: false, limit: 10, printable_limit: 80)
   end

@@ -22,9 +22,7 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias Kino.Trace.{Aliases, Event, MFA}
-
-  @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
+  alias Kino.Trace.{Aliases, Event, Render}
 
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
@@ -88,15 +86,12 @@ defmodule Kino.Trace.Printer do
         loop(id, ref, device, opts, aliases)
 
       {:kino_trace, ^id, {:status, status}} ->
-        IO.write(device, colorize(["-- trace ", to_string(status), " --\n"], :faint, opts))
+        IO.write(device, Render.colorize(["-- trace ", to_string(status), " --\n"], :faint, opts))
 
       {:DOWN, ^ref, :process, _, _} ->
         :ok
     end
   end
-
-  # Before an event whose process lost events just before it (Kino.Trace.Event's :lost).
-  @lost "(events lost before this) "
 
   @doc """
   Formats one event as a line of Elixir code (iodata, no newline).
@@ -113,18 +108,7 @@ defmodule Kino.Trace.Printer do
   `inspect/2`, merged into the defaults).
   """
   @spec format(Event.t(), keyword()) :: iodata()
-  def format(%Event{} = event, opts \\ []) do
-    time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
-    indent = String.duplicate("  ", event.depth)
-
-    [
-      colorize(time, :faint, opts),
-      colorize([format_process(event), " "], :cyan, opts),
-      indent,
-      if(event.lost, do: colorize(@lost, :yellow, opts), else: []),
-      format_body(event, opts)
-    ]
-  end
+  defdelegate format(event, opts \\ []), to: Render
 
   @doc """
   Formats what an event says, the part of `format/2`'s line after the process and the
@@ -137,9 +121,7 @@ defmodule Kino.Trace.Printer do
       "-> 3 (38 µs)  Enum.sum/1"
   """
   @spec format_body(Event.t(), keyword()) :: iodata()
-  def format_body(%Event{} = event, opts \\ []) do
-    body(event, Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, [])), opts)
-  end
+  defdelegate format_body(event, opts \\ []), to: Render
 
   @doc """
   Formats the process of an event: its pid, its registered name if any, and its node
@@ -150,59 +132,7 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> (:cache)"
   """
   @spec format_process(Event.t()) :: iodata()
-  def format_process(%Event{} = event) do
-    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
-    [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: [])]
-  end
-
-  defp body(%Event{kind: :call} = e, io, opts) do
-    args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
-    caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
-    [colorize([MFA.call(e.module, e.function), "(", args, ")"], :bright, opts), caller]
-  end
-
-  defp body(%Event{kind: :return} = e, io, opts) do
-    [colorize("-> ", :green, opts), inspect(e.return, io), duration(e, opts), call_name(e, opts)]
-  end
-
-  defp body(%Event{kind: :exception, exception: {class, reason}} = e, io, opts) do
-    text =
-      case {class, reason} do
-        {:error, %{__exception__: true} = ex} -> Exception.format_banner(:error, ex)
-        {class, reason} -> "** (#{class}) " <> inspect(reason, io)
-      end
-
-    [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
-  end
-
-  # No function: the process's first call returned (and the process ends).
-  defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
-  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", MFA.to_string(Event.mfa(e))]
-  defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
-
-  defp body(%Event{kind: :send_to_non_existing} = e, io, _opts),
-    do: ["send ", inspect(e.data, io), " to ", inspect(e.peer), " (no such process)"]
-
-  defp body(%Event{kind: :receive} = e, io, _opts), do: ["receive ", inspect(e.data, io)]
-
-  defp body(%Event{kind: :spawn} = e, io, _opts), do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
-  defp body(%Event{kind: :spawned} = e, io, _opts), do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
-  defp body(%Event{kind: :exit} = e, io, opts), do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)
-  defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data), do: [to_string(kind), " ", inspect(peer, io)]
-  defp body(%Event{kind: kind} = e, io, _opts), do: [to_string(kind), " ", inspect(e.data, io)]
-
-  defp format_spawn({m, f, args}, io) when is_atom(m) and is_atom(f) and is_list(args),
-    do: [MFA.call(m, f), "(", Enum.map_join(args, ", ", &inspect(&1, io)), ")"]
-
-  defp format_spawn(other, io), do: inspect(other, io)
-
-  defp call_name(%Event{module: m, function: f, arity: a}, opts) when not is_nil(m),
-    do: colorize(["  ", MFA.to_string({m, f, a})], :faint, opts)
-
-  defp call_name(_, _), do: []
-
-  defp duration(%Event{duration: nil}, _opts), do: []
-  defp duration(%Event{duration: ns}, opts), do: colorize([" (", format_duration(ns), ")"], :yellow, opts)
+  defdelegate format_process(event), to: Render
 
   @doc """
   Formats a duration in nanoseconds for people.
@@ -213,11 +143,7 @@ defmodule Kino.Trace.Printer do
       "1.3 ms"
   """
   @spec format_duration(non_neg_integer()) :: String.t()
-  def format_duration(ns) when ns < 1_000, do: "#{ns} ns"
-  def format_duration(ns) when ns < 10_000, do: "#{Float.round(ns / 1_000, 1)} µs"
-  def format_duration(ns) when ns < 1_000_000, do: "#{div(ns + 500, 1_000)} µs"
-  def format_duration(ns) when ns < 1_000_000_000, do: "#{Float.round(ns / 1_000_000, 1)} ms"
-  def format_duration(ns), do: "#{Float.round(ns / 1_000_000_000, 2)} s"
+  defdelegate format_duration(ns), to: Render
 
   @doc """
   Formats an event's `:caller`: the function, and where it made the call when the
@@ -229,18 +155,5 @@ defmodule Kino.Trace.Printer do
       "MyApp.Cache.fetch/2 at lib/my_app/cache.ex:12"
   """
   @spec format_caller(Event.caller()) :: String.t()
-  def format_caller({m, f, a, {file, line}}),
-    do: IO.iodata_to_binary([MFA.to_string({m, f, a}), " at ", file, ":", Integer.to_string(line)])
-
-  def format_caller({m, f, a}), do: MFA.to_string({m, f, a})
-
-  defp format_time(us) do
-    {{_, _, _}, {h, m, s}} = :calendar.system_time_to_local_time(div(us, 1_000_000), :second)
-    frac = rem(us, 1_000_000)
-    :io_lib.format(~c"~2..0B:~2..0B:~2..0B.~6..0B", [h, m, s, frac])
-  end
-
-  defp colorize(text, color, opts) do
-    if Keyword.get(opts, :colors, false), do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()], else: text
-  end
+  defdelegate format_caller(caller), to: Render
 end

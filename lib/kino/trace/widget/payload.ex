@@ -451,7 +451,7 @@ defmodule Kino.Trace.Widget.Payload do
   defp peer_name(_peer), do: nil
 
   defp caller(nil), do: nil
-  defp caller(caller), do: Kino.Trace.Printer.format_caller(caller)
+  defp caller(caller), do: Kino.Trace.Render.format_caller(caller)
 
   defp pattern_text(input) when is_binary(input), do: input
   defp pattern_text(input), do: inspect(input)

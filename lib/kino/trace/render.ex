@@ -1,0 +1,113 @@
+defmodule Kino.Trace.Render do
+  @moduledoc false
+  # Turns one event into text: the line Kino.Trace.Printer prints, and the pieces of it
+  # (body, process, duration, caller) that an event's Inspect, Mermaid's labels and the
+  # widget's payload show. Below all of them, so none of them depends on another to
+  # render an event; the public documentation is on Kino.Trace.Printer.
+
+  alias Kino.Trace.{Event, MFA}
+
+  @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
+
+  # Before an event whose process lost events just before it (Kino.Trace.Event's :lost).
+  @lost "(events lost before this) "
+
+  @spec format(Event.t(), keyword()) :: iodata()
+  def format(%Event{} = event, opts \\ []) do
+    time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
+    indent = String.duplicate("  ", event.depth)
+
+    [
+      colorize(time, :faint, opts),
+      colorize([format_process(event), " "], :cyan, opts),
+      indent,
+      if(event.lost, do: colorize(@lost, :yellow, opts), else: []),
+      format_body(event, opts)
+    ]
+  end
+
+  @spec format_body(Event.t(), keyword()) :: iodata()
+  def format_body(%Event{} = event, opts \\ []) do
+    body(event, Keyword.merge(@inspect_opts, Keyword.get(opts, :inspect, [])), opts)
+  end
+
+  @spec format_process(Event.t()) :: iodata()
+  def format_process(%Event{} = event) do
+    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
+    [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: [])]
+  end
+
+  defp body(%Event{kind: :call} = e, io, opts) do
+    args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
+    caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
+    [colorize([MFA.call(e.module, e.function), "(", args, ")"], :bright, opts), caller]
+  end
+
+  defp body(%Event{kind: :return} = e, io, opts) do
+    [colorize("-> ", :green, opts), inspect(e.return, io), duration(e, opts), call_name(e, opts)]
+  end
+
+  defp body(%Event{kind: :exception, exception: {class, reason}} = e, io, opts) do
+    text =
+      case {class, reason} do
+        {:error, %{__exception__: true} = ex} -> Exception.format_banner(:error, ex)
+        {class, reason} -> "** (#{class}) " <> inspect(reason, io)
+      end
+
+    [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
+  end
+
+  # No function: the process's first call returned (and the process ends).
+  defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
+  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", MFA.to_string(Event.mfa(e))]
+  defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
+
+  defp body(%Event{kind: :send_to_non_existing} = e, io, _opts),
+    do: ["send ", inspect(e.data, io), " to ", inspect(e.peer), " (no such process)"]
+
+  defp body(%Event{kind: :receive} = e, io, _opts), do: ["receive ", inspect(e.data, io)]
+
+  defp body(%Event{kind: :spawn} = e, io, _opts), do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+  defp body(%Event{kind: :spawned} = e, io, _opts), do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+  defp body(%Event{kind: :exit} = e, io, opts), do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)
+  defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data), do: [to_string(kind), " ", inspect(peer, io)]
+  defp body(%Event{kind: kind} = e, io, _opts), do: [to_string(kind), " ", inspect(e.data, io)]
+
+  defp format_spawn({m, f, args}, io) when is_atom(m) and is_atom(f) and is_list(args),
+    do: [MFA.call(m, f), "(", Enum.map_join(args, ", ", &inspect(&1, io)), ")"]
+
+  defp format_spawn(other, io), do: inspect(other, io)
+
+  defp call_name(%Event{module: m, function: f, arity: a}, opts) when not is_nil(m),
+    do: colorize(["  ", MFA.to_string({m, f, a})], :faint, opts)
+
+  defp call_name(_, _), do: []
+
+  defp duration(%Event{duration: nil}, _opts), do: []
+  defp duration(%Event{duration: ns}, opts), do: colorize([" (", format_duration(ns), ")"], :yellow, opts)
+
+  @spec format_duration(non_neg_integer()) :: String.t()
+  def format_duration(ns) when ns < 1_000, do: "#{ns} ns"
+  def format_duration(ns) when ns < 10_000, do: "#{Float.round(ns / 1_000, 1)} µs"
+  def format_duration(ns) when ns < 1_000_000, do: "#{div(ns + 500, 1_000)} µs"
+  def format_duration(ns) when ns < 1_000_000_000, do: "#{Float.round(ns / 1_000_000, 1)} ms"
+  def format_duration(ns), do: "#{Float.round(ns / 1_000_000_000, 2)} s"
+
+  @spec format_caller(Event.caller()) :: String.t()
+  def format_caller({m, f, a, {file, line}}),
+    do: IO.iodata_to_binary([MFA.to_string({m, f, a}), " at ", file, ":", Integer.to_string(line)])
+
+  def format_caller({m, f, a}), do: MFA.to_string({m, f, a})
+
+  defp format_time(us) do
+    {{_, _, _}, {h, m, s}} = :calendar.system_time_to_local_time(div(us, 1_000_000), :second)
+    frac = rem(us, 1_000_000)
+    :io_lib.format(~c"~2..0B:~2..0B:~2..0B.~6..0B", [h, m, s, frac])
+  end
+
+  # Printer colours its end-of-trace line the same way.
+  @spec colorize(iodata(), atom(), keyword()) :: iodata()
+  def colorize(text, color, opts) do
+    if Keyword.get(opts, :colors, false), do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()], else: text
+  end
+end
