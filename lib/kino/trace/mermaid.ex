@@ -89,7 +89,6 @@ defmodule Kino.Trace.Mermaid do
   """
 
   alias Kino.Trace.{Aliases, Capture, DidYouMean, Event, MFA, Render}
-  alias Kino.Trace.Widget.Payload
 
   @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
 
@@ -411,7 +410,7 @@ defmodule Kino.Trace.Mermaid do
     _ -> inspect(event, structs: false, limit: 10, printable_limit: 80)
   end
 
-  defp term(term), do: term |> Payload.render_term() |> elem(0)
+  defp term(term), do: term |> Render.term() |> elem(0)
 
   # Open calls per process: a stack of {call id, mfa}. A return closes the call its
   # :call_id names, or (events without ids) the innermost open call of its function; a

@@ -1,11 +1,12 @@
 defmodule Kino.Trace.Render do
   @moduledoc false
-  # Turns one event into text: the line Kino.Trace.Printer prints, and the pieces of it
-  # (body, process, duration, caller) that an event's Inspect, Mermaid's labels and the
-  # widget's payload show. Below all of them, so none of them depends on another to
-  # render an event; the public documentation is on Kino.Trace.Printer.
+  # Turns an event or a term into text: the line Kino.Trace.Printer prints, the pieces
+  # of it (body, process, duration, caller) and terms within limits, which an event's
+  # Inspect, Mermaid's labels and the widget's payload show. Below all of them, so none
+  # of them depends on another to render; the public documentation is on
+  # Kino.Trace.Printer and Kino.Trace.Widget.Payload.
 
-  alias Kino.Trace.{Event, MFA}
+  alias Kino.Trace.{Cut, Event, MFA}
 
   @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
 
@@ -110,4 +111,73 @@ defmodule Kino.Trace.Render do
   def colorize(text, color, opts) do
     if Keyword.get(opts, :colors, false), do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()], else: text
   end
+
+  # Terms within limits, for the widget's rows (Kino.Trace.Widget.Payload documents the
+  # limits) and Mermaid's labels.
+  @term_limits [limit: 20, printable_limit: 120, max_chars: 400]
+
+  @spec term_limits() :: keyword()
+  def term_limits, do: @term_limits
+
+  # A term in one line within the limits: {text, whether something was left out}.
+  @spec term(term(), keyword()) :: {String.t(), boolean()}
+  def term(term, limits \\ []) do
+    limits = Keyword.merge(@term_limits, limits)
+    text = inspect(term, inspect_opts(limits))
+    {text, chars_cut?} = cap(text, limits[:max_chars])
+    {text, chars_cut? or over_limits?(term, limits)}
+  end
+
+  @spec inspect_opts(keyword()) :: keyword()
+  def inspect_opts(limits) do
+    [limit: limits[:limit], printable_limit: limits[:printable_limit], width: :infinity]
+  end
+
+  @spec cap(String.t(), non_neg_integer()) :: {String.t(), boolean()}
+  def cap(text, max_chars) do
+    if byte_size(text) > max_chars and String.length(text) > max_chars do
+      {String.slice(text, 0, max_chars) <> " ...", true}
+    else
+      {text, false}
+    end
+  end
+
+  # Whether inspect with these limits leaves something out, including native cuts.
+  # Walks no further than the limits allow, so it costs about as much as the inspect.
+  @spec over_limits?(term(), keyword()) :: boolean()
+  def over_limits?(term, limits), do: over?(term, limits[:limit], limits[:printable_limit])
+
+  defp over?(%Cut{}, _limit, _plimit), do: true
+
+  defp over?(binary, limit, plimit) when is_binary(binary) do
+    if String.printable?(binary, plimit + 1),
+      do: String.length(binary) > plimit,
+      else: byte_size(binary) > limit
+  end
+
+  defp over?(list, limit, plimit) when is_list(list), do: list_over?(list, limit, limit, plimit)
+
+  defp over?(tuple, limit, plimit) when is_tuple(tuple) do
+    tuple_size(tuple) > limit or list_over?(Tuple.to_list(tuple), limit, limit, plimit)
+  end
+
+  defp over?(%_{} = struct, limit, plimit) do
+    over?(Map.from_struct(struct), limit, plimit)
+  end
+
+  defp over?(map, limit, plimit) when is_map(map) do
+    map_size(map) > limit or
+      Enum.any?(map, fn {k, v} -> over?(k, limit, plimit) or over?(v, limit, plimit) end)
+  end
+
+  defp over?(_term, _limit, _plimit), do: false
+
+  defp list_over?([], _left, _limit, _plimit), do: false
+  defp list_over?([_ | _], 0, _limit, _plimit), do: true
+
+  defp list_over?([head | tail], left, limit, plimit) do
+    over?(head, limit, plimit) or list_over?(tail, left - 1, limit, plimit)
+  end
+
+  defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
 end

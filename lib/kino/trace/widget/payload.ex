@@ -30,9 +30,9 @@ defmodule Kino.Trace.Widget.Payload do
       {"[1, 2, 3, ...]", 38000, 7, true}
   """
 
-  alias Kino.Trace.{Cut, Event, MFA}
+  alias Kino.Trace.{Cut, Event, MFA, Render}
 
-  @default_limits [limit: 20, printable_limit: 120, max_chars: 400]
+  @default_limits Render.term_limits()
 
   @typedoc """
   Rendering limits, as options:
@@ -323,20 +323,15 @@ defmodule Kino.Trace.Widget.Payload do
       {"[1, ...]", true}
   """
   @spec render_term(term(), limits()) :: {String.t(), boolean()}
-  def render_term(term, limits \\ []) do
-    limits = Keyword.merge(@default_limits, limits)
-    text = inspect(term, inspect_opts(limits))
-    {text, chars_cut?} = cap(text, limits[:max_chars])
-    {text, chars_cut? or over_limits?(term, limits)}
-  end
+  defdelegate render_term(term, limits \\ []), to: Render, as: :term
 
   ## Rendering helpers
 
   defp render_call(%Event{kind: :call, args: args} = event, limits) when is_list(args) do
-    opts = inspect_opts(limits)
+    opts = Render.inspect_opts(limits)
     rendered = Enum.map_join(args, ", ", &inspect(&1, opts))
-    {text, chars_cut?} = cap(rendered, limits[:max_chars])
-    cut? = chars_cut? or Enum.any?(args, &over_limits?(&1, limits))
+    {text, chars_cut?} = Render.cap(rendered, limits[:max_chars])
+    cut? = chars_cut? or Enum.any?(args, &Render.over_limits?(&1, limits))
     {call_text(event.module, event.function, text), cut?}
   end
 
@@ -350,11 +345,11 @@ defmodule Kino.Trace.Widget.Payload do
       try do
         Exception.format_banner(class, reason)
       rescue
-        _ -> "** (#{inspect(class)}) " <> inspect(reason, inspect_opts(limits))
+        _ -> "** (#{inspect(class)}) " <> inspect(reason, Render.inspect_opts(limits))
       end
 
-    {text, chars_cut?} = cap(banner, limits[:max_chars])
-    {text, chars_cut? or over_limits?(reason, limits)}
+    {text, chars_cut?} = Render.cap(banner, limits[:max_chars])
+    {text, chars_cut? or Render.over_limits?(reason, limits)}
   end
 
   defp render_exception(_event, _limits), do: {nil, false}
@@ -362,22 +357,10 @@ defmodule Kino.Trace.Widget.Payload do
   defp render_data(%Event{data: nil}, _limits), do: {nil, false}
   defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
 
-  defp inspect_opts(limits) do
-    [limit: limits[:limit], printable_limit: limits[:printable_limit], width: :infinity]
-  end
-
   defp pretty(term, max_chars) do
     text = inspect(term, pretty: true, width: 80, limit: :infinity, printable_limit: :infinity)
-    {text, _} = cap(text, max_chars)
+    {text, _} = Render.cap(text, max_chars)
     text
-  end
-
-  defp cap(text, max_chars) do
-    if byte_size(text) > max_chars and String.length(text) > max_chars do
-      {String.slice(text, 0, max_chars) <> " ...", true}
-    else
-      {text, false}
-    end
   end
 
   # Whether the term holds a Kino.Trace.Cut anywhere (the native tracer left part out).
@@ -387,44 +370,6 @@ defmodule Kino.Trace.Widget.Payload do
   defp contains_cut?(%_{} = struct), do: struct |> Map.from_struct() |> contains_cut?()
   defp contains_cut?(map) when is_map(map), do: Enum.any?(map, &contains_cut?/1)
   defp contains_cut?(_term), do: false
-
-  # Whether inspect with these limits leaves something out, including native cuts.
-  # Walks no further than the limits allow, so it costs about as much as the inspect.
-  defp over_limits?(term, limits), do: over?(term, limits[:limit], limits[:printable_limit])
-
-  defp over?(%Cut{}, _limit, _plimit), do: true
-
-  defp over?(binary, limit, plimit) when is_binary(binary) do
-    if String.printable?(binary, plimit + 1),
-      do: String.length(binary) > plimit,
-      else: byte_size(binary) > limit
-  end
-
-  defp over?(list, limit, plimit) when is_list(list), do: list_over?(list, limit, limit, plimit)
-
-  defp over?(tuple, limit, plimit) when is_tuple(tuple) do
-    tuple_size(tuple) > limit or list_over?(Tuple.to_list(tuple), limit, limit, plimit)
-  end
-
-  defp over?(%_{} = struct, limit, plimit) do
-    over?(Map.from_struct(struct), limit, plimit)
-  end
-
-  defp over?(map, limit, plimit) when is_map(map) do
-    map_size(map) > limit or
-      Enum.any?(map, fn {k, v} -> over?(k, limit, plimit) or over?(v, limit, plimit) end)
-  end
-
-  defp over?(_term, _limit, _plimit), do: false
-
-  defp list_over?([], _left, _limit, _plimit), do: false
-  defp list_over?([_ | _], 0, _limit, _plimit), do: true
-
-  defp list_over?([head | tail], left, limit, plimit) do
-    over?(head, limit, plimit) or list_over?(tail, left - 1, limit, plimit)
-  end
-
-  defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
 
   defp call_text(nil, _function, args), do: "(" <> args <> ")"
   defp call_text(module, function, args), do: MFA.label_call(module, function, args)
@@ -451,7 +396,7 @@ defmodule Kino.Trace.Widget.Payload do
   defp peer_name(_peer), do: nil
 
   defp caller(nil), do: nil
-  defp caller(caller), do: Kino.Trace.Render.format_caller(caller)
+  defp caller(caller), do: Render.format_caller(caller)
 
   defp pattern_text(input) when is_binary(input), do: input
   defp pattern_text(input), do: inspect(input)
