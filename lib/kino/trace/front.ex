@@ -64,7 +64,7 @@ defmodule Kino.Trace.Front do
   defp front do
     case :erlang.whereis(__MODULE__) do
       :undefined ->
-        Kino.Trace.Application.ensure_started!()
+        Kino.Trace.Starter.ensure_started!()
         :erlang.whereis(__MODULE__)
 
       pid ->

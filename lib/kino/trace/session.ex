@@ -107,7 +107,7 @@ defmodule Kino.Trace.Session do
   """
   @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, %Plan{calls: _} = plan) do
-    Kino.Trace.Application.start_session(__MODULE__, {owner, plan})
+    Kino.Trace.Starter.start_session(__MODULE__, {owner, plan})
   end
 
   @impl true

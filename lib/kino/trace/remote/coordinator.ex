@@ -49,7 +49,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   whose session could not start (then none is left running).
   """
   @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
-  def start(owner, %Plan{} = plan), do: Kino.Trace.Application.start_session(__MODULE__, {owner, plan})
+  def start(owner, %Plan{} = plan), do: Kino.Trace.Starter.start_session(__MODULE__, {owner, plan})
 
   @impl true
   def init({owner, plan}) do

@@ -40,7 +40,7 @@ defmodule Kino.Trace.Stats.Server do
   @spec start(pid(), [Kino.Trace.Pattern.t()], [part()], keyword()) ::
           {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, patterns, parts, opts) do
-    Kino.Trace.Application.start_session(__MODULE__, {owner, patterns, parts, opts})
+    Kino.Trace.Starter.start_session(__MODULE__, {owner, patterns, parts, opts})
   end
 
   @impl true
