@@ -1,10 +1,11 @@
 defmodule Kino.Trace.Render do
   @moduledoc false
   # Turns an event or a term into text: the line Kino.Trace.Printer prints, the pieces
-  # of it (body, process, duration, caller) and terms within limits, which an event's
-  # Inspect, Mermaid's labels and the widget's payload show. Below all of them, so none
-  # of them depends on another to render; the public documentation is on
-  # Kino.Trace.Printer and Kino.Trace.Widget.Payload.
+  # of it (body, process, duration, caller), terms within limits and terms as short
+  # code, which an event's Inspect, Mermaid's labels, the widget's payload and
+  # assertion messages show. Below all of them, so none of them depends on another to
+  # render; the public documentation is on Kino.Trace.Printer, Kino.Trace.Widget.Payload
+  # and Kino.Trace.Assertions.Format.
 
   alias Kino.Trace.{Cut, Event, MFA}
 
@@ -180,4 +181,10 @@ defmodule Kino.Trace.Render do
   end
 
   defp list_over?(improper_tail, _left, limit, plimit), do: over?(improper_tail, limit, plimit)
+
+  # A term as Elixir code, kept short: how assertion messages write values.
+  @code_opts [limit: 20, printable_limit: 120, pretty: false, width: :infinity]
+
+  @spec code(term()) :: String.t()
+  def code(value), do: inspect(value, @code_opts)
 end

@@ -99,7 +99,7 @@ defmodule Kino.Trace.Assertions.Call do
   @spec to_code(t()) :: String.t()
   def to_code(%__MODULE__{module: module, function: function, args: args}) do
     Kino.Trace.MFA.call(module, function) <>
-      "(" <> Enum.map_join(args, ", ", &Kino.Trace.Assertions.Format.term/1) <> ")"
+      "(" <> Enum.map_join(args, ", ", &Kino.Trace.Render.code/1) <> ")"
   end
 
   @doc """
@@ -108,11 +108,11 @@ defmodule Kino.Trace.Assertions.Call do
   """
   @spec outcome_to_string(t()) :: String.t()
   def outcome_to_string(%__MODULE__{outcome: outcome}) do
-    alias Kino.Trace.Assertions.Format
+    alias Kino.Trace.Render
 
     case outcome do
       {:returned, value} ->
-        "returned " <> Format.term(value)
+        "returned " <> Render.code(value)
 
       {:raised, :error, reason} ->
         exception = normalize(reason)
@@ -120,13 +120,13 @@ defmodule Kino.Trace.Assertions.Call do
         "raised " <>
           if is_exception(exception),
             do: inspect(exception.__struct__) <> ": " <> safe_message(exception),
-            else: Format.term(reason)
+            else: Render.code(reason)
 
       {:raised, :throw, reason} ->
-        "threw " <> Format.term(reason)
+        "threw " <> Render.code(reason)
 
       {:raised, :exit, reason} ->
-        "exited " <> Format.term(reason)
+        "exited " <> Render.code(reason)
 
       :unfinished ->
         "did not return (no return was traced)"

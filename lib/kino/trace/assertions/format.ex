@@ -16,7 +16,6 @@ defmodule Kino.Trace.Assertions.Format do
   alias Kino.Trace.MFA
 
   @max_listed 10
-  @inspect_opts [limit: 20, printable_limit: 120, pretty: false, width: :infinity]
 
   @doc "How many calls a list shows before it says how many more there are."
   @spec max_listed() :: pos_integer()
@@ -24,7 +23,7 @@ defmodule Kino.Trace.Assertions.Format do
 
   @doc "A term as Elixir code, kept short."
   @spec term(term()) :: String.t()
-  def term(value), do: inspect(value, @inspect_opts)
+  defdelegate term(value), to: Kino.Trace.Render, as: :code
 
   @doc "`1 time`, `3 times`."
   @spec times(non_neg_integer()) :: String.t()
