@@ -137,7 +137,7 @@ defmodule Kino.Trace.SmartCell.Controller do
   defp check_patterns(%{"mode" => mode, "patterns" => text} = form) do
     lines = Pattern.lines(text)
 
-    case Kino.Trace.Widget.Controller.check_pattern_edit(lines) do
+    case Kino.Trace.Pattern.Edit.check(lines) do
       :ok ->
         form
         |> trace_nodes()
@@ -233,7 +233,7 @@ defmodule Kino.Trace.SmartCell.Controller do
 
   # The patterns' bounds are the widget's (one home): over them, the text is refused.
   defp bound("patterns", text) when is_binary(text),
-    do: Kino.Trace.Widget.Controller.check_pattern_edit(Pattern.lines(text))
+    do: Kino.Trace.Pattern.Edit.check(Pattern.lines(text))
 
   defp bound(_field, _value), do: :ok
 end

@@ -48,7 +48,7 @@ defmodule Kino.Trace.SmartCell.Form do
   @nodes ~w(local all some)
 
   # The longest text a field holds (the patterns' bound is the widget's, see
-  # Kino.Trace.Widget.Controller.check_pattern_edit/1).
+  # Kino.Trace.Pattern.Edit).
   @max_text_bytes 4_096
 
   @defaults %{

@@ -1,8 +1,8 @@
 defmodule Kino.Trace.Widget.Controller do
   # Bounds of one "set_patterns" event from the browser.
-  @max_pattern_lines 500
-  @max_pattern_bytes 4_096
-  @max_edit_bytes 65_536
+  @max_pattern_lines Kino.Trace.Pattern.Edit.bounds().lines
+  @max_pattern_bytes Kino.Trace.Pattern.Edit.bounds().pattern_bytes
+  @max_edit_bytes Kino.Trace.Pattern.Edit.bounds().edit_bytes
   # Bound of one "get_mermaid" event (the widget keeps at most :keep events anyway).
   @max_mermaid_ids 20_000
 
@@ -360,28 +360,7 @@ defmodule Kino.Trace.Widget.Controller do
       :ok
   """
   @spec check_pattern_edit([String.t()]) :: :ok | {:error, String.t()}
-  def check_pattern_edit(lines) do
-    count = length(lines)
-    total = Enum.reduce(lines, 0, &(byte_size(&1) + &2))
-    long = Enum.find(lines, &(byte_size(&1) > @max_pattern_bytes))
-
-    cond do
-      count > @max_pattern_lines ->
-        {:error, "not applied: #{count} patterns sent, at most #{@max_pattern_lines} at once"}
-
-      long ->
-        {:error,
-         "not applied: the pattern starting #{inspect(String.slice(long, 0, 40) <> "...")} " <>
-           "is #{byte_size(long)} bytes long, at most #{@max_pattern_bytes} bytes per pattern"}
-
-      total > @max_edit_bytes ->
-        {:error,
-         "not applied: the patterns are #{total} bytes in all, at most #{@max_edit_bytes} at once"}
-
-      true ->
-        :ok
-    end
-  end
+  defdelegate check_pattern_edit(lines), to: Kino.Trace.Pattern.Edit, as: :check
 
   defp handle_status_gone(controller) do
     {:ok, effects, controller} =
