@@ -143,6 +143,11 @@ export class SequenceLayout {
         }
         return row;
       }
+      case "timeout": {
+        // a receive...after that timed out (traced with timeouts: true): no message
+        const lane = this.laneOf(event);
+        return this.push({ type: "note", from: lane.index, to: lane.index, label: kindLook(event.kind).label, time: event.time, entry: event });
+      }
       case "register":
       case "unregister": {
         const lane = this.laneOf(event);

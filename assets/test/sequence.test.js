@@ -168,6 +168,12 @@ describe("SequenceLayout", () => {
     expect(l.activations[0].to).toBe(2);
   });
 
+  it("an after timeout (timeouts: true) is a note on its lane, labelled as one", () => {
+    const l = new SequenceLayout();
+    l.append([recv(A, ":go"), ev("timeout", A)]);
+    expect(l.rowAt(1)).toMatchObject({ type: "note", from: 0, to: 0, label: "after timeout" });
+  });
+
   it("names lanes from the events' names and peer names; remote lanes keep their node", () => {
     const l = new SequenceLayout();
     l.append([send(A, B, ":x", { name: "ping", peer_name: "pong" }), recv(C, ":y", { remote: true, node: "b@h" })]);
