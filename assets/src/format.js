@@ -77,6 +77,7 @@ export const KIND_LOOK = {
   send: { icon: "→", label: "send", tone: "send" },
   send_to_non_existing: { icon: "⇥", label: "send ✕", tone: "bad" },
   receive: { icon: "←", label: "receive", tone: "receive" },
+  timeout: { icon: "⏱", label: "after timeout", tone: "receive" },
   spawn: { icon: "+", label: "spawn", tone: "life" },
   spawned: { icon: "+", label: "spawned", tone: "life" },
   exit: { icon: "✕", label: "exit", tone: "exit" },

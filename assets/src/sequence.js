@@ -22,8 +22,10 @@ const LINKED = { getting_linked: "link", getting_unlinked: "unlink" };
 /**
  * Lanes and rows of a sequence diagram, built incrementally from event rows.
  *
- * lanes: [{key, index, pid, name, node, remote, firstSeq, exitSeq}] in order of first
- * appearance. rows (from `rowAt`): {seq, type, from, to, label, time, entry, ...} where
+ * lanes: [{key, index, pid, name, node, remote, firstSeq, exitSeq, column}] in order of
+ * first appearance (`index`, what rows and activations name); `column` is where a lane is
+ * drawn: the busiest first (most messages sent and received in the rows kept), then in
+ * order of appearance, so that the processes that talk most are in view. rows (from `rowAt`): {seq, type, from, to, label, time, entry, ...} where
  * type is one of
  *   message  an arrow from lane `from` to lane `to` (`entry` the send, `receive` the
  *            receive once seen; `lost` for a send to a process that did not exist)
@@ -47,6 +49,7 @@ export class SequenceLayout {
   clear() {
     this.lanes = [];
     this.laneByKey = new Map();
+    this.columns = []; // lane index of each column
     this.rows = [];
     this.start = 0; // seq of rows[0]
     this.pendingSends = new Map(); // receiver \0 message -> [row], waiting for the receive
@@ -78,7 +81,7 @@ export class SequenceLayout {
   lane(key, fields = {}) {
     let lane = this.laneByKey.get(key);
     if (!lane) {
-      lane = { key, index: this.lanes.length, pid: key, name: null, node: null, remote: false, firstSeq: this.end, exitSeq: null };
+      lane = { key, index: this.lanes.length, pid: key, name: null, node: null, remote: false, firstSeq: this.end, exitSeq: null, column: this.lanes.length };
       this.lanes.push(lane);
       this.laneByKey.set(key, lane);
     }
@@ -108,7 +111,29 @@ export class SequenceLayout {
   append(events) {
     for (const event of events) this.add(event);
     this.evict();
+    this.arrange();
     this.version++;
+  }
+
+  /**
+   * Orders the columns: lanes by the messages they sent and received in the rows kept,
+   * most first; lanes as busy keep their order of appearance.
+   */
+  arrange() {
+    const busy = new Array(this.lanes.length).fill(0);
+    for (const row of this.rows) {
+      if (row.type !== "message" && row.type !== "found") continue;
+      if (row.from != null) busy[row.from]++;
+      if (row.to != null && row.to !== row.from) busy[row.to]++;
+    }
+    this.columns = this.lanes.map((lane) => lane.index).sort((a, b) => busy[b] - busy[a] || a - b);
+    this.columns.forEach((index, column) => (this.lanes[index].column = column));
+  }
+
+  /** The column a lane is drawn in. */
+  columnOf(index) {
+    const lane = this.lanes[index];
+    return lane ? lane.column : index;
   }
 
   add(event) {
@@ -142,6 +167,11 @@ export class SequenceLayout {
           }
         }
         return row;
+      }
+      case "timeout": {
+        // a receive...after that timed out (traced with timeouts: true): no message
+        const lane = this.laneOf(event);
+        return this.push({ type: "note", from: lane.index, to: lane.index, label: kindLook(event.kind).label, time: event.time, entry: event });
       }
       case "register":
       case "unregister": {
@@ -347,9 +377,9 @@ export function shortCall(text) {
   return `${parts[parts.length - 1]}.${m[2]}`;
 }
 
-/** The x of a lane's lifeline. */
-export function laneX(index, g = GEOMETRY) {
-  return g.gutter + index * g.laneWidth + g.laneWidth / 2;
+/** The x of the lifeline in a column (a lane's `column`). */
+export function laneX(column, g = GEOMETRY) {
+  return g.gutter + column * g.laneWidth + g.laneWidth / 2;
 }
 
 /** Rows [first, last) and lanes [firstLane, lastLane) to draw for a scroll position. */
@@ -480,9 +510,10 @@ export class SequenceView {
     const { layout, g } = this;
     const cells = layout.lanes.map((lane) => {
       const cell = h("div", { class: "kt-seq-lane" });
-      cell.style.left = `${g.gutter + lane.index * g.laneWidth}px`;
+      cell.style.left = `${g.gutter + lane.column * g.laneWidth}px`;
       cell.style.width = `${g.laneWidth}px`;
       cell.dataset.lane = String(lane.index);
+      cell.dataset.column = String(lane.column);
       cell.dataset.pid = lane.pid;
       const name = h("div", { class: "kt-seq-lane-name kt-mono", text: lane.name || lane.pid });
       const sub = h("div", { class: "kt-seq-lane-sub kt-mono", text: [lane.name ? lane.pid : "", lane.node && lane.remote ? lane.node : ""].filter(Boolean).join(" · ") });
@@ -503,7 +534,8 @@ export class SequenceView {
     const y = (seq) => g.headerHeight + (seq - layout.start) * g.rowHeight + g.rowHeight / 2;
     const top = g.headerHeight + (first - layout.start) * g.rowHeight;
     const bottom = g.headerHeight + (last - layout.start) * g.rowHeight;
-    const x = (i) => laneX(i, g);
+    const col = (i) => layout.columnOf(i);
+    const x = (i) => laneX(col(i), g);
 
     const frag = document.createDocumentFragment();
     const defs = svg("defs");
@@ -523,8 +555,9 @@ export class SequenceView {
 
     // lifelines: from the lane's first row (top for lanes seen from the start) to its exit
     const lifelines = svg("g", { class: "kt-seq-lifelines" });
-    for (let i = firstLane; i < lastLane; i++) {
-      const lane = layout.lanes[i];
+    for (let c = firstLane; c < lastLane; c++) {
+      const lane = layout.lanes[layout.columns[c] ?? c];
+      const i = lane.index;
       const from = Math.max(top, lane.firstSeq > layout.start ? y(lane.firstSeq) - g.rowHeight / 2 : top);
       const to = Math.min(bottom, lane.exitSeq != null ? y(lane.exitSeq) : bottom);
       if (to > from) lifelines.appendChild(svg("line", { class: "kt-seq-lifeline", x1: x(i), x2: x(i), y1: from, y2: to }));
@@ -534,7 +567,7 @@ export class SequenceView {
     // activations (calls running)
     const acts = svg("g", { class: "kt-seq-activations" });
     for (const a of layout.activationsIn(first, last)) {
-      if (a.lane < firstLane || a.lane >= lastLane) continue;
+      if (col(a.lane) < firstLane || col(a.lane) >= lastLane) continue;
       const y1 = Math.max(top, y(a.from) - 8);
       const y2 = Math.min(bottom, a.to == null ? bottom : y(a.to) + 8);
       acts.appendChild(svg("rect", { class: "kt-seq-activation" + (a.to == null ? " kt-seq-running" : ""), x: x(a.lane) - 5 + a.depth * 4, y: y1, width: 10, height: Math.max(4, y2 - y1), rx: 2 }));
@@ -544,8 +577,8 @@ export class SequenceView {
     // rows
     const items = svg("g", { class: "kt-seq-items" });
     for (const row of layout.rowsIn(first, last)) {
-      const lo = Math.min(row.from ?? row.to, row.to);
-      const hi = Math.max(row.from ?? row.to, row.to);
+      const lo = Math.min(col(row.from ?? row.to), col(row.to));
+      const hi = Math.max(col(row.from ?? row.to), col(row.to));
       if (hi < firstLane || lo >= lastLane) continue;
       items.appendChild(this.item(row, y(row.seq), x));
     }
@@ -661,7 +694,7 @@ export class SequenceView {
 }
 
 function namesOf(layout) {
-  return layout.lanes.map((l) => `${l.name}|${l.node}`).join(",");
+  return layout.lanes.map((l) => `${l.name}|${l.node}|${l.column}`).join(",");
 }
 
 function marker(id, cls) {

@@ -48,7 +48,7 @@ import { kindLook, entryText, entryOutcome, whoWithNode, isMessageKind, isNormal
 
 describe("message and process events", () => {
   it("every kind has a look; calls have none", () => {
-    for (const kind of ["send", "send_to_non_existing", "receive", "spawn", "spawned", "exit", "link", "unlink", "getting_linked", "getting_unlinked", "register", "unregister"]) {
+    for (const kind of ["send", "send_to_non_existing", "receive", "timeout", "spawn", "spawned", "exit", "link", "unlink", "getting_linked", "getting_unlinked", "register", "unregister"]) {
       const look = kindLook(kind);
       expect(look.icon.length).toBeGreaterThan(0);
       expect(look.label.length).toBeGreaterThan(0);
@@ -56,6 +56,12 @@ describe("message and process events", () => {
     }
     expect(kindLook("call")).toBe(null);
     expect(isMessageKind("call") || isMessageKind("return") || isMessageKind("return_to")).toBe(false);
+  });
+
+  it("an after timeout (timeouts: true) shows as what it is, with no message", () => {
+    const e = { kind: "timeout", pid: "#PID<0.1.0>", data: null, peer: null };
+    expect(entryText(e)).toBe("after timeout");
+    expect(entryOutcome(e)).toBe("");
   });
 
   it("a send shows its message and → receiver (by name when known)", () => {

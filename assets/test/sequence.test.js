@@ -19,6 +19,27 @@ describe("SequenceLayout", () => {
     expect(l.lanes.map((x) => x.index)).toEqual([0, 1, 2]);
   });
 
+  it("draws the busiest lanes first: a trace of calls and messages puts the processes that talk in view", () => {
+    // issue 25: the user's own process was the fourth lane, off screen, behind lanes of calls
+    const D = "#PID<0.103.0>";
+    const l = new SequenceLayout();
+    const call = (pid) => ev("call", pid, { call: "M.f()" });
+    l.append([call(A), call(B), call(C), send(D, A, ":ping"), recv(A, ":ping"), send(A, D, ":pong"), recv(D, ":pong"), send(D, B, ":hi")]);
+    expect(l.lanes.map((x) => x.key)).toEqual([A, B, C, D]); // identity: order of appearance
+    expect(l.columns.map((i) => l.lanes[i].key)).toEqual([D, A, B, C]); // D: 3 messages, A: 2, B: 1
+    expect(l.lanes.map((x) => x.column)).toEqual([1, 2, 3, 0]);
+    expect(l.columnOf(l.laneByKey.get(D).index)).toBe(0);
+  });
+
+  it("lanes as busy keep their order of appearance, and the order follows the rows kept", () => {
+    const l = new SequenceLayout({ maxRows: 2 });
+    l.append([send(A, B, ":1"), recv(B, ":1")]);
+    expect(l.columns).toEqual([0, 1]);
+    l.append([send(C, B, ":2"), recv(B, ":2"), send(C, A, ":3"), recv(A, ":3")]);
+    // kept: C→B and C→A; C sent 2, A and B received 1 each
+    expect(l.columns.map((i) => l.lanes[i].key)).toEqual([C, A, B]);
+  });
+
   it("pairs each send with its receive: one arrow, from the sender's lane to the receiver's", () => {
     const l = new SequenceLayout();
     const s1 = send(A, B, "{:ping, 1}");
@@ -168,6 +189,12 @@ describe("SequenceLayout", () => {
     expect(l.activations[0].to).toBe(2);
   });
 
+  it("an after timeout (timeouts: true) is a note on its lane, labelled as one", () => {
+    const l = new SequenceLayout();
+    l.append([recv(A, ":go"), ev("timeout", A)]);
+    expect(l.rowAt(1)).toMatchObject({ type: "note", from: 0, to: 0, label: "after timeout" });
+  });
+
   it("names lanes from the events' names and peer names; remote lanes keep their node", () => {
     const l = new SequenceLayout();
     l.append([send(A, B, ":x", { name: "ping", peer_name: "pong" }), recv(C, ":y", { remote: true, node: "b@h" })]);
@@ -301,6 +328,25 @@ describe("SequenceView", () => {
     item.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(selected).toEqual([row]);
     expect(parent.querySelector(".kt-seq-item-selected").dataset.seq).toBe(String(seq));
+  });
+
+  it("draws each lane in its column: the header, the lifeline and the arrows of the busiest lane first", () => {
+    const parent = document.createElement("div");
+    document.body.appendChild(parent);
+    const l = new SequenceLayout();
+    const view = new SequenceView(parent, { layout: l });
+    l.append([ev("call", A, { call: "M.f()" }), ev("call", B, { call: "M.g()" }), send(C, B, ":ping"), recv(B, ":ping"), send(C, A, ":hi")]);
+    view.render();
+    const cells = [...parent.querySelectorAll(".kt-seq-lane")];
+    const left = (pid) => parseInt(cells.find((c) => c.dataset.pid === pid).style.left);
+    // C sent 2; A and B received 1 each, and keep their order of appearance
+    expect([left(C), left(A), left(B)]).toEqual([0, 1, 2].map((c) => GEOMETRY.gutter + c * GEOMETRY.laneWidth));
+    const message = [...parent.querySelectorAll(".kt-seq-item")].find((g) => g.dataset.type === "message");
+    const line = message.querySelector("line");
+    // C → B: from the first column to the third
+    expect(Number(line.getAttribute("x1"))).toBeLessThan(laneX(0) + 10);
+    expect(Number(line.getAttribute("x2"))).toBeGreaterThan(laneX(2) - 10);
+    expect(Number(line.getAttribute("x2"))).toBeLessThan(laneX(2) + 1);
   });
 
   it("says how to get messages when there are none", () => {

@@ -224,6 +224,13 @@ ERL_NIF_TERM build(ErlNifEnv* env, Decoder& d, const Raw& r, std::int64_t time_o
     case kt::EventKind::GettingLinked:
     case kt::EventKind::GettingUnlinked: v[kPeer] = r.first; break;
     case kt::EventKind::Receive:
+      // a receive...after that timed out, marked by the receive match spec (timeouts: true)
+      if (enif_is_identical(r.second, atoms.kino_trace_after_timeout)) {
+        v[kKind] = atoms.timeout;
+        break;
+      }
+      v[kData] = r.first;
+      break;
     case kt::EventKind::Exit:
     case kt::EventKind::Register:
     case kt::EventKind::Unregister: v[kData] = r.first; break;

@@ -154,9 +154,13 @@ defmodule Kino.Trace do
   The `:pattern` option keeps only messages that match an Elixir pattern with an
   optional guard, e.g. `pattern: "{:ok, _}"` or `pattern: "{:get, key} when is_atom(key)"`.
   Events have kind `:send` (`:data` is the message, `:peer` the receiver) and `:receive`.
+  A `receive ... after` that times out (`Process.sleep/1` is one) receives no message
+  and is left out; with `timeouts: true` it is traced as an event of kind `:timeout`,
+  shown as "after timeout" (whatever the `:pattern`).
 
       Kino.Trace.messages(:distributed)
       Kino.Trace.messages([MyApp.Cache], pattern: "{:\"$gen_call\", _, {:fetch, _}}")
+      Kino.Trace.messages([pid], timeouts: true)
   """
   @spec messages(term(), keyword()) :: t()
   def messages(targets, opts \\ []), do: trace([messages: targets], opts)
@@ -175,7 +179,7 @@ defmodule Kino.Trace do
 
       Kino.Trace.trace([calls: ["MyApp.Cache"], messages: [MyApp.Cache], processes: [MyApp.Cache]])
 
-  Options are those of `calls/2` (`:pids` applies to calls) plus `:pattern` for messages.
+  Options are those of `calls/2` (`:pids` applies to calls) plus `:pattern` and `:timeouts` for messages.
   """
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do

@@ -249,7 +249,11 @@ for (const width of [1000, 600]) {
     assert(cells.dur.shown && cells.dur.w > 40, `no Duration column where calls returned: ${JSON.stringify(cells.dur)}`);
     if (width === 600) {
       assert(/^\d\d\.\d{3}$/.test(cells.timeShown), `narrow time: ${cells.timeShown}`);
-      assert(cells.call.w >= 0.3 * cells.row.w, `call ${cells.call.w}px of ${cells.row.w}px`);
+      // the call keeps the most room: over 35% of the row (it had 32%, the module name cut
+      // after "KinoTraceTest.Remote.", while the process kept 9rem for a 13-character pid
+      // and its badge; issue 25, narrow widths)
+      console.log(`  600 px: call ${Math.round(cells.call.w)}px, process ${Math.round(cells.who.w)}px, result ${Math.round(cells.out.w)}px of ${Math.round(cells.row.w)}px`);
+      assert(cells.call.w >= 0.35 * cells.row.w, `call ${cells.call.w}px of ${cells.row.w}px`);
       assert(cells.call.w > cells.who.w && cells.call.w > cells.out.w && cells.call.w > cells.time.w, `the call is not the widest: ${JSON.stringify(cells)}`);
     } else {
       assert(/^\d\d:\d\d:\d\d\.\d{6}$/.test(cells.timeShown), `wide time: ${cells.timeShown}`);

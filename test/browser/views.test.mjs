@@ -106,6 +106,26 @@ for (const width of WIDTHS) {
   });
 }
 
+for (const width of WIDTHS) {
+  await check(`${width} px: the sequence tab of a trace of calls and messages draws the processes that talk first, in view`, async () => {
+    const X = fixture.mixed;
+    const page = await open(X.connect, { width });
+    await feed(page, X.batches);
+    await page.click('[data-tab="sequence"]');
+    await nextFrame(page);
+    const lanes = await page.$$eval(".kt-seq-lane", (cells) => cells.map((c) => ({ pid: c.dataset.pid, left: c.getBoundingClientRect().left, right: c.getBoundingClientRect().right })));
+    const box = await page.$eval('[data-testid="sequence"]', (el) => ({ left: el.getBoundingClientRect().left, right: el.getBoundingClientRect().right }));
+    assert(lanes.length >= 5, `lanes: ${lanes.map((l) => l.pid).join(", ")}`);
+    const order = [...lanes].sort((a, b) => a.left - b.left).map((l) => l.pid);
+    assert(order[0] === X.user && order[1] === X.server, `lanes left to right: ${order.join(", ")} (user ${X.user}, server ${X.server})`);
+    const user = lanes.find((l) => l.pid === X.user);
+    assert(user.left >= box.left && user.right <= box.right + 0.5, `the user's lane ${Math.round(user.left)}-${Math.round(user.right)} is not in view (${Math.round(box.left)}-${Math.round(box.right)})`);
+    const arrows = await page.$$eval('.kt-seq-item[data-type="message"]', (items) => items.length);
+    assert(arrows >= 6, `${arrows} message arrows`);
+    await page.context().close();
+  });
+}
+
 await check("no page errors and no external network loads", async () => {
   assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
   assert(external.length === 0, `external requests: ${external.join(", ")}`);

@@ -9,7 +9,7 @@ defmodule Kino.Trace.Capture do
 
   Use it with `Kino.Trace.Assertions`. With `messages: true` and `processes: true`,
   the capture also records what the traced processes send and receive (`:pattern`
-  filters messages) and their lifecycle (spawn, exit, link, register...). Of the calling
+  filters messages; `timeouts: true` adds each `receive ... after` that timed out) and their lifecycle (spawn, exit, link, register...). Of the calling
   process, only what it does while the block runs is kept: the messages and calls
   kino_trace makes around the block (starting the trace, collecting it) are not.
 

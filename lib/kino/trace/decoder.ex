@@ -255,7 +255,7 @@ defmodule Kino.Trace.Decoder do
       case tag do
         :send -> %{event | kind: :send, data: first, peer: second}
         :send_to_non_existing_process -> %{event | kind: :send_to_non_existing, data: first, peer: second}
-        :receive -> %{event | kind: :receive, data: first}
+        :receive -> receive_event(event, first, second)
         :spawn -> %{event | kind: :spawn, peer: first, data: second}
         :spawned -> %{event | kind: :spawned, peer: first, data: second}
         :exit -> %{event | kind: :exit, data: first}
@@ -276,6 +276,12 @@ defmodule Kino.Trace.Decoder do
 
     {event, decoder}
   end
+
+  # A `receive ... after` that timed out, traced when asked for (`timeouts: true`): its
+  # trace message carries the receive match spec's marker (Kino.Trace.MessagePattern).
+  @timeout_marker Kino.Trace.MessagePattern.timeout_marker()
+  defp receive_event(event, _message, @timeout_marker), do: %{event | kind: :timeout}
+  defp receive_event(event, message, _extra), do: %{event | kind: :receive, data: message}
 
   defp note_caller(%{callers: callers} = decoder, pid) do
     if is_map_key(callers, pid) or map_size(callers) >= @max_callers or not is_pid(pid),

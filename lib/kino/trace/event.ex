@@ -9,7 +9,8 @@ defmodule Kino.Trace.Event do
 
     * `:id` - a positive integer, unique and increasing within one trace
     * `:kind` - `:call`, `:return`, `:exception`, `:return_to`, or (for message and process
-      traces) `:send`, `:send_to_non_existing`, `:receive`, `:spawn`, `:spawned`,
+      traces) `:send`, `:send_to_non_existing`, `:receive`, `:timeout` (a `receive ...
+      after` that timed out, traced with `timeouts: true`), `:spawn`, `:spawned`,
       `:exit`, `:link`, `:unlink`, `:getting_linked`, `:getting_unlinked`,
       `:register`, `:unregister`
     * `:node` - the node the traced process runs on
@@ -104,6 +105,7 @@ defmodule Kino.Trace.Event do
           | :send
           | :send_to_non_existing
           | :receive
+          | :timeout
           | :spawn
           | :spawned
           | :exit
@@ -173,6 +175,7 @@ defmodule Kino.Trace.Event do
     :send,
     :send_to_non_existing,
     :receive,
+    :timeout,
     :spawn,
     :spawned,
     :exit,

@@ -29,20 +29,46 @@ defmodule Kino.Trace.MessagePattern do
 
   @type specs :: %{send: list() | true, recv: list() | true}
 
+  # What the receive match spec adds to a timeout's trace message (option `timeouts:
+  # true`): the decoder makes it an event of kind `:timeout` (`Kino.Trace.Decoder`).
+  @timeout_marker :kino_trace_after_timeout
+
+  @doc """
+  The term a receive match spec adds to the trace message of a `receive ... after`
+  that timed out, when the trace asked for timeouts.
+
+      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile(nil, false, timeouts: true)
+      iex> :erlang.match_spec_test([:clock_service, :undefined, :timeout], specs.recv, :trace)
+      {:ok, :kino_trace_after_timeout, [], []}
+  """
+  @spec timeout_marker() :: atom()
+  def timeout_marker, do: @timeout_marker
+
   @doc """
   Compiles `pattern` (a string, or `nil` for every message) into send and receive
   match specs. With `distributed?`, only messages to or from another node match.
 
   `opts`: `:max_bytes`, the trace option: what the literals of the pattern build is
-  bounded by it, as in call patterns (see `Kino.Trace.Pattern.parse/2`).
+  bounded by it, as in call patterns (see `Kino.Trace.Pattern.parse/2`); `:timeouts`,
+  the trace option: a `receive ... after` that times out (`Process.sleep/1` is one),
+  which is left out by default, is traced, marked as one (see `timeout_marker/0`),
+  whatever the pattern.
   """
-  @spec compile(String.t() | nil, boolean(), max_bytes: pos_integer()) ::
+  @spec compile(String.t() | nil, boolean(), max_bytes: pos_integer(), timeouts: boolean()) ::
           {:ok, specs()} | {:error, String.t()}
-  def compile(pattern, distributed?, opts \\ [])
-  def compile(nil, false, _opts), do: {:ok, %{send: true, recv: [{[:"$1", :_, :_], [{:"=/=", :"$1", :clock_service}], []}]}}
-  def compile(nil, true, opts), do: compile("_", true, opts)
+  def compile(pattern, distributed?, opts \\ []) do
+    with {:ok, specs} <- do_compile(pattern, distributed?, opts) do
+      # first: a timeout matches no other clause (each leaves out :clock_service)
+      timeout = {[:clock_service, :_, :_], [], [{:message, @timeout_marker}]}
+      {:ok, if(opts[:timeouts], do: %{specs | recv: [timeout | specs.recv]}, else: specs)}
+    end
+  end
 
-  def compile(text, distributed?, opts) when is_binary(text) do
+  defp do_compile(nil, false, _opts), do: {:ok, %{send: true, recv: [{[:"$1", :_, :_], [{:"=/=", :"$1", :clock_service}], []}]}}
+
+  defp do_compile(nil, true, opts), do: do_compile("_", true, opts)
+
+  defp do_compile(text, distributed?, opts) when is_binary(text) do
     result =
       MatchSpec.safely(inspect(text), fn ->
         with {:ok, ast} <- Quoted.parse(text) do
@@ -62,7 +88,7 @@ defmodule Kino.Trace.MessagePattern do
     end
   end
 
-  def compile(other, _distributed?, _opts),
+  defp do_compile(other, _distributed?, _opts),
     do:
       {:error,
        "invalid message pattern #{inspect(other)}: expected a string such as \"{:ok, _}\""}

@@ -42,6 +42,7 @@ defmodule Kino.Trace.Options do
     force: false,
     history: 10_000,
     pattern: nil,
+    timeouts: false,
     nodes: nil,
     agent: :auto,
     name: nil
@@ -127,7 +128,7 @@ defmodule Kino.Trace.Options do
       do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
   end
 
-  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force] do
+  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force, :timeouts] do
     unless is_boolean(value), do: invalid!(key, "a boolean", value)
   end
 

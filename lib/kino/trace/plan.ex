@@ -367,7 +367,7 @@ defmodule Kino.Trace.Plan do
 
     import_names(options[:pattern], lookup)
 
-    case MessagePattern.compile(options[:pattern], distributed?, max_bytes: options[:max_bytes]) do
+    case MessagePattern.compile(options[:pattern], distributed?, max_bytes: options[:max_bytes], timeouts: options[:timeouts]) do
       {:ok, specs} ->
         %{targets: targets, flags: [:send, :receive, :scheduler_id] ++ children(options), specs: specs, distributed: distributed?}
 

@@ -69,6 +69,9 @@ defmodule Kino.Trace.Render do
 
   defp body(%Event{kind: :receive} = e, io, _opts), do: ["receive ", inspect(e.data, io)]
 
+  # A `receive ... after` that timed out (traced with `timeouts: true`): no message.
+  defp body(%Event{kind: :timeout}, _io, _opts), do: "after timeout"
+
   defp body(%Event{kind: :spawn} = e, io, _opts), do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
   defp body(%Event{kind: :spawned} = e, io, _opts), do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
   defp body(%Event{kind: :exit} = e, io, opts), do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)

@@ -57,6 +57,7 @@ defmodule Kino.Trace.EventTest do
           %Event{kind: :send, data: :hi, peer: peer},
           %Event{kind: :send_to_non_existing, data: :hi, peer: peer},
           %Event{kind: :receive, data: :hi},
+          %Event{kind: :timeout},
           %Event{kind: :spawn, peer: peer, data: {M, :f, []}},
           %Event{kind: :spawned, peer: peer, data: {M, :f, []}},
           %Event{kind: :exit, data: :normal}

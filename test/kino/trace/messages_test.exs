@@ -71,6 +71,68 @@ defmodule Kino.Trace.MessagesTest do
     end
   end
 
+  # issue 25: "leave it out unless asked for": with timeouts: true a receive...after
+  # that times out is traced, as what it is (kind :timeout, "after timeout") in the
+  # printer, the widget's payload and Mermaid; a :timeout message sent is a receive.
+  for {pattern, agent} <- [{nil, :auto}, {"{:never, _}", :auto}, {nil, :fallback}] do
+    test "timeouts: true traces an after timeout as one (pattern: #{inspect(pattern)}, agent: #{agent})" do
+      me = self()
+
+      sleeper =
+        spawn(fn ->
+          receive do: (:go -> :ok)
+          Process.sleep(1)
+          receive do: (:timeout -> :ok)
+          receive do: (:stop -> send(me, :slept))
+        end)
+
+      opts =
+        [timeouts: true, agent: unquote(agent)] ++
+          if(unquote(pattern), do: [pattern: unquote(pattern)], else: [])
+
+      trace = Kino.Trace.messages([sleeper], opts)
+      send(sleeper, :go)
+      send(sleeper, :timeout)
+      send(sleeper, :stop)
+      assert_receive :slept
+      events = await_events(trace, &Enum.any?(&1, fn e -> e.kind == :timeout end))
+      Kino.Trace.stop(trace)
+
+      [timeout] = for %Event{kind: :timeout} = e <- events, do: e
+      assert %Event{pid: ^sleeper, data: nil} = timeout
+
+      received = for %Event{kind: :receive, data: data} <- events, do: data
+
+      if unquote(pattern),
+        do: assert(received == []),
+        else: assert(:timeout in received and :go in received)
+
+      assert IO.iodata_to_binary(Printer.format(timeout, colors: false)) =~
+               ~r/ #PID<[^>]+> after timeout$/
+
+      assert %{kind: "timeout", data: nil} = Kino.Trace.Widget.Payload.event(timeout)
+      assert Kino.Trace.Mermaid.diagram([timeout]) =~ ~r/Note over \w+: after timeout/
+    end
+  end
+
+  test "capture/3 with messages: true takes timeouts: true too" do
+    sleep = fn -> Process.sleep(1) end
+    assert [] = Kino.Trace.capture(["Enum.sum/1"], sleep, messages: true).events
+
+    assert [%Event{kind: :timeout}] =
+             Kino.Trace.capture(["Enum.sum/1"], sleep, messages: true, timeouts: true).events
+  end
+
+  test "timeouts: false (the default) and a bad :timeouts value" do
+    assert Kino.Trace.Options.validate!([])[:timeouts] == false
+
+    assert_raise ArgumentError,
+                 "invalid value for :timeouts: expected a boolean, got: :yes",
+                 fn ->
+                   Kino.Trace.messages([self()], timeouts: :yes)
+                 end
+  end
+
   test "message patterns keep only matching messages" do
     server = echo_server()
     trace = Kino.Trace.messages([server], pattern: "{:echo, n} when is_integer(n) and n > 10")

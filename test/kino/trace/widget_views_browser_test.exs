@@ -18,6 +18,7 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
   test "the widget shows what each trace has, in Chromium" do
     fixture = %{
       calls: calls_fixture(),
+      mixed: mixed_fixture(),
       messages: messages_fixture(),
       processes: processes_fixture(),
       screenshots: %{
@@ -83,6 +84,48 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     assert Enum.all?(rows, &(&1.kind in ["call", "return", "exception"]))
     assert Enum.any?(rows, &(&1.pid == inspect(user)))
     %{connect: connect, batches: batches, user: inspect(user)}
+  end
+
+  # A trace of calls and messages: three tasks with one call each come first, then the
+  # user's own process asks a server three times. The sequence tab draws the two that
+  # talk first, not after the tasks' lanes (issue 25: the user's lane was off screen).
+  defp mixed_fixture do
+    server = spawn(fn -> serve(3) end)
+    me = self()
+
+    user =
+      spawn(fn ->
+        receive do: (:go -> :ok)
+
+        for n <- 1..3 do
+          send(server, {:get, self(), n})
+          receive do: ({:reply, ^n} -> :ok)
+        end
+
+        send(me, :asked)
+      end)
+
+    trace = Kino.Trace.trace(calls: ["SampleApp.Cache.fetch/2"], messages: [user, server])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    {controller, _} = Controller.init(trace, lifeline: false)
+    {connect, controller} = Controller.connect(controller)
+
+    1..3 |> Enum.map(fn n -> Task.async(fn -> SampleApp.Cache.fetch(:orders, n) end) end) |> Task.await_many()
+    {controller, calls} = collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "return" end) >= 3))
+    send(user, :go)
+    assert_receive :asked
+
+    {_controller, messages} =
+      collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "receive" and r.pid == inspect(user) end) >= 4))
+
+    %{connect: connect, batches: calls ++ messages, user: inspect(user), server: inspect(server)}
+  end
+
+  defp serve(0), do: :ok
+
+  defp serve(n) do
+    receive do: ({:get, from, i} -> send(from, {:reply, i}))
+    serve(n - 1)
   end
 
   # A trace of messages alone, every message; the traced process also sleeps
