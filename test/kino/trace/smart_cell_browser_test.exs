@@ -6,6 +6,8 @@ defmodule Kino.Trace.SmartCellBrowserTest do
   # Needs Node.js, assets/node_modules and /usr/bin/chromium: tagged :browser.
   use ExUnit.Case, async: false
 
+  alias KinoTraceTest.Browser
+
   alias Kino.Trace.Plan
   alias Kino.Trace.SmartCell.{Controller, Form}
 
@@ -44,7 +46,7 @@ defmodule Kino.Trace.SmartCellBrowserTest do
       pushed_out: pushed_out,
       # the server's answer to "complete" for this line (the browser puts its own seq in)
       completion: Kino.Trace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 0}),
-      screenshot: Path.join(screenshot_dir(), "screenshot-smart-cell.png")
+      screenshot: Path.join(Browser.screenshot_dir(), "screenshot-smart-cell.png")
     }
 
     # the server's check of the half-typed line the browser test pauses on (issue 25)
@@ -104,16 +106,5 @@ defmodule Kino.Trace.SmartCellBrowserTest do
     after
       Kino.Trace.stop(trace)
     end
-  end
-
-  defp screenshot_dir do
-    dir =
-      case System.get_env("KINO_TRACE_SCREENSHOTS") do
-        "docs" -> Path.join(@root, "docs")
-        _ -> Path.join(@root, "test/browser/output")
-      end
-
-    File.mkdir_p!(dir)
-    dir
   end
 end

@@ -7,13 +7,14 @@ defmodule Kino.Trace.WidgetBrowserTest do
   # tagged :browser.
   use ExUnit.Case, async: false
 
+  alias KinoTraceTest.Browser
+
   alias Kino.Trace.Widget.{Controller, Payload, StatsController, Store}
   alias KinoTraceTest.{AgentSample, SequenceSample, StatsWidgetSample}
 
   @moduletag :browser
   @moduletag timeout: 300_000
 
-  @root Path.expand("../../..", __DIR__)
 
   test "the widget works in Chromium on payloads from a real trace" do
     trace =
@@ -31,7 +32,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     {connect, controller} = Controller.connect(controller)
 
     run_workload()
-    {controller, pushes} = collect(controller)
+    {controller, pushes} = Browser.collect(controller)
     assert returns(pushes) > 100
 
     # A pattern edit with one bad line (a typo), as the widget's textarea sends it.
@@ -79,11 +80,11 @@ defmodule Kino.Trace.WidgetBrowserTest do
       pattern_reply: pattern_reply,
       terms: terms,
       completions: completions,
-      screenshot: Path.join(screenshot_dir(), "screenshot.png"),
-      screenshot_completion: Path.join(screenshot_dir(), "screenshot-completion.png")
+      screenshot: Path.join(Browser.screenshot_dir(), "screenshot.png"),
+      screenshot_completion: Path.join(Browser.screenshot_dir(), "screenshot-completion.png")
     }
 
-    run_browser("widget.test.mjs", fixture)
+    Browser.run("widget.test.mjs", fixture)
   end
 
   test "message rows, the sequence tab and the stats widget work in Chromium on real traces" do
@@ -99,7 +100,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     {connect, controller} = Controller.connect(controller)
     SequenceSample.go(sample)
     assert_receive {:sequence_done, _}, 10_000
-    {controller, pushes} = collect(controller)
+    {controller, pushes} = Browser.collect(controller)
 
     {controller, pushes} =
       collect_more(controller, pushes, fn rows -> Enum.any?(rows, &(&1.kind == "exit")) end)
@@ -160,13 +161,13 @@ defmodule Kino.Trace.WidgetBrowserTest do
         workers: Enum.map(workers, &inspect/1)
       },
       screenshots: %{
-        sequence: Path.join(screenshot_dir(), "screenshot-sequence.png"),
-        messages: Path.join(screenshot_dir(), "screenshot-messages.png"),
-        stats: Path.join(screenshot_dir(), "screenshot-stats.png")
+        sequence: Path.join(Browser.screenshot_dir(), "screenshot-sequence.png"),
+        messages: Path.join(Browser.screenshot_dir(), "screenshot-messages.png"),
+        stats: Path.join(Browser.screenshot_dir(), "screenshot-stats.png")
       }
     }
 
-    run_browser("messages.test.mjs", fixture)
+    Browser.run("messages.test.mjs", fixture)
   end
 
   test "GenServer replies and cut structs from real traces, as a Livebook user sees them" do
@@ -190,7 +191,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     end)
     |> Task.await()
 
-    {controller, pushes} = collect(controller)
+    {controller, pushes} = Browser.collect(controller)
     {controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2))
 
     structs = %{
@@ -208,7 +209,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
 
     assert length(structs.shown) == 2
 
-    run_browser("real_use.test.mjs", %{replies: replies, structs: structs, stats: stats_fixture()})
+    Browser.run("real_use.test.mjs", %{replies: replies, structs: structs, stats: stats_fixture()})
   end
 
   # issue 23 item 2: Kino.Trace.stats(["Enum"]) open beside its own busy stats widget (the
@@ -259,7 +260,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     {controller, _effects} = Controller.init(trace)
     {connect, controller} = Controller.connect(controller)
     [0, 1] = AgentSample.go(caller)
-    {controller, pushes} = collect(controller)
+    {controller, pushes} = Browser.collect(controller)
     replied = if caller_traced?, do: "receive", else: "send"
     reply? = &(&1.kind == replied and &1.data =~ ~r/^\{\[:alias/)
     {_controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
@@ -281,22 +282,6 @@ defmodule Kino.Trace.WidgetBrowserTest do
     end
   end
 
-  defp run_browser(script, fixture) do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(dir)
-    on_exit(fn -> File.rm_rf(dir) end)
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path],
-        stderr_to_stdout: true
-      )
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
-  end
-
   # Goes on collecting until `done?` accepts the rows pushed so far.
   defp collect_more(controller, pushes, done?, tries \\ 20) do
     rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
@@ -305,7 +290,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
       {controller, pushes}
     else
       Process.send_after(self(), :flush, 0)
-      {controller, more} = collect(controller)
+      {controller, more} = Browser.collect(controller)
       collect_more(controller, pushes ++ more, done?, tries - 1)
     end
   end
@@ -346,47 +331,5 @@ defmodule Kino.Trace.WidgetBrowserTest do
     end
   end
 
-  # Handles the widget's messages until the trace has been quiet for a moment.
-  defp collect(controller, pushes \\ [], waited \\ 0) do
-    receive do
-      message ->
-        case Controller.handle_info(controller, message) do
-          {:ok, effects, controller} ->
-            sent =
-              Enum.flat_map(effects, fn
-                {:send_after, message, ms} ->
-                  Process.send_after(self(), message, ms)
-                  []
 
-                effect ->
-                  [effect]
-              end)
-
-            collect(controller, pushes ++ sent, waited)
-
-          :unknown ->
-            collect(controller, pushes, waited)
-        end
-    after
-      300 ->
-        cond do
-          pushes != [] -> {controller, pushes}
-          waited > 10_000 -> flunk("no events arrived from the workload")
-          true -> collect(controller, pushes, waited + 300)
-        end
-    end
-  end
-
-  # Screenshots go to test/browser/output (ignored by git), or to docs/ (the README's
-  # pictures) with KINO_TRACE_SCREENSHOTS=docs, so a test run never dirties the tree.
-  defp screenshot_dir do
-    dir =
-      case System.get_env("KINO_TRACE_SCREENSHOTS") do
-        "docs" -> Path.join(@root, "docs")
-        _ -> Path.join(@root, "test/browser/output")
-      end
-
-    File.mkdir_p!(dir)
-    dir
-  end
 end

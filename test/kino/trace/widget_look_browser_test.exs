@@ -8,6 +8,8 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
   # tagged :browser.
   use ExUnit.Case, async: false
 
+  alias KinoTraceTest.Browser
+
   import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1]
 
   alias Kino.Trace.Widget.{Controller, Payload, Store}
@@ -16,16 +18,15 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
   @moduletag :browser
   @moduletag timeout: 300_000
 
-  @root Path.expand("../../..", __DIR__)
   @anonymous ~S(Enum."-sum/1-lists^foldl/2-0-"/2)
 
   test "header, counts, narrow log, compiler-made names and unknown totals in Chromium" do
-    run_browser("look.test.mjs", %{
+    Browser.run("look.test.mjs", %{
       flood: flood_fixture(),
       nodes: nodes_fixture(),
       screenshots: %{
-        wide: Path.join(screenshot_dir(), "screenshot-flood.png"),
-        narrow: Path.join(screenshot_dir(), "screenshot-narrow.png")
+        wide: Path.join(Browser.screenshot_dir(), "screenshot-flood.png"),
+        narrow: Path.join(Browser.screenshot_dir(), "screenshot-narrow.png")
       }
     })
   end
@@ -80,7 +81,7 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
     |> Task.await()
 
     :ok = Kino.Trace.flush(trace)
-    {controller, pushes} = collect(controller)
+    {controller, pushes} = Browser.collect(controller)
     returned = &(Enum.count(&1, fn row -> row.kind == "return" end) >= 12)
     {controller, pushes} = collect_more(controller, pushes, returned)
     batches = for {:broadcast, "events", payload} <- pushes, do: payload
@@ -98,24 +99,8 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
     end
   end
 
-  defp run_browser(script, fixture) do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(dir)
-    on_exit(fn -> File.rm_rf(dir) end)
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path],
-        stderr_to_stdout: true
-      )
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
-  end
-
   defp collect_while(controller, pushes, running?) do
-    {controller, pushes} = collect(controller, pushes)
+    {controller, pushes} = Browser.collect(controller, pushes)
     if running?.(), do: collect_while(controller, pushes, running?), else: {controller, pushes}
   end
 
@@ -126,51 +111,10 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
       {controller, pushes}
     else
       Process.send_after(self(), :flush, 0)
-      {controller, more} = collect(controller)
+      {controller, more} = Browser.collect(controller)
       collect_more(controller, pushes ++ more, done?, tries - 1)
     end
   end
 
-  # Handles the widget's messages until the trace has been quiet for a moment.
-  defp collect(controller, pushes \\ [], waited \\ 0) do
-    receive do
-      message ->
-        case Controller.handle_info(controller, message) do
-          {:ok, effects, controller} ->
-            sent =
-              Enum.flat_map(effects, fn
-                {:send_after, message, ms} ->
-                  Process.send_after(self(), message, ms)
-                  []
 
-                effect ->
-                  [effect]
-              end)
-
-            collect(controller, pushes ++ sent, waited)
-
-          :unknown ->
-            collect(controller, pushes, waited)
-        end
-    after
-      300 ->
-        cond do
-          pushes != [] -> {controller, pushes}
-          waited > 10_000 -> flunk("no events arrived")
-          true -> collect(controller, pushes, waited + 300)
-        end
-    end
-  end
-
-  # test/browser/output (ignored by git), or docs/ with KINO_TRACE_SCREENSHOTS=docs
-  defp screenshot_dir do
-    dir =
-      case System.get_env("KINO_TRACE_SCREENSHOTS") do
-        "docs" -> Path.join(@root, "docs")
-        _ -> Path.join(@root, "test/browser/output")
-      end
-
-    File.mkdir_p!(dir)
-    dir
-  end
 end

@@ -8,12 +8,13 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
   # Needs Node.js, assets/node_modules and /usr/bin/chromium: tagged :browser.
   use ExUnit.Case, async: false
 
+  alias KinoTraceTest.Browser
+
   alias Kino.Trace.Widget.{Controller, Store}
 
   @moduletag :browser
   @moduletag timeout: 300_000
 
-  @root Path.expand("../../..", __DIR__)
 
   test "the widget shows what each trace has, in Chromium" do
     fixture = %{
@@ -22,12 +23,12 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
       messages: messages_fixture(),
       processes: processes_fixture(),
       screenshots: %{
-        sequence_calls: Path.join(screenshot_dir(), "screenshot-sequence-calls-only.png"),
-        messages_header: Path.join(screenshot_dir(), "screenshot-messages-only.png")
+        sequence_calls: Path.join(Browser.screenshot_dir(), "screenshot-sequence-calls-only.png"),
+        messages_header: Path.join(Browser.screenshot_dir(), "screenshot-messages-only.png")
       }
     }
 
-    run_browser("views.test.mjs", fixture)
+    Browser.run("views.test.mjs", fixture)
   end
 
   # Issue 25, "tab switch under load": a real flood (processes calling a traced function
@@ -51,7 +52,7 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     rate = batches |> Enum.map(& &1.counters.rate) |> Enum.max()
     IO.puts("flood: #{length(batches)} pushes, #{Enum.sum(Enum.map(batches, &length(&1.events)))} events, up to #{round(rate)} events/s traced")
 
-    run_browser("flood.test.mjs", %{connect: connect, batches: batches, rate: rate})
+    Browser.run("flood.test.mjs", %{connect: connect, batches: batches, rate: rate})
   end
 
   defp flood_loop(i) do
@@ -178,20 +179,6 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     %{connect: connect}
   end
 
-  defp run_browser(script, fixture) do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(dir)
-    on_exit(fn -> File.rm_rf(dir) end)
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path], stderr_to_stdout: true)
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
-  end
-
   # The controller's pushes ("events" payloads) until `done?` accepts the rows so far, or
   # there are `pushes` of them: every trace batch and flush handled as the widget's
   # process would.
@@ -230,15 +217,4 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
     end
   end
 
-  # test/browser/output (ignored by git), or docs/ with KINO_TRACE_SCREENSHOTS=docs
-  defp screenshot_dir do
-    dir =
-      case System.get_env("KINO_TRACE_SCREENSHOTS") do
-        "docs" -> Path.join(@root, "docs")
-        _ -> Path.join(@root, "test/browser/output")
-      end
-
-    File.mkdir_p!(dir)
-    dir
-  end
 end

@@ -1,0 +1,79 @@
+defmodule KinoTraceTest.Browser do
+  @moduledoc false
+  # What the browser suites share: running a test/browser script on a fixture of real
+  # payloads, where screenshots go, and driving a widget controller as its process would.
+
+  import ExUnit.Assertions
+
+  alias Kino.Trace.Widget.Controller
+
+  @root Path.expand("../..", __DIR__)
+
+  @doc """
+  Runs `test/browser/<script>` in Node on `fixture` (written as JSON to a temporary
+  file, removed when the test exits) and asserts it exited 0, printing its output.
+  """
+  def run(script, fixture) do
+    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    ExUnit.Callbacks.on_exit(fn -> File.rm_rf(dir) end)
+    path = Path.join(dir, "payloads.json")
+    File.write!(path, JSON.encode!(fixture))
+
+    {output, status} =
+      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path], stderr_to_stdout: true)
+
+    IO.puts(output)
+    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+  end
+
+  @doc """
+  Where the suites' screenshots go: test/browser/output (ignored by git), or docs/ (the
+  README's pictures) with KINO_TRACE_SCREENSHOTS=docs, so a test run never dirties the
+  tree.
+  """
+  def screenshot_dir do
+    dir =
+      case System.get_env("KINO_TRACE_SCREENSHOTS") do
+        "docs" -> Path.join(@root, "docs")
+        _ -> Path.join(@root, "test/browser/output")
+      end
+
+    File.mkdir_p!(dir)
+    dir
+  end
+
+  @doc """
+  Handles the widget's messages (as its process would) until the trace has been quiet
+  for a moment; returns the controller and the effects it produced, timers set.
+  """
+  def collect(controller, pushes \\ [], waited \\ 0) do
+    receive do
+      message ->
+        case Controller.handle_info(controller, message) do
+          {:ok, effects, controller} ->
+            sent =
+              Enum.flat_map(effects, fn
+                {:send_after, message, ms} ->
+                  Process.send_after(self(), message, ms)
+                  []
+
+                effect ->
+                  [effect]
+              end)
+
+            collect(controller, pushes ++ sent, waited)
+
+          :unknown ->
+            collect(controller, pushes, waited)
+        end
+    after
+      300 ->
+        cond do
+          pushes != [] -> {controller, pushes}
+          waited > 10_000 -> flunk("no events arrived from the workload")
+          true -> collect(controller, pushes, waited + 300)
+        end
+    end
+  end
+end
