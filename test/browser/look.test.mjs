@@ -142,9 +142,14 @@ for (const width of [1000, 600]) {
     const id = await page.$$eval(".kt-vlist .kt-row", (rows) =>
       rows.find((r) => r.style.display !== "none" && r.querySelector(".kt-c-text").textContent.startsWith("anonymous fn(")).dataset.id
     );
-    await page.click(`.kt-vlist .kt-row[data-id="${id}"]`);
+    // a locator: found again (scrolled into view) at the click, as the list may recycle rows
+    const row = page.locator(`.kt-vlist .kt-row[data-id="${id}"]`);
+    await row.scrollIntoViewIfNeeded();
+    await row.click();
+    await page.waitForSelector(".kt-detail:not([hidden])");
+    const title = await page.textContent(".kt-detail .kt-detail-title .kt-call");
+    assert(title === LABEL, `the details opened for ${title}, not row ${id}`);
     await page.waitForSelector(".kt-detail:not([hidden]) .kt-raw-mfa");
-    assert((await page.textContent(".kt-detail .kt-detail-title .kt-call")) === LABEL, "detail title");
     assert((await page.textContent(".kt-detail .kt-raw-mfa")) === RAW, "raw name in the details");
     await page.click(".kt-close");
     await page.fill(".kt-filter", "");
