@@ -157,7 +157,7 @@ defmodule Kino.Trace.PatternFuzzTest do
   ]
 
   defp pieces(text) do
-    for line <- String.split(text, "\n", trim: true), do: Code.string_to_quoted!("[#{line}]")
+    for line <- String.split(text, "\n", trim: true), do: Code.string_to_quoted!("[#{line}]", emit_warnings: false)
   end
 
   # Every subtree of the quoted forms.

@@ -557,7 +557,10 @@ defmodule Kino.Trace.SmartCellTest do
         Code.compile_string("""
         defmodule KinoTraceScOnLoad do
           @on_load :loaded
-          def loaded, do: send(:kino_trace_sc_on_load_listener, {:loaded, __MODULE__}) && :ok
+          def loaded do
+            send(:kino_trace_sc_on_load_listener, {:loaded, __MODULE__})
+            :ok
+          end
           def go(x), do: x
         end
         """)
