@@ -104,10 +104,28 @@ function createRow() {
   const icon = document.createElement("span");
   icon.className = "kt-kind-icon";
   badge.append(icon, document.createTextNode(""));
+  // the text: module, function, arguments; when the cell is narrow the arguments give
+  // way first, then the module, so the function's name always shows
   const text = document.createElement("span");
   text.className = "kt-c-text";
+  for (const cls of ["kt-c-mod", "kt-c-fun", "kt-c-args"]) {
+    const part = document.createElement("span");
+    part.className = cls;
+    text.appendChild(part);
+  }
   call.append(badge, text);
   return el;
+}
+
+// "Mod.Sub.fun(args)" -> ["Mod.Sub.", "fun", "(args)"]; a text that names no module's
+// function ("anonymous fn(...) in ...") is all "arguments" (it gives way as they do).
+export function splitCall(text) {
+  const open = text.indexOf("(");
+  const head = open < 0 ? text : text.slice(0, open);
+  const args = open < 0 ? "" : text.slice(open);
+  if (/\s/.test(head)) return ["", "", text];
+  const dot = head.lastIndexOf(".");
+  return dot > 0 ? [head.slice(0, dot + 1), head.slice(dot + 1), args] : ["", head, args];
 }
 function renderRow(el, entry) {
   if (!entry) return;
@@ -141,7 +159,8 @@ function renderRow(el, entry) {
     badge.firstChild.textContent = badge.lastChild.textContent = "";
   }
   const text = message ? eventBody(entry) : entryText(entry);
-  textEl.textContent = text;
+  const parts = message ? ["", text, ""] : splitCall(text);
+  parts.forEach((part, i) => (textEl.children[i].textContent = part));
   call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
   call.title = [entryText(entry), callerText(entry), entry.lost ? LOST_TEXT : null].filter(Boolean).join("\n");
   const outcome = entryOutcome(entry);
