@@ -16,25 +16,13 @@
 // guards against (before the fix the Calls tab's median was 846 ms, 25x, and single
 // switches up to 1.4 s).
 
-import { readFileSync } from "node:fs";
-import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
 const RATIO = 8;
 const ROUNDS = 3;
 const TABS = ["stats", "calls", "sequence", "log"];
 
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/flood.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
-const { server, base } = await startServer();
-const browser = await launch();
-const t = checker();
-const check = t.check;
-const errors = [];
-const external = [];
+const { fixture, server, base, browser, t, check, errors, external } = await setup("flood.test.mjs");
 
 // Each tab switched to ROUNDS times: ms from the click to the paint after it, per tab.
 const switchTimes = (page) =>

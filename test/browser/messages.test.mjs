@@ -9,23 +9,12 @@
 // when every check passes; saves screenshots of the sequence tab, the message log and
 // the stats widget.
 
-import { readFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 import { openMermaid, checkDiagrams } from "./mermaid.mjs";
 
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/messages.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
-const { server, base } = await startServer();
-const browser = await launch();
-const t = checker();
-const check = t.check;
-const errors = [];
-const external = [];
+const { fixture, server, base, browser, t, check, errors, external } = await setup("messages.test.mjs");
 const open = (data, opts = {}) => openWidget(browser, base, data, { errors, external, ...opts });
 
 const M = fixture.messages;

@@ -12,21 +12,9 @@
 //                     module this node has and of one it does not
 // Exits 0 when every check passes.
 
-import { readFileSync } from "node:fs";
-import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/real_use.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
-const { server, base } = await startServer();
-const browser = await launch();
-const t = checker();
-const check = t.check;
-const errors = [];
-const external = [];
+const { fixture, server, base, browser, t, check, errors, external } = await setup("real_use.test.mjs");
 
 async function opened(data) {
   const page = await openWidget(browser, base, data.connect, { errors, external });

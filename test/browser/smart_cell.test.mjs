@@ -10,22 +10,11 @@
 // replays them through the real controller and checks the code they make. Saves the
 // README's screenshot of the cell. Exits 0 when every check passes.
 
-import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { writeFileSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { root, startServer, launch, checker, assert, openWidget, nextFrame } from "./support.mjs";
+import { root, assert, openWidget, nextFrame, setup } from "./support.mjs";
 
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/smart_cell.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
-const { server, base } = await startServer();
-const browser = await launch();
-const t = checker();
-const check = t.check;
-const errors = [];
-const external = [];
+const { fixture, server, base, browser, t, check, errors, external } = await setup("smart_cell.test.mjs");
 
 // The server's side of "update": store and echo the field; for patterns, its check.
 async function openCell(opts = {}) {

@@ -54,6 +54,22 @@ export function launch() {
 }
 
 /** Checks with a running failure count. */
+// The start every browser test shares: its fixture (the JSON file named on its command
+// line, written by its ExUnit test), the static server, Chromium and the checks, with the
+// page errors and external loads each opened page reports.
+export async function setup(script) {
+  const fixturePath = process.argv[2];
+  if (!fixturePath) {
+    console.error(`usage: node test/browser/${script} PAYLOADS.json`);
+    process.exit(2);
+  }
+  const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
+  const { server, base } = await startServer();
+  const browser = await launch();
+  const t = checker();
+  return { fixture, server, base, browser, t, check: t.check, errors: [], external: [] };
+}
+
 export function checker() {
   const state = { failures: 0 };
   state.check = async (name, fn) => {

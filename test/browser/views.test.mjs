@@ -4,22 +4,11 @@
 //
 //   node test/browser/views.test.mjs PAYLOADS.json
 
-import { readFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { startServer, launch, checker, assert, openWidget, emit, nextFrame } from "./support.mjs";
+import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/views.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
-const { server, base } = await startServer();
-const browser = await launch();
-const t = checker();
-const check = t.check;
-const errors = [];
-const external = [];
+const { fixture, server, base, browser, t, check, errors, external } = await setup("views.test.mjs");
 const WIDTHS = [1000, 600];
 
 const open = (data, opts = {}) => openWidget(browser, base, data, { errors, external, height: 800, ...opts });

@@ -8,25 +8,12 @@
 // Kino's JS ctx API, then checks the widget's behaviour, prints a benchmark figure and
 // saves a screenshot. Exits 0 when every check passes.
 
-import { readFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { root, startServer, launch, checker, assert, openWidget as openHarness, emit } from "./support.mjs";
-
-const fixturePath = process.argv[2];
-if (!fixturePath) {
-  console.error("usage: node test/browser/widget.test.mjs PAYLOADS.json");
-  process.exit(2);
-}
-const fixture = JSON.parse(readFileSync(fixturePath, "utf8"));
+import { root, assert, openWidget as openHarness, emit, setup } from "./support.mjs";
 
 // The committed build under /build/, the harness page from here (see support.mjs).
-const { server, base } = await startServer();
-const t = checker();
-const check = t.check;
-const browser = await launch();
-
-const external = [];
-const pageErrors = [];
+const { fixture, server, base, browser, t, check, errors: pageErrors, external } = await setup("widget.test.mjs");
 const openWidget = (data, opts = {}) => openHarness(browser, base, data, { ...opts, errors: pageErrors, external });
 
 const modelSize = (page) => page.evaluate(() => document.getElementById("output").__kinoTrace.model.size);
