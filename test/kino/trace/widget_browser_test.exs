@@ -240,7 +240,12 @@ defmodule Kino.Trace.WidgetBrowserTest do
       end)
 
     assert_receive {:widget, ^widget, connect}
-    user = Task.async(fn -> for(i <- 1..50, do: Enum.map([i, i + 1], &(&1 * 2))) && self() end) |> Task.await()
+    user =
+      Task.async(fn ->
+        for i <- 1..50, do: Enum.map([i, i + 1], &(&1 * 2))
+        self()
+      end)
+      |> Task.await()
     send(widget, :refresh)
     assert_receive {:update, update}, 10_000
     rows = update.snapshot.rows
