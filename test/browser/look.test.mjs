@@ -12,7 +12,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
-const { fixture, server, base, browser, t, check, errors, external } = await setup("look.test.mjs");
+const { fixture, base, browser, check, errors, external, finish } = await setup("look.test.mjs");
 const open = (data, opts = {}) => openWidget(browser, base, data, { errors, external, ...opts });
 
 const F = fixture.flood;
@@ -310,12 +310,4 @@ for (const width of [1000, 600]) {
   await nodes.context().close();
 }
 
-await check("no page errors and no external network loads", async () => {
-  assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
-  assert(external.length === 0, `external requests: ${external.join(", ")}`);
-});
-
-await browser.close();
-server.close();
-console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
-process.exit(t.failures ? 1 : 0);
+await finish();

@@ -14,7 +14,7 @@ import path from "node:path";
 import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 import { openMermaid, checkDiagrams } from "./mermaid.mjs";
 
-const { fixture, server, base, browser, t, check, errors, external } = await setup("messages.test.mjs");
+const { fixture, base, browser, check, errors, external, finish } = await setup("messages.test.mjs");
 const open = (data, opts = {}) => openWidget(browser, base, data, { errors, external, ...opts });
 
 const M = fixture.messages;
@@ -401,12 +401,4 @@ await check("screenshot: stats widget with a drill-down", async () => {
   console.log(`  screenshot: ${fixture.screenshots.stats}`);
 });
 
-await check("no page errors and no external network loads", async () => {
-  assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
-  assert(external.length === 0, `external requests: ${external.join(", ")}`);
-});
-
-await browser.close();
-server.close();
-console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
-process.exit(t.failures ? 1 : 0);
+await finish();

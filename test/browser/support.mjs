@@ -56,7 +56,8 @@ export function launch() {
 /** Checks with a running failure count. */
 // The start every browser test shares: its fixture (the JSON file named on its command
 // line, written by its ExUnit test), the static server, Chromium and the checks, with the
-// page errors and external loads each opened page reports.
+// page errors and external loads each opened page reports, and finish(): the check of
+// those, then the exit status.
 export async function setup(script) {
   const fixturePath = process.argv[2];
   if (!fixturePath) {
@@ -67,7 +68,20 @@ export async function setup(script) {
   const { server, base } = await startServer();
   const browser = await launch();
   const t = checker();
-  return { fixture, server, base, browser, t, check: t.check, errors: [], external: [] };
+  const errors = [];
+  const external = [];
+  // the last check (what every opened page reported), then the exit status
+  const finish = async () => {
+    await t.check("no page errors and no external network loads", async () => {
+      assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
+      assert(external.length === 0, `external requests: ${external.join(", ")}`);
+    });
+    await browser.close();
+    server.close();
+    console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
+    process.exit(t.failures ? 1 : 0);
+  };
+  return { fixture, server, base, browser, t, check: t.check, errors, external, finish };
 }
 
 export function checker() {

@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
-const { fixture, server, base, browser, t, check, errors, external } = await setup("views.test.mjs");
+const { fixture, base, browser, check, errors, external, finish } = await setup("views.test.mjs");
 const WIDTHS = [1000, 600];
 
 const open = (data, opts = {}) => openWidget(browser, base, data, { errors, external, height: 800, ...opts });
@@ -115,12 +115,4 @@ for (const width of WIDTHS) {
   });
 }
 
-await check("no page errors and no external network loads", async () => {
-  assert(errors.length === 0, `page errors: ${errors.join("\n")}`);
-  assert(external.length === 0, `external requests: ${external.join(", ")}`);
-});
-
-await browser.close();
-server.close();
-console.log(t.failures ? `${t.failures} check(s) failed` : "all browser checks passed");
-process.exit(t.failures ? 1 : 0);
+await finish();
