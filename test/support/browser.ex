@@ -76,4 +76,20 @@ defmodule KinoTraceTest.Browser do
         end
     end
   end
+
+  @doc """
+  Goes on collecting (a flush at a time, at most `tries` times) until `done?` accepts the
+  rows pushed so far.
+  """
+  def collect_more(controller, pushes, done?, tries \\ 20) do
+    rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
+
+    if done?.(rows) or tries == 0 do
+      {controller, pushes}
+    else
+      Process.send_after(self(), :flush, 0)
+      {controller, more} = collect(controller)
+      collect_more(controller, pushes ++ more, done?, tries - 1)
+    end
+  end
 end

@@ -103,7 +103,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     {controller, pushes} = Browser.collect(controller)
 
     {controller, pushes} =
-      collect_more(controller, pushes, fn rows -> Enum.any?(rows, &(&1.kind == "exit")) end)
+      Browser.collect_more(controller, pushes, fn rows -> Enum.any?(rows, &(&1.kind == "exit")) end)
 
     rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
     assert Enum.count(rows, &(&1.kind == "send")) >= 2 * rounds
@@ -192,7 +192,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     |> Task.await()
 
     {controller, pushes} = Browser.collect(controller)
-    {controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2))
+    {controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2))
 
     structs = %{
       connect: connect,
@@ -268,7 +268,7 @@ defmodule Kino.Trace.WidgetBrowserTest do
     {controller, pushes} = Browser.collect(controller)
     replied = if caller_traced?, do: "receive", else: "send"
     reply? = &(&1.kind == replied and &1.data =~ ~r/^\{\[:alias/)
-    {_controller, pushes} = collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
+    {_controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
 
     %{
       connect: connect,
@@ -287,18 +287,6 @@ defmodule Kino.Trace.WidgetBrowserTest do
     end
   end
 
-  # Goes on collecting until `done?` accepts the rows pushed so far.
-  defp collect_more(controller, pushes, done?, tries \\ 20) do
-    rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
-
-    if done?.(rows) or tries == 0 do
-      {controller, pushes}
-    else
-      Process.send_after(self(), :flush, 0)
-      {controller, more} = Browser.collect(controller)
-      collect_more(controller, pushes ++ more, done?, tries - 1)
-    end
-  end
 
   # A small app at work: several processes reading through a cache, misses, a
   # not-found, exceptions raised out of nested calls, evictions.

@@ -83,7 +83,7 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
     :ok = Kino.Trace.flush(trace)
     {controller, pushes} = Browser.collect(controller)
     returned = &(Enum.count(&1, fn row -> row.kind == "return" end) >= 12)
-    {controller, pushes} = collect_more(controller, pushes, returned)
+    {controller, pushes} = Browser.collect_more(controller, pushes, returned)
     batches = for {:broadcast, "events", payload} <- pushes, do: payload
     rows = Enum.flat_map(batches, & &1.events)
     assert Enum.count(rows, &(&1.kind == "call")) == 12
@@ -104,17 +104,6 @@ defmodule Kino.Trace.WidgetLookBrowserTest do
     if running?.(), do: collect_while(controller, pushes, running?), else: {controller, pushes}
   end
 
-  defp collect_more(controller, pushes, done?, tries \\ 20) do
-    rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
-
-    if done?.(rows) or tries == 0 do
-      {controller, pushes}
-    else
-      Process.send_after(self(), :flush, 0)
-      {controller, more} = Browser.collect(controller)
-      collect_more(controller, pushes ++ more, done?, tries - 1)
-    end
-  end
 
 
 end
