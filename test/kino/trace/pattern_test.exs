@@ -737,6 +737,23 @@ defmodule Kino.Trace.PatternTest do
       assert check_error(NoSuchModuleAnywhere) == "unknown module NoSuchModuleAnywhere"
     end
 
+    # Each suggestion compares the name with every module of the code path. CI's atoms
+    # test feeds 12 500 random lines to parse_all! in one batch: with a suggestion for
+    # each unknown module, that one test ran past its 15 minutes.
+    test "suggestions for unknown modules are bounded: the first few of a batch, short names" do
+      typos = for i <- 1..20, do: "Enumm.map/#{rem(i, 3)}"
+      messages = for {_, {:error, message}} <- Pattern.parse_each(typos), do: message
+
+      assert length(messages) == 20
+      {hinted, plain} = Enum.split_with(messages, &(&1 =~ "did you mean"))
+      assert length(hinted) == 8
+      assert Enum.take(messages, 8) == hinted
+      assert Enum.uniq(plain) == ["unknown module Enumm"]
+
+      long = "Enumm" <> String.duplicate("x", 70)
+      assert check_error(long <> ".map/2") == "unknown module #{long}"
+    end
+
     test "unknown functions, with a suggestion when one is close" do
       assert check_error("Enum.mpa/2") == "Enum.mpa/2 is not a function; did you mean Enum.map/2?"
       assert check_error("Enum.mpa") == "Enum.mpa is not a function; did you mean Enum.map?"

@@ -16,6 +16,14 @@ defmodule Kino.Trace.Pattern.Preflight do
   # needs more edits than allowed.
   @suggestion_threshold 0.9
 
+  # A suggestion compares a name with every module of the code path (thousands): only
+  # the first unknown modules of a batch get one, only for names a typo of a module's
+  # name could be, within a few edits. A batch of thousands of random lines (the smart
+  # cell's text, a fuzzer) stays cheap.
+  @max_module_hints 8
+  @max_hint_length 64
+  @max_edits 3
+
   # Modules that run the tracer: tracing them makes the tracer trace itself.
   @tracer_modules [:trace, :erl_tracer]
 
@@ -56,13 +64,18 @@ defmodule Kino.Trace.Pattern.Preflight do
     if Enum.any?(results, &match?({:unknown_module, _}, &1)) do
       candidates = lookup |> Lookup.available_modules() |> Enum.map(&display_name/1)
 
-      Enum.map(results, fn
-        {:unknown_module, wanted} ->
-          {:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)}
+      results
+      |> Enum.map_reduce(@max_module_hints, fn
+        {:unknown_module, wanted}, hints_left when hints_left > 0 ->
+          {{:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)}, hints_left - 1}
 
-        result ->
-          result
+        {:unknown_module, wanted}, 0 ->
+          {{:error, "unknown module #{wanted}"}, 0}
+
+        result, hints_left ->
+          {result, hints_left}
       end)
+      |> elem(0)
     else
       results
     end
@@ -169,6 +182,8 @@ defmodule Kino.Trace.Pattern.Preflight do
     {:error,
      "unknown module #{Name.inspect_module(module)} (it could not be loaded: #{inspect(reason)})"}
   end
+
+  defp module_hint(wanted, _candidates) when byte_size(wanted) > @max_hint_length, do: ""
 
   defp module_hint(wanted, candidates) do
     case suggest_module(wanted, candidates) do
@@ -376,7 +391,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   # counts as one), then highest Jaro similarity. Only offered when it is close.
   defp closest(wanted, candidates) do
     wanted_length = String.length(wanted)
-    max_edits = max(1, div(wanted_length, 4))
+    max_edits = wanted_length |> div(4) |> max(1) |> min(@max_edits)
     wanted_graphemes = wanted |> String.graphemes() |> List.to_tuple()
 
     candidates
