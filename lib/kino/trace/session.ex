@@ -61,6 +61,13 @@ defmodule Kino.Trace.Session do
     :tracer_id,
     :owner,
     :owner_ref,
+    # the one choice between this node and another, made in init/1: whether the trace
+    # is this node's (only then do the local safeguards run: kino_trace's own processes
+    # kept out, BIF re-assert, reload re-apply, stack guard), and the module that decodes
+    # its events (NativeDecoder for this node's native tracer, Decoder for the raw
+    # events of the fallback and of another node)
+    :local?,
+    :decoder_module,
     # where the trace runs (Kino.Trace.Backend): nil until set up on another node
     :backend,
     # the monitor of that node's agent worker
@@ -115,11 +122,13 @@ defmodule Kino.Trace.Session do
     Process.flag(:trap_exit, true)
     Kino.Trace.Internal.register(self())
     [node] = plan.nodes
+    local? = node == node()
     # Another node's tracer is started by its agent in handle_continue (it takes round trips).
-    backend = if node == node(), do: Backend.start(self(), plan.limits, node)
+    backend = if local?, do: Backend.start(self(), plan.limits, node)
+    native? = local? and Backend.native?(backend)
     # The native tracer's ids count from 1; any other trace's come from the same range
     # as another node's, so no two traces here share one (Kino.Trace.Final keeps them).
-    id = if(backend && Backend.native?(backend), do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic]))
+    id = if(native?, do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic]))
 
     state = %__MODULE__{
       id: id,
@@ -127,12 +136,14 @@ defmodule Kino.Trace.Session do
       owner: owner,
       owner_ref: Process.monitor(owner),
       backend: backend,
+      local?: local?,
       plan: plan,
       # this node's native tracer's events are decoded natively as they are drained;
       # the fallback's come raw, and another node's raw from its agent, with that node's
       # names and time offset
+      decoder_module: if(native?, do: NativeDecoder, else: Decoder),
       decoder:
-        if(backend && Backend.native?(backend),
+        if(native?,
           do: NativeDecoder.new(pairing: plan.options[:return]),
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
@@ -149,7 +160,7 @@ defmodule Kino.Trace.Session do
     set_process_flags(state)
     # after the process flags, which may cover every process (another node's agent keeps
     # its own processes out of its traces)
-    if Backend.local?(state.backend), do: Kino.Trace.Internal.add_session(state.backend.session)
+    if state.local?, do: Kino.Trace.Internal.add_session(state.backend.session)
     state = install(state, state.plan)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
@@ -170,7 +181,7 @@ defmodule Kino.Trace.Session do
 
   defp start_remote(state), do: state
 
-  defp set_process_flags(%{backend: backend, plan: plan}) do
+  defp set_process_flags(%{backend: backend, plan: plan} = state) do
     # the message specs first: until they are set every message of a traced process is
     # recorded (local ones in a trace of messages(:distributed); issue 23 item 3)
     if messages = plan.messages do
@@ -183,7 +194,7 @@ defmodule Kino.Trace.Session do
     end
 
     # Never trace ourselves (we call plenty of functions a user may trace).
-    if Backend.local?(backend), do: Backend.trace(backend, :process, [self(), false, [:all]])
+    if state.local?, do: Backend.trace(backend, :process, [self(), false, [:all]])
   end
 
   # Sets the plan's process flags again (a target gone since is skipped), then keeps out
@@ -264,7 +275,7 @@ defmodule Kino.Trace.Session do
 
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
-    local? = Backend.local?(state.backend)
+    local? = state.local?
     # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
     bifs = if local?, do: Functions.bif_steps(functions), else: []
     # checked in before any BIF pattern is set (see Kino.Trace.Reaper); a step on every
@@ -275,7 +286,7 @@ defmodule Kino.Trace.Session do
     Backend.run(state.backend, ops, after_ops)
 
     guard = if local?, do: StackGuard.set_plan(state.guard || start_guard(state), functions)
-    decoder = decoder_module(state).no_returns(state.decoder, functions.no_returns)
+    decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)
     probes = if local?, do: probes(calls.patterns), else: %{}
     %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes}
   end
@@ -447,7 +458,7 @@ defmodule Kino.Trace.Session do
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
-    if tracing?(state) and Backend.local?(state.backend), do: restore(state)
+    if tracing?(state) and state.local?, do: restore(state)
     {:noreply, state}
   end
 
@@ -467,7 +478,7 @@ defmodule Kino.Trace.Session do
   defp message(:stack_guard, state) do
     if tracing?(state) do
       # (this node's trace only: the stack guard samples this node's processes)
-      decoder_module = decoder_module(state)
+      decoder_module = state.decoder_module
       {callers, decoder} = decoder_module.take_callers(state.decoder)
       {guard, moved} = StackGuard.check(state.guard, callers)
       decoder = Enum.reduce(moved, decoder, &decoder_module.unpair(&2, &1))
@@ -590,7 +601,7 @@ defmodule Kino.Trace.Session do
   # (a request it answers after the messages that came before it) comes first, once the
   # VM has delivered every trace message made so far (they travel as signals from the
   # traced processes: a call made before the request may still be on its way).
-  defp first_batch(%{decoder: %Decoder{}, backend: %Backend{worker: nil}} = state, cap) when cap > 0 do
+  defp first_batch(%{decoder_module: Decoder, local?: true} = state, cap) when cap > 0 do
     trace_delivered()
     {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
     {deliver_events(state, events), length(events)}
@@ -623,7 +634,7 @@ defmodule Kino.Trace.Session do
   end
 
   # This node's events come decoded from the native tracer; another node's raw, decoded here.
-  defp drain_batch(%{decoder: %Decoder{}} = state, max) do
+  defp drain_batch(%{decoder_module: Decoder} = state, max) do
     {raw, more, context} = Backend.drain(state.backend, max)
     {events, decoder} = Decoder.decode(state.decoder, raw, context)
     {events, more, %{state | decoder: decoder}}
@@ -633,9 +644,6 @@ defmodule Kino.Trace.Session do
     {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
     {events, more, state}
   end
-
-  defp decoder_module(%{decoder: %Decoder{}}), do: Decoder
-  defp decoder_module(_state), do: NativeDecoder
 
   defp deliver_events(state, events) do
     for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
@@ -648,7 +656,7 @@ defmodule Kino.Trace.Session do
   defp guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
     if tracing?(state) do
       {guard, moved} = StackGuard.loops(guard, events)
-      decoder = Enum.reduce(moved, state.decoder, &decoder_module(state).unpair(&2, &1))
+      decoder = Enum.reduce(moved, state.decoder, &state.decoder_module.unpair(&2, &1))
       %{state | guard: guard, decoder: decoder}
     else
       state
@@ -740,7 +748,7 @@ defmodule Kino.Trace.Session do
 
   # --- ending ---------------------------------------------------------------------------
 
-  defp tracing?(%{backend: backend}), do: backend != nil and Backend.tracing?(backend)
+  defp tracing?(%{backend: backend}), do: Backend.tracing?(backend)
 
   # Ends tracing. `:discard` (stop/1, the owner exits): the native session closes first,
   # so nothing more is admitted, and what is queued is freed natively (counted as
@@ -758,7 +766,7 @@ defmodule Kino.Trace.Session do
   end
 
   defp do_end_tracing(state, status, mode) do
-    if Backend.local?(state.backend) do
+    if state.local? do
       Kino.Trace.Internal.remove_session(state.backend.session)
       # through the reaper: destroying a session must not switch off other traces of BIFs
       Reaper.bif_trace_ended()
