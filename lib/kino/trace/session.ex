@@ -29,6 +29,7 @@ defmodule Kino.Trace.Session do
 
   alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
   alias Kino.Trace.StackGuard
+  alias Kino.Trace.Session.Info
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -370,7 +371,7 @@ defmodule Kino.Trace.Session do
   # every event traced before the request, as the native tracer's do)
   defp request(:info, _from, state) do
     state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
-    {:reply, info(state), state}
+    {:reply, Info.build(state, patterns(state)), state}
   end
 
   # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
@@ -466,13 +467,9 @@ defmodule Kino.Trace.Session do
   defp message(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
 
   defp message(:tick, state) do
-    {t0, n0} = state.rate_sample
-    now = System.monotonic_time(:millisecond)
-    %{accepted: n} = counters = counters(state)
-    rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
+    state = Info.sample(state)
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
-    state = state |> reapply_if_reloaded() |> reassert_bifs()
-    {:noreply, %{state | rate: rate, rate_sample: {now, n}, counters: counters}}
+    {:noreply, state |> reapply_if_reloaded() |> reassert_bifs()}
   end
 
   defp message(:stack_guard, state) do
@@ -530,7 +527,7 @@ defmodule Kino.Trace.Session do
   @impl true
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
-    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, info(state))
+    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, Info.build(state, patterns(state)))
     :ok
   end
 
@@ -785,63 +782,4 @@ defmodule Kino.Trace.Session do
     for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:status, state.status}})
     state
   end
-
-  # The tracer's counters; another node's last known ones when its agent is gone.
-  @no_counters Map.new(
-                 ~w(accepted delivered queued discarded bytes_queued dropped_rate dropped_queue_full dropped_max_events dropped_no_memory dropped_closed)a,
-                 &{&1, 0}
-               )
-
-  defp counters(%{backend: nil} = state), do: state.counters || @no_counters
-
-  defp counters(state) do
-    Backend.counters(state.backend)
-  catch
-    :exit, {:agent_down, _} -> state.counters || @no_counters
-  end
-
-  defp info(state) do
-    c = counters(state)
-
-    %{
-      id: state.id,
-      status: state.status,
-      patterns: Enum.map(patterns(state), &Pattern.to_string/1),
-      what: Plan.summary(state.plan),
-      accepted: c.accepted,
-      delivered: c.delivered,
-      queued: c.queued,
-      discarded: c.discarded,
-      bytes_queued: c.bytes_queued,
-      dropped: %{
-        rate: c.dropped_rate,
-        queue_full: c.dropped_queue_full,
-        max_events: c.dropped_max_events,
-        no_memory: c.dropped_no_memory,
-        closed: c.dropped_closed
-      },
-      rate: state.rate * 1.0,
-      started_at: state.started_at,
-      limit: state.plan.options[:limit],
-      traced: tracing?(state),
-      stack_guarded: StackGuard.count(state.guard),
-      subscribers: map_size(state.subscribers),
-      reapplied: state.reapplied,
-      tracer: if(state.backend, do: state.backend.mode, else: :native)
-    }
-    |> put_fallback(c)
-    |> put_agent(state.agent)
-  end
-
-  # The fallback tracer of another node also tells the trace messages it received and
-  # how often its mailbox guard switched tracing off (calls meanwhile were not traced).
-  defp put_fallback(info, %{fallback: figures}) do
-    Map.put(info, :fallback, %{received: figures.received, switched_off: figures.guard_trips})
-  end
-
-  defp put_fallback(info, _counters), do: info
-
-  # Another node's trace tells what its agent there is doing, or what ending left there.
-  defp put_agent(info, nil), do: info
-  defp put_agent(info, agent), do: Map.put(info, :agent, agent)
 end
