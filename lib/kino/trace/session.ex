@@ -29,7 +29,7 @@ defmodule Kino.Trace.Session do
 
   alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
   alias Kino.Trace.StackGuard
-  alias Kino.Trace.Session.Info
+  alias Kino.Trace.Session.{Info, Subscribers}
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -46,9 +46,6 @@ defmodule Kino.Trace.Session do
   # At most this many queued events are decoded to answer one request (events/2): under
   # a flood the queue never empties, and a request must not wait for it.
   @max_sync_drain 10_000
-  # Messages (of at most @drain_batch events) in a subscriber's mailbox before the
-  # session stops draining for it: 64 000 events.
-  @subscriber_backlog div(64_000, @drain_batch)
   @tick_ms 1_000
   # The ids of sessions of other nodes' traces, apart from the native tracer's (which
   # count from 1) and from coordinators' (2^40 on).
@@ -211,7 +208,7 @@ defmodule Kino.Trace.Session do
       end
     end
 
-    for pid <- [self() | Map.keys(state.held) ++ MapSet.to_list(state.excluded)] do
+    for pid <- [self() | Subscribers.kept_out(state)] do
       try do
         Backend.trace(backend, :process, [pid, false, [:all]])
       rescue
@@ -221,20 +218,6 @@ defmodule Kino.Trace.Session do
 
     Kino.Trace.Internal.add_session(backend.session)
     StackGuard.restore(state.guard)
-  end
-
-  # Stops tracing `pid` in this session; returns the flags it had.
-  defp untrace(backend, pid) do
-    flags =
-      case Backend.trace(backend, :info, [pid, :flags]) do
-        {:flags, flags} -> flags
-        _ -> []
-      end
-
-    Backend.trace(backend, :process, [pid, false, [:all]])
-    flags
-  rescue
-    ArgumentError -> []
   end
 
   # `:all` and `:existing` on this node: every process but kino_trace's own, one by one,
@@ -326,36 +309,19 @@ defmodule Kino.Trace.Session do
   defp request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
   defp request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
 
-  defp request({:exclude, pid}, _from, state) do
-    if tracing?(state) and node(pid) == state.backend.node, do: Backend.trace(state.backend, :process, [pid, false, [:all]])
-    excluded = state.excluded |> Enum.filter(&Process.alive?/1) |> MapSet.new() |> MapSet.put(pid)
-    {:reply, :ok, %{state | excluded: if(node(pid) == node(), do: excluded, else: state.excluded)}}
-  end
+  defp request({:exclude, pid}, _from, state), do: {:reply, :ok, Subscribers.exclude(state, pid)}
 
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
   defp request({:subscribe, pid}, from, state), do: request({:subscribe, pid, state.id}, from, state)
-
-  defp request({:subscribe, pid, tag}, _from, state) do
-    if Map.has_key?(state.subscribers, pid) do
-      {:reply, :ok, state}
-    else
-      state = hold(state, pid)
-      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), tag})}}
-    end
-  end
-
-  defp request({:unsubscribe, pid}, _from, state) do
-    {entry, subscribers} = Map.pop(state.subscribers, pid)
-    with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
-    {:reply, :ok, release(%{state | subscribers: subscribers}, pid)}
-  end
+  defp request({:subscribe, pid, tag}, _from, state), do: {:reply, :ok, Subscribers.subscribe(state, pid, tag)}
+  defp request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
   # coordinator's subscriber) until it is released.
-  defp request({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
-  defp request({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
+  defp request({:hold, pid}, _from, state), do: {:reply, :ok, Subscribers.hold(state, pid)}
+  defp request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
 
   defp request({:events, n}, _from, state) do
     state = catch_up(state, @max_sync_drain)
@@ -418,25 +384,6 @@ defmodule Kino.Trace.Session do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
-  defp hold(state, pid) do
-    if Map.has_key?(state.held, pid) do
-      state
-    else
-      flags = if tracing?(state) and node(pid) == state.backend.node, do: untrace(state.backend, pid), else: []
-      %{state | held: Map.put(state.held, pid, flags)}
-    end
-  end
-
-  defp release(state, pid) do
-    {flags, held} = Map.pop(state.held, pid, [])
-
-    if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in Kino.Trace.Internal.pids() do
-      Backend.trace(state.backend, :process, [pid, true, flags])
-    end
-
-    %{state | held: held}
-  end
-
   # --- native wake-ups and timers -----------------------------------------------------
 
   @impl true
@@ -496,12 +443,7 @@ defmodule Kino.Trace.Session do
     {:stop, {:shutdown, {:agent_down, reason}}, finish(%{state | agent: :lost}, :stopped, :discard)}
   end
 
-  defp message({:DOWN, ref, :process, pid, _reason}, state) do
-    case state.subscribers do
-      %{^pid => {^ref, _tag}} -> {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid), held: Map.delete(state.held, pid)}}
-      _ -> {:noreply, state}
-    end
-  end
+  defp message({:DOWN, ref, :process, pid, _reason}, state), do: {:noreply, Subscribers.down(state, ref, pid)}
 
   defp message({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
 
@@ -559,7 +501,7 @@ defmodule Kino.Trace.Session do
   defp drain(%{backend: nil} = state), do: state
 
   defp drain(state) do
-    if backlogged?(state) do
+    if Subscribers.backlogged?(state, @drain_batch) do
       Process.send_after(self(), :drain, 5)
       state
     else
@@ -643,7 +585,7 @@ defmodule Kino.Trace.Session do
   end
 
   defp deliver_events(state, events) do
-    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
+    Subscribers.broadcast(state, {:events, events})
     guard_loops(%{state | history: History.push(state.history, events)}, events)
   end
 
@@ -661,15 +603,6 @@ defmodule Kino.Trace.Session do
   end
 
   defp guard_loops(state, _events), do: state
-
-  defp backlogged?(state) do
-    Enum.any?(state.subscribers, fn {pid, _} ->
-      case node(pid) == node() and Process.info(pid, :message_queue_len) do
-        {:message_queue_len, n} -> n > @subscriber_backlog
-        _ -> false
-      end
-    end)
-  end
 
   # --- BIFs (OTP 27.3, erlang/otp#10349: see Kino.Trace.Reaper) ---------------------------
 
@@ -778,8 +711,5 @@ defmodule Kino.Trace.Session do
     broadcast_status(%{state | status: status, rate: 0.0})
   end
 
-  defp broadcast_status(state) do
-    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:status, state.status}})
-    state
-  end
+  defp broadcast_status(state), do: Subscribers.broadcast(state, {:status, state.status})
 end
