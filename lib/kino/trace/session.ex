@@ -28,8 +28,7 @@ defmodule Kino.Trace.Session do
   use GenServer
 
   alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
-  alias Kino.Trace.StackGuard
-  alias Kino.Trace.Session.{Info, Subscribers}
+  alias Kino.Trace.Session.{Info, Safeguards, Subscribers}
   alias Kino.Trace.Plan.Functions
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -158,7 +157,7 @@ defmodule Kino.Trace.Session do
     set_process_flags(state)
     # after the process flags, which may cover every process (another node's agent keeps
     # its own processes out of its traces)
-    if state.local?, do: Kino.Trace.Internal.add_session(state.backend.session)
+    Safeguards.started(state)
     state = install(state, state.plan)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
@@ -179,7 +178,7 @@ defmodule Kino.Trace.Session do
 
   defp start_remote(state), do: state
 
-  defp set_process_flags(%{backend: backend, plan: plan} = state) do
+  defp set_process_flags(%{backend: backend, plan: plan}) do
     # the message specs first: until they are set every message of a traced process is
     # recorded (local ones in a trace of messages(:distributed); issue 23 item 3)
     if messages = plan.messages do
@@ -190,9 +189,6 @@ defmodule Kino.Trace.Session do
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
       trace_process!(backend, target, flags)
     end
-
-    # Never trace ourselves (we call plenty of functions a user may trace).
-    if state.local?, do: Backend.trace(backend, :process, [self(), false, [:all]])
   end
 
   # Sets the plan's process flags again (a target gone since is skipped), then keeps out
@@ -216,8 +212,7 @@ defmodule Kino.Trace.Session do
       end
     end
 
-    Kino.Trace.Internal.add_session(backend.session)
-    StackGuard.restore(state.guard)
+    Safeguards.restored(state)
   end
 
   # `:all` and `:existing` on this node: every process but kino_trace's own, one by one,
@@ -259,20 +254,12 @@ defmodule Kino.Trace.Session do
 
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
-    local? = state.local?
     # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
-    bifs = if local?, do: Functions.bif_steps(functions), else: []
-    # checked in before any BIF pattern is set (see Kino.Trace.Reaper); a step on every
-    # module covers BIFs too
-    if local? and (bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1))), do: Reaper.bif_trace()
-
+    state = Safeguards.prepare(state, functions)
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
-
-    guard = if local?, do: StackGuard.set_plan(state.guard || start_guard(state), functions)
     decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)
-    probes = if local?, do: probes(calls.patterns), else: %{}
-    %{state | plan: plan, guard: guard, decoder: decoder, bifs: bifs, probes: probes}
+    Safeguards.installed(%{state | plan: plan, decoder: decoder}, functions, calls.patterns)
   end
 
   defp apply_patterns(state, patterns), do: install(state, Plan.put_patterns(state.plan, patterns))
@@ -281,14 +268,7 @@ defmodule Kino.Trace.Session do
     targets = Functions.targets(patterns(state))
     # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
     Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
-    %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
-  end
-
-  # The stack guard samples on its own timer (see Kino.Trace.StackGuard).
-  defp start_guard(state) do
-    guard = StackGuard.new(state.backend.tracer, state.backend.session, state.plan)
-    if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
-    guard
+    Safeguards.removed(state, targets)
   end
 
   # --- requests -----------------------------------------------------------------------
@@ -411,27 +391,16 @@ defmodule Kino.Trace.Session do
   end
 
   # Another kino_trace session cleared a BIF pattern (see Kino.Trace.Reaper).
-  defp message(:reassert_bifs, state), do: {:noreply, reassert_bifs(state, length(state.bifs))}
+  defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
 
   defp message(:tick, state) do
     state = Info.sample(state)
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
-    {:noreply, state |> reapply_if_reloaded() |> reassert_bifs()}
+    {:noreply, state |> reapply_if_reloaded() |> Safeguards.reassert_bifs()}
   end
 
-  defp message(:stack_guard, state) do
-    if tracing?(state) do
-      # (this node's trace only: the stack guard samples this node's processes)
-      decoder_module = state.decoder_module
-      {callers, decoder} = decoder_module.take_callers(state.decoder)
-      {guard, moved} = StackGuard.check(state.guard, callers)
-      decoder = Enum.reduce(moved, decoder, &decoder_module.unpair(&2, &1))
-      Process.send_after(self(), :stack_guard, StackGuard.interval())
-      {:noreply, %{state | guard: guard, decoder: decoder}}
-    else
-      {:noreply, state}
-    end
-  end
+  # (this node's trace only: the stack guard samples this node's processes)
+  defp message(:stack_guard, state), do: {:noreply, Safeguards.check_stacks(state)}
 
   defp message({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
     {:stop, :normal, finish(state, :stopped, :discard)}
@@ -586,95 +555,21 @@ defmodule Kino.Trace.Session do
 
   defp deliver_events(state, events) do
     Subscribers.broadcast(state, {:events, events})
-    guard_loops(%{state | history: History.push(state.history, events)}, events)
+    Safeguards.guard_loops(%{state | history: History.push(state.history, events)}, events)
   end
-
-  # Tail-call loops the code did not show, taken off return tracing at once: sampling
-  # their stacks would be too late (Kino.Trace.StackGuard.loops/2).
-  # (not once tracing ended: what is delivered then must not make the guard a session)
-  defp guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
-    if tracing?(state) do
-      {guard, moved} = StackGuard.loops(guard, events)
-      decoder = Enum.reduce(moved, state.decoder, &state.decoder_module.unpair(&2, &1))
-      %{state | guard: guard, decoder: decoder}
-    else
-      state
-    end
-  end
-
-  defp guard_loops(state, _events), do: state
-
-  # --- BIFs (OTP 27.3, erlang/otp#10349: see Kino.Trace.Reaper) ---------------------------
-
-  # Another tool ending its trace session switches BIF tracing off without a trace of
-  # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
-  # again: every tick, at most @bifs_per_tick of them in turn (each call costs the VM a
-  # code barrier). They stay set in the session; this switches them back on.
-  @bifs_per_tick 32
-
-  defp reassert_bifs(state, count \\ @bifs_per_tick)
-
-  defp reassert_bifs(%{status: :running, bifs: [_ | _] = bifs} = state, count) do
-    flags = state.plan.calls.match_flags
-    n = length(bifs)
-    cursor = rem(state.bif_cursor, n)
-    batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
-    if tracing?(state), do: Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
-    %{state | bif_cursor: cursor + length(batch)}
-  end
-
-  defp reassert_bifs(state, _count), do: state
 
   # --- modules reloaded while traced ------------------------------------------------------
 
-  # Loading a new version of a module drops its trace patterns. Each traced module has a
-  # probe: one of its traced functions, asked whether it is still traced; a module whose
-  # probe is no longer traced gets every pattern applied again (and is counted).
-  defp probes(patterns) do
-    for %Pattern{module: m} = pattern <- patterns, m != :_, reduce: %{} do
-      probes ->
-        case not Map.has_key?(probes, m) && probe(pattern) do
-          mfa when is_tuple(mfa) -> Map.put(probes, m, mfa)
-          _ -> probes
-        end
-    end
-  end
-
-  defp probe(%Pattern{module: m, function: f, arity: a}) when is_integer(a), do: {m, f, a}
-
-  defp probe(%Pattern{module: m, function: f}) do
-    functions = m.module_info(:functions)
-
-    # a module pattern leaves the compiler-generated functions untraced
-    traced =
-      for {name, arity} = fa <- functions,
-          f == name or (f == :_ and not Kino.Trace.Pattern.Generated.generated?(name, arity)),
-          do: fa
-
-    case traced do
-      [{f, a} | _] -> {m, f, a}
-      [] -> nil
-    end
-  rescue
-    _ -> nil
-  end
-
-  defp reapply_if_reloaded(%{status: :running} = state) do
-    reloaded? =
-      tracing?(state) and
-      Enum.any?(state.probes, fn {m, mfa} ->
-        :erlang.module_loaded(m) and Backend.trace(state.backend, :info, [mfa, :traced]) == {:traced, false}
-      end)
-
-    if reloaded? do
+  # Loading a new version of a module drops its trace patterns: every pattern is applied
+  # again (and counted).
+  defp reapply_if_reloaded(state) do
+    if Safeguards.reloaded?(state) do
       state = apply_patterns(state, patterns(state))
       %{state | reapplied: state.reapplied + 1}
     else
       state
     end
   end
-
-  defp reapply_if_reloaded(state), do: state
 
   # --- ending ---------------------------------------------------------------------------
 
@@ -696,14 +591,9 @@ defmodule Kino.Trace.Session do
   end
 
   defp do_end_tracing(state, status, mode) do
-    if state.local? do
-      Kino.Trace.Internal.remove_session(state.backend.session)
-      # through the reaper: destroying a session must not switch off other traces of BIFs
-      Reaper.bif_trace_ended()
-    end
-
+    Safeguards.ending(state)
     backend = Backend.destroy(state.backend, Enum.map(patterns(state), &Pattern.mfa/1))
-    state = %{state | backend: backend, guard: StackGuard.stop(state.guard)}
+    state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state
     Backend.close(state.backend)
