@@ -27,9 +27,8 @@ defmodule Kino.Trace.Session do
 
   use GenServer
 
-  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
-  alias Kino.Trace.Session.{Info, Safeguards, Subscribers}
-  alias Kino.Trace.Plan.Functions
+  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan}
+  alias Kino.Trace.Session.{Info, Safeguards, Setup, Subscribers}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
   # session holds while decoding within its young heap: decoding 2 000 events at once
@@ -153,12 +152,7 @@ defmodule Kino.Trace.Session do
 
   @impl true
   def handle_continue(:setup, state) do
-    state = start_remote(state)
-    set_process_flags(state)
-    # after the process flags, which may cover every process (another node's agent keeps
-    # its own processes out of its traces)
-    Safeguards.started(state)
-    state = install(state, state.plan)
+    state = Setup.start(state)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
     Process.send_after(self(), :tick, @tick_ms)
@@ -166,109 +160,6 @@ defmodule Kino.Trace.Session do
     {:noreply, state}
   rescue
     e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
-  end
-
-  # The tracer of a trace of another node, started there by kino_trace's agent.
-  defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
-    case Backend.start_remote(self(), state.id, plan.limits, node, agent: plan.options[:agent]) do
-      {:ok, backend} -> %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
-      {:error, message} -> raise ArgumentError, message
-    end
-  end
-
-  defp start_remote(state), do: state
-
-  defp set_process_flags(%{backend: backend, plan: plan}) do
-    # the message specs first: until they are set every message of a traced process is
-    # recorded (local ones in a trace of messages(:distributed); issue 23 item 3)
-    if messages = plan.messages do
-      Backend.trace(backend, :send, [messages.specs.send, []])
-      Backend.trace(backend, :recv, [messages.specs.recv, []])
-    end
-
-    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      trace_process!(backend, target, flags)
-    end
-  end
-
-  # Sets the plan's process flags again (a target gone since is skipped), then keeps out
-  # what is kept out: this process, kino_trace's own, the held and excluded ones, and
-  # the stack guard's (moved off this session). Processes that only inherited their
-  # flags (children) are not traced again.
-  defp restore(%{backend: backend, plan: plan} = state) do
-    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      try do
-        trace_process!(backend, target, flags)
-      rescue
-        ArgumentError -> :ok
-      end
-    end
-
-    for pid <- [self() | Subscribers.kept_out(state)] do
-      try do
-        Backend.trace(backend, :process, [pid, false, [:all]])
-      rescue
-        ArgumentError -> :ok
-      end
-    end
-
-    Safeguards.restored(state)
-  end
-
-  # `:all` and `:existing` on this node: every process but kino_trace's own, one by one,
-  # so that none of those is traced even for a moment (Kino.Trace.Internal keeps them
-  # out of the session once it is added, but what they did meanwhile would be recorded:
-  # issue 23 item 3); `:new` ones are kept out as they register. (`:all` sets processes'
-  # flags, not ports', either way.)
-  defp trace_process!(%Backend{worker: nil} = backend, target, flags) when target in [:all, :existing] do
-    if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
-    own = MapSet.new([self() | Kino.Trace.Internal.pids()])
-
-    for pid <- Process.list(), not MapSet.member?(own, pid) do
-      try do
-        Backend.trace(backend, :process, [pid, true, flags])
-      rescue
-        # exited meanwhile
-        ArgumentError -> :ok
-      end
-    end
-
-    :ok
-  end
-
-  # A pid that exited since the options were checked is a bad target, not a crash.
-  defp trace_process!(backend, target, flags) when is_pid(target) do
-    Backend.trace(backend, :process, [target, true, flags])
-  rescue
-    ArgumentError -> raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
-  end
-
-  defp trace_process!(backend, target, flags), do: Backend.trace(backend, :process, [target, true, flags])
-
-  defp patterns(%{plan: %Plan{calls: nil}}), do: []
-  defp patterns(%{plan: %Plan{calls: calls}}), do: calls.patterns
-
-  # Sets the plan's match specs: one per target, broadest first (see
-  # Kino.Trace.Plan.Functions), linear in the number of patterns.
-  defp install(state, %Plan{calls: nil} = plan), do: %{state | plan: plan}
-
-  defp install(state, %Plan{calls: calls} = plan) do
-    functions = calls.functions
-    # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
-    state = Safeguards.prepare(state, functions)
-    {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
-    Backend.run(state.backend, ops, after_ops)
-    decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)
-    Safeguards.installed(%{state | plan: plan, decoder: decoder}, functions, calls.patterns)
-  end
-
-  defp apply_patterns(state, patterns), do: install(state, Plan.put_patterns(state.plan, patterns))
-
-  defp remove_patterns(state) do
-    targets = Functions.targets(patterns(state))
-    # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
-    Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
-    Safeguards.removed(state, targets)
   end
 
   # --- requests -----------------------------------------------------------------------
@@ -317,7 +208,7 @@ defmodule Kino.Trace.Session do
   # every event traced before the request, as the native tracer's do)
   defp request(:info, _from, state) do
     state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
-    {:reply, Info.build(state, patterns(state)), state}
+    {:reply, Info.build(state, Setup.patterns(state)), state}
   end
 
   # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
@@ -328,33 +219,17 @@ defmodule Kino.Trace.Session do
   end
 
   defp request({:set_patterns, inputs}, _from, state) do
-    results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
-    good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
-
-    state =
-      cond do
-        not tracing?(state) -> %{state | plan: Plan.put_patterns(state.plan, good)}
-        state.status == :paused -> %{remove_patterns(state) | plan: Plan.put_patterns(state.plan, good)}
-        true -> state |> remove_patterns() |> apply_patterns(good)
-      end
-
-    reply =
-      Enum.map(results, fn
-        {input, {:ok, _pattern, []}} -> {input, :ok}
-        {input, {:ok, _pattern, warnings}} -> {input, {:ok, warnings}}
-        {input, {:error, message}} -> {input, {:error, message}}
-      end)
-
+    {reply, state} = Setup.set_patterns(state, inputs)
     {:reply, reply, state}
   end
 
   defp request(:pause, _from, %{status: :running} = state) do
-    state = remove_patterns(state)
+    state = Setup.remove_patterns(state)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
   defp request(:resume, _from, %{status: :paused} = state) do
-    state = apply_patterns(state, patterns(state))
+    state = Setup.apply_patterns(state, Setup.patterns(state))
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
@@ -386,7 +261,7 @@ defmodule Kino.Trace.Session do
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
-    if tracing?(state) and state.local?, do: restore(state)
+    if tracing?(state) and state.local?, do: Setup.restore(state)
     {:noreply, state}
   end
 
@@ -396,7 +271,7 @@ defmodule Kino.Trace.Session do
   defp message(:tick, state) do
     state = Info.sample(state)
     if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
-    {:noreply, state |> reapply_if_reloaded() |> Safeguards.reassert_bifs()}
+    {:noreply, state |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
   end
 
   # (this node's trace only: the stack guard samples this node's processes)
@@ -438,7 +313,7 @@ defmodule Kino.Trace.Session do
   @impl true
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
-    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, Info.build(state, patterns(state)))
+    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, Info.build(state, Setup.patterns(state)))
     :ok
   end
 
@@ -560,17 +435,6 @@ defmodule Kino.Trace.Session do
 
   # --- modules reloaded while traced ------------------------------------------------------
 
-  # Loading a new version of a module drops its trace patterns: every pattern is applied
-  # again (and counted).
-  defp reapply_if_reloaded(state) do
-    if Safeguards.reloaded?(state) do
-      state = apply_patterns(state, patterns(state))
-      %{state | reapplied: state.reapplied + 1}
-    else
-      state
-    end
-  end
-
   # --- ending ---------------------------------------------------------------------------
 
   defp tracing?(%{backend: backend}), do: Backend.tracing?(backend)
@@ -592,7 +456,7 @@ defmodule Kino.Trace.Session do
 
   defp do_end_tracing(state, status, mode) do
     Safeguards.ending(state)
-    backend = Backend.destroy(state.backend, Enum.map(patterns(state), &Pattern.mfa/1))
+    backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
     state = if mode == :deliver, do: catch_up(state, :infinity), else: state
