@@ -23,27 +23,21 @@ defmodule Kino.Trace.Session do
       answer.
 
   The session process and its subscribers are never traced.
+
+  The server keeps the lifecycle (setting up, the owner's and the agent's monitors,
+  ending) and dispatches requests and messages to its parts, which work on its state:
+  Session.Setup (the tracer, process flags and match specs), Session.Subscribers
+  (subscribers, held and excluded processes), Session.Drain (draining, pacing,
+  backpressure), Session.Safeguards (what only a trace of this node does: the BIF
+  re-assert, the reload probes, the stack guard) and Session.Info. Whether the trace is
+  this node's is decided once, in `init/1`.
   """
 
   use GenServer
 
   alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan}
-  alias Kino.Trace.Session.{Info, Safeguards, Setup, Subscribers}
+  alias Kino.Trace.Session.{Drain, Info, Safeguards, Setup, Subscribers}
 
-  # Events drained, decoded and sent to subscribers at once. Small batches keep what the
-  # session holds while decoding within its young heap: decoding 2 000 events at once
-  # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
-  # garbage collection.
-  @drain_batch 100
-  # Events drained before the mailbox is looked at again: what a request may wait for.
-  @max_per_wakeup 2_000
-  # How long a request on this node's fallback tracer waits for the VM to deliver the
-  # trace messages made before it (see trace_delivered/0).
-  @delivered_ms 2_000
-
-  # At most this many queued events are decoded to answer one request (events/2): under
-  # a flood the queue never empties, and a request must not wait for it.
-  @max_sync_drain 10_000
   @tick_ms 1_000
   # The ids of sessions of other nodes' traces, apart from the native tracer's (which
   # count from 1) and from coordinators' (2^40 on).
@@ -195,19 +189,19 @@ defmodule Kino.Trace.Session do
   defp request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
 
   defp request({:events, n}, _from, state) do
-    state = catch_up(state, @max_sync_drain)
+    state = Drain.for_request(state)
     {:reply, History.take(state.history, n), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
   # has every event queued before it asked (in its mailbox) when the answer comes.
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
-  defp request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
+  defp request({:sync, cap}, _from, state), do: {:reply, :ok, Drain.catch_up(state, cap)}
 
   # (this node's fallback tracer first takes in its mailbox: its counters then count
   # every event traced before the request, as the native tracer's do)
   defp request(:info, _from, state) do
-    state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
+    state = Drain.take_in(state)
     {:reply, Info.build(state, Setup.patterns(state)), state}
   end
 
@@ -248,9 +242,9 @@ defmodule Kino.Trace.Session do
     :exit, {:agent_down, _} -> agent_gone(state, nil)
   end
 
-  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state), do: {:noreply, ready(state)}
-  defp message(:drain, state), do: {:noreply, drain(state)}
-  defp message(:paced_drain, state), do: {:noreply, drain(%{state | drain_due: false})}
+  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state), do: {:noreply, Drain.ready(state)}
+  defp message(:drain, state), do: {:noreply, Drain.drain(state)}
+  defp message(:paced_drain, state), do: {:noreply, Drain.paced(state)}
 
   defp message({:kino_trace, id, :limit_reached}, %{tracer_id: id} = state) do
     {:noreply, finish(state, :limit_reached, :deliver)}
@@ -322,119 +316,6 @@ defmodule Kino.Trace.Session do
   defp release_agent(%{agent: :running} = state), do: %{state | agent: Backend.release(state.backend)}
   defp release_agent(state), do: state
 
-  # --- draining -----------------------------------------------------------------------
-
-  # A wake-up soon after a drain emptied the queue drains a moment later
-  # (Kino.Trace.DrainPacing): what comes in meanwhile is drained with it.
-  defp ready(%{drain_due: true} = state), do: state
-
-  defp ready(state) do
-    case DrainPacing.ready(state.pacing, DrainPacing.now()) do
-      :now ->
-        drain(state)
-
-      {:after, ms} ->
-        Process.send_after(self(), :paced_drain, ms)
-        %{state | drain_due: true}
-    end
-  end
-
-  # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
-  # continues). While a subscriber is backlogged the queue is left alone: it fills and
-  # the native side drops and counts, so memory stays bounded.
-  defp drain(%{backend: nil} = state), do: state
-
-  defp drain(state) do
-    if Subscribers.backlogged?(state, @drain_batch) do
-      Process.send_after(self(), :drain, 5)
-      state
-    else
-      case drain_deliver(state, @max_per_wakeup) do
-        {state, true} ->
-          send(self(), :drain)
-          state
-
-        {state, false} ->
-          %{state | pacing: DrainPacing.emptied(state.pacing, DrainPacing.now())}
-      end
-    end
-  end
-
-  # Delivers what is queued now, at most `cap` events: producers that keep the queue
-  # full never hold a request up for longer than that.
-  defp catch_up(%{backend: nil} = state, _cap), do: state
-
-  # Someone is waiting for this bounded work, so it runs at high priority: processes
-  # flooding the trace must not stretch it out. Background draining stays normal.
-  defp catch_up(state, cap) do
-    priority = Process.flag(:priority, :high)
-
-    try do
-      {state, taken} = first_batch(state, cap)
-      %{queued: queued} = Backend.counters(state.backend)
-      left = if cap == :infinity, do: queued, else: min(queued, cap - taken)
-      state |> drain_deliver(left) |> elem(0)
-    after
-      Process.flag(:priority, priority)
-    end
-  end
-
-  # The native tracer queues each event in the traced process, so its counters are up
-  # to date; this node's fallback tracer queues what is in its mailbox, so one drain
-  # (a request it answers after the messages that came before it) comes first, once the
-  # VM has delivered every trace message made so far (they travel as signals from the
-  # traced processes: a call made before the request may still be on its way).
-  defp first_batch(%{decoder_module: Decoder, local?: true} = state, cap) when cap > 0 do
-    trace_delivered()
-    {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
-    {deliver_events(state, events), length(events)}
-  end
-
-  defp first_batch(state, _cap), do: {state, 0}
-
-  # Waits (at most @delivered_ms) until the trace messages of every process made before
-  # now are in their tracers' mailboxes.
-  defp trace_delivered do
-    ref = :erlang.trace_delivered(:all)
-
-    receive do
-      {:trace_delivered, :all, ^ref} -> :ok
-    after
-      @delivered_ms -> :ok
-    end
-  end
-
-  # Drains and delivers up to `budget` events, one batch at a time: each is decoded and
-  # sent as it comes. Returns whether more are queued.
-  defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
-
-  defp drain_deliver(state, budget) do
-    case drain_batch(state, min(@drain_batch, budget)) do
-      {[], more, state} -> {state, more}
-      {events, true, state} -> state |> deliver_events(events) |> drain_deliver(budget - length(events))
-      {events, false, state} -> {deliver_events(state, events), false}
-    end
-  end
-
-  # This node's events come decoded from the native tracer; another node's raw, decoded here.
-  defp drain_batch(%{decoder_module: Decoder} = state, max) do
-    {raw, more, context} = Backend.drain(state.backend, max)
-    {events, decoder} = Decoder.decode(state.decoder, raw, context)
-    {events, more, %{state | decoder: decoder}}
-  end
-
-  defp drain_batch(state, max) do
-    {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
-    {events, more, state}
-  end
-
-  defp deliver_events(state, events) do
-    Subscribers.broadcast(state, {:events, events})
-    Safeguards.guard_loops(%{state | history: History.push(state.history, events)}, events)
-  end
-
-  # --- modules reloaded while traced ------------------------------------------------------
-
   # --- ending ---------------------------------------------------------------------------
 
   defp tracing?(%{backend: backend}), do: Backend.tracing?(backend)
@@ -459,7 +340,7 @@ defmodule Kino.Trace.Session do
     backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
-    state = if mode == :deliver, do: catch_up(state, :infinity), else: state
+    state = if mode == :deliver, do: Drain.catch_up(state, :infinity), else: state
     Backend.close(state.backend)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})
