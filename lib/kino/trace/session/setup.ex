@@ -60,19 +60,11 @@ defmodule Kino.Trace.Session.Setup do
   @spec restore(map()) :: :ok
   def restore(%{backend: backend, plan: plan} = state) do
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      try do
-        trace_process!(state, target, flags)
-      rescue
-        ArgumentError -> :ok
-      end
+      unless_gone(fn -> trace_process!(state, target, flags) end)
     end
 
     for pid <- [self() | Subscribers.kept_out(state)] do
-      try do
-        Backend.trace(backend, :process, [pid, false, [:all]])
-      rescue
-        ArgumentError -> :ok
-      end
+      unless_gone(fn -> Backend.trace(backend, :process, [pid, false, [:all]]) end)
     end
 
     Safeguards.restored(state)
@@ -88,12 +80,7 @@ defmodule Kino.Trace.Session.Setup do
     own = MapSet.new([self() | Kino.Trace.Internal.pids()])
 
     for pid <- Process.list(), not MapSet.member?(own, pid) do
-      try do
-        Backend.trace(backend, :process, [pid, true, flags])
-      rescue
-        # exited meanwhile
-        ArgumentError -> :ok
-      end
+      unless_gone(fn -> Backend.trace(backend, :process, [pid, true, flags]) end)
     end
 
     :ok
@@ -107,6 +94,14 @@ defmodule Kino.Trace.Session.Setup do
   end
 
   defp trace_process!(%{backend: backend}, target, flags), do: Backend.trace(backend, :process, [target, true, flags])
+
+  # Runs `fun`, which sets a process's flags; a process that exited meanwhile (`:trace`
+  # raises ArgumentError) is skipped.
+  defp unless_gone(fun) do
+    fun.()
+  rescue
+    ArgumentError -> :ok
+  end
 
   @doc "The plan's call patterns."
   @spec patterns(map()) :: [Pattern.t()]
