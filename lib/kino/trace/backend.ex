@@ -105,8 +105,10 @@ defmodule Kino.Trace.Backend do
   def native?(%__MODULE__{worker: worker, resource: resource}), do: worker == nil and resource != nil
 
   @doc "Whether the trace's OTP session is still there (not destroyed)."
-  @spec tracing?(t()) :: boolean()
+  @spec tracing?(t() | nil) :: boolean()
   def tracing?(%__MODULE__{session: session}), do: session != nil
+  # (another node's trace before its agent started the tracer there, or when it could not)
+  def tracing?(nil), do: false
 
   @doc "Runs `:trace.fun(session, args...)` on the trace's session; raises as `:trace` does."
   @spec trace(t(), atom(), list()) :: term()
