@@ -574,7 +574,7 @@ defmodule Kino.Trace.Pattern do
   defp module_from_ast(%Name{text: text}, _source), do: {:ok, Name.module_name(text)}
 
   defp module_from_ast({:__aliases__, _, parts} = ast, _source) do
-    case MatchSpec.alias_to_atom(parts) do
+    case MatchSpec.Literal.alias_to_atom(parts) do
       {:ok, module} -> {:ok, module}
       :error -> {:error, "cannot use #{Quoted.to_string(ast)} as a module name"}
     end
