@@ -8,8 +8,8 @@ defmodule Kino.Trace.Agent do
   for one trace:
 
     * the agent and the pure-Erlang fallback tracer (`kino_trace_agent` and its
-      `kino_trace_agent_*` modules, `kino_trace_fallback`, `kino_trace_fallback_terms`):
-      small, OTP-only modules;
+      `kino_trace_agent_*` modules, `kino_trace_fallback` and its
+      `kino_trace_fallback_*` modules): small, OTP-only modules;
     * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
       temporary directory on that node, loaded, and deleted with the directory at
       once), when it can load there: the same `:system_architecture` and a compatible
@@ -34,6 +34,8 @@ defmodule Kino.Trace.Agent do
     :kino_trace_agent_worker,
     :kino_trace_agent_native,
     :kino_trace_fallback,
+    :kino_trace_fallback_process,
+    :kino_trace_fallback_limits,
     :kino_trace_fallback_terms
   ]
   @tracer :kino_trace_tracer

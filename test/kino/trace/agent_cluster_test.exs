@@ -170,6 +170,8 @@ defmodule Kino.Trace.AgentClusterTest do
                :kino_trace_agent_native,
                :kino_trace_agent_worker,
                :kino_trace_fallback,
+               :kino_trace_fallback_limits,
+               :kino_trace_fallback_process,
                :kino_trace_fallback_terms
              ])
     kill_node(t)
@@ -251,7 +253,7 @@ defmodule Kino.Trace.AgentClusterTest do
         info = :erpc.call(n, :erlang, :process_info, [pid, [:initial_call, :dictionary]]),
         is_list(info),
         {m, _, _} <- [info[:dictionary][:"$initial_call"] || info[:initial_call]],
-        m in [:kino_trace_agent, :kino_trace_agent_worker, :kino_trace_fallback],
+        m in [:kino_trace_agent, :kino_trace_agent_worker, :kino_trace_fallback_process],
         do: pid
   end
 end
