@@ -1,49 +1,45 @@
 %% @doc kino_trace's agent: what runs on a traced node of a multi-node trace.
 %%
-%% The tracing node ships this module (and kino_trace_fallback, and the native tracer
+%% The tracing node ships this module (and kino_trace_agent_worker,
+%% kino_trace_agent_native, the fallback tracer's modules, and the native tracer
 %% kino_trace_tracer with its NIF library when it can load there) to a node that does not
 %% have kino_trace, for the duration of its traces, with code:load_binary/3. It is plain
 %% OTP: it calls no Elixir module, so the node's Elixir version (or its lack of Elixir)
 %% does not matter.
 %%
-%% Two kinds of process run this module:
+%% Two kinds of process run there:
 %%
-%%   * the keeper, registered as kino_trace_agent: one per node. It starts as soon as
-%%     this module is loaded (in the same call: hold/3), holding for the tracing process
-%%     that shipped it, and loads the other modules it was sent; it loads the native
-%%     tracer once (its NIF library is written to a private temporary directory, loaded,
-%%     and deleted at once with its directory: the loaded library needs no file), starts
-%%     the workers and keeps them from tracing one another. When its last worker has
-%%     ended and no tracing process holds it (one that died before its worker started
-%%     counts as ended), it deletes and purges every module it was sent, itself last,
-%%     and exits: nothing of kino_trace is left on the node.
-%%   * a worker per trace: it owns the OTP trace session and the tracer's session (the
-%%     NIF's, or a kino_trace_fallback process when the NIF cannot load), runs the
-%%     trace:F(Session, Args...) calls its local session asks for, and answers drain
-%%     requests with raw events (decoded on the tracing node). It monitors that local
-%%     session: when it ends, or the connection drops, the worker destroys the trace
-%%     session and ends.
+%%   * the keeper, this module, registered as kino_trace_agent: one per node. It starts
+%%     as soon as this module is loaded (in the same call: hold/3), holding for the
+%%     tracing process that shipped it, and loads the other modules it was sent; it loads
+%%     the native tracer once (kino_trace_agent_native: its NIF library is written to a
+%%     private temporary directory, loaded, and deleted at once with its directory: the
+%%     loaded library needs no file), starts the workers and keeps them from tracing one
+%%     another. When its last worker has ended and no tracing process holds it (one that
+%%     died before its worker started counts as ended), it deletes and purges every
+%%     module it was sent, itself last, and exits: nothing of kino_trace is left on the
+%%     node.
+%%   * a worker per trace (kino_trace_agent_worker): it owns the OTP trace session and
+%%     the tracer's session (the NIF's, or a kino_trace_fallback process when the NIF
+%%     cannot load), runs the trace:F(Session, Args...) calls its local session asks
+%%     for, and answers drain requests with raw events (decoded on the tracing node). It
+%%     monitors that local session: when it ends, or the connection drops, the worker
+%%     destroys the trace session and ends.
 %%
 %% Invariants: no agent process is ever traced by an agent's trace session (each session
 %% untraces every agent process, including those started later); a worker never outlives
-%% its local session; the keeper never outlives its last worker.
+%% its local session; the keeper never outlives its last worker. This module is loaded
+%% first and removed last: the agent's other modules call its quiet/1 and format/2.
 -module(kino_trace_agent).
 -behaviour(gen_server).
 
 -export([hold/3, release/1, start_worker/1, end_worker/1, version/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
--export([worker/5]).
+-export([quiet/1, format/2]).
 
 -define(KEEPER, kino_trace_agent).
--define(TRACER, kino_trace_tracer).
--define(FALLBACK, kino_trace_fallback).
--define(TRACE_FUNS, [process, function, send, recv, info]).
 %% how long a worker has to end after its local session did, before the keeper ends it
 -define(REAP_MS, 2000).
-%% names tried for the NIF's private directory before giving up (another user's entries)
--define(DIR_TRIES, 10).
-
--include_lib("kernel/include/file.hrl").
 
 -record(keeper, {
     %% modules the tracing nodes loaded here: deleted and purged when the keeper ends
@@ -59,22 +55,6 @@
     holders = #{} :: #{pid() => reference()},
     %% who asked to end the last worker (end_worker/1): answered once all is unloaded
     ending :: gen_server:from() | undefined
-}).
-
--record(worker, {
-    owner :: pid(),
-    owner_ref :: reference(),
-    id :: term(),
-    module :: module() | none,
-    handle :: term(),
-    session :: term() | undefined,
-    mode :: native | {fallback, binary()} | counters,
-    %% every agent process on this node (this worker, its tracer, the keeper, the other
-    %% workers and theirs): never traced by this worker's session
-    agents = [] :: [pid()],
-    %% the process flags set in this session, newest first: what the fallback's mailbox
-    %% guard has the worker set again after it switched tracing off
-    flags = [] :: [list()]
 }).
 
 %% --- API, called over erpc by the tracing node ---------------------------------------
@@ -156,7 +136,7 @@ handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
     Workers = State#keeper.workers,
     Agents = [self() | lists:append([Pids || {_, Pids, _} <- maps:values(Workers)])],
     Sessions = [Session || {_, _, Session} <- maps:values(Workers)],
-    {Worker, Ref} = spawn_monitor(?MODULE, worker, [self(), Config, Mode, Agents, Sessions]),
+    {Worker, Ref} = spawn_monitor(kino_trace_agent_worker, run, [self(), Config, Mode, Agents, Sessions]),
     receive
         {Worker, started, Pids, Session} ->
             %% the other workers keep the new ones out of their traces from now on
@@ -217,7 +197,7 @@ mode(#{counters := true}, State) ->
 mode(#{native := {fallback, Why}}, State) ->
     {{fallback, to_binary(Why)}, State};
 mode(#{native := Native} = Config, #keeper{native = unknown, shipped = Shipped} = State) ->
-    case load_native(Native) of
+    case kino_trace_agent_native:load(Native) of
         {ok, Loaded} -> mode(Config, State#keeper{native = ok, shipped = lists:usort(Loaded ++ Shipped)});
         {error, _} = Error -> mode(Config, State#keeper{native = Error})
     end;
@@ -225,190 +205,6 @@ mode(_Config, #keeper{native = ok} = State) ->
     {native, State};
 mode(_Config, #keeper{native = {error, Why}} = State) ->
     {{fallback, Why}, State}.
-
-%% Writes the NIF library to a new private directory, loads the tracer module (whose
-%% on_load reads the path from a persistent_term set for that moment), and deletes the
-%% file and the directory at once.
-load_native(preloaded) ->
-    loaded_native([]);
-load_native({Beam, Nif}) ->
-    case private_dir() of
-        {ok, Dir} ->
-            try write_private(Dir, Nif) of
-                {ok, Lib} ->
-                    persistent_term:put({?TRACER, nif_path}, Lib),
-                    try code:load_binary(?TRACER, "kino_trace_tracer.beam", Beam)
-                    after persistent_term:erase({?TRACER, nif_path})
-                    end,
-                    case loaded_native([?TRACER]) of
-                        {ok, _} = Ok ->
-                            Ok;
-                        Error ->
-                            %% the tracer keeps why it did not load: nothing may stay here
-                            _ = persistent_term:erase({?TRACER, load_error}),
-                            unload([?TRACER]),
-                            Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            after
-                _ = file:del_dir_r(Dir)
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-loaded_native(Loaded) ->
-    case quiet(fun() -> ?TRACER:loaded() end) of
-        true -> {ok, Loaded};
-        _ -> {error, format("the native tracer did not load: ~ts", [load_error()])}
-    end.
-
-load_error() ->
-    case quiet(fun() -> ?TRACER:load_error() end) of
-        Reason when is_binary(Reason) -> Reason;
-        Other -> format("~p", [Other])
-    end.
-
-%% F's value, or {'EXIT', {Class, Reason}} when it raises: what the deprecated
-%% `catch Expr` was used for.
-quiet(F) ->
-    try F()
-    catch Class:Reason -> {'EXIT', {Class, Reason}}
-    end.
-
-%% The NIF library goes where no other user of this machine can reach it before it is
-%% loaded (another user's library there would run in this node): a new directory under
-%% the node's temporary directory ($TMPDIR or /tmp), under a name no one can guess
-%% (another one is tried when the name is taken), made mode 0700 and checked to be a
-%% directory (not a link) of this node's user with that mode alone. The temporary
-%% directory must keep other users from renaming it: sticky (as /tmp), or writable by
-%% its owner alone. Whatever another user put in it while it was new (its mode came from
-%% the umask for that moment) is removed before anything is written.
-private_dir() ->
-    Base = case os:getenv("TMPDIR") of
-               false -> "/tmp";
-               "" -> "/tmp";
-               Dir -> Dir
-           end,
-    case safe_base(os:type(), Base) of
-        ok -> private_dir(Base, ?DIR_TRIES);
-        {error, _} = Error -> Error
-    end.
-
-safe_base({win32, _}, _Base) ->
-    ok;
-safe_base(_Unix, Base) ->
-    case file:read_file_info(Base) of
-        {ok, #file_info{type = directory, mode = Mode}}
-          when Mode band 8#022 =/= 0, Mode band 8#1000 =:= 0 ->
-            {error, format("cannot put the native tracer in ~ts: other users can write there and it is "
-                           "not sticky (mode ~.8B)", [Base, Mode band 8#7777])};
-        {ok, #file_info{type = directory}} ->
-            ok;
-        {ok, #file_info{type = Type}} ->
-            {error, format("cannot create a directory in ~ts for the native tracer (it is a ~p)", [Base, Type])};
-        {error, Reason} ->
-            {error, format("cannot create a directory in ~ts for the native tracer (~p)", [Base, Reason])}
-    end.
-
-private_dir(Base, Tries) ->
-    Dir = filename:join(Base, "kino_trace-" ++ random_name()),
-    case file:make_dir(Dir) of
-        ok ->
-            case make_private(os:type(), Dir) of
-                ok ->
-                    {ok, Dir};
-                {error, _} = Error ->
-                    _ = file:del_dir_r(Dir),
-                    Error
-            end;
-        {error, eexist} when Tries > 1 ->
-            private_dir(Base, Tries - 1);
-        {error, Reason} ->
-            {error, format("cannot create a directory in ~ts for the native tracer (~p)", [Base, Reason])}
-    end.
-
-make_private({win32, _}, _Dir) ->
-    ok;
-make_private(_Unix, Dir) ->
-    Mode = 8#700,
-    case {file:change_mode(Dir, Mode), file:read_link_info(Dir)} of
-        {ok, {ok, #file_info{type = directory, mode = M, uid = Uid}}} when M band 8#7777 =:= Mode ->
-            case own_uid(Uid) of
-                true -> clear(Dir);
-                false -> {error, format("~ts is not this node's user's (uid ~p): not used for the native tracer", [Dir, Uid])}
-            end;
-        {ok, {ok, #file_info{type = Type, mode = M}}} ->
-            {error, format("~ts is not a private directory (a ~p, mode ~.8B): not used for the native tracer",
-                           [Dir, Type, M band 8#7777])};
-        {Changed, Info} ->
-            {error, format("cannot make ~ts private for the native tracer (~p, ~p)", [Dir, Changed, Info])}
-    end.
-
-%% Whether Uid is this node's user's (the owner of /proc/self where there is one; else
-%% the new directory is ours: mkdir made it, and the sticky or private temporary
-%% directory keeps anyone else from putting another in its place).
-own_uid(Uid) ->
-    case file:read_file_info("/proc/self") of
-        {ok, #file_info{uid = Own}} -> Own =:= Uid;
-        {error, _} -> true
-    end.
-
-%% Removes whatever another user put in Dir while it was new; no one else can now.
-clear(Dir) ->
-    case file:list_dir_all(Dir) of
-        {ok, []} ->
-            ok;
-        {ok, Names} ->
-            _ = [file:del_dir_r(filename:join(Dir, Name)) || Name <- Names],
-            case file:list_dir_all(Dir) of
-                {ok, []} -> ok;
-                Left -> {error, format("cannot clear ~ts for the native tracer: another user's ~p", [Dir, Left])}
-            end;
-        {error, Reason} ->
-            {error, format("cannot read ~ts for the native tracer (~p)", [Dir, Reason])}
-    end.
-
-%% Writes the NIF library to a new file of Dir (created exclusively: never a file or
-%% link that was there) and checks what is there before it is loaded: a regular file of
-%% this user, with these very bytes. Returns the path erlang:load_nif/2 takes (no suffix).
-write_private(Dir, Nif) ->
-    Lib = filename:join(Dir, "kino_trace_nif_" ++ random_name()),
-    %% the name erlang:load_nif/2 looks for: Lib and the system's suffix
-    File = Lib ++ case os:type() of {win32, _} -> ".dll"; _ -> ".so" end,
-    Written =
-        case file:open(File, [write, exclusive, raw, binary]) of
-            {ok, Fd} ->
-                try file:write(Fd, Nif)
-                after _ = file:close(Fd)
-                end;
-            {error, _} = Open ->
-                Open
-        end,
-    Size = byte_size(Nif),
-    case {Written, file:read_link_info(File), file:read_file(File)} of
-        {ok, {ok, #file_info{type = regular, size = Size}}, {ok, Nif}} ->
-            {ok, Lib};
-        {{error, Reason}, _, _} ->
-            {error, format("cannot write the native tracer to ~ts (~p)", [Dir, Reason])};
-        {ok, Info, _} ->
-            {error, format("the native tracer written to ~ts is not what was written (~p): not loaded", [Dir, Info])}
-    end.
-
-%% 128 bits no other user can guess, as hex: crypto's where the node has it loaded
-%% (it is not loaded for this: the node keeps its modules as they were), else a digest
-%% of clocks, counters and figures of this node no one else can read to the nanosecond.
-random_name() ->
-    Bytes = case erlang:module_loaded(crypto) andalso quiet(fun() -> crypto:strong_rand_bytes(16) end) of
-                <<_:128>> = Strong ->
-                    Strong;
-                _ ->
-                    erlang:md5(term_to_binary({os:system_time(), erlang:monotonic_time(), make_ref(),
-                                               erlang:unique_integer(), self(), os:getpid(),
-                                               erlang:statistics(runtime), erlang:memory(total)}))
-            end,
-    lists:flatten([io_lib:format("~2.16.0b", [B]) || <<B>> <= Bytes]).
 
 %% The keeper ends with its last worker once nothing holds it, unloading what was
 %% shipped (terminate/2). How it answers: reply (Reply, or the end), noreply, or
@@ -493,171 +289,17 @@ purge_after_exit(Pid, Module) ->
     Bindings = erl_eval:add_binding('Module', Module, erl_eval:add_binding('Pid', Pid, erl_eval:new_bindings())),
     spawn(erl_eval, exprs, [Exprs, Bindings]).
 
-%% --- worker ----------------------------------------------------------------------------
 
-%% A worker is a plain process, not a gen_server: its first act is to leave the other
-%% traces of this node (a trace of every new process, or of gen_server's functions,
-%% would otherwise see it start), before it runs anything else. It answers gen calls.
-worker(Keeper, Config, Mode, Agents, Sessions) ->
-    [untrace(Session, [self()]) || Session <- Sessions],
-    process_flag(trap_exit, true),
-    #{owner := Owner, id := Id, limits := Limits} = Config,
-    {Module, Handle, Tracer} =
-        case Mode of
-            native ->
-                H = ?TRACER:new_session(self(), Limits),
-                {?TRACER, H, {?TRACER, H}};
-            {fallback, _} ->
-                H = ?FALLBACK:new_session(self(), Limits),
-                {?FALLBACK, H, ?FALLBACK:tracer(H)};
-            counters ->
-                %% the VM's call counters only: no trace message is ever sent
-                {none, undefined, self()}
-        end,
-    Session = trace:session_create(kino_trace, Tracer, []),
-    State0 = #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
-                     module = Module, handle = Handle, session = Session, mode = Mode},
-    Own = [self() | tracer_pids(State0)],
-    [untrace(Other, Own) || Other <- Sessions],
-    case Module of
-        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session, owner);
-        _ -> ok
-    end,
-    State = State0#worker{agents = lists:usort(Own ++ Agents)},
-    untrace(Session, State#worker.agents),
-    Keeper ! {self(), started, Own, Session},
-    worker_loop(State).
+%% --- for the agent's other modules too -------------------------------------------------
 
-worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
-    receive
-        {'$gen_call', From, Request} ->
-            {Reply, Next} = request(Request, State),
-            gen:reply(From, Reply),
-            worker_loop(Next);
-        %% the fallback's mailbox guard switched tracing off, and its mailbox is empty
-        {kino_trace, _TracerId, restore} ->
-            restore(State),
-            worker_loop(State);
-        %% the tracer's wake-ups go on to the local session, under its id
-        {kino_trace, _NativeId, Message} ->
-            Owner ! {kino_trace, Id, Message},
-            worker_loop(State);
-        {untrace, Pids} ->
-            untrace(State#worker.session, Pids),
-            worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
-        {'DOWN', OwnerRef, process, _, _} ->
-            end_trace(State);
-        %% the keeper ends it: its local session is ending (end_worker/1)
-        stop ->
-            end_trace(State);
-        _Other ->
-            worker_loop(State)
+%% F's value, or {'EXIT', {Class, Reason}} when it raises: what the deprecated
+%% `catch Expr` was used for.
+quiet(F) ->
+    try F()
+    catch Class:Reason -> {'EXIT', {Class, Reason}}
     end.
 
-request({trace, Fun, Args}, State) ->
-    Result = trace_call(State, Fun, Args),
-    {Result, log_flags(Fun, Args, Result, State)};
-request({trace_many, Calls}, State) ->
-    {[trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
-request({trace_all, Ops, After}, State) ->
-    Result =
-        try run_ops(State, Ops)
-        after run_ops(State, After)
-        end,
-    {Result, State};
-request({drain, Max}, #worker{module = M, handle = H} = State) ->
-    {Raw, More} = M:drain(H, Max),
-    {{Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
-request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
-    %% and what only the fallback knows: what it received, how often it switched off
-    {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
-request(counters, #worker{module = M, handle = H} = State) ->
-    {M:counters(H), State};
-request(close, #worker{module = none} = State) ->
-    {ok, State};
-request(close, #worker{module = M, handle = H} = State) ->
-    {M:close(H), State};
-request(destroy, State) ->
-    {ok, destroy(State)};
-request(_Request, State) ->
-    {{error, unknown_request}, State}.
-
-%% The process flags set, kept for restore/1 (the fallback only).
-log_flags(process, Args, {ok, _}, #worker{module = ?FALLBACK, flags = Flags} = State) ->
-    State#worker{flags = [Args | Flags]};
-log_flags(_Fun, _Args, _Result, State) ->
-    State.
-
-%% Sets the process flags again, in the order they were set, then keeps the agent's
-%% processes out: the session is as it was before the guard switched it off.
-restore(#worker{flags = Flags} = State) ->
-    [trace_call(State, process, Args) || Args <- lists:reverse(Flags)],
-    untrace(State#worker.session, State#worker.agents).
-
-%% The local session is gone (ended, or the connection dropped): so is the trace here.
-end_trace(#worker{module = M, handle = H} = State) ->
-    _ = M =/= none andalso quiet(fun() -> M:close(H) end),
-    destroy(State),
-    exit(normal).
-
-trace_call(#worker{session = Session, module = Module} = State, Fun, Args0) ->
-    %% the fallback's process flags and call match specs (see kino_trace_fallback:trace_args/3)
-    Args = case Module of
-               ?FALLBACK -> ?FALLBACK:trace_args(State#worker.handle, Fun, Args0);
-               _ -> Args0
-           end,
-    case lists:member(Fun, ?TRACE_FUNS) andalso Session =/= undefined of
-        true ->
-            try {ok, erlang:apply(trace, Fun, [Session | Args])}
-            catch Class:Reason -> {error, {Class, Reason}}
-            after
-                %% flags set on every process reach the agent's own: take them off again
-                case {Fun, Args} of
-                    {process, [Every, true | _]} when Every =:= all; Every =:= existing ->
-                        untrace(Session, State#worker.agents);
-                    _ ->
-                        ok
-                end
-            end;
-        false ->
-            {error, {error, badarg}}
-    end.
-
-run_ops(State, Ops) ->
-    lists:foldl(
-        fun({Fun, Args}, ok) ->
-                case trace_call(State, Fun, Args) of
-                    {ok, _} -> ok;
-                    Error -> Error
-                end;
-           (_Op, Error) ->
-                Error
-        end, ok, Ops).
-
-destroy(#worker{session = undefined} = State) ->
-    State;
-destroy(#worker{session = Session} = State) ->
-    _ = quiet(fun() -> trace:session_destroy(Session) end),
-    State#worker{session = undefined}.
-
-tracer_pids(#worker{module = ?FALLBACK, handle = H}) -> [?FALLBACK:tracer(H)];
-tracer_pids(_State) -> [].
-
-untrace(Session, Pids) ->
-    _ = [quiet(fun() -> trace:process(Session, Pid, false, [all]) end) || Pid <- Pids, is_pid(Pid)],
-    ok.
-
-%% The registered names of the processes of a batch, for the tracing node.
-names(Raw) ->
-    Pids = lists:usort([element(2, Event) || Event <- Raw, is_pid(element(2, Event))]),
-    maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
-
-name(Pid) ->
-    case erlang:process_info(Pid, registered_name) of
-        {registered_name, Name} when is_atom(Name) -> Name;
-        _ -> nil
-    end.
-
+%% A binary of io_lib:format/2's text.
 format(Format, Args) -> iolist_to_binary(io_lib:format(Format, Args)).
 
 to_binary(B) when is_binary(B) -> B;

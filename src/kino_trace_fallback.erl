@@ -76,38 +76,22 @@
 %%   up with its producers where it can; it is monitored by nobody and links to
 %%   nothing.</li>
 %% </ul>
+%%
+%% This module is the API; the tracer process is kino_trace_fallback_process, the limits
+%% are read by kino_trace_fallback_limits and terms cut by kino_trace_fallback_terms
+%% (shipped and removed together with it: Kino.Trace.Agent).
 -module(kino_trace_fallback).
 
 -export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
          roundtrip/2, flags/1, process_flags/1, trace_args/3]).
 
--define(TICK, 16).                 % messages between two looks at the mailbox
--define(EVENT_BYTES, 208).         % sizeof(kino_trace::Event)
--define(INLINE_PAYLOAD, 112).      % its inline payload buffer
--define(MARK_SLOTS, 1024).
--define(U64, 16#FFFFFFFFFFFFFFFF).
--define(CHECK_NS, 1000000).        % nanoseconds between two looks at the mailbox, at most
--define(MAILBOX_BYTES, 64 bsl 20). % default bound of the mailbox, in bytes
 -define(ARG_POSITIONS, 8).         % the arguments a call match spec looks at (the first ones)
 -define(MAX_SPINE, 16).            % the deepest nesting it looks for
--define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
-               dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
-               limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
 
 -record(h, {pid, id, counters, items, depth}).
--record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
-            queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
-            closed = false, session, suspended = false, tick = ?TICK, restore = snapshot}).
 
 -opaque handle() :: #h{}.
 -export_type([handle/0]).
-
-
-ix(accepted) -> 1; ix(delivered) -> 2; ix(discarded) -> 3; ix(bytes_queued) -> 4;
-ix(dropped_closed) -> 5; ix(dropped_rate) -> 6; ix(dropped_queue_full) -> 7;
-ix(dropped_max_events) -> 8; ix(dropped_no_memory) -> 9; ix(wakeups) -> 10; ix(closed) -> 11;
-ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_peak) -> 15; ix(trip_us) -> 16;
-ix(mailbox_bytes_peak) -> 17.
 
 %% --- API ---------------------------------------------------------------------------
 
@@ -115,20 +99,10 @@ ix(mailbox_bytes_peak) -> 17.
 %% Raises an Elixir ArgumentError (as a map) on a bad owner or limit.
 -spec new_session(pid(), map()) -> handle().
 new_session(Owner, Limits) ->
-    is_pid(Owner) andalso node(Owner) =:= node() orelse argument_error(<<"expected the owner to be a local pid">>),
-    is_map(Limits) orelse argument_error(<<"expected the limits to be a map">>),
-    L = read_limits(Limits),
-    Id = erlang:unique_integer([positive, monotonic]),
-    Counters = atomics:new(length(?KEYS), [{signed, false}]),
-    {Interval, Burst} = rate(maps:get(rate, L)),
-    S = #s{owner = Owner, id = Id, counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
-           caps = kino_trace_fallback_terms:caps(maps:get(max_depth, L), maps:get(max_items, L),
-                                                 maps:get(max_binary, L), maps:get(max_bytes, L)),
-           skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
-           burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
-           queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L),
-           mailbox_bytes = maps:get(mailbox_bytes, L), checked = erlang:monotonic_time(nanosecond) - ?CHECK_NS},
-    Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}, {priority, high}]),
+    is_pid(Owner) andalso node(Owner) =:= node() orelse kino_trace_fallback_limits:argument_error(<<"expected the owner to be a local pid">>),
+    is_map(Limits) orelse kino_trace_fallback_limits:argument_error(<<"expected the limits to be a map">>),
+    L = kino_trace_fallback_limits:read(Limits),
+    {Pid, Id, Counters} = kino_trace_fallback_process:start(Owner, L),
     #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L)}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
@@ -171,7 +145,7 @@ drain(_, _) -> error(badarg).
 %% @doc The NIF's counters, with exactly its keys.
 -spec counters(handle()) -> map().
 counters(#h{id = Id, counters = C}) ->
-    Get = fun(Key) -> atomics:get(C, ix(Key)) end,
+    Get = fun(Key) -> atomics:get(C, kino_trace_fallback_process:ix(Key)) end,
     Delivered = Get(delivered),   % the consumer's side first: accepted never lags it
     Discarded = Get(discarded),
     Accepted = Get(accepted),
@@ -186,7 +160,7 @@ counters(#h{id = Id, counters = C}) ->
 %% messages and in bytes), and the time its switch-offs took in all (microseconds).
 -spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us := non_neg_integer()}.
 info(#h{counters = C}) ->
-    maps:from_list([{K, atomics:get(C, ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us]]).
+    maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us]]).
 
 %% @doc Closes the session: queued events are discarded (counted), the attached
 %% session's process flags are switched off and the tracer process ends before this
@@ -200,10 +174,8 @@ close(H) ->
 %% NIF's bytes: `Kino.Trace.Tracer.roundtrip/2'.
 -spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
 roundtrip(Term, Limits) ->
-    is_map(Limits) orelse argument_error(<<"expected the limits to be a map">>),
-    L = read_limits(Limits),
-    kino_trace_fallback_terms:roundtrip(Term, kino_trace_fallback_terms:caps(
-        maps:get(max_depth, L), maps:get(max_items, L), maps:get(max_binary, L), maps:get(max_bytes, L))).
+    is_map(Limits) orelse kino_trace_fallback_limits:argument_error(<<"expected the limits to be a map">>),
+    kino_trace_fallback_terms:roundtrip(Term, kino_trace_fallback_limits:caps(kino_trace_fallback_limits:read(Limits))).
 
 %% @doc Process flags for a session traced by this tracer: `Flags' and
 %% `monotonic_timestamp' (unless a timestamp flag is there), so events carry the time
@@ -315,389 +287,3 @@ call(#h{pid = Pid}, Request) ->
             Reply;
         {'DOWN', Ref, _, _, _} -> noproc
     end.
-
-%% --- limits (as c_src/nif/session_nifs.cpp reads them) -----------------------------
-
-argument_error(Message) ->
-    error(#{'__struct__' => 'Elixir.ArgumentError', '__exception__' => true, message => Message}).
-
-invalid(Option, Expected) ->
-    argument_error(iolist_to_binary(["invalid value for :", Option, ": expected ", Expected])).
-
-read_limits(M) ->
-    Get = fun(Key, Default, Read) ->
-                  case maps:find(Key, M) of
-                      {ok, V} -> Read(V);
-                      error -> Default
-                  end
-          end,
-    Limit = Get(limit, 0, fun read_limit/1),
-    Rate = Get(rate, none, fun read_rate/1),
-    {Events, Bytes} = Get(queue, {100000, 64 bsl 20}, fun read_queue/1),
-    Cap = fun(Key, Default, Max) -> Get(Key, Default, fun(V) -> read_cap(V, atom_to_list(Key), Max) end) end,
-    #{limit => Limit, rate => Rate, events => Events, bytes => Bytes,
-      max_depth => Cap(max_depth, 10, 100), max_items => Cap(max_items, 50, 16#FFFFFFFF),
-      max_binary => Cap(max_binary, 512, 16#FFFFFFFF), max_bytes => Cap(max_bytes, 16384, 16#FFFFFFFF),
-      skip_returns => Get(skip_returns, false, fun read_skip_returns/1),
-      mailbox => Get(mailbox, 10000, fun(V) -> read_positive(V, "mailbox") end),
-      mailbox_bytes => Get(mailbox_bytes, ?MAILBOX_BYTES, fun(V) -> read_positive(V, "mailbox_bytes") end)}.
-
-count(V, Max) when is_integer(V), V >= 0, V =< Max -> {ok, V};
-count(V, _) when is_integer(V), V > 0 -> too_large;
-count(_, _) -> not_count.
-
-read_limit(nil) -> 0;
-read_limit(V) ->
-    case count(V, ?U64) of
-        {ok, N} -> N;
-        too_large -> invalid("limit", ["at most ", integer_to_list(?U64)]);
-        not_count -> invalid("limit", "nil or a non-negative integer")
-    end.
-
-read_rate(nil) -> none;
-read_rate({Count, Period}) ->
-    Shape = "nil or {count, period_ms} with non-negative integers",
-    C = case count(Count, 1000000000) of
-            {ok, N} -> N;
-            too_large -> invalid("rate", "a count of at most 1000000000");
-            not_count -> invalid("rate", Shape)
-        end,
-    case count(Period, 86400000) of
-        {ok, P} -> {C, P * 1000000};
-        too_large -> invalid("rate", "a period of at most 86400000 ms");
-        not_count -> invalid("rate", Shape)
-    end;
-read_rate(_) -> invalid("rate", "nil or {count, period_ms} with non-negative integers").
-
-read_queue(V) -> read_queue(V, {100000, 64 bsl 20}, []).
-
-read_queue([{Key, V} | T], {E, B}, Seen) when Key =:= events; Key =:= bytes ->
-    N = case count(V, ?U64) of
-            {ok, X} -> X;
-            too_large -> invalid("queue", [":", atom_to_list(Key), " of at most ", integer_to_list(?U64)]);
-            not_count -> queue_shape()
-        end,
-    Acc = case {lists:member(Key, Seen), Key} of
-              {true, _} -> {E, B};          % the first of a repeated key counts
-              {false, events} -> {N, B};
-              {false, bytes} -> {E, N}
-          end,
-    read_queue(T, Acc, [Key | Seen]);
-read_queue([], Acc, _) -> Acc;
-read_queue(_, _, _) -> queue_shape().
-
-queue_shape() -> invalid("queue", "a keyword list with :events and/or :bytes as non-negative integers").
-
-read_cap(V, Option, Max) ->
-    case count(V, Max) of
-        {ok, N} -> N;
-        too_large -> invalid(Option, ["at most ", integer_to_list(Max)]);
-        not_count -> invalid(Option, "a non-negative integer")
-    end.
-
-read_skip_returns(V) when is_boolean(V) -> V;
-read_skip_returns(_) -> invalid("skip_returns", "a boolean").
-
-read_positive(V, _) when is_integer(V), V > 0 -> V;
-read_positive(_, Option) -> invalid(Option, "a positive integer").
-
-%% The NIF's token bucket (c_src/core/rate_limiter.hpp): `interval' ns per token,
-%% a burst of `count' tokens.
-rate({Count, PeriodNs}) when Count > 0, PeriodNs > 0 ->
-    Interval = max(1, PeriodNs div Count),
-    {Interval, Interval * Count};
-rate(_) -> {0, 0}.
-
-%% --- the tracer process ----------------------------------------------------------
-
-init(#s{owner = Owner} = S) ->
-    erlang:monitor(process, Owner),
-    loop(S).
-
-%% The guard looks at the mailbox before a message is taken from it: a message it then
-%% drops is never held while the process runs (a garbage collection would copy it).
-loop(#s{suspended = false} = S0) ->
-    case guard(S0) of
-        #s{suspended = false} = S -> receive Msg -> handle(Msg, S) end;
-        S -> loop(S)
-    end;
-loop(S) ->
-    receive Msg -> handle(Msg, S)
-    after 0 -> loop(resume(S))
-    end.
-
-handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    loop(offer(Msg, S));
-handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
-    case request(Request, S) of
-        {stop, Reply} ->
-            From ! {Ref, Reply},
-            ok;
-        {Reply, S1} ->
-            From ! {Ref, Reply},
-            loop(S1)
-    end;
-handle({'DOWN', _, process, Owner, _}, #s{owner = Owner} = S) ->
-    shut(S);
-handle(_, S) ->
-    loop(S).
-
-request({drain, Max}, #s{q = Q, qlen = Len, counters = C} = S) ->
-    N = min(Max, Len),
-    {Taken, Q1} = queue:split(N, Q),
-    Events = queue:to_list(Taken),
-    Bytes = lists:foldl(fun({_, B}, Acc) -> Acc + B end, 0, Events),
-    atomics:sub(C, ix(bytes_queued), Bytes),
-    atomics:add(C, ix(delivered), N),
-    {{[E || {E, _} <- Events], Len > N}, S#s{q = Q1, qlen = Len - N, qbytes = S#s.qbytes - Bytes}};
-request({attach, Session, Restore}, S) ->
-    _ = quiet(fun() -> trace:process(Session, self(), false, [all]) end),
-    S#s.closed andalso switch_off(Session),
-    {ok, S#s{session = Session, restore = Restore}};
-request(close, S) ->
-    shut(S),
-    {stop, ok}.
-
-%% Closes for good: discards the queue, switches tracing off, counts what is left in
-%% the mailbox as dropped_closed. The process then ends.
-shut(#s{counters = C, qlen = Len, qbytes = Bytes, session = Session}) ->
-    atomics:put(C, ix(closed), 1),
-    atomics:sub(C, ix(bytes_queued), Bytes),
-    atomics:add(C, ix(discarded), Len),
-    Session =:= undefined orelse switch_off(Session),
-    flush(C).
-
-flush(C) ->
-    receive
-        Msg when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-            atomics:add(C, ix(received), 1),
-            atomics:add(C, ix(dropped_closed), 1),
-            flush(C)
-    after 0 -> ok
-    end.
-
-switch_off(Session) ->
-    _ = quiet(fun() -> trace:process(Session, all, false, [all]) end),
-    true.
-
-%% F's value, or failed when it raises: what the deprecated `catch Expr` was used for.
-quiet(F) ->
-    try F()
-    catch _:_ -> failed
-    end.
-
-%% --- the mailbox guard -------------------------------------------------------------
-
-%% Looks at the mailbox every ?TICK messages, and at least every ?CHECK_NS while
-%% messages come (a few huge messages take long to come and fill it as much as many).
-guard(#s{suspended = false, tick = T, checked = Checked} = S) ->
-    Now = erlang:monotonic_time(nanosecond),
-    case T =< 0 orelse Now - Checked >= ?CHECK_NS of
-        true -> check(S#s{tick = ?TICK, checked = Now});
-        false -> S#s{tick = T - 1}
-    end;
-guard(S) -> S.
-
-%% Switches tracing off when the mailbox holds more than `mailbox' messages or more than
-%% `mailbox_bytes' bytes, and frees the messages already handled.
-check(#s{mailbox = Max, mailbox_bytes = MaxBytes} = S) ->
-    {Len, Bytes, Heap} = measure(S#s.counters),
-    S1 = collect(Heap, S),
-    case Len > Max orelse Bytes > MaxBytes of
-        true -> suspend(S1);
-        false -> S1
-    end.
-
-%% The mailbox's length and bytes, and the heap's bytes; keeps the peaks. The mailbox is
-%% off the heap: `memory' counts the heap (with the messages received but not yet
-%% collected), the process's own structures (a few hundred bytes) and every message in
-%% the mailbox, in transit ones included (the request is a signal the process handles
-%% after them); `total_heap_size' counts the heap alone.
-measure(C) ->
-    [{memory, Memory}, {total_heap_size, Words}, {message_queue_len, Len}] =
-        erlang:process_info(self(), [memory, total_heap_size, message_queue_len]),
-    Heap = Words * erlang:system_info(wordsize),
-    Bytes = max(0, Memory - Heap),
-    peak(C, mailbox_peak, Len),
-    peak(C, mailbox_bytes_peak, Bytes),
-    {Len, Bytes, Heap}.
-
-peak(C, Key, Value) ->
-    Value > atomics:get(C, ix(Key)) andalso atomics:put(C, ix(Key), Value).
-
-%% A message received is kept, off the heap, until the process's next garbage
-%% collection, which the VM may not run soon: once the heap grew by half the mailbox's
-%% bound since the last one, the tracer runs one.
-collect(Heap, #s{heap_after_gc = After, mailbox_bytes = MaxBytes} = S) when Heap - After > MaxBytes div 2 ->
-    gc(S);
-collect(_, S) -> S.
-
-gc(S) ->
-    erlang:garbage_collect(),
-    {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
-    S#s{heap_after_gc = Words * erlang:system_info(wordsize)}.
-
-suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
-    atomics:add(C, ix(guard_trips), 1),
-    T0 = erlang:monotonic_time(microsecond),
-    Snapshot = case {Session, S#s.restore} of
-                   {undefined, _} -> [];
-                   {_, owner} -> owner;
-                   {_, snapshot} -> snapshot(Session)
-               end,
-    Session =:= undefined orelse switch_off(Session),
-    atomics:add(C, ix(trip_us), erlang:monotonic_time(microsecond) - T0),
-    _ = measure(C),
-    S#s{suspended = Snapshot, epoch = Epoch + 1}.
-
-%% Who has which flags in the session now (processes, ports, and new ones).
-snapshot(Session) ->
-    Me = self(),
-    Items = [new_processes, new_ports | erlang:processes() ++ erlang:ports()],
-    [{Item, Flags} || Item <- Items, Item =/= Me,
-                      {flags, [_ | _] = Flags} <- [quiet(fun() -> trace:info(Session, Item, flags) end)]].
-
-%% The mailbox is empty: the messages dropped meanwhile are freed, then tracing goes on.
-resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id} = S) ->
-    S1 = gc(S),
-    Closed orelse (Owner ! {kino_trace, Id, restore}),
-    S1#s{suspended = false};
-resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
-    S1 = gc(S),
-    Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
-    S1#s{suspended = false}.
-
-%% --- one trace message -------------------------------------------------------------
-
-offer(Msg, #s{skip_returns = true} = S) when element(3, Msg) =:= return_from -> S;
-offer(_Msg, #s{closed = false, suspended = Suspended, counters = C} = S) when Suspended =/= false ->
-    %% not looked at, so not kept alive: it is freed without being copied
-    atomics:add(C, ix(received), 1),
-    atomics:add(C, ix(dropped_queue_full), 1),   % the epoch marks it
-    S;
-offer(Msg, #s{counters = C} = S) ->
-    atomics:add(C, ix(received), 1),
-    Who = element(2, Msg),
-    {Last, Time} = case element(1, Msg) of
-                       trace_ts -> {tuple_size(Msg) - 1, timestamp(element(tuple_size(Msg), Msg))};
-                       trace -> {tuple_size(Msg), erlang:monotonic_time(nanosecond)}
-                   end,
-    if
-        S#s.closed -> drop(dropped_closed, Who, S);
-        S#s.limit > 0, S#s.accepted >= S#s.limit -> drop(dropped_max_events, Who, S);
-        true -> admit(Msg, Who, Last, Time, S)
-    end.
-
-timestamp(Ts) when is_integer(Ts) -> erlang:convert_time_unit(Ts, native, nanosecond);
-timestamp({Ts, _Unique}) when is_integer(Ts) -> erlang:convert_time_unit(Ts, native, nanosecond);
-timestamp(_) -> erlang:monotonic_time(nanosecond).
-
-admit(Msg, Who, Last, Time, #s{interval = Interval, burst = Burst, tat = Tat} = S) ->
-    Now = Time - S#s.start,
-    Over = Interval > 0 andalso max(Tat, Now) + Interval - Now > Burst,
-    Full = S#s.qlen >= S#s.queue_events orelse S#s.qbytes >= S#s.queue_bytes,
-    if
-        Over -> drop(dropped_rate, Who, S);
-        Full -> drop(dropped_queue_full, Who, S);
-        true ->
-            S1 = case Interval of
-                     0 -> S;
-                     _ -> S#s{tat = max(Tat, Now) + Interval}
-                 end,
-            {Raw, Size} = event(Msg, Who, Last, Time, S#s.caps),
-            Bytes = ?EVENT_BYTES + if Size > ?INLINE_PAYLOAD -> Size; true -> 0 end,
-            case S1#s.qbytes =/= 0 andalso S1#s.qbytes + Bytes > S1#s.queue_bytes of
-                true -> drop(dropped_queue_full, Who, S1);
-                false -> accept(Raw, Who, Bytes, S1)
-            end
-    end.
-
-drop(Reason, Who, #s{counters = C, marks = Marks} = S) ->
-    atomics:add(C, ix(Reason), 1),
-    atomics:add(Marks, erlang:phash2(Who, ?MARK_SLOTS) + 1, 1),
-    S.
-
-accept(Raw, Who, Bytes, #s{counters = C, marks = Marks, id = Id, owner = Owner, qlen = Len} = S) ->
-    Mark = S#s.epoch + atomics:get(Marks, erlang:phash2(Who, ?MARK_SLOTS) + 1),
-    atomics:add(C, ix(bytes_queued), Bytes),
-    atomics:add(C, ix(accepted), 1),
-    Accepted = S#s.accepted + 1,
-    S1 = S#s{q = queue:in({setelement(10, Raw, Mark), Bytes}, S#s.q), qlen = Len + 1, qbytes = S#s.qbytes + Bytes,
-             accepted = Accepted},
-    S2 = case Accepted =:= S#s.limit of
-             true ->
-                 atomics:put(C, ix(closed), 1),
-                 atomics:put(C, ix(limit_reached), 1),
-                 Owner ! {kino_trace, Id, limit_reached},
-                 S#s.session =:= undefined orelse switch_off(S#s.session),
-                 S1#s{closed = true};
-             false -> S1
-         end,
-    Len =:= 0 andalso begin
-                          atomics:add(C, ix(wakeups), 1),
-                          Owner ! {kino_trace, Id, ready}
-                      end,
-    S2.
-
-%% The raw event of a trace message: `{Tag, Who, Time, Scheduler, M, F, Arity, First,
-%% Second, 0}' and the payload's size in the NIF's format. Data elements: those after
-%% the tag, then the scheduler id when the flags ask for it (the last integer; a call
-%% has one or two data elements: its MFA and the match spec's message).
-event(Msg, Who, Last, Time, Caps) ->
-    Tag = element(3, Msg),
-    Extra = Last - 3,
-    {N, Sched} = case data_count(Tag) of
-                     call when Extra =:= 3 -> {2, element(Last, Msg)};
-                     call when Extra =:= 2 -> sched_or_data(element(Last, Msg), 1, 2);
-                     call -> {Extra, 0};
-                     other when Extra >= 2 -> sched_or_data(element(Last, Msg), Extra - 1, Extra);
-                     other -> {Extra, 0};
-                     K when Extra =:= K + 1 -> sched_or_data(element(Last, Msg), K, Extra);
-                     _ -> {Extra, 0}
-                 end,
-    Pid = if
-              is_pid(Who), node(Who) =:= node() -> Who;
-              is_port(Who), node(Who) =:= node() -> Who;
-              true -> undefined
-          end,
-    Data = fun(I) when I =< N -> {ok, element(3 + I, Msg)}; (_) -> none end,
-    Copy = fun({ok, T}, U) -> kino_trace_fallback_terms:copy(T, Caps, U); (none, U) -> {undefined, U + 9} end,
-    {Data1, Data2} = call_data(Tag, Data(1), Data(2)),
-    {{M, F, A}, First, U1} =
-        case {Data1, data_count(Tag)} of
-            {{ok, {M0, F0, Args}}, call} when is_list(Args) ->
-                {Copied, U0} = kino_trace_fallback_terms:copy_args(Args, Caps, 0),
-                {{M0, F0, length(Args)}, Copied, U0};
-            {{ok, {M0, F0, {cut, A0}}}, call} ->
-                {Cuts, U0} = kino_trace_fallback_terms:cut_args(A0, 0),
-                {{M0, F0, A0}, Cuts, U0};
-            {{ok, {M0, F0, A0}}, Kind} when Kind =:= call; Tag =:= return_from; Tag =:= exception_from; Tag =:= return_to ->
-                {{M0, F0, A0}, undefined, 9};
-            {D1, _} ->
-                {Copied, U0} = Copy(D1, 0),
-                {{undefined, undefined, 0}, Copied, U0}
-        end,
-    {Second, U2} = Copy(Data2, U1),
-    {{Tag, Pid, Time, Sched, M, F, A, First, Second, 0}, U2}.
-
-%% A call traced with `arity' and a match spec of trace_args/3: its MFA with the
-%% arguments its message carries (or `{cut, Arity}'), and the match spec's own message.
-call_data(call, {ok, {M, F, A}}, {ok, Message}) when is_integer(A), is_tuple(Message), tuple_size(Message) >= 1 ->
-    case Message of
-        {kino_trace_args, Args} when is_list(Args) -> {{ok, {M, F, Args}}, none};
-        {kino_trace_args, Args, Extra} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
-        {kino_trace_cut} -> {{ok, {M, F, {cut, A}}}, none};
-        {kino_trace_cut, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
-        _ -> {{ok, {M, F, A}}, {ok, Message}}
-    end;
-call_data(_, Data1, Data2) -> {Data1, Data2}.
-
-sched_or_data(Sched, N, _) when is_integer(Sched), Sched >= 0 -> {N, Sched};
-sched_or_data(_, _, Extra) -> {Extra, 0}.
-
-data_count(call) -> call;
-data_count(T) when T =:= return_from; T =:= exception_from; T =:= send; T =:= send_to_non_existing_process;
-                   T =:= spawn; T =:= spawned -> 2;
-data_count(T) when T =:= return_to; T =:= 'receive'; T =:= exit; T =:= link; T =:= unlink;
-                   T =:= getting_linked; T =:= getting_unlinked; T =:= register; T =:= unregister -> 1;
-data_count(_) -> other.

@@ -7,8 +7,9 @@ defmodule Kino.Trace.Agent do
   checked: connected, OTP 27 or newer) with `:code.load_binary/3` and starts a worker
   for one trace:
 
-    * the agent and the pure-Erlang fallback tracer (`kino_trace_agent`,
-      `kino_trace_fallback`, `kino_trace_fallback_terms`): small, OTP-only modules;
+    * the agent and the pure-Erlang fallback tracer (`kino_trace_agent` and its
+      `kino_trace_agent_*` modules, `kino_trace_fallback` and its
+      `kino_trace_fallback_*` modules): small, OTP-only modules;
     * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
       temporary directory on that node, loaded, and deleted with the directory at
       once), when it can load there: the same `:system_architecture` and a compatible
@@ -25,7 +26,18 @@ defmodule Kino.Trace.Agent do
 
   alias Kino.Trace.Nodes
 
-  @agent_modules [:kino_trace_agent, :kino_trace_fallback, :kino_trace_fallback_terms]
+  # Shipped together, and removed together by the agent when the node's last trace ends
+  # (it deletes and purges every module it was sent): a module added to the agent or the
+  # fallback goes here.
+  @agent_modules [
+    :kino_trace_agent,
+    :kino_trace_agent_worker,
+    :kino_trace_agent_native,
+    :kino_trace_fallback,
+    :kino_trace_fallback_process,
+    :kino_trace_fallback_limits,
+    :kino_trace_fallback_terms
+  ]
   @tracer :kino_trace_tracer
   @timeout 15_000
 

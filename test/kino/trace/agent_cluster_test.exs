@@ -164,7 +164,16 @@ defmodule Kino.Trace.AgentClusterTest do
     :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [self(), ["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]])
 
     assert_receive {:kino_trace_shipped, ^n, _starter}, 30_000
-    assert Enum.sort(kino_modules(n)) == [:kino_trace_agent, :kino_trace_fallback, :kino_trace_fallback_terms]
+    assert Enum.sort(kino_modules(n)) ==
+             Enum.sort([
+               :kino_trace_agent,
+               :kino_trace_agent_native,
+               :kino_trace_agent_worker,
+               :kino_trace_fallback,
+               :kino_trace_fallback_limits,
+               :kino_trace_fallback_process,
+               :kino_trace_fallback_terms
+             ])
     kill_node(t)
 
     wait_until(fn -> kino_modules(n) == [] end, 500)
@@ -244,7 +253,7 @@ defmodule Kino.Trace.AgentClusterTest do
         info = :erpc.call(n, :erlang, :process_info, [pid, [:initial_call, :dictionary]]),
         is_list(info),
         {m, _, _} <- [info[:dictionary][:"$initial_call"] || info[:initial_call]],
-        m in [:kino_trace_agent, :kino_trace_fallback],
+        m in [:kino_trace_agent, :kino_trace_agent_worker, :kino_trace_fallback_process],
         do: pid
   end
 end

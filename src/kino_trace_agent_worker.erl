@@ -1,0 +1,196 @@
+%% @doc kino_trace's agent: a worker, one per trace of a traced node, started by the keeper
+%% (kino_trace_agent, which has the whole picture).
+%%
+%% It owns the OTP trace session and the tracer's session (the NIF's, or a
+%% kino_trace_fallback process when the NIF cannot load), runs the trace:F(Session,
+%% Args...) calls its local session asks for, and answers drain requests with raw
+%% events (decoded on the tracing node). It monitors that local session: when it ends,
+%% or the connection drops, the worker destroys the trace session and ends. No agent
+%% process is ever traced by its session.
+-module(kino_trace_agent_worker).
+
+-export([run/5]).
+
+-define(TRACER, kino_trace_tracer).
+-define(FALLBACK, kino_trace_fallback).
+-define(TRACE_FUNS, [process, function, send, recv, info]).
+
+-record(worker, {
+    owner :: pid(),
+    owner_ref :: reference(),
+    id :: term(),
+    module :: module() | none,
+    handle :: term(),
+    session :: term() | undefined,
+    mode :: native | {fallback, binary()} | counters,
+    %% every agent process on this node (this worker, its tracer, the keeper, the other
+    %% workers and theirs): never traced by this worker's session
+    agents = [] :: [pid()],
+    %% the process flags set in this session, newest first: what the fallback's mailbox
+    %% guard has the worker set again after it switched tracing off
+    flags = [] :: [list()]
+}).
+
+%% A worker is a plain process, not a gen_server: its first act is to leave the other
+%% traces of this node (a trace of every new process, or of gen_server's functions,
+%% would otherwise see it start), before it runs anything else. It answers gen calls.
+run(Keeper, Config, Mode, Agents, Sessions) ->
+    [untrace(Session, [self()]) || Session <- Sessions],
+    process_flag(trap_exit, true),
+    #{owner := Owner, id := Id, limits := Limits} = Config,
+    {Module, Handle, Tracer} =
+        case Mode of
+            native ->
+                H = ?TRACER:new_session(self(), Limits),
+                {?TRACER, H, {?TRACER, H}};
+            {fallback, _} ->
+                H = ?FALLBACK:new_session(self(), Limits),
+                {?FALLBACK, H, ?FALLBACK:tracer(H)};
+            counters ->
+                %% the VM's call counters only: no trace message is ever sent
+                {none, undefined, self()}
+        end,
+    Session = trace:session_create(kino_trace, Tracer, []),
+    State0 = #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
+                     module = Module, handle = Handle, session = Session, mode = Mode},
+    Own = [self() | tracer_pids(State0)],
+    [untrace(Other, Own) || Other <- Sessions],
+    case Module of
+        ?FALLBACK -> ok = ?FALLBACK:attach(Handle, Session, owner);
+        _ -> ok
+    end,
+    State = State0#worker{agents = lists:usort(Own ++ Agents)},
+    untrace(Session, State#worker.agents),
+    Keeper ! {self(), started, Own, Session},
+    worker_loop(State).
+
+worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
+    receive
+        {'$gen_call', From, Request} ->
+            {Reply, Next} = request(Request, State),
+            gen:reply(From, Reply),
+            worker_loop(Next);
+        %% the fallback's mailbox guard switched tracing off, and its mailbox is empty
+        {kino_trace, _TracerId, restore} ->
+            restore(State),
+            worker_loop(State);
+        %% the tracer's wake-ups go on to the local session, under its id
+        {kino_trace, _NativeId, Message} ->
+            Owner ! {kino_trace, Id, Message},
+            worker_loop(State);
+        {untrace, Pids} ->
+            untrace(State#worker.session, Pids),
+            worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
+        {'DOWN', OwnerRef, process, _, _} ->
+            end_trace(State);
+        %% the keeper ends it: its local session is ending (kino_trace_agent:end_worker/1)
+        stop ->
+            end_trace(State);
+        _Other ->
+            worker_loop(State)
+    end.
+
+request({trace, Fun, Args}, State) ->
+    Result = trace_call(State, Fun, Args),
+    {Result, log_flags(Fun, Args, Result, State)};
+request({trace_many, Calls}, State) ->
+    {[trace_call(State, Fun, Args) || {Fun, Args} <- Calls], State};
+request({trace_all, Ops, After}, State) ->
+    Result =
+        try run_ops(State, Ops)
+        after run_ops(State, After)
+        end,
+    {Result, State};
+request({drain, Max}, #worker{module = M, handle = H} = State) ->
+    {Raw, More} = M:drain(H, Max),
+    {{Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
+request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
+    %% and what only the fallback knows: what it received, how often it switched off
+    {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
+request(counters, #worker{module = M, handle = H} = State) ->
+    {M:counters(H), State};
+request(close, #worker{module = none} = State) ->
+    {ok, State};
+request(close, #worker{module = M, handle = H} = State) ->
+    {M:close(H), State};
+request(destroy, State) ->
+    {ok, destroy(State)};
+request(_Request, State) ->
+    {{error, unknown_request}, State}.
+
+%% The process flags set, kept for restore/1 (the fallback only).
+log_flags(process, Args, {ok, _}, #worker{module = ?FALLBACK, flags = Flags} = State) ->
+    State#worker{flags = [Args | Flags]};
+log_flags(_Fun, _Args, _Result, State) ->
+    State.
+
+%% Sets the process flags again, in the order they were set, then keeps the agent's
+%% processes out: the session is as it was before the guard switched it off.
+restore(#worker{flags = Flags} = State) ->
+    [trace_call(State, process, Args) || Args <- lists:reverse(Flags)],
+    untrace(State#worker.session, State#worker.agents).
+
+%% The local session is gone (ended, or the connection dropped): so is the trace here.
+end_trace(#worker{module = M, handle = H} = State) ->
+    _ = M =/= none andalso kino_trace_agent:quiet(fun() -> M:close(H) end),
+    destroy(State),
+    exit(normal).
+
+trace_call(#worker{session = Session, module = Module} = State, Fun, Args0) ->
+    %% the fallback's process flags and call match specs (see kino_trace_fallback:trace_args/3)
+    Args = case Module of
+               ?FALLBACK -> ?FALLBACK:trace_args(State#worker.handle, Fun, Args0);
+               _ -> Args0
+           end,
+    case lists:member(Fun, ?TRACE_FUNS) andalso Session =/= undefined of
+        true ->
+            try {ok, erlang:apply(trace, Fun, [Session | Args])}
+            catch Class:Reason -> {error, {Class, Reason}}
+            after
+                %% flags set on every process reach the agent's own: take them off again
+                case {Fun, Args} of
+                    {process, [Every, true | _]} when Every =:= all; Every =:= existing ->
+                        untrace(Session, State#worker.agents);
+                    _ ->
+                        ok
+                end
+            end;
+        false ->
+            {error, {error, badarg}}
+    end.
+
+run_ops(State, Ops) ->
+    lists:foldl(
+        fun({Fun, Args}, ok) ->
+                case trace_call(State, Fun, Args) of
+                    {ok, _} -> ok;
+                    Error -> Error
+                end;
+           (_Op, Error) ->
+                Error
+        end, ok, Ops).
+
+destroy(#worker{session = undefined} = State) ->
+    State;
+destroy(#worker{session = Session} = State) ->
+    _ = kino_trace_agent:quiet(fun() -> trace:session_destroy(Session) end),
+    State#worker{session = undefined}.
+
+tracer_pids(#worker{module = ?FALLBACK, handle = H}) -> [?FALLBACK:tracer(H)];
+tracer_pids(_State) -> [].
+
+untrace(Session, Pids) ->
+    _ = [kino_trace_agent:quiet(fun() -> trace:process(Session, Pid, false, [all]) end) || Pid <- Pids, is_pid(Pid)],
+    ok.
+
+%% The registered names of the processes of a batch, for the tracing node.
+names(Raw) ->
+    Pids = lists:usort([element(2, Event) || Event <- Raw, is_pid(element(2, Event))]),
+    maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
+
+name(Pid) ->
+    case erlang:process_info(Pid, registered_name) of
+        {registered_name, Name} when is_atom(Name) -> Name;
+        _ -> nil
+    end.
+
