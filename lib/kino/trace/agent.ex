@@ -1,28 +1,27 @@
 defmodule Kino.Trace.Agent do
-  @moduledoc """
-  Traces another node through kino_trace's agent (`src/kino_trace_agent.erl`), which is
-  shipped there for the duration of the trace: that node needs nothing of kino_trace.
-
-  `start/5` loads what is missing on the node (which `Kino.Trace.Nodes.resolve!/1` has
-  checked: connected, OTP 27 or newer) with `:code.load_binary/3` and starts a worker
-  for one trace:
-
-    * the agent and the pure-Erlang fallback tracer (`kino_trace_agent` and its
-      `kino_trace_agent_*` modules, `kino_trace_fallback` and its
-      `kino_trace_fallback_*` modules): small, OTP-only modules;
-    * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
-      temporary directory on that node, loaded, and deleted with the directory at
-      once), when it can load there: the same `:system_architecture` and a compatible
-      `:nif_version`. Otherwise, or with `agent: :fallback`, the trace runs on the
-      fallback tracer, and the worker says why.
-
-  A module that node already has is used as it is if it is this very version (same
-  md5), and never replaced: another version is an error naming the module. When the
-  node's last trace ends (stopped, its owner gone, or the connection lost), the agent
-  deletes and purges every module it was sent, so the node is as it was.
-
-  The local `Kino.Trace.Session` of that node's part talks to the worker with `call/2`.
-  """
+  @moduledoc false
+  # Traces another node through kino_trace's agent (`src/kino_trace_agent.erl`), which is
+  # shipped there for the duration of the trace: that node needs nothing of kino_trace.
+  #
+  # `start/5` loads what is missing on the node (which `Kino.Trace.Nodes.resolve!/1` has
+  # checked: connected, OTP 27 or newer) with `:code.load_binary/3` and starts a worker
+  # for one trace:
+  #
+  #   * the agent and the pure-Erlang fallback tracer (`kino_trace_agent` and its
+  #     `kino_trace_agent_*` modules, `kino_trace_fallback` and its
+  #     `kino_trace_fallback_*` modules): small, OTP-only modules;
+  #   * the native tracer (`kino_trace_tracer` and its NIF library, written to a private
+  #     temporary directory on that node, loaded, and deleted with the directory at
+  #     once), when it can load there: the same `:system_architecture` and a compatible
+  #     `:nif_version`. Otherwise, or with `agent: :fallback`, the trace runs on the
+  #     fallback tracer, and the worker says why.
+  #
+  # A module that node already has is used as it is if it is this very version (same
+  # md5), and never replaced: another version is an error naming the module. When the
+  # node's last trace ends (stopped, its owner gone, or the connection lost), the agent
+  # deletes and purges every module it was sent, so the node is as it was.
+  #
+  # The local `Kino.Trace.Session` of that node's part talks to the worker with `call/2`.
 
   alias Kino.Trace.Nodes
 

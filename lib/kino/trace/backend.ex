@@ -1,33 +1,25 @@
 defmodule Kino.Trace.Backend do
-  @moduledoc """
-  Where a `Kino.Trace.Session`'s trace runs: on this node, with the native tracer (or the
-  pure-Erlang one where the native one is not loaded, `Kino.Trace.LocalTracer`), or on
-  another node, through kino_trace's agent there (`Kino.Trace.Agent`).
-
-  The session is the same in both cases (decoding, pairing, history and subscribers stay
-  on this node); only these calls differ:
-
-    * `trace/3` runs `:trace.fun(session, args...)` on the trace's OTP session, here or
-      in the agent's worker, and raises as `:trace` does;
-    * `run/3` runs a list of such calls in order, then `after` ones in any case;
-    * another node's events are drained raw (`drain/2`), with what decoding them needs
-      there: the registered names of their processes and that node's time offset (this
-      node's are drained decoded, from `resource`, by `Kino.Trace.NativeDecoder`, and
-      raw from the fallback tracer when this node runs it);
-    * `counters/1`, `close/1` and `destroy/2`.
-
-  A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
-  VM's call counters only, and no tracer: it takes `trace/3`, `run/3`, `trace_many/2`
-  and `destroy/2`. On another node, `trace_many/2` and `run/3` are one round trip each,
-  however many calls they carry.
-
-      iex> backend = Kino.Trace.Backend.start(self(), %{limit: 5}, node())
-      iex> {Kino.Trace.Backend.local?(backend), Kino.Trace.Backend.counters(backend).accepted}
-      {true, 0}
-      iex> Kino.Trace.Backend.destroy(backend, [])
-      iex> Kino.Trace.Backend.close(backend)
-      :ok
-  """
+  @moduledoc false
+  # Where a `Kino.Trace.Session`'s trace runs: on this node, with the native tracer (or the
+  # pure-Erlang one where the native one is not loaded, `Kino.Trace.LocalTracer`), or on
+  # another node, through kino_trace's agent there (`Kino.Trace.Agent`).
+  #
+  # The session is the same in both cases (decoding, pairing, history and subscribers stay
+  # on this node); only these calls differ:
+  #
+  #   * `trace/3` runs `:trace.fun(session, args...)` on the trace's OTP session, here or
+  #     in the agent's worker, and raises as `:trace` does;
+  #   * `run/3` runs a list of such calls in order, then `after` ones in any case;
+  #   * another node's events are drained raw (`drain/2`), with what decoding them needs
+  #     there: the registered names of their processes and that node's time offset (this
+  #     node's are drained decoded, from `resource`, by `Kino.Trace.NativeDecoder`, and
+  #     raw from the fallback tracer when this node runs it);
+  #   * `counters/1`, `close/1` and `destroy/2`.
+  #
+  # A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
+  # VM's call counters only, and no tracer: it takes `trace/3`, `run/3`, `trace_many/2`
+  # and `destroy/2`. On another node, `trace_many/2` and `run/3` are one round trip each,
+  # however many calls they carry.
 
   alias Kino.Trace.{Agent, LocalTracer, Reaper, Tracer}
 
@@ -51,6 +43,15 @@ defmodule Kino.Trace.Backend do
   `limits`, and an OTP trace session with that tracer: the native one, or the fallback
   where the native one is not loaded (`mode` says which, as `Kino.Trace.LocalTracer`
   decides). Raises `ArgumentError` for limits the tracer refuses.
+
+  ## Examples
+
+      iex> backend = Kino.Trace.Backend.start(self(), %{limit: 5}, node())
+      iex> {Kino.Trace.Backend.local?(backend), Kino.Trace.Backend.counters(backend).accepted}
+      {true, 0}
+      iex> Kino.Trace.Backend.destroy(backend, [])
+      iex> Kino.Trace.Backend.close(backend)
+      :ok
   """
   @spec start(pid(), map(), node(), LocalTracer.mode()) :: t()
   def start(owner, limits, node, mode \\ LocalTracer.mode()) when node == node() do

@@ -1,64 +1,38 @@
 defmodule Kino.Trace.Complete do
-  @moduledoc """
-  Completes a pattern line as it is typed: module names, function names with their
-  arities, and the arities of a function.
-
-  `complete/2` looks at the end of the text (the text before the cursor) and returns
-  `%{prefix: prefix, items: items}`: `prefix` is the end of the text the items
-  replace (what has been typed of them), and each item is a map:
-
-    * `:label` - what a list of suggestions shows (`"Cache"`, `"fetch/2"`)
-    * `:insert` - the text that replaces `prefix`
-    * `:kind` - `:module` or `:function`
-    * `:detail` - the full name (`"MyApp.Cache"`, `"MyApp.Cache.fetch/2"`)
-
-  Accepting an item is `String.replace_suffix(text, prefix, item.insert)`. In a
-  browser, where string lengths count UTF-16 code units, the same is "remove
-  `prefix.length` characters before the cursor, insert `item.insert`".
-
-  What it completes:
-
-    * `MyApp.Ca` - modules: the next alias segment (`Cache`, `Catalog`)
-    * `:et` - Erlang modules (`:ets`)
-    * `MyApp.Cache.fe` - functions, one item per arity (`fetch/2`, `fetch/3`)
-    * `MyApp.Cache.` - both the modules under `MyApp.Cache` and its functions
-    * `Enum.map/` - the arities (`2`)
-    * `Enum.map(` - one call per arity with `_` for every argument (`_, _)`)
-
-  Modules are those loaded and those whose object file is on the code path, which are
-  not loaded for it: their exports are read from the file
-  (`Kino.Trace.Complete.Modules`). Only exported functions are offered, without
-  macros and the compiler's generated functions; names starting with `_` only once an
-  `_` is typed.
-
-  Typed text never becomes an atom (the atom table is never freed): names are
-  compared as text, and a module's atom is only looked up when it already exists.
-
-  ## Examples
-
-      iex> Kino.Trace.Complete.complete(":ets.insert")
-      %{
-        prefix: "insert",
-        items: [
-          %{label: "insert/2", insert: "insert/2", kind: :function, detail: ":ets.insert/2"},
-          %{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}
-        ]
-      }
-
-      iex> %{prefix: prefix, items: items} = Kino.Trace.Complete.complete("Enum.map_j")
-      iex> {prefix, Enum.map(items, & &1.insert)}
-      {"map_j", ["map_join/2", "map_join/3"]}
-      iex> String.replace_suffix("Enum.map_j", prefix, hd(items).insert)
-      "Enum.map_join/2"
-
-      iex> Kino.Trace.Complete.complete("Enum.map_join(").items |> Enum.map(& &1.insert)
-      ["_, _)", "_, _, _)"]
-
-      iex> %{prefix: "Enu", items: [%{insert: "Enum", kind: :module} | _]} = Kino.Trace.Complete.complete("Enu")
-
-      iex> Kino.Trace.Complete.complete("KinoTraceNoSuchModule4d1.f")
-      %{prefix: "f", items: []}
-  """
+  @moduledoc false
+  # Completes a pattern line as it is typed: module names, function names with their
+  # arities, and the arities of a function.
+  #
+  # `complete/2` looks at the end of the text (the text before the cursor) and returns
+  # `%{prefix: prefix, items: items}`: `prefix` is the end of the text the items
+  # replace (what has been typed of them), and each item is a map:
+  #
+  #   * `:label` - what a list of suggestions shows (`"Cache"`, `"fetch/2"`)
+  #   * `:insert` - the text that replaces `prefix`
+  #   * `:kind` - `:module` or `:function`
+  #   * `:detail` - the full name (`"MyApp.Cache"`, `"MyApp.Cache.fetch/2"`)
+  #
+  # Accepting an item is `String.replace_suffix(text, prefix, item.insert)`. In a
+  # browser, where string lengths count UTF-16 code units, the same is "remove
+  # `prefix.length` characters before the cursor, insert `item.insert`".
+  #
+  # What it completes:
+  #
+  #   * `MyApp.Ca` - modules: the next alias segment (`Cache`, `Catalog`)
+  #   * `:et` - Erlang modules (`:ets`)
+  #   * `MyApp.Cache.fe` - functions, one item per arity (`fetch/2`, `fetch/3`)
+  #   * `MyApp.Cache.` - both the modules under `MyApp.Cache` and its functions
+  #   * `Enum.map/` - the arities (`2`)
+  #   * `Enum.map(` - one call per arity with `_` for every argument (`_, _)`)
+  #
+  # Modules are those loaded and those whose object file is on the code path, which are
+  # not loaded for it: their exports are read from the file
+  # (`Kino.Trace.Complete.Modules`). Only exported functions are offered, without
+  # macros and the compiler's generated functions; names starting with `_` only once an
+  # `_` is typed.
+  #
+  # Typed text never becomes an atom (the atom table is never freed): names are
+  # compared as text, and a module's atom is only looked up when it already exists.
 
   alias Kino.Trace.Complete.Modules
   alias Kino.Trace.MFA
@@ -90,6 +64,31 @@ defmodule Kino.Trace.Complete do
 
   Text that is not valid UTF-8, or longer than #{@max_bytes} bytes, has no completions.
   Anything but a string raises an `ArgumentError`.
+
+  ## Examples
+
+      iex> Kino.Trace.Complete.complete(":ets.insert")
+      %{
+        prefix: "insert",
+        items: [
+          %{label: "insert/2", insert: "insert/2", kind: :function, detail: ":ets.insert/2"},
+          %{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}
+        ]
+      }
+
+      iex> %{prefix: prefix, items: items} = Kino.Trace.Complete.complete("Enum.map_j")
+      iex> {prefix, Enum.map(items, & &1.insert)}
+      {"map_j", ["map_join/2", "map_join/3"]}
+      iex> String.replace_suffix("Enum.map_j", prefix, hd(items).insert)
+      "Enum.map_join/2"
+
+      iex> Kino.Trace.Complete.complete("Enum.map_join(").items |> Enum.map(& &1.insert)
+      ["_, _)", "_, _, _)"]
+
+      iex> %{prefix: "Enu", items: [%{insert: "Enum", kind: :module} | _]} = Kino.Trace.Complete.complete("Enu")
+
+      iex> Kino.Trace.Complete.complete("KinoTraceNoSuchModule4d1.f")
+      %{prefix: "f", items: []}
   """
   @spec complete(String.t(), keyword()) :: result()
   def complete(text, opts \\ [])

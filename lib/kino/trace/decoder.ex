@@ -1,29 +1,18 @@
 defmodule Kino.Trace.Decoder do
-  @moduledoc """
-  Turns the native tracer's raw events into `Kino.Trace.Event` structs.
-
-  It numbers events, converts monotonic timestamps to system time, and pairs calls with
-  their returns and exceptions per process, which gives each event its call depth and
-  each return its duration. The state is a plain struct, so the pairing is a pure
-  function of the raw events.
-
-  The native tracer hands events out in admission order, which is each process's own
-  order, so a return always comes after its call. Each raw event also carries its
-  process's drop mark: when it changed since that process's previous event, events of
-  the process may have been dropped (queue full, rate limit), so its open calls are
-  forgotten (a later return is left unpaired, with no duration, rather than paired with
-  the wrong call), its depth restarts at 0, and the event is marked `lost: true`.
-
-      iex> decoder = Kino.Trace.Decoder.new()
-      iex> pid = self()
-      iex> raw = [
-      ...>   {:call, pid, 1_000, 1, Enum, :sum, 1, [[1, 2]], :undefined},
-      ...>   {:return_from, pid, 4_000, 1, Enum, :sum, 1, :undefined, 3}
-      ...> ]
-      iex> {[call, return], _decoder} = Kino.Trace.Decoder.decode(decoder, raw)
-      iex> {call.kind, call.args, return.kind, return.return, return.duration, return.call_id == call.id}
-      {:call, [[1, 2]], :return, 3, 3_000, true}
-  """
+  @moduledoc false
+  # Turns the native tracer's raw events into `Kino.Trace.Event` structs.
+  #
+  # It numbers events, converts monotonic timestamps to system time, and pairs calls with
+  # their returns and exceptions per process, which gives each event its call depth and
+  # each return its duration. The state is a plain struct, so the pairing is a pure
+  # function of the raw events.
+  #
+  # The native tracer hands events out in admission order, which is each process's own
+  # order, so a return always comes after its call. Each raw event also carries its
+  # process's drop mark: when it changed since that process's previous event, events of
+  # the process may have been dropped (queue full, rate limit), so its open calls are
+  # forgotten (a later return is left unpaired, with no duration, rather than paired with
+  # the wrong call), its depth restarts at 0, and the event is marked `lost: true`.
 
   alias Kino.Trace.Event
 
@@ -56,6 +45,18 @@ defmodule Kino.Trace.Decoder do
   A new decoder. With `pairing: false` (a trace without return values, where calls
   cannot be paired), every event has depth 0 and returns no duration. `node:` is the
   node the events happen on (this one by default).
+
+  ## Examples
+
+      iex> decoder = Kino.Trace.Decoder.new()
+      iex> pid = self()
+      iex> raw = [
+      ...>   {:call, pid, 1_000, 1, Enum, :sum, 1, [[1, 2]], :undefined},
+      ...>   {:return_from, pid, 4_000, 1, Enum, :sum, 1, :undefined, 3}
+      ...> ]
+      iex> {[call, return], _decoder} = Kino.Trace.Decoder.decode(decoder, raw)
+      iex> {call.kind, call.args, return.kind, return.return, return.duration, return.call_id == call.id}
+      {:call, [[1, 2]], :return, 3, 3_000, true}
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do

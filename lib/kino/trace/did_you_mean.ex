@@ -1,19 +1,9 @@
 defmodule Kino.Trace.DidYouMean do
-  @moduledoc """
-  The "did you mean" of an unknown option: the known option whose name is closest to
-  the one given (`String.jaro_distance/2` above 0.8), when one is close enough.
-  `Kino.Trace.Options` and `Kino.Trace.Stats.Options` word their unknown-option errors
-  with it.
-
-  ## Examples
-
-      iex> Kino.Trace.DidYouMean.hint(:tiem, [:pids, :time, :memory])
-      " (did you mean :time?)"
-      iex> Kino.Trace.DidYouMean.hint(:colour, [:pids, :time, :memory])
-      ""
-      iex> Kino.Trace.DidYouMean.unknown_option(:tiem, [:time, :memory])
-      "unknown option :tiem (did you mean :time?). Known options: :time, :memory"
-  """
+  @moduledoc false
+  # The "did you mean" of an unknown option: the known option whose name is closest to
+  # the one given (`String.jaro_distance/2` above 0.8), when one is close enough.
+  # `Kino.Trace.Options` and `Kino.Trace.Stats.Options` word their unknown-option errors
+  # with it.
 
   # How close a known name must be (Jaro similarity) to be suggested.
   @threshold 0.8
@@ -24,6 +14,15 @@ defmodule Kino.Trace.DidYouMean do
 
       iex> Kino.Trace.DidYouMean.hint(:limt, [])
       ""
+
+  ## Examples
+
+      iex> Kino.Trace.DidYouMean.hint(:tiem, [:pids, :time, :memory])
+      " (did you mean :time?)"
+      iex> Kino.Trace.DidYouMean.hint(:colour, [:pids, :time, :memory])
+      ""
+      iex> Kino.Trace.DidYouMean.unknown_option(:tiem, [:time, :memory])
+      "unknown option :tiem (did you mean :time?). Known options: :time, :memory"
   """
   @spec hint(atom(), [atom()]) :: String.t()
   def hint(given, known) when is_list(known) do

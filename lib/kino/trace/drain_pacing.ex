@@ -1,31 +1,18 @@
 defmodule Kino.Trace.DrainPacing do
-  @moduledoc """
-  When a consumer of the native queue drains after a wake-up: at once, or a moment later.
-
-  The tracer wakes its consumer with one message when the queue goes from empty to
-  non-empty. A consumer that drains at once on every wake-up chases the traced
-  processes: under a steady stream of calls it takes events one or two at a time, and
-  the queue's memory moves between the traced process's core and its own on every
-  event, which the traced process pays for (`make bench`, the native layer in one run:
-  706 ns per call with a drain on every wake-up, row 3u, against 574 ns paced, row 3n).
-
-  So once a drain has emptied the queue, the next one waits until `interval_ms` have
-  passed since. A queue that does not empty is drained without pause, so a flood is
-  drained as fast as before; an event waits at most `interval_ms` longer to be seen.
-  Times are the VM's monotonic time in microseconds.
-
-  ## Examples
-
-      iex> alias Kino.Trace.DrainPacing
-      iex> pacing = DrainPacing.new(1)
-      iex> DrainPacing.ready(pacing, 5_000)
-      :now
-      iex> pacing = DrainPacing.emptied(pacing, 5_000)
-      iex> DrainPacing.ready(pacing, 5_200)
-      {:after, 1}
-      iex> DrainPacing.ready(pacing, 6_000)
-      :now
-  """
+  @moduledoc false
+  # When a consumer of the native queue drains after a wake-up: at once, or a moment later.
+  #
+  # The tracer wakes its consumer with one message when the queue goes from empty to
+  # non-empty. A consumer that drains at once on every wake-up chases the traced
+  # processes: under a steady stream of calls it takes events one or two at a time, and
+  # the queue's memory moves between the traced process's core and its own on every
+  # event, which the traced process pays for (`make bench`, the native layer in one run:
+  # 706 ns per call with a drain on every wake-up, row 3u, against 574 ns paced, row 3n).
+  #
+  # So once a drain has emptied the queue, the next one waits until `interval_ms` have
+  # passed since. A queue that does not empty is drained without pause, so a flood is
+  # drained as fast as before; an event waits at most `interval_ms` longer to be seen.
+  # Times are the VM's monotonic time in microseconds.
 
   # kino_trace's sessions drain at most this often while the queue keeps emptying
   @interval_ms 1
@@ -38,6 +25,18 @@ defmodule Kino.Trace.DrainPacing do
   @doc """
   Pacing with at least `interval_ms` between emptying the queue and draining again
   (#{@interval_ms} ms, what kino_trace's sessions use, when not given).
+
+  ## Examples
+
+      iex> alias Kino.Trace.DrainPacing
+      iex> pacing = DrainPacing.new(1)
+      iex> DrainPacing.ready(pacing, 5_000)
+      :now
+      iex> pacing = DrainPacing.emptied(pacing, 5_000)
+      iex> DrainPacing.ready(pacing, 5_200)
+      {:after, 1}
+      iex> DrainPacing.ready(pacing, 6_000)
+      :now
   """
   @spec new(non_neg_integer()) :: t()
   def new(interval_ms \\ @interval_ms) when is_integer(interval_ms) and interval_ms >= 0,

@@ -1,16 +1,8 @@
 defmodule Kino.Trace.Final do
-  @moduledoc """
-  The last `Kino.Trace.info/1` of traces that have ended, so a trace stopped with
-  `Kino.Trace.stop/1` (whose session process is gone) still tells how it ended: status
-  `:stopped` and its final counters. Only the newest #{1_000} are kept.
-
-      iex> Kino.Trace.Final.put(-1, %{status: :stopped})
-      :ok
-      iex> Kino.Trace.Final.fetch(-1)
-      {:ok, %{status: :stopped}}
-      iex> Kino.Trace.Final.fetch(-2)
-      :error
-  """
+  @moduledoc false
+  # The last `Kino.Trace.info/1` of traces that have ended, so a trace stopped with
+  # `Kino.Trace.stop/1` (whose session process is gone) still tells how it ended: status
+  # `:stopped` and its final counters. Only the newest 1 000 are kept.
 
   use GenServer
 
@@ -20,7 +12,18 @@ defmodule Kino.Trace.Final do
   @doc false
   def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
 
-  @doc "Keeps `info` as the final info of the trace `id`."
+  @doc """
+  Keeps `info` as the final info of the trace `id`.
+
+  ## Examples
+
+      iex> Kino.Trace.Final.put(-1, %{status: :stopped})
+      :ok
+      iex> Kino.Trace.Final.fetch(-1)
+      {:ok, %{status: :stopped}}
+      iex> Kino.Trace.Final.fetch(-2)
+      :error
+  """
   @spec put(integer(), map()) :: :ok
   def put(id, info) when is_map(info) do
     if :ets.whereis(@table) != :undefined do

@@ -1,12 +1,27 @@
 defmodule Kino.Trace.History do
-  @moduledoc """
-  The last events of a trace, at most `max` of them, for `Kino.Trace.events/2`.
+  @moduledoc false
+  # The last events of a trace, at most `max` of them, for `Kino.Trace.events/2`.
+  #
+  # Events arrive in batches and are kept as those batches, in a private ETS table of the
+  # process that made the history (a session): adding one is O(1), trimming drops whole
+  # batches (splitting at most one), and the events kept stay off that process's heap, so
+  # its garbage collections do not copy them again and again (on the heap, a history of
+  # 10 000 events made the session's decoding several times slower).
 
-  Events arrive in batches and are kept as those batches, in a private ETS table of the
-  process that made the history (a session): adding one is O(1), trimming drops whole
-  batches (splitting at most one), and the events kept stay off that process's heap, so
-  its garbage collections do not copy them again and again (on the heap, a history of
-  10 000 events made the session's decoding several times slower).
+  defstruct [:table, max: 1, size: 0, next: 0, batches: :queue.new()]
+
+  @opaque t :: %__MODULE__{
+            table: :ets.tid(),
+            max: pos_integer(),
+            size: non_neg_integer(),
+            next: non_neg_integer(),
+            batches: :queue.queue({non_neg_integer(), pos_integer()})
+          }
+
+  @doc """
+  An empty history that keeps at most `max` events.
+
+  ## Examples
 
       iex> history = Kino.Trace.History.new(3)
       iex> history = history |> Kino.Trace.History.push([1, 2]) |> Kino.Trace.History.push([3, 4])
@@ -19,18 +34,6 @@ defmodule Kino.Trace.History do
 
   Only the process that made it can use it, and the table goes with that process.
   """
-
-  defstruct [:table, max: 1, size: 0, next: 0, batches: :queue.new()]
-
-  @opaque t :: %__MODULE__{
-            table: :ets.tid(),
-            max: pos_integer(),
-            size: non_neg_integer(),
-            next: non_neg_integer(),
-            batches: :queue.queue({non_neg_integer(), pos_integer()})
-          }
-
-  @doc "An empty history that keeps at most `max` events."
   @spec new(pos_integer()) :: t()
   def new(max) when is_integer(max) and max > 0 do
     %__MODULE__{table: :ets.new(__MODULE__, [:set, :private]), max: max}

@@ -1,29 +1,23 @@
 defmodule Kino.Trace.Internal do
-  @moduledoc """
-  kino_trace's own processes, which no trace ever records.
-
-  A trace that records what kino_trace itself does feeds on itself: a session receiving
-  its wake-up is a message another `messages(:all)` trace records, which wakes that
-  session, which the first one records, and so on; a widget or stats server calling
-  `Enum` fills a trace of `Enum` with its own calls. So every process kino_trace runs
-  (sessions, printers, widget and stats processes) registers here, and every trace
-  session stops tracing every registered process, including those registered after the
-  session started:
-
-    * `register/2` a process: every live session stops tracing it at once;
-    * `add_session/1` a session: it stops tracing every registered process at once.
-
-  Whichever of the two comes second sees the other, so no pair is missed. An entry goes
-  when its process exits, or when the process holding it exits (`register(pid,
-  holder)`, e.g. a printer holding the console's I/O processes while it prints). The
-  API's own work runs in such processes too (see Kino.Trace.Front), not in the process
-  that calls it.
-
-      iex> Kino.Trace.Internal.register(self())
-      :ok
-      iex> self() in Kino.Trace.Internal.pids()
-      true
-  """
+  @moduledoc false
+  # kino_trace's own processes, which no trace ever records.
+  #
+  # A trace that records what kino_trace itself does feeds on itself: a session receiving
+  # its wake-up is a message another `messages(:all)` trace records, which wakes that
+  # session, which the first one records, and so on; a widget or stats server calling
+  # `Enum` fills a trace of `Enum` with its own calls. So every process kino_trace runs
+  # (sessions, printers, widget and stats processes) registers here, and every trace
+  # session stops tracing every registered process, including those registered after the
+  # session started:
+  #
+  #   * `register/2` a process: every live session stops tracing it at once;
+  #   * `add_session/1` a session: it stops tracing every registered process at once.
+  #
+  # Whichever of the two comes second sees the other, so no pair is missed. An entry goes
+  # when its process exits, or when the process holding it exits (`register(pid,
+  # holder)`, e.g. a printer holding the console's I/O processes while it prints). The
+  # API's own work runs in such processes too (see Kino.Trace.Front), not in the process
+  # that calls it.
 
   use GenServer
 
@@ -35,6 +29,13 @@ defmodule Kino.Trace.Internal do
   @doc """
   Marks `pid` as one of kino_trace's processes until it exits, or until `holder` exits
   when given. Every trace session, current and future, stops tracing it.
+
+  ## Examples
+
+      iex> Kino.Trace.Internal.register(self())
+      :ok
+      iex> self() in Kino.Trace.Internal.pids()
+      true
   """
   @spec register(pid(), pid() | nil) :: :ok
   def register(pid, holder \\ nil) when is_pid(pid) and (is_pid(holder) or is_nil(holder)) do

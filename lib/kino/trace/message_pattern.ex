@@ -1,29 +1,15 @@
 defmodule Kino.Trace.MessagePattern do
-  @moduledoc """
-  Compiles message patterns in Elixir syntax into the match specs of `:trace.send/3`
-  and `:trace.recv/3`.
-
-  A message pattern is an Elixir pattern with an optional guard, matched against the
-  message: `"{:ok, _}"`, `"{:get, key} when is_atom(key)"`, `"%{event: :login}"`.
-  The `:distributed` preset keeps only messages that cross to or from another node.
-
-  Parsing creates no atom: variables may have any name, and a literal atom that
-  does not exist yet is refused, since no message can contain it (see
-  `Kino.Trace.Pattern.Name`).
-
-      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile("{:ok, x} when x > 1", false)
-      iex> :erlang.match_spec_test([self(), {:ok, 2}], specs.send, :trace)
-      {:ok, true, [], []}
-      iex> :erlang.match_spec_test([self(), {:ok, 0}], specs.send, :trace)
-      {:ok, false, [], []}
-
-  Any atom matches as written, `:"$gen_call"` included; several `when` clauses
-  are one match spec clause each, as `Kino.Trace.Pattern` does for calls.
-
-      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile(~S|{:"$gen_call", _, {:fetch, _}}|, false)
-      iex> :erlang.match_spec_test([self(), {:"$gen_call", {self(), make_ref()}, {:fetch, 1}}], specs.send, :trace)
-      {:ok, true, [], []}
-  """
+  @moduledoc false
+  # Compiles message patterns in Elixir syntax into the match specs of `:trace.send/3`
+  # and `:trace.recv/3`.
+  #
+  # A message pattern is an Elixir pattern with an optional guard, matched against the
+  # message: `"{:ok, _}"`, `"{:get, key} when is_atom(key)"`, `"%{event: :login}"`.
+  # The `:distributed` preset keeps only messages that cross to or from another node.
+  #
+  # Parsing creates no atom: variables may have any name, and a literal atom that
+  # does not exist yet is refused, since no message can contain it (see
+  # `Kino.Trace.Pattern.Name`).
 
   alias Kino.Trace.Pattern.{MatchSpec, Quoted}
 
@@ -40,6 +26,21 @@ defmodule Kino.Trace.MessagePattern do
       iex> {:ok, specs} = Kino.Trace.MessagePattern.compile(nil, false, timeouts: true)
       iex> :erlang.match_spec_test([:clock_service, :undefined, :timeout], specs.recv, :trace)
       {:ok, :kino_trace_after_timeout, [], []}
+
+  ## Examples
+
+      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile("{:ok, x} when x > 1", false)
+      iex> :erlang.match_spec_test([self(), {:ok, 2}], specs.send, :trace)
+      {:ok, true, [], []}
+      iex> :erlang.match_spec_test([self(), {:ok, 0}], specs.send, :trace)
+      {:ok, false, [], []}
+
+  Any atom matches as written, `:"$gen_call"` included; several `when` clauses
+  are one match spec clause each, as `Kino.Trace.Pattern` does for calls.
+
+      iex> {:ok, specs} = Kino.Trace.MessagePattern.compile(~S|{:"$gen_call", _, {:fetch, _}}|, false)
+      iex> :erlang.match_spec_test([self(), {:"$gen_call", {self(), make_ref()}, {:fetch, 1}}], specs.send, :trace)
+      {:ok, true, [], []}
   """
   @spec timeout_marker() :: atom()
   def timeout_marker, do: @timeout_marker

@@ -1,35 +1,15 @@
 defmodule Kino.Trace.MFA do
-  @moduledoc """
-  How a function is written in messages, printed lines, the widget and the stats:
-  `Module.function/arity`, as Elixir code names it.
-
-  Elixir modules are written as aliases (`Enum`, not `Elixir.Enum`), Erlang modules as
-  atoms (`:ets`). A function name is written as it stands after a dot in a remote call:
-  operators and identifiers as they are (`Kernel.+/2`), any other name quoted
-  (`MyApp."-run/2-fun-0-"/1`). Modules and functions may also be
-  `Kino.Trace.Pattern.Name`s, the names a pattern holds as text when no atom exists.
-
-  The arity `:_` (a pattern's "any arity") is written `/*`; `nil` writes no arity.
-
-  ## Examples
-
-      iex> Kino.Trace.MFA.to_string({Enum, :map, 2})
-      "Enum.map/2"
-      iex> Kino.Trace.MFA.to_string({:ets, :insert, 2})
-      ":ets.insert/2"
-      iex> Kino.Trace.MFA.to_string({Kernel, :+, 2})
-      "Kernel.+/2"
-      iex> Kino.Trace.MFA.to_string({MyApp, :"-run/2-fun-0-", 1})
-      ~s(MyApp."-run/2-fun-0-"/1)
-      iex> Kino.Trace.MFA.to_string({:ets, :insert, :_})
-      ":ets.insert/*"
-      iex> Kino.Trace.MFA.to_string({:ets, :insert, nil})
-      ":ets.insert"
-      iex> Kino.Trace.MFA.to_string({:map, 2})
-      "map/2"
-      iex> Kino.Trace.MFA.call(Enum, :map)
-      "Enum.map"
-  """
+  @moduledoc false
+  # How a function is written in messages, printed lines, the widget and the stats:
+  # `Module.function/arity`, as Elixir code names it.
+  #
+  # Elixir modules are written as aliases (`Enum`, not `Elixir.Enum`), Erlang modules as
+  # atoms (`:ets`). A function name is written as it stands after a dot in a remote call:
+  # operators and identifiers as they are (`Kernel.+/2`), any other name quoted
+  # (`MyApp."-run/2-fun-0-"/1`). Modules and functions may also be
+  # `Kino.Trace.Pattern.Name`s, the names a pattern holds as text when no atom exists.
+  #
+  # The arity `:_` (a pattern's "any arity") is written `/*`; `nil` writes no arity.
 
   alias Kino.Trace.Pattern.Name
 
@@ -52,6 +32,25 @@ defmodule Kino.Trace.MFA do
       "NoSuch1f3c.run/0"
       iex> Kino.Trace.MFA.to_string({:valid?, 1})
       "valid?/1"
+
+  ## Examples
+
+      iex> Kino.Trace.MFA.to_string({Enum, :map, 2})
+      "Enum.map/2"
+      iex> Kino.Trace.MFA.to_string({:ets, :insert, 2})
+      ":ets.insert/2"
+      iex> Kino.Trace.MFA.to_string({Kernel, :+, 2})
+      "Kernel.+/2"
+      iex> Kino.Trace.MFA.to_string({MyApp, :"-run/2-fun-0-", 1})
+      ~s(MyApp."-run/2-fun-0-"/1)
+      iex> Kino.Trace.MFA.to_string({:ets, :insert, :_})
+      ":ets.insert/*"
+      iex> Kino.Trace.MFA.to_string({:ets, :insert, nil})
+      ":ets.insert"
+      iex> Kino.Trace.MFA.to_string({:map, 2})
+      "map/2"
+      iex> Kino.Trace.MFA.call(Enum, :map)
+      "Enum.map"
   """
   @spec to_string({module_name(), function_name(), arity_spec()} | {function_name(), arity()}) ::
           String.t()

@@ -1,12 +1,23 @@
 defmodule Kino.Trace.NativeDecoder do
-  @moduledoc """
-  `Kino.Trace.Decoder` in the native tracer: a local session drains its events already
-  decoded (numbered, timed, calls paired with their returns), in one NIF call per batch.
+  @moduledoc false
+  # `Kino.Trace.Decoder` in the native tracer: a local session drains its events already
+  # decoded (numbered, timed, calls paired with their returns), in one NIF call per batch.
+  #
+  # It gives the events `Kino.Trace.Decoder` gives for the same raw events (a test checks
+  # both on generated workloads), with the same API besides draining: `no_returns/2`,
+  # `unpair/2` and `take_callers/1` for the stack guard. Its state lives in a NIF
+  # resource, so the functions that change it return the same decoder.
 
-  It gives the events `Kino.Trace.Decoder` gives for the same raw events (a test checks
-  both on generated workloads), with the same API besides draining: `no_returns/2`,
-  `unpair/2` and `take_callers/1` for the stack guard. Its state lives in a NIF
-  resource, so the functions that change it return the same decoder.
+  alias Kino.Trace.{Decoder, Event, Tracer}
+
+  defstruct [:ref]
+
+  @type t :: %__MODULE__{ref: Tracer.decoder()}
+
+  @doc """
+  A new decoder; options as `Kino.Trace.Decoder.new/1`.
+
+  ## Examples
 
       iex> decoder = Kino.Trace.NativeDecoder.new()
       iex> pid = self()
@@ -21,14 +32,6 @@ defmodule Kino.Trace.NativeDecoder do
   The raw events of `decode/2` are those of `Kino.Trace.Tracer.drain/2` on this node
   (local pids and ports, atoms for modules and functions).
   """
-
-  alias Kino.Trace.{Decoder, Event, Tracer}
-
-  defstruct [:ref]
-
-  @type t :: %__MODULE__{ref: Tracer.decoder()}
-
-  @doc "A new decoder; options as `Kino.Trace.Decoder.new/1`."
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
     %__MODULE__{

@@ -1,12 +1,21 @@
 defmodule Kino.Trace.Nodes do
-  @moduledoc """
-  The `nodes:` option: which nodes a trace covers.
+  @moduledoc false
+  # The `nodes:` option: which nodes a trace covers.
+  #
+  # `resolve!/1` turns the option into a list of nodes, checking that each is connected
+  # and runs Erlang/OTP 27 or newer (each trace runs in an OTP trace session there).
+  # A node needs no kino_trace for its part of the plan: it is built on this node
+  # (`Kino.Trace.Plan.node_part!/3`), looking its modules and names up there with plain
+  # OTP calls.
 
-  `resolve!/1` turns the option into a list of nodes, checking that each is connected
-  and runs Erlang/OTP 27 or newer (each trace runs in an OTP trace session there).
-  A node needs no kino_trace for its part of the plan: it is built on this node
-  (`Kino.Trace.Plan.node_part!/3`), looking its modules and names up there with plain
-  OTP calls.
+  @call_timeout 15_000
+
+  @doc """
+  Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
+  connected node, hidden connections included: `Node.list(:connected)`). Raises `ArgumentError` naming a node that is not connected or runs
+  an Erlang/OTP release older than 27.
+
+  ## Examples
 
       iex> Kino.Trace.Nodes.resolve!(node())
       [node()]
@@ -18,14 +27,6 @@ defmodule Kino.Trace.Nodes do
       ...>   e in ArgumentError -> e.message =~ ~s(cannot trace node :"nowhere@127.0.0.1": it is not connected)
       ...> end
       true
-  """
-
-  @call_timeout 15_000
-
-  @doc """
-  Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
-  connected node, hidden connections included: `Node.list(:connected)`). Raises `ArgumentError` naming a node that is not connected or runs
-  an Erlang/OTP release older than 27.
   """
   @spec resolve!(node() | [node()] | :all) :: [node()]
   def resolve!(:all), do: resolve!([node() | Node.list(:connected)])

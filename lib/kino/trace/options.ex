@@ -1,23 +1,9 @@
 defmodule Kino.Trace.Options do
-  @moduledoc """
-  Validates the options of `Kino.Trace.calls/2` and `Kino.Trace.capture/3`.
-
-  Every option is checked before anything is traced; a bad one raises an
-  `ArgumentError` that names it and says what it takes.
-
-      iex> Kino.Trace.Options.validate!(limit: 10, rate: {100, 1000})[:limit]
-      10
-
-      iex> Kino.Trace.Options.validate!(limit: -1)
-      ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
-
-  The native tracer owns the bounds of the limits it enforces (`:limit`, `:rate`,
-  `:queue`, `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`): they are
-  checked by asking it, and a value out of range is reported under the option's name.
-
-      iex> Kino.Trace.Options.validate!(rate: {1, 86_400_001})
-      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
-  """
+  @moduledoc false
+  # Validates the options of `Kino.Trace.calls/2` and `Kino.Trace.capture/3`.
+  #
+  # Every option is checked before anything is traced; a bad one raises an
+  # `ArgumentError` that names it and says what it takes.
 
   alias Kino.Trace.Plan.Lookup
   alias Kino.Trace.Tracer
@@ -53,7 +39,24 @@ defmodule Kino.Trace.Options do
   # The longest `receive ... after` timeout (about 49.7 days); every VM timer takes it.
   @max_timeout 0xFFFFFFFF
 
-  @doc "The default options."
+  @doc """
+  The default options.
+
+  ## Examples
+
+      iex> Kino.Trace.Options.validate!(limit: 10, rate: {100, 1000})[:limit]
+      10
+
+      iex> Kino.Trace.Options.validate!(limit: -1)
+      ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
+
+  The native tracer owns the bounds of the limits it enforces (`:limit`, `:rate`,
+  `:queue`, `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`): they are
+  checked by asking it, and a value out of range is reported under the option's name.
+
+      iex> Kino.Trace.Options.validate!(rate: {1, 86_400_001})
+      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
+  """
   @spec defaults() :: keyword()
   def defaults, do: @defaults
 

@@ -1,22 +1,83 @@
 defmodule Kino.Trace.Pattern do
-  @moduledoc """
-  Turns what a user writes into trace targets and match specs.
+  @moduledoc false
+  # Turns what a user writes into trace targets and match specs.
+  #
+  # A pattern names the functions to trace and, optionally, which calls of them
+  # to keep. These forms can be mixed freely in one list:
+  #
+  #   * strings: `"Enum"`, `"Enum.map"`, `"Enum.map/2"`, `"Enum.map/*"`,
+  #     `":ets.insert/2"`, `":ets"`, and calls with argument patterns and guards
+  #     in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
+  #     `"Enum.map(list, _) when length(list) > 100"`
+  #   * a module atom: `Enum`, `:ets`
+  #   * a function capture: `&Enum.map/2`
+  #   * a tuple: `{Enum, :map, 2}`, `{Enum, :map, :_}`, `{Enum, :_, :_}`
+  #
+  # `parse/2` checks the syntax only. `check/2` is the pre-flight check run
+  # before anything is traced: the module exists, the function exists with that
+  # arity, it is not a macro, and the pattern does not trace everything or the
+  # tracer itself. `parse_each/2` and `parse_all!/2` do both.
 
-  A pattern names the functions to trace and, optionally, which calls of them
-  to keep. These forms can be mixed freely in one list:
+  alias Kino.Trace.MFA
+  alias Kino.Trace.Pattern.{Name, Preflight, Text}
+  alias Kino.Trace.Plan.Lookup
 
-    * strings: `"Enum"`, `"Enum.map"`, `"Enum.map/2"`, `"Enum.map/*"`,
-      `":ets.insert/2"`, `":ets"`, and calls with argument patterns and guards
-      in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
-      `"Enum.map(list, _) when length(list) > 100"`
-    * a module atom: `Enum`, `:ets`
-    * a function capture: `&Enum.map/2`
-    * a tuple: `{Enum, :map, 2}`, `{Enum, :map, :_}`, `{Enum, :_, :_}`
+  defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
 
-  `parse/2` checks the syntax only. `check/2` is the pre-flight check run
-  before anything is traced: the module exists, the function exists with that
-  arity, it is not a macro, and the pattern does not trace everything or the
-  tracer itself. `parse_each/2` and `parse_all!/2` do both.
+  @typedoc """
+  A parsed pattern.
+
+    * `:source` - what the user wrote
+    * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard. A
+      module or function named in text that does not exist as an atom is a
+      `Kino.Trace.Pattern.Name` until `check/2` resolves it (or reports it)
+    * `:head` - the match spec head: a list with one pattern per argument, or
+      `:_` for any arguments
+    * `:guards` - the match spec guards of each clause, one list per `when` (`[]`
+      when there is none)
+    * `:call_text` - the argument patterns and guard as written (`nil` when
+      there are none), used by `to_string/1`
+  """
+  @type t :: %__MODULE__{
+          source: term,
+          module: module | :_ | Name.t(),
+          function: atom | :_ | Name.t(),
+          arity: non_neg_integer | :_,
+          head: [term] | :_,
+          guards: [[term]],
+          call_text: String.t() | nil
+        }
+
+  @type input :: String.t() | module | function | {module, atom, non_neg_integer | :_} | t
+
+  @type check_opts :: [
+          local: boolean,
+          force: boolean,
+          lookup: Kino.Trace.Plan.Lookup.t(),
+          max_bytes: pos_integer
+        ]
+
+  @doc """
+  Parses one pattern, checking its syntax only.
+
+  Returns `{:ok, pattern}` or `{:error, message}`.
+
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse(":ets.insert/2")
+      iex> {pattern.module, pattern.function, pattern.arity}
+      {:ets, :insert, 2}
+
+      iex> Kino.Trace.Pattern.parse("Foo.bar(^x)")
+      {:error, "the pin operator is not supported in trace patterns: ^x (write the value itself)"}
+
+  Literal binaries are built from their segments, never evaluated, and what the
+  literals of one pattern build is bounded by `:max_bytes` (the trace option; its
+  default when not given), checked before anything is built:
+
+      iex> Kino.Trace.Pattern.parse("Foo.bar(<<0::size(1_000_000_000_000)>>)")
+      {:error, "the binary <<0::size(1_000_000_000_000)>> is 125000000000 bytes: more than the trace's :max_bytes (16384 bytes), the bound on what the literals of a pattern may build (pass a larger max_bytes: to allow it)"}
+      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(<<1::size(24)-little>>)", max_bytes: 3)
+      iex> pattern.head
+      [<<1, 0, 0>>]
 
   ## Examples
 
@@ -97,68 +158,6 @@ defmodule Kino.Trace.Pattern do
 
       iex> Kino.Trace.Pattern.parse("Map.get(_, :kino_trace_no_such_atom_3e9a)")
       {:error, "unknown atom :kino_trace_no_such_atom_3e9a: no such atom exists yet, so no traced term can contain it (kino_trace never creates atoms from pattern text; if the atom appears once some code has run or loaded, set the pattern again then)"}
-  """
-
-  alias Kino.Trace.MFA
-  alias Kino.Trace.Pattern.{Name, Preflight, Text}
-  alias Kino.Trace.Plan.Lookup
-
-  defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
-
-  @typedoc """
-  A parsed pattern.
-
-    * `:source` - what the user wrote
-    * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard. A
-      module or function named in text that does not exist as an atom is a
-      `Kino.Trace.Pattern.Name` until `check/2` resolves it (or reports it)
-    * `:head` - the match spec head: a list with one pattern per argument, or
-      `:_` for any arguments
-    * `:guards` - the match spec guards of each clause, one list per `when` (`[]`
-      when there is none)
-    * `:call_text` - the argument patterns and guard as written (`nil` when
-      there are none), used by `to_string/1`
-  """
-  @type t :: %__MODULE__{
-          source: term,
-          module: module | :_ | Name.t(),
-          function: atom | :_ | Name.t(),
-          arity: non_neg_integer | :_,
-          head: [term] | :_,
-          guards: [[term]],
-          call_text: String.t() | nil
-        }
-
-  @type input :: String.t() | module | function | {module, atom, non_neg_integer | :_} | t
-
-  @type check_opts :: [
-          local: boolean,
-          force: boolean,
-          lookup: Kino.Trace.Plan.Lookup.t(),
-          max_bytes: pos_integer
-        ]
-
-  @doc """
-  Parses one pattern, checking its syntax only.
-
-  Returns `{:ok, pattern}` or `{:error, message}`.
-
-      iex> {:ok, pattern} = Kino.Trace.Pattern.parse(":ets.insert/2")
-      iex> {pattern.module, pattern.function, pattern.arity}
-      {:ets, :insert, 2}
-
-      iex> Kino.Trace.Pattern.parse("Foo.bar(^x)")
-      {:error, "the pin operator is not supported in trace patterns: ^x (write the value itself)"}
-
-  Literal binaries are built from their segments, never evaluated, and what the
-  literals of one pattern build is bounded by `:max_bytes` (the trace option; its
-  default when not given), checked before anything is built:
-
-      iex> Kino.Trace.Pattern.parse("Foo.bar(<<0::size(1_000_000_000_000)>>)")
-      {:error, "the binary <<0::size(1_000_000_000_000)>> is 125000000000 bytes: more than the trace's :max_bytes (16384 bytes), the bound on what the literals of a pattern may build (pass a larger max_bytes: to allow it)"}
-      iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Foo.bar(<<1::size(24)-little>>)", max_bytes: 3)
-      iex> pattern.head
-      [<<1, 0, 0>>]
   """
   @spec parse(input | term, max_bytes: pos_integer) :: {:ok, t} | {:error, String.t()}
   def parse(input, opts \\ [])

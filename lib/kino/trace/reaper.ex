@@ -1,48 +1,41 @@
 defmodule Kino.Trace.Reaper do
-  @moduledoc """
-  Destroys the OTP trace sessions of ended traces, without breaking the traces of BIFs
-  that are still running.
-
-  On OTP 27.3 (erlang/otp#10349, fixed upstream), destroying *any* trace session, or
-  clearing a BIF's trace pattern in one session, switches off the tracing of every BIF
-  (such as `:ets.insert/2`) in every other session, while `:trace.info/3` still says it
-  is traced. Setting a BIF pattern again switches it back on.
-
-  So kino_trace never destroys a session while one of its traces of a BIF is running:
-
-    * a trace checks in (`bif_trace/1`) before it sets a BIF pattern;
-    * an ended trace hands its OTP session here (`destroy/1`). With no BIF trace
-      running it is destroyed at once; otherwise it is parked, with no process traced
-      and its other patterns removed (so it costs nothing and records nothing), and
-      destroyed when the last BIF trace ends.
-
-  Both go through this one process, so no session is destroyed between a trace's
-  check-in and its patterns. At most #{1_000} sessions are parked: past that they are
-  destroyed all the same and the traces of BIFs set their patterns again at once. What other tools do is out of reach: a BIF trace also sets
-  its BIF patterns again once a second (see `Kino.Trace.Session`).
-
-  kino_trace never clears a BIF's pattern either: a trace that stops tracing a BIF sets
-  a match spec that matches nothing on it instead (`untrace_ops/2`).
-
-  ## The canary
-
-  Whatever switched BIF tracing off (another tool, the bound above), it is seen while
-  someone watches: from `watch/1` to `unwatch/1` the reaper traces one BIF,
-  `:erlang.adler32_combine/3`, in a session of its own, for one process of its own that
-  only calls it when a check asks. When that call is not traced, BIF tracing was switched
-  off since the previous check: the count goes up, the canary is set again and the
-  running traces of BIFs set their patterns again at once. A trace that watches before
-  it sets its BIF patterns and unwatches once its calls were delivered (as
-  `Kino.Trace.capture/3` does) knows from the two counts whether it may have lost some.
-  With no one watching there is no canary: no session, no process (its session goes as
-  any other, parked while a trace of BIFs runs).
-
-      iex> session = :trace.session_create(:reaper_doc, self(), [])
-      iex> Kino.Trace.Reaper.destroy(session)
-      :ok
-      iex> elem(session, 1) in :trace.session_info(:all)
-      false
-  """
+  @moduledoc false
+  # Destroys the OTP trace sessions of ended traces, without breaking the traces of BIFs
+  # that are still running.
+  #
+  # On OTP 27.3 (erlang/otp#10349, fixed upstream), destroying *any* trace session, or
+  # clearing a BIF's trace pattern in one session, switches off the tracing of every BIF
+  # (such as `:ets.insert/2`) in every other session, while `:trace.info/3` still says it
+  # is traced. Setting a BIF pattern again switches it back on.
+  #
+  # So kino_trace never destroys a session while one of its traces of a BIF is running:
+  #
+  #   * a trace checks in (`bif_trace/1`) before it sets a BIF pattern;
+  #   * an ended trace hands its OTP session here (`destroy/1`). With no BIF trace
+  #     running it is destroyed at once; otherwise it is parked, with no process traced
+  #     and its other patterns removed (so it costs nothing and records nothing), and
+  #     destroyed when the last BIF trace ends.
+  #
+  # Both go through this one process, so no session is destroyed between a trace's
+  # check-in and its patterns. At most 1 000 sessions are parked: past that they are
+  # destroyed all the same and the traces of BIFs set their patterns again at once. What other tools do is out of reach: a BIF trace also sets
+  # its BIF patterns again once a second (see `Kino.Trace.Session`).
+  #
+  # kino_trace never clears a BIF's pattern either: a trace that stops tracing a BIF sets
+  # a match spec that matches nothing on it instead (`untrace_ops/2`).
+  #
+  # ## The canary
+  #
+  # Whatever switched BIF tracing off (another tool, the bound above), it is seen while
+  # someone watches: from `watch/1` to `unwatch/1` the reaper traces one BIF,
+  # `:erlang.adler32_combine/3`, in a session of its own, for one process of its own that
+  # only calls it when a check asks. When that call is not traced, BIF tracing was switched
+  # off since the previous check: the count goes up, the canary is set again and the
+  # running traces of BIFs set their patterns again at once. A trace that watches before
+  # it sets its BIF patterns and unwatches once its calls were delivered (as
+  # `Kino.Trace.capture/3` does) knows from the two counts whether it may have lost some.
+  # With no one watching there is no canary: no session, no process (its session goes as
+  # any other, parked while a trace of BIFs runs).
 
   use GenServer
 
@@ -56,6 +49,14 @@ defmodule Kino.Trace.Reaper do
   @doc """
   Checks in the calling process as running a trace of BIFs, until it calls
   `bif_trace_ended/0` or exits. Call it before setting a BIF pattern.
+
+  ## Examples
+
+      iex> session = :trace.session_create(:reaper_doc, self(), [])
+      iex> Kino.Trace.Reaper.destroy(session)
+      :ok
+      iex> elem(session, 1) in :trace.session_info(:all)
+      false
   """
   @spec bif_trace(pid()) :: :ok
   def bif_trace(pid \\ self()), do: call({:bif_trace, pid}, :ok)

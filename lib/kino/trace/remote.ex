@@ -1,29 +1,28 @@
 defmodule Kino.Trace.Remote do
-  @moduledoc """
-  Tracing several nodes as one trace: the `nodes:` option of `Kino.Trace.calls/2`,
-  `messages/2`, `processes/2` and `trace/2`.
-
-  A coordinator process on the calling node (`Kino.Trace.Remote.Coordinator`) starts
-  one ordinary `Kino.Trace.Session` per node, all of them on this node, with the same
-  patterns and the same limits per node, and subscribes to each. This node's session
-  traces here; another node's part of the plan is built here against that node's
-  modules and names (`Kino.Trace.Plan.node_part!/3`) and traced there by kino_trace's
-  agent, shipped to that node for the trace and removed after (`Kino.Trace.Agent`):
-  the other nodes need nothing of kino_trace. Decoding, pairing and history happen
-  here, off the traced nodes.
-
-  The coordinator merges the sessions' events into the one trace (each event's `:node`
-  says where it happened), renumbers them so ids stay unique, and keeps the trace's
-  history. The sessions are owned by the coordinator: when it ends, they end, and so
-  does each agent's trace on its node; when a connection drops, that node's agent ends
-  its trace by itself. A node that goes down mid-trace is marked gone (subscribers get
-  `{:kino_trace, id, {:node_down, node, reason}}`) and the others go on.
-
-      Kino.Trace.calls(["MyApp.Repo.get/2"], nodes: :all)
-      Kino.Trace.messages(:distributed, nodes: [:"a@127.0.0.1", :"b@127.0.0.1"])
-
-  Patterns are checked for every node before anything is traced.
-  """
+  @moduledoc false
+  # Tracing several nodes as one trace: the `nodes:` option of `Kino.Trace.calls/2`,
+  # `messages/2`, `processes/2` and `trace/2`.
+  #
+  # A coordinator process on the calling node (`Kino.Trace.Remote.Coordinator`) starts
+  # one ordinary `Kino.Trace.Session` per node, all of them on this node, with the same
+  # patterns and the same limits per node, and subscribes to each. This node's session
+  # traces here; another node's part of the plan is built here against that node's
+  # modules and names (`Kino.Trace.Plan.node_part!/3`) and traced there by kino_trace's
+  # agent, shipped to that node for the trace and removed after (`Kino.Trace.Agent`):
+  # the other nodes need nothing of kino_trace. Decoding, pairing and history happen
+  # here, off the traced nodes.
+  #
+  # The coordinator merges the sessions' events into the one trace (each event's `:node`
+  # says where it happened), renumbers them so ids stay unique, and keeps the trace's
+  # history. The sessions are owned by the coordinator: when it ends, they end, and so
+  # does each agent's trace on its node; when a connection drops, that node's agent ends
+  # its trace by itself. A node that goes down mid-trace is marked gone (subscribers get
+  # `{:kino_trace, id, {:node_down, node, reason}}`) and the others go on.
+  #
+  #     Kino.Trace.calls(["MyApp.Repo.get/2"], nodes: :all)
+  #     Kino.Trace.messages(:distributed, nodes: [:"a@127.0.0.1", :"b@127.0.0.1"])
+  #
+  # Patterns are checked for every node before anything is traced.
 
   alias Kino.Trace.{Plan, Session}
 

@@ -1,37 +1,36 @@
 defmodule Kino.Trace.Session do
-  @moduledoc """
-  One trace: the owner of one OTP `:trace` session and one native session.
-
-  A session runs one `Kino.Trace.Plan` on this node: it starts under kino_trace's
-  supervisor for every `Kino.Trace.calls/2` and `Kino.Trace.capture/3` (and on every
-  node of a multi-node trace, see `Kino.Trace.Remote`). It
-
-    * creates the native session (the plan's limits live there) and the OTP trace
-      session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
-      and match specs (where the native tracer is not loaded, the pure-Erlang one,
-      `Kino.Trace.LocalTracer`);
-    * drains the native queue when woken (one message when the queue goes from empty to
-      non-empty; paced by `Kino.Trace.DrainPacing`, so a steady stream is drained about
-      once a millisecond rather than event by event), its events decoded natively
-      (`Kino.Trace.NativeDecoder`; the fallback's and another node's by
-      `Kino.Trace.Decoder`), and hands them in batches to its subscribers and to a
-      bounded history;
-    * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
-      destroys the trace and closes the native session, so nothing of it remains.
-      When the `:limit` or `:timeout` is reached, tracing ends the same way but the
-      process stays until its owner exits or `stop/1`, so `events/2` and `info/1` still
-      answer.
-
-  The session process and its subscribers are never traced.
-
-  The server keeps the lifecycle (setting up, the owner's and the agent's monitors,
-  ending) and dispatches requests and messages to its parts, which work on its state:
-  Session.Setup (the tracer, process flags and match specs), Session.Subscribers
-  (subscribers, held and excluded processes), Session.Drain (draining, pacing,
-  backpressure), Session.Safeguards (what only a trace of this node does: the BIF
-  re-assert, the reload probes, the stack guard) and Session.Info. Whether the trace is
-  this node's is decided once, in `init/1`.
-  """
+  @moduledoc false
+  # One trace: the owner of one OTP `:trace` session and one native session.
+  #
+  # A session runs one `Kino.Trace.Plan` on this node: it starts under kino_trace's
+  # supervisor for every `Kino.Trace.calls/2` and `Kino.Trace.capture/3` (and on every
+  # node of a multi-node trace, see `Kino.Trace.Remote`). It
+  #
+  #   * creates the native session (the plan's limits live there) and the OTP trace
+  #     session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
+  #     and match specs (where the native tracer is not loaded, the pure-Erlang one,
+  #     `Kino.Trace.LocalTracer`);
+  #   * drains the native queue when woken (one message when the queue goes from empty to
+  #     non-empty; paced by `Kino.Trace.DrainPacing`, so a steady stream is drained about
+  #     once a millisecond rather than event by event), its events decoded natively
+  #     (`Kino.Trace.NativeDecoder`; the fallback's and another node's by
+  #     `Kino.Trace.Decoder`), and hands them in batches to its subscribers and to a
+  #     bounded history;
+  #   * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
+  #     destroys the trace and closes the native session, so nothing of it remains.
+  #     When the `:limit` or `:timeout` is reached, tracing ends the same way but the
+  #     process stays until its owner exits or `stop/1`, so `events/2` and `info/1` still
+  #     answer.
+  #
+  # The session process and its subscribers are never traced.
+  #
+  # The server keeps the lifecycle (setting up, the owner's and the agent's monitors,
+  # ending) and dispatches requests and messages to its parts, which work on its state:
+  # Session.Setup (the tracer, process flags and match specs), Session.Subscribers
+  # (subscribers, held and excluded processes), Session.Drain (draining, pacing,
+  # backpressure), Session.Safeguards (what only a trace of this node does: the BIF
+  # re-assert, the reload probes, the stack guard) and Session.Info. Whether the trace is
+  # this node's is decided once, in `init/1`.
 
   use GenServer
 

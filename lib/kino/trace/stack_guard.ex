@@ -1,49 +1,28 @@
 defmodule Kino.Trace.StackGuard do
-  @moduledoc """
-  Turns return tracing off for a process whose stack keeps growing.
-
-  Return tracing leaves a frame on the traced process's stack at every traced call,
-  removed when the call returns. `Kino.Trace.TailCalls` finds the loops it can see in
-  a module's code and `Kino.Trace.Plan.Functions` traces them without returns; loops it
-  cannot see (through a fun, across modules, in a module without object code, such as
-  one defined in a Livebook cell) are this guard's: a session samples the stack size of
-  the processes that made calls with return tracing (every 200 ms, at most 64
-  processes), and a process whose stack grew at 3 samples with no shrink in between
-  and holds at least 8 192 words is moved to a second OTP trace session with
-  the same tracer session (native or fallback), whose match specs have no return actions. Its calls are
-  still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
-
-  Sampling is too slow for a tight loop, which pushes a frame every microsecond or so
-  (a module compiled in memory reached 344 k words in 300 ms). So the session also
-  hands `loops/2` every batch of events it decodes (and when the plan traces a module
-  with no object file, the guard's session is made at once, so that moving takes two
-  `:trace.process/4` calls): a process with 256 open calls
-  (calls with no return yet) whose last one is of a function that is on its stack only
-  once (`Process.info(pid, :current_stacktrace)`: a tail call replaced every other
-  frame of it) loops through tail calls, and is moved at once. A process deep in a
-  recursion that is not a tail call has that function on its stack more than once, and
-  is left to the sampling.
-
-  The decision is a pure function of the samples:
-
-      iex> alias Kino.Trace.StackGuard
-      iex> pid = self()
-      iex> {watched, []} = StackGuard.observe(%{}, [{pid, 10_000}])
-      iex> {watched, []} = StackGuard.observe(watched, [{pid, 12_000}])
-      iex> {watched, []} = StackGuard.observe(watched, [{pid, 14_000}])
-      iex> StackGuard.observe(watched, [{pid, 16_000}])
-      {%{}, [pid]}
-
-  A stack that shrinks starts the count again, and a small one is left alone:
-
-      iex> alias Kino.Trace.StackGuard
-      iex> pid = self()
-      iex> samples = [20_000, 21_000, 19_000, 22_000, 23_000]
-      iex> Enum.reduce(samples, {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
-      {%{pid => {23_000, 2}}, []}
-      iex> Enum.reduce([10, 20, 30, 40, 50], {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
-      {%{pid => {50, 4}}, []}
-  """
+  @moduledoc false
+  # Turns return tracing off for a process whose stack keeps growing.
+  #
+  # Return tracing leaves a frame on the traced process's stack at every traced call,
+  # removed when the call returns. `Kino.Trace.TailCalls` finds the loops it can see in
+  # a module's code and `Kino.Trace.Plan.Functions` traces them without returns; loops it
+  # cannot see (through a fun, across modules, in a module without object code, such as
+  # one defined in a Livebook cell) are this guard's: a session samples the stack size of
+  # the processes that made calls with return tracing (every 200 ms, at most 64
+  # processes), and a process whose stack grew at 3 samples with no shrink in between
+  # and holds at least 8 192 words is moved to a second OTP trace session with
+  # the same tracer session (native or fallback), whose match specs have no return actions. Its calls are
+  # still traced, without returns; `Kino.Trace.info/1` counts it in `:stack_guarded`.
+  #
+  # Sampling is too slow for a tight loop, which pushes a frame every microsecond or so
+  # (a module compiled in memory reached 344 k words in 300 ms). So the session also
+  # hands `loops/2` every batch of events it decodes (and when the plan traces a module
+  # with no object file, the guard's session is made at once, so that moving takes two
+  # `:trace.process/4` calls): a process with 256 open calls
+  # (calls with no return yet) whose last one is of a function that is on its stack only
+  # once (`Process.info(pid, :current_stacktrace)`: a tail call replaced every other
+  # frame of it) loops through tail calls, and is moved at once. A process deep in a
+  # recursion that is not a tail call has that function on its stack more than once, and
+  # is left to the sampling.
 
   alias Kino.Trace.LocalTracer
   alias Kino.Trace.Plan.Functions
@@ -70,7 +49,31 @@ defmodule Kino.Trace.StackGuard do
 
   @type t :: %__MODULE__{}
 
-  @doc "How often a session samples stack sizes, in milliseconds."
+  @doc """
+  How often a session samples stack sizes, in milliseconds.
+
+  ## Examples
+
+  The decision is a pure function of the samples:
+
+      iex> alias Kino.Trace.StackGuard
+      iex> pid = self()
+      iex> {watched, []} = StackGuard.observe(%{}, [{pid, 10_000}])
+      iex> {watched, []} = StackGuard.observe(watched, [{pid, 12_000}])
+      iex> {watched, []} = StackGuard.observe(watched, [{pid, 14_000}])
+      iex> StackGuard.observe(watched, [{pid, 16_000}])
+      {%{}, [pid]}
+
+  A stack that shrinks starts the count again, and a small one is left alone:
+
+      iex> alias Kino.Trace.StackGuard
+      iex> pid = self()
+      iex> samples = [20_000, 21_000, 19_000, 22_000, 23_000]
+      iex> Enum.reduce(samples, {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
+      {%{pid => {23_000, 2}}, []}
+      iex> Enum.reduce([10, 20, 30, 40, 50], {%{}, []}, fn n, {w, _} -> StackGuard.observe(w, [{pid, n}]) end)
+      {%{pid => {50, 4}}, []}
+  """
   @spec interval() :: pos_integer()
   def interval, do: @interval
 

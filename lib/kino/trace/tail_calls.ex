@@ -1,21 +1,36 @@
 defmodule Kino.Trace.TailCalls do
-  @moduledoc """
-  Finds the functions of a module that loop through tail calls.
+  @moduledoc false
+  # Finds the functions of a module that loop through tail calls.
+  #
+  # Return tracing (`{:return_trace}` or `{:exception_trace}` in a match spec) puts a
+  # frame on the traced process's stack at every call, removed only when the call
+  # returns. A function that calls itself in tail position, directly or through other
+  # functions of its module, would otherwise run in constant stack: traced with returns,
+  # every iteration leaves a frame, so a server loop's stack grows without bound and keeps
+  # the frames after the trace ends. kino_trace therefore traces such functions without
+  # their returns unless asked otherwise (see `Kino.Trace.Plan.Functions`).
+  #
+  # `cycles/1` reads the module's loaded object code with `:beam_disasm` (no debug info
+  # needed) and returns the `{function, arity}` of every function on a cycle of tail calls
+  # within the module: `call_only`/`call_last` to a local function and
+  # `call_ext_only`/`call_ext_last` to the module itself (`?MODULE:loop(...)`,
+  # `__MODULE__.loop(...)`). A function on such a cycle is found whichever of its
+  # functions is traced: with `loop -> helper -> loop`, both are.
 
-  Return tracing (`{:return_trace}` or `{:exception_trace}` in a match spec) puts a
-  frame on the traced process's stack at every call, removed only when the call
-  returns. A function that calls itself in tail position, directly or through other
-  functions of its module, would otherwise run in constant stack: traced with returns,
-  every iteration leaves a frame, so a server loop's stack grows without bound and keeps
-  the frames after the trace ends. kino_trace therefore traces such functions without
-  their returns unless asked otherwise (see `Kino.Trace.Plan.Functions`).
+  alias Kino.Trace.Plan.Lookup
 
-  `cycles/1` reads the module's loaded object code with `:beam_disasm` (no debug info
-  needed) and returns the `{function, arity}` of every function on a cycle of tail calls
-  within the module: `call_only`/`call_last` to a local function and
-  `call_ext_only`/`call_ext_last` to the module itself (`?MODULE:loop(...)`,
-  `__MODULE__.loop(...)`). A function on such a cycle is found whichever of its
-  functions is traced: with `loop -> helper -> loop`, both are.
+  @table __MODULE__
+  @max_cached 1_024
+
+  @type cycles :: MapSet.t({atom(), arity()}) | :unknown
+  @type scope :: :local | :global
+
+  @doc """
+  The functions of `module` on a cycle of tail calls within it, or `:unknown` when its
+  loaded object code cannot be read. `scope` is `:local` (every call traced, the
+  default) or `:global` (only calls through the module's name).
+
+  ## Examples
 
       iex> cycles = Kino.Trace.TailCalls.cycles(:lists)
       iex> # sum/1 calls sum/2 once; sum/2 is the loop
@@ -46,20 +61,6 @@ defmodule Kino.Trace.TailCalls do
   `:code.load_binary/3` and no object file on its code path gives `:unknown` too).
 
   Results are cached per module version (the module's MD5), in a bounded table.
-  """
-
-  alias Kino.Trace.Plan.Lookup
-
-  @table __MODULE__
-  @max_cached 1_024
-
-  @type cycles :: MapSet.t({atom(), arity()}) | :unknown
-  @type scope :: :local | :global
-
-  @doc """
-  The functions of `module` on a cycle of tail calls within it, or `:unknown` when its
-  loaded object code cannot be read. `scope` is `:local` (every call traced, the
-  default) or `:global` (only calls through the module's name).
   """
   @spec cycles(module(), scope()) :: cycles()
   def cycles(module, scope \\ :local) when is_atom(module) and scope in [:local, :global] do

@@ -1,53 +1,31 @@
 defmodule Kino.Trace.Tracer do
-  @moduledoc """
-  kino_trace's native tracer: the Elixir API of `:kino_trace_tracer`, an `erl_tracer`
-  module whose callbacks are NIFs.
-
-  `:kino_trace_tracer` (`src/kino_trace_tracer.erl`) is written in Erlang so that a node
-  without Elixir can load it; this module delegates to it. The VM calls its `enabled*/3`
-  and `trace*/5` callbacks inside the traced process, so it is `:kino_trace_tracer` that
-  is given to `:trace.session_create/3`. The tracer state is a *session resource* made
-  by `new_session/2`, which holds the session's limits and its lock-free event queue:
-
-      resource = Kino.Trace.Tracer.new_session(self(), %{limit: 100})
-      session = :trace.session_create(:my_trace, {:kino_trace_tracer, resource}, [])
-      :trace.process(session, pid, true, [:call])
-      :trace.function(session, {MyMod, :_, :_}, true, [:local])
-      # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
-      {events, more?} = Kino.Trace.Tracer.drain(resource, 500)
-
-  Limits (all optional, in the map given to `new_session/2`) are named and shaped as the
-  options of `Kino.Trace.calls/2` (see `Kino.Trace.Options.native_limits/1`):
-  `:limit` (`nil` or a count; then the session closes and the owner gets
-  `{:kino_trace, id, :limit_reached}`), `:rate` (`nil` or `{count, period_ms}`: a token
-  bucket, over-rate events are dropped and counted), `:queue` (`[events: n, bytes: n]`,
-  either optional: queue caps), the term caps `:max_depth`, `:max_items`, `:max_binary`,
-  `:max_bytes`, and `:skip_returns` (a boolean: `return_from` events are not wanted).
-  A struct with these keys will do; other keys are ignored. The bounds are the tracer's
-  own: a value out of range raises an `ArgumentError` naming the option, in its terms.
-  `counters/1` tells what happened to every event.
-
-      iex> Kino.Trace.Tracer.new_session(self(), %{rate: {1, 86_400_001}})
-      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms
-
-  The caps bound the work done in the traced process whatever the terms: a list costs
-  what its first `:max_items` elements cost, a binary or bitstring its first
-  `:max_binary` bytes; an integer or the values a fun captured are copied whole only up
-  to `:max_binary` bytes, else described (sign and size; module, index and arity). The
-  parts left out become `Kino.Trace.Cut` structs:
-
-      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(<<1, 2, 3, 4, 5::3>>, %{max_binary: 2})
-      iex> copy
-      %Kino.Trace.Cut{kind: :bitstring, value: <<1, 2>>, size: 35}
-      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(2 ** 5000, %{})
-      iex> inspect(copy)
-      "0x100000000000000... (5001 bits)"
-
-  This is the low-level layer: use `Kino.Trace` instead. Where the native tracer is not
-  loaded (`loaded?/0` is false: it was not built, or refused to load, `load_error/0`
-  says why), its functions raise a `RuntimeError` saying so (`roundtrip/2` excepted),
-  and `Kino.Trace` runs on the pure-Erlang tracer.
-  """
+  @moduledoc false
+  # kino_trace's native tracer: the Elixir API of `:kino_trace_tracer`, an `erl_tracer`
+  # module whose callbacks are NIFs.
+  #
+  # `:kino_trace_tracer` (`src/kino_trace_tracer.erl`) is written in Erlang so that a node
+  # without Elixir can load it; this module delegates to it. The VM calls its `enabled*/3`
+  # and `trace*/5` callbacks inside the traced process, so it is `:kino_trace_tracer` that
+  # is given to `:trace.session_create/3`. The tracer state is a *session resource* made
+  # by `new_session/2`, which holds the session's limits and its lock-free event queue:
+  #
+  #     resource = Kino.Trace.Tracer.new_session(self(), %{limit: 100})
+  #     session = :trace.session_create(:my_trace, {:kino_trace_tracer, resource}, [])
+  #     :trace.process(session, pid, true, [:call])
+  #     :trace.function(session, {MyMod, :_, :_}, true, [:local])
+  #     # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
+  #     {events, more?} = Kino.Trace.Tracer.drain(resource, 500)
+  #
+  # Limits (all optional, in the map given to `new_session/2`) are named and shaped as the
+  # options of `Kino.Trace.calls/2` (see `Kino.Trace.Options.native_limits/1`):
+  # `:limit` (`nil` or a count; then the session closes and the owner gets
+  # `{:kino_trace, id, :limit_reached}`), `:rate` (`nil` or `{count, period_ms}`: a token
+  # bucket, over-rate events are dropped and counted), `:queue` (`[events: n, bytes: n]`,
+  # either optional: queue caps), the term caps `:max_depth`, `:max_items`, `:max_binary`,
+  # `:max_bytes`, and `:skip_returns` (a boolean: `return_from` events are not wanted).
+  # A struct with these keys will do; other keys are ignored. The bounds are the tracer's
+  # own: a value out of range raises an `ArgumentError` naming the option, in its terms.
+  # `counters/1` tells what happened to every event.
 
   @typedoc "A native session: the tracer state given to `:trace.session_create/3`."
   @opaque resource :: reference()
@@ -73,7 +51,32 @@ defmodule Kino.Trace.Tracer do
           optional(atom()) => term()
         }
 
-  @doc "Creates a native session owned (and drained) by `owner`, with the given limits."
+  @doc """
+  Creates a native session owned (and drained) by `owner`, with the given limits.
+
+  ## Examples
+
+      iex> Kino.Trace.Tracer.new_session(self(), %{rate: {1, 86_400_001}})
+      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms
+
+  The caps bound the work done in the traced process whatever the terms: a list costs
+  what its first `:max_items` elements cost, a binary or bitstring its first
+  `:max_binary` bytes; an integer or the values a fun captured are copied whole only up
+  to `:max_binary` bytes, else described (sign and size; module, index and arity). The
+  parts left out become `Kino.Trace.Cut` structs:
+
+      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(<<1, 2, 3, 4, 5::3>>, %{max_binary: 2})
+      iex> copy
+      %Kino.Trace.Cut{kind: :bitstring, value: <<1, 2>>, size: 35}
+      iex> {copy, _bytes} = Kino.Trace.Tracer.roundtrip(2 ** 5000, %{})
+      iex> inspect(copy)
+      "0x100000000000000... (5001 bits)"
+
+  This is the low-level layer: use `Kino.Trace` instead. Where the native tracer is not
+  loaded (`loaded?/0` is false: it was not built, or refused to load, `load_error/0`
+  says why), its functions raise a `RuntimeError` saying so (`roundtrip/2` excepted),
+  and `Kino.Trace` runs on the pure-Erlang tracer.
+  """
   @spec new_session(pid(), limits()) :: resource()
   defdelegate new_session(owner, limits), to: :kino_trace_tracer
 

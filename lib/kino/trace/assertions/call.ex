@@ -1,29 +1,15 @@
 defmodule Kino.Trace.Assertions.Call do
-  @moduledoc """
-  One traced function call with its outcome, as the assertions see it.
-
-  `from_trace/1` pairs every `:call` event of a capture with its `:return` or
-  `:exception` event (through the event's `:call_id`):
-
-    * `outcome: {:returned, value}` - the call returned `value`
-    * `outcome: {:raised, class, reason}` - the call ended with an exception, a throw or
-      an exit (`reason` is the raw reason, as in `catch class, reason`)
-    * `outcome: :unfinished` - no return was traced (the call was still running when the
-      capture ended, or returns were not traced)
-
-  ## Examples
-
-      iex> alias Kino.Trace.Event
-      iex> events = [
-      ...>   %Event{id: 1, kind: :call, module: Map, function: :fetch, arity: 2, args: [%{}, :a]},
-      ...>   %Event{id: 2, kind: :return, module: Map, function: :fetch, arity: 2, return: :error, call_id: 1}
-      ...> ]
-      iex> [call] = Kino.Trace.Assertions.Call.from_trace(events)
-      iex> {call.function, call.args, call.outcome}
-      {:fetch, [%{}, :a], {:returned, :error}}
-      iex> Kino.Trace.Assertions.Call.to_code(call)
-      "Map.fetch(%{}, :a)"
-  """
+  @moduledoc false
+  # One traced function call with its outcome, as the assertions see it.
+  #
+  # `from_trace/1` pairs every `:call` event of a capture with its `:return` or
+  # `:exception` event (through the event's `:call_id`):
+  #
+  #   * `outcome: {:returned, value}` - the call returned `value`
+  #   * `outcome: {:raised, class, reason}` - the call ended with an exception, a throw or
+  #     an exit (`reason` is the raw reason, as in `catch class, reason`)
+  #   * `outcome: :unfinished` - no return was traced (the call was still running when the
+  #     capture ended, or returns were not traced)
 
   alias Kino.Trace.Event
 
@@ -50,6 +36,19 @@ defmodule Kino.Trace.Assertions.Call do
   The calls in `trace`, in the order they were made, each with its outcome.
 
   Raises `ArgumentError` when `trace` is neither a capture nor a list of events.
+
+  ## Examples
+
+      iex> alias Kino.Trace.Event
+      iex> events = [
+      ...>   %Event{id: 1, kind: :call, module: Map, function: :fetch, arity: 2, args: [%{}, :a]},
+      ...>   %Event{id: 2, kind: :return, module: Map, function: :fetch, arity: 2, return: :error, call_id: 1}
+      ...> ]
+      iex> [call] = Kino.Trace.Assertions.Call.from_trace(events)
+      iex> {call.function, call.args, call.outcome}
+      {:fetch, [%{}, :a], {:returned, :error}}
+      iex> Kino.Trace.Assertions.Call.to_code(call)
+      "Map.fetch(%{}, :a)"
   """
   @spec from_trace(trace()) :: [t()]
   def from_trace(%{events: events}) when is_list(events), do: from_events(events)

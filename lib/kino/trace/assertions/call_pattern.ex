@@ -1,37 +1,23 @@
 defmodule Kino.Trace.Assertions.CallPattern do
-  @moduledoc """
-  A call pattern such as `MyApp.Cache.fetch(:users, id) when id > 0`, compiled at
-  macro-expansion time into a match function.
-
-  The assertion macros in `Kino.Trace.Assertions` turn the pattern written in a test into
-  a `%CallPattern{}`: the module (aliases expanded in the caller), the function name, the
-  arity, and a function that tells whether an argument list matches. The arguments are
-  compiled into an ordinary `case` clause (with the guard, if any) inside an anonymous
-  function, so
-
-    * pins (`^id`) read the test's variables,
-    * variables in the pattern are local to the assertion: they bind nothing in the
-      test and cause no "unused variable" warnings,
-    * the guard is a real guard, checked by the compiler.
-
-  Two forms are accepted:
-
-    * `Mod.fun(arg_pattern, ...)`, optionally followed by `when guard`
-    * `&Mod.fun/arity` (or `Mod.fun/arity`), matching any arguments
-
-  ## Examples
-
-      iex> require Kino.Trace.Assertions.CallPattern, as: CallPattern
-      iex> pattern = CallPattern.compile(Map.get(%{}, key) when is_atom(key))
-      iex> {pattern.module, pattern.function, pattern.arity}
-      {Map, :get, 2}
-      iex> CallPattern.match?(pattern, [%{}, :a])
-      true
-      iex> CallPattern.match?(pattern, [%{}, "a"])
-      false
-      iex> pattern.source
-      "Map.get(%{}, key) when is_atom(key)"
-  """
+  @moduledoc false
+  # A call pattern such as `MyApp.Cache.fetch(:users, id) when id > 0`, compiled at
+  # macro-expansion time into a match function.
+  #
+  # The assertion macros in `Kino.Trace.Assertions` turn the pattern written in a test into
+  # a `%CallPattern{}`: the module (aliases expanded in the caller), the function name, the
+  # arity, and a function that tells whether an argument list matches. The arguments are
+  # compiled into an ordinary `case` clause (with the guard, if any) inside an anonymous
+  # function, so
+  #
+  #   * pins (`^id`) read the test's variables,
+  #   * variables in the pattern are local to the assertion: they bind nothing in the
+  #     test and cause no "unused variable" warnings,
+  #   * the guard is a real guard, checked by the compiler.
+  #
+  # Two forms are accepted:
+  #
+  #   * `Mod.fun(arg_pattern, ...)`, optionally followed by `when guard`
+  #   * `&Mod.fun/arity` (or `Mod.fun/arity`), matching any arguments
 
   @enforce_keys [:module, :function, :arity, :source, :matcher]
   defstruct [:module, :function, :arity, :source, :matcher, :args_ast, arg_matchers: [], pins: []]
@@ -52,6 +38,19 @@ defmodule Kino.Trace.Assertions.CallPattern do
 
   Raises `CompileError` (pointing at the caller's line) when the expression is not a
   remote call pattern.
+
+  ## Examples
+
+      iex> require Kino.Trace.Assertions.CallPattern, as: CallPattern
+      iex> pattern = CallPattern.compile(Map.get(%{}, key) when is_atom(key))
+      iex> {pattern.module, pattern.function, pattern.arity}
+      {Map, :get, 2}
+      iex> CallPattern.match?(pattern, [%{}, :a])
+      true
+      iex> CallPattern.match?(pattern, [%{}, "a"])
+      false
+      iex> pattern.source
+      "Map.get(%{}, key) when is_atom(key)"
   """
   defmacro compile(expr), do: quoted(expr, __CALLER__)
 

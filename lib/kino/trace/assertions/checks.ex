@@ -1,20 +1,11 @@
 defmodule Kino.Trace.Assertions.Checks do
-  @moduledoc """
-  The run-time side of the assertion macros in `Kino.Trace.Assertions`.
-
-  Each function takes the trace, the patterns the macro compiled, the options and the
-  assertion's code (for the failure report), and either returns the matching calls or
-  raises `ExUnit.AssertionError` with a message that shows what did happen. Bad use
-  (unknown module or function, bad options) raises `ArgumentError`.
-
-  ## Examples
-
-      iex> require Kino.Trace.Assertions.CallPattern, as: CallPattern
-      iex> events = [%Kino.Trace.Event{id: 1, kind: :call, module: Map, function: :new, arity: 0, args: []}]
-      iex> [call] = Kino.Trace.Assertions.Checks.called(events, CallPattern.compile(Map.new()), [], nil)
-      iex> call.function
-      :new
-  """
+  @moduledoc false
+  # The run-time side of the assertion macros in `Kino.Trace.Assertions`.
+  #
+  # Each function takes the trace, the patterns the macro compiled, the options and the
+  # assertion's code (for the failure report), and either returns the matching calls or
+  # raises `ExUnit.AssertionError` with a message that shows what did happen. Bad use
+  # (unknown module or function, bad options) raises `ArgumentError`.
 
   import Kino.Trace.Assertions.Matching
   import Kino.Trace.Assertions.Messages
@@ -28,7 +19,17 @@ defmodule Kino.Trace.Assertions.Checks do
 
   ## Checks
 
-  @doc "Asserts a call matching `pattern` (`times:` exactly that many). Returns the matching calls."
+  @doc """
+  Asserts a call matching `pattern` (`times:` exactly that many). Returns the matching calls.
+
+  ## Examples
+
+      iex> require Kino.Trace.Assertions.CallPattern, as: CallPattern
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :call, module: Map, function: :new, arity: 0, args: []}]
+      iex> [call] = Kino.Trace.Assertions.Checks.called(events, CallPattern.compile(Map.new()), [], nil)
+      iex> call.function
+      :new
+  """
   @spec called(Call.trace(), CallPattern.t(), keyword(), Macro.t()) :: [Call.t()]
   def called(trace, %CallPattern{} = pattern, opts, expr) do
     opts = validate_opts!(opts, [:times, :pid])

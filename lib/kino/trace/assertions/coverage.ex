@@ -1,11 +1,17 @@
 defmodule Kino.Trace.Assertions.Coverage do
-  @moduledoc """
-  Tells whether a capture traced a function at all, from the patterns it recorded
-  (`Kino.Trace.Capture` keeps them in `:patterns`).
+  @moduledoc false
+  # Tells whether a capture traced a function at all, from the patterns it recorded
+  # (`Kino.Trace.Capture` keeps them in `:patterns`).
+  #
+  # A call of a function the capture did not trace can never be seen: `refute_called`
+  # would pass whatever the code did, and `assert_called` would fail with a misleading
+  # message. The assertions use this to say so.
 
-  A call of a function the capture did not trace can never be seen: `refute_called`
-  would pass whatever the code did, and `assert_called` would fail with a misleading
-  message. The assertions use this to say so.
+  alias Kino.Trace.Pattern
+
+  @doc """
+  `true` when one of the trace's patterns covers `{module, function, arity}`, `false`
+  when none does, `:unknown` when the trace does not say what it traced (a list of events).
 
   ## Examples
 
@@ -16,13 +22,6 @@ defmodule Kino.Trace.Assertions.Coverage do
       false
       iex> Kino.Trace.Assertions.Coverage.traced?([], {MyApp.Repo, :delete, 1})
       :unknown
-  """
-
-  alias Kino.Trace.Pattern
-
-  @doc """
-  `true` when one of the trace's patterns covers `{module, function, arity}`, `false`
-  when none does, `:unknown` when the trace does not say what it traced (a list of events).
   """
   @spec traced?(term(), mfa()) :: boolean() | :unknown
   def traced?(%{patterns: [_ | _] = patterns}, mfa) do

@@ -1,8 +1,16 @@
 defmodule Kino.Trace.Assertions.Format do
-  @moduledoc """
-  Builds the text of assertion failure messages: calls written as Elixir code, lists of
-  calls, the traced functions, and the calls closest by name to one that never happened.
-  Functions are written by `Kino.Trace.MFA`.
+  @moduledoc false
+  # Builds the text of assertion failure messages: calls written as Elixir code, lists of
+  # calls, the traced functions, and the calls closest by name to one that never happened.
+  # Functions are written by `Kino.Trace.MFA`.
+
+  alias Kino.Trace.Assertions.Call
+  alias Kino.Trace.MFA
+
+  @max_listed 10
+
+  @doc """
+  How many calls a list shows before it says how many more there are.
 
   ## Examples
 
@@ -11,13 +19,6 @@ defmodule Kino.Trace.Assertions.Format do
       iex> Kino.Trace.Assertions.Format.times(1)
       "1 time"
   """
-
-  alias Kino.Trace.Assertions.Call
-  alias Kino.Trace.MFA
-
-  @max_listed 10
-
-  @doc "How many calls a list shows before it says how many more there are."
   @spec max_listed() :: pos_integer()
   def max_listed, do: @max_listed
 

@@ -1,26 +1,14 @@
 defmodule Kino.Trace.Assertions.ValuePattern do
-  @moduledoc """
-  A pattern for the outcome of a call (its return value, or `{class, reason}` of its
-  exception), optionally with a guard, compiled at macro-expansion time into a match
-  function.
-
-  Like `Kino.Trace.Assertions.CallPattern`, pins read the test's variables and the
-  pattern's own variables stay local to the assertion. When it is compiled together with
-  a call pattern, it is matched after the call's arguments, so it can pin (and its guard
-  can use) the variables the call pattern bound:
-  `assert_returned trace, Repo.get(_, id), {:ok, %{id: ^id}}`.
-
-  ## Examples
-
-      iex> require Kino.Trace.Assertions.ValuePattern, as: ValuePattern
-      iex> pattern = ValuePattern.compile({:ok, n} when n > 0)
-      iex> ValuePattern.match?(pattern, [], {:ok, 1})
-      true
-      iex> ValuePattern.match?(pattern, [], {:ok, 0})
-      false
-      iex> pattern.source
-      "{:ok, n} when n > 0"
-  """
+  @moduledoc false
+  # A pattern for the outcome of a call (its return value, or `{class, reason}` of its
+  # exception), optionally with a guard, compiled at macro-expansion time into a match
+  # function.
+  #
+  # Like `Kino.Trace.Assertions.CallPattern`, pins read the test's variables and the
+  # pattern's own variables stay local to the assertion. When it is compiled together with
+  # a call pattern, it is matched after the call's arguments, so it can pin (and its guard
+  # can use) the variables the call pattern bound:
+  # `assert_returned trace, Repo.get(_, id), {:ok, %{id: ^id}}`.
 
   alias Kino.Trace.Assertions.CallPattern
 
@@ -35,7 +23,20 @@ defmodule Kino.Trace.Assertions.ValuePattern do
           diff?: boolean()
         }
 
-  @doc "Compiles `expr` (a pattern, optionally `pattern when guard`) into a `%ValuePattern{}`."
+  @doc """
+  Compiles `expr` (a pattern, optionally `pattern when guard`) into a `%ValuePattern{}`.
+
+  ## Examples
+
+      iex> require Kino.Trace.Assertions.ValuePattern, as: ValuePattern
+      iex> pattern = ValuePattern.compile({:ok, n} when n > 0)
+      iex> ValuePattern.match?(pattern, [], {:ok, 1})
+      true
+      iex> ValuePattern.match?(pattern, [], {:ok, 0})
+      false
+      iex> pattern.source
+      "{:ok, n} when n > 0"
+  """
   defmacro compile(expr), do: quoted(expr, __CALLER__)
 
   @doc """

@@ -1,8 +1,13 @@
 defmodule Kino.Trace.Capture.Collector do
-  @moduledoc """
-  The subscriber that keeps every event of a capture (`Kino.Trace.capture/3`): an
-  ordinary subscriber of the capture's trace, in its own process so the block's
-  processes stay traced.
+  @moduledoc false
+  # The subscriber that keeps every event of a capture (`Kino.Trace.capture/3`): an
+  # ordinary subscriber of the capture's trace, in its own process so the block's
+  # processes stay traced.
+
+  @doc """
+  Starts a collector for `owner` (the calling process); it ends when `owner` does.
+
+  ## Examples
 
       iex> collector = Kino.Trace.Capture.Collector.start()
       iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
@@ -14,8 +19,6 @@ defmodule Kino.Trace.Capture.Collector do
       iex> Kino.Trace.Capture.Collector.stop(collector)
       :ok
   """
-
-  @doc "Starts a collector for `owner` (the calling process); it ends when `owner` does."
   @spec start(pid()) :: pid()
   def start(owner \\ self()) do
     pid =

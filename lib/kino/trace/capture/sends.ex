@@ -1,41 +1,29 @@
 defmodule Kino.Trace.Capture.Sends do
-  @moduledoc """
-  The processes a capture's block sent messages to that the capture did not trace, so
-  that an assertion about a missing call can say where the work may have gone.
-
-  `Kino.Trace.capture/3` traces the calling process, its children and its `:pids`. Work
-  done in another process, such as a GenServer the block calls, is not captured, and an
-  assertion on it fails. To name that process in the failure, the capture also traces
-  the sends of its processes in an OTP trace session of its own, read only once the
-  block is over, which keeps little more than each message's receiver:
-
-    * its match spec keeps sends to processes of this node (by pid or registered name),
-      except to the capture's own pids and I/O requests (`IO.puts/1` and the like);
-    * messages are cut to their first element (`max_depth: 1`, `max_items: 1`);
-    * it has its own queue (100_000 sends), so it never makes the capture drop an
-      event; sends past it are dropped, and receivers seen only after that not named.
-
-  It costs the capture about a millisecond (setting up and destroying the OTP trace
-  session) and about a microsecond per message the block sends.
-
-  After the block, the receivers that are alive and not traced by the capture, nor
-  the runtime's own (processes of kernel, stdlib, elixir, logger, mix, ex_unit, iex or
-  kino_trace, such as the code server the block's code loading calls), are kept in
-  `capture.untraced_receivers`, by registered name
-  (`{:global, name}` for global names) when they have one, else by pid, in the order
-  of their first message.
-
-      iex> {:ok, agent} = Agent.start_link(fn -> %{} end, name: KinoTraceDoc.Store)
-      iex> capture = Kino.Trace.capture(["Map.get/2"], fn -> Agent.get(KinoTraceDoc.Store, & &1) end)
-      iex> capture.untraced_receivers
-      [KinoTraceDoc.Store]
-      iex> Kino.Trace.Capture.Sends.hint(capture)
-      "The block sent messages to processes the capture did not trace: KinoTraceDoc.Store. " <>
-        "Calls they made are not in the capture; to capture them, pass " <>
-        "pids: [KinoTraceDoc.Store] to Kino.Trace.capture/3."
-      iex> Agent.stop(agent)
-      :ok
-  """
+  @moduledoc false
+  # The processes a capture's block sent messages to that the capture did not trace, so
+  # that an assertion about a missing call can say where the work may have gone.
+  #
+  # `Kino.Trace.capture/3` traces the calling process, its children and its `:pids`. Work
+  # done in another process, such as a GenServer the block calls, is not captured, and an
+  # assertion on it fails. To name that process in the failure, the capture also traces
+  # the sends of its processes in an OTP trace session of its own, read only once the
+  # block is over, which keeps little more than each message's receiver:
+  #
+  #   * its match spec keeps sends to processes of this node (by pid or registered name),
+  #     except to the capture's own pids and I/O requests (`IO.puts/1` and the like);
+  #   * messages are cut to their first element (`max_depth: 1`, `max_items: 1`);
+  #   * it has its own queue (100_000 sends), so it never makes the capture drop an
+  #     event; sends past it are dropped, and receivers seen only after that not named.
+  #
+  # It costs the capture about a millisecond (setting up and destroying the OTP trace
+  # session) and about a microsecond per message the block sends.
+  #
+  # After the block, the receivers that are alive and not traced by the capture, nor
+  # the runtime's own (processes of kernel, stdlib, elixir, logger, mix, ex_unit, iex or
+  # kino_trace, such as the code server the block's code loading calls), are kept in
+  # `capture.untraced_receivers`, by registered name
+  # (`{:global, name}` for global names) when they have one, else by pid, in the order
+  # of their first message.
 
   alias Kino.Trace.{Internal, LocalTracer, Reaper}
 
@@ -62,6 +50,19 @@ defmodule Kino.Trace.Capture.Sends do
   wake-ups: nothing drains this trace before `untraced/2`, so no message ever reaches
   the block's processes. Should the block's process exit before `stop/1`, the session
   goes with it.
+
+  ## Examples
+
+      iex> {:ok, agent} = Agent.start_link(fn -> %{} end, name: KinoTraceDoc.Store)
+      iex> capture = Kino.Trace.capture(["Map.get/2"], fn -> Agent.get(KinoTraceDoc.Store, & &1) end)
+      iex> capture.untraced_receivers
+      [KinoTraceDoc.Store]
+      iex> Kino.Trace.Capture.Sends.hint(capture)
+      "The block sent messages to processes the capture did not trace: KinoTraceDoc.Store. " <>
+        "Calls they made are not in the capture; to capture them, pass " <>
+        "pids: [KinoTraceDoc.Store] to Kino.Trace.capture/3."
+      iex> Agent.stop(agent)
+      :ok
   """
   @spec start([pid() | :all | :new | :existing, ...], boolean(), pid()) :: t()
   def start([block | _] = targets, children?, owner) when is_pid(block) do

@@ -1,15 +1,19 @@
 defmodule Kino.Trace.Complete.Beam do
-  @moduledoc """
-  Reads the name and the exported functions of a `.beam` file as text, without loading
-  it and without creating an atom.
+  @moduledoc false
+  # Reads the name and the exported functions of a `.beam` file as text, without loading
+  # it and without creating an atom.
+  #
+  # `:beam_lib` turns every name it reads into an atom; completion reads the object
+  # files of modules that are only on the code path, and a VM's atom table is never
+  # freed, so this reads the file's chunks itself: the atom table (`"AtU8"`, or the
+  # older latin-1 `"Atom"`) and the export table (`"ExpT"`). Compressed object files
+  # (`compile` option `:compressed`) are read too. The atom table may give its lengths
+  # as single bytes (OTP 27 and older) or in the compact form newer compilers use (a
+  # negative count).
 
-  `:beam_lib` turns every name it reads into an atom; completion reads the object
-  files of modules that are only on the code path, and a VM's atom table is never
-  freed, so this reads the file's chunks itself: the atom table (`"AtU8"`, or the
-  older latin-1 `"Atom"`) and the export table (`"ExpT"`). Compressed object files
-  (`compile` option `:compressed`) are read too. The atom table may give its lengths
-  as single bytes (OTP 27 and older) or in the compact form newer compilers use (a
-  negative count).
+  @doc """
+  The module name and the exported `{name, arity}` of an object file's contents, all as
+  text, or `:error` when it is not a BEAM file this can read.
 
   ## Examples
 
@@ -19,11 +23,6 @@ defmodule Kino.Trace.Complete.Beam do
       true
       iex> Kino.Trace.Complete.Beam.exports("not a beam")
       :error
-  """
-
-  @doc """
-  The module name and the exported `{name, arity}` of an object file's contents, all as
-  text, or `:error` when it is not a BEAM file this can read.
   """
   @spec exports(binary()) :: {:ok, String.t(), [{String.t(), arity()}]} | :error
   def exports(<<31, 139, _::binary>> = gzipped) do

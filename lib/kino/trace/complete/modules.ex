@@ -1,28 +1,18 @@
 defmodule Kino.Trace.Complete.Modules do
-  @moduledoc """
-  The modules completion offers and their exported functions, all as text.
-
-  A module is offered when it is loaded, or when its object file is in a directory of
-  the code path (then it is not loaded, and no atom is made for it: the directory's
-  file names are kept as text, and its exports are read from the file with
-  `Kino.Trace.Complete.Beam`).
-
-  What the code path holds is cached per directory, and checked against the
-  directory's modification time and size at most once a second; exports read from a file are
-  cached per file, against its modification time and size (a directory or file changed
-  in the last second is read again each time: times count whole seconds). The cache is a table made
-  by kino_trace's application (named after this module); without it (the application not
-  started) nothing is cached and the answers are the same.
-
-  ## Examples
-
-      iex> "Elixir.Enum" in Kino.Trace.Complete.Modules.matching("Elixir.En")
-      true
-      iex> {"insert_new", 2} in Kino.Trace.Complete.Modules.exports("ets")
-      true
-      iex> Kino.Trace.Complete.Modules.exports("Elixir.KinoTraceNoSuchModule4d1")
-      []
-  """
+  @moduledoc false
+  # The modules completion offers and their exported functions, all as text.
+  #
+  # A module is offered when it is loaded, or when its object file is in a directory of
+  # the code path (then it is not loaded, and no atom is made for it: the directory's
+  # file names are kept as text, and its exports are read from the file with
+  # `Kino.Trace.Complete.Beam`).
+  #
+  # What the code path holds is cached per directory, and checked against the
+  # directory's modification time and size at most once a second; exports read from a file are
+  # cached per file, against its modification time and size (a directory or file changed
+  # in the last second is read again each time: times count whole seconds). The cache is a table made
+  # by kino_trace's application (named after this module); without it (the application not
+  # started) nothing is cached and the answers are the same.
 
   @table __MODULE__
   # Object files whose exports are kept; the table is emptied when there are more.
@@ -34,6 +24,15 @@ defmodule Kino.Trace.Complete.Modules do
   Reads what every code path directory holds into the cache, so that the first
   completion need not: listing a directory of thousands of files takes tens of
   milliseconds. The widget calls it, in a process of its own, when it starts.
+
+  ## Examples
+
+      iex> "Elixir.Enum" in Kino.Trace.Complete.Modules.matching("Elixir.En")
+      true
+      iex> {"insert_new", 2} in Kino.Trace.Complete.Modules.exports("ets")
+      true
+      iex> Kino.Trace.Complete.Modules.exports("Elixir.KinoTraceNoSuchModule4d1")
+      []
   """
   @spec warm() :: :ok
   def warm do

@@ -1,24 +1,15 @@
 defmodule Kino.Trace.Pattern.Generated do
-  @moduledoc """
-  The functions the compiler adds to a module (`__info__/1`, `module_info/0,1`,
-  `__struct__/0,1`, `behaviour_info/1`, and a protocol's or implementation's
-  `__protocol__/1` and `__impl__/1`).
-
-  Tools call them all the time (IEx calls `__info__/1` to autocomplete and to print, the
-  code server calls `module_info/1`), so a trace of a whole module would record those
-  calls and spend its `:limit` on them. Module-wide patterns (`"MyApp.Repo"`) leave
-  them out, in call traces (`Kino.Trace.Plan.Functions`) and statistics
-  (`Kino.Trace.Stats.Targets`); a pattern that names one (`"MyApp.Repo.__info__"`,
-  `"MyApp.Repo.__info__/1"`) traces it.
-
-      iex> Kino.Trace.Pattern.Generated.generated?(:__info__, 1)
-      true
-      iex> Kino.Trace.Pattern.Generated.generated?(:info, 1)
-      false
-      iex> Kino.Trace.Pattern.Generated.of(Kino.Trace.Pattern.Generated)
-      [{Kino.Trace.Pattern.Generated, :__info__, 1}, {Kino.Trace.Pattern.Generated, :module_info, 0},
-       {Kino.Trace.Pattern.Generated, :module_info, 1}]
-  """
+  @moduledoc false
+  # The functions the compiler adds to a module (`__info__/1`, `module_info/0,1`,
+  # `__struct__/0,1`, `behaviour_info/1`, and a protocol's or implementation's
+  # `__protocol__/1` and `__impl__/1`).
+  #
+  # Tools call them all the time (IEx calls `__info__/1` to autocomplete and to print, the
+  # code server calls `module_info/1`), so a trace of a whole module would record those
+  # calls and spend its `:limit` on them. Module-wide patterns (`"MyApp.Repo"`) leave
+  # them out, in call traces (`Kino.Trace.Plan.Functions`) and statistics
+  # (`Kino.Trace.Stats.Targets`); a pattern that names one (`"MyApp.Repo.__info__"`,
+  # `"MyApp.Repo.__info__/1"`) traces it.
 
   @functions [
     __info__: 1,
@@ -31,7 +22,19 @@ defmodule Kino.Trace.Pattern.Generated do
     __impl__: 1
   ]
 
-  @doc "Whether `function/arity` is one the compiler generates."
+  @doc """
+  Whether `function/arity` is one the compiler generates.
+
+  ## Examples
+
+      iex> Kino.Trace.Pattern.Generated.generated?(:__info__, 1)
+      true
+      iex> Kino.Trace.Pattern.Generated.generated?(:info, 1)
+      false
+      iex> Kino.Trace.Pattern.Generated.of(Kino.Trace.Pattern.Generated)
+      [{Kino.Trace.Pattern.Generated, :__info__, 1}, {Kino.Trace.Pattern.Generated, :module_info, 0},
+       {Kino.Trace.Pattern.Generated, :module_info, 1}]
+  """
   @spec generated?(atom(), arity()) :: boolean()
   def generated?(function, arity), do: {function, arity} in @functions
 

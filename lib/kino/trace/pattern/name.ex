@@ -1,21 +1,29 @@
 defmodule Kino.Trace.Pattern.Name do
-  @moduledoc """
-  A name written in a pattern that is not an atom, kept as text.
+  @moduledoc false
+  # A name written in a pattern that is not an atom, kept as text.
+  #
+  # The BEAM never frees atoms, and the atom table is bounded: text typed by a
+  # user (a widget, a message pattern, a stats pattern) must not create one atom
+  # per new word, or enough typing aborts the VM. Pattern text is parsed so that
+  # every identifier, alias and atom that does not exist yet stays a `Name`:
+  #
+  #   * a variable named by a `Name` works like any other variable
+  #   * a module name becomes an atom only when the module really exists: it is
+  #     loaded, or its `.beam` file is on the code path (loading it creates the
+  #     atom anyway); otherwise it stays a `Name` and the pre-flight check reports
+  #     an unknown module
+  #   * a function name becomes an atom once its module is loaded (then every
+  #     function of it is an atom); a `Name` that remains is not a function
+  #   * a literal atom (`:users`, `%{key: _}`) that does not exist is an error: no
+  #     term can contain it
 
-  The BEAM never frees atoms, and the atom table is bounded: text typed by a
-  user (a widget, a message pattern, a stats pattern) must not create one atom
-  per new word, or enough typing aborts the VM. Pattern text is parsed so that
-  every identifier, alias and atom that does not exist yet stays a `Name`:
+  @enforce_keys [:text]
+  defstruct [:text]
 
-    * a variable named by a `Name` works like any other variable
-    * a module name becomes an atom only when the module really exists: it is
-      loaded, or its `.beam` file is on the code path (loading it creates the
-      atom anyway); otherwise it stays a `Name` and the pre-flight check reports
-      an unknown module
-    * a function name becomes an atom once its module is loaded (then every
-      function of it is an atom); a `Name` that remains is not a function
-    * a literal atom (`:users`, `%{key: _}`) that does not exist is an error: no
-      term can contain it
+  @type t :: %__MODULE__{text: String.t()}
+
+  @doc """
+  True for an atom or a `Name`: what stands where Elixir's AST has an atom.
 
   ## Examples
 
@@ -28,13 +36,6 @@ defmodule Kino.Trace.Pattern.Name do
       iex> Kino.Trace.Pattern.Name.inspect_module(Kino.Trace.Pattern.Name.module_name(["KinoTraceNoSuchAlias1f3c", "Zz"]))
       "KinoTraceNoSuchAlias1f3c.Zz"
   """
-
-  @enforce_keys [:text]
-  defstruct [:text]
-
-  @type t :: %__MODULE__{text: String.t()}
-
-  @doc "True for an atom or a `Name`: what stands where Elixir's AST has an atom."
   defguard is_name(term) when is_atom(term) or is_struct(term, __MODULE__)
 
   @doc "The atom named `text` when it exists, else a `Name`. Never creates an atom."

@@ -1,21 +1,11 @@
 defmodule Kino.Trace.Pattern.Quoted do
-  @moduledoc """
-  Parses pattern text into Elixir's quoted form without creating atoms.
-
-  `Code.string_to_quoted/2` turns every identifier, alias and atom into an atom.
-  Here, a name whose atom does not exist yet becomes a `Kino.Trace.Pattern.Name`
-  in the quoted form instead, so parsing any text leaves the atom table as it was
-  (see `Kino.Trace.Pattern.Name` for what each kind of name then means).
-
-      iex> {:ok, quoted} = Kino.Trace.Pattern.Quoted.parse("{:ok, kino_trace_new_var_7c1d}")
-      iex> quoted
-      {:ok, {%Kino.Trace.Pattern.Name{text: "kino_trace_new_var_7c1d"}, [line: 1], nil}}
-      iex> Kino.Trace.Pattern.Quoted.to_string(quoted)
-      "{:ok, kino_trace_new_var_7c1d}"
-
-      iex> Kino.Trace.Pattern.Quoted.parse("{:ok,")
-      {:error, "syntax error at column 1: missing terminator: }"}
-  """
+  @moduledoc false
+  # Parses pattern text into Elixir's quoted form without creating atoms.
+  #
+  # `Code.string_to_quoted/2` turns every identifier, alias and atom into an atom.
+  # Here, a name whose atom does not exist yet becomes a `Kino.Trace.Pattern.Name`
+  # in the quoted form instead, so parsing any text leaves the atom table as it was
+  # (see `Kino.Trace.Pattern.Name` for what each kind of name then means).
 
   alias Kino.Trace.Pattern.Name
 
@@ -29,6 +19,17 @@ defmodule Kino.Trace.Pattern.Quoted do
   names that are not atoms, or `{:error, message}` for a syntax error.
 
   At most #{@max_names} distinct new names are allowed in one text.
+
+  ## Examples
+
+      iex> {:ok, quoted} = Kino.Trace.Pattern.Quoted.parse("{:ok, kino_trace_new_var_7c1d}")
+      iex> quoted
+      {:ok, {%Kino.Trace.Pattern.Name{text: "kino_trace_new_var_7c1d"}, [line: 1], nil}}
+      iex> Kino.Trace.Pattern.Quoted.to_string(quoted)
+      "{:ok, kino_trace_new_var_7c1d}"
+
+      iex> Kino.Trace.Pattern.Quoted.parse("{:ok,")
+      {:error, "syntax error at column 1: missing terminator: }"}
   """
   @spec parse(String.t()) :: {:ok, Macro.t()} | {:error, String.t()}
   def parse(text) when is_binary(text) do

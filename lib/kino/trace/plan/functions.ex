@@ -1,50 +1,20 @@
 defmodule Kino.Trace.Plan.Functions do
-  @moduledoc """
-  What a list of patterns sets with `:trace.function/4`: one match spec per target, in
-  the order to set them.
-
-  `:trace.function/4` keeps one match spec per function, so a later pattern replaces an
-  earlier one on the functions they share. The plan sets the broadest targets first,
-  each with the clauses of every pattern that covers it, so a call is traced when any
-  pattern matches it. A target `{m, f, a}` is covered by at most four shapes
-  (`{:_, :_, :_}`, `{m, :_, :_}`, `{m, f, :_}` and itself), so building the plan is one
-  map lookup per shape: linear in the number of patterns.
-
-  Functions on a cycle of tail calls (`Kino.Trace.TailCalls`) get no return actions:
-  return tracing would leave a stack frame at every iteration. A module-wide or
-  function-wide pattern is set as usual and each such function is then set again
-  without returns. Their returns are traced only when a pattern names the function
-  (`"M.loop/1"`, or `"M.loop"` for every arity) and `force: true` is given.
-
-      iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
-      iex> {:ok, sum} = Kino.Trace.Pattern.parse({:lists, :sum, 2})
-      iex> plan = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [])
-      iex> hd(plan.steps)
-      {{:lists, :_, :_}, [{:_, [], [{:return_trace}]}]}
-      iex> List.keyfind(plan.steps, {:lists, :sum, 2}, 0)
-      {{:lists, :sum, 2}, [{:_, [], []}]}
-      iex> Enum.map([{:lists, :foldl_1, 3}, {:lists, :foldl, 3}], &MapSet.member?(plan.no_returns, &1))
-      [true, false]
-      iex> forced = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [], force: true)
-      iex> List.keyfind(forced.steps, {:lists, :sum, 2}, 0)
-      {{:lists, :sum, 2}, [{:_, [], [{:return_trace}]}, {:_, [], []}]}
-
-  (`:lists.foldl_1/3`, the loop behind `:lists.foldl/3`, is set again without returns
-  because the module-wide pattern covers it; `:lists.sum/2` keeps its returns with
-  `force: true` because a pattern names it.)
-
-  The functions the compiler adds (`Kino.Trace.Pattern.Generated`: `__info__/1`,
-  `module_info/0,1`...) are set untraced after a module-wide step, unless a pattern
-  names them:
-
-      iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
-      iex> plan = Kino.Trace.Plan.Functions.build([lists], [], [])
-      iex> Enum.filter(plan.steps, &(elem(&1, 1) == false))
-      [{{:lists, :module_info, 0}, false}, {{:lists, :module_info, 1}, false}]
-      iex> {:ok, info} = Kino.Trace.Pattern.parse(":lists.module_info/1")
-      iex> Kino.Trace.Plan.Functions.build([lists, info], [], []).steps |> Enum.filter(&(elem(&1, 1) == false))
-      [{{:lists, :module_info, 0}, false}]
-  """
+  @moduledoc false
+  # What a list of patterns sets with `:trace.function/4`: one match spec per target, in
+  # the order to set them.
+  #
+  # `:trace.function/4` keeps one match spec per function, so a later pattern replaces an
+  # earlier one on the functions they share. The plan sets the broadest targets first,
+  # each with the clauses of every pattern that covers it, so a call is traced when any
+  # pattern matches it. A target `{m, f, a}` is covered by at most four shapes
+  # (`{:_, :_, :_}`, `{m, :_, :_}`, `{m, f, :_}` and itself), so building the plan is one
+  # map lookup per shape: linear in the number of patterns.
+  #
+  # Functions on a cycle of tail calls (`Kino.Trace.TailCalls`) get no return actions:
+  # return tracing would leave a stack frame at every iteration. A module-wide or
+  # function-wide pattern is set as usual and each such function is then set again
+  # without returns. Their returns are traced only when a pattern names the function
+  # (`"M.loop/1"`, or `"M.loop"` for every arity) and `force: true` is given.
 
   alias Kino.Trace.{Pattern, TailCalls}
   alias Kino.Trace.Pattern.Generated
@@ -78,6 +48,37 @@ defmodule Kino.Trace.Plan.Functions do
   plan is for) and `:cycles`, the function that gives a module's tail-call cycles
   (default: `Kino.Trace.TailCalls.cycles_all/3` with the scope `:local` says, every
   module at once).
+
+  ## Examples
+
+      iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
+      iex> {:ok, sum} = Kino.Trace.Pattern.parse({:lists, :sum, 2})
+      iex> plan = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [])
+      iex> hd(plan.steps)
+      {{:lists, :_, :_}, [{:_, [], [{:return_trace}]}]}
+      iex> List.keyfind(plan.steps, {:lists, :sum, 2}, 0)
+      {{:lists, :sum, 2}, [{:_, [], []}]}
+      iex> Enum.map([{:lists, :foldl_1, 3}, {:lists, :foldl, 3}], &MapSet.member?(plan.no_returns, &1))
+      [true, false]
+      iex> forced = Kino.Trace.Plan.Functions.build([lists, sum], [{:return_trace}], [], force: true)
+      iex> List.keyfind(forced.steps, {:lists, :sum, 2}, 0)
+      {{:lists, :sum, 2}, [{:_, [], [{:return_trace}]}, {:_, [], []}]}
+
+  (`:lists.foldl_1/3`, the loop behind `:lists.foldl/3`, is set again without returns
+  because the module-wide pattern covers it; `:lists.sum/2` keeps its returns with
+  `force: true` because a pattern names it.)
+
+  The functions the compiler adds (`Kino.Trace.Pattern.Generated`: `__info__/1`,
+  `module_info/0,1`...) are set untraced after a module-wide step, unless a pattern
+  names them:
+
+      iex> {:ok, lists} = Kino.Trace.Pattern.parse(:lists)
+      iex> plan = Kino.Trace.Plan.Functions.build([lists], [], [])
+      iex> Enum.filter(plan.steps, &(elem(&1, 1) == false))
+      [{{:lists, :module_info, 0}, false}, {{:lists, :module_info, 1}, false}]
+      iex> {:ok, info} = Kino.Trace.Pattern.parse(":lists.module_info/1")
+      iex> Kino.Trace.Plan.Functions.build([lists, info], [], []).steps |> Enum.filter(&(elem(&1, 1) == false))
+      [{{:lists, :module_info, 0}, false}]
   """
   @spec build([Pattern.t()], list(), list(), keyword()) :: t()
   def build(patterns, returns, actions, opts \\ []) do

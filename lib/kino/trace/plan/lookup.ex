@@ -1,18 +1,33 @@
 defmodule Kino.Trace.Plan.Lookup do
-  @moduledoc """
-  Where a plan's facts come from: which modules exist and what they define, their
-  object code (`Kino.Trace.TailCalls`), and the processes names stand for. A lookup
-  reads them on one node: this one (`local/0`), or another (`new/1`), with plain OTP
-  calls (`:code`, `:erlang`, `:global`, a `{:via, module, name}`'s module) over
-  `:erpc`, so that node needs neither kino_trace nor Elixir. The pattern checks
-  (`Kino.Trace.Pattern.Preflight`), `Kino.Trace.TailCalls` and
-  `Kino.Trace.Options.resolve_pids/2` take a lookup and are the same code for every
-  node.
+  @moduledoc false
+  # Where a plan's facts come from: which modules exist and what they define, their
+  # object code (`Kino.Trace.TailCalls`), and the processes names stand for. A lookup
+  # reads them on one node: this one (`local/0`), or another (`new/1`), with plain OTP
+  # calls (`:code`, `:erlang`, `:global`, a `{:via, module, name}`'s module) over
+  # `:erpc`, so that node needs neither kino_trace nor Elixir. The pattern checks
+  # (`Kino.Trace.Pattern.Preflight`), `Kino.Trace.TailCalls` and
+  # `Kino.Trace.Options.resolve_pids/2` take a lookup and are the same code for every
+  # node.
+  #
+  # Every function takes a list and answers for all of it: on another node the calls
+  # are sent together and their answers collected, one round trip per step however long
+  # the list, within `Kino.Trace.Nodes.call_timeout/0`. A node that goes away or does
+  # not answer in time raises `ArgumentError` naming it.
 
-  Every function takes a list and answers for all of it: on another node the calls
-  are sent together and their answers collected, one round trip per step however long
-  the list, within `Kino.Trace.Nodes.call_timeout/0`. A node that goes away or does
-  not answer in time raises `ArgumentError` naming it.
+  alias Kino.Trace.Pattern.Name
+
+  @enforce_keys [:node]
+  defstruct [:node]
+
+  @type t :: %__MODULE__{node: node()}
+
+  @typedoc "A process name, as `:pids` takes it."
+  @type name :: atom() | {:global, term()} | {:via, module(), term()}
+
+  @doc """
+  The lookup of this node.
+
+  ## Examples
 
       iex> lookup = Kino.Trace.Plan.Lookup.local()
       iex> Kino.Trace.Plan.Lookup.ensure_loaded(lookup, [:lists, :kino_trace_no_such_module])
@@ -28,18 +43,6 @@ defmodule Kino.Trace.Plan.Lookup do
   modules, their functions, the atoms it is asked about) become atoms here too. They
   exist on that node already: its atom table bounds what a lookup can add to this one.
   """
-
-  alias Kino.Trace.Pattern.Name
-
-  @enforce_keys [:node]
-  defstruct [:node]
-
-  @type t :: %__MODULE__{node: node()}
-
-  @typedoc "A process name, as `:pids` takes it."
-  @type name :: atom() | {:global, term()} | {:via, module(), term()}
-
-  @doc "The lookup of this node."
   @spec local() :: t()
   def local, do: %__MODULE__{node: node()}
 

@@ -1,17 +1,16 @@
 defmodule Kino.Trace.Remote.Coordinator do
-  @moduledoc """
-  One trace over several nodes: the process behind a `Kino.Trace` started with
-  `nodes:` (see `Kino.Trace.Remote`).
-
-  It answers the same requests as a `Kino.Trace.Session`, so the API treats both alike.
-  It owns one session per node and subscribes to each: their events are renumbered,
-  kept in the trace's history and sent on to its own subscribers. Requests go to the
-  nodes in parallel and wait for at most 2 s in all: a node that does not answer
-  in time is marked `:unresponsive`, skipped (and reported) by later requests until it
-  answers one of the info requests sent on every tick; its last known counters stay in
-  `info/1`. Stopping kills a session that does not answer, so nothing of the trace is
-  left on any node.
-  """
+  @moduledoc false
+  # One trace over several nodes: the process behind a `Kino.Trace` started with
+  # `nodes:` (see `Kino.Trace.Remote`).
+  #
+  # It answers the same requests as a `Kino.Trace.Session`, so the API treats both alike.
+  # It owns one session per node and subscribes to each: their events are renumbered,
+  # kept in the trace's history and sent on to its own subscribers. Requests go to the
+  # nodes in parallel and wait for at most 2 s in all: a node that does not answer
+  # in time is marked `:unresponsive`, skipped (and reported) by later requests until it
+  # answers one of the info requests sent on every tick; its last known counters stay in
+  # `info/1`. Stopping kills a session that does not answer, so nothing of the trace is
+  # left on any node.
 
   use GenServer
 

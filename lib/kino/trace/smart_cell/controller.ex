@@ -1,38 +1,27 @@
 defmodule Kino.Trace.SmartCell.Controller do
-  @moduledoc """
-  Everything the "Trace" smart cell does on the Elixir side, without Kino.
-
-  `Kino.Trace.SmartCell` (the `Kino.SmartCell` module) is a thin adapter: it hands
-  each callback to this module and carries out the effects it returns, as the widgets
-  do (see `Kino.Trace.Widget.Controller`):
-
-    * `{:broadcast, event, payload}` - send to every connected browser
-    * `{:reply, event, payload}` - send to the browser that made the request
-
-  The controller holds the form (`Kino.Trace.SmartCell.Form`) and checks it as it is
-  filled in, where the trace will run: each pattern line as the widget's pattern editor
-  does (`Kino.Trace.Pattern.parse_each/2`, shown inline per line), the processes and
-  nodes typed in, and the message pattern. Checking a pattern loads the module it names
-  when it is on the code path but not loaded yet (its `-on_load` runs), as the trace
-  would: see `check/1`.
-
-  Events from the browser: `"update"` (`%{"field" => field, "value" => value}`) and
-  `"complete"` (`%{"text" => line, "seq" => n}`, as the widget's pattern editor sends).
-  Events sent to the browser: `"update"` (`%{field => value}`, the field as stored, to
-  every browser), `"check"` (see `check/1`), `"error"` (`%{field:, message:}`, a value
-  refused, to the browser that sent it) and `"completions"` (the reply to `"complete"`,
-  see `Kino.Trace.Widget.Payload.completions/1`).
-
-  ## Examples
-
-      iex> alias Kino.Trace.SmartCell.Controller
-      iex> controller = Controller.init(%{"patterns" => "Enum.map/2"})
-      iex> {effects, controller} = Controller.handle_event(controller, "update", %{"field" => "limit", "value" => "500"})
-      iex> effects
-      [{:broadcast, "update", %{"limit" => 500}}]
-      iex> Controller.to_attrs(controller)["limit"]
-      500
-  """
+  @moduledoc false
+  # Everything the "Trace" smart cell does on the Elixir side, without Kino.
+  #
+  # `Kino.Trace.SmartCell` (the `Kino.SmartCell` module) is a thin adapter: it hands
+  # each callback to this module and carries out the effects it returns, as the widgets
+  # do (see `Kino.Trace.Widget.Controller`):
+  #
+  #   * `{:broadcast, event, payload}` - send to every connected browser
+  #   * `{:reply, event, payload}` - send to the browser that made the request
+  #
+  # The controller holds the form (`Kino.Trace.SmartCell.Form`) and checks it as it is
+  # filled in, where the trace will run: each pattern line as the widget's pattern editor
+  # does (`Kino.Trace.Pattern.parse_each/2`, shown inline per line), the processes and
+  # nodes typed in, and the message pattern. Checking a pattern loads the module it names
+  # when it is on the code path but not loaded yet (its `-on_load` runs), as the trace
+  # would: see `check/1`.
+  #
+  # Events from the browser: `"update"` (`%{"field" => field, "value" => value}`) and
+  # `"complete"` (`%{"text" => line, "seq" => n}`, as the widget's pattern editor sends).
+  # Events sent to the browser: `"update"` (`%{field => value}`, the field as stored, to
+  # every browser), `"check"` (see `check/1`), `"error"` (`%{field:, message:}`, a value
+  # refused, to the browser that sent it) and `"completions"` (the reply to `"complete"`,
+  # see `Kino.Trace.Widget.Payload.completions/1`).
 
   alias Kino.Trace.{MessagePattern, Pattern}
   alias Kino.Trace.SmartCell.{Form, Names, Source}
@@ -51,6 +40,16 @@ defmodule Kino.Trace.SmartCell.Controller do
   cell's process. That process is kino_trace's own from then on (see
   `Kino.Trace.Internal`): no trace records it, so a trace of `Enum` does not fill with
   the form checking its patterns.
+
+  ## Examples
+
+      iex> alias Kino.Trace.SmartCell.Controller
+      iex> controller = Controller.init(%{"patterns" => "Enum.map/2"})
+      iex> {effects, controller} = Controller.handle_event(controller, "update", %{"field" => "limit", "value" => "500"})
+      iex> effects
+      [{:broadcast, "update", %{"limit" => 500}}]
+      iex> Controller.to_attrs(controller)["limit"]
+      500
   """
   @spec init(map() | nil) :: t()
   def init(attrs) do

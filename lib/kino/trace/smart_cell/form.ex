@@ -1,44 +1,32 @@
 defmodule Kino.Trace.SmartCell.Form do
-  @moduledoc """
-  The state of the "Trace" smart cell's form, as the attrs Livebook saves in the
-  notebook: a map with string keys and JSON values.
-
-  `new/1` reads saved attrs (an unknown key is dropped, a bad value falls back to its
-  default), `put/3` sets one field as the browser sends it, and the form itself is what
-  `Kino.Trace.SmartCell.Source.to_source/1` turns into code.
-
-  | field             | values                                                      | default   |
-  | ----------------- | ----------------------------------------------------------- | --------- |
-  | `"mode"`          | `"calls"`, `"messages"`, `"processes"`, `"stats"`           | `"calls"` |
-  | `"patterns"`      | text, one pattern per line (calls and stats)                | `""`      |
-  | `"processes"`     | `"all"`, `"new"`, `"existing"`, `"some"`, `"distributed"`   | `"all"`   |
-  | `"targets"`       | text: names and pids, comma-separated (with `"some"`)       | `""`      |
-  | `"return"`        | boolean (calls)                                             | `true`    |
-  | `"exceptions"`    | boolean (calls)                                             | `true`    |
-  | `"caller"`        | boolean (calls)                                             | `false`   |
-  | `"match"`         | text: a message pattern such as `{:ok, _}` (messages)       | `""`      |
-  | `"limit"`         | positive integer or `nil`                                   | `nil`     |
-  | `"rate_count"`    | positive integer or `nil` (events per period)               | `nil`     |
-  | `"rate_period"`   | positive integer (ms)                                       | `1000`    |
-  | `"nodes"`         | `"local"`, `"all"`, `"some"`                                | `"local"` |
-  | `"node_names"`    | text: node names, comma-separated (with `"some"`)           | `""`      |
-  | `"timeout"`       | positive integer (ms) or `nil`                              | `nil`     |
-
-  `"distributed"` (every message that crosses to or from another node) is for messages
-  only. The defaults are those of `Kino.Trace.Options.defaults/0`: a form left as it is
-  adds no option to the code.
-
-  ## Examples
-
-      iex> form = Kino.Trace.SmartCell.Form.new(%{"mode" => "stats", "limit" => "nope"})
-      iex> {form["mode"], form["limit"], form["processes"]}
-      {"stats", nil, "all"}
-      iex> {:ok, form} = Kino.Trace.SmartCell.Form.put(form, "limit", "1000")
-      iex> form["limit"]
-      1000
-      iex> Kino.Trace.SmartCell.Form.put(form, "mode", "everything")
-      {:error, "mode: expected one of calls, messages, processes, stats, got: \\"everything\\""}
-  """
+  @moduledoc false
+  # The state of the "Trace" smart cell's form, as the attrs Livebook saves in the
+  # notebook: a map with string keys and JSON values.
+  #
+  # `new/1` reads saved attrs (an unknown key is dropped, a bad value falls back to its
+  # default), `put/3` sets one field as the browser sends it, and the form itself is what
+  # `Kino.Trace.SmartCell.Source.to_source/1` turns into code.
+  #
+  # | field             | values                                                      | default   |
+  # | ----------------- | ----------------------------------------------------------- | --------- |
+  # | `"mode"`          | `"calls"`, `"messages"`, `"processes"`, `"stats"`           | `"calls"` |
+  # | `"patterns"`      | text, one pattern per line (calls and stats)                | `""`      |
+  # | `"processes"`     | `"all"`, `"new"`, `"existing"`, `"some"`, `"distributed"`   | `"all"`   |
+  # | `"targets"`       | text: names and pids, comma-separated (with `"some"`)       | `""`      |
+  # | `"return"`        | boolean (calls)                                             | `true`    |
+  # | `"exceptions"`    | boolean (calls)                                             | `true`    |
+  # | `"caller"`        | boolean (calls)                                             | `false`   |
+  # | `"match"`         | text: a message pattern such as `{:ok, _}` (messages)       | `""`      |
+  # | `"limit"`         | positive integer or `nil`                                   | `nil`     |
+  # | `"rate_count"`    | positive integer or `nil` (events per period)               | `nil`     |
+  # | `"rate_period"`   | positive integer (ms)                                       | `1000`    |
+  # | `"nodes"`         | `"local"`, `"all"`, `"some"`                                | `"local"` |
+  # | `"node_names"`    | text: node names, comma-separated (with `"some"`)           | `""`      |
+  # | `"timeout"`       | positive integer (ms) or `nil`                              | `nil`     |
+  #
+  # `"distributed"` (every message that crosses to or from another node) is for messages
+  # only. The defaults are those of `Kino.Trace.Options.defaults/0`: a form left as it is
+  # adds no option to the code.
 
   @typedoc "The form: every field of the table above, by its string name."
   @type t :: %{String.t() => String.t() | boolean() | pos_integer() | nil}
@@ -68,7 +56,20 @@ defmodule Kino.Trace.SmartCell.Form do
     "timeout" => nil
   }
 
-  @doc "The fields and their defaults: the form of a new cell."
+  @doc """
+  The fields and their defaults: the form of a new cell.
+
+  ## Examples
+
+      iex> form = Kino.Trace.SmartCell.Form.new(%{"mode" => "stats", "limit" => "nope"})
+      iex> {form["mode"], form["limit"], form["processes"]}
+      {"stats", nil, "all"}
+      iex> {:ok, form} = Kino.Trace.SmartCell.Form.put(form, "limit", "1000")
+      iex> form["limit"]
+      1000
+      iex> Kino.Trace.SmartCell.Form.put(form, "mode", "everything")
+      {:error, "mode: expected one of calls, messages, processes, stats, got: \\"everything\\""}
+  """
   @spec defaults() :: t()
   def defaults, do: @defaults
 

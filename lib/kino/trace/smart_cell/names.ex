@@ -1,17 +1,29 @@
 defmodule Kino.Trace.SmartCell.Names do
-  @moduledoc """
-  Reads the smart cell's text fields of processes and nodes into the literal terms they
-  stand for, as quoted forms, without creating atoms and without running anything.
+  @moduledoc false
+  # Reads the smart cell's text fields of processes and nodes into the literal terms they
+  # stand for, as quoted forms, without creating atoms and without running anything.
+  #
+  # Processes are written as a user would in code, comma-separated: a registered name
+  # (`MyApp.Cache`, `:my_server`, or `my_server`), `{:global, name}`, `{:via, module,
+  # name}`, or a pid as `inspect/1` shows it (`#PID<0.123.0>`, also `<0.123.0>` or
+  # `pid("0.123.0")`). Each becomes a quoted literal: names and the parts of name tuples
+  # are literals only (atoms, numbers, strings, and lists and tuples of them), so no
+  # field can carry code into the cell, not even from attrs saved in a notebook someone
+  # else wrote. A pid becomes `:c.pid(0, 123, 0)`, which needs no IEx helper. An atom
+  # that does not exist yet stays a `Kino.Trace.Pattern.Name` (written as the atom it
+  # names, see `Kino.Trace.Pattern.Quoted.to_string/1`).
 
-  Processes are written as a user would in code, comma-separated: a registered name
-  (`MyApp.Cache`, `:my_server`, or `my_server`), `{:global, name}`, `{:via, module,
-  name}`, or a pid as `inspect/1` shows it (`#PID<0.123.0>`, also `<0.123.0>` or
-  `pid("0.123.0")`). Each becomes a quoted literal: names and the parts of name tuples
-  are literals only (atoms, numbers, strings, and lists and tuples of them), so no
-  field can carry code into the cell, not even from attrs saved in a notebook someone
-  else wrote. A pid becomes `:c.pid(0, 123, 0)`, which needs no IEx helper. An atom
-  that does not exist yet stays a `Kino.Trace.Pattern.Name` (written as the atom it
-  names, see `Kino.Trace.Pattern.Quoted.to_string/1`).
+  import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.Pattern.{Name, Quoted}
+
+  @pid ~r/^(?:#PID<|<|pid\(\s*"|:c\.pid\(\s*)(\d+)[.,]\s*(\d+)[.,]\s*(\d+)(?:>|"\s*\)|\s*\))$/
+  @node ~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/
+
+  @doc """
+  The quoted literal of each process in `text` (comma-separated), in order, or
+  `{:error, message}` naming the first entry that is no process.
+
+  ## Examples
 
       iex> {:ok, quoted} = Kino.Trace.SmartCell.Names.processes("MyApp.Cache, my_server, #PID<0.123.0>")
       iex> Enum.map(quoted, &Kino.Trace.Pattern.Quoted.to_string/1)
@@ -29,17 +41,6 @@ defmodule Kino.Trace.SmartCell.Names do
       iex> {:ok, nodes} = Kino.Trace.SmartCell.Names.nodes("app@host, :\\"worker@10.0.0.2\\"")
       iex> Enum.map(nodes, &Kino.Trace.Pattern.Quoted.to_string/1)
       [":app@host", ":\\"worker@10.0.0.2\\""]
-  """
-
-  import Kino.Trace.Pattern.Name, only: [is_name: 1]
-  alias Kino.Trace.Pattern.{Name, Quoted}
-
-  @pid ~r/^(?:#PID<|<|pid\(\s*"|:c\.pid\(\s*)(\d+)[.,]\s*(\d+)[.,]\s*(\d+)(?:>|"\s*\)|\s*\))$/
-  @node ~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/
-
-  @doc """
-  The quoted literal of each process in `text` (comma-separated), in order, or
-  `{:error, message}` naming the first entry that is no process.
   """
   @spec processes(String.t()) :: {:ok, [Macro.t()]} | {:error, String.t()}
   def processes(text) when is_binary(text) do

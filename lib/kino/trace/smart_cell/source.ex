@@ -1,11 +1,20 @@
 defmodule Kino.Trace.SmartCell.Source do
-  @moduledoc """
-  The code of the "Trace" smart cell: the shortest call that starts the trace its form
-  (`Kino.Trace.SmartCell.Form`) describes.
+  @moduledoc false
+  # The code of the "Trace" smart cell: the shortest call that starts the trace its form
+  # (`Kino.Trace.SmartCell.Form`) describes.
+  #
+  # Only the options that differ from their defaults (`Kino.Trace.Options.defaults/0`,
+  # `Kino.Trace.Stats.Options.defaults/0`) are written, patterns are a list of strings,
+  # and the code is formatted by `Code.format_string!/2`.
 
-  Only the options that differ from their defaults (`Kino.Trace.Options.defaults/0`,
-  `Kino.Trace.Stats.Options.defaults/0`) are written, patterns are a list of strings,
-  and the code is formatted by `Code.format_string!/2`.
+  alias Kino.Trace.Pattern.{Name, Quoted}
+  alias Kino.Trace.SmartCell.{Form, Names}
+
+  @doc """
+  The source of the cell for `attrs` (a form, or saved attrs: read by
+  `Kino.Trace.SmartCell.Form.new/1`).
+
+  ## Examples
 
       iex> Kino.Trace.SmartCell.Source.to_source(%{"patterns" => "MyApp.Repo.get/2", "limit" => 1000})
       ~S|Kino.Trace.calls(["MyApp.Repo.get/2"], limit: 1_000)|
@@ -33,14 +42,6 @@ defmodule Kino.Trace.SmartCell.Source do
       iex> source = Kino.Trace.SmartCell.Source.to_source(%{"processes" => "some", "targets" => ~S|:"\#{System.cmd("touch", ["/tmp/x"])}"|, "patterns" => "Enum"})
       iex> String.starts_with?(source, "raise ArgumentError,") and source =~ "is not a process"
       true
-  """
-
-  alias Kino.Trace.Pattern.{Name, Quoted}
-  alias Kino.Trace.SmartCell.{Form, Names}
-
-  @doc """
-  The source of the cell for `attrs` (a form, or saved attrs: read by
-  `Kino.Trace.SmartCell.Form.new/1`).
   """
   @spec to_source(map()) :: String.t()
   def to_source(attrs) do

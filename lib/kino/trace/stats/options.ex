@@ -1,11 +1,19 @@
 defmodule Kino.Trace.Stats.Options do
-  @moduledoc """
-  Validates the options of `Kino.Trace.Stats.start/2`.
+  @moduledoc false
+  # Validates the options of `Kino.Trace.Stats.start/2`.
+  #
+  # Every option is checked before anything is traced; a bad one raises an
+  # `ArgumentError` that names it and says what it takes. `:pids` takes the same values,
+  # with the same messages, as in `Kino.Trace.calls/2`, and so does `:nodes` (names in
+  # `:pids` are then looked up on each node, when its part is built).
 
-  Every option is checked before anything is traced; a bad one raises an
-  `ArgumentError` that names it and says what it takes. `:pids` takes the same values,
-  with the same messages, as in `Kino.Trace.calls/2`, and so does `:nodes` (names in
-  `:pids` are then looked up on each node, when its part is built).
+  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false, nodes: nil]
+  @booleans [:children, :time, :memory, :local, :force]
+
+  @doc """
+  The default options.
+
+  ## Examples
 
       iex> Kino.Trace.Stats.Options.validate!(memory: false)[:time]
       true
@@ -16,11 +24,6 @@ defmodule Kino.Trace.Stats.Options do
       iex> Kino.Trace.Stats.Options.validate!(tiem: true)
       ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force, :nodes
   """
-
-  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false, nodes: nil]
-  @booleans [:children, :time, :memory, :local, :force]
-
-  @doc "The default options."
   @spec defaults() :: keyword()
   def defaults, do: @defaults
 

@@ -1,33 +1,12 @@
 defmodule Kino.Trace.Stats.Payload do
-  @moduledoc """
-  Turns a `Kino.Trace.Stats.Snapshot` into the JSON-able map a stats table widget shows:
-  rows with shares of the total (for bars), and a per-process drill-down per row.
-
-  Only strings, numbers, booleans, `nil`, lists and maps with atom keys: the map can be
-  JSON-encoded as it is. Nothing here needs Kino. Any source of per-function figures
-  (for example durations from a call trace) can be put in a `Snapshot` with
-  `Kino.Trace.Stats.Snapshot.build/2` and rendered with the same table.
-
-      iex> pid = :c.pid(0, 4242, 0)
-      iex> raw = [
-      ...>   {{Enum, :sum, 1}, %{call_time: [{pid, 4, 0, 100}], call_memory: [{pid, 4, 40}]}},
-      ...>   {{Enum, :map, 2}, %{call_time: [{pid, 2, 0, 300}], call_memory: [{pid, 2, 8}]}}
-      ...> ]
-      iex> payload = raw |> Kino.Trace.Stats.Snapshot.build() |> Kino.Trace.Stats.Payload.snapshot()
-      iex> payload.totals
-      %{calls: 6, functions: 2, memory_words: 48, time_us: 400}
-      iex> [top, _] = payload.rows
-      iex> {top.key, top.calls, top.time_us, top.per_call_us, top.time_share}
-      {"Enum.map/2", 2, 300, 150.0, 0.75}
-      iex> hd(top.processes)
-      %{pid: "#PID<0.4242.0>", name: nil, calls: 2, time_us: 300, time_share: 1.0, memory_words: 8, memory_share: 1.0}
-
-  Options:
-
-    * `:rows` - the most rows sent (default 500); `:rows_omitted` says how many more
-    * `:processes` - the most processes per row (default 20); the rest are summed in
-      the row's `:processes_omitted`
-  """
+  @moduledoc false
+  # Turns a `Kino.Trace.Stats.Snapshot` into the JSON-able map a stats table widget shows:
+  # rows with shares of the total (for bars), and a per-process drill-down per row.
+  #
+  # Only strings, numbers, booleans, `nil`, lists and maps with atom keys: the map can be
+  # JSON-encoded as it is. Nothing here needs Kino. Any source of per-function figures
+  # (for example durations from a call trace) can be put in a `Snapshot` with
+  # `Kino.Trace.Stats.Snapshot.build/2` and rendered with the same table.
 
   alias Kino.Trace.Stats.{Row, Snapshot}
 
@@ -76,7 +55,31 @@ defmodule Kino.Trace.Stats.Payload do
           rows_omitted: non_neg_integer()
         }
 
-  @doc "The payload of a snapshot. See the module docs for the options."
+  @doc """
+  The payload of a snapshot. See the module docs for the options.
+
+  ## Examples
+
+      iex> pid = :c.pid(0, 4242, 0)
+      iex> raw = [
+      ...>   {{Enum, :sum, 1}, %{call_time: [{pid, 4, 0, 100}], call_memory: [{pid, 4, 40}]}},
+      ...>   {{Enum, :map, 2}, %{call_time: [{pid, 2, 0, 300}], call_memory: [{pid, 2, 8}]}}
+      ...> ]
+      iex> payload = raw |> Kino.Trace.Stats.Snapshot.build() |> Kino.Trace.Stats.Payload.snapshot()
+      iex> payload.totals
+      %{calls: 6, functions: 2, memory_words: 48, time_us: 400}
+      iex> [top, _] = payload.rows
+      iex> {top.key, top.calls, top.time_us, top.per_call_us, top.time_share}
+      {"Enum.map/2", 2, 300, 150.0, 0.75}
+      iex> hd(top.processes)
+      %{pid: "#PID<0.4242.0>", name: nil, calls: 2, time_us: 300, time_share: 1.0, memory_words: 8, memory_share: 1.0}
+
+  Options:
+
+    * `:rows` - the most rows sent (default 500); `:rows_omitted` says how many more
+    * `:processes` - the most processes per row (default 20); the rest are summed in
+      the row's `:processes_omitted`
+  """
   @spec snapshot(Snapshot.t(), keyword()) :: t()
   def snapshot(%Snapshot{} = s, opts \\ []) do
     {shown, hidden} = Enum.split(s.rows, Keyword.get(opts, :rows, 500))

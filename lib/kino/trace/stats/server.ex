@@ -1,28 +1,27 @@
 defmodule Kino.Trace.Stats.Server do
-  @moduledoc """
-  The process behind one stats session: it runs, on this node, one OTP `:trace` session
-  with the VM's call counters (`call_time`, `call_memory`) on the
-  session's functions for each node counted (`Kino.Trace.Backend.start_counters/2`):
-  this node's directly, another node's through a worker of kino_trace's agent there,
-  so that node needs no kino_trace.
-
-  One server handles every node: it sets each node's counters (one round trip per
-  node, whatever the number of functions), reads them all for a snapshot (likewise) and
-  hands them to `Kino.Trace.Stats.Snapshot.build/2`, which adds up a function's
-  counters of every node (a row per function; its processes keep their pids, and so
-  their node). A node that goes away (the connection dropped) is marked `:gone` in
-  `info/1` and its figures leave the snapshots; one that does not answer a read in time
-  is `:unresponsive` and left out of that snapshot.
-
-  It starts under `Kino.Trace.SessionSupervisor` and monitors its owner. No trace
-  messages are produced (no function has call tracing in these sessions, only
-  counters), so this node's session's tracer is the server itself and never receives
-  anything. The server is never traced by its own session, nor an agent's processes by
-  theirs. When the owner exits or on `Kino.Trace.Stats.stop/1` every session is
-  destroyed, which removes its counters from the VM; an agent's worker also ends its
-  session when this server ends or its connection drops, and the agent then leaves
-  nothing on that node.
-  """
+  @moduledoc false
+  # The process behind one stats session: it runs, on this node, one OTP `:trace` session
+  # with the VM's call counters (`call_time`, `call_memory`) on the
+  # session's functions for each node counted (`Kino.Trace.Backend.start_counters/2`):
+  # this node's directly, another node's through a worker of kino_trace's agent there,
+  # so that node needs no kino_trace.
+  #
+  # One server handles every node: it sets each node's counters (one round trip per
+  # node, whatever the number of functions), reads them all for a snapshot (likewise) and
+  # hands them to `Kino.Trace.Stats.Snapshot.build/2`, which adds up a function's
+  # counters of every node (a row per function; its processes keep their pids, and so
+  # their node). A node that goes away (the connection dropped) is marked `:gone` in
+  # `info/1` and its figures leave the snapshots; one that does not answer a read in time
+  # is `:unresponsive` and left out of that snapshot.
+  #
+  # It starts under `Kino.Trace.SessionSupervisor` and monitors its owner. No trace
+  # messages are produced (no function has call tracing in these sessions, only
+  # counters), so this node's session's tracer is the server itself and never receives
+  # anything. The server is never traced by its own session, nor an agent's processes by
+  # theirs. When the owner exits or on `Kino.Trace.Stats.stop/1` every session is
+  # destroyed, which removes its counters from the VM; an agent's worker also ends its
+  # session when this server ends or its connection drops, and the agent then leaves
+  # nothing on that node.
 
   use GenServer
 

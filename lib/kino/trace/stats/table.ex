@@ -1,7 +1,14 @@
 defmodule Kino.Trace.Stats.Table do
-  @moduledoc """
-  Formats a `Kino.Trace.Stats.Snapshot` as a console table, one function per line,
-  highest total time first, with a total line.
+  @moduledoc false
+  # Formats a `Kino.Trace.Stats.Snapshot` as a console table, one function per line,
+  # highest total time first, with a total line.
+
+  alias Kino.Trace.Stats.{Row, Snapshot}
+
+  @doc """
+  The table as a string (no trailing newline). See the module docs for options.
+
+  ## Examples
 
       iex> pid = :c.pid(0, 4242, 0)
       iex> raw = [
@@ -26,10 +33,6 @@ defmodule Kino.Trace.Stats.Table do
     * `:limit` - the most functions shown (default 50); the rest are summarised in one line
     * `:processes` - also show each function's per-process figures (default `false`)
   """
-
-  alias Kino.Trace.Stats.{Row, Snapshot}
-
-  @doc "The table as a string (no trailing newline). See the module docs for options."
   @spec format(Snapshot.t(), keyword()) :: String.t()
   def format(%Snapshot{} = snapshot, opts \\ []) do
     limit = Keyword.get(opts, :limit, 50)

@@ -1,14 +1,23 @@
 defmodule Kino.Trace.Stats.Targets do
-  @moduledoc """
-  Turns stats patterns into the exact functions whose counters are read.
+  @moduledoc false
+  # Turns stats patterns into the exact functions whose counters are read.
+  #
+  # The VM's call counters are set with wildcards but read one function at a time
+  # (`:trace.info/3` takes no wildcards), so every pattern is expanded here to the
+  # `{module, function, arity}` list of the loaded code. With `local: false` only exported
+  # functions are counted.
+  #
+  # Counters take no match spec: every call is counted, so argument patterns and guards
+  # are refused.
 
-  The VM's call counters are set with wildcards but read one function at a time
-  (`:trace.info/3` takes no wildcards), so every pattern is expanded here to the
-  `{module, function, arity}` list of the loaded code. With `local: false` only exported
-  functions are counted.
+  alias Kino.Trace.Pattern
+  alias Kino.Trace.Pattern.Generated
+  alias Kino.Trace.Plan.Lookup
 
-  Counters take no match spec: every call is counted, so argument patterns and guards
-  are refused.
+  @doc """
+  Raises `ArgumentError` naming every pattern with argument patterns or guards.
+
+  ## Examples
 
       iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Enum.map/2")
       iex> Kino.Trace.Stats.Targets.expand([pattern], local: true)
@@ -17,14 +26,6 @@ defmodule Kino.Trace.Stats.Targets do
       iex> {:ok, pattern} = Kino.Trace.Pattern.parse("Enum.map(list, _) when length(list) > 10")
       iex> Kino.Trace.Stats.Targets.check_plain!([pattern])
       ** (ArgumentError) invalid stats pattern "Enum.map(list, _) when length(list) > 10": statistics count every call, so argument patterns and guards are not supported; use "Enum.map/2"
-  """
-
-  alias Kino.Trace.Pattern
-  alias Kino.Trace.Pattern.Generated
-  alias Kino.Trace.Plan.Lookup
-
-  @doc """
-  Raises `ArgumentError` naming every pattern with argument patterns or guards.
   """
   @spec check_plain!([Pattern.t()]) :: :ok
   def check_plain!(patterns) do

@@ -1,34 +1,15 @@
 defmodule Kino.Trace.Widget.Buffer do
-  @moduledoc """
-  Coalesces event batches for the widget: at most one push per `:interval`, each push
-  at most `:max_batch` events, and never more than `:max_pending` events held.
-
-  The trace delivers events in many small batches, sometimes thousands a second. The
-  browser wants few, bounded updates. Events are added as they arrive; `take/2` hands
-  out the next push. When more than `:max_pending` wait (the browser side cannot keep
-  up), the oldest are dropped and counted in `dropped`.
-
-  It is a plain data structure: the caller keeps the time (`System.monotonic_time/1`
-  in milliseconds) and arms its own timer for `due_in/2` milliseconds.
-
-  ## Examples
-
-      iex> alias Kino.Trace.Widget.Buffer
-      iex> buffer = Buffer.new(interval: 100, max_batch: 2, max_pending: 3)
-      iex> buffer = Buffer.add(buffer, [:a, :b, :c, :d])
-      iex> {buffer.size, buffer.dropped}
-      {3, 1}
-      iex> Buffer.due_in(buffer, 0)
-      0
-      iex> {batch, buffer} = Buffer.take(buffer, 0)
-      iex> batch
-      [:b, :c]
-      iex> Buffer.due_in(buffer, 30)
-      70
-      iex> {batch, buffer} = Buffer.take(buffer, 100)
-      iex> {batch, Buffer.due_in(buffer, 100)}
-      {[:d], nil}
-  """
+  @moduledoc false
+  # Coalesces event batches for the widget: at most one push per `:interval`, each push
+  # at most `:max_batch` events, and never more than `:max_pending` events held.
+  #
+  # The trace delivers events in many small batches, sometimes thousands a second. The
+  # browser wants few, bounded updates. Events are added as they arrive; `take/2` hands
+  # out the next push. When more than `:max_pending` wait (the browser side cannot keep
+  # up), the oldest are dropped and counted in `dropped`.
+  #
+  # It is a plain data structure: the caller keeps the time (`System.monotonic_time/1`
+  # in milliseconds) and arms its own timer for `due_in/2` milliseconds.
 
   @enforce_keys [:interval, :max_batch, :max_pending]
   defstruct [
@@ -57,6 +38,24 @@ defmodule Kino.Trace.Widget.Buffer do
   Options: `:interval` (ms between pushes, default 100, so at most 10 pushes a second),
   `:max_batch` (events per push, default 1 000), `:max_pending` (events held, default
   10 000).
+
+  ## Examples
+
+      iex> alias Kino.Trace.Widget.Buffer
+      iex> buffer = Buffer.new(interval: 100, max_batch: 2, max_pending: 3)
+      iex> buffer = Buffer.add(buffer, [:a, :b, :c, :d])
+      iex> {buffer.size, buffer.dropped}
+      {3, 1}
+      iex> Buffer.due_in(buffer, 0)
+      0
+      iex> {batch, buffer} = Buffer.take(buffer, 0)
+      iex> batch
+      [:b, :c]
+      iex> Buffer.due_in(buffer, 30)
+      70
+      iex> {batch, buffer} = Buffer.take(buffer, 100)
+      iex> {batch, Buffer.due_in(buffer, 100)}
+      {[:d], nil}
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do

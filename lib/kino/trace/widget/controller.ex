@@ -1,62 +1,57 @@
 defmodule Kino.Trace.Widget.Controller do
-  # Bounds of one "set_patterns" event from the browser.
-  @max_pattern_lines Kino.Trace.Pattern.Edit.bounds().lines
-  @max_pattern_bytes Kino.Trace.Pattern.Edit.bounds().pattern_bytes
-  @max_edit_bytes Kino.Trace.Pattern.Edit.bounds().edit_bytes
   # Bound of one "get_mermaid" event (the widget keeps at most :keep events anyway).
   @max_mermaid_ids 20_000
 
-  @moduledoc """
-  Everything the Livebook widget does on the Elixir side, without Kino.
-
-  `Kino.Trace.Widget` (the `Kino.JS.Live` module) is a thin adapter: it hands each
-  callback to this module and carries out the effects it returns. This keeps the
-  widget's behaviour testable where Kino is not installed.
-
-  A controller subscribes to a trace, coalesces its event batches (see
-  `Kino.Trace.Widget.Buffer`), keeps recent events (see `Kino.Trace.Widget.Store`) for
-  browsers that connect later and for expanding a row, and turns browser requests into
-  calls on the trace (`Kino.Trace.set_patterns/2`, `pause/1`, `resume/1`, `stop/1`).
-
-  Effects are tuples:
-
-    * `{:broadcast, event, payload}` - send to every connected browser
-    * `{:reply, event, payload}` - send to the browser that made the request
-    * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
-      it to `handle_info/2`)
-
-  A message sent to a process alias (a `GenServer.call/3` reply, since OTP 24) is shown
-  sent to the process the alias belongs to, by the rule `Kino.Trace.Mermaid` follows.
-
-  Events sent to the browser (the wire's schema, `assets/wire.schema.json`, has each
-  payload's fields): `"events"` (`%{events: rows, counters: counters}`),
-  `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
-  `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
-  (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
-  `Kino.Trace.Widget.Payload.completions/1`) and `"mermaid"` (see
-  `Kino.Trace.Widget.Payload.mermaid/1`, or `%{error: message}`).
-
-  Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
-  `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
-  (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
-  (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
-  #{@max_mermaid_ids} ids). A `"set_patterns"`
-  event is bounded: at most #{@max_pattern_lines} patterns of at most #{@max_pattern_bytes}
-  bytes each, #{@max_edit_bytes} bytes in all;
-  a larger one is refused as a whole and answered with a `"patterns"` reply whose
-  `error` says why (see `Kino.Trace.Widget.Payload.pattern_error/2`).
-
-  ## Examples
-
-      trace = Kino.Trace.calls(["Enum.map/2"])
-      {controller, effects} = Kino.Trace.Widget.Controller.init(trace)
-      Enum.map(1..3, & &1)
-      receive do
-        {:kino_trace, _id, {:events, _}} = message ->
-          {:ok, effects, controller} = Kino.Trace.Widget.Controller.handle_info(controller, message)
-          # effects == [{:send_after, :flush, 0}]
-      end
-  """
+  @moduledoc false
+  # Everything the Livebook widget does on the Elixir side, without Kino.
+  #
+  # `Kino.Trace.Widget` (the `Kino.JS.Live` module) is a thin adapter: it hands each
+  # callback to this module and carries out the effects it returns. This keeps the
+  # widget's behaviour testable where Kino is not installed.
+  #
+  # A controller subscribes to a trace, coalesces its event batches (see
+  # `Kino.Trace.Widget.Buffer`), keeps recent events (see `Kino.Trace.Widget.Store`) for
+  # browsers that connect later and for expanding a row, and turns browser requests into
+  # calls on the trace (`Kino.Trace.set_patterns/2`, `pause/1`, `resume/1`, `stop/1`).
+  #
+  # Effects are tuples:
+  #
+  #   * `{:broadcast, event, payload}` - send to every connected browser
+  #   * `{:reply, event, payload}` - send to the browser that made the request
+  #   * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
+  #     it to `handle_info/2`)
+  #
+  # A message sent to a process alias (a `GenServer.call/3` reply, since OTP 24) is shown
+  # sent to the process the alias belongs to, by the rule `Kino.Trace.Mermaid` follows.
+  #
+  # Events sent to the browser (the wire's schema, `assets/wire.schema.json`, has each
+  # payload's fields): `"events"` (`%{events: rows, counters: counters}`),
+  # `"status"` (`%{status: status, counters: counters}`), `"counters"`, `"patterns"` (see
+  # `Kino.Trace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
+  # (see `Kino.Trace.Widget.Payload.full/2`), `"completions"` (see
+  # `Kino.Trace.Widget.Payload.completions/1`) and `"mermaid"` (see
+  # `Kino.Trace.Widget.Payload.mermaid/1`, or `%{error: message}`).
+  #
+  # Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
+  # `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
+  # (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
+  # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
+  # `@max_mermaid_ids` ids). A `"set_patterns"`
+  # event is bounded (`Kino.Trace.Pattern.Edit.bounds/0`: so many lines, bytes per line
+  # and bytes in all);
+  # a larger one is refused as a whole and answered with a `"patterns"` reply whose
+  # `error` says why (see `Kino.Trace.Widget.Payload.pattern_error/2`).
+  #
+  # ## Examples
+  #
+  #     trace = Kino.Trace.calls(["Enum.map/2"])
+  #     {controller, effects} = Kino.Trace.Widget.Controller.init(trace)
+  #     Enum.map(1..3, & &1)
+  #     receive do
+  #       {:kino_trace, _id, {:events, _}} = message ->
+  #         {:ok, effects, controller} = Kino.Trace.Widget.Controller.handle_info(controller, message)
+  #         # effects == [{:send_after, :flush, 0}]
+  #     end
 
   alias Kino.Trace.Aliases
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}

@@ -1,21 +1,20 @@
 defmodule Kino.Trace.Widget.Lifeline do
-  @moduledoc """
-  Ties a trace's (or a stats session's) life to a process: when the process exits, for
-  any reason (even `:kill`), the trace is stopped.
-
-  The widget uses it so that closing the widget or re-evaluating its cell (Livebook then
-  terminates the widget's process) ends the trace. The lifeline is a small process of
-  its own that monitors both the holder and the trace's session; it ends by itself when
-  the trace ends first.
-
-  ## Examples
-
-      trace = Kino.Trace.calls(["Enum.map/2"])
-      holder = spawn(fn -> Process.sleep(:infinity) end)
-      Kino.Trace.Widget.Lifeline.start(trace, holder)
-      Process.exit(holder, :kill)
-      # the trace is stopped: its session process is gone
-  """
+  @moduledoc false
+  # Ties a trace's (or a stats session's) life to a process: when the process exits, for
+  # any reason (even `:kill`), the trace is stopped.
+  #
+  # The widget uses it so that closing the widget or re-evaluating its cell (Livebook then
+  # terminates the widget's process) ends the trace. The lifeline is a small process of
+  # its own that monitors both the holder and the trace's session; it ends by itself when
+  # the trace ends first.
+  #
+  # ## Examples
+  #
+  #     trace = Kino.Trace.calls(["Enum.map/2"])
+  #     holder = spawn(fn -> Process.sleep(:infinity) end)
+  #     Kino.Trace.Widget.Lifeline.start(trace, holder)
+  #     Process.exit(holder, :kill)
+  #     # the trace is stopped: its session process is gone
 
   @doc """
   Starts the lifeline of `trace` bound to `holder`. Returns the lifeline's pid.

@@ -1,34 +1,16 @@
 defmodule Kino.Trace.Widget.Payload do
-  @moduledoc """
-  Turns trace events into the JSON-able maps the Livebook widget shows.
-
-  Terms are rendered here, on the Elixir side, as Elixir code with `inspect/2` limits,
-  so the browser only handles short strings. A rendered row says whether anything was
-  left out (`truncated: true`): either the native tracer cut the term (the cut parts are
-  `Kino.Trace.Cut` and show as `...`), a collection was longer than the `inspect` limits,
-  or the text was longer than the row allows. The full term is then available with
-  `full/1`, which the widget sends when the user expands a row.
-
-  Nothing here needs Kino: the widget, its tests and the browser test all build their
-  payloads with these functions.
-
-  ## Examples
-
-      iex> event = %Kino.Trace.Event{
-      ...>   id: 7, kind: :call, node: :nonode@nohost, pid: :c.pid(0, 250, 0), name: :cache,
-      ...>   module: Enum, function: :map, arity: 2, args: [[1, 2, 3], :f],
-      ...>   time: 1_700_000_000_000_000, depth: 1
-      ...> }
-      iex> row = Kino.Trace.Widget.Payload.event(event)
-      iex> {row.kind, row.call, row.mfa, row.pid, row.name, row.truncated}
-      {"call", "Enum.map([1, 2, 3], :f)", "Enum.map/2", "#PID<0.250.0>", "cache", false}
-
-      iex> event = %Kino.Trace.Event{id: 8, kind: :return, module: Enum, function: :map,
-      ...>   arity: 2, return: Enum.to_list(1..100), call_id: 7, duration: 38_000}
-      iex> row = Kino.Trace.Widget.Payload.event(event, limit: 3)
-      iex> {row.result, row.duration, row.call_id, row.truncated}
-      {"[1, 2, 3, ...]", 38000, 7, true}
-  """
+  @moduledoc false
+  # Turns trace events into the JSON-able maps the Livebook widget shows.
+  #
+  # Terms are rendered here, on the Elixir side, as Elixir code with `inspect/2` limits,
+  # so the browser only handles short strings. A rendered row says whether anything was
+  # left out (`truncated: true`): either the native tracer cut the term (the cut parts are
+  # `Kino.Trace.Cut` and show as `...`), a collection was longer than the `inspect` limits,
+  # or the text was longer than the row allows. The full term is then available with
+  # `full/1`, which the widget sends when the user expands a row.
+  #
+  # Nothing here needs Kino: the widget, its tests and the browser test all build their
+  # payloads with these functions.
 
   alias Kino.Trace.{Cut, Event, MFA, Render}
 
@@ -82,6 +64,23 @@ defmodule Kino.Trace.Widget.Payload do
       iex> row = Kino.Trace.Widget.Payload.event(event)
       iex> {row.kind, row.data, row.peer, row.call, row.remote}
       {"send", "{:ping, 1}", "#PID<0.251.0>", nil, false}
+
+  ## Examples
+
+      iex> event = %Kino.Trace.Event{
+      ...>   id: 7, kind: :call, node: :nonode@nohost, pid: :c.pid(0, 250, 0), name: :cache,
+      ...>   module: Enum, function: :map, arity: 2, args: [[1, 2, 3], :f],
+      ...>   time: 1_700_000_000_000_000, depth: 1
+      ...> }
+      iex> row = Kino.Trace.Widget.Payload.event(event)
+      iex> {row.kind, row.call, row.mfa, row.pid, row.name, row.truncated}
+      {"call", "Enum.map([1, 2, 3], :f)", "Enum.map/2", "#PID<0.250.0>", "cache", false}
+
+      iex> event = %Kino.Trace.Event{id: 8, kind: :return, module: Enum, function: :map,
+      ...>   arity: 2, return: Enum.to_list(1..100), call_id: 7, duration: 38_000}
+      iex> row = Kino.Trace.Widget.Payload.event(event, limit: 3)
+      iex> {row.result, row.duration, row.call_id, row.truncated}
+      {"[1, 2, 3, ...]", 38000, 7, true}
   """
   @spec event(Event.t(), limits()) :: row()
   def event(%Event{} = event, limits \\ []) do

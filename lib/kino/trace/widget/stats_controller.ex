@@ -1,33 +1,32 @@
 defmodule Kino.Trace.Widget.StatsController do
-  @moduledoc """
-  Everything the Livebook stats widget does on the Elixir side, without Kino.
-
-  `Kino.Trace.StatsWidget` (the `Kino.JS.Live` module) is a thin adapter over this
-  module, as `Kino.Trace.Widget` is over `Kino.Trace.Widget.Controller`, and carries out
-  the same effects:
-
-    * `{:broadcast, event, payload}` - send to every connected browser
-    * `{:reply, event, payload}` - send to the browser that made the request
-    * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
-      it to `handle_info/2`)
-
-  The controller reads the session's counters once per `:interval` (a second by
-  default) with `Kino.Trace.Stats.snapshot/1`, renders them with
-  `Kino.Trace.Stats.Payload.snapshot/2`, and broadcasts `"snapshot"` when the figures
-  changed (`%{status: status, snapshot: payload}`), else a small `"tick"`
-  (`%{status: status, elapsed_us: us, taken_at: us}`) so the header's clock moves. When the
-  session has ended (stopped, or its owner exited) it broadcasts `"status"` once and
-  stops reading; the last figures stay on screen.
-
-  Events from the browser: `"reset"` (counters back to zero), `"stop"`, `"refresh"`
-  (read now).
-
-  ## Examples
-
-      stats = Kino.Trace.stats(["Enum.sum/1"])
-      {controller, [{:send_after, :refresh, 1000}]} = Kino.Trace.Widget.StatsController.init(stats)
-      {%{snapshot: %{rows: []}}, controller} = Kino.Trace.Widget.StatsController.connect(controller)
-  """
+  @moduledoc false
+  # Everything the Livebook stats widget does on the Elixir side, without Kino.
+  #
+  # `Kino.Trace.StatsWidget` (the `Kino.JS.Live` module) is a thin adapter over this
+  # module, as `Kino.Trace.Widget` is over `Kino.Trace.Widget.Controller`, and carries out
+  # the same effects:
+  #
+  #   * `{:broadcast, event, payload}` - send to every connected browser
+  #   * `{:reply, event, payload}` - send to the browser that made the request
+  #   * `{:send_after, message, ms}` - deliver `message` to this process later (then pass
+  #     it to `handle_info/2`)
+  #
+  # The controller reads the session's counters once per `:interval` (a second by
+  # default) with `Kino.Trace.Stats.snapshot/1`, renders them with
+  # `Kino.Trace.Stats.Payload.snapshot/2`, and broadcasts `"snapshot"` when the figures
+  # changed (`%{status: status, snapshot: payload}`), else a small `"tick"`
+  # (`%{status: status, elapsed_us: us, taken_at: us}`) so the header's clock moves. When the
+  # session has ended (stopped, or its owner exited) it broadcasts `"status"` once and
+  # stops reading; the last figures stay on screen.
+  #
+  # Events from the browser: `"reset"` (counters back to zero), `"stop"`, `"refresh"`
+  # (read now).
+  #
+  # ## Examples
+  #
+  #     stats = Kino.Trace.stats(["Enum.sum/1"])
+  #     {controller, [{:send_after, :refresh, 1000}]} = Kino.Trace.Widget.StatsController.init(stats)
+  #     {%{snapshot: %{rows: []}}, controller} = Kino.Trace.Widget.StatsController.connect(controller)
 
   alias Kino.Trace.Stats
   alias Kino.Trace.Widget.Lifeline

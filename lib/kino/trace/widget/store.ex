@@ -1,10 +1,22 @@
 defmodule Kino.Trace.Widget.Store do
-  @moduledoc """
-  The widget's bounded memory of recent events: their rendered rows, sent again to a
-  browser that (re)connects, and the events themselves, so a row's full terms can be
-  rendered when the user expands it.
+  @moduledoc false
+  # The widget's bounded memory of recent events: their rendered rows, sent again to a
+  # browser that (re)connects, and the events themselves, so a row's full terms can be
+  # rendered when the user expands it.
+  #
+  # At most `:max_events` events are kept (default 10 000); older ones are forgotten.
 
-  At most `:max_events` events are kept (default 10 000); older ones are forgotten.
+  defstruct max_events: 10_000, ids: :queue.new(), entries: %{}, size: 0
+
+  @type t :: %__MODULE__{
+          max_events: pos_integer(),
+          ids: :queue.queue(),
+          entries: %{optional(term()) => {map(), term()}},
+          size: non_neg_integer()
+        }
+
+  @doc """
+  A new, empty store. Option: `:max_events` (default 10 000).
 
   ## Examples
 
@@ -18,17 +30,6 @@ defmodule Kino.Trace.Widget.Store do
       iex> Store.rows(store, 1)
       [%{id: 3}]
   """
-
-  defstruct max_events: 10_000, ids: :queue.new(), entries: %{}, size: 0
-
-  @type t :: %__MODULE__{
-          max_events: pos_integer(),
-          ids: :queue.queue(),
-          entries: %{optional(term()) => {map(), term()}},
-          size: non_neg_integer()
-        }
-
-  @doc "A new, empty store. Option: `:max_events` (default 10 000)."
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
     opts = Keyword.validate!(opts, max_events: 10_000)
