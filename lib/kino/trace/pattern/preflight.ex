@@ -8,13 +8,9 @@ defmodule Kino.Trace.Pattern.Preflight do
   # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
   # resolved here, after the module is loaded; no other atom is created.
 
-  alias Kino.Trace.{MFA, Pattern}
+  alias Kino.Trace.{DidYouMean, MFA, Pattern}
   alias Kino.Trace.Pattern.Name
   alias Kino.Trace.Plan.Lookup
-
-  # Jaro similarity that makes a name a "did you mean" suggestion even when it
-  # needs more edits than allowed.
-  @suggestion_threshold 0.9
 
   # A suggestion compares a name with every module of the code path (thousands): only
   # the first unknown modules of a batch get one, only for names a typo of a module's
@@ -199,7 +195,7 @@ defmodule Kino.Trace.Pattern.Preflight do
     if String.match?(wanted, ~r/^[A-Z]\w*$/) and erlang_form in candidates do
       erlang_form
     else
-      closest(wanted, candidates)
+      DidYouMean.closest(wanted, candidates, @max_edits)
     end
   end
 
@@ -278,7 +274,7 @@ defmodule Kino.Trace.Pattern.Preflight do
       |> Enum.reject(&generated_name?/1)
       |> Enum.map(&Atom.to_string/1)
 
-    case closest(Name.text(function), candidates) do
+    case DidYouMean.closest(Name.text(function), candidates, @max_edits) do
       nil ->
         ""
 
@@ -385,79 +381,6 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp vm_instruction?(_module, _function, _arity), do: false
 
-  ## Text helpers
-
-  # The candidate closest to `wanted`: fewest edits (a swap of two neighbours
-  # counts as one), then highest Jaro similarity. Only offered when it is close.
-  defp closest(wanted, candidates) do
-    wanted_length = String.length(wanted)
-    max_edits = wanted_length |> div(4) |> max(1) |> min(@max_edits)
-    wanted_graphemes = wanted |> String.graphemes() |> List.to_tuple()
-
-    candidates
-    |> Enum.reject(&(&1 == wanted))
-    |> Enum.flat_map(fn candidate ->
-      length = String.length(candidate)
-
-      cond do
-        abs(length - wanted_length) <= max_edits ->
-          edits = edit_distance(wanted_graphemes, candidate, max_edits)
-          [{candidate, edits, String.jaro_distance(wanted, candidate)}]
-
-        # Jaro similarity is at most (2 + shorter / longer) / 3: skip the
-        # candidates whose lengths alone keep it below the threshold.
-        min(length, wanted_length) < (3 * @suggestion_threshold - 2) * max(length, wanted_length) ->
-          []
-
-        true ->
-          [{candidate, max_edits + 1, String.jaro_distance(wanted, candidate)}]
-      end
-    end)
-    |> Enum.filter(fn {_, edits, jaro} -> edits <= max_edits or jaro >= @suggestion_threshold end)
-    |> Enum.min_by(fn {_, edits, jaro} -> {edits, -jaro} end, fn -> nil end)
-    |> case do
-      nil -> nil
-      {candidate, _edits, _jaro} -> candidate
-    end
-  end
-
-  # Optimal string alignment distance (Levenshtein plus adjacent swaps) between
-  # `left` (a tuple of graphemes) and `right`, or
-  # `limit + 1` as soon as two rows in a row exceed `limit` (every alignment
-  # crosses one of them: a swap skips one row at most).
-  defp edit_distance(left, right, limit) do
-    right = right |> String.graphemes() |> List.to_tuple()
-    right_size = tuple_size(right)
-    first_row = List.to_tuple(Enum.to_list(0..right_size))
-
-    Enum.reduce_while(1..tuple_size(left)//1, {nil, first_row}, fn i,
-                                                                   {before_previous, previous} ->
-      row =
-        Enum.reduce(1..right_size//1, [i], fn j, [left_cell | _] = reversed ->
-          cost = if elem(left, i - 1) == elem(right, j - 1), do: 0, else: 1
-
-          best = min(min(left_cell + 1, elem(previous, j) + 1), elem(previous, j - 1) + cost)
-
-          swapped? =
-            i > 1 and j > 1 and elem(left, i - 1) == elem(right, j - 2) and
-              elem(left, i - 2) == elem(right, j - 1)
-
-          [if(swapped?, do: min(best, elem(before_previous, j - 2) + 1), else: best) | reversed]
-        end)
-
-      row = row |> Enum.reverse() |> List.to_tuple()
-
-      if row_min(row) > limit and row_min(previous) > limit,
-        do: {:halt, :over},
-        else: {:cont, {previous, row}}
-    end)
-    |> case do
-      :over -> limit + 1
-      {_before_previous, last_row} -> elem(last_row, right_size)
-    end
-  end
-
-  defp row_min(row), do: row |> Tuple.to_list() |> Enum.min()
 
   # Preflight names "any arity" by leaving the arity out (`Enum.map`), not as `/*`.
   defp mfa_text(module, function, :_), do: MFA.to_string({module, function, nil})
