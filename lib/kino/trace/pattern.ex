@@ -100,7 +100,6 @@ defmodule Kino.Trace.Pattern do
   """
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
-  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{MatchSpec, Name, Preflight, Quoted}
   alias Kino.Trace.Plan.Lookup
 
@@ -372,14 +371,7 @@ defmodule Kino.Trace.Pattern do
       "Enum.map(list, _) when length(list) > 100"
   """
   @spec to_string(t) :: String.t()
-  def to_string(%__MODULE__{module: :_}), do: "*"
-  def to_string(%__MODULE__{module: module, function: :_}), do: Name.inspect_module(module)
-
-  def to_string(%__MODULE__{module: module, function: function} = pattern) do
-    if pattern.call_text,
-      do: MFA.call(module, function) <> pattern.call_text,
-      else: MFA.to_string({module, function, pattern.arity})
-  end
+  def to_string(%__MODULE__{} = pattern), do: Kino.Trace.Pattern.Text.of(pattern)
 
   @doc """
   Splits a text of patterns into its patterns: one per line, trimmed, with blank lines
