@@ -25,7 +25,7 @@ defmodule Kino.Trace.Remote do
   Patterns are checked for every node before anything is traced.
   """
 
-  alias Kino.Trace.{Plan, Session}
+  alias Kino.Trace.{Client, Plan, Session}
 
   @doc """
   Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and
@@ -41,7 +41,7 @@ defmodule Kino.Trace.Remote do
 
     case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->
-        :ok = GenServer.call(pid, {:subscribe, coordinator, tag})
+        :ok = Client.subscribe_tagged(pid, coordinator, tag)
         {:ok, pid}
 
       {:error, %{__exception__: true} = e} ->

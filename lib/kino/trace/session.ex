@@ -26,8 +26,10 @@ defmodule Kino.Trace.Session do
   """
 
   use GenServer
+  @behaviour Kino.Trace.Server
 
-  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper}
+  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Reaper, Server}
+  alias Kino.Trace.Server.Delivery
   alias Kino.Trace.StackGuard
   alias Kino.Trace.Plan.Functions
 
@@ -35,23 +37,13 @@ defmodule Kino.Trace.Session do
   # session holds while decoding within its young heap: decoding 2 000 events at once
   # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
   # garbage collection.
-  @drain_batch 100
+  @drain_batch Delivery.batch_events()
   # Events drained before the mailbox is looked at again: what a request may wait for.
   @max_per_wakeup 2_000
   # How long a request on this node's fallback tracer waits for the VM to deliver the
   # trace messages made before it (see trace_delivered/0).
   @delivered_ms 2_000
 
-  # At most this many queued events are decoded to answer one request (events/2): under
-  # a flood the queue never empties, and a request must not wait for it.
-  @max_sync_drain 10_000
-  # Messages (of at most @drain_batch events) in a subscriber's mailbox before the
-  # session stops draining for it: 64 000 events.
-  @subscriber_backlog div(64_000, @drain_batch)
-  @tick_ms 1_000
-  # The ids of sessions of other nodes' traces, apart from the native tracer's (which
-  # count from 1) and from coordinators' (2^40 on).
-  @remote_id_base Bitwise.bsl(1, 41)
 
   defstruct [
     :id,
@@ -105,6 +97,7 @@ defmodule Kino.Trace.Session do
   The supervisor only runs `init/1`, which is cheap: flags and match specs (possibly
   thousands) are set in the new process, so one slow start never holds up other traces.
   """
+  @impl Kino.Trace.Server
   @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, %Plan{calls: _} = plan) do
     Kino.Trace.Starter.start_session(__MODULE__, {owner, plan})
@@ -119,7 +112,7 @@ defmodule Kino.Trace.Session do
     backend = if node == node(), do: Backend.start(self(), plan.limits, node)
     # The native tracer's ids count from 1; any other trace's come from the same range
     # as another node's, so no two traces here share one (Kino.Trace.Final keeps them).
-    id = if(backend && Backend.native?(backend), do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic]))
+    id = if(backend && Backend.native?(backend), do: backend.id, else: Server.new_id())
 
     state = %__MODULE__{
       id: id,
@@ -153,7 +146,7 @@ defmodule Kino.Trace.Session do
     state = install(state, state.plan)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
-    Process.send_after(self(), :tick, @tick_ms)
+    Process.send_after(self(), :tick, Server.tick_ms())
     state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
     {:noreply, state}
   rescue
@@ -306,15 +299,16 @@ defmodule Kino.Trace.Session do
   # {:agent_down, worker}): the trace then ends, as when its monitor says so.
   @impl true
   def handle_call(request, from, state) do
-    request(request, from, state)
+    handle_request(request, from, state)
   catch
     :exit, {:agent_down, _} -> agent_gone(state, {:error, "the node's agent is gone"})
   end
 
-  defp request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  defp request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  @impl Kino.Trace.Server
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
 
-  defp request({:exclude, pid}, _from, state) do
+  def handle_request({:exclude, pid}, _from, state) do
     if tracing?(state) and node(pid) == state.backend.node, do: Backend.trace(state.backend, :process, [pid, false, [:all]])
     excluded = state.excluded |> Enum.filter(&Process.alive?/1) |> MapSet.new() |> MapSet.put(pid)
     {:reply, :ok, %{state | excluded: if(node(pid) == node(), do: excluded, else: state.excluded)}}
@@ -323,9 +317,9 @@ defmodule Kino.Trace.Session do
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
-  defp request({:subscribe, pid}, from, state), do: request({:subscribe, pid, state.id}, from, state)
+  def handle_request({:subscribe, pid}, from, state), do: handle_request({:subscribe, pid, state.id}, from, state)
 
-  defp request({:subscribe, pid, tag}, _from, state) do
+  def handle_request({:subscribe, pid, tag}, _from, state) do
     if Map.has_key?(state.subscribers, pid) do
       {:reply, :ok, state}
     else
@@ -334,7 +328,7 @@ defmodule Kino.Trace.Session do
     end
   end
 
-  defp request({:unsubscribe, pid}, _from, state) do
+  def handle_request({:unsubscribe, pid}, _from, state) do
     {entry, subscribers} = Map.pop(state.subscribers, pid)
     with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
     {:reply, :ok, release(%{state | subscribers: subscribers}, pid)}
@@ -342,34 +336,34 @@ defmodule Kino.Trace.Session do
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
   # coordinator's subscriber) until it is released.
-  defp request({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
-  defp request({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
+  def handle_request({:hold, pid}, _from, state), do: {:reply, :ok, hold(state, pid)}
+  def handle_request({:release, pid}, _from, state), do: {:reply, :ok, release(state, pid)}
 
-  defp request({:events, n}, _from, state) do
-    state = catch_up(state, @max_sync_drain)
+  def handle_request({:events, n}, _from, state) do
+    state = catch_up(state, Server.max_sync_drain())
     {:reply, History.take(state.history, n), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
   # has every event queued before it asked (in its mailbox) when the answer comes.
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
-  defp request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
+  def handle_request({:sync, cap}, _from, state), do: {:reply, :ok, catch_up(state, cap)}
 
   # (this node's fallback tracer first takes in its mailbox: its counters then count
   # every event traced before the request, as the native tracer's do)
-  defp request(:info, _from, state) do
+  def handle_request(:info, _from, state) do
     state = if tracing?(state), do: state |> first_batch(@drain_batch) |> elem(0), else: state
     {:reply, info(state), state}
   end
 
   # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
   # nil for another node's trace.
-  defp request(:tracer, _from, state) do
+  def handle_request(:tracer, _from, state) do
     tracer = state.backend && state.backend.tracer
     {:reply, tracer && Kino.Trace.LocalTracer.tracer_spec(tracer), state}
   end
 
-  defp request({:set_patterns, inputs}, _from, state) do
+  def handle_request({:set_patterns, inputs}, _from, state) do
     results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
@@ -390,19 +384,19 @@ defmodule Kino.Trace.Session do
     {:reply, reply, state}
   end
 
-  defp request(:pause, _from, %{status: :running} = state) do
+  def handle_request(:pause, _from, %{status: :running} = state) do
     state = remove_patterns(state)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
-  defp request(:resume, _from, %{status: :paused} = state) do
+  def handle_request(:resume, _from, %{status: :paused} = state) do
     state = apply_patterns(state, patterns(state))
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
-  defp request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
+  def handle_request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
-  defp request(:stop, _from, state) do
+  def handle_request(:stop, _from, state) do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
@@ -459,7 +453,7 @@ defmodule Kino.Trace.Session do
     now = System.monotonic_time(:millisecond)
     %{accepted: n} = counters = counters(state)
     rate = if now > t0, do: (n - n0) * 1000 / (now - t0), else: 0.0
-    if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
+    if tracing?(state), do: Process.send_after(self(), :tick, Server.tick_ms())
     state = state |> reapply_if_reloaded() |> reassert_bifs()
     {:noreply, %{state | rate: rate, rate_sample: {now, n}, counters: counters}}
   end
@@ -551,7 +545,7 @@ defmodule Kino.Trace.Session do
   defp drain(%{backend: nil} = state), do: state
 
   defp drain(state) do
-    if backlogged?(state) do
+    if Delivery.backlogged?(state.subscribers, :session) do
       Process.send_after(self(), :drain, 5)
       state
     else
@@ -638,7 +632,7 @@ defmodule Kino.Trace.Session do
   defp decoder_module(_state), do: NativeDecoder
 
   defp deliver_events(state, events) do
-    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:events, events}})
+    Delivery.notify(state.subscribers, {:events, events})
     guard_loops(%{state | history: History.push(state.history, events)}, events)
   end
 
@@ -656,15 +650,6 @@ defmodule Kino.Trace.Session do
   end
 
   defp guard_loops(state, _events), do: state
-
-  defp backlogged?(state) do
-    Enum.any?(state.subscribers, fn {pid, _} ->
-      case node(pid) == node() and Process.info(pid, :message_queue_len) do
-        {:message_queue_len, n} -> n > @subscriber_backlog
-        _ -> false
-      end
-    end)
-  end
 
   # --- BIFs (OTP 27.3, erlang/otp#10349: see Kino.Trace.Reaper) ---------------------------
 
@@ -774,7 +759,7 @@ defmodule Kino.Trace.Session do
   end
 
   defp broadcast_status(state) do
-    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, {:status, state.status}})
+    Delivery.notify(state.subscribers, {:status, state.status})
     state
   end
 
