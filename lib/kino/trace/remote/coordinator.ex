@@ -7,7 +7,11 @@ defmodule Kino.Trace.Remote.Coordinator do
   Kino.Trace.Server), so the API treats both alike, and it makes its requests of the
   sessions through Kino.Trace.Client. It owns one session per node and subscribes to each:
   their events are renumbered, kept in the trace's history and sent on to its own
-  subscribers. Requests go to the
+  subscribers. While one of those is backlogged (Kino.Trace.Server.Delivery) it
+  holds the batches for them, at most one allowance of events (the rest is not sent to
+  them and is counted in `info/1` as `:unsent`; the history keeps every event), and
+  lets them through as the subscriber catches up: it never waits, so it answers
+  requests meanwhile. Requests go to the
   nodes in parallel and wait for at most 2 s in all: a node that does not answer
   in time is marked `:unresponsive`, skipped (and reported) by later requests until it
   answers one of the info requests sent on every tick; its last known counters stay in
@@ -23,6 +27,8 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   # The longest any request waits for the nodes, in all.
   @remote_timeout 2_000
+  # How soon batches held for a backlogged subscriber are offered again.
+  @relay_ms 5
 
   defstruct [
     :id,
@@ -35,6 +41,12 @@ defmodule Kino.Trace.Remote.Coordinator do
     nodes: %{},
     # pid => {monitor, tag} (Kino.Trace.Server.Delivery)
     subscribers: %{},
+    # batches held while a subscriber is backlogged (oldest first), their events, and
+    # whether a :relay is due; events not sent to subscribers for want of room
+    held: :queue.new(),
+    held_events: 0,
+    relay_due: false,
+    unsent: 0,
     # pending tick info requests
     requests: :gen_server.reqids_new(),
     numbering: {1, %{}},
@@ -122,9 +134,10 @@ defmodule Kino.Trace.Remote.Coordinator do
     {:reply, History.take(state.history, n), state}
   end
 
+  # (what is held for backlogged subscribers goes too: the caller asked for it)
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
-    {:reply, :ok, take_delivered(state)}
+    {:reply, :ok, state |> take_delivered() |> release_held()}
   end
 
   def handle_request(:info, _from, state) do
@@ -168,11 +181,10 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   @impl true
   def handle_info({:kino_trace, {id, node}, {:events, events}}, %{id: id} = state) do
-    # a backlogged subscriber slows this process down, so its mailbox grows and the
-    # node sessions leave their queues alone (they drop and count)
-    if Delivery.backlogged?(state.subscribers, :relay), do: Process.sleep(5)
     {:noreply, deliver(state, node, events)}
   end
+
+  def handle_info(:relay, state), do: {:noreply, relay(%{state | relay_due: false})}
 
   def handle_info({:kino_trace, {id, node}, {:status, status}}, %{id: id} = state) do
     state = put_in(state.nodes[node].status, status)
@@ -220,8 +232,57 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
-    Delivery.notify(state.subscribers, {:events, events})
-    %{state | numbering: numbering, history: History.push(state.history, events)}
+    pass_on(%{state | numbering: numbering, history: History.push(state.history, events)}, events)
+  end
+
+  # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
+
+  # A batch goes to the subscribers at once unless one of them is backlogged or batches
+  # are held already (they keep their order); it is held while the held events fit in an
+  # allowance, and not sent (counted) beyond.
+  defp pass_on(state, events) do
+    n = length(events)
+
+    cond do
+      :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) ->
+        Delivery.notify(state.subscribers, {:events, events})
+        state
+
+      state.held_events + n > Delivery.allowance() ->
+        relay_later(%{state | unsent: state.unsent + n})
+
+      true ->
+        relay_later(%{state | held: :queue.in(events, state.held), held_events: state.held_events + n})
+    end
+  end
+
+  defp relay_later(%{relay_due: true} = state), do: state
+
+  defp relay_later(state) do
+    Process.send_after(self(), :relay, @relay_ms)
+    %{state | relay_due: true}
+  end
+
+  # Lets held batches through, oldest first, while no subscriber is backlogged.
+  defp relay(state) do
+    case :queue.out(state.held) do
+      {:empty, _} ->
+        state
+
+      {{:value, events}, held} ->
+        if Delivery.backlogged?(state.subscribers, :relay) do
+          relay_later(state)
+        else
+          Delivery.notify(state.subscribers, {:events, events})
+          relay(%{state | held: held, held_events: state.held_events - length(events)})
+        end
+    end
+  end
+
+  # Every held batch, now (before a status, and when a subscriber asks with sync).
+  defp release_held(state) do
+    for events <- :queue.to_list(state.held), do: Delivery.notify(state.subscribers, {:events, events})
+    %{state | held: :queue.new(), held_events: 0}
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
@@ -233,7 +294,9 @@ defmodule Kino.Trace.Remote.Coordinator do
     end
   end
 
+  # (after what is held: a subscriber sees a trace's events before its end)
   defp broadcast(state, notice) do
+    state = release_held(state)
     Delivery.notify(state.subscribers, notice)
     state
   end
@@ -431,6 +494,7 @@ defmodule Kino.Trace.Remote.Coordinator do
       stack_guarded: sum.(:stack_guarded),
       subscribers: map_size(state.subscribers),
       reapplied: sum.(:reapplied),
+      unsent: state.unsent,
       nodes: nodes
     })
   end

@@ -12,11 +12,11 @@ defmodule Kino.Trace.Server.Delivery do
   # fills and the tracer drops and counts (cheaply, in the traced process). 64 000 events
   # let a printer or a widget catch up after a burst and keep a mailbox to tens of MB.
   #
-  # A coordinator relays: it is itself a subscriber of each node's session, so its own
-  # mailbox is what those sessions measure. While one of its subscribers is backlogged
-  # it slows down, so its mailbox grows and the sessions hold back. So its subscribers'
-  # limit is smaller, 32 messages (3 200 events): what it has unread plus what they
-  # have stays about one allowance, as behind a session.
+  # A coordinator relays: it is itself a subscriber of each node's session, and while
+  # one of its own subscribers is backlogged it holds the batches it relays (at most
+  # @allowance events, the rest dropped and counted, see Kino.Trace.Remote.Coordinator).
+  # So its subscribers' limit is smaller, @relay_backlog messages (3 200 events): what
+  # it holds plus what they have unread stays about one allowance, as behind a session.
   @allowance 64_000
   @batch_events 100
   @backlog %{session: div(@allowance, @batch_events), relay: 32}
