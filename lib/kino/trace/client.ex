@@ -60,6 +60,13 @@ defmodule Kino.Trace.Client do
   def tracer(trace), do: call(trace, :tracer)
 
   @doc """
+  What tests and debugging read of a server's state (the `:internals` request of
+  `Kino.Trace.Server`): a trace's server, or a session's pid.
+  """
+  @spec internals(trace() | pid()) :: map()
+  def internals(trace_or_pid), do: call(trace_or_pid, :internals)
+
+  @doc """
   The trace's info; once its server is gone, the info it left when it ended
   (`Kino.Trace.Final`).
   """

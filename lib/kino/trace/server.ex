@@ -32,7 +32,13 @@ defmodule Kino.Trace.Server do
     * `:info` - `t:Kino.Trace.info/0`;
     * `:tracer` - what this node's OTP session names as its tracer, `nil` if none;
     * `{:set_patterns, inputs}` - a result per input;
-    * `:pause`, `:resume`, `:stop` - `:ok`.
+    * `:pause`, `:resume`, `:stop` - `:ok`;
+    * `:internals` - what tests and debugging read of its state, a map: a session's
+      `:plan`, `:held` (pids it does not trace for its subscribers), `:resource` (the
+      native session), `:otp_session` and `:worker` (another node's agent worker, else
+      `nil`); a coordinator's `:plan`, `:nodes` (node => its session's pid),
+      `:waiting` (nodes asked for info that have not answered) and `:held_events`
+      (held for backlogged subscribers).
   """
   @type request ::
           :await_setup
@@ -47,6 +53,7 @@ defmodule Kino.Trace.Server do
           | :pause
           | :resume
           | :stop
+          | :internals
 
   @typedoc """
   Requests a coordinator makes of the session of each of its nodes (a session answers

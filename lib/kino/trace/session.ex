@@ -363,6 +363,19 @@ defmodule Kino.Trace.Session do
     {:reply, tracer && Kino.Trace.LocalTracer.tracer_spec(tracer), state}
   end
 
+  # What tests and debugging read of the session (Kino.Trace.Client.internals/1).
+  def handle_request(:internals, _from, %{backend: backend} = state) do
+    internals = %{
+      plan: state.plan,
+      held: Map.keys(state.held),
+      resource: backend && backend.resource,
+      otp_session: backend && backend.session,
+      worker: backend && backend.worker
+    }
+
+    {:reply, internals, state}
+  end
+
   def handle_request({:set_patterns, inputs}, _from, state) do
     results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern

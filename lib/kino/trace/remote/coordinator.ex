@@ -148,6 +148,18 @@ defmodule Kino.Trace.Remote.Coordinator do
   # (a trace of several nodes has no OTP session on this node of its own)
   def handle_request(:tracer, _from, state), do: {:reply, nil, state}
 
+  # What tests and debugging read of the coordinator (Kino.Trace.Client.internals/1).
+  def handle_request(:internals, _from, state) do
+    internals = %{
+      plan: state.plan,
+      nodes: Map.new(state.nodes, fn {node, entry} -> {node, entry.pid} end),
+      waiting: for({_id, node} <- :gen_server.reqids_to_list(state.requests), do: node),
+      held_events: state.held_events
+    }
+
+    {:reply, internals, state}
+  end
+
   def handle_request({:set_patterns, inputs}, _from, state) do
     {replies, state} = on_nodes(state, {:set_patterns, inputs})
     {:reply, merge_results(inputs, state.plan.nodes, replies), state}
