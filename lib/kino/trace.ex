@@ -104,9 +104,7 @@ defmodule Kino.Trace do
   traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
   node's agent falls back to (see `Kino.Trace.Agent`); then `:fallback` has the trace
   messages it `received` (each accepted or dropped) and how often its mailbox guard
-  `switched_off` tracing (calls meanwhile are not traced). A trace of several nodes
-  counts in `:unsent` the events it kept in its history but did not send to its
-  subscribers, one of which had fallen too far behind (see `Kino.Trace.Remote`).
+  `switched_off` tracing (calls meanwhile are not traced).
   """
   @type info :: %{
           required(:id) => pos_integer(),
@@ -128,8 +126,7 @@ defmodule Kino.Trace do
           required(:reapplied) => non_neg_integer(),
           optional(:tracer) => :native | {:fallback, String.t()},
           optional(:fallback) => %{received: non_neg_integer(), switched_off: non_neg_integer()},
-          optional(:nodes) => %{node() => map()},
-          optional(:unsent) => non_neg_integer()
+          optional(:nodes) => %{node() => map()}
         }
 
   @typedoc "The result of `set_patterns/2` for each entry."

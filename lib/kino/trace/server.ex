@@ -37,8 +37,8 @@ defmodule Kino.Trace.Server do
       `:plan`, `:held` (pids it does not trace for its subscribers), `:resource` (the
       native session), `:otp_session` and `:worker` (another node's agent worker, else
       `nil`); a coordinator's `:plan`, `:nodes` (node => its session's pid),
-      `:waiting` (nodes asked for info that have not answered) and `:held_events`
-      (held for backlogged subscribers).
+      `:waiting` (nodes asked for info that have not answered), `:held_batches` and
+      `:held_events` (held for backlogged subscribers).
   """
   @type request ::
           :await_setup

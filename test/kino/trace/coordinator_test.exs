@@ -10,9 +10,10 @@ defmodule Kino.Trace.Remote.CoordinatorTest do
   alias Kino.Trace.Remote.Coordinator
   alias KinoTraceTest.Remote.Echo
 
-  # More than a subscriber may fall behind (Kino.Trace.Server.Delivery.allowance/0).
-  @calls 70_000
-  @allowance Kino.Trace.Server.Delivery.allowance()
+  # More than a subscriber may fall behind (Kino.Trace.Server.Delivery.allowance/0)
+  # and the node's queue hold together.
+  @calls 90_000
+  @queue 10_000
 
   # A subscriber that reads nothing until it gets :go, then counts the events it gets
   # until asked.
@@ -37,12 +38,12 @@ defmodule Kino.Trace.Remote.CoordinatorTest do
     for {:kino_trace, _tag, {:events, events}} <- messages, reduce: 0, do: (n -> n + length(events))
   end
 
-  test "a backlogged subscriber: the coordinator holds its events without waiting, answers meanwhile, and counts what it does not send" do
+  test "a backlogged subscriber: the coordinator holds its events without waiting, answers meanwhile, and its node holds back and counts" do
     plan =
       Plan.new!([calls: ["KinoTraceTest.Remote.Echo.double/1"]],
         nodes: [node()],
         return: false,
-        queue: [events: 200_000, bytes: 1_073_741_824]
+        queue: [events: @queue, bytes: 1_073_741_824]
       )
 
     {:ok, pid, id} = Coordinator.start(self(), plan)
@@ -54,26 +55,31 @@ defmodule Kino.Trace.Remote.CoordinatorTest do
 
     for i <- 1..@calls, do: Echo.double(i)
 
-    # every event reaches the coordinator (its node's session drains into it), and it
-    # keeps answering requests: it holds the events for the subscriber, it does not sleep
-    wait_until(fn -> Client.info(trace).queued == 0 end)
-    assert length(Client.events(trace, 10)) == 10
-    info = Client.info(trace)
-    assert info.delivered > @allowance
-    # nothing more went to the subscriber while it was behind...
-    assert events_in_mailbox(subscriber) == 0
-    # ...and it holds at most an allowance of them (in whole batches of up to 100): the
-    # rest is counted as not sent
-    held = info.delivered - info.unsent
-    assert info.unsent > 0
-    assert held <= @allowance and held > @allowance - 100
+    # the coordinator holds what its node's session delivers, and answers requests
+    # meanwhile (it does not sleep), until the session holds back (what the coordinator
+    # holds counts as unread, past a session's limit of 640 messages) or has delivered all
+    holding_back? = fn ->
+      Client.internals(trace).held_batches > 640 or Client.info(trace).queued == 0
+    end
 
-    # once it reads again, it gets every event held for it: none is lost uncounted
+    wait_until(holding_back?)
+    info = Client.info(trace)
+    internals = Client.internals(trace)
+    # nothing went to the subscriber while it was behind: all of it is held, none lost...
+    assert events_in_mailbox(subscriber) == 0
+    assert internals.held_events == info.delivered
+    # ...and what the session did not take stayed in its node's queue, which dropped the
+    # rest and counted it
+    assert info.accepted + info.dropped.queue_full == @calls
+    assert info.dropped.queue_full > 0
+
+    # once it reads again, it gets every event its node accepted: none is lost
     send(subscriber, :go)
     :ok = Client.flush(trace)
     send(subscriber, {:count, self()})
     assert_receive {:counted, received}, 30_000
-    assert received + Client.info(trace).unsent == info.delivered
+    assert received == info.accepted
+    assert Client.internals(trace).held_batches == 0
 
     :ok = Client.stop(trace)
   end

@@ -8,9 +8,9 @@ defmodule Kino.Trace.Remote.Coordinator do
   sessions through Kino.Trace.Client. It owns one session per node and subscribes to each:
   their events are renumbered, kept in the trace's history and sent on to its own
   subscribers. While one of those is backlogged (Kino.Trace.Server.Delivery) it
-  holds the batches for them, at most one allowance of events (the rest is not sent to
-  them and is counted in `info/1` as `:unsent`; the history keeps every event), and
-  lets them through as the subscriber catches up: it never waits, so it answers
+  holds the batches for them and lets them through as the subscriber catches up; the
+  sessions count what it holds as unread, so past a session's allowance they hold back
+  and their nodes drop and count, as for any subscriber. It never waits, so it answers
   requests meanwhile. Requests go to the
   nodes in parallel and wait for at most 2 s in all: a node that does not answer
   in time is marked `:unresponsive`, skipped (and reported) by later requests until it
@@ -42,11 +42,10 @@ defmodule Kino.Trace.Remote.Coordinator do
     # pid => {monitor, tag} (Kino.Trace.Server.Delivery)
     subscribers: %{},
     # batches held while a subscriber is backlogged (oldest first), their events, and
-    # whether a :relay is due; events not sent to subscribers for want of room
+    # whether a :relay is due
     held: :queue.new(),
     held_events: 0,
     relay_due: false,
-    unsent: 0,
     # pending tick info requests
     requests: :gen_server.reqids_new(),
     numbering: {1, %{}},
@@ -127,14 +126,14 @@ defmodule Kino.Trace.Remote.Coordinator do
   def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, :exclude)}
 
   # Each node delivers what it has queued (bounded) before it answers, so its events
-  # are in the mailbox when the answers are in.
+  # are in the mailbox when the answers are in; they and what is held for backlogged
+  # subscribers are sent on before the reply.
   def handle_request({:events, n}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
-    state = take_delivered(state)
+    state = state |> take_delivered() |> release_held()
     {:reply, History.take(state.history, n), state}
   end
 
-  # (what is held for backlogged subscribers goes too: the caller asked for it)
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
     {:reply, :ok, state |> take_delivered() |> release_held()}
@@ -154,6 +153,7 @@ defmodule Kino.Trace.Remote.Coordinator do
       plan: state.plan,
       nodes: Map.new(state.nodes, fn {node, entry} -> {node, entry.pid} end),
       waiting: for({_id, node} <- :gen_server.reqids_to_list(state.requests), do: node),
+      held_batches: :queue.len(state.held),
       held_events: state.held_events
     }
 
@@ -250,22 +250,21 @@ defmodule Kino.Trace.Remote.Coordinator do
   # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
 
   # A batch goes to the subscribers at once unless one of them is backlogged or batches
-  # are held already (they keep their order); it is held while the held events fit in an
-  # allowance, and not sent (counted) beyond.
+  # are held already (they keep their order). The sessions count what is held as this
+  # process's unread messages (Delivery.held/1): past their allowance they send no more.
   defp pass_on(state, events) do
-    n = length(events)
-
-    cond do
-      :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) ->
-        Delivery.notify(state.subscribers, {:events, events})
-        state
-
-      state.held_events + n > Delivery.allowance() ->
-        relay_later(%{state | unsent: state.unsent + n})
-
-      true ->
-        relay_later(%{state | held: :queue.in(events, state.held), held_events: state.held_events + n})
+    if :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) do
+      Delivery.notify(state.subscribers, {:events, events})
+      state
+    else
+      put_held(%{state | held_events: state.held_events + length(events)}, :queue.in(events, state.held))
+      |> relay_later()
     end
+  end
+
+  defp put_held(state, held) do
+    Delivery.held(:queue.len(held))
+    %{state | held: held}
   end
 
   defp relay_later(%{relay_due: true} = state), do: state
@@ -286,15 +285,16 @@ defmodule Kino.Trace.Remote.Coordinator do
           relay_later(state)
         else
           Delivery.notify(state.subscribers, {:events, events})
-          relay(%{state | held: held, held_events: state.held_events - length(events)})
+          relay(put_held(%{state | held_events: state.held_events - length(events)}, held))
         end
     end
   end
 
-  # Every held batch, now (before a status, and when a subscriber asks with sync).
+  # Every held batch, now: before a status, and to answer a request for events or a
+  # sync (the caller asked for them).
   defp release_held(state) do
     for events <- :queue.to_list(state.held), do: Delivery.notify(state.subscribers, {:events, events})
-    %{state | held: :queue.new(), held_events: 0}
+    put_held(%{state | held_events: 0}, :queue.new())
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
@@ -506,7 +506,6 @@ defmodule Kino.Trace.Remote.Coordinator do
       stack_guarded: sum.(:stack_guarded),
       subscribers: map_size(state.subscribers),
       reapplied: sum.(:reapplied),
-      unsent: state.unsent,
       nodes: nodes
     })
   end
