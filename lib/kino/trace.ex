@@ -80,7 +80,7 @@ defmodule Kino.Trace do
   that process (in Livebook, the cell's evaluator) shows only the user's own calls.
   """
 
-  alias Kino.Trace.{Front, Plan, Session}
+  alias Kino.Trace.{Client, Front, Launcher, Plan}
 
   @enforce_keys [:id, :session]
   defstruct [:id, :session, node: nil]
@@ -131,11 +131,6 @@ defmodule Kino.Trace do
 
   @typedoc "The result of `set_patterns/2` for each entry."
   @type pattern_result :: :ok | {:ok, [String.t()]} | {:error, String.t()}
-
-  # How long stop/1 lets a session end by itself before killing it.
-  @stop_timeout 5_000
-  # How long any other request to a session may take.
-  @call_timeout 30_000
 
   @doc """
   Starts tracing calls that match `patterns` and returns the trace.
@@ -191,7 +186,7 @@ defmodule Kino.Trace do
 
   defp start(what, opts, owner) do
     plan = Plan.new!(what, opts)
-    trace = start_plan(plan, owner)
+    trace = run(plan, owner)
 
     case plan.options[:print] do
       false -> :ok
@@ -216,18 +211,9 @@ defmodule Kino.Trace do
       :ok
   """
   @spec run(Plan.t(), pid()) :: t()
-  def run(%Plan{} = plan, owner \\ self()), do: Front.run(fn -> start_plan(plan, owner) end)
-
-  defp start_plan(plan, owner) do
-    started =
-      if Plan.remote?(plan),
-        do: Kino.Trace.Remote.Coordinator.start(owner, plan),
-        else: Session.start(owner, plan)
-
-    case started do
-      {:ok, pid, id} -> %__MODULE__{id: id, session: pid, node: node()}
-      {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
-    end
+  def run(%Plan{} = plan, owner \\ self()) do
+    %{id: id, session: pid, node: node} = Launcher.start!(plan, owner)
+    %__MODULE__{id: id, session: pid, node: node}
   end
 
   @doc """
@@ -310,21 +296,7 @@ defmodule Kino.Trace do
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
 
-  def stop(%__MODULE__{session: pid}) do
-    ref = :erlang.monitor(:process, pid)
-
-    case Front.call(pid, :stop, @stop_timeout) do
-      # A session that cannot answer in time is killed: its OTP trace session goes with
-      # its handle and the native session with its last reference.
-      {:exit, :timeout} -> :erlang.exit(pid, :kill)
-      # answered, already ended, or ending as we asked
-      _ -> :ok
-    end
-
-    receive do
-      {:DOWN, ^ref, :process, _, _} -> :ok
-    end
-  end
+  def stop(%__MODULE__{} = trace), do: Client.stop(trace)
 
   @doc """
   Subscribes `pid` to the trace. It receives
@@ -334,18 +306,18 @@ defmodule Kino.Trace do
   trace); `unsubscribe/2` traces it again as before.
   """
   @spec subscribe(t(), pid()) :: :ok
-  def subscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:subscribe, pid})
+  def subscribe(%__MODULE__{} = trace, pid \\ self()), do: Client.subscribe(trace, pid)
 
   @doc """
   Stops tracing `pid` in this trace (e.g. a process that prints or forwards the trace's
   own events, which would otherwise feed back into it).
   """
   @spec exclude(t(), pid()) :: :ok
-  def exclude(%__MODULE__{} = trace, pid) when is_pid(pid), do: call(trace, {:exclude, pid})
+  def exclude(%__MODULE__{} = trace, pid) when is_pid(pid), do: Client.exclude(trace, pid)
 
   @doc "Unsubscribes `pid`."
   @spec unsubscribe(t(), pid()) :: :ok
-  def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: call(trace, {:unsubscribe, pid})
+  def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: Client.unsubscribe(trace, pid)
 
   @doc """
   Delivers the events queued so far to the subscribers and the history, then returns:
@@ -354,11 +326,11 @@ defmodule Kino.Trace do
   every event of its block is queued.
   """
   @spec flush(t(), timeout()) :: :ok
-  def flush(%__MODULE__{} = trace, timeout \\ :infinity), do: call(trace, {:sync, :infinity}, timeout)
+  def flush(%__MODULE__{} = trace, timeout \\ :infinity), do: Client.flush(trace, timeout)
 
   @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
-  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: call(trace, {:events, n})
+  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: Client.events(trace, n)
 
   @doc """
   A live stream of the trace's events, ending when the trace stops (a trace that has
@@ -421,27 +393,14 @@ defmodule Kino.Trace do
   returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
   """
   @spec info(t()) :: info()
-  def info(%__MODULE__{session: pid, id: id}) do
-    case Front.call(pid, :info, @call_timeout) do
-      {:ok, info} -> info
-      # the session process is gone: its final info, when it ended by itself or stop/1
-      {:exit, reason} -> Front.run(fn -> final_info(id, reason, pid) end)
-    end
-  end
-
-  defp final_info(id, reason, pid) do
-    case Kino.Trace.Final.fetch(id) do
-      {:ok, info} -> info
-      :error -> call_failed(reason, pid, :info, @call_timeout)
-    end
-  end
+  def info(%__MODULE__{} = trace), do: Client.info(trace)
 
   @doc """
   Replaces the patterns of a running trace. Good entries apply, bad ones are reported:
   returns `{input, :ok | {:ok, warnings} | {:error, message}}` per entry.
   """
   @spec set_patterns(t(), term()) :: [{term(), pattern_result()}]
-  def set_patterns(%__MODULE__{} = trace, patterns), do: call(trace, {:set_patterns, patterns})
+  def set_patterns(%__MODULE__{} = trace, patterns), do: Client.set_patterns(trace, patterns)
 
   @doc "The trace's current patterns, as text."
   @spec patterns(t()) :: [String.t()]
@@ -459,11 +418,11 @@ defmodule Kino.Trace do
 
   @doc "Pauses tracing: nothing is recorded until `resume/1`."
   @spec pause(t()) :: :ok
-  def pause(%__MODULE__{} = trace), do: call(trace, :pause)
+  def pause(%__MODULE__{} = trace), do: Client.pause(trace)
 
   @doc "Resumes a paused trace."
   @spec resume(t()) :: :ok
-  def resume(%__MODULE__{} = trace), do: call(trace, :resume)
+  def resume(%__MODULE__{} = trace), do: Client.resume(trace)
 
   @doc "Prints the trace's events to the console as they arrive (see `Kino.Trace.Printer`)."
   @spec print(t(), keyword()) :: t()
@@ -471,20 +430,4 @@ defmodule Kino.Trace do
     Kino.Trace.Printer.attach(trace, opts)
     trace
   end
-
-  # A request to the trace's session (Kino.Trace.Front: nothing runs in the caller but
-  # the request and its reply).
-  defp call(%__MODULE__{session: pid}, request, timeout \\ @call_timeout) do
-    case Front.call(pid, request, timeout) do
-      {:ok, reply} -> reply
-      {:exit, reason} -> Front.run(fn -> call_failed(reason, pid, request, timeout) end)
-    end
-  end
-
-  # Raises as the request failed: ArgumentError when the session is gone, else exits as
-  # GenServer.call does.
-  defp call_failed(reason, _pid, _request, _timeout) when reason in [:noproc, :normal],
-    do: raise(ArgumentError, "the trace has ended (its session process is gone)")
-
-  defp call_failed(reason, pid, request, timeout), do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
 end

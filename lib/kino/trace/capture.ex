@@ -48,7 +48,7 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias Kino.Trace.{Front, MFA, Options, Pattern, Plan, Reaper}
+  alias Kino.Trace.{Client, Front, Launcher, MFA, Options, Pattern, Plan, Reaper}
   alias Kino.Trace.Capture.{Collector, Sends}
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
@@ -313,8 +313,8 @@ defmodule Kino.Trace.Capture do
 
     {trace, sends} =
       try do
-        trace = Kino.Trace.run(plan, owner)
-        Kino.Trace.subscribe(trace, collector)
+        trace = Launcher.start!(plan, owner)
+        Client.subscribe(trace, collector)
         {trace, Sends.start(targets, opts[:children], trace.session)}
       rescue
         e ->
@@ -339,7 +339,7 @@ defmodule Kino.Trace.Capture do
   defp stop(%{trace: trace, sends: sends, collector: collector, watch: watch}) do
     Reaper.unwatch(watch)
     Sends.stop(sends)
-    Kino.Trace.stop(trace)
+    Client.stop(trace)
     Collector.stop(collector)
   end
 
@@ -409,6 +409,6 @@ defmodule Kino.Trace.Capture do
     end
 
     events = Collector.collect(collector, trace)
-    {events, Kino.Trace.info(trace)}
+    {events, Client.info(trace)}
   end
 end

@@ -88,7 +88,7 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.{Aliases, Capture, DidYouMean, Event, MFA, Render}
+  alias Kino.Trace.{Aliases, Capture, Client, DidYouMean, Event, MFA, Render}
 
   @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
 
@@ -221,8 +221,9 @@ defmodule Kino.Trace.Mermaid do
           "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
   end
 
-  defp events!(%Kino.Trace{} = trace, opts), do: Kino.Trace.events(trace, opts[:last])
   defp events!(%Capture{events: events}, _opts), do: events!(events, [])
+  # a trace (Kino.Trace.Client takes it by its fields)
+  defp events!(%{session: pid} = trace, opts) when is_pid(pid), do: Client.events(trace, opts[:last])
 
   defp events!(events, _opts) when is_list(events) do
     events

@@ -18,7 +18,6 @@ defmodule Kino.Trace.Pattern do
   # arity, it is not a macro, and the pattern does not trace everything or the
   # tracer itself. `parse_each/2` and `parse_all!/2` do both.
 
-  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{Name, Preflight, Text}
   alias Kino.Trace.Plan.Lookup
 
@@ -316,14 +315,7 @@ defmodule Kino.Trace.Pattern do
       "Enum.map(list, _) when length(list) > 100"
   """
   @spec to_string(t) :: String.t()
-  def to_string(%__MODULE__{module: :_}), do: "*"
-  def to_string(%__MODULE__{module: module, function: :_}), do: Name.inspect_module(module)
-
-  def to_string(%__MODULE__{module: module, function: function} = pattern) do
-    if pattern.call_text,
-      do: MFA.call(module, function) <> pattern.call_text,
-      else: MFA.to_string({module, function, pattern.arity})
-  end
+  def to_string(%__MODULE__{} = pattern), do: Text.of(pattern)
 
   @doc """
   Splits a text of patterns into its patterns: one per line, trimmed, with blank lines

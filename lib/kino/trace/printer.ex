@@ -22,7 +22,7 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias Kino.Trace.{Aliases, Event, Render}
+  alias Kino.Trace.{Aliases, Client, Event, Render}
 
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
@@ -30,7 +30,7 @@ defmodule Kino.Trace.Printer do
   enabled), `:time` (show timestamps, default `true`), `:device`.
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
-  def attach(%Kino.Trace{} = trace, opts \\ []) do
+  def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do
     # in kino_trace's own process, with the caller's group leader (Kino.Trace.Front)
     Kino.Trace.Front.run(fn -> start(trace, opts) end)
   end
@@ -44,7 +44,7 @@ defmodule Kino.Trace.Printer do
     # recording them would feed on its own output (and so would every other trace that
     # records them), so no trace records them while this printer prints.
     for io <- output_chain(device), do: Kino.Trace.Internal.register(io, pid)
-    Kino.Trace.subscribe(trace, pid)
+    Client.subscribe(trace, pid)
     send(pid, :subscribed)
     pid
   end

@@ -24,7 +24,7 @@ defmodule Kino.Trace.Remote do
   #
   # Patterns are checked for every node before anything is traced.
 
-  alias Kino.Trace.{Plan, Session}
+  alias Kino.Trace.{Client, Plan, Session}
 
   @doc """
   Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and
@@ -40,7 +40,7 @@ defmodule Kino.Trace.Remote do
 
     case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->
-        :ok = GenServer.call(pid, {:subscribe, coordinator, tag})
+        :ok = Client.subscribe_tagged(pid, coordinator, tag)
         {:ok, pid}
 
       {:error, %{__exception__: true} = e} ->

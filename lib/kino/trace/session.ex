@@ -33,14 +33,11 @@ defmodule Kino.Trace.Session do
   # this node's is decided once, in `init/1`.
 
   use GenServer
+  @behaviour Kino.Trace.Server
 
-  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan}
+  alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder, Pattern, Plan, Server}
   alias Kino.Trace.Session.{Drain, Info, Safeguards, Setup, Subscribers}
 
-  @tick_ms 1_000
-  # The ids of sessions of other nodes' traces, apart from the native tracer's (which
-  # count from 1) and from coordinators' (2^40 on).
-  @remote_id_base Bitwise.bsl(1, 41)
 
   defstruct [
     :id,
@@ -101,6 +98,7 @@ defmodule Kino.Trace.Session do
   The supervisor only runs `init/1`, which is cheap: flags and match specs (possibly
   thousands) are set in the new process, so one slow start never holds up other traces.
   """
+  @impl Kino.Trace.Server
   @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, %Plan{calls: _} = plan) do
     Kino.Trace.Starter.start_session(__MODULE__, {owner, plan})
@@ -117,7 +115,7 @@ defmodule Kino.Trace.Session do
     native? = local? and Backend.native?(backend)
     # The native tracer's ids count from 1; any other trace's come from the same range
     # as another node's, so no two traces here share one (Kino.Trace.Final keeps them).
-    id = if(native?, do: backend.id, else: @remote_id_base + System.unique_integer([:positive, :monotonic]))
+    id = if(native?, do: backend.id, else: Server.new_id())
 
     state = %__MODULE__{
       id: id,
@@ -148,7 +146,7 @@ defmodule Kino.Trace.Session do
     state = Setup.start(state)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
-    Process.send_after(self(), :tick, @tick_ms)
+    Process.send_after(self(), :tick, Server.tick_ms())
     state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
     {:noreply, state}
   rescue
@@ -165,29 +163,30 @@ defmodule Kino.Trace.Session do
   # {:agent_down, worker}): the trace then ends, as when its monitor says so.
   @impl true
   def handle_call(request, from, state) do
-    request(request, from, state)
+    handle_request(request, from, state)
   catch
     :exit, {:agent_down, _} -> agent_gone(state, {:error, "the node's agent is gone"})
   end
 
-  defp request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  defp request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  @impl Kino.Trace.Server
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
 
-  defp request({:exclude, pid}, _from, state), do: {:reply, :ok, Subscribers.exclude(state, pid)}
+  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, Subscribers.exclude(state, pid)}
 
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
-  defp request({:subscribe, pid}, from, state), do: request({:subscribe, pid, state.id}, from, state)
-  defp request({:subscribe, pid, tag}, _from, state), do: {:reply, :ok, Subscribers.subscribe(state, pid, tag)}
-  defp request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
+  def handle_request({:subscribe, pid}, from, state), do: handle_request({:subscribe, pid, state.id}, from, state)
+  def handle_request({:subscribe, pid, tag}, _from, state), do: {:reply, :ok, Subscribers.subscribe(state, pid, tag)}
+  def handle_request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
   # coordinator's subscriber) until it is released.
-  defp request({:hold, pid}, _from, state), do: {:reply, :ok, Subscribers.hold(state, pid)}
-  defp request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
+  def handle_request({:hold, pid}, _from, state), do: {:reply, :ok, Subscribers.hold(state, pid)}
+  def handle_request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
 
-  defp request({:events, n}, _from, state) do
+  def handle_request({:events, n}, _from, state) do
     state = Drain.for_request(state)
     {:reply, History.take(state.history, n), state}
   end
@@ -195,40 +194,53 @@ defmodule Kino.Trace.Session do
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
   # has every event queued before it asked (in its mailbox) when the answer comes.
   # `:infinity` is for capture/3, which asks once every event of its block is queued.
-  defp request({:sync, cap}, _from, state), do: {:reply, :ok, Drain.catch_up(state, cap)}
+  def handle_request({:sync, cap}, _from, state), do: {:reply, :ok, Drain.catch_up(state, cap)}
 
   # (this node's fallback tracer first takes in its mailbox: its counters then count
   # every event traced before the request, as the native tracer's do)
-  defp request(:info, _from, state) do
+  def handle_request(:info, _from, state) do
     state = Drain.take_in(state)
     {:reply, Info.build(state, Setup.patterns(state)), state}
   end
 
   # What this node's OTP session names as its tracer (Kino.Trace.Capture.Sends asks);
   # nil for another node's trace.
-  defp request(:tracer, _from, state) do
+  def handle_request(:tracer, _from, state) do
     tracer = state.backend && state.backend.tracer
     {:reply, tracer && Kino.Trace.LocalTracer.tracer_spec(tracer), state}
   end
 
-  defp request({:set_patterns, inputs}, _from, state) do
+  # What tests and debugging read of the session (Kino.Trace.Client.internals/1).
+  def handle_request(:internals, _from, %{backend: backend} = state) do
+    internals = %{
+      plan: state.plan,
+      held: Map.keys(state.held),
+      resource: backend && backend.resource,
+      otp_session: backend && backend.session,
+      worker: backend && backend.worker
+    }
+
+    {:reply, internals, state}
+  end
+
+  def handle_request({:set_patterns, inputs}, _from, state) do
     {reply, state} = Setup.set_patterns(state, inputs)
     {:reply, reply, state}
   end
 
-  defp request(:pause, _from, %{status: :running} = state) do
+  def handle_request(:pause, _from, %{status: :running} = state) do
     state = Setup.remove_patterns(state)
     {:reply, :ok, broadcast_status(%{state | status: :paused})}
   end
 
-  defp request(:resume, _from, %{status: :paused} = state) do
+  def handle_request(:resume, _from, %{status: :paused} = state) do
     state = Setup.apply_patterns(state, Setup.patterns(state))
     {:reply, :ok, broadcast_status(%{state | status: :running})}
   end
 
-  defp request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
+  def handle_request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
-  defp request(:stop, _from, state) do
+  def handle_request(:stop, _from, state) do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
@@ -263,7 +275,7 @@ defmodule Kino.Trace.Session do
 
   defp message(:tick, state) do
     state = Info.sample(state)
-    if tracing?(state), do: Process.send_after(self(), :tick, @tick_ms)
+    if tracing?(state), do: Process.send_after(self(), :tick, Server.tick_ms())
     {:noreply, state |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
   end
 

@@ -179,15 +179,6 @@ defmodule Kino.Trace.Stats do
 
   @call_timeout 30_000
 
-  defp call(%__MODULE__{server: pid}, request) do
-    case Front.call(pid, request, @call_timeout) do
-      {:ok, reply} -> reply
-      {:exit, reason} -> Front.run(fn -> call_failed(reason, pid, request) end)
-    end
-  end
-
-  defp call_failed(reason, _pid, _request) when reason in [:noproc, :normal],
-    do: raise(ArgumentError, "the stats session has ended (its process is gone)")
-
-  defp call_failed(reason, pid, request), do: exit({reason, {__MODULE__, :call, [pid, request, @call_timeout]}})
+  defp call(%__MODULE__{server: pid}, request),
+    do: Kino.Trace.Client.call(pid, request, @call_timeout, "the stats session has ended (its process is gone)")
 end

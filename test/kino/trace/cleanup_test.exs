@@ -21,13 +21,12 @@ defmodule Kino.Trace.CleanupTest do
     %{children: 0}
   end
 
-  # Read in a process of its own: a copy of the session's state in this process holds
+  # Read in a process of its own: a copy of the session's internals in this process holds
   # its OTP session's handle, and so keeps that session alive after the session process
   # is killed, until this process's next full sweep (never, in a test: once a collection
   # while the copy was live moved it to the old heap, the session never went).
   defp resource(trace) do
-    session = trace.session
-    fn -> :sys.get_state(session).backend.resource end |> Task.async() |> Task.await()
+    fn -> Kino.Trace.Client.internals(trace).resource end |> Task.async() |> Task.await()
   end
 
   defp assert_nothing_left(trace, resource, children) do

@@ -6,6 +6,7 @@ defmodule Kino.Trace.DistributedTest do
   import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1, start_peer: 2, kino_sessions: 1]
 
+  alias Kino.Trace.Client
   alias KinoTraceTest.Remote.Echo
 
   @moduletag timeout: 120_000
@@ -154,17 +155,17 @@ defmodule Kino.Trace.DistributedTest do
   test "a subscriber that exits without unsubscribing is no longer held by this node's session" do
     {_p1, n1} = start_peer(:held_a)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1])
-    local = :sys.get_state(trace.session).nodes[node()].pid
+    local = Client.internals(trace).nodes[node()]
 
     for _ <- 1..5 do
       reader = spawn(fn -> receive do: (:exit -> :ok) end)
       :ok = Kino.Trace.subscribe(trace, reader)
-      assert Map.has_key?(:sys.get_state(local).held, reader)
+      assert reader in Client.internals(local).held
       send(reader, :exit)
     end
 
     # what stays held is the coordinator itself, a subscriber of the session
-    only_coordinator = fn -> Map.keys(:sys.get_state(local).held) == [trace.session] end
+    only_coordinator = fn -> Client.internals(local).held == [trace.session] end
     wait_until(only_coordinator, 5_000)
     assert only_coordinator.()
     Kino.Trace.stop(trace)
@@ -198,8 +199,8 @@ defmodule Kino.Trace.DistributedTest do
   test "a hung remote agent blocks nothing: info/1 answers, set_patterns reports it, stop/1 ends it" do
     {_p1, n1} = start_peer(:hung)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [node(), n1])
-    session = :sys.get_state(trace.session).nodes[n1].pid
-    worker = :sys.get_state(session).backend.worker
+    session = Client.internals(trace).nodes[n1]
+    worker = Client.internals(session).worker
     assert node(worker) == n1
     :ok = :erpc.call(n1, Echo, :hang, [worker])
 
@@ -213,7 +214,7 @@ defmodule Kino.Trace.DistributedTest do
 
     # the hung node is asked once per tick until it answers, not once more per tick
     Process.sleep(3_500)
-    assert length(:gen_server.reqids_to_list(:sys.get_state(trace.session).requests)) <= 1
+    assert length(Client.internals(trace).waiting) <= 1
 
     assert [{_, {:error, "on node " <> message}}] =
              Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])

@@ -13,7 +13,7 @@ defmodule Kino.Trace.DrainPacingTest do
   # wake-up would take them nearly one at a time, one wake-up each.
   test "a session drains a steady stream at most about once a millisecond, and delivers all of it" do
     {caller, trace} = traced_caller()
-    resource = :sys.get_state(trace.session).backend.resource
+    resource = Kino.Trace.Client.internals(trace).resource
 
     elapsed_us =
       run(caller, fn ->

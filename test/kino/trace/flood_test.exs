@@ -34,7 +34,7 @@ defmodule Kino.Trace.FloodTest do
     {div(us, 1000), result}
   end
 
-  defp session_handle(trace), do: :sys.get_state(trace.session).backend.session
+  defp session_handle(trace), do: Kino.Trace.Client.internals(trace).otp_session
 
   # :trace.session_info/1 lists sessions by their weak handle
   defp gone?({_strong, weak}), do: weak not in :trace.session_info(:all)
@@ -104,7 +104,7 @@ defmodule Kino.Trace.FloodTest do
     # A subscriber that never reads holds the session back: the queue fills up.
     sleeper = spawn(fn -> Process.sleep(:infinity) end)
     trace = Trace.calls([&Math.echo/1], return: false, queue: [events: 200_000, bytes: 1_073_741_824])
-    resource = :sys.get_state(trace.session).backend.resource
+    resource = Kino.Trace.Client.internals(trace).resource
     :ok = Trace.subscribe(trace, sleeper)
     # more than the session's backlog limit (64 000 events in batches), so it stops draining
     for i <- 1..2_000, do: send(sleeper, {:filler, i})

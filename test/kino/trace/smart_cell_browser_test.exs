@@ -102,7 +102,7 @@ defmodule Kino.Trace.SmartCellBrowserTest do
           timeout: 60_000
         )
 
-      assert :sys.get_state(trace.session).plan == expected
+      assert Kino.Trace.Client.internals(trace).plan == expected
     after
       Kino.Trace.stop(trace)
     end

@@ -33,7 +33,7 @@ defmodule Kino.Trace.SmartCellTest do
     result
   end
 
-  defp plan(%Kino.Trace{session: session}), do: :sys.get_state(session).plan
+  defp plan(%Kino.Trace{} = trace), do: Kino.Trace.Client.internals(trace).plan
 
   defp pid_text(pid), do: inspect(pid)
 

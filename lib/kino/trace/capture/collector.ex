@@ -36,7 +36,7 @@ defmodule Kino.Trace.Capture.Collector do
   to the collector, then the collector answers with all it has received.
   """
   @spec collect(pid(), Kino.Trace.t()) :: [Kino.Trace.Event.t()]
-  def collect(collector, %Kino.Trace{} = trace) do
+  def collect(collector, %{session: session} = trace) when is_pid(session) do
     ref = Process.monitor(collector)
     send(collector, {:collect, self(), ref, trace})
 
@@ -64,7 +64,7 @@ defmodule Kino.Trace.Capture.Collector do
 
       {:collect, from, ref, trace} ->
         # the session sends its events before its answer, so they are in the mailbox now
-        :ok = Kino.Trace.flush(trace)
+        :ok = Kino.Trace.Client.flush(trace)
         acc = take_events(trace.id, acc)
         send(from, {ref, Enum.reverse(acc)})
         loop(owner_ref, [])

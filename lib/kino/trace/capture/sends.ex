@@ -120,10 +120,10 @@ defmodule Kino.Trace.Capture.Sends do
   first message. Call it once every event of the block was delivered
   (`:erlang.trace_delivered/1`), while `capture` still runs.
   """
-  @spec untraced(t(), Kino.Trace.t()) :: [receiver()]
+  @spec untraced(t(), Kino.Trace.Client.trace()) :: [receiver()]
   def untraced(%__MODULE__{tracer: tracer}, capture) do
     internal = MapSet.new(Internal.pids())
-    capture_tracer = GenServer.call(capture.session, :tracer)
+    capture_tracer = Kino.Trace.Client.tracer(capture)
 
     tracer
     |> receivers({MapSet.new(), []})

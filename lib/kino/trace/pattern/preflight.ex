@@ -9,7 +9,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   # resolved here, after the module is loaded; no other atom is created.
 
   alias Kino.Trace.{DidYouMean, MFA, Pattern}
-  alias Kino.Trace.Pattern.Name
+  alias Kino.Trace.Pattern.{Name, Text}
   alias Kino.Trace.Plan.Lookup
 
   # A suggestion compares a name with every module of the code path (thousands): only
@@ -41,7 +41,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
     staged =
       Enum.map(parsed, fn
-        {:ok, %Pattern{} = pattern} ->
+        {:ok, %{} = pattern} ->
           with :ok <- refuse_everything(pattern, force?), :ok <- refuse_tracer(pattern, force?), do: {:ok, pattern}
 
         {:error, message} ->
@@ -49,7 +49,7 @@ defmodule Kino.Trace.Pattern.Preflight do
       end)
 
     staged = resolve_modules(staged, lookup)
-    facts = module_facts(lookup, for({:ok, %Pattern{module: m}} <- staged, is_atom(m) and m != :_, do: m))
+    facts = module_facts(lookup, for({:ok, %{module: m}} <- staged, is_atom(m) and m != :_, do: m))
 
     results =
       Enum.map(staged, fn
@@ -77,7 +77,7 @@ defmodule Kino.Trace.Pattern.Preflight do
     end
   end
 
-  defp run(%Pattern{} = pattern, facts, local?, force?) do
+  defp run(%{} = pattern, facts, local?, force?) do
     with :ok <- ensure_module(pattern, facts),
          pattern = %{pattern | function: Name.retry(pattern.function)},
          {:ok, arities} <- ensure_function(pattern, facts, local?, force?) do
@@ -88,7 +88,7 @@ defmodule Kino.Trace.Pattern.Preflight do
   # A module named in text that was not an atom when the pattern was parsed may exist
   # where the lookup looks (or here, by now).
   defp resolve_modules(staged, lookup) do
-    texts = for {:ok, %Pattern{module: %Name{text: text}}} <- staged, do: text
+    texts = for {:ok, %{module: %Name{text: text}}} <- staged, do: text
 
     if texts == [] do
       staged
@@ -96,7 +96,7 @@ defmodule Kino.Trace.Pattern.Preflight do
       atoms = Lookup.module_atoms(lookup, texts)
 
       Enum.map(staged, fn
-        {:ok, %Pattern{module: %Name{text: text}} = pattern} when is_map_key(atoms, text) ->
+        {:ok, %{module: %Name{text: text}} = pattern} when is_map_key(atoms, text) ->
           {:ok, %{pattern | module: Map.fetch!(atoms, text)}}
 
         other ->
@@ -130,7 +130,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Refusals (overridable with force: true)
 
-  defp refuse_everything(%Pattern{module: :_}, false) do
+  defp refuse_everything(%{module: :_}, false) do
     {:error,
      "refusing to trace every function in the system; " <>
        "name a module or function, or pass force: true if you really mean it"}
@@ -138,7 +138,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp refuse_everything(_pattern, _force?), do: :ok
 
-  defp refuse_tracer(%Pattern{module: module}, false) do
+  defp refuse_tracer(%{module: module}, false) do
     if tracer_module?(module) do
       {:error,
        "refusing to trace #{inspect(module)}: tracing kino_trace's own modules or the " <>
@@ -159,12 +159,12 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Module
 
-  defp ensure_module(%Pattern{module: :_}, _facts), do: :ok
+  defp ensure_module(%{module: :_}, _facts), do: :ok
 
   # Neither loaded nor on the code path, here or where the lookup looks.
-  defp ensure_module(%Pattern{module: %Name{} = module}, _facts), do: unknown_module(module, :nofile)
+  defp ensure_module(%{module: %Name{} = module}, _facts), do: unknown_module(module, :nofile)
 
-  defp ensure_module(%Pattern{module: module}, facts) do
+  defp ensure_module(%{module: module}, facts) do
     case Map.fetch!(facts, module) do
       {:ok, _functions} -> :ok
       {:error, reason} -> unknown_module(module, reason)
@@ -209,10 +209,10 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Function and arity
 
-  defp ensure_function(%Pattern{function: :_}, _facts, _local?, _force?), do: {:ok, []}
+  defp ensure_function(%{function: :_}, _facts, _local?, _force?), do: {:ok, []}
 
-  defp ensure_function(%Pattern{} = pattern, facts, local?, force?) do
-    %Pattern{module: module, function: function, arity: arity} = pattern
+  defp ensure_function(%{} = pattern, facts, local?, force?) do
+    %{module: module, function: function, arity: arity} = pattern
     {:ok, {defined, exported}} = Map.fetch!(facts, module)
     visible = if local?, do: defined, else: exported
     arities = for {^function, a} <- visible, do: a
@@ -222,7 +222,7 @@ defmodule Kino.Trace.Pattern.Preflight do
     cond do
       macro_expansion?(function) and not force? ->
         {:error,
-         "#{Pattern.to_string(pattern)} is the compile-time expansion of a macro; " <>
+         "#{Text.of(pattern)} is the compile-time expansion of a macro; " <>
            "it only runs while code compiles (pass force: true to trace it anyway)"}
 
       arity != :_ and arity in arities ->
@@ -243,7 +243,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
       not local? and (arity == :_ or arity in all_arities) and all_arities != [] ->
         {:error,
-         "#{Pattern.to_string(pattern)} is private; it can only be traced with local: true"}
+         "#{Text.of(pattern)} is private; it can only be traced with local: true"}
 
       arities != [] ->
         {:error,
@@ -266,7 +266,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   defp macro_expansion?(function), do: String.starts_with?(Name.text(function), "MACRO-")
 
-  defp function_hint(%Pattern{module: module, function: function, arity: arity}, visible) do
+  defp function_hint(%{module: module, function: function, arity: arity}, visible) do
     candidates =
       visible
       |> Enum.map(fn {name, _} -> name end)
@@ -300,7 +300,7 @@ defmodule Kino.Trace.Pattern.Preflight do
 
   ## Warnings
 
-  defp warnings(%Pattern{module: module, function: function}, arities) do
+  defp warnings(%{module: module, function: function}, arities) do
     for arity <- arities,
         warning =
           inline_warning(module, function, arity) || instruction_warning(module, function, arity),

@@ -10,6 +10,7 @@ defmodule Kino.Trace.Pattern.Text do
   # patterns checked on another node (`import_names/2`).
 
   import Kino.Trace.Pattern.Name, only: [is_name: 1]
+  alias Kino.Trace.MFA
   alias Kino.Trace.Pattern.{MatchSpec, Name, Quoted}
   alias Kino.Trace.Plan.Lookup
 
@@ -240,4 +241,15 @@ defmodule Kino.Trace.Pattern.Text do
 
   defp module_text(name) when is_name(name), do: Name.text(name)
   defp module_text(_other), do: nil
+
+  @doc "The canonical text of a pattern (`Kino.Trace.Pattern.to_string/1`), taken by its fields."
+  @spec of(map()) :: String.t()
+  def of(%{module: :_}), do: "*"
+  def of(%{module: module, function: :_}), do: Name.inspect_module(module)
+
+  def of(%{module: module, function: function, arity: arity, call_text: call_text}) do
+    if call_text,
+      do: MFA.call(module, function) <> call_text,
+      else: MFA.to_string({module, function, arity})
+  end
 end

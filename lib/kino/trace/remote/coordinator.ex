@@ -3,9 +3,15 @@ defmodule Kino.Trace.Remote.Coordinator do
   # One trace over several nodes: the process behind a `Kino.Trace` started with
   # `nodes:` (see `Kino.Trace.Remote`).
   #
-  # It answers the same requests as a `Kino.Trace.Session`, so the API treats both alike.
-  # It owns one session per node and subscribes to each: their events are renumbered,
-  # kept in the trace's history and sent on to its own subscribers. Requests go to the
+  # It answers the same requests as a `Kino.Trace.Session` (both implement the behaviour
+  # Kino.Trace.Server), so the API treats both alike, and it makes its requests of the
+  # sessions through Kino.Trace.Client. It owns one session per node and subscribes to each:
+  # their events are renumbered, kept in the trace's history and sent on to its own
+  # subscribers. While one of those is backlogged (Kino.Trace.Server.Delivery) it
+  # holds the batches for them and lets them through as the subscriber catches up; the
+  # sessions count what it holds as unread, so past a session's allowance they hold back
+  # and their nodes drop and count, as for any subscriber. It never waits, so it answers
+  # requests meanwhile. Requests go to the
   # nodes in parallel and wait for at most 2 s in all: a node that does not answer
   # in time is marked `:unresponsive`, skipped (and reported) by later requests until it
   # answers one of the info requests sent on every tick; its last known counters stay in
@@ -13,17 +19,15 @@ defmodule Kino.Trace.Remote.Coordinator do
   # left on any node.
 
   use GenServer
+  @behaviour Kino.Trace.Server
 
-  alias Kino.Trace.{History, Plan, Remote}
+  alias Kino.Trace.{Client, History, Plan, Remote, Server}
+  alias Kino.Trace.Server.Delivery
 
   # The longest any request waits for the nodes, in all.
   @remote_timeout 2_000
-  @tick_ms 1_000
-  # At most this many queued events per node are delivered to answer events/2.
-  @max_sync_drain 10_000
-  @subscriber_backlog 32
-  # Coordinator ids are apart from session ids (which count from 1 per node).
-  @id_base Bitwise.bsl(1, 40)
+  # How soon batches held for a backlogged subscriber are offered again.
+  @relay_ms 5
 
   defstruct [
     :id,
@@ -34,8 +38,13 @@ defmodule Kino.Trace.Remote.Coordinator do
     status: :running,
     # node => %{pid, ref, status, info}
     nodes: %{},
-    # pid => monitor
+    # pid => {monitor, tag} (Kino.Trace.Server.Delivery)
     subscribers: %{},
+    # batches held while a subscriber is backlogged (oldest first), their events, and
+    # whether a :relay is due
+    held: :queue.new(),
+    held_events: 0,
+    relay_due: false,
     # pending tick info requests
     requests: :gen_server.reqids_new(),
     numbering: {1, %{}},
@@ -47,6 +56,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   every node traces. Returns `{:ok, pid, id}`; raises `ArgumentError` naming a node
   whose session could not start (then none is left running).
   """
+  @impl Kino.Trace.Server
   @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
   def start(owner, %Plan{} = plan), do: Kino.Trace.Starter.start_session(__MODULE__, {owner, plan})
 
@@ -56,7 +66,7 @@ defmodule Kino.Trace.Remote.Coordinator do
     Kino.Trace.Internal.register(self())
 
     state = %__MODULE__{
-      id: @id_base + System.unique_integer([:positive, :monotonic]),
+      id: Server.new_id(),
       owner_ref: Process.monitor(owner),
       plan: plan,
       history: History.new(plan.options[:history]),
@@ -81,7 +91,7 @@ defmodule Kino.Trace.Remote.Coordinator do
       end)
 
     {_replies, state} = on_nodes(state, :info, &info_reply/3)
-    Process.send_after(self(), :tick, @tick_ms)
+    Process.send_after(self(), :tick, Server.tick_ms())
     {:noreply, state}
   rescue
     e in ArgumentError -> {:noreply, %{stop_nodes(state) | setup_error: e, status: :stopped}}
@@ -90,51 +100,71 @@ defmodule Kino.Trace.Remote.Coordinator do
   # --- requests -------------------------------------------------------------------------
 
   @impl true
-  def handle_call(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  def handle_call(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  def handle_call(request, from, state), do: handle_request(request, from, state)
+
+  @impl Kino.Trace.Server
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
 
   # Its subscribers are held (not traced) by the session of their node.
-  def handle_call({:subscribe, pid}, _from, state) do
+  def handle_request({:subscribe, pid}, _from, state) do
     if Map.has_key?(state.subscribers, pid) do
       {:reply, :ok, state}
     else
-      state = on_node_of(state, pid, {:hold, pid})
-      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, Process.monitor(pid))}}
+      state = on_node_of(state, pid, :hold)
+      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), state.id})}}
     end
   end
 
-  def handle_call({:unsubscribe, pid}, _from, state) do
-    {ref, subscribers} = Map.pop(state.subscribers, pid)
-    if ref, do: Process.demonitor(ref, [:flush])
-    {:reply, :ok, on_node_of(%{state | subscribers: subscribers}, pid, {:release, pid})}
+  def handle_request({:unsubscribe, pid}, _from, state) do
+    {entry, subscribers} = Map.pop(state.subscribers, pid)
+    with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
+    {:reply, :ok, on_node_of(%{state | subscribers: subscribers}, pid, :release)}
   end
 
-  def handle_call({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, {:exclude, pid})}
+  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, :exclude)}
 
   # Each node delivers what it has queued (bounded) before it answers, so its events
-  # are in the mailbox when the answers are in.
-  def handle_call({:events, n}, _from, state) do
-    {_replies, state} = on_nodes(state, {:sync, @max_sync_drain})
-    state = take_delivered(state)
+  # are in the mailbox when the answers are in; they and what is held for backlogged
+  # subscribers are sent on before the reply.
+  def handle_request({:events, n}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
+    state = state |> take_delivered() |> release_held()
     {:reply, History.take(state.history, n), state}
   end
 
-  def handle_call({:sync, cap}, _from, state) do
+  def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
-    {:reply, :ok, take_delivered(state)}
+    {:reply, :ok, state |> take_delivered() |> release_held()}
   end
 
-  def handle_call(:info, _from, state) do
+  def handle_request(:info, _from, state) do
     {_replies, state} = on_nodes(state, :info, &info_reply/3)
     {:reply, info(state), state}
   end
 
-  def handle_call({:set_patterns, inputs}, _from, state) do
+  # (a trace of several nodes has no OTP session on this node of its own)
+  def handle_request(:tracer, _from, state), do: {:reply, nil, state}
+
+  # What tests and debugging read of the coordinator (Kino.Trace.Client.internals/1).
+  def handle_request(:internals, _from, state) do
+    internals = %{
+      plan: state.plan,
+      nodes: Map.new(state.nodes, fn {node, entry} -> {node, entry.pid} end),
+      waiting: for({_id, node} <- :gen_server.reqids_to_list(state.requests), do: node),
+      held_batches: :queue.len(state.held),
+      held_events: state.held_events
+    }
+
+    {:reply, internals, state}
+  end
+
+  def handle_request({:set_patterns, inputs}, _from, state) do
     {replies, state} = on_nodes(state, {:set_patterns, inputs})
     {:reply, merge_results(inputs, state.plan.nodes, replies), state}
   end
 
-  def handle_call(op, _from, state) when op in [:pause, :resume] do
+  def handle_request(op, _from, state) when op in [:pause, :resume] do
     {_replies, state} = on_nodes(state, op)
 
     case {op, state.status} do
@@ -144,18 +174,13 @@ defmodule Kino.Trace.Remote.Coordinator do
     end
   end
 
-  def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
+  def handle_request(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
 
-  defp on_node_of(state, pid, request) do
+  defp on_node_of(state, pid, op) do
     case Map.get(state.nodes, node(pid)) do
       %{status: status} = entry when status not in [:gone, :stopped] ->
         # a session answers these at once (no draining)
-        try do
-          GenServer.call(entry.pid, request, @remote_timeout)
-        catch
-          :exit, _ -> :ok
-        end
-
+        Client.on_pid(entry.pid, op, pid, @remote_timeout)
         state
 
       _ ->
@@ -167,11 +192,10 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   @impl true
   def handle_info({:kino_trace, {id, node}, {:events, events}}, %{id: id} = state) do
-    # a backlogged subscriber slows this process down, so its mailbox grows and the
-    # node sessions leave their queues alone (they drop and count)
-    if backlogged?(state), do: Process.sleep(5)
     {:noreply, deliver(state, node, events)}
   end
+
+  def handle_info(:relay, state), do: {:noreply, relay(%{state | relay_due: false})}
 
   def handle_info({:kino_trace, {id, node}, {:status, status}}, %{id: id} = state) do
     state = put_in(state.nodes[node].status, status)
@@ -179,7 +203,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   end
 
   def handle_info(:tick, state) do
-    Process.send_after(self(), :tick, @tick_ms)
+    Process.send_after(self(), :tick, Server.tick_ms())
     {:noreply, ask_info(state)}
   end
 
@@ -197,7 +221,7 @@ defmodule Kino.Trace.Remote.Coordinator do
 
       # a subscriber gone without unsubscribing: the session of its node lets it go too
       nil ->
-        {:noreply, on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, {:release, pid})}
+        {:noreply, on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
     end
   end
 
@@ -219,8 +243,57 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, {:events, events}})
-    %{state | numbering: numbering, history: History.push(state.history, events)}
+    pass_on(%{state | numbering: numbering, history: History.push(state.history, events)}, events)
+  end
+
+  # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
+
+  # A batch goes to the subscribers at once unless one of them is backlogged or batches
+  # are held already (they keep their order). The sessions count what is held as this
+  # process's unread messages (Delivery.held/1): past their allowance they send no more.
+  defp pass_on(state, events) do
+    if :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) do
+      Delivery.notify(state.subscribers, {:events, events})
+      state
+    else
+      put_held(%{state | held_events: state.held_events + length(events)}, :queue.in(events, state.held))
+      |> relay_later()
+    end
+  end
+
+  defp put_held(state, held) do
+    Delivery.held(:queue.len(held))
+    %{state | held: held}
+  end
+
+  defp relay_later(%{relay_due: true} = state), do: state
+
+  defp relay_later(state) do
+    Process.send_after(self(), :relay, @relay_ms)
+    %{state | relay_due: true}
+  end
+
+  # Lets held batches through, oldest first, while no subscriber is backlogged.
+  defp relay(state) do
+    case :queue.out(state.held) do
+      {:empty, _} ->
+        state
+
+      {{:value, events}, held} ->
+        if Delivery.backlogged?(state.subscribers, :relay) do
+          relay_later(state)
+        else
+          Delivery.notify(state.subscribers, {:events, events})
+          relay(put_held(%{state | held_events: state.held_events - length(events)}, held))
+        end
+    end
+  end
+
+  # Every held batch, now: before a status, and to answer a request for events or a
+  # sync (the caller asked for them).
+  defp release_held(state) do
+    for events <- :queue.to_list(state.held), do: Delivery.notify(state.subscribers, {:events, events})
+    put_held(%{state | held_events: 0}, :queue.new())
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
@@ -232,17 +305,10 @@ defmodule Kino.Trace.Remote.Coordinator do
     end
   end
 
-  defp backlogged?(state) do
-    Enum.any?(state.subscribers, fn {pid, _} ->
-      case node(pid) == node() and Process.info(pid, :message_queue_len) do
-        {:message_queue_len, n} -> n > @subscriber_backlog
-        _ -> false
-      end
-    end)
-  end
-
-  defp broadcast(state, message) do
-    for {pid, _ref} <- state.subscribers, do: send(pid, {:kino_trace, state.id, message})
+  # (after what is held: a subscriber sees a trace's events before its end)
+  defp broadcast(state, notice) do
+    state = release_held(state)
+    Delivery.notify(state.subscribers, notice)
     state
   end
 
@@ -270,7 +336,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   defp on_nodes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
     asked =
       for {node, entry} <- state.nodes, answering?(entry), reduce: :gen_server.reqids_new() do
-        requests -> :gen_server.send_request(entry.pid, request, node, requests)
+        requests -> Client.send_request(entry.pid, request, node, requests)
       end
 
     deadline = System.monotonic_time(:millisecond) + @remote_timeout
@@ -315,7 +381,7 @@ defmodule Kino.Trace.Remote.Coordinator do
 
     requests =
       for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in waiting, reduce: state.requests do
-        requests -> :gen_server.send_request(entry.pid, :info, node, requests)
+        requests -> Client.send_request(entry.pid, :info, node, requests)
       end
 
     %{state | requests: requests}

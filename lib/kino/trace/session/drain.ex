@@ -13,13 +13,14 @@ defmodule Kino.Trace.Session.Drain do
   # `drain_due` fields.
 
   alias Kino.Trace.{Backend, Decoder, DrainPacing, History, NativeDecoder}
+  alias Kino.Trace.Server.Delivery
   alias Kino.Trace.Session.{Safeguards, Subscribers}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
   # session holds while decoding within its young heap: decoding 2 000 events at once
   # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
   # garbage collection.
-  @drain_batch 100
+  @drain_batch Delivery.batch_events()
   # Events drained before the mailbox is looked at again: what a request may wait for.
   @max_per_wakeup 2_000
   # How long a request on this node's fallback tracer waits for the VM to deliver the
@@ -28,7 +29,7 @@ defmodule Kino.Trace.Session.Drain do
 
   # At most this many queued events are decoded to answer one request (events/2): under
   # a flood the queue never empties, and a request must not wait for it.
-  @max_sync_drain 10_000
+  @max_sync_drain Kino.Trace.Server.max_sync_drain()
 
   @doc "Whatever a request on the trace's events (events/2) waits for: at most #{@max_sync_drain} events."
   @spec for_request(map()) :: map()
@@ -70,7 +71,7 @@ defmodule Kino.Trace.Session.Drain do
   def drain(%{backend: nil} = state), do: state
 
   def drain(state) do
-    if Subscribers.backlogged?(state, @drain_batch) do
+    if Delivery.backlogged?(state.subscribers, :session) do
       Process.send_after(self(), :drain, 5)
       state
     else

@@ -15,9 +15,6 @@ defmodule Kino.Trace.Session.Subscribers do
 
   alias Kino.Trace.Backend
 
-  # Events in a subscriber's mailbox before the session stops draining for it.
-  @backlog_events 64_000
-
   @doc "Subscribes `pid`, whose messages carry `tag`; holds it. Subscribing twice is once."
   @spec subscribe(map(), pid(), term()) :: map()
   def subscribe(state, pid, tag) do
@@ -84,22 +81,8 @@ defmodule Kino.Trace.Session.Subscribers do
   @doc "Sends `message` to every subscriber, as `{:kino_trace, tag, message}`."
   @spec broadcast(map(), term()) :: map()
   def broadcast(state, message) do
-    for {pid, {_ref, tag}} <- state.subscribers, do: send(pid, {:kino_trace, tag, message})
+    Kino.Trace.Server.Delivery.notify(state.subscribers, message)
     state
-  end
-
-  @doc """
-  Whether a subscriber of this node has more than #{@backlog_events} events unread, sent
-  in messages of at most `batch` events each.
-  """
-  @spec backlogged?(map(), pos_integer()) :: boolean()
-  def backlogged?(state, batch) do
-    Enum.any?(state.subscribers, fn {pid, _} ->
-      case node(pid) == node() and Process.info(pid, :message_queue_len) do
-        {:message_queue_len, n} -> n > div(@backlog_events, batch)
-        _ -> false
-      end
-    end)
   end
 
   # Stops tracing `pid` in this session; returns the flags it had.

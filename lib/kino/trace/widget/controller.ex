@@ -53,7 +53,7 @@ defmodule Kino.Trace.Widget.Controller do
   #         # effects == [{:send_after, :flush, 0}]
   #     end
 
-  alias Kino.Trace.Aliases
+  alias Kino.Trace.{Aliases, Client}
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
@@ -143,10 +143,10 @@ defmodule Kino.Trace.Widget.Controller do
 
     controller =
       try do
-        :ok = Kino.Trace.subscribe(trace)
+        :ok = Client.subscribe(trace, self())
         if opts[:lifeline], do: Lifeline.start(trace, self())
-        info = Kino.Trace.info(trace)
-        {seed, aliases} = Aliases.resolve(controller.aliases, Kino.Trace.events(trace, opts[:history]))
+        info = Client.info(trace)
+        {seed, aliases} = Aliases.resolve(controller.aliases, Client.events(trace, opts[:history]))
 
         store =
           Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
@@ -258,9 +258,9 @@ defmodule Kino.Trace.Widget.Controller do
       when action in ["pause", "resume", "stop"] do
     fun =
       %{
-        "pause" => &Kino.Trace.pause/1,
-        "resume" => &Kino.Trace.resume/1,
-        "stop" => &Kino.Trace.stop/1
+        "pause" => &Client.pause/1,
+        "resume" => &Client.resume/1,
+        "stop" => &Client.stop/1
       }[action]
 
     try do
@@ -315,8 +315,8 @@ defmodule Kino.Trace.Widget.Controller do
 
   defp set_patterns(controller, lines) do
     try do
-      results = Kino.Trace.set_patterns(controller.trace, lines)
-      patterns = Kino.Trace.patterns(controller.trace)
+      results = Client.set_patterns(controller.trace, lines)
+      patterns = Client.info(controller.trace).patterns
 
       {[{:broadcast, "patterns", Payload.pattern_results(results, patterns)}],
        %{controller | patterns: patterns}}
@@ -412,7 +412,7 @@ defmodule Kino.Trace.Widget.Controller do
 
   defp counters(controller) do
     try do
-      info = Kino.Trace.info(controller.trace)
+      info = Client.info(controller.trace)
 
       status =
         if controller.status in [:stopped, :limit_reached, :timeout],

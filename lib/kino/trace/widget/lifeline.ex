@@ -22,22 +22,22 @@ defmodule Kino.Trace.Widget.Lifeline do
   @spec start(Kino.Trace.t() | Kino.Trace.Stats.t(), pid()) :: pid()
   def start(%Kino.Trace.Stats{server: server} = stats, holder)
       when is_pid(server) and is_pid(holder) do
-    watch(stats, server, holder)
+    watch(server, holder, fn -> Kino.Trace.Stats.stop(stats) end)
   end
 
   def start(%Kino.Trace{session: session} = trace, holder)
       when is_pid(session) and is_pid(holder) do
-    watch(trace, session, holder)
+    watch(session, holder, fn -> Kino.Trace.Client.stop(trace) end)
   end
 
-  defp watch(trace, session, holder) do
+  defp watch(session, holder, stop) do
     spawn(fn ->
       Kino.Trace.Internal.register(self())
       holder_ref = Process.monitor(holder)
       session_ref = Process.monitor(session)
 
       receive do
-        {:DOWN, ^holder_ref, :process, _, _} -> Kino.Trace.stop(trace)
+        {:DOWN, ^holder_ref, :process, _, _} -> stop.()
         {:DOWN, ^session_ref, :process, _, _} -> :ok
       end
     end)
