@@ -34,7 +34,7 @@ defmodule KinoTrace.MixProject do
       elixirc_paths: elixirc_paths(Mix.env()),
       erlc_paths: ["src"],
       description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
-      docs: [main: "Kino.Trace"],
+      docs: docs(),
       package: [files: ~w(lib src mix c_src CMakeLists.txt mix.exs README.md .formatter.exs)]
     ]
   end
@@ -43,6 +43,22 @@ defmodule KinoTrace.MixProject do
     [
       mod: {Kino.Trace.Application, []},
       extra_applications: [:logger, :runtime_tools, :tools]
+    ]
+  end
+
+  # HexDocs lists the public modules only (every other one is `@moduledoc false`), by
+  # what a user does with them. test/kino/trace/structure_test.exs checks the list.
+  defp docs do
+    [
+      main: "Kino.Trace",
+      extras: ["README.md"],
+      groups_for_modules: [
+        Tracing: [Kino.Trace, Kino.Trace.Event, Kino.Trace.Cut, Kino.Trace.Plan],
+        Livebook: [Kino.Trace.Widget, Kino.Trace.StatsWidget, Kino.Trace.SmartCell],
+        "Console and diagrams": [Kino.Trace.Printer, Kino.Trace.Mermaid],
+        Statistics: [Kino.Trace.Stats, Kino.Trace.Stats.Snapshot, Kino.Trace.Stats.Row],
+        ExUnit: [Kino.Trace.Capture, Kino.Trace.Assertions]
+      ]
     ]
   end
 

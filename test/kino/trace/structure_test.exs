@@ -32,6 +32,11 @@ defmodule Kino.Trace.StructureTest do
     Kino.Trace.Widget => "lib/kino/trace/widget.ex"
   }
 
+  test "mix docs groups the public modules, each once" do
+    grouped = Mix.Project.config()[:docs][:groups_for_modules] |> Keyword.values() |> List.flatten()
+    assert Enum.sort(grouped) == Enum.sort(@public)
+  end
+
   @max_lines 450
   # Files still over @max_lines; remove them as they are split.
   @not_yet_split ~w(lib/kino/trace/mermaid.ex lib/kino/trace/remote/coordinator.ex)
