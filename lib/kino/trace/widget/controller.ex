@@ -58,7 +58,7 @@ defmodule Kino.Trace.Widget.Controller do
       end
   """
 
-  alias Kino.Trace.Aliases
+  alias Kino.Trace.{Aliases, Pairs}
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
@@ -76,7 +76,8 @@ defmodule Kino.Trace.Widget.Controller do
     last_counters: nil,
     last_info: nil,
     ended?: false,
-    aliases: Aliases.new()
+    aliases: Aliases.new(),
+    pairs: Pairs.new()
   ]
 
   @type t :: %__MODULE__{}
@@ -153,8 +154,8 @@ defmodule Kino.Trace.Widget.Controller do
         info = Kino.Trace.info(trace)
         {seed, aliases} = Aliases.resolve(controller.aliases, Kino.Trace.events(trace, opts[:history]))
 
-        store =
-          Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
+        {rows, pairs} = Payload.paired(seed, controller.limits, controller.pairs)
+        store = Store.add(controller.store, Enum.zip(rows, seed))
 
         seen = seed |> Enum.map(& &1.id) |> Enum.max(fn -> 0 end)
 
@@ -165,7 +166,8 @@ defmodule Kino.Trace.Widget.Controller do
             what: info[:what],
             store: store,
             seen_up_to: seen,
-            aliases: aliases
+            aliases: aliases,
+            pairs: pairs
         }
       rescue
         ArgumentError -> %{controller | status: :stopped, ended?: true}
@@ -387,8 +389,9 @@ defmodule Kino.Trace.Widget.Controller do
     else
       # a reply to a process alias goes to the alias's owner (the same rule as Mermaid's)
       {events, aliases} = Aliases.resolve(controller.aliases, events)
-      controller = %{controller | aliases: aliases}
-      rows = Payload.events(events, controller.limits)
+      # a send and its receive, a spawn and its spawned...: one rule with Mermaid's
+      {rows, pairs} = Payload.paired(events, controller.limits, controller.pairs)
+      controller = %{controller | aliases: aliases, pairs: pairs}
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})
       {[{:broadcast, "events", %{events: rows, counters: counters}}], controller}

@@ -30,7 +30,7 @@ defmodule Kino.Trace.Widget.Payload do
       {"[1, 2, 3, ...]", 38000, 7, true}
   """
 
-  alias Kino.Trace.{Cut, Event, MFA, Render}
+  alias Kino.Trace.{Cut, Event, MFA, Pairs, Render}
 
   @default_limits Render.term_limits()
 
@@ -65,7 +65,8 @@ defmodule Kino.Trace.Widget.Payload do
           depth: non_neg_integer(),
           call_id: pos_integer() | nil,
           truncated: boolean(),
-          lost: boolean()
+          lost: boolean(),
+          pair: pos_integer() | nil
         }
 
   @doc """
@@ -112,7 +113,8 @@ defmodule Kino.Trace.Widget.Payload do
       depth: event.depth || 0,
       call_id: event.call_id,
       truncated: call_cut? or result_cut? or exception_cut? or data_cut?,
-      lost: event.lost == true
+      lost: event.lost == true,
+      pair: nil
     }
   end
 
@@ -127,6 +129,28 @@ defmodule Kino.Trace.Widget.Payload do
   """
   @spec events([Event.t()], limits()) :: [row()]
   def events(events, limits \\ []), do: Enum.map(events, &event(&1, limits))
+
+  @doc """
+  Renders a batch of a trace's events, in order, as `events/2` does, each row's `:pair`
+  the id of the earlier event it is the other side of: the send of a message received,
+  the receive of one sent (it may come first), a spawn and the child's `:spawned`, a
+  link and the other process's `:getting_linked`. The rule is the one
+  `Kino.Trace.Mermaid` draws a pair by, once; the sequence tab draws the pairs it is
+  given. `pairs` is the pairing state the last batch returned (none for the first).
+
+      iex> [a, b] = [:c.pid(0, 250, 0), :c.pid(0, 251, 0)]
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :send, pid: a, peer: b, data: :ping},
+      ...>   %Kino.Trace.Event{id: 2, kind: :receive, pid: b, data: :ping}]
+      iex> {rows, _pairs} = Kino.Trace.Widget.Payload.paired(events)
+      iex> Enum.map(rows, & &1.pair)
+      [nil, 1]
+  """
+  @spec paired([Event.t()], limits(), Pairs.t()) :: {[row()], Pairs.t()}
+  def paired(events, limits \\ [], pairs \\ Pairs.new()) do
+    {partners, pairs} = Pairs.pair(pairs, Enum.map(events, &{&1.id, &1}))
+    rows = Enum.zip_with(events, partners, &%{event(&1, limits) | pair: &2})
+    {rows, pairs}
+  end
 
   @doc """
   The widget's "Copy as Mermaid" reply: the `sequenceDiagram` source of `events` (see
