@@ -87,9 +87,9 @@ defmodule Kino.Trace.Widget.Payload do
   @spec event(Event.t(), limits()) :: row()
   def event(%Event{} = event, limits \\ []) do
     limits = Keyword.merge(@default_limits, limits)
-    {call, call_cut?} = render_call(event, limits)
+    {call, call_cut?} = Render.row_call(event, limits)
     {result, result_cut?} = render_optional(event.kind == :return, event.return, limits)
-    {exception, exception_cut?} = render_exception(event, limits)
+    {exception, exception_cut?} = Render.row_exception(event, limits)
     {data, data_cut?} = render_data(event, limits)
 
     %{
@@ -184,7 +184,7 @@ defmodule Kino.Trace.Widget.Payload do
   @spec full(Event.t(), keyword()) :: map()
   def full(%Event{} = event, opts \\ []) do
     max_chars = Keyword.get(opts, :max_chars, 200_000)
-    render = &pretty(&1, max_chars)
+    render = &Render.pretty(&1, max_chars)
 
     %{
       id: event.id,
@@ -351,41 +351,11 @@ defmodule Kino.Trace.Widget.Payload do
 
   ## Rendering helpers
 
-  defp render_call(%Event{kind: :call, args: args} = event, limits) when is_list(args) do
-    opts = Render.inspect_opts(limits)
-    rendered = Enum.map_join(args, ", ", &inspect(&1, opts))
-    {text, chars_cut?} = Render.cap(rendered, limits[:max_chars])
-    cut? = chars_cut? or Enum.any?(args, &Render.over_limits?(&1, limits))
-    {call_text(event.module, event.function, text), cut?}
-  end
-
-  defp render_call(_event, _limits), do: {nil, false}
-
   defp render_optional(true, term, limits), do: render_term(term, limits)
   defp render_optional(false, _term, _limits), do: {nil, false}
 
-  defp render_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do
-    banner =
-      try do
-        Exception.format_banner(class, reason)
-      rescue
-        _ -> "** (#{inspect(class)}) " <> inspect(reason, Render.inspect_opts(limits))
-      end
-
-    {text, chars_cut?} = Render.cap(banner, limits[:max_chars])
-    {text, chars_cut? or Render.over_limits?(reason, limits)}
-  end
-
-  defp render_exception(_event, _limits), do: {nil, false}
-
   defp render_data(%Event{data: nil}, _limits), do: {nil, false}
   defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
-
-  defp pretty(term, max_chars) do
-    text = inspect(term, pretty: true, width: 80, limit: :infinity, printable_limit: :infinity)
-    {text, _} = Render.cap(text, max_chars)
-    text
-  end
 
   # Whether the term holds a Kino.Trace.Cut anywhere (the native tracer left part out).
   defp contains_cut?(%Cut{}), do: true
@@ -394,9 +364,6 @@ defmodule Kino.Trace.Widget.Payload do
   defp contains_cut?(%_{} = struct), do: struct |> Map.from_struct() |> contains_cut?()
   defp contains_cut?(map) when is_map(map), do: Enum.any?(map, &contains_cut?/1)
   defp contains_cut?(_term), do: false
-
-  defp call_text(nil, _function, args), do: "(" <> args <> ")"
-  defp call_text(module, function, args), do: MFA.label_call(module, function, args)
 
   defp mfa(nil, _f, _a), do: nil
   defp mfa(module, function, arity), do: MFA.to_string({module, function, arity})
