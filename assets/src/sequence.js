@@ -6,7 +6,7 @@
 // SequenceLayout is the pure part (no DOM): it turns the widget's event rows, in order,
 // into lanes and rows. SequenceView draws a layout as SVG.
 
-import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel } from "./format.js";
+import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel, resultText } from "./format.js";
 import { h, svg } from "./dom.js";
 
 /** Geometry of the view, in CSS pixels. */
@@ -242,7 +242,7 @@ export class SequenceLayout {
   addReturn(event) {
     const act = event.call_id != null ? this.openCalls.get(event.call_id) : null;
     const lane = act ? this.lanes[act.lane] : this.laneOf(event);
-    const outcome = event.kind === "exception" ? event.exception || "exception" : `→ ${event.result ?? ""}`;
+    const outcome = event.kind === "exception" ? event.exception || "exception" : resultText(event.result);
     if (act) this.openCalls.delete(event.call_id);
     // nothing happened since the call: the return joins the call's row
     if (act && act.row.seq === this.end - 1 && act.row.seq >= this.start) {
@@ -618,7 +618,7 @@ export class SequenceView {
         const x1 = x(row.from) + 5;
         hit(x1 - 10, x1 + g.laneWidth - 20);
         group.appendChild(svg("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
-        const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` → ${row.ret.result}`) : "";
+        const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` ${resultText(row.ret.result)}`) : "";
         const text = svg("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(shortCall(row.label) + ret, g.laneWidth - 26));
         if (row.ret && row.ret.kind === "exception") text.classList.add("kt-seq-bad");
         group.appendChild(text);
@@ -688,7 +688,7 @@ export function tooltip(row) {
     case "found":
       return `received by ${e.name || e.pid}\n${row.label}`;
     case "call":
-      return row.ret ? `${row.label}\n${row.ret.kind === "exception" ? row.ret.exception : "→ " + row.ret.result} (${formatDuration(row.ret.duration)})` : row.label;
+      return row.ret ? `${row.label}\n${row.ret.kind === "exception" ? row.ret.exception : resultText(row.ret.result)} (${formatDuration(row.ret.duration)})` : row.label;
     default:
       return row.label;
   }

@@ -111,7 +111,7 @@ describe("SequenceLayout", () => {
     const rows = l.rowsIn(l.start, l.end);
     expect(rows.map((r) => r.type)).toEqual(["call", "call", "message", "return"]);
     expect(rows[1].ret).toBe(r2);
-    expect(rows[3]).toMatchObject({ label: "→ :ok", call: c1 });
+    expect(rows[3]).toMatchObject({ label: "-> :ok", call: c1 });
     const acts = l.activationsIn(l.start, l.end).map((a) => [a.lane, a.from, a.to, a.depth]);
     expect(acts).toEqual([
       [0, 0, 3, 0],
