@@ -262,7 +262,7 @@ export class SequenceLayout {
     const self = this.laneOf(event);
     const peer = this.peerLane(event) || self;
     const [parent, child] = event.kind === "spawn" ? [self, peer] : [peer, self];
-    const row = this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${spawnLabel(event.data)}`, time: event.time, entry: event });
+    const row = this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${event.spawn_mfa || event.data || ""}`, time: event.time, entry: event });
     return this.remember(event, row);
   }
 
@@ -299,43 +299,6 @@ export class SequenceLayout {
   activationsIn(first, last) {
     return this.activations.filter((a) => a.from < last && (a.to == null ? this.end : a.to) >= first);
   }
-}
-
-/** `{Mod, :fun, [args]}` as `Mod.fun/arity` when it reads as one, else as it is. */
-export function spawnLabel(data) {
-  if (!data) return "";
-  const m = /^\{([^,]+), :?"?([^,"]+)"?, \[(.*)\]\}$/s.exec(data);
-  if (!m) return data;
-  const args = m[3].trim();
-  const arity = args === "" ? 0 : splitTopLevel(args).length;
-  return `${m[1]}.${m[2]}/${arity}`;
-}
-
-function splitTopLevel(text) {
-  const parts = [];
-  let depth = 0;
-  let quote = false;
-  let current = "";
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === "\\") current += c + (text[++i] || "");
-      else {
-        if (c === '"') quote = false;
-        current += c;
-      }
-      continue;
-    }
-    if (c === '"') quote = true;
-    else if ("{[(<".includes(c)) depth++;
-    else if ("}])>".includes(c)) depth--;
-    if (c === "," && depth === 0) {
-      parts.push(current);
-      current = "";
-    } else current += c;
-  }
-  parts.push(current);
-  return parts;
 }
 
 /**

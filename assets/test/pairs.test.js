@@ -46,5 +46,6 @@ describe("pairs, from the server", () => {
     const row = layout.rowAt(0);
     expect(layout.end).toBe(1);
     expect([layout.lanes[row.from].key, layout.lanes[row.to].key]).toEqual([spawn.pid, spawned.pid]);
+    expect(row.label).toBe("spawn Enum.sum/1"); // the payload's spawn_mfa, rendered by the server
   });
 });

@@ -215,6 +215,18 @@ defmodule Kino.Trace.Render do
 
   def row_call(_event, _limits), do: {nil, false}
 
+  # The function a spawn runs, as a person reads it (MFA.label/1): `Mod.fun/arity`, nil
+  # for data that is not a {module, function, args}.
+  @spec row_spawn(Event.t()) :: String.t() | nil
+  def row_spawn(%Event{kind: kind, data: {m, f, args}}) when kind in [:spawn, :spawned] and is_atom(m) and is_atom(f) do
+    if is_list(args) and not improper?(args), do: MFA.label({m, f, length(args)})
+  end
+
+  def row_spawn(_event), do: nil
+
+  defp improper?([_ | tail]), do: improper?(tail)
+  defp improper?(tail), do: tail != []
+
   # An exception's banner.
   @spec row_exception(Event.t(), keyword()) :: {String.t() | nil, boolean()}
   def row_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do

@@ -66,7 +66,8 @@ defmodule Kino.Trace.Widget.Payload do
           call_id: pos_integer() | nil,
           truncated: boolean(),
           lost: boolean(),
-          pair: pos_integer() | nil
+          pair: pos_integer() | nil,
+          spawn_mfa: String.t() | nil
         }
 
   @doc """
@@ -76,7 +77,7 @@ defmodule Kino.Trace.Widget.Payload do
   message and process events fill `:data` (the message, the exit reason, the spawned
   function, the registered name...) and `:peer` (the receiver of a send, the spawned or
   linked process) with `:peer_name`, its registered name when it is a live local
-  process. `:remote` says the event comes from another node than the widget's.
+  process; a spawn's function reads as `Mod.fun/arity` in `:spawn_mfa`. `:remote` says the event comes from another node than the widget's.
 
       iex> event = %Kino.Trace.Event{id: 9, kind: :send, node: node(), pid: :c.pid(0, 250, 0),
       ...>   data: {:ping, 1}, peer: :c.pid(0, 251, 0)}
@@ -114,7 +115,8 @@ defmodule Kino.Trace.Widget.Payload do
       call_id: event.call_id,
       truncated: call_cut? or result_cut? or exception_cut? or data_cut?,
       lost: event.lost == true,
-      pair: nil
+      pair: nil,
+      spawn_mfa: Render.row_spawn(event)
     }
   end
 
