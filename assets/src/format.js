@@ -132,12 +132,24 @@ export function entryText(entry) {
 }
 
 /**
- * What an entry shows as its outcome: `→ value` or the exception banner for calls,
+ * The arrow before a returned value, as the console writes it (Kino.Trace.Render, which
+ * the payload's terms come from): the log, the call tree, the sequence and the text
+ * export read `-> value` as the printed trace does.
+ */
+export const RESULT_ARROW = "->";
+
+/** A returned value (the payload's rendered `result`) after its arrow. */
+export function resultText(result) {
+  return `${RESULT_ARROW} ${result ?? ""}`;
+}
+
+/**
+ * What an entry shows as its outcome: `-> value` or the exception banner for calls,
  * `→ receiver` for sends, `→ child` for spawns.
  */
 export function entryOutcome(entry) {
   if (entry.exception != null) return entry.exception;
-  if (entry.result != null) return `→ ${entry.result}`;
+  if (entry.result != null) return resultText(entry.result);
   if (entry.peer && entry.data != null && ["send", "send_to_non_existing", "spawn"].includes(entry.kind)) {
     return `→ ${peerLabel(entry)}`;
   }

@@ -6,17 +6,17 @@
 // SequenceLayout is the pure part (no DOM): it turns the widget's event rows, in order,
 // into lanes and rows. SequenceView draws a layout as SVG.
 
-import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel } from "./format.js";
+import { formatTime, formatDuration, kindLook, isNormalExit, peerLabel, resultText } from "./format.js";
 import { h, svg } from "./dom.js";
 
 /** Geometry of the view, in CSS pixels. */
 export const GEOMETRY = { rowHeight: 30, laneWidth: 230, gutter: 104, headerHeight: 46, overscan: 6 };
 
-// How far apart (µs) a receive may come before its send and still be paired with it
-// (events of different processes, or nodes, are ordered by their own clocks).
-const EARLY_RECEIVE_US = 100_000;
-
-const LINKS = { link: "getting_linked", unlink: "getting_unlinked" };
+// Which events are two sides of one thing (a send and its receive, a spawn and the
+// child's spawned, a link and the other's linked) is decided once, on the server
+// (Kino.Trace.Pairs, the rule Mermaid's diagrams follow): the second side to come names
+// the first in `pair` (its id). The layout draws the pairs it is given.
+const LINKS = { link: true, unlink: true };
 const LINKED = { getting_linked: "link", getting_unlinked: "unlink" };
 
 /**
@@ -28,8 +28,9 @@ const LINKED = { getting_linked: "link", getting_unlinked: "unlink" };
  * order of appearance, so that the processes that talk most are in view. rows (from `rowAt`): {seq, type, from, to, label, time, entry, ...} where
  * type is one of
  *   message  an arrow from lane `from` to lane `to` (`entry` the send, `receive` the
- *            receive once seen; `lost` for a send to a process that did not exist)
- *   found    a message received from a process not traced (`entry` the receive)
+ *            receive once seen, or first; `lost` for a send to a process that did not
+ *            exist)
+ *   found    a message received, its send not seen (yet) (`entry` the receive)
  *   call     a call on lane `from` (`entry` the call, `ret` its return merged when nothing
  *            happened in between)
  *   return   a return or exception on lane `from` (`entry` it, `call` the call's entry)
@@ -52,10 +53,7 @@ export class SequenceLayout {
     this.columns = []; // lane index of each column
     this.rows = [];
     this.start = 0; // seq of rows[0]
-    this.pendingSends = new Map(); // receiver \0 message -> [row], waiting for the receive
-    this.earlyReceives = new Map(); // same key -> [found row], a receive seen before its send
-    this.pendingLinks = new Map(); // kind \0 pid \0 peer -> row, waiting for the other side
-    this.spawnRows = new Map(); // child -> spawn row
+    this.rowById = new Map(); // event id -> the row drawn for it, for its pair's other side
     this.openCalls = new Map(); // call id -> activation
     this.activations = [];
     this.messages = 0;
@@ -189,17 +187,13 @@ export class SequenceLayout {
   addSend(event) {
     const from = this.laneOf(event);
     const to = this.peerLane(event) || from;
-    this.messages++;
-    const key = `${to.key}\u0000${event.data}`;
-    // a receive that came first (clocks of other processes or nodes)
-    const early = this.earlyReceives.get(key);
-    if (early && early.length && Math.abs((event.time || 0) - (early[0].time || 0)) <= EARLY_RECEIVE_US) {
-      const row = early.shift();
-      if (!early.length) this.earlyReceives.delete(key);
-      Object.assign(row, { type: "message", from: from.index, entry: event, receive: row.entry, time: event.time });
-      this.messages--; // counted when it was a found message
-      return row;
+    // its receive came first (clocks of other processes or nodes): the arrow is drawn there
+    const found = this.paired(event, "found");
+    if (found) {
+      Object.assign(found, { type: "message", from: from.index, entry: event, receive: found.entry, time: event.time });
+      return this.remember(event, found);
     }
+    this.messages++;
     const row = this.push({
       type: "message",
       from: from.index,
@@ -210,23 +204,29 @@ export class SequenceLayout {
       receive: null,
       lost: event.kind === "send_to_non_existing",
     });
-    if (!row.lost) listPush(this.pendingSends, key, row);
-    return row;
+    return this.remember(event, row);
   }
 
   addReceive(event) {
-    const to = this.laneOf(event);
-    const key = `${to.key}\u0000${event.data}`;
-    const waiting = this.pendingSends.get(key);
-    if (waiting && waiting.length) {
-      const row = waiting.shift();
-      if (!waiting.length) this.pendingSends.delete(key);
-      row.receive = event;
-      return row;
+    const sent = this.paired(event, "message");
+    if (sent && !sent.receive) {
+      sent.receive = event;
+      return sent;
     }
+    const to = this.laneOf(event);
     this.messages++;
     const row = this.push({ type: "found", from: null, to: to.index, label: event.data || "", time: event.time, entry: event });
-    listPush(this.earlyReceives, key, row);
+    return this.remember(event, row);
+  }
+
+  /** The row of the event's other side (`pair`, from the server) when it is kept and of `type`. */
+  paired(event, type) {
+    const row = event.pair != null ? this.rowById.get(event.pair) : null;
+    return row && row.seq >= this.start && (type == null || row.type === type) ? row : null;
+  }
+
+  remember(event, row) {
+    if (event.id != null) this.rowById.set(event.id, row);
     return row;
   }
 
@@ -242,7 +242,7 @@ export class SequenceLayout {
   addReturn(event) {
     const act = event.call_id != null ? this.openCalls.get(event.call_id) : null;
     const lane = act ? this.lanes[act.lane] : this.laneOf(event);
-    const outcome = event.kind === "exception" ? event.exception || "exception" : `→ ${event.result ?? ""}`;
+    const outcome = event.kind === "exception" ? event.exception || "exception" : resultText(event.result);
     if (act) this.openCalls.delete(event.call_id);
     // nothing happened since the call: the return joins the call's row
     if (act && act.row.seq === this.end - 1 && act.row.seq >= this.start) {
@@ -255,42 +255,28 @@ export class SequenceLayout {
     return row;
   }
 
+  // One arrow from parent to child, drawn by whichever side came first.
   addSpawn(event) {
-    if (event.kind === "spawn") {
-      const parent = this.laneOf(event);
-      const child = this.peerLane(event) || parent;
-      const row = this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${spawnLabel(event.data)}`, time: event.time, entry: event });
-      if (event.peer) this.spawnRows.set(event.peer, row);
-      return row;
-    }
-    // spawned: the child's side; drawn only when the parent's spawn was not seen
-    if (this.spawnRows.has(event.pid)) {
-      this.spawnRows.delete(event.pid);
-      return null;
-    }
-    const child = this.laneOf(event);
-    const parent = this.peerLane(event) || child;
-    return this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${spawnLabel(event.data)}`, time: event.time, entry: event });
+    const other = this.paired(event, "spawn");
+    if (other) return other;
+    const self = this.laneOf(event);
+    const peer = this.peerLane(event) || self;
+    const [parent, child] = event.kind === "spawn" ? [self, peer] : [peer, self];
+    const row = this.push({ type: "spawn", from: parent.index, to: child.index, label: `spawn ${event.spawn_mfa || event.data || ""}`, time: event.time, entry: event });
+    return this.remember(event, row);
   }
 
+  // One line from the linker to the linked, drawn by whichever side came first.
   addLink(event) {
+    const other = this.paired(event, "link");
+    if (other) return other;
     const active = event.kind in LINKS; // link/unlink: this process did it
     const kind = active ? event.kind : LINKED[event.kind];
-    const [linker, linked] = active ? [event.pid, event.peer] : [event.peer, event.pid];
-    const key = `${kind}\u0000${linker}\u0000${linked}`;
-    // the other side of a link already drawn
-    const other = this.pendingLinks.get(key);
-    if (other && other.active !== active) {
-      this.pendingLinks.delete(key);
-      return other.row;
-    }
     const self = this.laneOf(event);
     const peer = this.peerLane(event) || self;
     const [from, to] = active ? [self, peer] : [peer, self];
     const row = this.push({ type: "link", unlink: kind === "unlink", from: from.index, to: to.index, label: kind, time: event.time, entry: event });
-    this.pendingLinks.set(key, { row, active });
-    if (this.pendingLinks.size > 10_000) this.pendingLinks.clear();
-    return row;
+    return this.remember(event, row);
   }
 
   evict() {
@@ -299,15 +285,7 @@ export class SequenceLayout {
     this.rows.splice(0, over);
     this.start += over;
     this.activations = this.activations.filter((a) => a.to == null || a.to >= this.start);
-    for (const map of [this.pendingSends, this.earlyReceives]) {
-      for (const [key, rows] of map) {
-        const kept = rows.filter((r) => r.seq >= this.start);
-        if (kept.length) map.set(key, kept);
-        else map.delete(key);
-      }
-    }
-    for (const [key, link] of this.pendingLinks) if (link.row.seq < this.start) this.pendingLinks.delete(key);
-    for (const [key, row] of this.spawnRows) if (row.seq < this.start) this.spawnRows.delete(key);
+    for (const [id, row] of this.rowById) if (row.seq < this.start) this.rowById.delete(id);
   }
 
   /** Rows with seq in [first, last), clipped to what is kept. */
@@ -321,49 +299,6 @@ export class SequenceLayout {
   activationsIn(first, last) {
     return this.activations.filter((a) => a.from < last && (a.to == null ? this.end : a.to) >= first);
   }
-}
-
-function listPush(map, key, value) {
-  const list = map.get(key);
-  if (list) list.push(value);
-  else map.set(key, [value]);
-}
-
-/** `{Mod, :fun, [args]}` as `Mod.fun/arity` when it reads as one, else as it is. */
-export function spawnLabel(data) {
-  if (!data) return "";
-  const m = /^\{([^,]+), :?"?([^,"]+)"?, \[(.*)\]\}$/s.exec(data);
-  if (!m) return data;
-  const args = m[3].trim();
-  const arity = args === "" ? 0 : splitTopLevel(args).length;
-  return `${m[1]}.${m[2]}/${arity}`;
-}
-
-function splitTopLevel(text) {
-  const parts = [];
-  let depth = 0;
-  let quote = false;
-  let current = "";
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === "\\") current += c + (text[++i] || "");
-      else {
-        if (c === '"') quote = false;
-        current += c;
-      }
-      continue;
-    }
-    if (c === '"') quote = true;
-    else if ("{[(<".includes(c)) depth++;
-    else if ("}])>".includes(c)) depth--;
-    if (c === "," && depth === 0) {
-      parts.push(current);
-      current = "";
-    } else current += c;
-  }
-  parts.push(current);
-  return parts;
 }
 
 /**
@@ -646,7 +581,7 @@ export class SequenceView {
         const x1 = x(row.from) + 5;
         hit(x1 - 10, x1 + g.laneWidth - 20);
         group.appendChild(svg("path", { class: "kt-seq-line kt-seq-call-line", d: `M${x1} ${y - 6} h12 v8 h-8`, "marker-end": arrowHead }));
-        const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` → ${row.ret.result}`) : "";
+        const ret = row.ret ? (row.ret.kind === "exception" ? ` ${row.ret.exception}` : ` ${resultText(row.ret.result)}`) : "";
         const text = svg("text", { class: "kt-seq-label kt-seq-call", x: x1 + 18, y: y + 4 }, fit(shortCall(row.label) + ret, g.laneWidth - 26));
         if (row.ret && row.ret.kind === "exception") text.classList.add("kt-seq-bad");
         group.appendChild(text);
@@ -716,7 +651,7 @@ export function tooltip(row) {
     case "found":
       return `received by ${e.name || e.pid}\n${row.label}`;
     case "call":
-      return row.ret ? `${row.label}\n${row.ret.kind === "exception" ? row.ret.exception : "→ " + row.ret.result} (${formatDuration(row.ret.duration)})` : row.label;
+      return row.ret ? `${row.label}\n${row.ret.kind === "exception" ? row.ret.exception : resultText(row.ret.result)} (${formatDuration(row.ret.duration)})` : row.label;
     default:
       return row.label;
   }

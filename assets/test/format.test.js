@@ -39,7 +39,7 @@ describe("format", () => {
 
   it("a text line has time, process, indented call, outcome and duration", () => {
     const line = entryLine({ time: 1_700_000_000_000_001, pid: "#PID<0.1.0>", depth: 2, call: "M.f(1)", result: ":ok", duration: 2_000 });
-    expect(line).toMatch(/^\d\d:\d\d:\d\d\.000001 #PID<0\.1\.0>     M\.f\(1\) → :ok \(2 µs\)$/);
+    expect(line).toMatch(/^\d\d:\d\d:\d\d\.000001 #PID<0\.1\.0>     M\.f\(1\) -> :ok \(2 µs\)$/);
     expect(entryOutcome({ exception: "** (ArgumentError) x", result: null })).toBe("** (ArgumentError) x");
   });
 });

@@ -135,7 +135,7 @@ await check("sequence tab: lifelines for ping and pong, each message an arrow be
   const call = await page.$eval("text.kt-seq-call", (el) => el.textContent).catch(() => null);
   assert(call && call.startsWith("SequenceSample.reply("), `call label: ${call}`);
   const title = await page.$eval("text.kt-seq-call", (el) => el.closest(".kt-seq-item").querySelector("title").textContent);
-  assert(title.startsWith("KinoTraceTest.SequenceSample.reply(") && title.includes("→"), `call tooltip: ${title}`);
+  assert(title.startsWith("KinoTraceTest.SequenceSample.reply(") && title.includes("-> "), `call tooltip: ${title}`);
 });
 
 await check("with hundreds of messages the sequence scrolls, keeps its sizes and draws only what is in view", async () => {

@@ -58,7 +58,7 @@ await check("rows appear: calls merged with their returns, indented by depth", a
   );
   assert(nested, "Repo.get rows are not indented under fetch");
   const outcomes = await page.$$eval(".kt-vlist .kt-row .kt-c-out", (els) => els.map((e) => e.textContent));
-  assert(outcomes.some((o) => o.startsWith("→ {:ok, %{")), "no return value shown");
+  assert(outcomes.some((o) => o.startsWith("-> {:ok, %{")), "no return value shown");
   const events = await page.textContent('[data-counter="events"]');
   assert(events.includes(String(lastCounters.events).slice(0, 1)), `events counter shows ${events}`);
 });

@@ -40,9 +40,8 @@ defmodule Kino.Trace.Render do
   end
 
   defp body(%Event{kind: :call} = e, io, opts) do
-    args = Enum.map_join(e.args || [], ", ", &inspect(&1, io))
     caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
-    [colorize([MFA.call(e.module, e.function), "(", args, ")"], :bright, opts), caller]
+    [colorize(call(e.module, e.function, e.args || [], io), :bright, opts), caller]
   end
 
   defp body(%Event{kind: :return} = e, io, opts) do
@@ -190,4 +189,65 @@ defmodule Kino.Trace.Render do
 
   @spec code(term()) :: String.t()
   def code(value), do: inspect(value, @code_opts)
+
+  # A call as Elixir code, `Mod.fun(1, :a)`, its arguments inspected with `inspect_opts`
+  # (by default as code/1 writes them).
+  @spec call(module() | nil, atom(), [term()], keyword()) :: String.t()
+  def call(module, function, args, inspect_opts \\ @code_opts),
+    do: MFA.call(module, function) <> "(" <> Enum.map_join(args, ", ", &inspect(&1, inspect_opts)) <> ")"
+
+  ## The widget's rows (Kino.Trace.Widget.Payload): {text or nil, whether something was cut}
+
+  # A call, the function as a person reads it (MFA.label_call/3).
+  @spec row_call(Event.t(), keyword()) :: {String.t() | nil, boolean()}
+  def row_call(%Event{kind: :call, args: args} = event, limits) when is_list(args) do
+    rendered = Enum.map_join(args, ", ", &inspect(&1, inspect_opts(limits)))
+    {text, chars_cut?} = cap(rendered, limits[:max_chars])
+    cut? = chars_cut? or Enum.any?(args, &over_limits?(&1, limits))
+
+    text =
+      if event.module == nil,
+        do: "(" <> text <> ")",
+        else: MFA.label_call(event.module, event.function, text)
+
+    {text, cut?}
+  end
+
+  def row_call(_event, _limits), do: {nil, false}
+
+  # The function a spawn runs, as a person reads it (MFA.label/1): `Mod.fun/arity`, nil
+  # for data that is not a {module, function, args}.
+  @spec row_spawn(Event.t()) :: String.t() | nil
+  def row_spawn(%Event{kind: kind, data: {m, f, args}}) when kind in [:spawn, :spawned] and is_atom(m) and is_atom(f) do
+    if is_list(args) and not improper?(args), do: MFA.label({m, f, length(args)})
+  end
+
+  def row_spawn(_event), do: nil
+
+  defp improper?([_ | tail]), do: improper?(tail)
+  defp improper?(tail), do: tail != []
+
+  # An exception's banner.
+  @spec row_exception(Event.t(), keyword()) :: {String.t() | nil, boolean()}
+  def row_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do
+    banner =
+      try do
+        Exception.format_banner(class, reason)
+      rescue
+        _ -> "** (#{inspect(class)}) " <> inspect(reason, inspect_opts(limits))
+      end
+
+    {text, chars_cut?} = cap(banner, limits[:max_chars])
+    {text, chars_cut? or over_limits?(reason, limits)}
+  end
+
+  def row_exception(_event, _limits), do: {nil, false}
+
+  # A term whole, pretty-printed, for an expanded row: at most `max_chars` characters.
+  @spec pretty(term(), non_neg_integer()) :: String.t()
+  def pretty(term, max_chars) do
+    text = inspect(term, pretty: true, width: 80, limit: :infinity, printable_limit: :infinity)
+    {text, _} = cap(text, max_chars)
+    text
+  end
 end

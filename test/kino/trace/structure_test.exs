@@ -39,7 +39,7 @@ defmodule Kino.Trace.StructureTest do
 
   @max_lines 450
   # Files still over @max_lines; remove them as they are split.
-  @not_yet_split ~w(lib/kino/trace/mermaid.ex lib/kino/trace/remote/coordinator.ex)
+  @not_yet_split ~w(lib/kino/trace/remote/coordinator.ex)
 
   test "at most 16 modules carry a public moduledoc, and they are the listed ones" do
     {:ok, modules} = :application.get_key(:kino_trace, :modules)

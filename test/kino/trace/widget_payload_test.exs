@@ -250,4 +250,13 @@ defmodule Kino.Trace.Widget.PayloadTest do
 
   defp json_able?(value),
     do: is_number(value) or is_boolean(value) or is_nil(value) or (is_atom(value) and false)
+
+  test "a spawn's function reads as Mod.fun/arity, rendered here for the sequence tab" do
+    spawn = fn data -> Payload.event(%Event{id: 1, kind: :spawn, pid: self(), peer: self(), data: data}).spawn_mfa end
+    assert spawn.({Enum, :sum, [[1, 2]]}) == "Enum.sum/1"
+    assert spawn.({KinoTraceTest.Sample, :"-pong/0-fun-0-", []}) == "anonymous fn/0 in KinoTraceTest.Sample.pong/0"
+    assert spawn.({Enum, :sum, [1 | 2]}) == nil
+    assert spawn.(:weird) == nil
+    assert Payload.event(%Event{id: 2, kind: :send, pid: self(), data: {Enum, :sum, [1]}}).spawn_mfa == nil
+  end
 end

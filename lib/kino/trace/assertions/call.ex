@@ -97,8 +97,7 @@ defmodule Kino.Trace.Assertions.Call do
   """
   @spec to_code(t()) :: String.t()
   def to_code(%__MODULE__{module: module, function: function, args: args}) do
-    Kino.Trace.MFA.call(module, function) <>
-      "(" <> Enum.map_join(args, ", ", &Kino.Trace.Render.code/1) <> ")"
+    Kino.Trace.Render.call(module, function, args)
   end
 
   @doc """

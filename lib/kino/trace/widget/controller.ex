@@ -53,7 +53,7 @@ defmodule Kino.Trace.Widget.Controller do
   #         # effects == [{:send_after, :flush, 0}]
   #     end
 
-  alias Kino.Trace.{Aliases, Client}
+  alias Kino.Trace.{Aliases, Client, Pairs}
   alias Kino.Trace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
@@ -71,7 +71,8 @@ defmodule Kino.Trace.Widget.Controller do
     last_counters: nil,
     last_info: nil,
     ended?: false,
-    aliases: Aliases.new()
+    aliases: Aliases.new(),
+    pairs: Pairs.new()
   ]
 
   @type t :: %__MODULE__{}
@@ -148,8 +149,8 @@ defmodule Kino.Trace.Widget.Controller do
         info = Client.info(trace)
         {seed, aliases} = Aliases.resolve(controller.aliases, Client.events(trace, opts[:history]))
 
-        store =
-          Store.add(controller.store, Enum.map(seed, &{Payload.event(&1, controller.limits), &1}))
+        {rows, pairs} = Payload.paired(seed, controller.limits, controller.pairs)
+        store = Store.add(controller.store, Enum.zip(rows, seed))
 
         seen = seed |> Enum.map(& &1.id) |> Enum.max(fn -> 0 end)
 
@@ -160,7 +161,8 @@ defmodule Kino.Trace.Widget.Controller do
             what: info[:what],
             store: store,
             seen_up_to: seen,
-            aliases: aliases
+            aliases: aliases,
+            pairs: pairs
         }
       rescue
         ArgumentError -> %{controller | status: :stopped, ended?: true}
@@ -382,8 +384,9 @@ defmodule Kino.Trace.Widget.Controller do
     else
       # a reply to a process alias goes to the alias's owner (the same rule as Mermaid's)
       {events, aliases} = Aliases.resolve(controller.aliases, events)
-      controller = %{controller | aliases: aliases}
-      rows = Payload.events(events, controller.limits)
+      # a send and its receive, a spawn and its spawned...: one rule with Mermaid's
+      {rows, pairs} = Payload.paired(events, controller.limits, controller.pairs)
+      controller = %{controller | aliases: aliases, pairs: pairs}
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})
       {[{:broadcast, "events", %{events: rows, counters: counters}}], controller}

@@ -12,7 +12,7 @@ defmodule Kino.Trace.Widget.Payload do
   # Nothing here needs Kino: the widget, its tests and the browser test all build their
   # payloads with these functions.
 
-  alias Kino.Trace.{Cut, Event, MFA, Render}
+  alias Kino.Trace.{Cut, Event, MFA, Pairs, Render}
 
   @default_limits Render.term_limits()
 
@@ -47,7 +47,9 @@ defmodule Kino.Trace.Widget.Payload do
           depth: non_neg_integer(),
           call_id: pos_integer() | nil,
           truncated: boolean(),
-          lost: boolean()
+          lost: boolean(),
+          pair: pos_integer() | nil,
+          spawn_mfa: String.t() | nil
         }
 
   @doc """
@@ -57,7 +59,7 @@ defmodule Kino.Trace.Widget.Payload do
   message and process events fill `:data` (the message, the exit reason, the spawned
   function, the registered name...) and `:peer` (the receiver of a send, the spawned or
   linked process) with `:peer_name`, its registered name when it is a live local
-  process. `:remote` says the event comes from another node than the widget's.
+  process; a spawn's function reads as `Mod.fun/arity` in `:spawn_mfa`. `:remote` says the event comes from another node than the widget's.
 
       iex> event = %Kino.Trace.Event{id: 9, kind: :send, node: node(), pid: :c.pid(0, 250, 0),
       ...>   data: {:ping, 1}, peer: :c.pid(0, 251, 0)}
@@ -85,9 +87,9 @@ defmodule Kino.Trace.Widget.Payload do
   @spec event(Event.t(), limits()) :: row()
   def event(%Event{} = event, limits \\ []) do
     limits = Keyword.merge(@default_limits, limits)
-    {call, call_cut?} = render_call(event, limits)
+    {call, call_cut?} = Render.row_call(event, limits)
     {result, result_cut?} = render_optional(event.kind == :return, event.return, limits)
-    {exception, exception_cut?} = render_exception(event, limits)
+    {exception, exception_cut?} = Render.row_exception(event, limits)
     {data, data_cut?} = render_data(event, limits)
 
     %{
@@ -111,7 +113,9 @@ defmodule Kino.Trace.Widget.Payload do
       depth: event.depth || 0,
       call_id: event.call_id,
       truncated: call_cut? or result_cut? or exception_cut? or data_cut?,
-      lost: event.lost == true
+      lost: event.lost == true,
+      pair: nil,
+      spawn_mfa: Render.row_spawn(event)
     }
   end
 
@@ -126,6 +130,28 @@ defmodule Kino.Trace.Widget.Payload do
   """
   @spec events([Event.t()], limits()) :: [row()]
   def events(events, limits \\ []), do: Enum.map(events, &event(&1, limits))
+
+  @doc """
+  Renders a batch of a trace's events, in order, as `events/2` does, each row's `:pair`
+  the id of the earlier event it is the other side of: the send of a message received,
+  the receive of one sent (it may come first), a spawn and the child's `:spawned`, a
+  link and the other process's `:getting_linked`. The rule is the one
+  `Kino.Trace.Mermaid` draws a pair by, once; the sequence tab draws the pairs it is
+  given. `pairs` is the pairing state the last batch returned (none for the first).
+
+      iex> [a, b] = [:c.pid(0, 250, 0), :c.pid(0, 251, 0)]
+      iex> events = [%Kino.Trace.Event{id: 1, kind: :send, pid: a, peer: b, data: :ping},
+      ...>   %Kino.Trace.Event{id: 2, kind: :receive, pid: b, data: :ping}]
+      iex> {rows, _pairs} = Kino.Trace.Widget.Payload.paired(events)
+      iex> Enum.map(rows, & &1.pair)
+      [nil, 1]
+  """
+  @spec paired([Event.t()], limits(), Pairs.t()) :: {[row()], Pairs.t()}
+  def paired(events, limits \\ [], pairs \\ Pairs.new()) do
+    {partners, pairs} = Pairs.pair(pairs, Enum.map(events, &{&1.id, &1}))
+    rows = Enum.zip_with(events, partners, &%{event(&1, limits) | pair: &2})
+    {rows, pairs}
+  end
 
   @doc """
   The widget's "Copy as Mermaid" reply: the `sequenceDiagram` source of `events` (see
@@ -159,7 +185,7 @@ defmodule Kino.Trace.Widget.Payload do
   @spec full(Event.t(), keyword()) :: map()
   def full(%Event{} = event, opts \\ []) do
     max_chars = Keyword.get(opts, :max_chars, 200_000)
-    render = &pretty(&1, max_chars)
+    render = &Render.pretty(&1, max_chars)
 
     %{
       id: event.id,
@@ -326,41 +352,11 @@ defmodule Kino.Trace.Widget.Payload do
 
   ## Rendering helpers
 
-  defp render_call(%Event{kind: :call, args: args} = event, limits) when is_list(args) do
-    opts = Render.inspect_opts(limits)
-    rendered = Enum.map_join(args, ", ", &inspect(&1, opts))
-    {text, chars_cut?} = Render.cap(rendered, limits[:max_chars])
-    cut? = chars_cut? or Enum.any?(args, &Render.over_limits?(&1, limits))
-    {call_text(event.module, event.function, text), cut?}
-  end
-
-  defp render_call(_event, _limits), do: {nil, false}
-
   defp render_optional(true, term, limits), do: render_term(term, limits)
   defp render_optional(false, _term, _limits), do: {nil, false}
 
-  defp render_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do
-    banner =
-      try do
-        Exception.format_banner(class, reason)
-      rescue
-        _ -> "** (#{inspect(class)}) " <> inspect(reason, Render.inspect_opts(limits))
-      end
-
-    {text, chars_cut?} = Render.cap(banner, limits[:max_chars])
-    {text, chars_cut? or Render.over_limits?(reason, limits)}
-  end
-
-  defp render_exception(_event, _limits), do: {nil, false}
-
   defp render_data(%Event{data: nil}, _limits), do: {nil, false}
   defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
-
-  defp pretty(term, max_chars) do
-    text = inspect(term, pretty: true, width: 80, limit: :infinity, printable_limit: :infinity)
-    {text, _} = Render.cap(text, max_chars)
-    text
-  end
 
   # Whether the term holds a Kino.Trace.Cut anywhere (the native tracer left part out).
   defp contains_cut?(%Cut{}), do: true
@@ -369,9 +365,6 @@ defmodule Kino.Trace.Widget.Payload do
   defp contains_cut?(%_{} = struct), do: struct |> Map.from_struct() |> contains_cut?()
   defp contains_cut?(map) when is_map(map), do: Enum.any?(map, &contains_cut?/1)
   defp contains_cut?(_term), do: false
-
-  defp call_text(nil, _function, args), do: "(" <> args <> ")"
-  defp call_text(module, function, args), do: MFA.label_call(module, function, args)
 
   defp mfa(nil, _f, _a), do: nil
   defp mfa(module, function, arity), do: MFA.to_string({module, function, arity})
