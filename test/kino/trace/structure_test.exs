@@ -38,8 +38,6 @@ defmodule Kino.Trace.StructureTest do
   end
 
   @max_lines 450
-  # Files still over @max_lines; remove them as they are split.
-  @not_yet_split ~w(lib/kino/trace/remote/coordinator.ex)
 
   test "at most 16 modules carry a public moduledoc, and they are the listed ones" do
     {:ok, modules} = :application.get_key(:kino_trace, :modules)
@@ -72,6 +70,6 @@ defmodule Kino.Trace.StructureTest do
           lines > @max_lines + 1,
           do: {path, lines}
 
-    assert Enum.reject(long, fn {path, _} -> path in @not_yet_split end) == []
+    assert long == []
   end
 end

@@ -22,6 +22,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   @behaviour Kino.Trace.Server
 
   alias Kino.Trace.{Client, History, Plan, Remote, Server}
+  alias Kino.Trace.Remote.Merge
   alias Kino.Trace.Server.Delivery
 
   # The longest any request waits for the nodes, in all.
@@ -140,7 +141,7 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   def handle_request(:info, _from, state) do
     {_replies, state} = on_nodes(state, :info, &info_reply/3)
-    {:reply, info(state), state}
+    {:reply, Merge.info(state), state}
   end
 
   # (a trace of several nodes has no OTP session on this node of its own)
@@ -161,7 +162,7 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   def handle_request({:set_patterns, inputs}, _from, state) do
     {replies, state} = on_nodes(state, {:set_patterns, inputs})
-    {:reply, merge_results(inputs, state.plan.nodes, replies), state}
+    {:reply, Merge.results(inputs, state.plan.nodes, replies, not_answering()), state}
   end
 
   def handle_request(op, _from, state) when op in [:pause, :resume] do
@@ -237,7 +238,7 @@ defmodule Kino.Trace.Remote.Coordinator do
   @impl true
   def terminate(_reason, state) do
     state = finish(state)
-    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, info(state))
+    if state.setup_error == nil, do: Kino.Trace.Final.put(state.id, Merge.info(state))
     :ok
   end
 
@@ -395,31 +396,6 @@ defmodule Kino.Trace.Remote.Coordinator do
 
   defp info_reply(state, _node, _reply), do: state
 
-  # Per entry: an error on any node is the entry's error (named by node, but for this
-  # one's); otherwise the first node's result, in the plan's order of nodes. A node
-  # that did not answer makes every entry an error for that node.
-  defp merge_results(inputs, nodes, replies) do
-    per_node =
-      for node <- nodes, {^node, reply} <- replies do
-        case reply do
-          results when is_list(results) -> {node, Enum.map(results, &elem(&1, 1))}
-          {:error, message} -> {node, List.duplicate({:error, message}, length(inputs))}
-        end
-      end
-
-    inputs
-    |> Enum.with_index()
-    |> Enum.map(fn {input, i} ->
-      results = for {node, results} <- per_node, do: {node, Enum.at(results, i)}
-
-      case Enum.find(results, &match?({_, {:error, _}}, &1)) do
-        {node, {:error, message}} when node == node() -> {input, {:error, message}}
-        {node, {:error, message}} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
-        nil -> {input, with([{_, result} | _] <- results, do: result, else: (_ -> {:error, not_answering()}))}
-      end
-    end)
-  end
-
   # --- ending --------------------------------------------------------------------------------
 
   defp finish(state) do
@@ -459,53 +435,6 @@ defmodule Kino.Trace.Remote.Coordinator do
           end
       end)
 
-    %{state | nodes: final_infos(%{state | nodes: nodes})}
-  end
-
-  # Each stopped session's last info (its final counters, and what another node's
-  # agent left there), as it kept it when it ended.
-  defp final_infos(state) do
-    Map.new(state.nodes, fn {node, entry} ->
-      case entry.info do
-        %{id: id} ->
-          case Kino.Trace.Final.fetch(id) do
-            {:ok, info} -> {node, %{entry | info: info}}
-            :error -> {node, entry}
-          end
-
-        _ ->
-          {node, entry}
-      end
-    end)
-  end
-
-  # --- info -----------------------------------------------------------------------------------
-
-  @counters [:accepted, :delivered, :queued, :discarded, :bytes_queued]
-
-  defp info(state) do
-    nodes = Map.new(state.nodes, fn {node, entry} -> {node, Map.put(entry.info, :status, entry.status)} end)
-    counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
-    sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.get(&1, key, 0))) end
-
-    dropped = Enum.reduce(counted, %{}, &Map.merge(&2, &1.dropped, fn _reason, a, b -> a + b end))
-
-    first = Enum.find_value(state.plan.nodes, %{}, &(nodes[&1][:patterns] && nodes[&1]))
-
-    Map.merge(Map.new(@counters, &{&1, sum.(&1)}), %{
-      id: state.id,
-      status: state.status,
-      patterns: Map.get(first, :patterns, []),
-      what: Kino.Trace.Plan.summary(state.plan),
-      dropped: dropped,
-      rate: Enum.reduce(counted, 0.0, &(&2 + &1.rate)),
-      started_at: state.started_at,
-      limit: state.plan.options[:limit],
-      traced: Enum.any?(counted, &Map.get(&1, :traced, false)),
-      stack_guarded: sum.(:stack_guarded),
-      subscribers: map_size(state.subscribers),
-      reapplied: sum.(:reapplied),
-      nodes: nodes
-    })
+    %{state | nodes: Merge.final_infos(nodes)}
   end
 end
