@@ -2,8 +2,10 @@
 // (numbered, timed, calls paired with their returns), which is what Kino.Trace.Decoder
 // does in Elixir with the raw tuples of drain/2. Each event is handed over as a tuple of
 // Kino.Trace.Event's fields (kEventSpec's order), which Kino.Trace.NativeDecoder makes
-// a struct. The pairing itself is c_src/core/call_pairing.hpp; this file reads and
-// builds the terms.
+// a struct. The pairing itself is c_src/core/call_pairing.hpp (the call pairing rule,
+// whose other implementation is Kino.Trace.Decoder, which decodes other nodes' events and
+// the fallback tracer's; test/kino/trace/native_decoder_test.exs checks they agree); this
+// file sorts a batch by time, reads and builds the terms.
 //
 // Registered names cannot be read from a NIF: when a batch has processes whose name is
 // not known yet, the call returns {names, Pids} and keeps the batch; the caller (see
