@@ -1,12 +1,29 @@
-// Pairs traced calls with their returns, per process: the native twin of the pairing in
-// Kino.Trace.Decoder (lib/kino/trace/decoder.ex), free of erl_nif. Words (pid, module,
-// function) are opaque 64-bit values: the NIF passes raw immediate terms.
+// Pairs traced calls with their returns, per process: the native implementation of the
+// call pairing rule, free of erl_nif. Words (pid, module, function) are opaque 64-bit
+// values: the NIF passes raw immediate terms (this node's pids and ports, atoms), so
+// another node's raw events, whose pids are boxed terms, are decoded by the Elixir
+// implementation, Kino.Trace.Decoder (lib/kino/trace/decoder.ex), which also decodes the
+// fallback tracer's where the NIF is absent.
 //
-// It numbers events and gives each its depth, each return or exception the id of its call
-// and its duration, and marks `lost` an event whose process's drop mark changed since its
-// open calls were made. The bounds and rules are the Elixir decoder's, one for one
-// (kMaxStack, kKeepFrames, kMaxPids, kMaxCallers): the equivalence test
-// (test/kino/trace/native_decoder_test.exs) checks both give the same events.
+// The rule (written out with its reasons in Kino.Trace.Decoder's moduledoc; a change is
+// made in both):
+//   1. Order: a batch is sorted by time, stably (by decoder_nifs.cpp, before this class);
+//      events are numbered from 1 across batches.
+//   2. Frames: a call opens a frame {id, t0, mfa} unless its function is in no_returns or
+//      its process is unpaired; its depth is the process's depth before it. kMaxStack
+//      frames kept, cut down to kKeepFrames; depth counts forgotten frames, up to kMaxStack.
+//   3. Returns: a return or exception closes the newest open frame of its mfa and all
+//      above it, taking its id, duration and the depth left; else it is unpaired, depth 0.
+//   4. return_to: the process's depth, nothing changes.
+//   5. Drops: the drop mark is noted when a process opens a frame with none kept; an event
+//      whose mark differs while frames are open forgets them and is `lost`.
+//   6. Exit: the process's frames, mark and unpairing go.
+//   7. Bounds: kMaxPids stacks (then all go), marks and unpaired; kMaxCallers callers.
+//   8. Without pairing: no frames, depth 0; callers still noted.
+// test/kino/trace/native_decoder_test.exs is the differential test: both implementations
+// get the same raw streams (generated, named nasty ones, and with another node's pids
+// for the Elixir side) and must give the same events; c_src/tests/call_pairing_test.cpp
+// tests this class alone.
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,10 @@
 // (numbered, timed, calls paired with their returns), which is what Kino.Trace.Decoder
 // does in Elixir with the raw tuples of drain/2. Each event is handed over as a tuple of
 // Kino.Trace.Event's fields (kEventSpec's order), which Kino.Trace.NativeDecoder makes
-// a struct. The pairing itself is c_src/core/call_pairing.hpp; this file reads and
-// builds the terms.
+// a struct. The pairing itself is c_src/core/call_pairing.hpp (the call pairing rule,
+// whose other implementation is Kino.Trace.Decoder, which decodes other nodes' events and
+// the fallback tracer's; test/kino/trace/native_decoder_test.exs checks they agree); this
+// file sorts a batch by time, reads and builds the terms.
 //
 // Registered names cannot be read from a NIF: when a batch has processes whose name is
 // not known yet, the call returns {names, Pids} and keeps the batch; the caller (see
@@ -23,6 +25,7 @@
 #include "atoms.hpp"
 #include "call_pairing.hpp"
 #include "decoder.hpp"
+#include "drain_loop.hpp"
 #include "erts_layout.hpp"
 #include "nifs.hpp"
 #include "session.hpp"
@@ -407,29 +410,19 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   std::lock_guard<std::mutex> lock(d->mutex);
   std::vector<kt::Event>& batch = d->slots;
   if (d->pending == 0) {
-    // As drain/2: in chunks, a few more tries after short ones.
-    constexpr std::size_t kChunk = 32;
-    constexpr int kShortChunks = 16;
-    int short_chunks = 0;
-    bool more = false;
-    std::size_t n = 0;
+    // The drained events wait in the slots until they are decoded.
     if (batch.size() < max) batch.resize(max);
-    while (n < max) {
-      std::size_t want = max - n < kChunk ? max - n : kChunk;
-      std::size_t got = s->core.drain(batch.data() + n, want, more);
-      n += got;
-      if (!more || (got < want && ++short_chunks > kShortChunks)) break;
-    }
-    d->pending = n;
-    d->pending_more = more;
+    kt::Drained drained = kt::drain_chunks(
+        s->core, max, [&](std::size_t n) { return batch.data() + n; }, [](kt::Event*, std::size_t) {});
+    d->pending = drained.count;
+    d->pending_more = drained.more;
   }
   ERL_NIF_TERM names = missing_names(env, *d, d->pending, [&](std::size_t i) { return static_cast<ERL_NIF_TERM>(batch[i].pid); });
   if (names) return names;
   std::size_t n = d->pending;
   ERL_NIF_TERM events = decode_pending(env, *d);
   d->batch_names.clear();
-  int percent = static_cast<int>(n * 100 / 2500) + 1;
-  enif_consume_timeslice(env, percent > 100 ? 100 : percent);
+  enif_consume_timeslice(env, kt::drain_timeslice_percent(n, kt::DrainCost::Decoded));
   return enif_make_tuple2(env, events, d->pending_more ? atoms.true_ : atoms.false_);
 }
 

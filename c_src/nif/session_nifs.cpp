@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "atoms.hpp"
+#include "drain_loop.hpp"
 #include "nifs.hpp"
 #include "session.hpp"
 #include "structs.hpp"
@@ -207,30 +208,18 @@ ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;
   if (!s || !enif_get_uint(env, argv[1], &max) || max == 0 || max > 10000) return enif_make_badarg(env);
-  // Dequeue in small chunks into a stack buffer and build each event's tuple at once: no
-  // `max`-sized array of Events (a 1000-event batch is ~190 KB, which malloc serves with
-  // mmap/munmap and fresh pages on every call).
-  constexpr std::size_t kChunk = 32;
-  kt::Event chunk[kChunk];
+  // Each chunk's tuples are built at once, from a stack buffer (see drain_loop.hpp).
+  kt::Event chunk[kt::kDrainChunk];
   std::vector<ERL_NIF_TERM> terms;
   terms.reserve(max < 256 ? max : 256);
-  bool more = false;
-  std::size_t n = 0;
-  // A short chunk means the queue is empty or the next event in order is not there yet
-  // (see SessionCore::drain): a few more tries, then the caller drains again later.
-  constexpr int kShortChunks = 16;
-  int short_chunks = 0;
-  while (n < max) {
-    std::size_t want = max - n < kChunk ? max - n : kChunk;
-    std::size_t got = s->core.drain(chunk, want, more);
-    for (std::size_t i = 0; i < got; ++i) terms.push_back(event_tuple(env, chunk[i]));
-    n += got;
-    if (!more || (got < want && ++short_chunks > kShortChunks)) break;
-  }
+  kt::Drained d = kt::drain_chunks(
+      s->core, max, [&](std::size_t) { return chunk; },
+      [&](kt::Event* events, std::size_t got) {
+        for (std::size_t i = 0; i < got; ++i) terms.push_back(event_tuple(env, events[i]));
+      });
   ERL_NIF_TERM list = enif_make_list_from_array(env, terms.data(), static_cast<unsigned>(terms.size()));
-  int percent = static_cast<int>(n * 100 / 10000) + 1;
-  enif_consume_timeslice(env, percent > 100 ? 100 : percent);
-  return enif_make_tuple2(env, list, more ? atoms.true_ : atoms.false_);
+  enif_consume_timeslice(env, kt::drain_timeslice_percent(d.count, kt::DrainCost::Raw));
+  return enif_make_tuple2(env, list, d.more ? atoms.true_ : atoms.false_);
 }
 
 ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {

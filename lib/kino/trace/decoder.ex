@@ -1,18 +1,48 @@
 defmodule Kino.Trace.Decoder do
   @moduledoc false
-  # Turns the native tracer's raw events into `Kino.Trace.Event` structs.
+  # Turns raw trace events into `Kino.Trace.Event` structs: the Elixir implementation of
+  # the call pairing rule below.
   #
   # It numbers events, converts monotonic timestamps to system time, and pairs calls with
   # their returns and exceptions per process, which gives each event its call depth and
   # each return its duration. The state is a plain struct, so the pairing is a pure
   # function of the raw events.
   #
-  # The native tracer hands events out in admission order, which is each process's own
-  # order, so a return always comes after its call. Each raw event also carries its
-  # process's drop mark: when it changed since that process's previous event, events of
-  # the process may have been dropped (queue full, rate limit), so its open calls are
-  # forgotten (a later return is left unpaired, with no duration, rather than paired with
-  # the wrong call), its depth restarts at 0, and the event is marked `lost: true`.
+  # It decodes the raw events of this node's fallback tracer (`Kino.Trace.LocalTracer`,
+  # where the NIF could not be loaded) and those of every other node (`decode/3`, with that
+  # node's names and time offset). This node's native tracer decodes its own events in the
+  # NIF (`Kino.Trace.NativeDecoder`), with the other implementation of the same rule,
+  # `c_src/core/call_pairing.hpp`, which keys processes by their term word: another node's
+  # pids are not immediate terms, so they come here. The two are kept one rule by
+  # `test/kino/trace/native_decoder_test.exs`, which feeds both the same raw streams
+  # (generated ones, named nasty ones, and both again with another node's pids) and
+  # requires the same events. A change to the rule is made in both, and that test says
+  # whether they still agree.
+  #
+  # ## The call pairing rule
+  #
+  #   1. **Order.** A batch is sorted by monotonic time, stably: the tracers hand events out
+  #      in each process's own order, so a return always comes after its call. Events are
+  #      numbered from 1 in that order, across batches.
+  #   2. **Frames.** Per process, a call opens a frame (its id, time and `{m, f, a}`) unless
+  #      its function is traced without returns (`no_returns/2`) or the process was
+  #      unpaired (`unpair/2`); a call's depth is the process's depth before it. At most
+  #      512 frames are kept: past that the oldest are forgotten, down to 384; the depth
+  #      counts forgotten frames too, up to 512.
+  #   3. **Returns.** A return or exception closes the newest open frame of the same
+  #      `{m, f, a}` and every frame above it (tail calls out of traced code, returns
+  #      lost to a limit), and gets that call's id, the time since it and the depth left.
+  #      With no such frame it stays unpaired: no call id, no duration, depth 0.
+  #   4. **return_to** has the process's depth and changes nothing.
+  #   5. **Drops.** Each raw event carries its process's drop mark, noted when the process
+  #      opens a frame with none kept. An event whose mark differs from the noted one while
+  #      frames are open forgets them (a later return is left unpaired, with no duration,
+  #      rather than paired with the wrong call) and is marked `lost: true`.
+  #   6. **Exit** forgets the process's frames, mark and unpairing.
+  #   7. **Bounds.** 20 000 processes with open frames (past that, all are forgotten), as
+  #      many drop marks and unpaired processes; 256 callers between two `take_callers/1`.
+  #   8. **`pairing: false`** (a trace without return values): no frames, every event at
+  #      depth 0; callers are still noted.
 
   alias Kino.Trace.Event
 

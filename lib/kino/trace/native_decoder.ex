@@ -3,8 +3,10 @@ defmodule Kino.Trace.NativeDecoder do
   # `Kino.Trace.Decoder` in the native tracer: a local session drains its events already
   # decoded (numbered, timed, calls paired with their returns), in one NIF call per batch.
   #
-  # It gives the events `Kino.Trace.Decoder` gives for the same raw events (a test checks
-  # both on generated workloads), with the same API besides draining: `no_returns/2`,
+  # It gives the events `Kino.Trace.Decoder` gives for the same raw events: both implement
+  # the call pairing rule written out in `Kino.Trace.Decoder`'s moduledoc, and
+  # `test/kino/trace/native_decoder_test.exs` checks they agree. Same API besides
+  # draining: `no_returns/2`,
   # `unpair/2` and `take_callers/1` for the stack guard. Its state lives in a NIF
   # resource, so the functions that change it return the same decoder.
 

@@ -1,8 +1,13 @@
 defmodule Kino.Trace.NativeDecoderTest do
-  # The native decoder gives exactly the events Kino.Trace.Decoder gives, for the same raw
-  # events in the same batches: generated workloads (drop marks, exits, stacks deeper than
-  # the bound, calls without returns, unpaired processes, caller shapes, ties in time...),
-  # and a real session.
+  # The differential test of the call pairing rule, which has two implementations:
+  # c_src/core/call_pairing.hpp with c_src/nif/decoder_nifs.cpp (this node's native
+  # events) and Kino.Trace.Decoder (this node's fallback tracer's events, and every other
+  # node's). Both get the same raw events in the same batches and must give exactly the
+  # same events: generated workloads (drop marks, exits, stacks deeper than the bound,
+  # calls without returns, unpaired processes, caller shapes, ties in time...), named
+  # nasty streams (exceptions, tail calls, return_to, missing returns, drops, interleaved
+  # processes, deep recursion), both again with the pids of another node (decoded by
+  # Kino.Trace.Decoder.decode/3, as a remote trace's are), and a real session.
   use ExUnit.Case, async: true
 
   alias Kino.Trace.{Cut, Decoder, NativeDecoder}
@@ -177,30 +182,94 @@ defmodule Kino.Trace.NativeDecoderTest do
   end
 
   # Runs a workload through both decoders, step by step; every batch's events and every
-  # take_callers must match.
-  defp compare(steps, opts) do
+  # take_callers must match. With `remote` (see remote/1), Kino.Trace.Decoder gets the
+  # workload with the pids of another node, decoded with that node's context.
+  defp compare(steps, opts, remote \\ nil) do
     no_returns = MapSet.new([{N, :loop, 1}])
-    elixir = Decoder.new(opts) |> Decoder.no_returns(no_returns)
+    node = if remote, do: remote.node, else: node()
+    elixir = Decoder.new([node: node] ++ opts) |> Decoder.no_returns(no_returns)
     native = NativeDecoder.new(opts) |> NativeDecoder.no_returns(no_returns)
 
     Enum.reduce(steps, {elixir, native, 0}, fn
       {:batch, raw}, {elixir, native, n} ->
-        {expected, elixir} = Decoder.decode(elixir, raw)
+        {expected, elixir} = elixir_decode(elixir, raw, remote)
         {got, native} = NativeDecoder.decode(native, raw)
         assert_same(expected, got)
         {elixir, native, n + length(got)}
 
       {:unpair, pid}, {elixir, native, n} ->
-        {Decoder.unpair(elixir, pid), NativeDecoder.unpair(native, pid), n}
+        {Decoder.unpair(elixir, to_remote(remote, pid)), NativeDecoder.unpair(native, pid), n}
 
       :take_callers, {elixir, native, n} ->
         {expected, elixir} = Decoder.take_callers(elixir)
         {got, native} = NativeDecoder.take_callers(native)
-        assert Enum.sort(got) == Enum.sort(expected)
+        assert Enum.sort(got) == Enum.sort(Enum.map(expected, &from_remote(remote, &1)))
         {elixir, native, n}
     end)
     |> elem(2)
   end
+
+  defp elixir_decode(decoder, raw, nil), do: Decoder.decode(decoder, raw)
+
+  # Another node's batch, as Kino.Trace.Backend.drain/2 gives it: raw events of that
+  # node's pids, with their registered names and that node's time offset (here `delta`
+  # ahead of this one's). Its events are made this node's again to be compared.
+  defp elixir_decode(decoder, raw, remote) do
+    raw = Enum.map(raw, &put_elem(&1, 1, to_remote(remote, elem(&1, 1))))
+    context = %{names: remote.names, time_offset: :erlang.time_offset(:nanosecond) + remote.delta}
+    {events, decoder} = Decoder.decode(decoder, raw, context)
+
+    events =
+      for event <- events do
+        assert event.node == remote.node
+        assert event.time == div(event.monotonic + context.time_offset, 1000)
+
+        %{
+          event
+          | pid: from_remote(remote, event.pid),
+            node: node(),
+            time: event.time - div(remote.delta, 1000)
+        }
+      end
+
+    {events, decoder}
+  end
+
+  # Each local process of `pids` gets a pid of another node; the registered ones keep
+  # their name (given with the batch, as that node's agent gives them).
+  defp remote(pids) do
+    node = :"other_node@kino_trace.test"
+
+    to =
+      for {pid, i} <- Enum.with_index(pids), is_pid(pid), into: %{} do
+        name = to_string(node)
+
+        {pid,
+         :erlang.binary_to_term(
+           <<131, 88, 118, byte_size(name)::16, name::binary, 100 + i::32, 0::32, 1::32>>
+         )}
+      end
+
+    names =
+      for {pid, remote} <- to, reduce: %{} do
+        names ->
+          if name = Decoder.registered_name(pid), do: Map.put(names, remote, name), else: names
+      end
+
+    %{
+      node: node,
+      to: to,
+      from: Map.new(to, fn {k, v} -> {v, k} end),
+      names: names,
+      delta: 3_600_000_000_000
+    }
+  end
+
+  defp to_remote(nil, pid), do: pid
+  defp to_remote(remote, pid), do: Map.get(remote.to, pid, pid)
+
+  defp from_remote(nil, pid), do: pid
+  defp from_remote(remote, pid), do: Map.get(remote.from, pid, pid)
 
   defp assert_same(expected, got) do
     assert length(got) == length(expected)
@@ -232,6 +301,129 @@ defmodule Kino.Trace.NativeDecoderTest do
 
   test "gives the events of Kino.Trace.Decoder without pairing (return: false)", %{pids: pids} do
     for seed <- 61..80, do: compare(workload(seed, pids), pairing: false)
+  end
+
+  test "another node's raw events pair as this node's: Decoder.decode/3 against the native decoder",
+       %{pids: pids} do
+    remote = remote(pids)
+
+    total =
+      for seed <- 81..100, reduce: 0, do: (n -> n + compare(workload(seed, pids), [], remote))
+
+    assert total > 20 * 600
+    for seed <- 101..105, do: compare(workload(seed, pids), [pairing: false], remote)
+  end
+
+  # --- named nasty streams ----------------------------------------------------------------
+
+  # Raw events for the streams below: `pid`'s call of `mfa`, its return or exception...
+  defp c(pid, t, {m, f, a}, mark \\ 0),
+    do: {:call, pid, t, 1, m, f, a, Enum.to_list(1..a//1), :undefined, mark}
+
+  defp r(pid, t, {m, f, a}, mark \\ 0),
+    do: {:return_from, pid, t, 1, m, f, a, :undefined, {:ok, t}, mark}
+
+  defp x(pid, t, {m, f, a}, mark \\ 0),
+    do: {:exception_from, pid, t, 1, m, f, a, :undefined, {:error, :badarg}, mark}
+
+  defp rt(pid, t, {m, f, a}), do: {:return_to, pid, t, 1, m, f, a, :undefined, :undefined}
+  defp ex(pid, t), do: {:exit, pid, t, 1, :undefined, :undefined, 0, :normal, :undefined}
+
+  # name => steps; every batch split where it says (pairing carries over batches).
+  defp nasty([a, b, p3]) do
+    f = {M, :f, 1}
+    g = {M, :g, 2}
+    h = {N, :h, 0}
+    loop = {N, :loop, 1}
+    deep = for i <- 1..1_000, do: c(a, i, f)
+    unwind = for i <- 1..1_000, do: r(a, 1_000 + i, f)
+
+    %{
+      "exceptions: one each frame, one through a frame whose exception is not traced" => [
+        {:batch, [c(a, 1, f), c(a, 2, g), x(a, 3, g), x(a, 4, f)]},
+        {:batch, [c(a, 5, f), c(a, 6, g), c(a, 7, h), x(a, 8, g), r(a, 9, f)]}
+      ],
+      "tail calls: a frame that never returns, popped by its caller's return" => [
+        {:batch, [c(a, 1, f), c(a, 2, g), c(a, 3, h), r(a, 4, h), r(a, 5, f), c(a, 6, g)]},
+        # a tail call to a function traced without returns, then the caller returns
+        {:batch, [c(a, 7, f), c(a, 8, loop), c(a, 9, loop), r(a, 10, f)]}
+      ],
+      "return_to: at the current depth, with and without a function" => [
+        {:batch,
+         [
+           c(a, 1, f),
+           c(a, 2, g),
+           rt(a, 3, f),
+           r(a, 4, g),
+           rt(a, 5, {:undefined, :undefined, 0}),
+           r(a, 6, f),
+           rt(a, 7, g)
+         ]}
+      ],
+      "missing returns: unwound by an outer return, returns of calls never seen" => [
+        {:batch, [r(a, 1, f), c(a, 2, f), c(a, 3, g), c(a, 4, g)]},
+        {:batch, [r(a, 5, f), r(a, 6, g), x(a, 7, h), c(a, 8, h)]},
+        {:batch, [r(a, 9, g), r(a, 10, h)]}
+      ],
+      "drops: a changed mark forgets open calls, once, also back to 0" => [
+        {:batch,
+         [c(a, 1, f), c(a, 2, g), r(a, 3, g, 1), r(a, 4, f, 1), c(a, 5, f, 1), c(a, 6, g, 1)]},
+        {:batch,
+         [
+           r(a, 7, g, 2),
+           c(b, 8, f, 5),
+           r(a, 9, f, 2),
+           c(a, 10, f, 0),
+           r(b, 11, f, 5),
+           r(a, 12, f, 0)
+         ]},
+        {:batch, [c(a, 13, f, 3), c(a, 14, g, 3), r(a, 15, g, 3), r(a, 16, f, 0)]}
+      ],
+      "interleaved processes: same functions, ties in time, times out of order in a batch" => [
+        {:batch,
+         [c(a, 1, f), c(b, 1, f), c(p3, 1, f), c(b, 2, g), r(a, 2, f), c(a, 2, f), r(p3, 1, f)]},
+        {:batch, [r(b, 5, g), r(a, 4, f), x(b, 3, f), c(p3, 3, h), r(p3, 6, h), ex(b, 7)]},
+        :take_callers,
+        {:unpair, a},
+        {:batch, [c(a, 8, f), c(b, 8, f), r(a, 9, f), r(b, 9, f)]},
+        :take_callers
+      ],
+      "deep recursion: past the 512 frames kept and the 384 left after a cut" => [
+        {:batch, Enum.take(deep, 300)},
+        {:batch, Enum.slice(deep, 300, 400)},
+        {:batch, Enum.drop(deep, 700) ++ Enum.take(unwind, 100)},
+        {:batch, Enum.drop(unwind, 100)},
+        {:batch, [c(a, 3_000, f), r(a, 3_001, f)]}
+      ],
+      "exits: mid-stack, the process's later calls start again" => [
+        {:batch, [c(a, 1, f), c(a, 2, g), ex(a, 3), r(a, 4, g), c(a, 5, f)]},
+        {:unpair, b},
+        {:batch, [c(b, 6, f), ex(b, 7), c(b, 8, f), r(b, 9, f), r(a, 10, f)]}
+      ]
+    }
+  end
+
+  test "named nasty streams: both decoders give the same events, here and from another node", %{
+    pids: pids
+  } do
+    [a, _, b, p3 | _] = pids
+    remote = remote(pids)
+
+    for {name, steps} <- nasty([a, b, p3]),
+        opts <- [[], [pairing: false]],
+        remote <- [nil, remote] do
+      try do
+        assert compare(steps, opts, remote) > 0
+      rescue
+        e in ExUnit.AssertionError ->
+          reraise %{
+                    e
+                    | message:
+                        "#{name} (#{inspect(opts)}, #{if remote, do: "remote", else: "local"}): #{e.message}"
+                  },
+                  __STACKTRACE__
+      end
+    end
   end
 
   test "names come from the registry, once per process", %{pids: [me | _], name: name} do
