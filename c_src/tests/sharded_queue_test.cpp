@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "sanitized.hpp"
 #include "session_event.hpp"
 #include "sharded_queue.hpp"
 
@@ -18,17 +19,7 @@ namespace {
 
 using Queue = ShardedQueue<Event>;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr std::uint64_t kEventsPerProcess = 20'000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr std::uint64_t kEventsPerProcess = 20'000;
-#else
-constexpr std::uint64_t kEventsPerProcess = 100'000;
-#endif
-#else
-constexpr std::uint64_t kEventsPerProcess = 100'000;
-#endif
+constexpr std::uint64_t kEventsPerProcess = test::kSanitized ? 20'000 : 100'000;
 
 Event at(std::int64_t time_ns, std::uint64_t pid, std::uint64_t nth, std::size_t payload = 0) {
   Event e;
