@@ -57,7 +57,6 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
-#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -78,7 +77,6 @@ class ShardedQueue {
   static constexpr std::size_t kCounters = 8;
 
  private:
-  // One shard. The producer writes the first line, the consumer the second.
   // One shard: its queue, then a line the producer writes, then one the consumer writes.
   struct alignas(64) Shard {
     SpscQueue<T> queue;
@@ -107,7 +105,8 @@ class ShardedQueue {
     Producer& operator=(const Producer&) = delete;
 
     // Enqueues `item` (its timestamp raised to the shard's last if below). False when the
-    // queue could not allocate a block: `item` is then left intact and nothing counted.
+    // queue could not allocate a block: `item` is then left in place (its timestamp
+    // perhaps raised) and nothing counted.
     bool push(T&& item) {
       if (item.time_ns < shard_.last_ns) item.time_ns = shard_.last_ns;
       const std::int64_t t = item.time_ns;
