@@ -3,20 +3,24 @@
 // while one consumer thread drains in batches of 1000, as bench/'s native drainer does.
 // Reports CPU time per event (CLOCK_THREAD_CPUTIME_ID), which a loaded machine disturbs
 // less than wall time, and wall time per event of all producers together.
+// `sharded` runs the same events through a ShardedQueue instead (one shard per producer
+// thread, as per-scheduler shards would; push and one per-shard counter; issue 26).
 //
 //   c++ -O2 -std=c++17 -pthread -Ic_src/core c_src/bench/session_core_bench.cpp -o /tmp/scb
-//   /tmp/scb [producers=1] [events per producer=2000000] [rounds=5]
+//   /tmp/scb [producers=1] [events per producer=2000000] [rounds=5] [core|sharded]
 //
 // (CMake: target kino_trace_session_core_bench, with KINO_TRACE_TESTS=ON; not built by default.)
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <ctime>
 #include <thread>
 #include <vector>
 
 #include "session_core.hpp"
+#include "sharded_queue.hpp"
 
 using namespace kino_trace;
 
@@ -40,11 +44,37 @@ struct Round {
   double wall_ns = 0;          // per event, all producers together
 };
 
-Round run(unsigned producers, std::uint64_t each) {
-  Limits limits;
-  limits.queue_events = 5'000'000;
-  limits.queue_bytes = std::uint64_t{4} << 30;
-  SessionCore core(limits, 0);
+// The per-event sequence of the NIF through SessionCore, and its drain.
+struct CorePath {
+  SessionCore core;
+  CorePath() : core(limits(), 0) {}
+  static Limits limits() {
+    Limits l;
+    l.queue_events = 5'000'000;
+    l.queue_bytes = std::uint64_t{4} << 30;
+    return l;
+  }
+  void offer(unsigned, std::uint64_t pid, Event&& e) {
+    if (core.precheck(0) != Verdict::Accept) return;
+    if (core.admit(0, pid) != Verdict::Accept) return;
+    core.commit(std::move(e));
+  }
+  std::size_t drain(Event* out, std::size_t max, bool& more) { return core.drain(out, max, more); }
+};
+
+// The same events through per-producer shards.
+struct ShardedPath {
+  ShardedQueue<Event> queue;
+  explicit ShardedPath(unsigned producers) : queue(producers) {}
+  void offer(unsigned shard, std::uint64_t, Event&& e) {
+    ShardedQueue<Event>::Producer p(queue, shard);
+    if (p.push(std::move(e))) p.bump(0);
+  }
+  std::size_t drain(Event* out, std::size_t max, bool& more) { return queue.pop(out, max, more); }
+};
+
+template <class Path>
+Round run(Path& path, unsigned producers, std::uint64_t each) {
   std::atomic<unsigned> ready{0};
   std::atomic<bool> go{false};
   std::atomic<unsigned> running{producers};
@@ -58,9 +88,8 @@ Round run(unsigned producers, std::uint64_t each) {
       double t0 = thread_cpu_ns();
       std::uint64_t pid = 0x1000 * (p + 1) + 3;
       for (std::uint64_t i = 0; i < each; ++i) {
-        if (core.precheck(0) != Verdict::Accept) continue;
-        if (core.admit(0, pid) != Verdict::Accept) continue;
         Event e;
+        e.time_ns = static_cast<std::int64_t>(i);
         e.kind = EventKind::Call;
         e.pid = pid;
         e.module = 0x2B;
@@ -69,7 +98,7 @@ Round run(unsigned producers, std::uint64_t each) {
         e.scheduler = p;
         std::uint8_t* bytes = e.payload.extend(32);  // the size of a call with one small argument
         std::fill(bytes, bytes + 32, static_cast<std::uint8_t>(i));
-        core.commit(std::move(e));
+        path.offer(p, pid, std::move(e));
       }
       cpu[p] = thread_cpu_ns() - t0;
       running.fetch_sub(1);
@@ -84,7 +113,7 @@ Round run(unsigned producers, std::uint64_t each) {
     bool more = false;
     for (;;) {
       bool done = running.load() == 0;
-      std::size_t n = core.drain(buf.data(), buf.size(), more);
+      std::size_t n = path.drain(buf.data(), buf.size(), more);
       delivered += n;
       if (done && !more) break;
       if (n == 0 && !more) std::this_thread::yield();
@@ -119,15 +148,24 @@ int main(int argc, char** argv) {
   unsigned producers = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 1;
   std::uint64_t each = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2'000'000;
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  run(producers, each / 10);  // warm-up
+  const bool sharded = argc > 4 && std::string(argv[4]) == "sharded";
+  auto once = [&](std::uint64_t n) {
+    if (sharded) {
+      ShardedPath path(producers);
+      return run(path, producers, n);
+    }
+    CorePath path;
+    return run(path, producers, n);
+  };
+  once(each / 10);  // warm-up
   std::vector<double> prod, cons, wall;
   for (int i = 0; i < rounds; ++i) {
-    Round r = run(producers, each);
+    Round r = once(each);
     prod.push_back(r.producer_cpu_ns);
     cons.push_back(r.consumer_cpu_ns);
     wall.push_back(r.wall_ns);
   }
-  std::printf("%u producer(s): producer CPU %.1f ns/event, consumer CPU %.1f ns/event, wall %.1f ns/event (medians of %d)\n",
-              producers, median(prod), median(cons), median(wall), rounds);
+  std::printf("%s, %u producer(s): producer CPU %.1f ns/event, consumer CPU %.1f ns/event, wall %.1f ns/event (medians of %d)\n",
+              sharded ? "sharded" : "SessionCore", producers, median(prod), median(cons), median(wall), rounds);
   return 0;
 }

@@ -12,23 +12,14 @@
 #include <vector>
 
 #include "reorder_buffer.hpp"
+#include "sanitized.hpp"
 #include "session_core.hpp"
 
 using namespace kino_trace;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr std::uint64_t kMigratingEvents = 400'000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr std::uint64_t kMigratingEvents = 400'000;
-#else
-constexpr std::uint64_t kMigratingEvents = 2'000'000;
-#endif
-#else
-constexpr std::uint64_t kMigratingEvents = 2'000'000;
-#endif
+constexpr std::uint64_t kMigratingEvents = test::kSanitized ? 400'000 : 2'000'000;
 
 Event numbered(std::uint64_t seq, std::size_t payload = 0) {
   Event e;

@@ -18,17 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "sanitized.hpp"
 #include "session_core.hpp"
 
 using namespace kino_trace;
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define KINO_TRACE_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KINO_TRACE_TEST_SANITIZED 1
-#endif
-#endif
 
 namespace {
 

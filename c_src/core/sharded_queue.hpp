@@ -1,0 +1,289 @@
+// Per-shard single-producer queues, merged by timestamp in causal order; free of erl_nif.
+// The building block of issue 26's per-scheduler shards: the traced process writes only
+// its own shard's lines (no read-modify-write shared with other producers), and the one
+// consumer (the session process) merges the shards.
+//
+// Shards: `shards` single-producer shards, indexes 0 .. shards-1 (one per normal
+// scheduler: the caller maps the scheduler id the VM passes in the trace options to one),
+// and one shared fallback shard, index fallback() (dirty schedulers, other threads),
+// whose producers take a mutex. Producer (RAII) is the producer's handle: at most one
+// thread at a time may hold one for a given single-producer shard (a scheduler thread
+// runs one process at a time, so keying by scheduler id gives that).
+//
+// Per-shard counters: Producer::bump() adds to one of kCounters counters of its shard
+// with a relaxed load and store (no RMW: only that thread writes them, or the fallback's
+// mutex holder); total() sums them over the shards for a reader, which may see a sum a
+// few events old but never a torn value.
+//
+// Order. Each item carries a monotonic timestamp (`time_ns`); a shard's items are FIFO
+// and their timestamps never decrease (push() raises a timestamp below the shard's last
+// to that last one). pop() hands items out merged by timestamp, and keeps causal order:
+//
+//   INVARIANT. If push(e1) returned before the push of e2 began (in the happens-before
+//   sense: e.g. a process pushed e1, then migrated, through the VM's run-queue locks, to
+//   another scheduler and pushed e2), and e1's timestamp is below e2's, then pop() hands
+//   out e1 before e2.
+//
+// So a process's events come out in its own order however it moves between schedulers
+// (its events on different shards are separated by a migration, microseconds, against a
+// clock of 1 ns resolution: their timestamps differ), and so do causally related events
+// of different processes (a send before its receive).
+//
+// How: each shard is a SpscQueue, which publishes its tail, the count of items pushed (a
+// release store after the item is in place). The consumer stages what it dequeues in a per-shard buffer. A refill
+// (1) dequeues every item visible in every shard, then (2) reads every shard's tail and
+// dequeues up to it ("catch-up"). Every item staged before (2) began is *confirmed*: each
+// of its causal predecessors was pushed before it was visible, so (2) reads a tail that
+// includes them and stages them. Items staged by the catch-up are not confirmed (their
+// predecessors may sit in a shard whose tail (2) read earlier) and act as a watermark:
+// pop() releases confirmed items, smallest timestamp first, strictly older than the
+// oldest unconfirmed one; the next refill confirms the rest. A released item's
+// predecessors are then staged with smaller timestamps, released before it or holding it
+// back. An item still being pushed (in flight) cannot precede a confirmed item, so no
+// in-flight timestamp, clock read or fence is needed: the producer's path is its
+// enqueue, one release store of its tail and its counters, all on its shard's lines.
+// (Issue 26 proposed publishing each shard's in-flight timestamp and releasing only what
+// is older than the oldest one, or than the consumer's clock for an idle shard; that
+// needs a full barrier between the producer's store and its clock read. The catch-up
+// gives the same causal order without one; it does not promise a global time order
+// between unrelated events, which nothing downstream relies on.)
+//
+// Memory: the consumer's staging holds what it dequeued until pop() hands it out; the
+// caller's caps (per shard, on pushed minus released()) bound both.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "spsc_queue.hpp"
+
+namespace kino_trace {
+
+// Tests observe a refill through Hooks: after_first_pass(i) runs once the first pass has
+// staged shard i (a producer pushing there lands between the two passes).
+struct ShardedQueueNoHooks {
+  void after_first_pass(std::size_t) {}
+};
+
+template <class T, class Hooks = ShardedQueueNoHooks>
+class ShardedQueue {
+ public:
+  static constexpr std::size_t kCounters = 8;
+
+ private:
+  // One shard: its queue, then a line the producer writes, then one the consumer writes.
+  struct alignas(64) Shard {
+    SpscQueue<T> queue;
+    alignas(64) std::int64_t last_ns = std::numeric_limits<std::int64_t>::min();
+    std::atomic<std::uint64_t> counts[kCounters] = {};
+    alignas(64) std::atomic<std::uint64_t> released{0};
+  };
+
+ public:
+  explicit ShardedQueue(std::size_t shards) : shards_(shards + 1), staging_(shards + 1) {}
+  ShardedQueue(const ShardedQueue&) = delete;
+  ShardedQueue& operator=(const ShardedQueue&) = delete;
+
+  // Shards in all, the fallback included.
+  std::size_t shard_count() const { return shards_.size(); }
+  std::size_t fallback() const { return shards_.size() - 1; }
+
+  // The producer's handle on one shard; holds the fallback shard's mutex while it lives.
+  class Producer {
+   public:
+    Producer(ShardedQueue& q, std::size_t shard)
+        : shard_(q.shards_[shard < q.fallback() ? shard : q.fallback()]), q_(q) {
+      if (&shard_ == &q.shards_[q.fallback()]) lock_ = std::unique_lock<std::mutex>(q.fallback_mutex_);
+    }
+    Producer(const Producer&) = delete;
+    Producer& operator=(const Producer&) = delete;
+
+    // Enqueues `item` (its timestamp raised to the shard's last if below). False when the
+    // queue could not allocate a block: `item` is then left in place (its timestamp
+    // perhaps raised) and nothing counted.
+    bool push(T&& item) {
+      if (item.time_ns < shard_.last_ns) item.time_ns = shard_.last_ns;
+      const std::int64_t t = item.time_ns;
+      if (!shard_.queue.push(std::move(item))) return false;
+      shard_.last_ns = t;
+      return true;
+    }
+
+    // Adds `n` to counter `which` of this shard (a relaxed load and store, no RMW).
+    void bump(std::size_t which, std::uint64_t n = 1) {
+      std::atomic<std::uint64_t>& c = shard_.counts[which];
+      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+    // What this shard holds: pushed and not yet handed out or discarded by the consumer.
+    std::uint64_t held() const {
+      std::uint64_t out = shard_.released.load(std::memory_order_relaxed);
+      std::uint64_t in = shard_.queue.pushed();
+      return in > out ? in - out : 0;
+    }
+
+   private:
+    Shard& shard_;
+    ShardedQueue& q_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Counter `which` summed over the shards.
+  std::uint64_t total(std::size_t which) const {
+    std::uint64_t sum = 0;
+    for (const Shard& s : shards_) sum += s.counts[which].load(std::memory_order_relaxed);
+    return sum;
+  }
+  // Items pushed, over all shards.
+  std::uint64_t pushed() const {
+    std::uint64_t sum = 0;
+    for (const Shard& s : shards_) sum += s.queue.pushed();
+    return sum;
+  }
+  // Items of shard `shard` handed out or discarded by the consumer (for per-shard caps).
+  std::uint64_t released(std::size_t shard) const { return shards_[shard].released.load(std::memory_order_relaxed); }
+
+  // Consumer (one thread at a time). Moves up to `max` items into `out`, merged by
+  // timestamp in causal order (see the invariant above); returns how many. `more`: items
+  // are staged or pushed and not yet staged, so the consumer should pop again.
+  std::size_t pop(T* out, std::size_t max, bool& more) {
+    std::size_t n = release(out, max);
+    if (n < max) {
+      refill();
+      n += release(out + n, max - n);
+    }
+    more = staged_ != 0 || pushed() != dequeued_;
+    return n;
+  }
+
+  // Consumer: frees every staged and queued item, calling `f(item)` on each first
+  // (counted as released). Returns how many. Items pushed meanwhile may remain.
+  template <class F>
+  std::size_t discard(F&& f) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < staging_.size(); ++i) {
+      Staging& st = staging_[i];
+      std::size_t k = st.items.size();
+      for (T& item : st.items) f(item);
+      st.items.clear();
+      st.unconfirmed = 0;
+      T batch[kBatch];
+      for (std::size_t got; (got = shards_[i].queue.pop(batch, kBatch)) != 0;) {
+        for (std::size_t j = 0; j < got; ++j) {
+          f(batch[j]);
+          batch[j] = T{};
+        }
+        st.dequeued += got;
+        dequeued_ += got;
+        k += got;
+      }
+      note_released(i, k);
+      n += k;
+    }
+    staged_ = 0;
+    return n;
+  }
+
+  // Items the consumer has staged (for tests).
+  std::size_t staged() const { return staged_; }
+  Hooks& hooks() { return hooks_; }
+
+ private:
+  static constexpr std::size_t kBatch = 32;
+
+  // The consumer's view of one shard: what it dequeued and has not handed out, the last
+  // `unconfirmed` of them staged by a catch-up (see the header).
+  struct Staging {
+    std::deque<T> items;
+    std::size_t unconfirmed = 0;
+    std::uint64_t dequeued = 0;
+  };
+
+  // Dequeues up to `max` (or all) visible items of shard `i` into its staging.
+  std::size_t stage(std::size_t i, std::uint64_t max) {
+    Staging& st = staging_[i];
+    T batch[kBatch];
+    std::size_t total = 0;
+    while (total < max) {
+      std::size_t want = max - total < kBatch ? static_cast<std::size_t>(max - total) : kBatch;
+      std::size_t got = shards_[i].queue.pop(batch, want);
+      if (got == 0) break;
+      for (std::size_t j = 0; j < got; ++j) st.items.push_back(std::move(batch[j]));
+      total += got;
+    }
+    st.dequeued += total;
+    dequeued_ += total;
+    staged_ += total;
+    return total;
+  }
+
+  // (1) everything visible, then (2) the catch-up to each shard's tail (see the header).
+  void refill() {
+    constexpr std::uint64_t kAll = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+      stage(i, kAll);
+      hooks_.after_first_pass(i);
+    }
+    for (Staging& st : staging_) st.unconfirmed = 0;  // all staged before (2): confirmed
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+      Staging& st = staging_[i];
+      std::uint64_t tail = shards_[i].queue.pushed();
+      if (tail > st.dequeued) st.unconfirmed += stage(i, tail - st.dequeued);
+    }
+  }
+
+  // Hands out confirmed items, smallest timestamp first, strictly older than the oldest
+  // unconfirmed one.
+  std::size_t release(T* out, std::size_t max) {
+    std::int64_t watermark = std::numeric_limits<std::int64_t>::max();
+    bool capped = false;  // some item is unconfirmed: `watermark` holds
+    for (Staging& st : staging_) {
+      if (st.unconfirmed == 0) continue;
+      const std::int64_t first = st.items[st.items.size() - st.unconfirmed].time_ns;
+      if (!capped || first < watermark) watermark = first;
+      capped = true;
+    }
+    std::size_t n = 0;
+    std::vector<std::size_t>& taken = taken_;
+    taken.assign(staging_.size(), 0);
+    while (n < max) {
+      std::size_t best = staging_.size();
+      for (std::size_t i = 0; i < staging_.size(); ++i) {
+        const Staging& st = staging_[i];
+        if (st.items.size() == st.unconfirmed) continue;
+        if (best == staging_.size() || st.items.front().time_ns < staging_[best].items.front().time_ns) best = i;
+      }
+      if (best == staging_.size()) break;
+      Staging& st = staging_[best];
+      if (capped && st.items.front().time_ns >= watermark) break;
+      out[n++] = std::move(st.items.front());
+      st.items.pop_front();
+      ++taken[best];
+    }
+    for (std::size_t i = 0; i < staging_.size(); ++i) note_released(i, taken[i]);
+    staged_ -= n;
+    return n;
+  }
+
+  void note_released(std::size_t i, std::uint64_t n) {
+    if (n == 0) return;
+    std::atomic<std::uint64_t>& r = shards_[i].released;
+    r.store(r.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  std::vector<Shard> shards_;
+  std::mutex fallback_mutex_;
+  Hooks hooks_;
+  // The consumer's.
+  std::vector<Staging> staging_;
+  std::vector<std::size_t> taken_;
+  std::uint64_t dequeued_ = 0;  // over all shards
+  std::size_t staged_ = 0;
+};
+
+}  // namespace kino_trace

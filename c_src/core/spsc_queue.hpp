@@ -1,0 +1,111 @@
+// Unbounded single-producer single-consumer FIFO of blocks; free of erl_nif. One shard of
+// a ShardedQueue. The producer's path is a placement move into its block and one release
+// store of its count of items pushed (`pushed()`, the shard's published tail); no
+// read-modify-write and nothing the consumer writes per item. Blocks come from new
+// (std::nothrow) and go back to the producer through one cached spare block, so a
+// steady flow allocates nothing. Every synchronisation is an acquire/release pair on an
+// atomic (no fences), which TSan checks as written.
+//
+// "Single producer" means one thread at a time: threads that take turns under a mutex
+// (the fallback shard) are one producer.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <utility>
+
+namespace kino_trace {
+
+template <class T, std::size_t kBlock = 64>
+class SpscQueue {
+ public:
+  SpscQueue() : tail_(new Block), head_(tail_) {}
+  SpscQueue(const SpscQueue&) = delete;
+  SpscQueue& operator=(const SpscQueue&) = delete;
+  ~SpscQueue() {
+    T scratch[16];
+    while (pop(scratch, 16) != 0) {
+    }
+    for (Block* b = head_; b;) {
+      Block* next = b->next.load(std::memory_order_relaxed);
+      delete b;
+      b = next;
+    }
+    delete spare_.load(std::memory_order_relaxed);
+  }
+
+  // Producer. False when no block could be allocated: `item` is then left intact.
+  bool push(T&& item) {
+    if (tail_index_ == kBlock) {
+      Block* b = spare_.load(std::memory_order_acquire);
+      if (b) {
+        spare_.store(nullptr, std::memory_order_relaxed);
+        b->next.store(nullptr, std::memory_order_relaxed);
+      } else {
+        b = new (std::nothrow) Block;
+        if (!b) return false;
+      }
+      tail_->next.store(b, std::memory_order_relaxed);  // published by the store of pushed_ below
+      tail_ = b;
+      tail_index_ = 0;
+    }
+    new (tail_->slot(tail_index_++)) T(std::move(item));
+    pushed_.store(pushed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return true;
+  }
+
+  // Items pushed so far (any thread; the consumer reads it as the tail).
+  std::uint64_t pushed() const { return pushed_.load(std::memory_order_acquire); }
+
+  // Consumer: moves up to `max` items into `out`, oldest first; returns how many.
+  std::size_t pop(T* out, std::size_t max) {
+    std::uint64_t available = pushed_.load(std::memory_order_acquire) - popped_;
+    std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(available, max));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (head_index_ == kBlock) {
+        Block* next = head_->next.load(std::memory_order_relaxed);  // written before the item's pushed_
+        recycle(head_);
+        head_ = next;
+        head_index_ = 0;
+      }
+      T* item = head_->slot(head_index_++);
+      out[i] = std::move(*item);
+      item->~T();
+    }
+    popped_ += n;
+    return n;
+  }
+
+ private:
+  struct Block {
+    std::atomic<Block*> next{nullptr};
+    alignas(T) unsigned char storage[kBlock * sizeof(T)];
+    T* slot(std::size_t i) { return std::launder(reinterpret_cast<T*>(storage + i * sizeof(T))); }
+  };
+
+  // The consumer hands an emptied block back as the spare if there is none (the producer
+  // only ever clears it, the consumer only ever fills it: each sees the other's store
+  // before it acts), else frees it.
+  void recycle(Block* b) {
+    if (spare_.load(std::memory_order_acquire) == nullptr) {
+      spare_.store(b, std::memory_order_release);
+    } else {
+      delete b;
+    }
+  }
+
+  // The producer's line.
+  Block* tail_;
+  std::size_t tail_index_ = 0;
+  std::atomic<std::uint64_t> pushed_{0};
+  // The consumer's line.
+  alignas(64) Block* head_;
+  std::size_t head_index_ = 0;
+  std::uint64_t popped_ = 0;
+  alignas(64) std::atomic<Block*> spare_{nullptr};
+};
+
+}  // namespace kino_trace
