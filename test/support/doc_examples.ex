@@ -180,23 +180,24 @@ defmodule KinoTraceTest.DocExamples do
   # given time to end on their own (a printer says the trace stopped), then killed.
   defp stop(evaluator, io) do
     Process.exit(evaluator, :kill)
-
-    io
-    |> started_by_examples(System.monotonic_time(:millisecond) + 1_000)
-    |> Enum.each(&Process.exit(&1, :kill))
-
+    deadline = System.monotonic_time(:millisecond) + 1_000
+    for pid <- started_by_examples(io), do: await_down(pid, deadline)
+    io |> started_by_examples() |> Enum.each(&Process.exit(&1, :kill))
     StringIO.close(io)
   end
 
-  defp started_by_examples(io, deadline) do
-    pids = Enum.filter(Process.list(), &(Process.info(&1, :group_leader) == {:group_leader, io}))
+  defp await_down(pid, deadline) do
+    ref = Process.monitor(pid)
 
-    if pids == [] or System.monotonic_time(:millisecond) > deadline do
-      pids
-    else
-      Process.sleep(10)
-      started_by_examples(io, deadline)
+    receive do
+      {:DOWN, ^ref, :process, ^pid, _} -> :ok
+    after
+      max(deadline - System.monotonic_time(:millisecond), 0) -> Process.demonitor(ref, [:flush])
     end
+  end
+
+  defp started_by_examples(io) do
+    Enum.filter(Process.list(), &(Process.info(&1, :group_leader) == {:group_leader, io}))
   end
 
   defp run_block(%Block{kind: :code} = block, evaluator, _io, timeout) do
@@ -406,35 +407,31 @@ defmodule KinoTraceTest.DocExamples do
     shapes = Enum.map(step.expected, &shape/1)
     # a value may be shown over several lines
     value_shape = step.expected |> Enum.join(" ") |> one_line() |> shape()
-    deadline = System.monotonic_time(:millisecond) + wait
 
-    wait_for = fn wait_for ->
+    printed = fn ->
       {_, output} = StringIO.contents(io)
 
-      printed =
-        output
-        |> binary_part(from, byte_size(output) - from)
-        |> String.replace(~r/\e\[[0-9;]*m/, "")
-
-      cond do
-        one_line(inspect(value)) =~ value_shape or literal_value?(step.expected, value) or
-            in_order?(String.split(printed, "\n"), shapes) ->
-          :ok
-
-        System.monotonic_time(:millisecond) > deadline ->
-          throw(
-            {:example_failed, block,
-             "line #{step.line} (#{step.code}) should show:\n\n#{indent(Enum.join(step.expected, "\n"))}\n" <>
-               "but its value is #{inspect(value)} and it printed:\n\n#{indent(printed)}"}
-          )
-
-        true ->
-          Process.sleep(20)
-          wait_for.(wait_for)
-      end
+      output
+      |> binary_part(from, byte_size(output) - from)
+      |> String.replace(~r/\e\[[0-9;]*m/, "")
     end
 
-    wait_for.(wait_for)
+    shown? = fn ->
+      one_line(inspect(value)) =~ value_shape or literal_value?(step.expected, value) or
+        in_order?(String.split(printed.(), "\n"), shapes)
+    end
+
+    try do
+      KinoTraceTest.Helpers.wait_until(shown?, div(wait, 10) + 1)
+      :ok
+    rescue
+      ExUnit.AssertionError ->
+        throw(
+          {:example_failed, block,
+           "line #{step.line} (#{step.code}) should show:\n\n#{indent(Enum.join(step.expected, "\n"))}\n" <>
+             "but its value is #{inspect(value)} and it printed:\n\n#{indent(printed.())}"}
+        )
+    end
   end
 
   # The example shows a plain literal equal to the value: a map's keys may print in

@@ -21,11 +21,13 @@ defmodule KinoTraceTest.Peers do
 
   # epmd may take a moment to listen after `epmd -daemon`.
   defp start_distribution(name, tries) do
-    case Node.start(name, :longnames) do
-      {:ok, _} -> :ok
-      {:error, _} when tries > 0 -> Process.sleep(100) && start_distribution(name, tries - 1)
-      {:error, reason} -> raise "could not start distribution: #{inspect(reason)}"
-    end
+    KinoTraceTest.Helpers.wait_until(
+      fn -> match?({:ok, _}, Node.start(name, :longnames)) end,
+      tries * 10,
+      fn -> "could not start distribution: #{inspect(Node.start(name, :longnames))}" end
+    )
+
+    :ok
   end
 
   @doc """
@@ -157,6 +159,7 @@ defmodule KinoTraceTest.Peers do
   """
   def settled_footprint(node, tmp) do
     first = footprint(node, tmp)
+    # time is the subject: settled means unchanged over 200 ms (no event marks the end)
     Process.sleep(200)
     if footprint(node, tmp) == first, do: first, else: settled_footprint(node, tmp)
   end
@@ -166,18 +169,13 @@ defmodule KinoTraceTest.Peers do
   what differs: nothing of kino_trace is left there.
   """
   def assert_clean(node, tmp, before) do
-    Enum.reduce_while(1..500, nil, fn _, _ ->
-      if footprint(node, tmp) == before, do: {:halt, :ok}, else: Process.sleep(20) && {:cont, nil}
-    end)
+    KinoTraceTest.Helpers.wait_until(fn -> footprint(node, tmp) == before end, 1_000, fn ->
+      now = footprint(node, tmp)
 
-    now = footprint(node, tmp)
-
-    ExUnit.Assertions.assert(
-      now == before,
       "modules: +#{inspect(now.modules -- before.modules)} -#{inspect(before.modules -- now.modules)}; " <>
         "processes: #{before.processes} -> #{now.processes}; sessions #{inspect(now.sessions)}; tmp #{inspect(now.tmp)}; " <>
         "processes now: #{inspect(for {_, i} <- process_infos(node), do: {i[:registered_name], i[:initial_call]})}"
-    )
+    end)
 
     ExUnit.Assertions.assert(kino_modules(node) == [])
     ExUnit.Assertions.assert(kino_sessions(node) == [])
@@ -196,7 +194,7 @@ defmodule KinoTraceTest.Peers do
     # the old connection still up and does nothing, and then that connection goes, so
     # the next trace found the node not connected (issue 23 item 8).
     peer_sees = fn -> node() not in :peer.call(peer, :erlang, :nodes, [:connected]) end
-    Enum.find(1..1_000, fn _ -> peer_sees.() or (Process.sleep(5) && false) end) || raise "the peer never saw the connection drop"
+    KinoTraceTest.Helpers.wait_until(peer_sees, 1_000, fn -> "the peer never saw the connection drop" end)
     true = :peer.call(peer, :net_kernel, :connect_node, [node()])
 
     # and this node has the new connection up as well

@@ -93,6 +93,7 @@ defmodule MyApp.Client do
   defp loop do
     MyApp.Cache.fetch(:users, 42)
     GenServer.call(MyApp.Cache, {:fetch, {:users, 7}})
+    # time is the subject: the app's pace, one round every @interval ms
     Process.sleep(@interval)
     loop()
   end

@@ -107,12 +107,23 @@ defmodule KinoTraceTest.Helpers do
 
   alias KinoTraceTest.Sample.Worker
 
-  @doc "Polls `fun` every 10 ms until it returns truthy; fails the test after `tries` polls."
-  def wait_until(fun, tries \\ 500) do
+  @doc """
+  Polls `fun` every 10 ms until it returns a truthy value, and returns that value; fails the
+  test after `tries` polls, with `message.()` as the reason. The one polling loop of the
+  suite: use it only where no message, monitor or `trace_delivered` says the thing happened.
+  """
+  def wait_until(fun, tries \\ 1000, message \\ fn -> "condition not met in time" end) do
     cond do
-      fun.() -> :ok
-      tries == 0 -> ExUnit.Assertions.flunk("condition not met in time")
-      true -> Process.sleep(10) && wait_until(fun, tries - 1)
+      value = fun.() ->
+        value
+
+      tries == 0 ->
+        ExUnit.Assertions.flunk(message.())
+
+      true ->
+        # time is the subject: the one poll interval, for states no event announces
+        Process.sleep(10)
+        wait_until(fun, tries - 1, message)
     end
   end
 
@@ -121,13 +132,14 @@ defmodule KinoTraceTest.Helpers do
   from other processes or nodes, with no delivery notice to wait on).
   """
   def await_events(trace, fun, tries \\ 300) do
-    events = Kino.Trace.events(trace, 10_000)
-
-    cond do
-      fun.(events) -> events
-      tries == 0 -> ExUnit.Assertions.flunk("expected events never arrived; got: #{inspect(events, limit: 30)}")
-      true -> Process.sleep(10) && await_events(trace, fun, tries - 1)
-    end
+    wait_until(
+      fn ->
+        events = Kino.Trace.events(trace, 10_000)
+        fun.(events) && events
+      end,
+      tries,
+      fn -> "expected events never arrived; got: #{inspect(Kino.Trace.events(trace, 10_000), limit: 30)}" end
+    )
   end
 
   @doc "The kino_trace entries of `:trace.session_info(:all)`."

@@ -204,6 +204,7 @@ defmodule Kino.Trace.AgentClusterTest do
     calls = Kino.Trace.calls([":gen_server", ":gen"], nodes: [n])
     messages = Kino.Trace.messages(:all, nodes: [n])
     # info/1 and the ticks make the agent work (counters, drains) all along
+    # time is the subject: 1.5 s of ticks and info requests, each a chance to trace itself
     for _ <- 1..15, do: Kino.Trace.info(calls) && Kino.Trace.info(messages) && Process.sleep(100)
 
     agents = agent_pids(n)

@@ -269,6 +269,7 @@ defmodule Kino.Trace.AgentFallbackTest do
   end
 
   defp sample_max(sample, while, max \\ 0) do
+    # time is the subject: a peak sampled every 50 ms while the flood runs
     if while.(), do: Process.sleep(50) && sample_max(sample, while, max(max, sample.())), else: max(max, sample.())
   end
 end

@@ -174,6 +174,7 @@ defmodule Kino.Trace.AssertionsLossTest do
           @patterns,
           fn ->
             Math.echo(1)
+            # time is the subject: the block outlasts the capture's timeout
             Process.sleep(300)
             Math.add(1, 2)
           end,

@@ -28,6 +28,7 @@ defmodule Kino.Trace.BifTest do
 
     other = :trace.session_create(:another_tool, spawn(fn -> Process.sleep(:infinity) end), [])
     :trace.session_destroy(other)
+    # time is the subject: the BIF is traced again within a second
     Process.sleep(1_500)
 
     Worker.run(worker, fn -> :ets.insert(table, {:b, 2}) end)

@@ -10,6 +10,7 @@ defmodule Kino.Trace.CompleteTest do
   alias Kino.Trace.Complete.Beam
   alias Kino.Trace.Pattern.Name
   import Bitwise, only: [<<<: 2, >>>: 2]
+  import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   doctest Kino.Trace.Complete
   doctest Kino.Trace.Complete.Beam
@@ -220,10 +221,10 @@ defmodule Kino.Trace.CompleteTest do
 
       added = fresh("kt_added_")
       erlc(m.dir, added, module_source(added, [{"go", 0}]))
-      assert eventually(fn -> inserts(":#{added}.") == ["go/0"] end)
+      wait_until(fn -> inserts(":#{added}.") == ["go/0"] end)
 
       erlc(m.dir, m.erlang, module_source(m.erlang, [{"#{m.start}_other", 3}]))
-      assert eventually(fn -> inserts(":#{m.erlang}.st") == ["#{m.start}_other/3"] end)
+      wait_until(fn -> inserts(":#{m.erlang}.st") == ["#{m.start}_other/3"] end)
     end
 
     # erlc writes one form (byte lengths up to OTP 27, the compact form from OTP 28): the
@@ -334,14 +335,6 @@ defmodule Kino.Trace.CompleteTest do
 
     <<name::binary-size(^length), rest::binary>> = rest
     <<length, name::binary, byte_table(rest, n - 1)::binary>>
-  end
-
-  defp eventually(fun, tries \\ 40) do
-    cond do
-      fun.() -> true
-      tries == 0 -> false
-      true -> Process.sleep(100) && eventually(fun, tries - 1)
-    end
   end
 
   describe "typed text never becomes an atom" do
@@ -459,6 +452,7 @@ defmodule Kino.Trace.CompleteTest do
     test "completion answers fast: the figures are printed", %{dir: dir} do
       # A code path directory changed in the last second is read again each time:
       # measure what a user sees once the files are there.
+      # time is the subject: the directory must be over a second old to be cached
       Process.sleep(1_100)
 
       {cold, _} = :timer.tc(fn -> Complete.complete("KtBench.M0") end)

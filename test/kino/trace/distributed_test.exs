@@ -213,6 +213,7 @@ defmodule Kino.Trace.DistributedTest do
     assert again_us < 1_000_000, "a known unresponsive node is not waited on again"
 
     # the hung node is asked once per tick until it answers, not once more per tick
+    # time is the subject: several ticks must pass with the node still hung
     Process.sleep(3_500)
     assert length(Client.internals(trace).waiting) <= 1
 
@@ -278,10 +279,6 @@ defmodule Kino.Trace.DistributedTest do
     assert_receive {:trace, _trace}, 10_000
     assert [_] = kino_sessions(n1)
     Process.exit(owner, :kill)
-
-    Enum.reduce_while(1..200, nil, fn _, _ ->
-      if kino_sessions(n1) == [], do: {:halt, :ok}, else: (Process.sleep(20) && {:cont, nil})
-    end)
 
     wait_until(fn -> kino_sessions(n1) == [] end)
   end

@@ -47,6 +47,7 @@ defmodule Kino.Trace.DrainPacingTest do
     run(caller, fn ->
       for burst <- 1..20 do
         for i <- 1..10, do: Math.add(burst, i)
+        # time is the subject: a pause between bursts, for a drain to fall due
         Process.sleep(2)
       end
     end)

@@ -6,7 +6,7 @@ defmodule Kino.Trace.FallbackTest do
 
   alias Kino.Trace.{Decoder, Tracer}
 
-  import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
+  import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1, wait_until: 1]
 
   defmodule Work do
     def f(x), do: {:ok, x}
@@ -539,9 +539,9 @@ defmodule Kino.Trace.FallbackTest do
     trace_delivered(pid)
     # a request returns once the tracer has handled every message before it
     :ok = :kino_trace_fallback.attach(handle, session, :owner)
-    wait_for(fn -> :kino_trace_fallback.counters(handle).queued == 0 end)
+    wait_until(fn -> :kino_trace_fallback.counters(handle).queued == 0 end)
     # tracing is switched back on once the mailbox is empty
-    wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
+    wait_until(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
     assert {:flags, flags} = :trace.info(session, pid, :flags)
     assert :call in flags
     send(sampler, :stop)
@@ -549,7 +549,7 @@ defmodule Kino.Trace.FallbackTest do
     # the consumer owns the session: its exit closes it, which switches tracing off
     send(consumer, :stop)
     assert_receive {:consumed, consumed}, 5_000
-    wait_for(fn -> :trace.info(session, pid, :flags) == {:flags, []} end)
+    wait_until(fn -> :trace.info(session, pid, :flags) == {:flags, []} end)
 
     c = :kino_trace_fallback.counters(handle)
     info = :kino_trace_fallback.info(handle)
@@ -604,7 +604,7 @@ defmodule Kino.Trace.FallbackTest do
     assert :kino_trace_fallback.info(handle).guard_trips > 0
     # The tracer turns tracing back on once its mailbox is empty, after its reply above:
     # the next calls are traced only from then on (CI saw all 10 missed).
-    wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
+    wait_until(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
     received = :kino_trace_fallback.info(handle).received
     send(pid, :more)
     assert_receive :more_done
@@ -650,7 +650,7 @@ defmodule Kino.Trace.FallbackTest do
       trace_delivered(pid)
       :ok = :kino_trace_fallback.attach(handle, session)
       # back on once the tracer's mailbox is empty
-      wait_for(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
+      wait_until(fn -> match?({:flags, [_ | _]}, :trace.info(session, pid, :flags)) end)
     end
 
     :ok = :kino_trace_fallback.attach(handle, session)
@@ -735,14 +735,6 @@ defmodule Kino.Trace.FallbackTest do
           nil ->
             sample(tracer, peak, parent)
         end
-    end
-  end
-
-  defp wait_for(fun, tries \\ 1000) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("condition not met")
-      true -> Process.sleep(10) && wait_for(fun, tries - 1)
     end
   end
 end

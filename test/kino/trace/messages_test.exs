@@ -7,7 +7,7 @@ defmodule Kino.Trace.MessagesTest do
   # Message and process-lifecycle tracing on this node, with exact event contents.
   use ExUnit.Case, async: true
 
-  import KinoTraceTest.Helpers, only: [await_events: 2]
+  import KinoTraceTest.Helpers, only: [await_events: 2, trace_delivered: 1]
 
   alias Kino.Trace.{Event, Printer}
 
@@ -43,20 +43,27 @@ defmodule Kino.Trace.MessagesTest do
     Kino.Trace.stop(trace)
   end
 
-  # issue 25: Process.sleep/1 (a receive...after that times out) was traced as
+  # Receives :go, times out in a receive...after, then receives :timeout and :stop.
+  defp sleeper(me) do
+    spawn(fn ->
+      receive do: (:go -> :ok)
+      after_timeout()
+      receive do: (:timeout -> :ok)
+      receive do: (:stop -> send(me, :slept))
+    end)
+  end
+
+  # time is the subject: a receive...after that times out, the event these tests are about
+  defp after_timeout, do: Process.sleep(1)
+
+  # issue 25: a sleep (a receive...after that times out) was traced as
   # "receive :timeout", in the printer, the widget and Mermaid alike; no message was
   # received. A message :timeout that a process sends is still one.
   for pattern <- [nil, "_", "x when is_atom(x)"] do
     test "a receive...after that times out is no received message (pattern: #{inspect(pattern)})" do
       me = self()
 
-      sleeper =
-        spawn(fn ->
-          receive do: (:go -> :ok)
-          Process.sleep(1)
-          receive do: (:timeout -> :ok)
-          receive do: (:stop -> send(me, :slept))
-        end)
+      sleeper = sleeper(me)
 
       opts = if unquote(pattern), do: [pattern: unquote(pattern)], else: []
       trace = Kino.Trace.messages([sleeper], opts)
@@ -78,13 +85,7 @@ defmodule Kino.Trace.MessagesTest do
     test "timeouts: true traces an after timeout as one (pattern: #{inspect(pattern)}, agent: #{agent})" do
       me = self()
 
-      sleeper =
-        spawn(fn ->
-          receive do: (:go -> :ok)
-          Process.sleep(1)
-          receive do: (:timeout -> :ok)
-          receive do: (:stop -> send(me, :slept))
-        end)
+      sleeper = sleeper(me)
 
       opts =
         [timeouts: true, agent: unquote(agent)] ++
@@ -116,7 +117,7 @@ defmodule Kino.Trace.MessagesTest do
   end
 
   test "capture/3 with messages: true takes timeouts: true too" do
-    sleep = fn -> Process.sleep(1) end
+    sleep = &after_timeout/0
     assert [] = Kino.Trace.capture(["Enum.sum/1"], sleep, messages: true).events
 
     assert [%Event{kind: :timeout}] =
@@ -152,7 +153,9 @@ defmodule Kino.Trace.MessagesTest do
     trace = Kino.Trace.messages([server], pattern: "{:echo, n} when n > 100")
     send(server, {self(), 1})
     assert_receive {:echo, 1}
-    Process.sleep(50)
+    # every trace message of the server is delivered, and the session has taken it in
+    trace_delivered(server)
+    :ok = Kino.Trace.flush(trace)
     assert Kino.Trace.events(trace) == []
     assert Kino.Trace.info(trace).accepted == 0
   end

@@ -3,14 +3,14 @@ defmodule KinoTraceTest.PairingFlood do
   # Now and then the caller sleeps between call and return: it wakes on whichever
   # scheduler is free (its return is then queued by another scheduler than its call),
   # and a small queue has filled meanwhile (its return is dropped).
-  def f(x) do
-    if rem(x, 1000) == 0, do: Process.sleep(1)
-    x + 1
-  end
+  def f(x), do: maybe_sleep(x, 1000)
 
   # The same, sleeping more often.
-  def g(x) do
-    if rem(x, 100) == 0, do: Process.sleep(1)
+  def g(x), do: maybe_sleep(x, 100)
+
+  defp maybe_sleep(x, every) do
+    # time is the subject: a call that sleeps between its call and its return
+    if rem(x, every) == 0, do: Process.sleep(1)
     x + 1
   end
 end

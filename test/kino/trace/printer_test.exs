@@ -1,7 +1,7 @@
 defmodule Kino.Trace.PrinterTest do
   use ExUnit.Case, async: true
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1]
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 3]
 
   import ExUnit.CaptureIO
 
@@ -196,25 +196,25 @@ defmodule Kino.Trace.PrinterTest do
     end
   end
 
-  defp await_sends(io, n, tries \\ 500) do
-    {_, output} = StringIO.contents(io)
-    sends = for line <- String.split(output, "\n"), line =~ " send ", do: line
-
-    cond do
-      length(sends) >= n -> output
-      tries == 0 -> flunk("the printer printed fewer than #{n} sends:\n#{output}")
-      true -> Process.sleep(10) && await_sends(io, n, tries - 1)
-    end
+  defp await_sends(io, n) do
+    wait_until(
+      fn ->
+        output = contents(io)
+        length(for line <- String.split(output, "\n"), line =~ " send ", do: line) >= n && output
+      end,
+      500,
+      fn -> "the printer printed fewer than #{n} sends:\n#{contents(io)}" end
+    )
   end
 
-  defp await_output(io, text, tries \\ 500) do
-    {_, output} = StringIO.contents(io)
-
-    cond do
-      output =~ text -> output
-      tries == 0 -> flunk("the printer did not print #{inspect(text)}; it printed:\n#{output}")
-      true -> Process.sleep(10) && await_output(io, text, tries - 1)
-    end
+  defp await_output(io, text) do
+    wait_until(
+      fn -> (output = contents(io)) =~ text && output end,
+      500,
+      fn -> "the printer did not print #{inspect(text)}; it printed:\n#{contents(io)}" end
+    )
   end
+
+  defp contents(io), do: io |> StringIO.contents() |> elem(1)
 
 end

@@ -13,6 +13,7 @@ defmodule Kino.Trace.SelfTracingTest do
 
   defp accepted_over(traces, ms) do
     before = Enum.map(traces, &Trace.info(&1).accepted)
+    # time is the subject: a rate of events over a window, on an idle node
     Process.sleep(ms)
     Enum.zip_with(traces, before, fn t, n -> Trace.info(t).accepted - n end)
   end
@@ -20,7 +21,8 @@ defmodule Kino.Trace.SelfTracingTest do
   test "two traces of every process's messages do not feed each other" do
     a = Trace.messages(:all)
     b = Trace.messages(:all)
-    Process.sleep(200)
+    # a first window lets the start settle; the second is measured
+    _ = accepted_over([a, b], 200)
     [na, nb] = accepted_over([a, b], 1_000)
     # An idle node sends a few messages a second; each session's wake-up recorded by the
     # other made them wake each other forever.
@@ -33,7 +35,7 @@ defmodule Kino.Trace.SelfTracingTest do
     # The printer writes to the group leader, which passes it on to the console's I/O
     # processes (user_drv and its writer): their messages must not be traced.
     trace = Trace.messages(:all, print: [colors: false, time: false])
-    Process.sleep(200)
+    _ = accepted_over([trace], 200)
     [n] = accepted_over([trace], 1_000)
     Trace.stop(trace)
     assert n < 200, "#{n} events in 1 s on an idle node"
@@ -93,10 +95,10 @@ defmodule Kino.Trace.SelfTracingTest do
 
     # the widgets are up (their controllers are running)
     wait_until(fn -> Enum.all?([w1, w2, s], &(&1 in Kino.Trace.Internal.pids())) end)
-    Process.sleep(100)
 
     trace = Trace.calls(["Enum.map/2"], return: false)
     for i <- 1..3, do: Enum.map([i], & &1)
+    # time is the subject: the widgets tick (every 10 and 50 ms) between the user's calls
     Process.sleep(1_000)
     for i <- 4..6, do: Enum.map([i], & &1)
 
@@ -165,6 +167,7 @@ defmodule Kino.Trace.SelfTracingTest do
   test "a module pattern is not applied again while nothing was reloaded" do
     # its probe must be a function the pattern traces, not a compiler-generated one
     trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: self(), return: false)
+    # time is the subject: two re-apply checks (one a second) pass with nothing reloaded
     Process.sleep(2_300)
     assert Trace.info(trace).reapplied == 0
     Trace.stop(trace)

@@ -752,7 +752,7 @@ defmodule Kino.Trace.SmartCellTest do
         |> Task.await()
 
       pids = fn -> trace |> Kino.Trace.events(10_000) |> Enum.map(& &1.pid) |> MapSet.new() end
-      assert Enum.find_value(1..100, fn _ -> plain in pids.() || (Process.sleep(20) && nil) end)
+      KinoTraceTest.Helpers.wait_until(fn -> plain in pids.() end)
       refute cell in pids.()
     after
       Kino.Trace.stop(trace)

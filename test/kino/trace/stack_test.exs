@@ -17,6 +17,7 @@ defmodule Kino.Trace.StackTest do
 
   # Samples `pid`'s stack every 50 ms for `ms` milliseconds; returns the largest size.
   defp max_stack(pid, ms) do
+    # time is the subject: the stack sampled over a window while the loop runs
     deadline = System.monotonic_time(:millisecond) + ms
 
     Stream.repeatedly(fn -> Process.sleep(50) && stack(pid) end)
@@ -130,6 +131,7 @@ defmodule Kino.Trace.StackTest do
     # pause, resume and stop handle the guard's session too
     :ok = Trace.pause(trace)
     paused = Trace.info(trace).accepted
+    # time is the subject: a paused trace accepts (almost) nothing while the loop runs on
     Process.sleep(50)
     assert Trace.info(trace).accepted - paused < 10
 

@@ -4,7 +4,7 @@ defmodule Kino.Trace.StatsRemoteTest do
   # session runs in a worker of kino_trace's agent, which must leave nothing behind.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [wait_until: 1]
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers
 
   alias Kino.Trace.Stats
@@ -201,7 +201,7 @@ defmodule Kino.Trace.StatsRemoteTest do
     started = System.monotonic_time(:millisecond)
     assert :ok = Stats.stop(stats)
     assert System.monotonic_time(:millisecond) - started < 5_000
-    Enum.find(1..300, fn _ -> kino_modules(n) == [] or (Process.sleep(50) && false) end)
+    wait_until(fn -> kino_modules(n) == [] end, 1_500)
     assert kino_modules(n) == []
     assert kino_sessions(n) == []
   end

@@ -112,7 +112,7 @@ defmodule Kino.Trace.StatsTest do
     test "reset sets the counters to zero and restarts the clock" do
       stats = Stats.start([@tick])
       S.in_process(fn -> S.ticks(10) end)
-      Process.sleep(20)
+      KinoTraceTest.Helpers.wait_until(fn -> Stats.snapshot(stats).calls >= 10 end)
       before = Stats.snapshot(stats)
       assert before.calls == 10
       assert :ok = Stats.reset(stats)

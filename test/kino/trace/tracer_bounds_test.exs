@@ -180,7 +180,9 @@ defmodule Kino.Trace.TracerBoundsTest do
       # Producers keep calling in while the session closes; drain and counters stay bounded.
       floods = for _ <- 1..2, do: worker(session, :small)
       for pid <- floods, do: send(pid, {:run, 200_000_000})
-      Process.sleep(20)
+      # the floods are calling in
+      before = Tracer.counters(resource).accepted
+      KinoTraceTest.Helpers.wait_until(fn -> Tracer.counters(resource).accepted > before end)
       {drain_us, {batch, true}} = :timer.tc(fn -> Tracer.drain(resource, 1000) end)
       {counters_us, during} = :timer.tc(fn -> Tracer.counters(resource) end)
       assert length(batch) == 1000
@@ -189,6 +191,7 @@ defmodule Kino.Trace.TracerBoundsTest do
       {close_us, :ok} = :timer.tc(fn -> Tracer.close(resource) end)
       IO.puts("\n  under a flood: drain(1000) #{drain_us} us, counters #{counters_us} us; close with " <>
                 "#{during.queued} queued: #{div(close_us, 1000)} ms")
+      # time is the subject: the floods call on for a while after close, and nothing is accepted
       Process.sleep(20)
       c = Tracer.counters(resource)
       Process.sleep(20)

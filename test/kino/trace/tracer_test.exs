@@ -129,6 +129,7 @@ defmodule Kino.Trace.TracerTest do
     pid = traced_process(session, fn -> for i <- 1..20, do: Target.echo(i) end)
     trace_delivered(pid)
     assert length(drain_all(resource)) == 5
+    # time is the subject: the bucket refills at one token per 40 ms
     Process.sleep(450)
     pid2 = traced_process(session, fn -> for i <- 1..20, do: Target.echo(i) end)
     trace_delivered(pid2)

@@ -124,7 +124,8 @@ defmodule Kino.Trace.Widget.ControllerTest do
   test "a browser that connects later gets the recent rows", %{trace: trace} do
     run(fn -> SampleApp.Cache.fetch(:users, 3) end)
     # events that happened before the widget existed come from the trace's history
-    Process.sleep(100)
+    KinoTraceTest.Helpers.trace_delivered(:all)
+    :ok = Kino.Trace.flush(trace)
     {controller, _} = Controller.init(trace)
     {payload, _controller} = Controller.connect(controller)
 
@@ -236,7 +237,7 @@ defmodule Kino.Trace.Widget.ControllerTest do
     assert {:broadcast, "status", %{counters: %{status: "stopped"}}} = List.last(sent)
 
     # once stopped, requests answer without a session
-    Process.sleep(50)
+    KinoTraceTest.Helpers.await_down(trace.session)
     {effects, _controller} = Controller.handle_event(controller, "pause", %{})
     assert [{:broadcast, "status", %{status: "stopped"}}] = effects
 

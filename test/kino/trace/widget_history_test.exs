@@ -9,23 +9,21 @@ defmodule Kino.Trace.Widget.HistoryTest do
   # Runs `n` traced calls in a worker; returns their 2 * n events once the trace has them all.
   defp calls(trace, worker, ids) do
     before = length(Kino.Trace.events(trace, 10_000))
-    send(worker, {:run, ids})
-    wait_for(fn -> length(Kino.Trace.events(trace, 10_000)) == before + 2 * Enum.count(ids) end)
-    trace |> Kino.Trace.events(10_000) |> Enum.drop(before)
-  end
-
-  defp wait_for(fun, tries \\ 500) do
-    cond do
-      fun.() -> :ok
-      tries == 0 -> flunk("timed out")
-      true -> Process.sleep(10) && wait_for(fun, tries - 1)
-    end
+    send(worker, {:run, ids, self()})
+    assert_receive {:ran, ^ids}, 10_000
+    events = KinoTraceTest.Helpers.events_after(trace, worker)
+    assert length(events) == before + 2 * Enum.count(ids)
+    Enum.drop(events, before)
   end
 
   defp worker do
     spawn_link(fn ->
       Stream.repeatedly(fn ->
-        receive(do: ({:run, ids} -> Enum.each(ids, &SampleApp.Repo.get(:users, &1))))
+        receive do
+          {:run, ids, from} ->
+            Enum.each(ids, &SampleApp.Repo.get(:users, &1))
+            send(from, {:ran, ids})
+        end
       end)
       |> Stream.run()
     end)

@@ -29,7 +29,8 @@ if Code.ensure_loaded?(Kino.Test) do
 
     test "connect sends patterns, status, counters and recent rows", %{trace: trace} do
       workload(fn -> SampleApp.Cache.fetch(:users, 1) end)
-      Process.sleep(50)
+      KinoTraceTest.Helpers.trace_delivered(:all)
+      :ok = Kino.Trace.flush(trace)
       widget = Kino.Trace.Widget.new(trace)
       data = connect(widget)
 

@@ -130,12 +130,13 @@ defmodule Kino.Trace.WidgetViewsBrowserTest do
   end
 
   # A trace of messages alone, every message; the traced process also sleeps
-  # (Process.sleep/1, a receive...after that times out), which is no message. A user's
+  # (a receive...after that times out), which is no message. A user's
   # process sends it the jobs.
   defp messages_fixture do
     worker =
       spawn(fn ->
         receive do: ({:job, n, from} -> send(from, {:done, n}))
+        # time is the subject: a traced receive...after that times out
         Process.sleep(5)
         receive do: ({:job, n, from} -> send(from, {:done, n}))
         receive do: (:stop -> :ok)
