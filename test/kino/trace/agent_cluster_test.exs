@@ -101,8 +101,9 @@ defmodule Kino.Trace.AgentClusterTest do
     assert :kino_trace_agent in kino_modules(n)
 
     Process.exit(List.last(owners), :kill)
+    # the agent deletes its modules, then ends
     wait_until(fn -> kino_modules(n) == [] end, 1_000)
-    assert :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined
+    wait_until(fn -> :erpc.call(n, :erlang, :whereis, [:kino_trace_agent]) == :undefined end)
   end
 
   for module <- [:kino_trace_fallback, :kino_trace_agent, :kino_trace_tracer] do

@@ -40,6 +40,15 @@ defmodule Kino.Trace.BifTest do
     # the count starts from nothing parked: the sessions of earlier tests' traces of BIFs
     # are destroyed once the last of those traces has ended
     KinoTraceTest.Helpers.wait_until(fn -> Kino.Trace.Reaper.parked() == 0 end)
+    # and no session of an earlier test is still ending, nor the reaper's canary (it goes
+    # when the last trace that watches ends): its destroy, parked too while the trace of
+    # BIFs below runs, would take the count past 1 000 early
+    KinoTraceTest.Helpers.wait_until(fn ->
+      Enum.all?(:trace.session_info(:all), fn
+        {name, _} when name in [:kino_trace, :kino_trace_canary, :kino_trace_stats] -> false
+        _ -> true
+      end)
+    end)
     me = self()
     bif_trace = spawn(fn -> receive(do: (:reassert_bifs -> send(me, :told))) end)
     Kino.Trace.Reaper.bif_trace(bif_trace)

@@ -21,6 +21,8 @@ defmodule Kino.Trace.OptionsTest do
     wait_until(fn ->
       kino_sessions() == [] and DynamicSupervisor.count_children(Kino.Trace.SessionSupervisor).active == 0
     end)
+
+    :ok
   end
 
   # Asserts that `fun` raises an ArgumentError with exactly `message` (a string) or a

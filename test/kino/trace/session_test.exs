@@ -74,6 +74,7 @@ defmodule Kino.Trace.SessionTest do
     setup do
       # sessions of earlier tests end asynchronously; see the OTP bug below
       wait_until(fn -> kino_sessions() == [] end)
+      :ok
     end
 
     test ":ets.insert/2 and :ets.insert" do
