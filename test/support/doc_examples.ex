@@ -182,7 +182,11 @@ defmodule KinoTraceTest.DocExamples do
     Process.exit(evaluator, :kill)
     deadline = System.monotonic_time(:millisecond) + 1_000
     for pid <- started_by_examples(io), do: await_down(pid, deadline)
-    io |> started_by_examples() |> Enum.each(&Process.exit(&1, :kill))
+    left = started_by_examples(io)
+    Enum.each(left, &Process.exit(&1, :kill))
+    # a kill is a signal: gone (its name free) once its DOWN comes
+    deadline = System.monotonic_time(:millisecond) + 5_000
+    Enum.each(left, &await_down(&1, deadline))
     StringIO.close(io)
   end
 
