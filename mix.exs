@@ -41,13 +41,13 @@ defmodule KinoTrace.MixProject do
 
   def application do
     [
-      mod: {Kino.Trace.Application, []},
+      mod: {KinoTrace.Application, []},
       extra_applications: [:logger, :runtime_tools, :tools]
     ]
   end
 
   # HexDocs lists the public modules only (every other one is `@moduledoc false`), by
-  # what a user does with them. test/kino/trace/structure_test.exs checks the list.
+  # what a user does with them. test/project/structure_test.exs checks the list.
   defp docs do
     [
       main: "Kino.Trace",

@@ -19,6 +19,6 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # tracer_bounds_test.exs: the NIF's term-layout readers on huge terms; its timing
 # comparisons are left out (only the NIF is instrumented here).
-mix test test/kino/trace/tracer_test.exs test/kino/trace/messages_test.exs \
-    test/kino/trace/cleanup_test.exs test/kino/trace_test.exs test/kino/trace/native_decoder_test.exs \
-    test/kino/trace/tracer_bounds_test.exs --exclude timing
+mix test test/kino_trace/tracer_test.exs test/kino/trace/calls/messages_test.exs \
+    test/kino/trace/calls/cleanup_test.exs test/kino/trace_test.exs test/kino_trace/tracer/native_decoder_test.exs \
+    test/kino_trace/tracer/bounds_test.exs --exclude timing

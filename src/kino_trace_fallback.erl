@@ -1,5 +1,5 @@
 %% @doc A pure-Erlang (OTP only) pid tracer with the session API of kino_trace's native
-%% tracer (`Kino.Trace.Tracer': new_session/2, session_id/1, drain/2, counters/1,
+%% tracer (`KinoTrace.Tracer': new_session/2, session_id/1, drain/2, counters/1,
 %% close/1), for a node where the NIF cannot be loaded. It returns the same raw events:
 %% `{Tag, Pid | Port | undefined, MonotonicNs, Scheduler, M | undefined, F | undefined,
 %% Arity, First, Second, DropMark}', with terms cut as the NIF cuts them
@@ -79,7 +79,7 @@
 %%
 %% This module is the API; the tracer process is kino_trace_fallback_process, the limits
 %% are read by kino_trace_fallback_limits and terms cut by kino_trace_fallback_terms
-%% (shipped and removed together with it: Kino.Trace.Agent).
+%% (shipped and removed together with it: KinoTrace.Remote.Agent).
 -module(kino_trace_fallback).
 
 -export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
@@ -171,7 +171,7 @@ close(H) ->
     ok.
 
 %% @doc What the tracer keeps of `Term' with the caps of `Limits' and its size in the
-%% NIF's bytes: `Kino.Trace.Tracer.roundtrip/2'.
+%% NIF's bytes: `KinoTrace.Tracer.roundtrip/2'.
 -spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
 roundtrip(Term, Limits) ->
     is_map(Limits) orelse kino_trace_fallback_limits:argument_error(<<"expected the limits to be a map">>),

@@ -45,7 +45,7 @@ copy_args(Args, Caps, Used) -> list(Args, 0, Caps, Used).
 -spec cut_args(non_neg_integer(), non_neg_integer()) -> {list(), non_neg_integer()}.
 cut_args(Arity, Used) -> {[cut(bytes) || _ <- lists:seq(1, Arity)], Used + 6 + 2 * Arity}.
 
-%% @doc What `Kino.Trace.Tracer.roundtrip/2' returns for one term: the copy and its size.
+%% @doc What `KinoTrace.Tracer.roundtrip/2' returns for one term: the copy and its size.
 -spec roundtrip(term(), caps()) -> {term(), non_neg_integer()}.
 roundtrip(Term, Caps) -> t(Term, 0, Caps, 0).
 

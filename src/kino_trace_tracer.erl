@@ -8,7 +8,7 @@
 %% code:load_binary/3 and erases the term again. Here, with kino_trace installed, the
 %% library is found in code:priv_dir(kino_trace).
 %%
-%% Kino.Trace.Tracer (lib/kino/trace/tracer.ex) is the documented Elixir API; it
+%% KinoTrace.Tracer (lib/kino_trace/tracer.ex) is the documented Elixir API; it
 %% delegates to this module. Give this module, not the facade, to
 %% trace:session_create/3:
 %%
@@ -43,10 +43,10 @@
 -type resource() :: reference().
 -type tracee() :: pid() | port() | undefined.
 %% {Tag, Pid | Port | undefined, MonotonicNs, Scheduler, M | undefined, F | undefined,
-%%  Arity, First, Second, DropMark} (Kino.Trace.Decoder reads them).
+%%  Arity, First, Second, DropMark} (KinoTrace.Tracer.Decoder reads them).
 -type raw_event() :: {atom(), tracee(), integer(), non_neg_integer(), module() | undefined,
                       atom() | undefined, non_neg_integer(), term(), term(), non_neg_integer()}.
-%% A native decoder: the call pairing of one trace (Kino.Trace.NativeDecoder).
+%% A native decoder: the call pairing of one trace (KinoTrace.Tracer.NativeDecoder).
 -type decoder() :: reference().
 -export_type([resource/0, raw_event/0, decoder/0]).
 
@@ -82,7 +82,7 @@ trace_receive(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 -spec trace_procs(atom(), resource(), tracee(), term(), map()) -> ok.
 trace_procs(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 
-%% --- sessions (NIFs; Kino.Trace.Tracer documents them) --------------------------------
+%% --- sessions (NIFs; KinoTrace.Tracer documents them) --------------------------------
 
 -spec new_session(pid(), map()) -> resource().
 new_session(_Owner, _Limits) -> not_loaded().
@@ -106,7 +106,7 @@ nif_loaded() -> not_loaded().
 -spec term_layout() -> #{name := binary(), otp_release := pos_integer(), chosen_by := release | check}.
 term_layout() -> not_loaded().
 
-%% --- the native decoder (NIFs; Kino.Trace.NativeDecoder uses them) ---------------------
+%% --- the native decoder (NIFs; KinoTrace.Tracer.NativeDecoder uses them) ---------------------
 
 -spec new_decoder(boolean(), node()) -> decoder().
 new_decoder(_Pairing, _Node) -> not_loaded().

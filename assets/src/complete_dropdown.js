@@ -1,5 +1,5 @@
 // Completion as you type for a textarea (or an input) of pattern lines: a dropdown of
-// the server's suggestions (Kino.Trace.Complete), navigable with the keyboard.
+// the server's suggestions (KinoTrace.Complete), navigable with the keyboard.
 //
 //   const dropdown = new CompleteDropdown(textarea, {
 //     request: (text, seq) => server.push("complete", { text, seq }),  // ask the server

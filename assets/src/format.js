@@ -41,7 +41,7 @@ export function formatRate(rate) {
 
 /**
  * The function of an event as a person reads it: `mfa_label` when the server sent one (a
- * function the compiler made reads `anonymous fn/2 in Enum.sum/1`, by Kino.Trace.MFA's
+ * function the compiler made reads `anonymous fn/2 in Enum.sum/1`, by KinoTrace.Render.MFA's
  * rule), else the raw `Module.function/arity`.
  */
 export function functionLabel(entry) {
@@ -132,7 +132,7 @@ export function entryText(entry) {
 }
 
 /**
- * The arrow before a returned value, as the console writes it (Kino.Trace.Render, which
+ * The arrow before a returned value, as the console writes it (KinoTrace.Render, which
  * the payload's terms come from): the log, the call tree, the sequence and the text
  * export read `-> value` as the printed trace does.
  */

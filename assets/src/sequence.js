@@ -14,7 +14,7 @@ export const GEOMETRY = { rowHeight: 30, laneWidth: 230, gutter: 104, headerHeig
 
 // Which events are two sides of one thing (a send and its receive, a spawn and the
 // child's spawned, a link and the other's linked) is decided once, on the server
-// (Kino.Trace.Pairs, the rule Mermaid's diagrams follow): the second side to come names
+// (KinoTrace.Render.Pairs, the rule Mermaid's diagrams follow): the second side to come names
 // the first in `pair` (its id). The layout draws the pairs it is given.
 const LINKS = { link: true, unlink: true };
 const LINKED = { getting_linked: "link", getting_unlinked: "unlink" };
@@ -183,7 +183,7 @@ export class SequenceLayout {
   }
 
   // A reply to a process alias (a GenServer call's, since OTP 24) comes with `peer` its
-  // owner already, by the rule Mermaid's diagrams follow (Kino.Trace.Aliases, server side).
+  // owner already, by the rule Mermaid's diagrams follow (KinoTrace.Tracer.Aliases, server side).
   addSend(event) {
     const from = this.laneOf(event);
     const to = this.peerLane(event) || from;

@@ -1,15 +1,15 @@
 // The "Trace" smart cell's form (Kino.Trace.SmartCell). The server holds the form
-// (Kino.Trace.SmartCell.Controller): every change is pushed as
+// (KinoTrace.SmartCell.Controller): every change is pushed as
 //   "update" {field, value}
 // and the server answers every browser with "update" {field: value} (the value as
 // stored), "check" (per-line pattern results and field errors, see
-// Kino.Trace.SmartCell.Controller.check/1), or, to the sender, "error" {field, message}.
+// KinoTrace.SmartCell.Controller.check/1), or, to the sender, "error" {field, message}.
 //
 // The patterns textarea is the widget's pattern editor (src/patterns.js) without its
 // Apply button: lines are sent as you type (debounced) and marked inline as the server
 // checks them (the line being typed once you pause or leave it), and it completes
 // module and function names as the widget's does
-// ("complete" {text, seq} -> "completions", see Kino.Trace.Complete). It carries
+// ("complete" {text, seq} -> "completions", see KinoTrace.Complete). It carries
 // data-complete="patterns".
 
 import { h } from "./dom.js";

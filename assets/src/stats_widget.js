@@ -1,7 +1,7 @@
 // The stats widget (Kino.Trace.stats/2): calls, time and memory per function from the
 // VM's own counters, refreshed by the server about once a second. The table is the
 // shared StatsTable with the columns below; clicking a function opens its per-process
-// drill-down. Payloads are Kino.Trace.Stats.Payload.snapshot/2 maps.
+// drill-down. Payloads are KinoTrace.Widget.StatsPayload.snapshot/2 maps.
 
 import { StatsTable } from "./stats_table.js";
 import { formatDuration, formatCount } from "./format.js";

@@ -27,7 +27,7 @@ export class TraceState {
   constructor({ status, counters, maxHeld = Infinity } = {}) {
     /** The server's last status: running, paused, stopped, limit_reached or timeout. */
     this.status = status || "running";
-    /** The server's last counters (Kino.Trace.Widget.Payload's counters map). */
+    /** The server's last counters (KinoTrace.Widget.Payload's counters map). */
     this.counters = counters || {};
     /** The user pressed pause here: incoming events wait in `held`. */
     this.frozen = false;

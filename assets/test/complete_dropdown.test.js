@@ -2,7 +2,7 @@
 import { describe, it, expect, vi, beforeEach } from "vitest";
 import { CompletionList, CompleteDropdown, applyCompletion, lineBefore } from "../src/complete_dropdown.js";
 
-// Items as Kino.Trace.Complete sends them (kind as JSON has it).
+// Items as KinoTrace.Complete sends them (kind as JSON has it).
 const fetches = [
   { label: "fetch/1", insert: "fetch/1", kind: "function", detail: "SampleApp.Cache.fetch/1" },
   { label: "fetch/2", insert: "fetch/2", kind: "function", detail: "SampleApp.Cache.fetch/2" },

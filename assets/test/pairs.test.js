@@ -1,5 +1,5 @@
-// The sequence tab draws the pairs the server gives (Kino.Trace.Pairs, the rule Mermaid's
-// diagrams follow). fixtures/pairs.json is written by test/kino/trace/pairs_test.exs: the
+// The sequence tab draws the pairs the server gives (KinoTrace.Render.Pairs, the rule Mermaid's
+// diagrams follow). fixtures/pairs.json is written by test/kino_trace/render/pairs_test.exs: the
 // same event sequences as the widget's rows, each with what the Mermaid diagram drew of
 // them; the layout must draw as many arrows, found receives, spawns and links.
 import { describe, it, expect } from "vitest";

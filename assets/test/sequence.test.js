@@ -10,7 +10,7 @@ let t = 1_700_000_000_000_000;
 const ev = (kind, pid, fields = {}) => ({ id: id++, kind, pid, node: "a@h", time: (t += 10), depth: 0, ...fields });
 const send = (from, to, data, f = {}) => ev("send", from, { peer: to, data, ...f });
 const recv = (pid, data, f = {}) => ev("receive", pid, { data, ...f });
-// The receive of a send, which names it as its pair (the server pairs them: Kino.Trace.Pairs).
+// The receive of a send, which names it as its pair (the server pairs them: KinoTrace.Render.Pairs).
 const recvOf = (s, f = {}) => recv(s.peer, s.data, { pair: s.id, ...f });
 
 describe("SequenceLayout", () => {

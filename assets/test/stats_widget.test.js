@@ -4,7 +4,7 @@ import { StatsWidget, statsColumns, processRows, formatMicros, formatWords, form
 import { StatsTable, STATS_COLUMNS, barFraction } from "../src/stats_table.js";
 import { Transport } from "../src/transport.js";
 
-// A payload as Kino.Trace.Stats.Payload.snapshot/2 makes it.
+// A payload as KinoTrace.Widget.StatsPayload.snapshot/2 makes it.
 const proc = (pid, calls, time_us, time_share, memory_words, memory_share, name = null) => ({ pid, name, calls, time_us, time_share, memory_words, memory_share });
 const row = (name, calls, time_us, time_share, memory_words, processes, extra = {}) => ({
   key: name,

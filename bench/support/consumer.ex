@@ -17,12 +17,14 @@ defmodule KinoTrace.Bench.Consumer do
   end
 
   # The two decoders on the same events: two native sessions trace the same calls; one is
-  # drained raw and decoded by Kino.Trace.Decoder, the other drained decoded
-  # (Kino.Trace.NativeDecoder), 100 events at a time into a history, as a session does.
+  # drained raw and decoded by KinoTrace.Tracer.Decoder, the other drained decoded
+  # (KinoTrace.Tracer.NativeDecoder), 100 events at a time into a history, as a session does.
   # Each runs in a fresh process: wall and CPU time, in one run (a noisy machine slows
   # both alike).
   def compare_decoders(calls) do
-    alias Kino.Trace.{Decoder, NativeDecoder, Tracer}
+    alias KinoTrace.Tracer.Decoder
+    alias KinoTrace.Tracer.NativeDecoder
+    alias KinoTrace.Tracer
     worker = Workload.spawn_worker(:small)
     limits = %{queue: [events: 2 * calls + 10, bytes: 4 * 1024 * 1024 * 1024]}
 
@@ -91,7 +93,7 @@ defmodule KinoTrace.Bench.Consumer do
     receive do: ({^pid, result} -> result)
   end
 
-  defp drain_all(step, decoder), do: drain_all(step, decoder, Kino.Trace.History.new(10_000), 0)
+  defp drain_all(step, decoder), do: drain_all(step, decoder, KinoTrace.Session.History.new(10_000), 0)
 
   defp drain_all(step, decoder, history, n) do
     case step.(decoder) do
@@ -102,7 +104,7 @@ defmodule KinoTrace.Bench.Consumer do
         drain_all(step, decoder, history, n)
 
       {events, more, decoder} ->
-        history = Kino.Trace.History.push(history, events)
+        history = KinoTrace.Session.History.push(history, events)
         if more, do: drain_all(step, decoder, history, n + length(events)), else: n + length(events)
     end
   end

@@ -6,7 +6,7 @@ defmodule KinoTrace.Bench.Flood do
   # A sampler records peak VM memory and peak memory of the tracing side; it stops the
   # run when VM memory passes the safety cap.
 
-  alias Kino.Trace.Tracer
+  alias KinoTrace.Tracer
   alias KinoTrace.Bench.{Report, Tracers, Workload}
 
   @sample_ms 5

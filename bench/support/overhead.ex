@@ -136,9 +136,9 @@ defmodule KinoTrace.Bench.Overhead do
 
     3, 4, 5, 6: Kino.Trace.calls/2 with pids: the workers (the session process drains and
     decodes concurrently; queue sized so nothing is dropped in 3, 4, 6). 3n, 4n: the native
-    layer (Kino.Trace.Tracer) drained by a process that throws the events away, the same
+    layer (KinoTrace.Tracer) drained by a process that throws the events away, the same
     work at the consumer as the pid tracer's receive-and-discard, paced as a session paces
-    its drains (Kino.Trace.DrainPacing); 3u drains on every wake-up instead. 4b-4f: the same with
+    its drains (KinoTrace.Session.DrainPacing); 3u drains on every wake-up instead. 4b-4f: the same with
     huge arguments, cut at max_binary (512 bytes) and max_bytes (16 KiB per event); 4f
     has terms just under the caps, copied whole. 5: rate: {1, 1 hour}.
     7, 8: call events only, like 3.

@@ -5,7 +5,7 @@ defmodule KinoTrace.Bench.Tracers do
   # (finish waits until the tracing side has consumed everything, so one run's backlog
   # never steals CPU from the next).
 
-  alias Kino.Trace.Tracer
+  alias KinoTrace.Tracer
   alias KinoTrace.Bench.{FloorTracer, Workload}
 
   @mfa {Workload, :work, 1}
@@ -58,15 +58,15 @@ defmodule KinoTrace.Bench.Tracers do
 
   # --- kino_trace's native layer, drained by a process that throws the events away -----------
 
-  def start(:native, workers, opts), do: start({:native, Kino.Trace.DrainPacing.new()}, workers, opts)
+  def start(:native, workers, opts), do: start({:native, KinoTrace.Session.DrainPacing.new()}, workers, opts)
 
   # the same, drained at once on every wake-up (what pacing saves)
   def start(:native_unpaced, workers, opts),
-    do: start({:native, Kino.Trace.DrainPacing.new(0)}, workers, opts)
+    do: start({:native, KinoTrace.Session.DrainPacing.new(0)}, workers, opts)
 
   def start({:native, pacing}, workers, opts) do
     drainer = spawn(fn -> native_drainer(nil, pacing) end)
-    limits = Kino.Trace.Options.native_limits(Kino.Trace.Options.validate!(opts))
+    limits = KinoTrace.Plan.Options.native_limits(KinoTrace.Plan.Options.validate!(opts))
     resource = Tracer.new_session(drainer, limits)
     send(drainer, {:resource, resource})
     Code.ensure_loaded!(:kino_trace_tracer)
@@ -206,17 +206,17 @@ defmodule KinoTrace.Bench.Tracers do
     end
   end
 
-  # Paced as a session paces its drains (Kino.Trace.DrainPacing).
+  # Paced as a session paces its drains (KinoTrace.Session.DrainPacing).
   defp native_drainer(resource, pacing) do
     receive do
       {:kino_trace, _id, :ready} ->
-        case Kino.Trace.DrainPacing.ready(pacing, Kino.Trace.DrainPacing.now()) do
+        case KinoTrace.Session.DrainPacing.ready(pacing, KinoTrace.Session.DrainPacing.now()) do
           :now -> :ok
           {:after, ms} -> Process.sleep(ms)
         end
 
         drain_all(resource)
-        native_drainer(resource, Kino.Trace.DrainPacing.emptied(pacing, Kino.Trace.DrainPacing.now()))
+        native_drainer(resource, KinoTrace.Session.DrainPacing.emptied(pacing, KinoTrace.Session.DrainPacing.now()))
 
       _ ->
         native_drainer(resource, pacing)

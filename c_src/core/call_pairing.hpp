@@ -2,10 +2,10 @@
 // call pairing rule, free of erl_nif. Words (pid, module, function) are opaque 64-bit
 // values: the NIF passes raw immediate terms (this node's pids and ports, atoms), so
 // another node's raw events, whose pids are boxed terms, are decoded by the Elixir
-// implementation, Kino.Trace.Decoder (lib/kino/trace/decoder.ex), which also decodes the
+// implementation, KinoTrace.Tracer.Decoder (lib/kino_trace/tracer/decoder.ex), which also decodes the
 // fallback tracer's where the NIF is absent.
 //
-// The rule (written out with its reasons in Kino.Trace.Decoder's moduledoc; a change is
+// The rule (written out with its reasons in KinoTrace.Tracer.Decoder's moduledoc; a change is
 // made in both):
 //   1. Order: a batch is sorted by time, stably (by decoder_nifs.cpp, before this class);
 //      events are numbered from 1 across batches.
@@ -20,7 +20,7 @@
 //   6. Exit: the process's frames, mark and unpairing go.
 //   7. Bounds: kMaxPids stacks (then all go), marks and unpaired; kMaxCallers callers.
 //   8. Without pairing: no frames, depth 0; callers still noted.
-// test/kino/trace/native_decoder_test.exs is the differential test: both implementations
+// test/kino_trace/tracer/native_decoder_test.exs is the differential test: both implementations
 // get the same raw streams (generated, named nasty ones, and with another node's pids
 // for the Elixir side) and must give the same events; c_src/tests/call_pairing_test.cpp
 // tests this class alone.

@@ -23,7 +23,7 @@ namespace kino_trace::nif {
   X(extra, "extra")                                                    \
   X(match_spec_result, "match_spec_result")                            \
   X(scheduler_id, "scheduler_id")                                      \
-  /* a receive...after that timed out (Kino.Trace.MessagePattern) */   \
+  /* a receive...after that timed out (KinoTrace.Plan.MessagePattern) */   \
   X(kino_trace_after_timeout, "kino_trace_after_timeout")              \
   X(timeout, "timeout")                                                \
   /* trace tags */                                                     \

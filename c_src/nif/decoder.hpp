@@ -20,7 +20,7 @@ namespace kt = kino_trace;
 struct Decoder {
   Decoder(bool pair_calls, ERL_NIF_TERM node_atom) : pairing(pair_calls), node(node_atom) {}
 
-  // Registered names kept (as Kino.Trace.Decoder's @max_names): past it they start again.
+  // Registered names kept (as KinoTrace.Tracer.Decoder's @max_names): past it they start again.
   static constexpr std::size_t kMaxNames = 10000;
 
   std::mutex mutex;

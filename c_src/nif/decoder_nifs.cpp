@@ -1,15 +1,15 @@
 // The native decoder: drains a session's events and decodes them in one NIF call
-// (numbered, timed, calls paired with their returns), which is what Kino.Trace.Decoder
+// (numbered, timed, calls paired with their returns), which is what KinoTrace.Tracer.Decoder
 // does in Elixir with the raw tuples of drain/2. Each event is handed over as a tuple of
-// Kino.Trace.Event's fields (kEventSpec's order), which Kino.Trace.NativeDecoder makes
+// Kino.Trace.Event's fields (kEventSpec's order), which KinoTrace.Tracer.NativeDecoder makes
 // a struct. The pairing itself is c_src/core/call_pairing.hpp (the call pairing rule,
-// whose other implementation is Kino.Trace.Decoder, which decodes other nodes' events and
-// the fallback tracer's; test/kino/trace/native_decoder_test.exs checks they agree); this
+// whose other implementation is KinoTrace.Tracer.Decoder, which decodes other nodes' events and
+// the fallback tracer's; test/kino_trace/tracer/native_decoder_test.exs checks they agree); this
 // file sorts a batch by time, reads and builds the terms.
 //
 // Registered names cannot be read from a NIF: when a batch has processes whose name is
 // not known yet, the call returns {names, Pids} and keeps the batch; the caller (see
-// Kino.Trace.NativeDecoder) looks the names up, hands them over with
+// KinoTrace.Tracer.NativeDecoder) looks the names up, hands them over with
 // decoder_put_names/2, and calls again.
 #include <erl_nif.h>
 
@@ -38,7 +38,7 @@ namespace kino_trace::nif {
 
 namespace {
 
-// One raw event, as drain/2 would give it (see Kino.Trace.Tracer.raw_event).
+// One raw event, as drain/2 would give it (see KinoTrace.Tracer.raw_event).
 struct Raw {
   kt::EventKind kind = kt::EventKind::Other;
   ERL_NIF_TERM tag = 0;
@@ -174,7 +174,7 @@ enum Field : std::size_t {
 };
 static_assert(kFields == kEventSpec.keys.size(), "Field must follow kEventSpec");
 
-// One Kino.Trace.Event's fields, as Kino.Trace.Decoder.decode_one/2 makes it.
+// One Kino.Trace.Event's fields, as KinoTrace.Tracer.Decoder.decode_one/2 makes it.
 ERL_NIF_TERM build(ErlNifEnv* env, Decoder& d, const Raw& r, std::int64_t time_offset) {
   ERL_NIF_TERM pid = undefined_to_nil(r.pid);
   ERL_NIF_TERM m = undefined_to_nil(r.module);
@@ -362,7 +362,7 @@ ERL_NIF_TERM decoder_no_returns(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) 
   return atoms.ok;
 }
 
-// decoder_unpair(Decoder, Pid) -> ok (see Kino.Trace.Decoder.unpair/2).
+// decoder_unpair(Decoder, Pid) -> ok (see KinoTrace.Tracer.Decoder.unpair/2).
 ERL_NIF_TERM decoder_unpair(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Decoder* d = get_decoder(env, argv[0]);
   if (!d || !kt::erts::is_immediate(argv[1])) return enif_make_badarg(env);
@@ -371,7 +371,7 @@ ERL_NIF_TERM decoder_unpair(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return atoms.ok;
 }
 
-// decoder_take_callers(Decoder) -> [Pid] (see Kino.Trace.Decoder.take_callers/1).
+// decoder_take_callers(Decoder) -> [Pid] (see KinoTrace.Tracer.Decoder.take_callers/1).
 ERL_NIF_TERM decoder_take_callers(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Decoder* d = get_decoder(env, argv[0]);
   if (!d) return enif_make_badarg(env);
@@ -427,7 +427,7 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 }
 
 // decode_events(Decoder, [RawEvent]) -> [EventFields] | {names, [Pid]}: the raw events of
-// drain/2 decoded natively, as Kino.Trace.Decoder.decode/2 does (its equivalence test).
+// drain/2 decoded natively, as KinoTrace.Tracer.Decoder.decode/2 does (its equivalence test).
 ERL_NIF_TERM decode_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Decoder* d = get_decoder(env, argv[0]);
   if (!d) return enif_make_badarg(env);

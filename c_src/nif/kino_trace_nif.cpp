@@ -1,5 +1,5 @@
 // kino_trace's native tracer: the NIFs of kino_trace_tracer (src/kino_trace_tracer.erl),
-// an Erlang module so that a node without Elixir can load it; Kino.Trace.Tracer is its
+// an Erlang module so that a node without Elixir can load it; KinoTrace.Tracer is its
 // Elixir facade.
 //
 // The parts:

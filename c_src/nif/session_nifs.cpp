@@ -1,4 +1,4 @@
-// The session NIFs, called by Kino.Trace.Session: make a session, drain its events,
+// The session NIFs, called by KinoTrace.Session: make a session, drain its events,
 // read its counters, close it; and roundtrip/2, the tracer's copy of one term.
 #include <erl_nif.h>
 #include <fmt/format.h>
@@ -30,8 +30,8 @@ ERL_NIF_TERM raise_argument_error(ErlNifEnv* env, const std::string& message) {
 }
 
 // The limits of a session, keyed and shaped as the options of Kino.Trace are (see
-// Kino.Trace.Options): an error names the option and says what it takes, in the
-// option's terms; Kino.Trace.Options adds the value the user gave. The bounds live here.
+// KinoTrace.Plan.Options): an error names the option and says what it takes, in the
+// option's terms; KinoTrace.Plan.Options adds the value the user gave. The bounds live here.
 constexpr std::uint64_t kAny = ~std::uint64_t{0};
 constexpr std::uint64_t kMaxRateCount = 1000000000u;  // keeps the token bucket's
 constexpr std::uint64_t kMaxRatePeriodMs = 86400000u; // arithmetic in range

@@ -23,7 +23,7 @@ struct StructSpec {
 inline constexpr StructSpec<3> kCutSpec{"Elixir.Kino.Trace.Cut", {"kind", "value", "size"}};
 // Kino.Trace.Event: drain_events/3 and decode_events/2 hand each event over as a tuple
 // of these fields, in this order, which must be defstruct's (lib/kino/trace/event.ex):
-// Kino.Trace.NativeDecoder makes the structs (they then share the struct's key tuple).
+// KinoTrace.Tracer.NativeDecoder makes the structs (they then share the struct's key tuple).
 inline constexpr StructSpec<21> kEventSpec{
     "Elixir.Kino.Trace.Event",
     {"id", "kind", "node", "pid", "name", "module", "function", "arity", "args", "return", "exception", "caller",

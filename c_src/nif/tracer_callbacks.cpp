@@ -90,7 +90,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   // Second payload term: extra (return value, exception, receiver, spawn MFA...) or,
   // for calls, the match spec's message (the caller when asked for).
   // A call carries only the match spec's message, and so does a receive (the marker of a
-  // receive...after that timed out: Kino.Trace.MessagePattern); the other events only
+  // receive...after that timed out: KinoTrace.Plan.MessagePattern); the other events only
   // `extra` (one lookup in the opts map per event, not two).
   ERL_NIF_TERM extra;
   bool ms_result = event.kind == kt::EventKind::Call || event.kind == kt::EventKind::Receive;

@@ -1,7 +1,7 @@
-// CallPairing: the rules of Kino.Trace.Decoder's pairing (numbering, depth, durations,
+// CallPairing: the rules of KinoTrace.Tracer.Decoder's pairing (numbering, depth, durations,
 // calls without returns, drop marks, exits, the stack guard's unpairing and callers, and
 // the bounds). Its equivalence with the Elixir decoder is tested in
-// test/kino/trace/native_decoder_test.exs.
+// test/kino_trace/tracer/native_decoder_test.exs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -23,7 +23,7 @@ defmodule Kino.Trace do
   Mixed freely in one list: `"Mod"`, `"Mod.fun"`, `"Mod.fun/2"`, `"Mod.fun/*"`,
   `":ets.insert/2"`, `":ets"`, `Mod`, `&Mod.fun/2`, `{Mod, :fun, 2}`, and argument
   patterns with guards in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
-  `"Enum.map(list, _) when length(list) > 100"`. See `Kino.Trace.Pattern`.
+  `"Enum.map(list, _) when length(list) > 100"`. See `KinoTrace.Pattern`.
 
   Every pattern is checked before anything is traced: an unknown module or function, a
   syntax error or a bad option raises an `ArgumentError` naming the bad entry, with a
@@ -60,9 +60,9 @@ defmodule Kino.Trace do
     * `:history` - how many recent events `events/2` keeps (default 10 000)
     * `:nodes` - trace other nodes too: a node, a list of nodes, or `:all` (this node and
       every connected node); each gets its own session with the same limits and the
-      events merge into this trace (see `Kino.Trace.Remote`). Another node needs
+      events merge into this trace (see `KinoTrace.Remote`). Another node needs
       nothing of kino_trace: its agent is shipped there for the trace and removed after
-      (see `Kino.Trace.Agent`)
+      (see `KinoTrace.Remote.Agent`)
     * `:agent` - how other nodes are traced: `:auto` (default; the native tracer where
       it loads, else the pure-Erlang fallback) or `:fallback` (always the fallback)
 
@@ -80,7 +80,10 @@ defmodule Kino.Trace do
   that process (in Livebook, the cell's evaluator) shows only the user's own calls.
   """
 
-  alias Kino.Trace.{Client, Front, Launcher, Plan}
+  alias KinoTrace.Client
+  alias KinoTrace.Front
+  alias KinoTrace.Launcher
+  alias Kino.Trace.Plan
 
   @enforce_keys [:id, :session]
   defstruct [:id, :session, node: nil]
@@ -102,7 +105,7 @@ defmodule Kino.Trace do
   has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
   that went away, `:unresponsive` for one that does not answer). `:tracer` says what
   traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
-  node's agent falls back to (see `Kino.Trace.Agent`); then `:fallback` has the trace
+  node's agent falls back to (see `KinoTrace.Remote.Agent`); then `:fallback` has the trace
   messages it `received` (each accepted or dropped) and how often its mailbox guard
   `switched_off` tracing (calls meanwhile are not traced).
   """
@@ -179,7 +182,7 @@ defmodule Kino.Trace do
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do
     # (every function of the API does its work in kino_trace's own processes: see
-    # Kino.Trace.Front)
+    # KinoTrace.Front)
     owner = self()
     Front.run(fn -> start(what, opts, owner) end)
   end
@@ -243,7 +246,7 @@ defmodule Kino.Trace do
   when that process is traced too: `pids: [MyApp.Cache]`. The capture notes the
   processes the block sent messages to that it did not trace
   (`capture.untraced_receivers`), and an assertion about a missing call names them and
-  suggests that option (see `Kino.Trace.Capture.Sends`).
+  suggests that option (see `KinoTrace.Capture.Sends`).
   """
   @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
   def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do
@@ -268,7 +271,7 @@ defmodule Kino.Trace do
   @spec reset_stats(Kino.Trace.Stats.t()) :: :ok
   defdelegate reset_stats(stats), to: Kino.Trace.Stats, as: :reset
 
-  @doc "Prints a stats session (or snapshot) as a table. See `Kino.Trace.Stats.Table`."
+  @doc "Prints a stats session (or snapshot) as a table. See `KinoTrace.Stats.Table`."
   @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
@@ -390,7 +393,7 @@ defmodule Kino.Trace do
   reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the queue
   could not allocate), `:rate` (events per second
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
-  returns are no longer traced because their stack kept growing (`Kino.Trace.StackGuard`).
+  returns are no longer traced because their stack kept growing (`KinoTrace.Session.StackGuard`).
   """
   @spec info(t()) :: info()
   def info(%__MODULE__{} = trace), do: Client.info(trace)
@@ -408,13 +411,13 @@ defmodule Kino.Trace do
 
   @doc """
   Completes a pattern line as typed so far: modules, functions with their arities, and
-  the arities of a function. See `Kino.Trace.Complete`.
+  the arities of a function. See `KinoTrace.Complete`.
 
       iex> Kino.Trace.complete(":ets.insert_n")
       %{prefix: "insert_n", items: [%{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}]}
   """
-  @spec complete(String.t(), keyword()) :: Kino.Trace.Complete.result()
-  def complete(text, opts \\ []), do: Front.run(fn -> Kino.Trace.Complete.complete(text, opts) end)
+  @spec complete(String.t(), keyword()) :: KinoTrace.Complete.result()
+  def complete(text, opts \\ []), do: Front.run(fn -> KinoTrace.Complete.complete(text, opts) end)
 
   @doc "Pauses tracing: nothing is recorded until `resume/1`."
   @spec pause(t()) :: :ok

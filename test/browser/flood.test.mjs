@@ -1,5 +1,5 @@
 // Issue 25, "tab switch under load", in headless Chromium: the pushes of a real flood
-// (test/kino/trace/widget_views_browser_test.exs) are replayed into the widget at twice
+// (test/kino/trace/widget/views_browser_test.exs) are replayed into the widget at twice
 // the controller's pace (a 1 000-event push every 50 ms) while the tabs are switched;
 // each switch is timed from the click to the paint after it (two animation frames).
 //

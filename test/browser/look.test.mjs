@@ -3,8 +3,8 @@
 //
 //   node test/browser/look.test.mjs PAYLOADS.json
 //
-// PAYLOADS.json is written by test/kino/trace/widget_look_browser_test.exs from real
-// traces through Kino.Trace.Widget.Controller: a flood of Enum.sum/1 traced without
+// PAYLOADS.json is written by test/kino/trace/widget/look_browser_test.exs from real
+// traces through KinoTrace.Widget.Controller: a flood of Enum.sum/1 traced without
 // returns (with drops, and the function the compiler made in Enum.sum/1) and a trace of
 // two nodes. Exits 0 when every check passes; saves two screenshots.
 

@@ -3,9 +3,9 @@
 //
 //   node test/browser/messages.test.mjs PAYLOADS.json
 //
-// PAYLOADS.json is written by test/kino/trace/widget_browser_test.exs from real traces: a
+// PAYLOADS.json is written by test/kino/trace/widget/browser_test.exs from real traces: a
 // ping-pong of a few hundred messages with calls and lifecycle events (through
-// Kino.Trace.Widget.Controller), and a stats session (through StatsController). Exits 0
+// KinoTrace.Widget.Controller), and a stats session (through StatsController). Exits 0
 // when every check passes; saves screenshots of the sequence tab, the message log and
 // the stats widget.
 

@@ -3,8 +3,8 @@
 //
 //   node test/browser/real_use.test.mjs PAYLOADS.json
 //
-// PAYLOADS.json is written by test/kino/trace/widget_browser_test.exs through the real
-// Kino.Trace.Widget.Controller:
+// PAYLOADS.json is written by test/kino/trace/widget/browser_test.exs through the real
+// KinoTrace.Widget.Controller:
 //   replies.untraced  Kino.Trace.messages([:counter]) on a named Agent, called twice by a
 //                     process not traced (each reply goes to an alias, a reference)
 //   replies.traced    the same with the caller traced too

@@ -2,8 +2,8 @@
 //
 //   node test/browser/smart_cell.test.mjs PAYLOADS.json
 //
-// PAYLOADS.json is written by test/kino/trace/smart_cell_browser_test.exs with the real
-// controller (Kino.Trace.SmartCell.Controller): the connect payload of a cell and the
+// PAYLOADS.json is written by test/kino/trace/smart_cell/browser_test.exs with the real
+// controller (KinoTrace.SmartCell.Controller): the connect payload of a cell and the
 // server's check of every patterns text this script types. The harness stands in for
 // Livebook's ctx and answers each "update" as the server does. The script fills the form
 // like a user, then writes every update it pushed to `fixture.pushed_out`: the Elixir test

@@ -1,4 +1,4 @@
-// Issue 25 in headless Chromium, on real traces (test/kino/trace/widget_views_browser_test.exs):
+// Issue 25 in headless Chromium, on real traces (test/kino/trace/widget/views_browser_test.exs):
 // the header of a trace of messages or processes alone, the sequence tab of a trace of
 // calls alone, a sleep that is no message. At 1 000 and 600 px wide.
 //

@@ -2,7 +2,7 @@
 //
 //   node test/browser/widget.test.mjs PAYLOADS.json
 //
-// PAYLOADS.json is written by test/kino/trace/widget_browser_test.exs from a real trace
+// PAYLOADS.json is written by test/kino/trace/widget/browser_test.exs from a real trace
 // (connect payload, "events" pushes, a pattern edit's reply, full terms). This script
 // serves the built widget (lib/assets/trace/build) and harness.html, which implements
 // Kino's JS ctx API, then checks the widget's behaviour, prints a benchmark figure and
@@ -201,7 +201,7 @@ await check("clear and stop push their events; stopped disables the controls", a
 
 // --- completion ----------------------------------------------------------------------
 
-// The server's answers (from Kino.Trace.Complete, through the real controller) to every
+// The server's answers (from KinoTrace.Complete, through the real controller) to every
 // request the typing below makes; the harness answers each "complete" push with its seq.
 const completing = await openWidget({ ...fixture.connect, events: [] });
 await completing.evaluate((answers) => {

@@ -6,7 +6,8 @@ defmodule Kino.TraceTest do
   import KinoTraceTest.Helpers
 
   alias Kino.Trace
-  alias Kino.Trace.{Cut, Event}
+  alias Kino.Trace.Cut
+  alias Kino.Trace.Event
   alias KinoTraceTest.Sample.{Math, Other, Worker}
 
   @math "KinoTraceTest.Sample.Math"

@@ -8,8 +8,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNifTest do
   test "the native tracer is where :code.priv_dir/1 finds it, and loaded" do
     path = Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")
     assert File.regular?(path)
-    assert Kino.Trace.Tracer.loaded?()
-    assert Kino.Trace.Tracer.load_error() == nil
+    assert KinoTrace.Tracer.loaded?()
+    assert KinoTrace.Tracer.load_error() == nil
   end
 
   test "a second compile with no change rebuilds nothing" do

@@ -25,7 +25,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
   delivered.()
   result.("calls", Enum.map(Kino.Trace.events(t, 10), &{&1.kind, &1.function, &1.args, &1.return}))
   result.("tracer", Kino.Trace.info(t).tracer)
-  result.("load_error", Kino.Trace.Tracer.load_error())
+  result.("load_error", KinoTrace.Tracer.load_error())
   Kino.Trace.stop(t)
 
   me = self()

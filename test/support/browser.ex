@@ -5,7 +5,7 @@ defmodule KinoTraceTest.Browser do
 
   import ExUnit.Assertions
 
-  alias Kino.Trace.Widget.Controller
+  alias KinoTrace.Widget.Controller
 
   @root Path.expand("../..", __DIR__)
 

@@ -168,7 +168,7 @@ defmodule KinoTraceTest.DocExamples do
            "Its output:\n\n#{indent(String.slice(output, -3_000, 3_000))}\n" <>
            "Fix the example (or the code). If it cannot run in a test (it needs Kino, " <>
            "Livebook, the network or other nodes), list it with a reason in " <>
-           "test/kino/trace/readme_examples_test.exs."}
+           "test/project/readme_examples_test.exs."}
     else
       :ok -> :ok
     after

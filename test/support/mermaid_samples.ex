@@ -606,7 +606,7 @@ defmodule KinoTraceTest.MermaidSamples do
   events of one of two calls of a real trace.
   """
   def widget_reply do
-    alias Kino.Trace.Widget.Controller
+    alias KinoTrace.Widget.Controller
 
     trace = Kino.Trace.calls(["SampleApp.Cache.fetch/2", "SampleApp.Repo.get/2"])
 

@@ -148,7 +148,7 @@ defmodule KinoTraceTest.Peers do
     {tmpdir, opts} = Keyword.pop(opts, :tmpdir, tmp)
     {peer, node} = start_peer(name, Keyword.merge([code: :bare, env: [{~c"TMPDIR", String.to_charlist(tmpdir)}]], opts))
     # nothing of kino_trace there: a test would prove nothing otherwise
-    :non_existing = :erpc.call(node, :code, :which, [Kino.Trace.Session])
+    :non_existing = :erpc.call(node, :code, :which, [KinoTrace.Session])
     load_module(node, KinoTraceTest.Remote.Echo)
     {peer, node, tmp}
   end

@@ -1,5 +1,5 @@
 # The application the README's examples trace, so they run as written. Loaded by
-# test/kino/trace/readme_examples_test.exs only while its tests run (then unloaded):
+# test/project/readme_examples_test.exs only while its tests run (then unloaded):
 # other tests may count on MyApp.* not existing.
 defmodule User do
   @moduledoc "The user row of the README's examples (they print `{:ok, %User{...}}`)."

@@ -166,7 +166,7 @@ defmodule KinoTraceTest.Helpers do
 
   @doc """
   Every raw event a native tracer's `resource` holds, or that `drain` (a function of a
-  batch size, as `Kino.Trace.Tracer.drain/2` takes it) gives, until none is left.
+  batch size, as `KinoTrace.Tracer.drain/2` takes it) gives, until none is left.
   """
   def drain_all(drain, acc \\ [])
 
@@ -177,7 +177,7 @@ defmodule KinoTraceTest.Helpers do
     end
   end
 
-  def drain_all(resource, []), do: drain_all(&Kino.Trace.Tracer.drain(resource, &1))
+  def drain_all(resource, []), do: drain_all(&KinoTrace.Tracer.drain(resource, &1))
 
   @doc "The `{kind, m, f, args_or_value}` summary of events, for compact assertions."
   def summary(events) do

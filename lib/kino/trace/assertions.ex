@@ -127,10 +127,11 @@ defmodule Kino.Trace.Assertions do
 
   The first argument is what `Kino.Trace.capture/3` returned (any struct or map with an
   `:events` list) or a list of `Kino.Trace.Event` structs. Each assertion returns the
-  matching calls as `Kino.Trace.Assertions.Call` structs (with their `args` and `outcome`).
+  matching calls as `KinoTrace.Assertions.Call` structs (with their `args` and `outcome`).
   """
 
-  alias Kino.Trace.Assertions.{CallPattern, ValuePattern}
+  alias KinoTrace.Assertions.CallPattern
+  alias KinoTrace.Assertions.ValuePattern
 
   @doc false
   defmacro __using__(_opts) do
@@ -157,7 +158,7 @@ defmodule Kino.Trace.Assertions do
     pattern = CallPattern.quoted(call_pattern, __CALLER__, "assert_called")
 
     quote do
-      Kino.Trace.Assertions.Checks.called(
+      KinoTrace.Assertions.Checks.called(
         unquote(trace),
         unquote(pattern),
         unquote(opts),
@@ -182,7 +183,7 @@ defmodule Kino.Trace.Assertions do
     pattern = CallPattern.quoted(call_pattern, __CALLER__, "refute_called")
 
     quote do
-      Kino.Trace.Assertions.Checks.not_called(
+      KinoTrace.Assertions.Checks.not_called(
         unquote(trace),
         unquote(pattern),
         unquote(opts),
@@ -210,7 +211,7 @@ defmodule Kino.Trace.Assertions do
     value = ValuePattern.quoted(value_pattern, __CALLER__, parsed)
 
     quote do
-      Kino.Trace.Assertions.Checks.returned(
+      KinoTrace.Assertions.Checks.returned(
         unquote(trace),
         unquote(pattern),
         unquote(value),
@@ -259,7 +260,7 @@ defmodule Kino.Trace.Assertions do
     args = [trace, call_pattern, exception | List.wrap(message)] ++ opts_list(opts)
 
     quote do
-      Kino.Trace.Assertions.Checks.raised_in(
+      KinoTrace.Assertions.Checks.raised_in(
         unquote(trace),
         unquote(pattern),
         unquote(spec),
@@ -297,7 +298,7 @@ defmodule Kino.Trace.Assertions do
       end
 
     quote do
-      Kino.Trace.Assertions.Checks.called_in_order(
+      KinoTrace.Assertions.Checks.called_in_order(
         unquote(trace),
         unquote(patterns),
         unquote(opts),

@@ -27,7 +27,7 @@ defmodule Kino.Trace.Capture do
   BIF tracing off in every session when any trace session ends or clears a BIF's
   pattern (erlang/otp#10349). kino_trace's own sessions never do that while a trace of
   BIFs runs, but other tools' may. A capture of BIFs checks before and after the block
-  whether it happened (see `Kino.Trace.Reaper`), and lists its BIFs in
+  whether it happened (see `KinoTrace.Session.Reaper`), and lists its BIFs in
   `untraced_bifs` when it did.
 
   `dropped` counts the drops by reason, read after every event of the block was queued
@@ -48,8 +48,16 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias Kino.Trace.{Client, Front, Launcher, MFA, Options, Pattern, Plan, Reaper}
-  alias Kino.Trace.Capture.{Collector, Sends}
+  alias KinoTrace.Client
+  alias KinoTrace.Front
+  alias KinoTrace.Launcher
+  alias KinoTrace.Render.MFA
+  alias KinoTrace.Plan.Options
+  alias KinoTrace.Pattern
+  alias Kino.Trace.Plan
+  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Capture.Collector
+  alias KinoTrace.Capture.Sends
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   @limit 1_000_000
@@ -74,7 +82,7 @@ defmodule Kino.Trace.Capture do
   `:timeout` when the trace ended before the block did (later events were not traced),
   else `nil`. `untraced_receivers` are the processes the block sent messages to that the
   capture did not trace, by registered name when they have one (see
-  `Kino.Trace.Capture.Sends`). `untraced_bifs` are the traced BIFs (`{m, f, a}`, `:_` as
+  `KinoTrace.Capture.Sends`). `untraced_bifs` are the traced BIFs (`{m, f, a}`, `:_` as
   wildcards) whose calls may be missing because BIF tracing was switched off while the
   block ran (see Lost events).
   """
@@ -254,7 +262,7 @@ defmodule Kino.Trace.Capture do
   @doc false
   def run(patterns, fun, opts) do
     # Only the block runs in the caller: setting up and collecting run in kino_trace's
-    # own processes (Kino.Trace.Front), so no trace, this one or another, records them.
+    # own processes (KinoTrace.Front), so no trace, this one or another, records them.
     owner = self()
     setup = Front.run(fn -> start(patterns, opts, owner) end)
 
@@ -369,7 +377,7 @@ defmodule Kino.Trace.Capture do
 
   defp bifs(%Plan{calls: calls}) do
     every = for {{:_, _, _} = target, spec} <- calls.functions.steps, spec != false, do: target
-    Enum.uniq(every ++ for({mfa, spec} <- Kino.Trace.Plan.Functions.bif_steps(calls.functions), spec != false, do: mfa))
+    Enum.uniq(every ++ for({mfa, spec} <- KinoTrace.Plan.Functions.bif_steps(calls.functions), spec != false, do: mfa))
   end
 
   # What the calling process did before the block started or after it returned is

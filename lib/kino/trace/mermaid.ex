@@ -88,8 +88,11 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.{Capture, Client, DidYouMean, Event}
-  alias Kino.Trace.Mermaid.Draw
+  alias Kino.Trace.Capture
+  alias KinoTrace.Client
+  alias KinoTrace.Plan.DidYouMean
+  alias Kino.Trace.Event
+  alias KinoTrace.Render.Sequence
 
   @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
 
@@ -111,7 +114,7 @@ defmodule Kino.Trace.Mermaid do
   @spec diagram(source(), keyword()) :: String.t()
   def diagram(source, opts \\ []) do
     opts = options!(opts)
-    source |> events!(opts) |> Draw.draw(opts)
+    source |> events!(opts) |> Sequence.draw(opts)
   end
 
   @doc """
@@ -157,7 +160,7 @@ defmodule Kino.Trace.Mermaid do
       "%{a: 1} #38; #37;#37;{init: {}}#37;#37; next"
   """
   @spec escape(String.t()) :: String.t()
-  defdelegate escape(text), to: Draw
+  defdelegate escape(text), to: Sequence
 
   ## Input
 
@@ -197,7 +200,7 @@ defmodule Kino.Trace.Mermaid do
   end
 
   defp events!(%Capture{events: events}, _opts), do: events!(events, [])
-  # a trace (Kino.Trace.Client takes it by its fields)
+  # a trace (KinoTrace.Client takes it by its fields)
   defp events!(%{session: pid} = trace, opts) when is_pid(pid), do: Client.events(trace, opts[:last])
 
   defp events!(events, _opts) when is_list(events) do

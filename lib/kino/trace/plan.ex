@@ -4,11 +4,11 @@ defmodule Kino.Trace.Plan do
 
   `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
   `Kino.Trace.capture/3` and each node of a multi-node trace call it, and a
-  session (`Kino.Trace.Session`) runs a plan and nothing else. A bad pattern, target or
+  session (`KinoTrace.Session`) runs a plan and nothing else. A bad pattern, target or
   option raises `ArgumentError` here, naming it.
 
       iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], return: false, exceptions: false, limit: 10)
-      iex> {Enum.map(plan.calls.patterns, &Kino.Trace.Pattern.to_string/1), plan.calls.pids, plan.calls.flags}
+      iex> {Enum.map(plan.calls.patterns, &KinoTrace.Pattern.to_string/1), plan.calls.pids, plan.calls.flags}
       {["Enum.sum/1"], [:all], [:call, :scheduler_id]}
       iex> plan.calls.functions.steps
       [{{Enum, :sum, 1}, [{:_, [], []}]}]
@@ -20,7 +20,7 @@ defmodule Kino.Trace.Plan do
   A plan holds:
 
     * `:calls` - the parsed patterns, whose processes (`pids`, resolved) with which
-      flags, and the match specs to set (`Kino.Trace.Plan.Functions`: covering patterns
+      flags, and the match specs to set (`KinoTrace.Plan.Functions`: covering patterns
       merged, loops without returns), or `nil`;
     * `:messages` - targets, flags and the send and receive match specs, or `nil`;
     * `:processes` - targets and flags, or `nil`;
@@ -39,8 +39,11 @@ defmodule Kino.Trace.Plan do
       {nil, true, [:send, :receive, :scheduler_id]}
   """
 
-  alias Kino.Trace.{MessagePattern, Options, Pattern}
-  alias Kino.Trace.Plan.{Functions, Lookup}
+  alias KinoTrace.Plan.MessagePattern
+  alias KinoTrace.Plan.Options
+  alias KinoTrace.Pattern
+  alias KinoTrace.Plan.Functions
+  alias KinoTrace.Plan.Lookup
 
   @enforce_keys [:what, :options, :nodes, :limits]
   defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}]
@@ -72,7 +75,7 @@ defmodule Kino.Trace.Plan do
 
   @type processes :: %{targets: targets(), flags: [atom()]}
 
-  @typedoc "The native tracer's limits (see `Kino.Trace.Options`)."
+  @typedoc "The native tracer's limits (see `KinoTrace.Plan.Options`)."
   @type limits :: %{atom() => term()}
 
   @type t :: %__MODULE__{
@@ -92,7 +95,7 @@ defmodule Kino.Trace.Plan do
   Builds the plan of a trace of `what` (`[calls: patterns, messages: targets,
   processes: targets]`, any of them) with `opts`, the options of `Kino.Trace.calls/2`.
 
-  `defaults` are the defaults of the options (`Kino.Trace.Options.defaults/0`, or a
+  `defaults` are the defaults of the options (`KinoTrace.Plan.Options.defaults/0`, or a
   capture's). Parses and checks everything; raises `ArgumentError` naming the bad entry.
   Warnings (a pattern that matches nothing yet) are printed with `IO.warn/2`.
   """
@@ -163,7 +166,7 @@ defmodule Kino.Trace.Plan do
   `limits`, `nodes: [node]`, and its calls, messages and processes parts resolved
   against `node`. Patterns are checked against the modules of `node` (loaded there as
   a trace of them would), names (`pids:`, message and process targets) are looked up
-  there and tail-call cycles read there, with plain OTP calls (`Kino.Trace.Plan.Lookup`):
+  there and tail-call cycles read there, with plain OTP calls (`KinoTrace.Plan.Lookup`):
   `node` needs neither kino_trace nor Elixir, only to be connected.
 
   Raises `ArgumentError` as `new!/3` does, naming the node (`on node :"a@host": ...`),
@@ -269,7 +272,7 @@ defmodule Kino.Trace.Plan do
   end
 
   @doc """
-  The options `Kino.Trace.Pattern.parse_each/2` and friends take for this plan (for
+  The options `KinoTrace.Pattern.parse_each/2` and friends take for this plan (for
   another node's part, `node_part!/3`, they look modules up on that node).
   """
   @spec pattern_opts(t() | keyword()) :: keyword()
@@ -294,7 +297,7 @@ defmodule Kino.Trace.Plan do
   end
 
   defp nodes!(nil), do: [node()]
-  defp nodes!(nodes), do: Kino.Trace.Nodes.resolve!(nodes)
+  defp nodes!(nodes), do: KinoTrace.Plan.Nodes.resolve!(nodes)
 
   # The part of the node `lookup` reads: this node's for `new!/3`.
   defp part!(%__MODULE__{what: what, options: options} = plan, lookup, warn? \\ true) do
@@ -381,8 +384,8 @@ defmodule Kino.Trace.Plan do
   # made; that node's atom table bounds what this adds).
   defp import_names(text, lookup) when is_binary(text) do
     with false <- Lookup.local?(lookup),
-         {:ok, ast} <- Kino.Trace.Pattern.Quoted.parse(text),
-         [_ | _] = names <- Kino.Trace.Pattern.Quoted.names(ast) do
+         {:ok, ast} <- KinoTrace.Pattern.Quoted.parse(text),
+         [_ | _] = names <- KinoTrace.Pattern.Quoted.names(ast) do
       Lookup.existing_atoms(lookup, Enum.map(names, & &1.text))
     end
 

@@ -22,7 +22,10 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias Kino.Trace.{Aliases, Client, Event, Render}
+  alias KinoTrace.Tracer.Aliases
+  alias KinoTrace.Client
+  alias Kino.Trace.Event
+  alias KinoTrace.Render
 
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
@@ -31,19 +34,19 @@ defmodule Kino.Trace.Printer do
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do
-    # in kino_trace's own process, with the caller's group leader (Kino.Trace.Front)
-    Kino.Trace.Front.run(fn -> start(trace, opts) end)
+    # in kino_trace's own process, with the caller's group leader (KinoTrace.Front)
+    KinoTrace.Front.run(fn -> start(trace, opts) end)
   end
 
   defp start(trace, opts) do
     device = Keyword.get(opts, :device, Process.group_leader())
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)
-    Kino.Trace.Internal.register(pid)
+    KinoTrace.Internal.register(pid)
     # What we print passes through the device and the console's I/O processes: a trace
     # recording them would feed on its own output (and so would every other trace that
     # records them), so no trace records them while this printer prints.
-    for io <- output_chain(device), do: Kino.Trace.Internal.register(io, pid)
+    for io <- output_chain(device), do: KinoTrace.Internal.register(io, pid)
     Client.subscribe(trace, pid)
     send(pid, :subscribed)
     pid
@@ -74,7 +77,7 @@ defmodule Kino.Trace.Printer do
   end
 
   # A reply sent to a process alias is printed as sent to the alias's owner, by the rule
-  # Mermaid and the widget use (Kino.Trace.Aliases).
+  # Mermaid and the widget use (KinoTrace.Tracer.Aliases).
   defp loop(id, ref, device, opts, aliases) do
     receive do
       {:kino_trace, ^id, {:events, events}} ->

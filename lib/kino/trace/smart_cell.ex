@@ -14,14 +14,14 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     Evaluating the cell starts the trace and shows its live widget; evaluating it
     again ends the previous trace. Convert the cell to code to go on by hand.
 
-    The code is written from data (see `Kino.Trace.SmartCell.Source`): the processes and
+    The code is written from data (see `KinoTrace.SmartCell.Source`): the processes and
     nodes typed in are literals or an error, never code. Checking a pattern as you type
     loads the module it names when it is on the code path but not loaded yet (its
     `-on_load` function runs), as the trace would when it starts: the pre-flight check
     reads the module's functions, and literal atoms of its code, from the loaded module.
 
     kino_trace registers the cell when it starts, if Kino is loaded. The module is a
-    thin adapter over `Kino.Trace.SmartCell.Controller`, which holds the cell's
+    thin adapter over `KinoTrace.SmartCell.Controller`, which holds the cell's
     behaviour so it can be tested without Kino.
     """
 
@@ -29,7 +29,7 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     use Kino.JS.Live
     use Kino.SmartCell, name: "Trace"
 
-    alias Kino.Trace.SmartCell.Controller
+    alias KinoTrace.SmartCell.Controller
 
     @impl true
     def init(attrs, ctx) do
@@ -44,7 +44,7 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     @impl true
     def handle_event(event, payload, ctx) do
       {effects, controller} = Controller.handle_event(ctx.assigns.controller, event, payload)
-      {:noreply, Kino.Trace.Widget.Live.run(effects, assign(ctx, controller: controller))}
+      {:noreply, KinoTrace.Widget.Live.run(effects, assign(ctx, controller: controller))}
     end
 
     # The cells above were evaluated: the modules the patterns name may exist now.
@@ -55,7 +55,7 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     @impl true
     def handle_info(:kino_trace_recheck, ctx) do
       effects = Controller.recheck(ctx.assigns.controller)
-      {:noreply, Kino.Trace.Widget.Live.run(effects, ctx)}
+      {:noreply, KinoTrace.Widget.Live.run(effects, ctx)}
     end
 
     def handle_info(_message, ctx), do: {:noreply, ctx}

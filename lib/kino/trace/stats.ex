@@ -55,7 +55,7 @@ defmodule Kino.Trace.Stats do
       nodes, or `:all` (this node and every connected one), as in `Kino.Trace.calls/2`.
       Another node needs no kino_trace: patterns are checked against its modules and
       names in `:pids` looked up there (errors name the node), and its counters run in
-      a session of kino_trace's agent (`Kino.Trace.Agent`), which leaves nothing there
+      a session of kino_trace's agent (`KinoTrace.Remote.Agent`), which leaves nothing there
       once the stats session ends, its owner dies or the connection drops. A function's
       figures are added up over the nodes in one row; its per-process breakdown keeps
       the pids, so `node(pid)` tells where (registered names are shown for this node's
@@ -69,9 +69,14 @@ defmodule Kino.Trace.Stats do
   sessions, call traces and other tools can count the same functions side by side.
   """
 
-  alias Kino.Trace.{Front, Pattern}
-  alias Kino.Trace.Plan.Lookup
-  alias Kino.Trace.Stats.{Options, Server, Snapshot, Table, Targets}
+  alias KinoTrace.Front
+  alias KinoTrace.Pattern
+  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Stats.Options
+  alias KinoTrace.Stats.Server
+  alias Kino.Trace.Stats.Snapshot
+  alias KinoTrace.Stats.Table
+  alias KinoTrace.Stats.Targets
 
   @enforce_keys [:id, :server]
   defstruct [:id, :server, node: nil]
@@ -88,14 +93,14 @@ defmodule Kino.Trace.Stats do
   """
   @spec start(term(), keyword()) :: t()
   def start(patterns, opts \\ []) do
-    # (the API's work runs in kino_trace's own processes: see Kino.Trace.Front)
+    # (the API's work runs in kino_trace's own processes: see KinoTrace.Front)
     owner = self()
     Front.run(fn -> start(patterns, opts, owner) end)
   end
 
   defp start(patterns, opts, owner) do
     opts = Options.validate!(opts)
-    nodes = if opts[:nodes], do: Kino.Trace.Nodes.resolve!(opts[:nodes]), else: [node()]
+    nodes = if opts[:nodes], do: KinoTrace.Plan.Nodes.resolve!(opts[:nodes]), else: [node()]
     # Every node is checked before anything is counted anywhere.
     parts = Enum.map(nodes, &part!(&1, patterns, opts))
 
@@ -112,7 +117,7 @@ defmodule Kino.Trace.Stats do
   end
 
   # One node's part: its patterns, checked against its modules, the functions they
-  # expand to there and the processes `:pids` names there (Kino.Trace.Plan.Lookup: that
+  # expand to there and the processes `:pids` names there (KinoTrace.Plan.Lookup: that
   # node needs no kino_trace). Another node's errors and warnings name it.
   defp part!(node, patterns, opts) do
     lookup = Lookup.new(node)
@@ -125,7 +130,7 @@ defmodule Kino.Trace.Stats do
       Targets.check_plain!(patterns)
       Enum.each(warnings, &IO.warn(prefix <> &1, []))
       mfas = Targets.expand(patterns, local: opts[:local], lookup: lookup)
-      {node, patterns, mfas, Kino.Trace.Options.resolve_pids(opts[:pids], lookup)}
+      {node, patterns, mfas, KinoTrace.Plan.Options.resolve_pids(opts[:pids], lookup)}
     rescue
       e in ArgumentError ->
         reraise ArgumentError, prefix <> Exception.message(e), __STACKTRACE__
@@ -161,7 +166,7 @@ defmodule Kino.Trace.Stats do
   end
 
   @doc """
-  Prints the statistics so far as a table (see `Kino.Trace.Stats.Table` for options)
+  Prints the statistics so far as a table (see `KinoTrace.Stats.Table` for options)
   to the group leader, or to `:device`. Takes a session or a snapshot.
   """
   @spec print(t() | Snapshot.t(), keyword()) :: :ok
@@ -180,5 +185,5 @@ defmodule Kino.Trace.Stats do
   @call_timeout 30_000
 
   defp call(%__MODULE__{server: pid}, request),
-    do: Kino.Trace.Client.call(pid, request, @call_timeout, "the stats session has ended (its process is gone)")
+    do: KinoTrace.Client.call(pid, request, @call_timeout, "the stats session has ended (its process is gone)")
 end

@@ -16,18 +16,18 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
     Closing the widget or re-evaluating its cell ends the session.
 
-    This module is a thin adapter over `Kino.Trace.Widget.StatsController`, which holds
+    This module is a thin adapter over `KinoTrace.Widget.StatsController`, which holds
     the behaviour (and has the options) so it can be tested without Kino. Its table is
     the same JavaScript renderer as the stats tab of `Kino.Trace.Widget`.
     """
 
-    use Kino.Trace.Widget.Live,
+    use KinoTrace.Widget.Live,
       assets_path: "lib/assets/stats/build",
-      controller: Kino.Trace.Widget.StatsController
+      controller: KinoTrace.Widget.StatsController
 
     @doc """
     Builds the widget for a stats session. See
-    `Kino.Trace.Widget.StatsController.init/2` for the options.
+    `KinoTrace.Widget.StatsController.init/2` for the options.
     """
     @spec new(Kino.Trace.Stats.t(), keyword()) :: Kino.JS.Live.t()
     def new(%Kino.Trace.Stats{} = stats, opts \\ []) do

@@ -18,16 +18,16 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
     Closing the widget or re-evaluating its cell ends the trace.
 
-    This module is a thin adapter over `Kino.Trace.Widget.Controller`, which holds the
+    This module is a thin adapter over `KinoTrace.Widget.Controller`, which holds the
     widget's behaviour (and has the options) so it can be tested without Kino.
     """
 
-    use Kino.Trace.Widget.Live,
+    use KinoTrace.Widget.Live,
       assets_path: "lib/assets/trace/build",
-      controller: Kino.Trace.Widget.Controller
+      controller: KinoTrace.Widget.Controller
 
     @doc """
-    Builds the widget for a running trace. See `Kino.Trace.Widget.Controller.init/2`
+    Builds the widget for a running trace. See `KinoTrace.Widget.Controller.init/2`
     for the options.
     """
     @spec new(Kino.Trace.t(), keyword()) :: Kino.JS.Live.t()

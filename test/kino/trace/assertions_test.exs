@@ -4,7 +4,7 @@ defmodule Kino.Trace.AssertionsTest do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
 
-  alias Kino.Trace.Assertions.Call
+  alias KinoTrace.Assertions.Call
   alias SampleApp.{Cache, Repo}
 
   @patterns ["SampleApp.Cache", "SampleApp.Repo"]

@@ -6,8 +6,9 @@ defmodule Kino.Trace.CutStructTest do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
 
-  alias Kino.Trace.{Cut, Printer}
-  alias Kino.Trace.Widget.Payload
+  alias Kino.Trace.Cut
+  alias Kino.Trace.Printer
+  alias KinoTrace.Widget.Payload
   alias KinoTraceTest.CutStruct
 
   for {which, make, module} <- [

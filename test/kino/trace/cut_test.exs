@@ -2,5 +2,5 @@ defmodule Kino.Trace.CutTest do
   use ExUnit.Case, async: true
 
   doctest Kino.Trace.Cut
-  doctest Kino.Trace.Tracer
+  doctest KinoTrace.Tracer
 end

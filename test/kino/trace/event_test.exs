@@ -1,7 +1,9 @@
 defmodule Kino.Trace.EventTest do
   use ExUnit.Case, async: true
 
-  alias Kino.Trace.{Cut, Event, Printer}
+  alias Kino.Trace.Cut
+  alias Kino.Trace.Event
+  alias Kino.Trace.Printer
 
   doctest Kino.Trace.Event
 

@@ -3,14 +3,17 @@ defmodule Kino.Trace.SmartCellTest do
   # real traces, compared with the plan the form describes) and its controller.
   use ExUnit.Case, async: false
 
-  alias Kino.Trace.{Plan, SmartCell}
-  alias Kino.Trace.SmartCell.{Controller, Form, Source}
+  alias Kino.Trace.Plan
+  alias Kino.Trace.SmartCell
+  alias KinoTrace.SmartCell.Controller
+  alias KinoTrace.SmartCell.Form
+  alias KinoTrace.SmartCell.Source
 
-  doctest Kino.Trace.SmartCell.Form
-  doctest Kino.Trace.SmartCell.Names
-  doctest Kino.Trace.SmartCell.Source
-  doctest Kino.Trace.SmartCell.Controller
-  doctest Kino.Trace.Widget.Controller, only: [check_pattern_edit: 1]
+  doctest KinoTrace.SmartCell.Form
+  doctest KinoTrace.SmartCell.Names
+  doctest KinoTrace.SmartCell.Source
+  doctest KinoTrace.SmartCell.Controller
+  doctest KinoTrace.Widget.Controller, only: [check_pattern_edit: 1]
 
   @moduletag timeout: 60_000
 
@@ -33,7 +36,7 @@ defmodule Kino.Trace.SmartCellTest do
     result
   end
 
-  defp plan(%Kino.Trace{} = trace), do: Kino.Trace.Client.internals(trace).plan
+  defp plan(%Kino.Trace{} = trace), do: KinoTrace.Client.internals(trace).plan
 
   defp pid_text(pid), do: inspect(pid)
 
@@ -214,7 +217,7 @@ defmodule Kino.Trace.SmartCellTest do
           assert %Kino.Trace.Stats{} = stats
           info = Kino.Trace.Stats.info(stats)
           assert info.patterns == ["Enum.sum/1", ":lists.reverse/1"]
-          assert info.opts == Kino.Trace.Stats.Options.validate!(opts)
+          assert info.opts == KinoTrace.Stats.Options.validate!(opts)
         after
           Kino.Trace.stop(stats)
         end
@@ -406,7 +409,7 @@ defmodule Kino.Trace.SmartCellTest do
             "kino trace sc quoted 9a",
             "kino_trace_sc_node_9a@host"
           ],
-          do: assert(Kino.Trace.Pattern.Name.existing(text) == nil, text)
+          do: assert(KinoTrace.Pattern.Name.existing(text) == nil, text)
 
       for source <- sources do
         refute source =~ "raise", source
@@ -746,7 +749,7 @@ defmodule Kino.Trace.SmartCellTest do
       # the same work in a plain process is traced
       plain =
         Task.async(fn ->
-          Kino.Trace.SmartCell.Source.to_source(%{"patterns" => "Enum.map/2"})
+          KinoTrace.SmartCell.Source.to_source(%{"patterns" => "Enum.map/2"})
           self()
         end)
         |> Task.await()

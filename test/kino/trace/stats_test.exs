@@ -6,7 +6,8 @@ defmodule Kino.Trace.StatsTest do
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   alias Kino.Trace.Stats
-  alias Kino.Trace.Stats.{Row, Snapshot}
+  alias Kino.Trace.Stats.Row
+  alias Kino.Trace.Stats.Snapshot
   alias KinoTraceTest.StatsSample, as: S
 
   @tick {S, :tick, 1}
@@ -18,8 +19,8 @@ defmodule Kino.Trace.StatsTest do
   end
 
   defp stats_servers do
-    for {_, pid, _, [Kino.Trace.Stats.Server]} <-
-          DynamicSupervisor.which_children(Kino.Trace.SessionSupervisor),
+    for {_, pid, _, [KinoTrace.Stats.Server]} <-
+          DynamicSupervisor.which_children(KinoTrace.SessionSupervisor),
         is_pid(pid),
         do: pid
   end
@@ -290,7 +291,7 @@ defmodule Kino.Trace.StatsTest do
       stats = Stats.start([S], pids: :all)
 
       children =
-        for {_, pid, _, _} <- DynamicSupervisor.which_children(Kino.Trace.SessionSupervisor),
+        for {_, pid, _, _} <- DynamicSupervisor.which_children(KinoTrace.SessionSupervisor),
             do: pid
 
       assert stats.server in children

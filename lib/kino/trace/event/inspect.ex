@@ -1,8 +1,8 @@
 # An event inspects as the line Kino.Trace.Printer would print for it. It has its own file,
-# not event.ex, because it renders through Kino.Trace.Render, which itself reads events:
+# not event.ex, because it renders through KinoTrace.Render, which itself reads events:
 # kept beside the struct, the two files would depend on each other.
 defimpl Inspect, for: Kino.Trace.Event do
-  alias Kino.Trace.Render
+  alias KinoTrace.Render
 
   @labelled [:call, :return, :exception, :return_to]
 

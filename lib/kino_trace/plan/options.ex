@@ -1,0 +1,323 @@
+defmodule KinoTrace.Plan.Options do
+  @moduledoc false
+  # Validates the options of `Kino.Trace.calls/2` and `Kino.Trace.capture/3`.
+  #
+  # Every option is checked before anything is traced; a bad one raises an
+  # `ArgumentError` that names it and says what it takes.
+
+  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Tracer
+
+  @defaults [
+    pids: :all,
+    children: false,
+    return: true,
+    exceptions: true,
+    caller: false,
+    return_to: false,
+    local: true,
+    limit: nil,
+    rate: nil,
+    queue: [events: 100_000, bytes: 64 * 1024 * 1024],
+    max_depth: 10,
+    max_items: 50,
+    max_binary: 512,
+    max_bytes: 16_384,
+    timeout: nil,
+    print: false,
+    force: false,
+    history: 10_000,
+    pattern: nil,
+    timeouts: false,
+    nodes: nil,
+    agent: :auto,
+    name: nil
+  ]
+
+  # Events kept by a session for `Kino.Trace.events/2`.
+  @max_history 0xFFFFFFFF
+  # The longest `receive ... after` timeout (about 49.7 days); every VM timer takes it.
+  @max_timeout 0xFFFFFFFF
+
+  @doc """
+  The default options.
+
+  ## Examples
+
+      iex> KinoTrace.Plan.Options.validate!(limit: 10, rate: {100, 1000})[:limit]
+      10
+
+      iex> KinoTrace.Plan.Options.validate!(limit: -1)
+      ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
+
+  The native tracer owns the bounds of the limits it enforces (`:limit`, `:rate`,
+  `:queue`, `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`): they are
+  checked by asking it, and a value out of range is reported under the option's name.
+
+      iex> KinoTrace.Plan.Options.validate!(rate: {1, 86_400_001})
+      ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
+  """
+  @spec defaults() :: keyword()
+  def defaults, do: @defaults
+
+  @doc """
+  Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option.
+  """
+  @spec validate!(keyword(), keyword()) :: keyword()
+  def validate!(opts, defaults \\ @defaults) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
+    end
+
+    remote? = Keyword.get(opts, :nodes) not in [nil, node(), [node()]]
+
+    Enum.each(opts, fn {key, value} ->
+      unless Keyword.has_key?(defaults, key) do
+        raise ArgumentError, KinoTrace.Plan.DidYouMean.unknown_option(key, Keyword.keys(defaults))
+      end
+
+      if key == :pids and remote?, do: check_pids!(value, false), else: check!(key, value)
+    end)
+
+    merged = Keyword.merge(defaults, opts)
+    merged = Keyword.update!(merged, :queue, &Keyword.merge(@defaults[:queue], &1))
+    check_return_to!(merged)
+    check_native!(merged, opts)
+    merged
+  end
+
+  # The VM reports returns into a function only where calls are traced as local calls.
+  defp check_return_to!(merged) do
+    if merged[:return_to] && !merged[:local] do
+      raise ArgumentError,
+            "invalid value for :return_to: returns are traced only with local: true " <>
+              "(the VM reports them only for functions traced on local calls)"
+    end
+  end
+
+  # The options the native session takes as they are (see native_limits/1).
+  @native_keys [:limit, :rate, :queue, :max_depth, :max_items, :max_binary, :max_bytes]
+
+  # Makes (and closes) a native session with these limits: the tracer checks its own
+  # bounds and names the option in its error; the value shown is the one the user gave.
+  # On the fallback tracer (KinoTrace.Tracer.LocalTracer), it reads them (the same bounds and
+  # messages).
+  defp check_native!(merged, given) do
+    limits = native_limits(merged)
+
+    try do
+      if KinoTrace.Tracer.LocalTracer.mode() == :native,
+        do: limits |> then(&Tracer.new_session(self(), &1)) |> Tracer.close(),
+        else: :kino_trace_fallback.roundtrip(:ok, limits)
+    rescue
+      e in ArgumentError -> raise ArgumentError, native_error(e.message, given, merged)
+    end
+
+    :ok
+  end
+
+  # The tracer's message ("invalid value for :rate: expected ...") and the user's value.
+  defp native_error(message, given, merged) do
+    case Enum.find(@native_keys, &String.starts_with?(message, "invalid value for #{inspect(&1)}:")) do
+      nil -> message
+      key -> "#{message}, got: #{inspect(Keyword.get(given, key, merged[key]))}"
+    end
+  end
+
+  defp check!(:pids, value), do: check_pids!(value)
+
+  defp check!(:print, value) do
+    unless is_boolean(value) or Keyword.keyword?(value),
+      do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
+  end
+
+  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force, :timeouts] do
+    unless is_boolean(value), do: invalid!(key, "a boolean", value)
+  end
+
+  defp check!(:caller, value) do
+    unless is_boolean(value) or value == :line, do: invalid!(:caller, "true, false or :line", value)
+  end
+
+  defp check!(:limit, value) do
+    unless is_nil(value) or pos_integer?(value), do: invalid!(:limit, "a positive integer", value)
+  end
+
+  defp check!(:timeout, value) do
+    cond do
+      is_nil(value) -> :ok
+      not pos_integer?(value) -> invalid!(:timeout, "a positive integer", value)
+      value > @max_timeout -> invalid!(:timeout, "at most #{@max_timeout} (ms)", value)
+      true -> :ok
+    end
+  end
+
+  # Upper bounds of the tracer's limits are its own (see check_native!/2).
+  defp check!(key, value) when key in [:max_depth, :max_items, :max_binary, :max_bytes] do
+    unless pos_integer?(value), do: invalid!(key, "a positive integer", value)
+  end
+
+  defp check!(:history, value) do
+    cond do
+      not pos_integer?(value) -> invalid!(:history, "a positive integer", value)
+      value > @max_history -> invalid!(:history, "at most #{@max_history}", value)
+      true -> :ok
+    end
+  end
+
+  defp check!(:rate, nil), do: :ok
+
+  defp check!(:rate, {count, ms} = value) do
+    unless pos_integer?(count) and pos_integer?(ms),
+      do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
+  end
+
+  defp check!(:rate, value), do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
+
+  defp check!(:queue, value) do
+    valid =
+      Keyword.keyword?(value) and
+        Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end)
+
+    unless valid, do: invalid!(:queue, "a keyword list with :events and/or :bytes as positive integers", value)
+  end
+
+  defp check!(:nodes, value) do
+    valid = is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
+    unless valid, do: invalid!(:nodes, "a node, a list of nodes, or :all", value)
+  end
+
+  defp check!(:agent, value) do
+    unless value in [:auto, :fallback], do: invalid!(:agent, ":auto or :fallback", value)
+  end
+
+  defp check!(:pattern, value) do
+    unless is_nil(value) or is_binary(value),
+      do: invalid!(:pattern, "a message pattern as a string, such as \"{:ok, _}\"", value)
+  end
+
+  defp check!(:name, value) do
+    unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
+  end
+
+  # The shape of :pids; with `lookup?`, names are looked up here too. (With other
+  # nodes, names are looked up for each node when its part of the plan is built.)
+  defp check_pids!(value, lookup? \\ true)
+  defp check_pids!(value, _lookup?) when value in [:all, :new, :existing], do: :ok
+  defp check_pids!(value, _lookup?) when is_pid(value), do: :ok
+
+  defp check_pids!([_ | _] = list, lookup?) do
+    Enum.each(list, fn
+      item when item in [:all, :new, :existing] ->
+        raise ArgumentError, "invalid value for :pids: #{inspect(item)} cannot be part of a list"
+
+      item ->
+        check_pids!(item, lookup?)
+    end)
+  end
+
+  defp check_pids!(value, lookup?) do
+    cond do
+      not name?(value) ->
+        invalid!(:pids, ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names", value)
+
+      lookup? ->
+        whereis!(value)
+
+      true ->
+        :ok
+    end
+
+    :ok
+  end
+
+  defp name?(value) when is_atom(value), do: true
+  defp name?({:global, _name}), do: true
+  defp name?({:via, module, _name}) when is_atom(module), do: true
+  defp name?(_value), do: false
+
+  # The pid of a process name, looked up as GenServer does; raises naming it when none.
+  defp whereis!(name), do: pid!(name, Lookup.whereis(Lookup.local(), [name])[name])
+
+  # What `KinoTrace.Plan.Lookup.whereis/2` found for `name`: its pid, or an error naming it.
+  defp pid!(_name, {:ok, pid}) when is_pid(pid), do: pid
+
+  defp pid!(name, {:ok, nil}),
+    do: raise(ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}")
+
+  defp pid!(name, {:error, %UndefinedFunctionError{} = e}) do
+    raise ArgumentError,
+          "invalid value for :pids: cannot look up #{inspect(name)}: #{inspect(e.module)}.#{e.function}/#{e.arity} is not defined"
+  end
+
+  defp pid!(name, {:error, e}),
+    do: raise(ArgumentError, "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}")
+
+  defp pos_integer?(v), do: is_integer(v) and v > 0
+
+  defp invalid!(key, expected, value) do
+    raise ArgumentError, "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
+  end
+
+  @doc """
+  Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,
+  `:new`, `:existing` or pids of the lookup's node (`KinoTrace.Plan.Lookup`: this node
+  by default, or another node, which needs no kino_trace). Names (registered atoms,
+  `{:global, name}`, `{:via, module, name}`) are looked up there, all at once; one
+  that names no process raises `ArgumentError` naming it.
+
+      iex> KinoTrace.Plan.Options.resolve_pids([:kino_trace_nobody])
+      ** (ArgumentError) invalid value for :pids: no process is registered as :kino_trace_nobody
+  """
+  @spec resolve_pids(term(), Lookup.t()) :: [pid() | :all | :new | :existing]
+  def resolve_pids(value, lookup \\ Lookup.local()) do
+    names = value |> List.wrap() |> Enum.filter(&(name?(&1) and &1 not in [:all, :new, :existing]))
+    found = if names == [], do: %{}, else: Lookup.whereis(lookup, names)
+    do_resolve(value, lookup.node, found)
+  end
+
+  defp do_resolve(value, _node, _found) when value in [:all, :new, :existing], do: [value]
+  defp do_resolve(value, node, _found) when is_pid(value) and node(value) == node, do: [value]
+  defp do_resolve(value, _node, _found) when is_pid(value), do: []
+  defp do_resolve(list, node, found) when is_list(list), do: Enum.flat_map(list, &do_resolve(&1, node, found))
+
+  defp do_resolve(value, node, found) do
+    # What is neither a target nor a name raises as an invalid :pids value.
+    unless name?(value), do: check_pids!(value, false)
+    do_resolve(pid!(value, Map.fetch!(found, value)), node, found)
+  end
+
+  @doc """
+  Validates and resolves the targets of message or process tracing (`what` names the
+  option in error messages): `:all`, `:new`, `:existing`, a pid, a name (registered,
+  `{:global, name}` or `{:via, module, name}`), or a list of pids and names. Names are
+  looked up with `lookup`, as `resolve_pids/2` does.
+  """
+  @spec resolve_targets!(term(), atom(), Lookup.t()) :: [pid() | :all | :new | :existing]
+  def resolve_targets!(targets, what, lookup \\ Lookup.local()) do
+    check_pids!(targets, false)
+    resolve_pids(targets, lookup)
+  rescue
+    e in ArgumentError ->
+      reraise ArgumentError,
+              String.replace(e.message, "invalid value for :pids", "invalid #{what} target"),
+              __STACKTRACE__
+  end
+
+  @doc """
+  The native session's limits, from validated options: the options the tracer takes, under
+  their own names and in their own shapes (`KinoTrace.Tracer.new_session/2`), and
+  `:skip_returns`.
+
+      iex> KinoTrace.Plan.Options.native_limits(KinoTrace.Plan.Options.validate!(limit: 5, return: false))
+      %{limit: 5, rate: nil, queue: [events: 100000, bytes: 67108864], max_depth: 10,
+        max_items: 50, max_binary: 512, max_bytes: 16384, skip_returns: true}
+  """
+  @spec native_limits(keyword()) :: map()
+  def native_limits(opts) do
+    opts
+    |> Keyword.take(@native_keys)
+    |> Map.new()
+    |> Map.put(:skip_returns, not opts[:return] and opts[:exceptions])
+  end
+end

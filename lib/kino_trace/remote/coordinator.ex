@@ -1,0 +1,444 @@
+defmodule KinoTrace.Remote.Coordinator do
+  @moduledoc false
+  # One trace over several nodes: the process behind a `Kino.Trace` started with
+  # `nodes:` (see `KinoTrace.Remote`).
+  #
+  # It answers the same requests as a `KinoTrace.Session` (both implement the behaviour
+  # KinoTrace.Server), so the API treats both alike, and it makes its requests of the
+  # sessions through KinoTrace.Client. It owns one session per node and subscribes to each:
+  # their events are renumbered, kept in the trace's history and sent on to its own
+  # subscribers. While one of those is backlogged (KinoTrace.Server.Delivery) it
+  # holds the batches for them and lets them through as the subscriber catches up; the
+  # sessions count what it holds as unread, so past a session's allowance they hold back
+  # and their nodes drop and count, as for any subscriber. It never waits, so it answers
+  # requests meanwhile. Requests go to the
+  # nodes in parallel and wait for at most 2 s in all: a node that does not answer
+  # in time is marked `:unresponsive`, skipped (and reported) by later requests until it
+  # answers one of the info requests sent on every tick; its last known counters stay in
+  # `info/1`. Stopping kills a session that does not answer, so nothing of the trace is
+  # left on any node.
+
+  use GenServer
+  @behaviour KinoTrace.Server
+
+  alias KinoTrace.Client
+  alias KinoTrace.Session.History
+  alias Kino.Trace.Plan
+  alias KinoTrace.Remote
+  alias KinoTrace.Server
+  alias KinoTrace.Remote.Merge
+  alias KinoTrace.Server.Delivery
+
+  # The longest any request waits for the nodes, in all.
+  @remote_timeout 2_000
+  # How soon batches held for a backlogged subscriber are offered again.
+  @relay_ms 5
+
+  defstruct [
+    :id,
+    :owner_ref,
+    :plan,
+    :history,
+    :started_at,
+    status: :running,
+    # node => %{pid, ref, status, info}
+    nodes: %{},
+    # pid => {monitor, tag} (KinoTrace.Server.Delivery)
+    subscribers: %{},
+    # batches held while a subscriber is backlogged (oldest first), their events, and
+    # whether a :relay is due
+    held: :queue.new(),
+    held_events: 0,
+    relay_due: false,
+    # pending tick info requests
+    requests: :gen_server.reqids_new(),
+    numbering: {1, %{}},
+    setup_error: nil
+  ]
+
+  @doc """
+  Starts a coordinator for the multi-node `plan`, owned by `owner`, and waits until
+  every node traces. Returns `{:ok, pid, id}`; raises `ArgumentError` naming a node
+  whose session could not start (then none is left running).
+  """
+  @impl KinoTrace.Server
+  @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  def start(owner, %Plan{} = plan), do: KinoTrace.Starter.start_session(__MODULE__, {owner, plan})
+
+  @impl true
+  def init({owner, plan}) do
+    Process.flag(:trap_exit, true)
+    KinoTrace.Internal.register(self())
+
+    state = %__MODULE__{
+      id: Server.new_id(),
+      owner_ref: Process.monitor(owner),
+      plan: plan,
+      history: History.new(plan.options[:history]),
+      started_at: System.os_time(:microsecond)
+    }
+
+    {:ok, state, {:continue, :setup}}
+  end
+
+  # A node that fails to start its session stops the ones already started.
+  @impl true
+  def handle_continue(:setup, state) do
+    state =
+      Enum.reduce(state.plan.nodes, state, fn node, state ->
+        case Remote.start(node, self(), state.plan, {state.id, node}) do
+          {:ok, pid} ->
+            put_in(state.nodes[node], %{pid: pid, ref: Process.monitor(pid), status: :running, info: %{}})
+
+          {:error, message} ->
+            raise ArgumentError, if(node == node(), do: message, else: "on node #{inspect(node)}: #{message}")
+        end
+      end)
+
+    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    Process.send_after(self(), :tick, Server.tick_ms())
+    {:noreply, state}
+  rescue
+    e in ArgumentError -> {:noreply, %{stop_nodes(state) | setup_error: e, status: :stopped}}
+  end
+
+  # --- requests -------------------------------------------------------------------------
+
+  @impl true
+  def handle_call(request, from, state), do: handle_request(request, from, state)
+
+  @impl KinoTrace.Server
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+
+  # Its subscribers are held (not traced) by the session of their node.
+  def handle_request({:subscribe, pid}, _from, state) do
+    if Map.has_key?(state.subscribers, pid) do
+      {:reply, :ok, state}
+    else
+      state = on_node_of(state, pid, :hold)
+      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), state.id})}}
+    end
+  end
+
+  def handle_request({:unsubscribe, pid}, _from, state) do
+    {entry, subscribers} = Map.pop(state.subscribers, pid)
+    with {ref, _tag} <- entry, do: Process.demonitor(ref, [:flush])
+    {:reply, :ok, on_node_of(%{state | subscribers: subscribers}, pid, :release)}
+  end
+
+  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, :exclude)}
+
+  # Each node delivers what it has queued (bounded) before it answers, so its events
+  # are in the mailbox when the answers are in; they and what is held for backlogged
+  # subscribers are sent on before the reply.
+  def handle_request({:events, n}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
+    state = state |> take_delivered() |> release_held()
+    {:reply, History.take(state.history, n), state}
+  end
+
+  def handle_request({:sync, cap}, _from, state) do
+    {_replies, state} = on_nodes(state, {:sync, cap})
+    {:reply, :ok, state |> take_delivered() |> release_held()}
+  end
+
+  def handle_request(:info, _from, state) do
+    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    {:reply, Merge.info(state), state}
+  end
+
+  # (a trace of several nodes has no OTP session on this node of its own)
+  def handle_request(:tracer, _from, state), do: {:reply, nil, state}
+
+  # What tests and debugging read of the coordinator (KinoTrace.Client.internals/1).
+  def handle_request(:internals, _from, state) do
+    internals = %{
+      plan: state.plan,
+      nodes: Map.new(state.nodes, fn {node, entry} -> {node, entry.pid} end),
+      waiting: for({_id, node} <- :gen_server.reqids_to_list(state.requests), do: node),
+      held_batches: :queue.len(state.held),
+      held_events: state.held_events
+    }
+
+    {:reply, internals, state}
+  end
+
+  def handle_request({:set_patterns, inputs}, _from, state) do
+    {replies, state} = on_nodes(state, {:set_patterns, inputs})
+    {:reply, Merge.results(inputs, state.plan.nodes, replies, not_answering()), state}
+  end
+
+  def handle_request(op, _from, state) when op in [:pause, :resume] do
+    {_replies, state} = on_nodes(state, op)
+
+    case {op, state.status} do
+      {:pause, :running} -> {:reply, :ok, broadcast(%{state | status: :paused}, {:status, :paused})}
+      {:resume, :paused} -> {:reply, :ok, broadcast(%{state | status: :running}, {:status, :running})}
+      _ -> {:reply, :ok, state}
+    end
+  end
+
+  def handle_request(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
+
+  defp on_node_of(state, pid, op) do
+    case Map.get(state.nodes, node(pid)) do
+      %{status: status} = entry when status not in [:gone, :stopped] ->
+        # a session answers these at once (no draining)
+        Client.on_pid(entry.pid, op, pid, @remote_timeout)
+        state
+
+      _ ->
+        state
+    end
+  end
+
+  # --- events and statuses from the nodes --------------------------------------------------
+
+  @impl true
+  def handle_info({:kino_trace, {id, node}, {:events, events}}, %{id: id} = state) do
+    {:noreply, deliver(state, node, events)}
+  end
+
+  def handle_info(:relay, state), do: {:noreply, relay(%{state | relay_due: false})}
+
+  def handle_info({:kino_trace, {id, node}, {:status, status}}, %{id: id} = state) do
+    state = put_in(state.nodes[node].status, status)
+    {:noreply, maybe_ended(state)}
+  end
+
+  def handle_info(:tick, state) do
+    Process.send_after(self(), :tick, Server.tick_ms())
+    {:noreply, ask_info(state)}
+  end
+
+  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
+    {:stop, :normal, finish(state)}
+  end
+
+  def handle_info({:DOWN, ref, :process, pid, reason}, state) do
+    case Enum.find(state.nodes, fn {_node, entry} -> entry.ref == ref end) do
+      {node, _entry} ->
+        # a session of another node ends when that node's agent is gone: say why
+        reason = with {:shutdown, {:agent_down, why}} <- reason, do: why
+        state = broadcast(state, {:node_down, node, reason})
+        {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
+
+      # a subscriber gone without unsubscribing: the session of its node lets it go too
+      nil ->
+        {:noreply, on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
+    end
+  end
+
+  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state)}
+
+  def handle_info(message, state) do
+    case :gen_server.check_response(message, state.requests, true) do
+      {reply, node, requests} -> {:noreply, info_reply(%{state | requests: requests}, node, reply)}
+      _no_request -> {:noreply, state}
+    end
+  end
+
+  @impl true
+  def terminate(_reason, state) do
+    state = finish(state)
+    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, Merge.info(state))
+    :ok
+  end
+
+  defp deliver(state, _node, events) do
+    {events, numbering} = Remote.renumber(events, state.numbering)
+    pass_on(%{state | numbering: numbering, history: History.push(state.history, events)}, events)
+  end
+
+  # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
+
+  # A batch goes to the subscribers at once unless one of them is backlogged or batches
+  # are held already (they keep their order). The sessions count what is held as this
+  # process's unread messages (Delivery.held/1): past their allowance they send no more.
+  defp pass_on(state, events) do
+    if :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) do
+      Delivery.notify(state.subscribers, {:events, events})
+      state
+    else
+      put_held(%{state | held_events: state.held_events + length(events)}, :queue.in(events, state.held))
+      |> relay_later()
+    end
+  end
+
+  defp put_held(state, held) do
+    Delivery.held(:queue.len(held))
+    %{state | held: held}
+  end
+
+  defp relay_later(%{relay_due: true} = state), do: state
+
+  defp relay_later(state) do
+    Process.send_after(self(), :relay, @relay_ms)
+    %{state | relay_due: true}
+  end
+
+  # Lets held batches through, oldest first, while no subscriber is backlogged.
+  defp relay(state) do
+    case :queue.out(state.held) do
+      {:empty, _} ->
+        state
+
+      {{:value, events}, held} ->
+        if Delivery.backlogged?(state.subscribers, :relay) do
+          relay_later(state)
+        else
+          Delivery.notify(state.subscribers, {:events, events})
+          relay(put_held(%{state | held_events: state.held_events - length(events)}, held))
+        end
+    end
+  end
+
+  # Every held batch, now: before a status, and to answer a request for events or a
+  # sync (the caller asked for them).
+  defp release_held(state) do
+    for events <- :queue.to_list(state.held), do: Delivery.notify(state.subscribers, {:events, events})
+    put_held(%{state | held_events: 0}, :queue.new())
+  end
+
+  # The events the nodes delivered before answering a request, now in the mailbox.
+  defp take_delivered(%{id: id} = state) do
+    receive do
+      {:kino_trace, {^id, node}, {:events, events}} -> state |> deliver(node, events) |> take_delivered()
+    after
+      0 -> state
+    end
+  end
+
+  # (after what is held: a subscriber sees a trace's events before its end)
+  defp broadcast(state, notice) do
+    state = release_held(state)
+    Delivery.notify(state.subscribers, notice)
+    state
+  end
+
+  # When every node has ended, the trace has: with the status the first one ended with.
+  defp maybe_ended(%{status: status} = state) when status in [:running, :paused] do
+    statuses = for node <- state.plan.nodes, do: state.nodes[node].status
+
+    if Enum.all?(statuses, &(&1 not in [:running, :paused, :unresponsive])) do
+      final = Enum.find(statuses, :stopped, &(&1 not in [:gone, :stopped]))
+      broadcast(%{state | status: final}, {:status, final})
+    else
+      state
+    end
+  end
+
+  defp maybe_ended(state), do: state
+
+  # --- asking the nodes ----------------------------------------------------------------------
+
+  defp answering?(%{status: status}), do: status not in [:gone, :stopped, :unresponsive]
+
+  # Asks every answering node's session the same; returns [{node, reply}], with
+  # {:error, message} for a node that did not answer in time (then marked :unresponsive).
+  # `on_reply` may fold each reply into the state.
+  defp on_nodes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
+    asked =
+      for {node, entry} <- state.nodes, answering?(entry), reduce: :gen_server.reqids_new() do
+        requests -> Client.send_request(entry.pid, request, node, requests)
+      end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+    {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
+
+    skipped =
+      for {node, %{status: :unresponsive}} <- state.nodes, not List.keymember?(replies, node, 0),
+          do: {node, {:error, not_answering()}}
+
+    {replies ++ skipped, state}
+  end
+
+  defp not_answering, do: "the node is not answering (no reply within #{@remote_timeout} ms)"
+
+  defp collect_replies(state, requests, deadline, acc, on_reply) do
+    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    case :gen_server.receive_response(requests, timeout, true) do
+      :no_request ->
+        {Enum.reverse(acc), state}
+
+      :timeout ->
+        late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
+        state = Enum.reduce(late, state, fn node, state -> put_in(state.nodes[node].status, :unresponsive) end)
+        errors = for node <- late, do: {node, {:error, not_answering()}}
+        {Enum.reverse(acc, errors), state}
+
+      {{:reply, reply}, node, requests} ->
+        collect_replies(on_reply.(state, node, {:reply, reply}), requests, deadline, [{node, reply} | acc], on_reply)
+
+      {{:error, {reason, _server}}, node, requests} ->
+        collect_replies(state, requests, deadline, [{node, {:error, inspect(reason)}} | acc], on_reply)
+    end
+  end
+
+  # On every tick, every node that is not gone is asked for its counters without
+  # waiting; the reply (handle_info/2) also marks an unresponsive node answering. A node
+  # that has not answered the last request is not asked again: a hung node holds one
+  # request, not one more per tick.
+  defp ask_info(state) do
+    waiting = for {_id, node} <- :gen_server.reqids_to_list(state.requests), do: node
+
+    requests =
+      for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in waiting, reduce: state.requests do
+        requests -> Client.send_request(entry.pid, :info, node, requests)
+      end
+
+    %{state | requests: requests}
+  end
+
+  defp info_reply(state, node, {:reply, info}) when is_map(info) and is_map_key(state.nodes, node) do
+    entry = state.nodes[node]
+    status = if entry.status == :unresponsive, do: Map.get(info, :status, :running), else: entry.status
+    put_in(state.nodes[node], %{entry | info: info, status: status})
+  end
+
+  defp info_reply(state, _node, _reply), do: state
+
+  # --- ending --------------------------------------------------------------------------------
+
+  defp finish(state) do
+    state = stop_nodes(state)
+
+    if state.status in [:running, :paused],
+      do: broadcast(%{state | status: :stopped}, {:status, :stopped}),
+      else: state
+  end
+
+  # Stops every node's session: those that do not answer in time are killed, and each
+  # is waited for (its monitor) for a bounded time.
+  defp stop_nodes(%{nodes: nodes} = state) when nodes == %{}, do: state
+
+  defp stop_nodes(state) do
+    {replies, state} = on_nodes(state, :stop)
+    answered = for {node, :ok} <- replies, do: node
+
+    for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in answered do
+      Process.exit(entry.pid, :kill)
+    end
+
+    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+
+    nodes =
+      Map.new(state.nodes, fn
+        {node, %{status: status} = entry} when status in [:gone, :stopped] ->
+          {node, entry}
+
+        {node, entry} ->
+          timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+          receive do
+            {:DOWN, ref, :process, _, _} when ref == entry.ref -> {node, %{entry | status: :stopped}}
+          after
+            timeout -> {node, %{entry | status: :stopped}}
+          end
+      end)
+
+    %{state | nodes: Merge.final_infos(nodes)}
+  end
+end

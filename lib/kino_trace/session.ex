@@ -1,0 +1,372 @@
+defmodule KinoTrace.Session do
+  @moduledoc false
+  # One trace: the owner of one OTP `:trace` session and one native session.
+  #
+  # A session runs one `Kino.Trace.Plan` on this node: it starts under kino_trace's
+  # supervisor for every `Kino.Trace.calls/2` and `Kino.Trace.capture/3` (and on every
+  # node of a multi-node trace, see `KinoTrace.Remote`). It
+  #
+  #   * creates the native session (the plan's limits live there) and the OTP trace
+  #     session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
+  #     and match specs (where the native tracer is not loaded, the pure-Erlang one,
+  #     `KinoTrace.Tracer.LocalTracer`);
+  #   * drains the native queue when woken (one message when the queue goes from empty to
+  #     non-empty; paced by `KinoTrace.Session.DrainPacing`, so a steady stream is drained about
+  #     once a millisecond rather than event by event), its events decoded natively
+  #     (`KinoTrace.Tracer.NativeDecoder`; the fallback's and another node's by
+  #     `KinoTrace.Tracer.Decoder`), and hands them in batches to its subscribers and to a
+  #     bounded history;
+  #   * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
+  #     destroys the trace and closes the native session, so nothing of it remains.
+  #     When the `:limit` or `:timeout` is reached, tracing ends the same way but the
+  #     process stays until its owner exits or `stop/1`, so `events/2` and `info/1` still
+  #     answer.
+  #
+  # The session process and its subscribers are never traced.
+  #
+  # The server keeps the lifecycle (setting up, the owner's and the agent's monitors,
+  # ending) and dispatches requests and messages to its parts, which work on its state:
+  # Session.Setup (the tracer, process flags and match specs), Session.Subscribers
+  # (subscribers, held and excluded processes), Session.Drain (draining, pacing,
+  # backpressure), Session.Safeguards (what only a trace of this node does: the BIF
+  # re-assert, the reload probes, the stack guard) and Session.Info. Whether the trace is
+  # this node's is decided once, in `init/1`.
+
+  use GenServer
+  @behaviour KinoTrace.Server
+
+  alias KinoTrace.Session.Backend
+  alias KinoTrace.Tracer.Decoder
+  alias KinoTrace.Session.DrainPacing
+  alias KinoTrace.Session.History
+  alias KinoTrace.Tracer.NativeDecoder
+  alias KinoTrace.Pattern
+  alias Kino.Trace.Plan
+  alias KinoTrace.Server
+  alias KinoTrace.Session.Drain
+  alias KinoTrace.Session.Info
+  alias KinoTrace.Session.Safeguards
+  alias KinoTrace.Session.Setup
+  alias KinoTrace.Session.Subscribers
+
+
+  defstruct [
+    :id,
+    # the id the tracer's messages carry ({:kino_trace, tracer_id, :ready}...): the
+    # native session's (which is also the trace's id), the fallback's, or for another
+    # node's trace the trace's id (that node's agent puts it on its tracer's messages)
+    :tracer_id,
+    :owner,
+    :owner_ref,
+    # the one choice between this node and another, made in init/1: whether the trace
+    # is this node's (only then do the local safeguards run: kino_trace's own processes
+    # kept out, BIF re-assert, reload re-apply, stack guard), and the module that decodes
+    # its events (NativeDecoder for this node's native tracer, Decoder for the raw
+    # events of the fallback and of another node)
+    :local?,
+    :decoder_module,
+    # where the trace runs (KinoTrace.Session.Backend): nil until set up on another node
+    :backend,
+    # the monitor of that node's agent worker
+    :worker_ref,
+    # that node's agent: :running, then what ending the trace left there
+    # (KinoTrace.Remote.Agent.stop/1: :removed, :kept, or :lost when the node was gone)
+    :agent,
+    :plan,
+    :decoder,
+    :timer,
+    :started_at,
+    :history,
+    status: :running,
+    # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
+    subscribers: %{},
+    # pid => the trace flags it had before it was held (not traced while subscribed)
+    held: %{},
+    # pids given to exclude/2 (alive ones): kept out again after the fallback's restore
+    excluded: MapSet.new(),
+    rate: 0.0,
+    rate_sample: {0, 0},
+    setup_error: nil,
+    probes: %{},
+    reapplied: 0,
+    guard: nil,
+    bifs: [],
+    bif_cursor: 0,
+    # the tracer's last counters: what info/1 tells once another node's agent is gone
+    counters: nil,
+    pacing: DrainPacing.new(),
+    # a paced drain is due (its timer runs)
+    drain_due: false
+  ]
+
+  # --- starting ---------------------------------------------------------------------
+
+  @doc """
+  Starts a session that runs `plan` on this node, owned by `owner`, and waits until it
+  traces. Returns `{:ok, pid, id}`; raises `ArgumentError` when the plan cannot be set
+  (a target that exited since the plan was made).
+
+  The supervisor only runs `init/1`, which is cheap: flags and match specs (possibly
+  thousands) are set in the new process, so one slow start never holds up other traces.
+  """
+  @impl KinoTrace.Server
+  @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  def start(owner, %Plan{calls: _} = plan) do
+    KinoTrace.Starter.start_session(__MODULE__, {owner, plan})
+  end
+
+  @impl true
+  def init({owner, plan}) do
+    Process.flag(:trap_exit, true)
+    KinoTrace.Internal.register(self())
+    [node] = plan.nodes
+    local? = node == node()
+    # Another node's tracer is started by its agent in handle_continue (it takes round trips).
+    backend = if local?, do: Backend.start(self(), plan.limits, node)
+    native? = local? and Backend.native?(backend)
+    # The native tracer's ids count from 1; any other trace's come from the same range
+    # as another node's, so no two traces here share one (KinoTrace.Session.Final keeps them).
+    id = if(native?, do: backend.id, else: Server.new_id())
+
+    state = %__MODULE__{
+      id: id,
+      tracer_id: if(backend, do: backend.id, else: id),
+      owner: owner,
+      owner_ref: Process.monitor(owner),
+      backend: backend,
+      local?: local?,
+      plan: plan,
+      # this node's native tracer's events are decoded natively as they are drained;
+      # the fallback's come raw, and another node's raw from its agent, with that node's
+      # names and time offset
+      decoder_module: if(native?, do: NativeDecoder, else: Decoder),
+      decoder:
+        if(native?,
+          do: NativeDecoder.new(pairing: plan.options[:return]),
+          else: Decoder.new(pairing: plan.options[:return], node: node)
+        ),
+      history: History.new(plan.options[:history]),
+      started_at: System.os_time(:microsecond)
+    }
+
+    {:ok, state, {:continue, :setup}}
+  end
+
+  @impl true
+  def handle_continue(:setup, state) do
+    state = Setup.start(state)
+    timeout = state.plan.options[:timeout]
+    timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
+    Process.send_after(self(), :tick, Server.tick_ms())
+    state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
+    {:noreply, state}
+  rescue
+    e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
+  end
+
+  # --- requests -----------------------------------------------------------------------
+  #
+  # Every request is answered in bounded time under any load: nothing here waits for the
+  # native queue to become empty (producers may keep it full forever), only for what was
+  # queued when the request came, capped.
+
+  # Another node's agent may be gone at any request (KinoTrace.Session.Backend exits with
+  # {:agent_down, worker}): the trace then ends, as when its monitor says so.
+  @impl true
+  def handle_call(request, from, state) do
+    handle_request(request, from, state)
+  catch
+    :exit, {:agent_down, _} -> agent_gone(state, {:error, "the node's agent is gone"})
+  end
+
+  @impl KinoTrace.Server
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
+  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+
+  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, Subscribers.exclude(state, pid)}
+
+  # A subscriber is not traced while subscribed (it is held): the flags it had are kept
+  # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
+  # unless the subscriber asks otherwise (a coordinator of several nodes does).
+  def handle_request({:subscribe, pid}, from, state), do: handle_request({:subscribe, pid, state.id}, from, state)
+  def handle_request({:subscribe, pid, tag}, _from, state), do: {:reply, :ok, Subscribers.subscribe(state, pid, tag)}
+  def handle_request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
+
+  # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
+  # coordinator's subscriber) until it is released.
+  def handle_request({:hold, pid}, _from, state), do: {:reply, :ok, Subscribers.hold(state, pid)}
+  def handle_request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
+
+  def handle_request({:events, n}, _from, state) do
+    state = Drain.for_request(state)
+    {:reply, History.take(state.history, n), state}
+  end
+
+  # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
+  # has every event queued before it asked (in its mailbox) when the answer comes.
+  # `:infinity` is for capture/3, which asks once every event of its block is queued.
+  def handle_request({:sync, cap}, _from, state), do: {:reply, :ok, Drain.catch_up(state, cap)}
+
+  # (this node's fallback tracer first takes in its mailbox: its counters then count
+  # every event traced before the request, as the native tracer's do)
+  def handle_request(:info, _from, state) do
+    state = Drain.take_in(state)
+    {:reply, Info.build(state, Setup.patterns(state)), state}
+  end
+
+  # What this node's OTP session names as its tracer (KinoTrace.Capture.Sends asks);
+  # nil for another node's trace.
+  def handle_request(:tracer, _from, state) do
+    tracer = state.backend && state.backend.tracer
+    {:reply, tracer && KinoTrace.Tracer.LocalTracer.tracer_spec(tracer), state}
+  end
+
+  # What tests and debugging read of the session (KinoTrace.Client.internals/1).
+  def handle_request(:internals, _from, %{backend: backend} = state) do
+    internals = %{
+      plan: state.plan,
+      held: Map.keys(state.held),
+      resource: backend && backend.resource,
+      otp_session: backend && backend.session,
+      worker: backend && backend.worker
+    }
+
+    {:reply, internals, state}
+  end
+
+  def handle_request({:set_patterns, inputs}, _from, state) do
+    {reply, state} = Setup.set_patterns(state, inputs)
+    {:reply, reply, state}
+  end
+
+  def handle_request(:pause, _from, %{status: :running} = state) do
+    state = Setup.remove_patterns(state)
+    {:reply, :ok, broadcast_status(%{state | status: :paused})}
+  end
+
+  def handle_request(:resume, _from, %{status: :paused} = state) do
+    state = Setup.apply_patterns(state, Setup.patterns(state))
+    {:reply, :ok, broadcast_status(%{state | status: :running})}
+  end
+
+  def handle_request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
+
+  def handle_request(:stop, _from, state) do
+    {:stop, :normal, :ok, finish(state, :stopped, :discard)}
+  end
+
+  # --- native wake-ups and timers -----------------------------------------------------
+
+  @impl true
+  def handle_info(message, state) do
+    message(message, state)
+  catch
+    :exit, {:agent_down, _} -> agent_gone(state, nil)
+  end
+
+  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state), do: {:noreply, Drain.ready(state)}
+  defp message(:drain, state), do: {:noreply, Drain.drain(state)}
+  defp message(:paced_drain, state), do: {:noreply, Drain.paced(state)}
+
+  defp message({:kino_trace, id, :limit_reached}, %{tracer_id: id} = state) do
+    {:noreply, finish(state, :limit_reached, :deliver)}
+  end
+
+  defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
+
+  # This node's fallback tracer: its mailbox guard switched the session's process flags
+  # off, and its mailbox is empty again.
+  defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
+    if tracing?(state) and state.local?, do: Setup.restore(state)
+    {:noreply, state}
+  end
+
+  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Session.Reaper).
+  defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
+
+  defp message(:tick, state) do
+    state = Info.sample(state)
+    if tracing?(state), do: Process.send_after(self(), :tick, Server.tick_ms())
+    {:noreply, state |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
+  end
+
+  # (this node's trace only: the stack guard samples this node's processes)
+  defp message(:stack_guard, state), do: {:noreply, Safeguards.check_stacks(state)}
+
+  defp message({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
+    {:stop, :normal, finish(state, :stopped, :discard)}
+  end
+
+  # Another node's agent is gone (the node went down or disconnected): the trace ends,
+  # and whoever watches this session sees why.
+  defp message({:DOWN, ref, :process, _pid, reason}, %{worker_ref: ref} = state) do
+    {:stop, {:shutdown, {:agent_down, reason}}, finish(%{state | agent: :lost}, :stopped, :discard)}
+  end
+
+  defp message({:DOWN, ref, :process, pid, _reason}, state), do: {:noreply, Subscribers.down(state, ref, pid)}
+
+  defp message({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
+
+  defp message(_message, state), do: {:noreply, state}
+
+  # A request to the agent failed: its monitor tells why (the node disconnected...), or
+  # it did not answer in time.
+  defp agent_gone(state, reply) do
+    ref = state.worker_ref
+
+    reason =
+      receive do
+        {:DOWN, ^ref, :process, _pid, reason} -> reason
+      after
+        1_000 -> :not_answering
+      end
+
+    state = finish(%{state | agent: :lost}, :stopped, :discard)
+    reason = {:shutdown, {:agent_down, reason}}
+    if reply, do: {:stop, reason, reply, state}, else: {:stop, reason, state}
+  end
+
+  @impl true
+  def terminate(_reason, state) do
+    state = state |> finish(:stopped, :discard) |> release_agent()
+    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, Info.build(state, Setup.patterns(state)))
+    :ok
+  end
+
+  # Another node's trace: its agent's worker ends and this waits until that node is as
+  # it was (stop/1 answers after this), or another trace of it goes on there.
+  defp release_agent(%{agent: :running} = state), do: %{state | agent: Backend.release(state.backend)}
+  defp release_agent(state), do: state
+
+  # --- ending ---------------------------------------------------------------------------
+
+  defp tracing?(%{backend: backend}), do: Backend.tracing?(backend)
+
+  # Ends tracing. `:discard` (stop/1, the owner exits): the native session closes first,
+  # so nothing more is admitted, and what is queued is freed natively (counted as
+  # discarded, never decoded); then the OTP session is destroyed. `:deliver` (the limit
+  # or the timeout): the OTP session is destroyed and what it queued before is delivered,
+  # which is bounded by the queue's caps; the process lives on for events/2 and info/1.
+  # Idempotent.
+  defp finish(state, status, mode) do
+    if mode == :discard and state.backend, do: Backend.close(state.backend)
+    end_tracing(state, status, mode)
+  end
+
+  defp end_tracing(state, status, mode) do
+    if tracing?(state), do: do_end_tracing(state, status, mode), else: state
+  end
+
+  defp do_end_tracing(state, status, mode) do
+    Safeguards.ending(state)
+    backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
+    state = Safeguards.stop_guard(%{state | backend: backend})
+    # what was queued before is delivered; then the native session closes
+    state = if mode == :deliver, do: Drain.catch_up(state, :infinity), else: state
+    Backend.close(state.backend)
+    if state.timer, do: Process.cancel_timer(state.timer)
+    broadcast_status(%{state | status: status, rate: 0.0})
+  end
+
+  defp broadcast_status(state), do: Subscribers.broadcast(state, {:status, state.status})
+end

@@ -1,0 +1,167 @@
+defmodule KinoTrace.Session.Drain do
+  @moduledoc false
+  # Draining a session's queue: when (on the tracer's wake-up, paced by
+  # KinoTrace.Session.DrainPacing so a steady stream is drained about once a millisecond rather
+  # than event by event), how much at a time (batches of @drain_batch, yielding to the
+  # mailbox every @max_per_wakeup), what a request may wait for (what was queued when it
+  # came, capped), and backpressure (nothing drained while a subscriber is backlogged:
+  # the queue fills and the native side drops and counts). Drained events are decoded
+  # by the session's decoder module and go to its subscribers, its history and the
+  # stack guard's loop check.
+  #
+  # Works on the session's state: its `backend`, `decoder`, `history`, `pacing` and
+  # `drain_due` fields.
+
+  alias KinoTrace.Session.Backend
+  alias KinoTrace.Tracer.Decoder
+  alias KinoTrace.Session.DrainPacing
+  alias KinoTrace.Session.History
+  alias KinoTrace.Tracer.NativeDecoder
+  alias KinoTrace.Server.Delivery
+  alias KinoTrace.Session.Safeguards
+  alias KinoTrace.Session.Subscribers
+
+  # Events drained, decoded and sent to subscribers at once. Small batches keep what the
+  # session holds while decoding within its young heap: decoding 2 000 events at once
+  # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
+  # garbage collection.
+  @drain_batch Delivery.batch_events()
+  # Events drained before the mailbox is looked at again: what a request may wait for.
+  @max_per_wakeup 2_000
+  # How long a request on this node's fallback tracer waits for the VM to deliver the
+  # trace messages made before it (see trace_delivered/0).
+  @delivered_ms 2_000
+
+  # At most this many queued events are decoded to answer one request (events/2): under
+  # a flood the queue never empties, and a request must not wait for it.
+  @max_sync_drain KinoTrace.Server.max_sync_drain()
+
+  @doc "Whatever a request on the trace's events (events/2) waits for: at most #{@max_sync_drain} events."
+  @spec for_request(map()) :: map()
+  def for_request(state), do: catch_up(state, @max_sync_drain)
+
+  @doc """
+  Before info/1 answers: this node's fallback tracer first takes in its mailbox (its
+  counters then count every event traced before the request, as the native tracer's do).
+  """
+  @spec take_in(map()) :: map()
+  def take_in(state) do
+    if Backend.tracing?(state.backend), do: state |> first_batch(@drain_batch) |> elem(0), else: state
+  end
+
+  @doc "A paced drain is due (its timer ran)."
+  @spec paced(map()) :: map()
+  def paced(state), do: drain(%{state | drain_due: false})
+
+  # A wake-up soon after a drain emptied the queue drains a moment later
+  # (KinoTrace.Session.DrainPacing): what comes in meanwhile is drained with it.
+  @spec ready(map()) :: map()
+  def ready(%{drain_due: true} = state), do: state
+
+  def ready(state) do
+    case DrainPacing.ready(state.pacing, DrainPacing.now()) do
+      :now ->
+        drain(state)
+
+      {:after, ms} ->
+        Process.send_after(self(), :paced_drain, ms)
+        %{state | drain_due: true}
+    end
+  end
+
+  # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
+  # continues). While a subscriber is backlogged the queue is left alone: it fills and
+  # the native side drops and counts, so memory stays bounded.
+  @spec drain(map()) :: map()
+  def drain(%{backend: nil} = state), do: state
+
+  def drain(state) do
+    if Delivery.backlogged?(state.subscribers, :session) do
+      Process.send_after(self(), :drain, 5)
+      state
+    else
+      case drain_deliver(state, @max_per_wakeup) do
+        {state, true} ->
+          send(self(), :drain)
+          state
+
+        {state, false} ->
+          %{state | pacing: DrainPacing.emptied(state.pacing, DrainPacing.now())}
+      end
+    end
+  end
+
+  # Delivers what is queued now, at most `cap` events: producers that keep the queue
+  # full never hold a request up for longer than that.
+  @spec catch_up(map(), non_neg_integer() | :infinity) :: map()
+  def catch_up(%{backend: nil} = state, _cap), do: state
+
+  # Someone is waiting for this bounded work, so it runs at high priority: processes
+  # flooding the trace must not stretch it out. Background draining stays normal.
+  def catch_up(state, cap) do
+    priority = Process.flag(:priority, :high)
+
+    try do
+      {state, taken} = first_batch(state, cap)
+      %{queued: queued} = Backend.counters(state.backend)
+      left = if cap == :infinity, do: queued, else: min(queued, cap - taken)
+      state |> drain_deliver(left) |> elem(0)
+    after
+      Process.flag(:priority, priority)
+    end
+  end
+
+  # The native tracer queues each event in the traced process, so its counters are up
+  # to date; this node's fallback tracer queues what is in its mailbox, so one drain
+  # (a request it answers after the messages that came before it) comes first, once the
+  # VM has delivered every trace message made so far (they travel as signals from the
+  # traced processes: a call made before the request may still be on its way).
+  defp first_batch(%{decoder_module: Decoder, local?: true} = state, cap) when cap > 0 do
+    trace_delivered()
+    {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
+    {deliver_events(state, events), length(events)}
+  end
+
+  defp first_batch(state, _cap), do: {state, 0}
+
+  # Waits (at most @delivered_ms) until the trace messages of every process made before
+  # now are in their tracers' mailboxes.
+  defp trace_delivered do
+    ref = :erlang.trace_delivered(:all)
+
+    receive do
+      {:trace_delivered, :all, ^ref} -> :ok
+    after
+      @delivered_ms -> :ok
+    end
+  end
+
+  # Drains and delivers up to `budget` events, one batch at a time: each is decoded and
+  # sent as it comes. Returns whether more are queued.
+  defp drain_deliver(state, budget) when budget <= 0, do: {state, true}
+
+  defp drain_deliver(state, budget) do
+    case drain_batch(state, min(@drain_batch, budget)) do
+      {[], more, state} -> {state, more}
+      {events, true, state} -> state |> deliver_events(events) |> drain_deliver(budget - length(events))
+      {events, false, state} -> {deliver_events(state, events), false}
+    end
+  end
+
+  # This node's events come decoded from the native tracer; another node's raw, decoded here.
+  defp drain_batch(%{decoder_module: Decoder} = state, max) do
+    {raw, more, context} = Backend.drain(state.backend, max)
+    {events, decoder} = Decoder.decode(state.decoder, raw, context)
+    {events, more, %{state | decoder: decoder}}
+  end
+
+  defp drain_batch(state, max) do
+    {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
+    {events, more, state}
+  end
+
+  defp deliver_events(state, events) do
+    Subscribers.broadcast(state, {:events, events})
+    Safeguards.guard_loops(%{state | history: History.push(state.history, events)}, events)
+  end
+end

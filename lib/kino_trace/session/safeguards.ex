@@ -1,0 +1,201 @@
+defmodule KinoTrace.Session.Safeguards do
+  @moduledoc false
+  # What a trace of this node does that one of another node does not (that node's
+  # agent does its own there): each function here does nothing for another node's trace
+  # (`local?: false`, decided once in KinoTrace.Session.init/1). It owns
+  #
+  #   * keeping this session and kino_trace's own processes out of the trace
+  #     (KinoTrace.Internal);
+  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Session.Reaper): the
+  #     trace's BIF patterns, set again in turn on every tick;
+  #   * the reload re-apply: one probe per traced module, which tells when a reload
+  #     dropped the module's patterns;
+  #   * the stack guard (KinoTrace.Session.StackGuard): started with the patterns, sampling on
+  #     its own timer, taking tail-call loops off return tracing as they show.
+  #
+  # Works on the session's state: its `bifs`, `bif_cursor`, `probes` and `guard` fields.
+
+  alias KinoTrace.Session.Backend
+  alias KinoTrace.Pattern
+  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Session.StackGuard
+  alias KinoTrace.Plan.Functions
+
+  # Another tool ending its trace session switches BIF tracing off without a trace of
+  # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
+  # again: every tick, at most @bifs_per_tick of them in turn (each call costs the VM a
+  # code barrier). They stay set in the session; this switches them back on.
+  @bifs_per_tick 32
+
+  @doc """
+  Keeps this session out of its trace (it calls plenty of functions a user may trace),
+  and kino_trace's own processes, once the plan's process flags are set.
+  """
+  @spec started(map()) :: :ok
+  def started(%{local?: false}), do: :ok
+
+  def started(%{backend: backend}) do
+    Backend.trace(backend, :process, [self(), false, [:all]])
+    KinoTrace.Internal.add_session(backend.session)
+    :ok
+  end
+
+  @doc "After the fallback's restore: kino_trace's own processes and the stack guard's out again."
+  @spec restored(map()) :: :ok
+  def restored(%{local?: false}), do: :ok
+
+  def restored(state) do
+    KinoTrace.Internal.add_session(state.backend.session)
+    StackGuard.restore(state.guard)
+    :ok
+  end
+
+  @doc """
+  Before the match specs of `functions` are set: the BIF patterns to re-assert, and the
+  Reaper checked in before any BIF pattern is set (a step on every module covers BIFs too).
+  """
+  @spec prepare(map(), Functions.t()) :: map()
+  def prepare(%{local?: false} = state, _functions), do: %{state | bifs: []}
+
+  def prepare(state, functions) do
+    bifs = Functions.bif_steps(functions)
+    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
+    %{state | bifs: bifs}
+  end
+
+  @doc "Once the match specs of `functions` (for `patterns`) are set: the stack guard and the probes."
+  @spec installed(map(), Functions.t(), [Pattern.t()]) :: map()
+  def installed(%{local?: false} = state, _functions, _patterns), do: %{state | guard: nil, probes: %{}}
+
+  def installed(state, functions, patterns) do
+    guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
+    %{state | guard: guard, probes: probes(patterns)}
+  end
+
+  @doc "The match specs of `targets` were removed: nothing of them to guard or re-assert."
+  @spec removed(map(), list()) :: map()
+  def removed(state, targets), do: %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
+
+  @doc "Tracing ends: this session out of KinoTrace.Internal, the Reaper told (before the OTP session is destroyed)."
+  @spec ending(map()) :: :ok
+  def ending(%{local?: false}), do: :ok
+
+  def ending(state) do
+    KinoTrace.Internal.remove_session(state.backend.session)
+    # through the reaper: destroying a session must not switch off other traces of BIFs
+    Reaper.bif_trace_ended()
+  end
+
+  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Session.Reaper) ---------------------------
+
+  @doc "Sets `count` of the BIF patterns again, in turn (#{@bifs_per_tick} on a tick)."
+  @spec reassert_bifs(map(), non_neg_integer()) :: map()
+  def reassert_bifs(state, count \\ @bifs_per_tick)
+
+  def reassert_bifs(%{status: :running, bifs: [_ | _] = bifs} = state, count) do
+    flags = state.plan.calls.match_flags
+    n = length(bifs)
+    cursor = rem(state.bif_cursor, n)
+    batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
+    if tracing?(state), do: Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
+    %{state | bif_cursor: cursor + length(batch)}
+  end
+
+  def reassert_bifs(state, _count), do: state
+
+  @doc "Sets every BIF pattern again (another kino_trace session cleared one)."
+  @spec reassert_all_bifs(map()) :: map()
+  def reassert_all_bifs(state), do: reassert_bifs(state, length(state.bifs))
+
+  # --- modules reloaded while traced ------------------------------------------------------
+
+  @doc """
+  Whether a traced module was reloaded (loading a new version of a module drops its
+  trace patterns): its probe, one of its traced functions, is no longer traced.
+  """
+  @spec reloaded?(map()) :: boolean()
+  def reloaded?(%{status: :running} = state) do
+    tracing?(state) and
+      Enum.any?(state.probes, fn {m, mfa} ->
+        :erlang.module_loaded(m) and Backend.trace(state.backend, :info, [mfa, :traced]) == {:traced, false}
+      end)
+  end
+
+  def reloaded?(_state), do: false
+
+  defp probes(patterns) do
+    for %Pattern{module: m} = pattern <- patterns, m != :_, reduce: %{} do
+      probes ->
+        case not Map.has_key?(probes, m) && probe(pattern) do
+          mfa when is_tuple(mfa) -> Map.put(probes, m, mfa)
+          _ -> probes
+        end
+    end
+  end
+
+  defp probe(%Pattern{module: m, function: f, arity: a}) when is_integer(a), do: {m, f, a}
+
+  defp probe(%Pattern{module: m, function: f}) do
+    functions = m.module_info(:functions)
+
+    # a module pattern leaves the compiler-generated functions untraced
+    traced =
+      for {name, arity} = fa <- functions,
+          f == name or (f == :_ and not KinoTrace.Pattern.Generated.generated?(name, arity)),
+          do: fa
+
+    case traced do
+      [{f, a} | _] -> {m, f, a}
+      [] -> nil
+    end
+  rescue
+    _ -> nil
+  end
+
+  # --- the stack guard ----------------------------------------------------------------------
+
+  @doc "Stops the stack guard (once the OTP session is destroyed)."
+  @spec stop_guard(map()) :: map()
+  def stop_guard(state), do: %{state | guard: StackGuard.stop(state.guard)}
+
+  # The stack guard samples on its own timer (a :stack_guard message to the session).
+  defp start_guard(state) do
+    guard = StackGuard.new(state.backend.tracer, state.backend.session, state.plan)
+    if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
+    guard
+  end
+
+  @doc "The stack guard's sample (on its timer): callers too deep are taken off return tracing."
+  @spec check_stacks(map()) :: map()
+  def check_stacks(state) do
+    if tracing?(state) do
+      {callers, decoder} = state.decoder_module.take_callers(state.decoder)
+      {guard, moved} = StackGuard.check(state.guard, callers)
+      Process.send_after(self(), :stack_guard, StackGuard.interval())
+      unpair(%{state | guard: guard, decoder: decoder}, moved)
+    else
+      state
+    end
+  end
+
+  @doc """
+  Tail-call loops the code did not show, taken off return tracing at once: sampling
+  their stacks would be too late (KinoTrace.Session.StackGuard.loops/2). Not once tracing
+  ended: what is delivered then must not make the guard a session.
+  """
+  @spec guard_loops(map(), [Kino.Trace.Event.t()]) :: map()
+  def guard_loops(%{guard: guard, status: :running} = state, events) when guard != nil do
+    if tracing?(state) do
+      {guard, moved} = StackGuard.loops(guard, events)
+      unpair(%{state | guard: guard}, moved)
+    else
+      state
+    end
+  end
+
+  def guard_loops(state, _events), do: state
+
+  defp unpair(state, pids), do: %{state | decoder: Enum.reduce(pids, state.decoder, &state.decoder_module.unpair(&2, &1))}
+
+  defp tracing?(state), do: Backend.tracing?(state.backend)
+end

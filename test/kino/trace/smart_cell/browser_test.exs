@@ -1,0 +1,111 @@
+defmodule Kino.Trace.SmartCell.BrowserTest do
+  # The smart cell's form in headless Chromium (test/browser/smart_cell.test.mjs), on
+  # payloads of the real controller; then what the browser pushed is replayed through
+  # the controller, and the code it makes is run: browser form -> code -> trace.
+  #
+  # Needs Node.js, assets/node_modules and /usr/bin/chromium: tagged :browser.
+  use ExUnit.Case, async: false
+
+  alias KinoTraceTest.Browser
+
+  alias Kino.Trace.Plan
+  alias KinoTrace.SmartCell.Controller
+  alias KinoTrace.SmartCell.Form
+
+  @moduletag :browser
+  @moduletag timeout: 300_000
+
+  @root Path.expand("../../../..", __DIR__)
+
+  test "the form works in Chromium, and what it sends makes the code of the trace it shows" do
+    saved = %{
+      "mode" => "calls",
+      "patterns" => "Enum.map/2\nEnum.mpa/2\nEnum.map(list, _) when length(list) > 100",
+      "limit" => 1_000
+    }
+
+    typed = "Enum.sum/1\n:ets.insrt/2"
+    final = "Enum.sum/1\n:ets.insert/2"
+
+    checks =
+      for text <- [saved["patterns"], typed, final, ":ets.insert_n"], into: %{} do
+        {text, Controller.check(Form.new(%{saved | "patterns" => text}))}
+      end
+
+    dir =
+      Path.join(System.tmp_dir!(), "kino_trace_smart_cell_#{System.unique_integer([:positive])}")
+
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf(dir) end)
+    pushed_out = Path.join(dir, "pushed.json")
+
+    fixture = %{
+      connect: Controller.connect(Controller.init(saved)),
+      checks: checks,
+      typed: typed,
+      final_patterns: final,
+      pushed_out: pushed_out,
+      # the server's answer to "complete" for this line (the browser puts its own seq in)
+      completion: KinoTrace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 0}),
+      screenshot: Path.join(Browser.screenshot_dir(), "screenshot-smart-cell.png")
+    }
+
+    # the server's check of the half-typed line the browser test pauses on (issue 25)
+    assert [%{ok: false}] = checks[":ets.insert_n"].patterns.results
+
+    path = Path.join(dir, "payloads.json")
+    File.write!(path, JSON.encode!(fixture))
+
+    {output, status} =
+      System.cmd("node", [Path.join(@root, "test/browser/smart_cell.test.mjs"), path],
+        stderr_to_stdout: true
+      )
+
+    IO.puts(output)
+    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+
+    # Replay the browser's updates through the real controller, as Kino would.
+    controller =
+      pushed_out
+      |> File.read!()
+      |> JSON.decode!()
+      |> Enum.reduce(Controller.init(saved), fn update, controller ->
+        {effects, controller} = Controller.handle_event(controller, "update", update)
+        refute Enum.any?(effects, &match?({:reply, "error", _}, &1)), inspect({update, effects})
+        controller
+      end)
+
+    source = Controller.to_source(Controller.to_attrs(controller))
+
+    assert source == """
+           Kino.Trace.calls(["Enum.sum/1", ":ets.insert/2"],
+             pids: :kino_trace_sc_browser,
+             exceptions: false,
+             caller: true,
+             rate: {500, 1_000},
+             nodes: :all,
+             timeout: 60_000
+           )\
+           """
+
+    target = start_supervised!({Agent, fn -> :ok end})
+    Process.register(target, :kino_trace_sc_browser)
+    {trace, _} = Code.eval_string(source)
+
+    try do
+      expected =
+        Plan.new!([calls: ["Enum.sum/1", ":ets.insert/2"]],
+          pids: :kino_trace_sc_browser,
+          exceptions: false,
+          caller: true,
+          rate: {500, 1_000},
+          nodes: :all,
+          timeout: 60_000
+        )
+
+      assert KinoTrace.Client.internals(trace).plan == expected
+    after
+      Kino.Trace.stop(trace)
+    end
+  end
+end

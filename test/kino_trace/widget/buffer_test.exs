@@ -1,0 +1,55 @@
+defmodule KinoTrace.Widget.BufferTest do
+  use ExUnit.Case, async: true
+
+  alias KinoTrace.Widget.Buffer
+  alias KinoTrace.Widget.Store
+
+  doctest Buffer
+  doctest Store
+
+  test "pushes are spaced by the interval and bounded in size" do
+    buffer = Buffer.new(interval: 100, max_batch: 1_000, max_pending: 50_000)
+    buffer = Buffer.add(buffer, Enum.to_list(1..2_500))
+
+    {first, buffer} = Buffer.take(buffer, 1_000)
+    assert first == Enum.to_list(1..1_000)
+    assert Buffer.due_in(buffer, 1_000) == 100
+    assert Buffer.due_in(buffer, 1_040) == 60
+    {second, buffer} = Buffer.take(buffer, 1_100)
+    {third, buffer} = Buffer.take(buffer, 1_200)
+    assert second == Enum.to_list(1_001..2_000)
+    assert third == Enum.to_list(2_001..2_500)
+    assert Buffer.due_in(buffer, 1_300) == nil
+    assert buffer.dropped == 0
+  end
+
+  test "a flood keeps the newest events and counts the rest" do
+    buffer = Buffer.new(max_pending: 1_000)
+
+    buffer =
+      Enum.reduce(1..100, buffer, fn i, b ->
+        Buffer.add(b, Enum.to_list((i * 100 - 99)..(i * 100)))
+      end)
+
+    assert buffer.size == 1_000
+    assert buffer.dropped == 9_000
+    {batch, _} = Buffer.take(buffer, 0)
+    assert hd(batch) == 9_001
+  end
+
+  test "clear empties but keeps the count of drops" do
+    buffer = Buffer.new(max_pending: 1) |> Buffer.add([1, 2]) |> Buffer.clear()
+    assert {buffer.size, buffer.dropped, Buffer.due_in(buffer, 0)} == {0, 1, nil}
+  end
+
+  test "the store forgets the oldest and ignores ids it has" do
+    store = Store.new(max_events: 3)
+    store = Store.add(store, for(i <- 1..5, do: {%{id: i}, {:event, i}}))
+    store = Store.add(store, [{%{id: 5}, :again}])
+
+    assert Enum.map(Store.rows(store), & &1.id) == [3, 4, 5]
+    assert Store.fetch(store, 5) == {:ok, {:event, 5}}
+    assert Store.fetch(store, 2) == :error
+    assert Store.rows(Store.clear(store)) == []
+  end
+end

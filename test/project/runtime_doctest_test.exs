@@ -1,0 +1,9 @@
+defmodule KinoTraceTest.Project.RuntimeDoctestTest do
+  # The examples of kino_trace's runtime processes. async: false: the reaper's example
+  # expects no trace of a BIF to be running.
+  use ExUnit.Case, async: false
+
+  doctest KinoTrace.Internal
+  doctest KinoTrace.Session.Final
+  doctest KinoTrace.Session.Reaper
+end
