@@ -95,7 +95,8 @@ defmodule KinoTraceTest.Project.StructureTest do
           File.read!(path) =~ ~r/^\s+@moduledoc """/m,
           do: module
 
-    assert Enum.sort(public ++ adapters) == Enum.sort(@public)
+    # with Kino, the adapters are compiled too and found both ways
+    assert Enum.sort(Enum.uniq(public ++ adapters)) == Enum.sort(@public)
     assert length(@public) <= 16
   end
 
