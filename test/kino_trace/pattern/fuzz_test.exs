@@ -318,6 +318,8 @@ defmodule KinoTrace.Pattern.FuzzTest do
     end
   end
 
+  # thousands of compiles: minutes, not seconds, on a loaded machine
+  @tag timeout: 300_000
   test "no generated pattern crashes the compiler; each compiles to a valid spec or is an error" do
     :rand.seed(:exsss, {20_261_201, 7, 42})
     args = pieces(@args)
@@ -358,6 +360,8 @@ defmodule KinoTrace.Pattern.FuzzTest do
   # Literal binaries are built from their segments (KinoTrace.Pattern.Bits), not
   # evaluated: on random segments of small sizes, the pattern holds what Elixir builds,
   # and what Elixir refuses is an error.
+  # thousands of compiles: minutes, not seconds, on a loaded machine
+  @tag timeout: 300_000
   test "literal binaries of random segments are what Elixir builds" do
     :rand.seed(:exsss, {20_261_202, 27, 1})
     values = ["0", "1", "-1", "255", "65_537", "1.5", "-0.25", "233", "0x1F600", ~S|"a"|, ~S|"é€"|, ~S|""|]

@@ -615,6 +615,8 @@ defmodule KinoTrace.Tracer.FallbackTest do
   end
 
   # Work.f(x) returns {:ok, x}: a return paired with the wrong call would show it.
+  # 100 rounds of 300 calls, each waiting for the guard to switch the process back on
+  @tag timeout: 300_000
   test "after a guard trip a process's events are marked lost and no return pairs with the wrong call" do
     parent = self()
 
