@@ -89,11 +89,14 @@ defmodule KinoTrace.Client do
   end
 
   @doc """
-  Stops the trace and waits until its server is gone: one that does not answer in time
-  is killed (its OTP trace session goes with it). `:ok`, also when already stopped.
+  Stops the trace (or the server `pid`, a stats session's) and waits until its server
+  is gone: one that does not answer in time is killed (its OTP trace session goes with
+  it). `:ok`, also when already stopped.
   """
-  @spec stop(trace()) :: :ok
-  def stop(%{session: pid}) do
+  @spec stop(trace() | pid()) :: :ok
+  def stop(%{session: pid}), do: stop(pid)
+
+  def stop(pid) when is_pid(pid) do
     ref = :erlang.monitor(:process, pid)
 
     case Front.call(pid, :stop, @stop_timeout) do
