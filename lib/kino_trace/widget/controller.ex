@@ -114,26 +114,7 @@ defmodule KinoTrace.Widget.Controller do
     # The widget's process is kino_trace's own: no trace records it.
     KinoTrace.Internal.register(self())
 
-    opts =
-      Keyword.validate!(opts,
-        interval: 100,
-        max_batch: 1_000,
-        max_pending: 10_000,
-        keep: 10_000,
-        history: 5_000,
-        limit: 20,
-        printable_limit: 120,
-        max_chars: 400,
-        max_entries: 200_000,
-        sequence_rows: 4_000,
-        lifeline: true
-      )
-
-    for key <- [:max_entries, :sequence_rows] do
-      unless is_integer(opts[key]) and opts[key] > 0 do
-        raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
-      end
-    end
+    opts = KinoTrace.Options.validate!(opts, options())
 
     # the first completion should not wait for the code path to be listed
     KinoTrace.Complete.Modules.warm_async()
@@ -319,6 +300,26 @@ defmodule KinoTrace.Widget.Controller do
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
 
   ## Internals
+
+  # The options of init/2, with their defaults and checks (KinoTrace.Options).
+  defp options do
+    count = KinoTrace.Options.pos_integer()
+    inspect_limit = {"a positive integer or :infinity", &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
+
+    [
+      interval: {100, count},
+      max_batch: {1_000, count},
+      max_pending: {10_000, count},
+      keep: {10_000, count},
+      history: {5_000, count},
+      limit: {20, inspect_limit},
+      printable_limit: {120, inspect_limit},
+      max_chars: {400, count},
+      max_entries: {200_000, count},
+      sequence_rows: {4_000, count},
+      lifeline: {true, KinoTrace.Options.boolean()}
+    ]
+  end
 
   defp set_patterns(controller, lines) do
     try do

@@ -54,7 +54,13 @@ defmodule KinoTrace.Widget.StatsController do
     # The widget's process is kino_trace's own: no trace records it.
     KinoTrace.Internal.register(self())
 
-    opts = Keyword.validate!(opts, interval: 1_000, rows: 500, processes: 20, lifeline: true)
+    opts =
+      KinoTrace.Options.validate!(opts,
+        interval: {1_000, KinoTrace.Options.pos_integer()},
+        rows: {500, KinoTrace.Options.pos_integer()},
+        processes: {20, KinoTrace.Options.pos_integer()},
+        lifeline: {true, KinoTrace.Options.boolean()}
+      )
 
     controller = %__MODULE__{
       stats: stats,
