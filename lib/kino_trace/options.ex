@@ -41,9 +41,6 @@ defmodule KinoTrace.Options do
       iex> schema = [time: {true, KinoTrace.Options.boolean()}, rows: {10, KinoTrace.Options.pos_integer()}]
       iex> KinoTrace.Options.validate!([tiem: false], schema)
       ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :time, :rows
-
-      iex> KinoTrace.Options.validate!(:rows, [])
-      ** (ArgumentError) expected options to be a keyword list, got: :rows
   """
   @spec validate!(term(), schema()) :: keyword()
   def validate!(opts, schema) do
