@@ -158,8 +158,5 @@ defmodule Kino.Trace.Stats do
     end)
   end
 
-  @call_timeout 30_000
-
-  defp call(%__MODULE__{server: pid}, request),
-    do: KinoTrace.Client.call(pid, request, @call_timeout, "the stats session has ended (its process is gone)")
+  defp call(%__MODULE__{server: pid}, request), do: KinoTrace.Client.stats(pid, request)
 end
