@@ -11,7 +11,10 @@ defmodule KinoTrace.Client do
   #
   # Requests are made as KinoTrace.Front makes them (nothing of Elixir's or OTP's
   # library code runs in the caller). A server that is gone raises ArgumentError ("the
-  # trace has ended"); any other failure exits as GenServer.call does.
+  # trace has ended"), what the API tells its users; any other failure exits as
+  # GenServer.call does. The widgets' controllers, for which an ended trace is a state
+  # and not an error, use the `try_` forms instead: `{:error, :ended}` where the others
+  # raise.
 
   alias KinoTrace.Session.Final
   alias KinoTrace.Front
@@ -25,9 +28,17 @@ defmodule KinoTrace.Client do
   @call_timeout 30_000
   @trace_ended "the trace has ended (its session process is gone)"
 
+  @doc "What a trace that has ended is, in words (what the API raises)."
+  @spec ended_message() :: String.t()
+  def ended_message, do: @trace_ended
+
   @doc "Subscribes `pid` (see `Kino.Trace.subscribe/2`)."
   @spec subscribe(trace(), pid()) :: :ok
   def subscribe(trace, pid), do: call(trace, {:subscribe, pid})
+
+  @doc "`subscribe/2`, or `{:error, :ended}`."
+  @spec try_subscribe(trace(), pid()) :: :ok | {:error, :ended}
+  def try_subscribe(trace, pid), do: done(request(trace, {:subscribe, pid}))
 
   @doc "Unsubscribes `pid`."
   @spec unsubscribe(trace(), pid()) :: :ok
@@ -45,9 +56,17 @@ defmodule KinoTrace.Client do
   @spec events(trace(), pos_integer()) :: [Kino.Trace.Event.t()]
   def events(trace, n), do: call(trace, {:events, n})
 
+  @doc "`events/2`, or `{:error, :ended}`."
+  @spec try_events(trace(), pos_integer()) :: {:ok, [Kino.Trace.Event.t()]} | {:error, :ended}
+  def try_events(trace, n), do: request(trace, {:events, n})
+
   @doc "Replaces the patterns: a result per entry."
   @spec set_patterns(trace(), term()) :: [{term(), Kino.Trace.pattern_result()}]
   def set_patterns(trace, patterns), do: call(trace, {:set_patterns, patterns})
+
+  @doc "`set_patterns/2`, or `{:error, :ended}`."
+  @spec try_set_patterns(trace(), term()) :: {:ok, [{term(), Kino.Trace.pattern_result()}]} | {:error, :ended}
+  def try_set_patterns(trace, patterns), do: request(trace, {:set_patterns, patterns})
 
   @doc "Pauses tracing."
   @spec pause(trace()) :: :ok
@@ -56,6 +75,14 @@ defmodule KinoTrace.Client do
   @doc "Resumes tracing."
   @spec resume(trace()) :: :ok
   def resume(trace), do: call(trace, :resume)
+
+  @doc "`pause/1`, or `{:error, :ended}`."
+  @spec try_pause(trace()) :: :ok | {:error, :ended}
+  def try_pause(trace), do: done(request(trace, :pause))
+
+  @doc "`resume/1`, or `{:error, :ended}`."
+  @spec try_resume(trace()) :: :ok | {:error, :ended}
+  def try_resume(trace), do: done(request(trace, :resume))
 
   @doc "What the trace's OTP session names as its tracer (`nil` when it has none here)."
   @spec tracer(trace()) :: term()
@@ -73,27 +100,34 @@ defmodule KinoTrace.Client do
   (`KinoTrace.Session.Final`).
   """
   @spec info(trace()) :: Kino.Trace.info()
-  def info(%{session: pid, id: id}) do
+  def info(trace), do: unwrap(try_info(trace), @trace_ended)
+
+  @doc "`info/1`, or `{:error, :ended}` when the server is gone and left no info."
+  @spec try_info(trace()) :: {:ok, Kino.Trace.info()} | {:error, :ended}
+  def try_info(%{session: pid, id: id}) do
     case Front.call(pid, :info, @call_timeout) do
       {:ok, info} ->
-        info
+        {:ok, info}
 
       {:exit, reason} ->
         Front.run(fn ->
           case Final.fetch(id) do
-            {:ok, info} -> info
-            :error -> call_failed(reason, pid, :info, @call_timeout, @trace_ended)
+            {:ok, info} -> {:ok, info}
+            :error -> failed(reason, pid, :info, @call_timeout)
           end
         end)
     end
   end
 
   @doc """
-  Stops the trace and waits until its server is gone: one that does not answer in time
-  is killed (its OTP trace session goes with it). `:ok`, also when already stopped.
+  Stops the trace (or the server `pid`, a stats session's) and waits until its server
+  is gone: one that does not answer in time is killed (its OTP trace session goes with
+  it). `:ok`, also when already stopped.
   """
-  @spec stop(trace()) :: :ok
-  def stop(%{session: pid}) do
+  @spec stop(trace() | pid()) :: :ok
+  def stop(%{session: pid}), do: stop(pid)
+
+  def stop(pid) when is_pid(pid) do
     ref = :erlang.monitor(:process, pid)
 
     case Front.call(pid, :stop, @stop_timeout) do
@@ -113,21 +147,51 @@ defmodule KinoTrace.Client do
   `GenServer.call/3` does.
   """
   @spec call(trace() | pid(), term(), timeout(), String.t()) :: term()
-  def call(trace_or_pid, request, timeout \\ @call_timeout, ended \\ @trace_ended)
+  def call(trace_or_pid, request, timeout \\ @call_timeout, ended \\ @trace_ended),
+    do: unwrap(request(trace_or_pid, request, timeout), ended)
 
-  def call(%{session: pid}, request, timeout, ended), do: call(pid, request, timeout, ended)
+  @doc """
+  `call/4` without raising: `{:ok, reply}`, or `{:error, :ended}` when the server is
+  gone; exits as `GenServer.call/3` does for any other failure (a timeout).
+  """
+  @spec request(trace() | pid(), term(), timeout()) :: {:ok, term()} | {:error, :ended}
+  def request(trace_or_pid, request, timeout \\ @call_timeout)
 
-  def call(pid, request, timeout, ended) when is_pid(pid) do
+  def request(%{session: pid}, request, timeout), do: request(pid, request, timeout)
+
+  def request(pid, request, timeout) when is_pid(pid) do
     case Front.call(pid, request, timeout) do
-      {:ok, reply} -> reply
-      {:exit, reason} -> Front.run(fn -> call_failed(reason, pid, request, timeout, ended) end)
+      {:ok, reply} -> {:ok, reply}
+      {:exit, reason} -> Front.run(fn -> failed(reason, pid, request, timeout) end)
     end
   end
 
-  defp call_failed(reason, _pid, _request, _timeout, ended) when reason in [:noproc, :normal],
-    do: raise(ArgumentError, ended)
+  # A request that got no reply: the server is gone (it has ended), or exits as
+  # GenServer.call/3 does.
+  defp failed(reason, _pid, _request, _timeout) when reason in [:noproc, :normal], do: {:error, :ended}
+  defp failed(reason, pid, request, timeout), do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
 
-  defp call_failed(reason, pid, request, timeout, _ended), do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
+  defp done({:ok, :ok}), do: :ok
+  defp done({:error, :ended}), do: {:error, :ended}
+
+  defp unwrap({:ok, reply}, _ended), do: reply
+  defp unwrap({:error, :ended}, ended), do: Front.run(fn -> raise ArgumentError, ended end)
+
+  # --- a stats session's requests (KinoTrace.Stats.Server) ----------------------------
+
+  @stats_ended "the stats session has ended (its process is gone)"
+
+  @typedoc "What a stats session answers: its snapshot, a reset of its counters, its info."
+  @type stats_request :: :snapshot | :reset | :info
+
+  @doc "A stats session's answer to `request`; raises `ArgumentError` when it has ended."
+  @spec stats(pid(), stats_request()) :: term()
+  def stats(server, request) when request in [:snapshot, :reset, :info],
+    do: call(server, request, @call_timeout, @stats_ended)
+
+  @doc "`stats/2`, or `{:error, :ended}`."
+  @spec try_stats(pid(), stats_request()) :: {:ok, term()} | {:error, :ended}
+  def try_stats(server, request) when request in [:snapshot, :reset, :info], do: request(server, request)
 
   # --- a coordinator's requests to its nodes' sessions ---------------------------------
 

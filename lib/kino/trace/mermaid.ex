@@ -90,11 +90,8 @@ defmodule Kino.Trace.Mermaid do
 
   alias Kino.Trace.Capture
   alias KinoTrace.Client
-  alias KinoTrace.Plan.DidYouMean
   alias Kino.Trace.Event
   alias KinoTrace.Render.Sequence
-
-  @defaults [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]
 
   @kinds Event.kinds()
 
@@ -113,7 +110,7 @@ defmodule Kino.Trace.Mermaid do
   """
   @spec diagram(source(), keyword()) :: String.t()
   def diagram(source, opts \\ []) do
-    opts = options!(opts)
+    opts = KinoTrace.Options.validate!(opts, options())
     source |> events!(opts) |> Sequence.draw(opts)
   end
 
@@ -164,39 +161,15 @@ defmodule Kino.Trace.Mermaid do
 
   ## Input
 
-  defp options!(opts) do
-    unless Keyword.keyword?(opts) do
-      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
-    end
-
-    Enum.each(opts, fn {key, value} ->
-      unless Keyword.has_key?(@defaults, key) do
-        raise ArgumentError, DidYouMean.unknown_option(key, Keyword.keys(@defaults))
-      end
-
-      check!(key, value)
-    end)
-
-    Keyword.merge(@defaults, opts)
-  end
-
-  defp check!(key, value) when key in [:calls, :args] and is_boolean(value), do: :ok
-
-  defp check!(key, value) when key in [:max_messages, :last] and is_integer(value) and value > 0,
-    do: :ok
-
-  defp check!(:max_label, value) when is_integer(value) and value >= 8, do: :ok
-
-  defp check!(key, value) do
-    expected =
-      case key do
-        k when k in [:calls, :args] -> "a boolean"
-        :max_label -> "an integer of at least 8"
-        _ -> "a positive integer"
-      end
-
-    raise ArgumentError,
-          "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
+  # The options, with their defaults and checks (KinoTrace.Options).
+  defp options do
+    [
+      max_messages: {200, KinoTrace.Options.pos_integer()},
+      calls: {true, KinoTrace.Options.boolean()},
+      args: {false, KinoTrace.Options.boolean()},
+      max_label: {80, {"an integer of at least 8", &(is_integer(&1) and &1 >= 8)}},
+      last: {10_000, KinoTrace.Options.pos_integer()}
+    ]
   end
 
   defp events!(%Capture{events: events}, _opts), do: events!(events, [])

@@ -44,6 +44,7 @@ defmodule Kino.Trace.Plan do
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]
   defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}]
@@ -187,16 +188,54 @@ defmodule Kino.Trace.Plan do
     warn? = Keyword.get(opts, :warn, true)
     plan = %{plan | nodes: [node], calls: nil, messages: nil, processes: nil}
 
-    if node == node() do
-      part!(plan, Lookup.local(), warn?)
-    else
-      try do
-        part!(plan, Lookup.new(node), warn?)
-      rescue
-        e in ArgumentError ->
-          reraise ArgumentError, "on node #{inspect(node)}: #{Exception.message(e)}", __STACKTRACE__
-      end
-    end
+    on_node!(node, &part!(plan, &1, warn?))
+  end
+
+  @typedoc """
+  One node's part of a stats session (`Kino.Trace.Stats`): the node, its patterns as
+  parsed, the exact functions they name there (the VM's counters are read one function
+  at a time) and whose calls are counted there.
+  """
+  @type counters_part :: {node(), [Pattern.t()], [mfa()], targets()}
+
+  @doc """
+  The parts of a stats session counting calls of `patterns` with `opts`, its validated
+  options (`KinoTrace.Stats.Options`): one per node of `opts[:nodes]` (this one when
+  `nil`), every node checked before anything is counted anywhere.
+
+  A node's part is checked as a trace's (`node_part!/3`, the same code): its patterns
+  against its modules, with warnings and errors naming it; plain patterns only (the
+  counters count every call, `KinoTrace.Stats.Targets`), expanded to the functions of
+  its loaded code; the names of `:pids` looked up there.
+
+      iex> [{node, [_pattern], mfas, pids}] = Kino.Trace.Plan.counters_parts!(["Enum.sum/1"], pids: :all, local: true, force: false)
+      iex> {node == node(), mfas, pids}
+      {true, [{Enum, :sum, 1}], [:all]}
+  """
+  @spec counters_parts!(term(), keyword()) :: [counters_part()]
+  def counters_parts!(patterns, opts) do
+    for node <- nodes!(opts[:nodes]), do: on_node!(node, &counters_part!(&1, patterns, opts))
+  end
+
+  defp counters_part!(lookup, patterns, opts) do
+    {patterns, warnings} =
+      Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local], lookup: lookup)
+
+    Targets.check_plain!(patterns)
+    warn(warnings, lookup, true)
+    mfas = Targets.expand(patterns, local: opts[:local], lookup: lookup)
+    {lookup.node, patterns, mfas, Options.resolve_pids(opts[:pids], lookup)}
+  end
+
+  # Builds a node's part with `build`, given the lookup of `node`: another node's errors
+  # name it. (Every part, a trace's or a stats session's, is built through here.)
+  defp on_node!(node, build) when node == node(), do: build.(Lookup.local())
+
+  defp on_node!(node, build) do
+    build.(Lookup.new(node))
+  rescue
+    e in ArgumentError ->
+      reraise ArgumentError, "on node #{inspect(node)}: #{Exception.message(e)}", __STACKTRACE__
   end
 
   @doc """
@@ -305,7 +344,7 @@ defmodule Kino.Trace.Plan do
       case Keyword.fetch(what, :calls) do
         {:ok, given} ->
           {patterns, warnings} = Pattern.parse_all!(given, [lookup: lookup] ++ pattern_opts(options))
-          if warn?, do: Enum.each(warnings, &IO.warn(node_prefix(lookup) <> &1, []))
+          warn(warnings, lookup, warn?)
           calls(options, patterns, Options.resolve_pids(options[:pids], lookup))
 
         :error ->
@@ -321,7 +360,11 @@ defmodule Kino.Trace.Plan do
     if calls, do: put_patterns(%{plan | calls: calls}, calls.patterns), else: plan
   end
 
-  defp node_prefix(lookup), do: if(Lookup.local?(lookup), do: "", else: "on node #{inspect(lookup.node)}: ")
+  # A pattern's warnings, naming another node.
+  defp warn(warnings, lookup, warn?) do
+    prefix = if Lookup.local?(lookup), do: "", else: "on node #{inspect(lookup.node)}: "
+    if warn?, do: Enum.each(warnings, &IO.warn(prefix <> &1, []))
+  end
 
   defp calls(options, patterns, pids) do
     {returns, actions} = match_spec_body(options)

@@ -70,13 +70,10 @@ defmodule Kino.Trace.Stats do
   """
 
   alias KinoTrace.Front
-  alias KinoTrace.Pattern
-  alias KinoTrace.Plan.Lookup
   alias KinoTrace.Stats.Options
   alias KinoTrace.Stats.Server
   alias Kino.Trace.Stats.Snapshot
   alias KinoTrace.Stats.Table
-  alias KinoTrace.Stats.Targets
 
   @enforce_keys [:id, :server]
   defstruct [:id, :server, node: nil]
@@ -100,9 +97,9 @@ defmodule Kino.Trace.Stats do
 
   defp start(patterns, opts, owner) do
     opts = Options.validate!(opts)
-    nodes = if opts[:nodes], do: KinoTrace.Plan.Nodes.resolve!(opts[:nodes]), else: [node()]
-    # Every node is checked before anything is counted anywhere.
-    parts = Enum.map(nodes, &part!(&1, patterns, opts))
+    # Every node's part is built and checked (by the Plan, as a trace's) before anything
+    # is counted anywhere.
+    parts = Kino.Trace.Plan.counters_parts!(patterns, opts)
 
     case Server.start(owner, elem(hd(parts), 1), parts, opts) do
       {:ok, pid, id} ->
@@ -113,27 +110,6 @@ defmodule Kino.Trace.Stats do
 
       {:error, reason} ->
         raise RuntimeError, "kino_trace could not start a stats session: #{inspect(reason)}"
-    end
-  end
-
-  # One node's part: its patterns, checked against its modules, the functions they
-  # expand to there and the processes `:pids` names there (KinoTrace.Plan.Lookup: that
-  # node needs no kino_trace). Another node's errors and warnings name it.
-  defp part!(node, patterns, opts) do
-    lookup = Lookup.new(node)
-    prefix = if Lookup.local?(lookup), do: "", else: "on node #{inspect(node)}: "
-
-    try do
-      {patterns, warnings} =
-        Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local], lookup: lookup)
-
-      Targets.check_plain!(patterns)
-      Enum.each(warnings, &IO.warn(prefix <> &1, []))
-      mfas = Targets.expand(patterns, local: opts[:local], lookup: lookup)
-      {node, patterns, mfas, KinoTrace.Plan.Options.resolve_pids(opts[:pids], lookup)}
-    rescue
-      e in ArgumentError ->
-        reraise ArgumentError, prefix <> Exception.message(e), __STACKTRACE__
     end
   end
 
@@ -158,12 +134,12 @@ defmodule Kino.Trace.Stats do
   @spec info(t()) :: map()
   def info(%__MODULE__{} = stats), do: call(stats, :info)
 
-  @doc "Stops counting and ends the session. Returns `:ok`, also when already stopped."
+  @doc """
+  Stops counting and ends the session: returns `:ok` once its process is gone (a session
+  that does not answer in time is ended all the same), also when already stopped.
+  """
   @spec stop(t()) :: :ok
-  def stop(%__MODULE__{server: pid}) do
-    Front.call(pid, :stop, 5_000)
-    :ok
-  end
+  def stop(%__MODULE__{server: pid}), do: KinoTrace.Client.stop(pid)
 
   @doc """
   Prints the statistics so far as a table (see `KinoTrace.Stats.Table` for options)
@@ -182,8 +158,5 @@ defmodule Kino.Trace.Stats do
     end)
   end
 
-  @call_timeout 30_000
-
-  defp call(%__MODULE__{server: pid}, request),
-    do: KinoTrace.Client.call(pid, request, @call_timeout, "the stats session has ended (its process is gone)")
+  defp call(%__MODULE__{server: pid}, request), do: KinoTrace.Client.stats(pid, request)
 end

@@ -2,8 +2,8 @@ defmodule KinoTrace.Plan.DidYouMean do
   @moduledoc false
   # The "did you mean" of an unknown option: the known option whose name is closest to
   # the one given (`String.jaro_distance/2` above 0.8), when one is close enough.
-  # `KinoTrace.Plan.Options` and `KinoTrace.Stats.Options` word their unknown-option errors
-  # with it; the pattern checks (`KinoTrace.Pattern.Preflight`) suggest modules and
+  # `KinoTrace.Options`, the one validator of options, words unknown-option errors with
+  # it; the pattern checks (`KinoTrace.Pattern.Preflight`) suggest modules and
   # functions with `closest/3`.
 
   # How close a known name must be (Jaro similarity) to be suggested.

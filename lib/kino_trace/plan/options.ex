@@ -8,32 +8,6 @@ defmodule KinoTrace.Plan.Options do
   alias KinoTrace.Plan.Lookup
   alias KinoTrace.Tracer
 
-  @defaults [
-    pids: :all,
-    children: false,
-    return: true,
-    exceptions: true,
-    caller: false,
-    return_to: false,
-    local: true,
-    limit: nil,
-    rate: nil,
-    queue: [events: 100_000, bytes: 64 * 1024 * 1024],
-    max_depth: 10,
-    max_items: 50,
-    max_binary: 512,
-    max_bytes: 16_384,
-    timeout: nil,
-    print: false,
-    force: false,
-    history: 10_000,
-    pattern: nil,
-    timeouts: false,
-    nodes: nil,
-    agent: :auto,
-    name: nil
-  ]
-
   # Events kept by a session for `Kino.Trace.events/2`.
   @max_history 0xFFFFFFFF
   # The longest `receive ... after` timeout (about 49.7 days); every VM timer takes it.
@@ -58,29 +32,55 @@ defmodule KinoTrace.Plan.Options do
       ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
   """
   @spec defaults() :: keyword()
-  def defaults, do: @defaults
+  def defaults, do: KinoTrace.Options.defaults(schema([]))
 
   @doc """
-  Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option.
+  The options, with their defaults and checks (`KinoTrace.Options`), as `opts` are
+  checked: with other nodes than this one (`:nodes`), only the shape of `:pids` is
+  checked here (its names are looked up on each node as its part is built).
+  """
+  @spec schema(term()) :: KinoTrace.Options.schema()
+  def schema(opts) do
+    remote? = Keyword.keyword?(opts) and Keyword.get(opts, :nodes) not in [nil, node(), [node()]]
+    boolean = KinoTrace.Options.boolean()
+    pos_integer = KinoTrace.Options.pos_integer()
+
+    [
+      pids: {:all, &check_pids!(&1, not remote?)},
+      children: {false, boolean},
+      return: {true, boolean},
+      exceptions: {true, boolean},
+      caller: {false, {"true, false or :line", &(is_boolean(&1) or &1 == :line)}},
+      return_to: {false, boolean},
+      local: {true, boolean},
+      limit: {nil, KinoTrace.Options.optional_pos_integer()},
+      rate: {nil, {"{count, milliseconds} with positive integers", &rate?/1}},
+      queue: {[events: 100_000, bytes: 64 * 1024 * 1024], {"a keyword list with :events and/or :bytes as positive integers", &queue?/1}},
+      # Upper bounds of the tracer's limits are its own (see check_native!/2).
+      max_depth: {10, pos_integer},
+      max_items: {50, pos_integer},
+      max_binary: {512, pos_integer},
+      max_bytes: {16_384, pos_integer},
+      timeout: {nil, KinoTrace.Options.bounded_pos_integer(@max_timeout, nil: true, unit: "ms")},
+      print: {false, {"a boolean or printer options (colors: boolean, time: boolean)", &(is_boolean(&1) or Keyword.keyword?(&1))}},
+      force: {false, boolean},
+      history: {10_000, KinoTrace.Options.bounded_pos_integer(@max_history)},
+      pattern: {nil, {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
+      timeouts: {false, boolean},
+      nodes: {nil, {"a node, a list of nodes, or :all", &nodes?/1}},
+      agent: {:auto, {":auto or :fallback", &(&1 in [:auto, :fallback])}},
+      name: {nil, {"a string", &(is_nil(&1) or is_binary(&1))}}
+    ]
+  end
+
+  @doc """
+  Validates `opts` and fills in the defaults (`defaults`: these options' defaults, or a
+  capture's). Raises `ArgumentError` naming the bad option.
   """
   @spec validate!(keyword(), keyword()) :: keyword()
-  def validate!(opts, defaults \\ @defaults) do
-    unless Keyword.keyword?(opts) do
-      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
-    end
-
-    remote? = Keyword.get(opts, :nodes) not in [nil, node(), [node()]]
-
-    Enum.each(opts, fn {key, value} ->
-      unless Keyword.has_key?(defaults, key) do
-        raise ArgumentError, KinoTrace.Plan.DidYouMean.unknown_option(key, Keyword.keys(defaults))
-      end
-
-      if key == :pids and remote?, do: check_pids!(value, false), else: check!(key, value)
-    end)
-
-    merged = Keyword.merge(defaults, opts)
-    merged = Keyword.update!(merged, :queue, &Keyword.merge(@defaults[:queue], &1))
+  def validate!(opts, defaults \\ defaults()) do
+    merged = KinoTrace.Options.validate!(opts, KinoTrace.Options.put_defaults(schema(opts), defaults))
+    merged = Keyword.update!(merged, :queue, &Keyword.merge(defaults()[:queue], &1))
     check_return_to!(merged)
     check_native!(merged, opts)
     merged
@@ -124,85 +124,17 @@ defmodule KinoTrace.Plan.Options do
     end
   end
 
-  defp check!(:pids, value), do: check_pids!(value)
+  defp rate?({count, ms}), do: pos_integer?(count) and pos_integer?(ms)
+  defp rate?(value), do: is_nil(value)
 
-  defp check!(:print, value) do
-    unless is_boolean(value) or Keyword.keyword?(value),
-      do: invalid!(:print, "a boolean or printer options (colors: boolean, time: boolean)", value)
-  end
+  defp queue?(value),
+    do: Keyword.keyword?(value) and Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end)
 
-  defp check!(key, value) when key in [:children, :return, :exceptions, :return_to, :local, :force, :timeouts] do
-    unless is_boolean(value), do: invalid!(key, "a boolean", value)
-  end
-
-  defp check!(:caller, value) do
-    unless is_boolean(value) or value == :line, do: invalid!(:caller, "true, false or :line", value)
-  end
-
-  defp check!(:limit, value) do
-    unless is_nil(value) or pos_integer?(value), do: invalid!(:limit, "a positive integer", value)
-  end
-
-  defp check!(:timeout, value) do
-    cond do
-      is_nil(value) -> :ok
-      not pos_integer?(value) -> invalid!(:timeout, "a positive integer", value)
-      value > @max_timeout -> invalid!(:timeout, "at most #{@max_timeout} (ms)", value)
-      true -> :ok
-    end
-  end
-
-  # Upper bounds of the tracer's limits are its own (see check_native!/2).
-  defp check!(key, value) when key in [:max_depth, :max_items, :max_binary, :max_bytes] do
-    unless pos_integer?(value), do: invalid!(key, "a positive integer", value)
-  end
-
-  defp check!(:history, value) do
-    cond do
-      not pos_integer?(value) -> invalid!(:history, "a positive integer", value)
-      value > @max_history -> invalid!(:history, "at most #{@max_history}", value)
-      true -> :ok
-    end
-  end
-
-  defp check!(:rate, nil), do: :ok
-
-  defp check!(:rate, {count, ms} = value) do
-    unless pos_integer?(count) and pos_integer?(ms),
-      do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
-  end
-
-  defp check!(:rate, value), do: invalid!(:rate, "{count, milliseconds} with positive integers", value)
-
-  defp check!(:queue, value) do
-    valid =
-      Keyword.keyword?(value) and
-        Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end)
-
-    unless valid, do: invalid!(:queue, "a keyword list with :events and/or :bytes as positive integers", value)
-  end
-
-  defp check!(:nodes, value) do
-    valid = is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
-    unless valid, do: invalid!(:nodes, "a node, a list of nodes, or :all", value)
-  end
-
-  defp check!(:agent, value) do
-    unless value in [:auto, :fallback], do: invalid!(:agent, ":auto or :fallback", value)
-  end
-
-  defp check!(:pattern, value) do
-    unless is_nil(value) or is_binary(value),
-      do: invalid!(:pattern, "a message pattern as a string, such as \"{:ok, _}\"", value)
-  end
-
-  defp check!(:name, value) do
-    unless is_nil(value) or is_binary(value), do: invalid!(:name, "a string", value)
-  end
+  defp nodes?(value),
+    do: is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
 
   # The shape of :pids; with `lookup?`, names are looked up here too. (With other
   # nodes, names are looked up for each node when its part of the plan is built.)
-  defp check_pids!(value, lookup? \\ true)
   defp check_pids!(value, _lookup?) when value in [:all, :new, :existing], do: :ok
   defp check_pids!(value, _lookup?) when is_pid(value), do: :ok
 
@@ -253,11 +185,9 @@ defmodule KinoTrace.Plan.Options do
   defp pid!(name, {:error, e}),
     do: raise(ArgumentError, "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}")
 
-  defp pos_integer?(v), do: is_integer(v) and v > 0
+  defp pos_integer?(v), do: KinoTrace.Options.pos_integer?(v)
 
-  defp invalid!(key, expected, value) do
-    raise ArgumentError, "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
-  end
+  defp invalid!(key, expected, value), do: KinoTrace.Options.invalid!(key, expected, value)
 
   @doc """
   Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,

@@ -2,13 +2,11 @@ defmodule KinoTrace.Stats.Options do
   @moduledoc false
   # Validates the options of `Kino.Trace.Stats.start/2`.
   #
-  # Every option is checked before anything is traced; a bad one raises an
-  # `ArgumentError` that names it and says what it takes. `:pids` takes the same values,
-  # with the same messages, as in `Kino.Trace.calls/2`, and so does `:nodes` (names in
-  # `:pids` are then looked up on each node, when its part is built).
-
-  @defaults [pids: :all, children: false, time: true, memory: true, local: true, force: false, nodes: nil]
-  @booleans [:children, :time, :memory, :local, :force]
+  # Every option is checked before anything is traced (`KinoTrace.Options`); a bad one
+  # raises an `ArgumentError` that names it and says what it takes. `:pids`, `:children`,
+  # `:local`, `:force` and `:nodes` are the calls options' (`KinoTrace.Plan.Options`),
+  # with the same messages (with other nodes, names in `:pids` are looked up on each
+  # node, when its part is built).
 
   @doc """
   The default options.
@@ -25,35 +23,21 @@ defmodule KinoTrace.Stats.Options do
       ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force, :nodes
   """
   @spec defaults() :: keyword()
-  def defaults, do: @defaults
+  def defaults, do: KinoTrace.Options.defaults(schema([]))
+
+  # The options (KinoTrace.Options): those a trace has too are the calls options', with
+  # their defaults and checks.
+  defp schema(opts) do
+    calls = KinoTrace.Plan.Options.schema(opts)
+    boolean = {true, KinoTrace.Options.boolean()}
+    Keyword.take(calls, [:pids, :children]) ++ [time: boolean, memory: boolean] ++ Keyword.take(calls, [:local, :force, :nodes])
+  end
 
   @doc "Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option."
   @spec validate!(term()) :: keyword()
   def validate!(opts) do
-    unless Keyword.keyword?(opts) do
-      raise ArgumentError, "expected options to be a keyword list, got: #{inspect(opts)}"
-    end
-
-    Enum.each(opts, fn {key, value} -> check!(key, value) end)
-    # :pids and :nodes: the same rules and messages as the calls options (with other
-    # nodes, only the shape of :pids here).
-    with [_ | _] = calls_opts <- Keyword.take(opts, [:pids, :nodes]),
-         do: KinoTrace.Plan.Options.validate!(calls_opts)
-
-    Keyword.merge(@defaults, opts)
+    KinoTrace.Options.validate!(opts, schema(opts))
   end
-
-  defp check!(key, _value) when key in [:pids, :nodes], do: :ok
-
-  defp check!(key, value) when key in @booleans do
-    unless is_boolean(value) do
-      raise ArgumentError,
-            "invalid value for #{inspect(key)}: expected a boolean, got: #{inspect(value)}"
-    end
-  end
-
-  defp check!(key, _value),
-    do: raise(ArgumentError, KinoTrace.Plan.DidYouMean.unknown_option(key, Keyword.keys(@defaults)))
 
   @doc """
   The VM counters to enable for validated options.

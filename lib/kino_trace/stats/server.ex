@@ -34,8 +34,8 @@ defmodule KinoTrace.Stats.Server do
   # `parts`: one per node, %{node, backend, mfas, targets, ref, status}.
   defstruct [:id, :owner_ref, :session, :patterns, :opts, :counters, :reset_at, parts: []]
 
-  @typedoc "One node's functions and the processes whose calls count there, as `Kino.Trace.Stats` resolved them."
-  @type part :: {node(), [KinoTrace.Pattern.t()], [mfa()], [pid() | :all | :new | :existing]}
+  @typedoc "One node's functions and the processes whose calls count there, as the Plan built them."
+  @type part :: Kino.Trace.Plan.counters_part()
 
   @doc false
   @spec start(pid(), [KinoTrace.Pattern.t()], [part()], keyword()) ::

@@ -114,26 +114,7 @@ defmodule KinoTrace.Widget.Controller do
     # The widget's process is kino_trace's own: no trace records it.
     KinoTrace.Internal.register(self())
 
-    opts =
-      Keyword.validate!(opts,
-        interval: 100,
-        max_batch: 1_000,
-        max_pending: 10_000,
-        keep: 10_000,
-        history: 5_000,
-        limit: 20,
-        printable_limit: 120,
-        max_chars: 400,
-        max_entries: 200_000,
-        sequence_rows: 4_000,
-        lifeline: true
-      )
-
-    for key <- [:max_entries, :sequence_rows] do
-      unless is_integer(opts[key]) and opts[key] > 0 do
-        raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
-      end
-    end
+    opts = KinoTrace.Options.validate!(opts, options())
 
     # the first completion should not wait for the code path to be listed
     KinoTrace.Complete.Modules.warm_async()
@@ -147,13 +128,13 @@ defmodule KinoTrace.Widget.Controller do
       browser: Keyword.take(opts, [:max_entries, :sequence_rows])
     }
 
+    # (a trace that has ended is shown stopped)
     controller =
-      try do
-        :ok = Client.subscribe(trace, self())
-        if opts[:lifeline], do: Lifeline.start(trace, self())
-        info = Client.info(trace)
-        {seed, aliases} = Aliases.resolve(controller.aliases, Client.events(trace, opts[:history]))
-
+      with :ok <- Client.try_subscribe(trace, self()),
+           _ = if(opts[:lifeline], do: Lifeline.start(trace, self())),
+           {:ok, info} <- Client.try_info(trace),
+           {:ok, events} <- Client.try_events(trace, opts[:history]) do
+        {seed, aliases} = Aliases.resolve(controller.aliases, events)
         {rows, pairs} = Payload.paired(seed, controller.limits, controller.pairs)
         store = Store.add(controller.store, Enum.zip(rows, seed))
 
@@ -169,8 +150,8 @@ defmodule KinoTrace.Widget.Controller do
             aliases: aliases,
             pairs: pairs
         }
-      rescue
-        ArgumentError -> %{controller | status: :stopped, ended?: true}
+      else
+        {:error, :ended} -> %{controller | status: :stopped, ended?: true}
       end
 
     {controller, [{:send_after, :tick, @tick_ms}]}
@@ -263,20 +244,17 @@ defmodule KinoTrace.Widget.Controller do
 
   def handle_event(%__MODULE__{} = controller, action, _payload)
       when action in ["pause", "resume", "stop"] do
-    fun =
-      %{
-        "pause" => &Client.pause/1,
-        "resume" => &Client.resume/1,
-        "stop" => &Client.stop/1
-      }[action]
+    result =
+      case action do
+        "pause" -> Client.try_pause(controller.trace)
+        "resume" -> Client.try_resume(controller.trace)
+        "stop" -> Client.stop(controller.trace)
+      end
 
-    try do
-      fun.(controller.trace)
-      {[], controller}
-    rescue
-      ArgumentError ->
-        # The trace has already ended: tell the browser.
-        handle_status_gone(controller)
+    case result do
+      :ok -> {[], controller}
+      # The trace has already ended: tell the browser.
+      {:error, :ended} -> handle_status_gone(controller)
     end
   end
 
@@ -320,16 +298,34 @@ defmodule KinoTrace.Widget.Controller do
 
   ## Internals
 
-  defp set_patterns(controller, lines) do
-    try do
-      results = Client.set_patterns(controller.trace, lines)
-      patterns = Client.info(controller.trace).patterns
+  # The options of init/2, with their defaults and checks (KinoTrace.Options).
+  defp options do
+    count = KinoTrace.Options.pos_integer()
+    inspect_limit = {"a positive integer or :infinity", &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
 
+    [
+      interval: {100, count},
+      max_batch: {1_000, count},
+      max_pending: {10_000, count},
+      keep: {10_000, count},
+      history: {5_000, count},
+      limit: {20, inspect_limit},
+      printable_limit: {120, inspect_limit},
+      max_chars: {400, count},
+      max_entries: {200_000, count},
+      sequence_rows: {4_000, count},
+      lifeline: {true, KinoTrace.Options.boolean()}
+    ]
+  end
+
+  defp set_patterns(controller, lines) do
+    with {:ok, results} <- Client.try_set_patterns(controller.trace, lines),
+         {:ok, %{patterns: patterns}} <- Client.try_info(controller.trace) do
       {[{:broadcast, "patterns", Payload.pattern_results(results, patterns)}],
        %{controller | patterns: patterns}}
-    rescue
-      e in ArgumentError ->
-        results = Enum.map(lines, &{&1, {:error, Exception.message(e)}})
+    else
+      {:error, :ended} ->
+        results = Enum.map(lines, &{&1, {:error, Client.ended_message()}})
 
         {[{:broadcast, "patterns", Payload.pattern_results(results, controller.patterns)}],
          controller}
@@ -419,22 +415,23 @@ defmodule KinoTrace.Widget.Controller do
   end
 
   defp counters(controller) do
-    try do
-      info = Client.info(controller.trace)
+    case Client.try_info(controller.trace) do
+      {:ok, info} ->
+        status =
+          if controller.status in [:stopped, :limit_reached, :timeout],
+            do: controller.status,
+            else: info.status
 
-      status =
-        if controller.status in [:stopped, :limit_reached, :timeout],
-          do: controller.status,
-          else: info.status
+        counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
+        # the final info of a trace whose session is gone: it has ended
+        {counters, %{controller | last_counters: counters, last_info: info, ended?: session_gone?(controller.trace)}}
 
-      counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
-      # info/1 gives the final info of a trace whose session is gone: it has ended
-      {counters, %{controller | last_counters: counters, last_info: info, ended?: session_gone?(controller.trace)}}
-    rescue
-      ArgumentError -> counters(%{controller | ended?: true})
-    catch
-      :exit, _ -> counters(%{controller | ended?: true})
+      {:error, :ended} ->
+        counters(%{controller | ended?: true})
     end
+  catch
+    # its server did not answer in time
+    :exit, _ -> counters(%{controller | ended?: true})
   end
 
   defp session_gone?(%Kino.Trace{session: pid}), do: node(pid) == node() and not Process.alive?(pid)

@@ -12,7 +12,8 @@ defmodule KinoTrace.Widget.StatsController do
   #     it to `handle_info/2`)
   #
   # The controller reads the session's counters once per `:interval` (a second by
-  # default) with `Kino.Trace.Stats.snapshot/1`, renders them with
+  # default) with `KinoTrace.Client.try_stats/2` (a session that has ended is a state
+  # here, not an error), renders them with
   # `KinoTrace.Widget.StatsPayload.snapshot/2`, and broadcasts `"snapshot"` when the figures
   # changed (`%{status: status, snapshot: payload}`), else a small `"tick"`
   # (`%{status: status, elapsed_us: us, taken_at: us}`) so the header's clock moves. When the
@@ -29,6 +30,7 @@ defmodule KinoTrace.Widget.StatsController do
   #     {%{snapshot: %{rows: []}}, controller} = KinoTrace.Widget.StatsController.connect(controller)
 
   alias Kino.Trace.Stats
+  alias KinoTrace.Client
   alias KinoTrace.Widget.{Lifeline, StatsPayload}
 
   defstruct [:stats, :interval, :payload_opts, :payload, status: :running, ended?: false]
@@ -54,7 +56,13 @@ defmodule KinoTrace.Widget.StatsController do
     # The widget's process is kino_trace's own: no trace records it.
     KinoTrace.Internal.register(self())
 
-    opts = Keyword.validate!(opts, interval: 1_000, rows: 500, processes: 20, lifeline: true)
+    opts =
+      KinoTrace.Options.validate!(opts,
+        interval: {1_000, KinoTrace.Options.pos_integer()},
+        rows: {500, KinoTrace.Options.pos_integer()},
+        processes: {20, KinoTrace.Options.pos_integer()},
+        lifeline: {true, KinoTrace.Options.boolean()}
+      )
 
     controller = %__MODULE__{
       stats: stats,
@@ -97,12 +105,8 @@ defmodule KinoTrace.Widget.StatsController do
   @doc "Handles an event pushed by a browser."
   @spec handle_event(t(), String.t(), term()) :: {[effect()], t()}
   def handle_event(%__MODULE__{ended?: false} = controller, "reset", _payload) do
-    try do
-      Stats.reset(controller.stats)
-    rescue
-      ArgumentError -> :ended
-    end
-
+    # (a session that has ended meanwhile is found so by the refresh)
+    _ = Client.try_stats(controller.stats.server, :reset)
     refresh(controller, true)
   end
 
@@ -150,13 +154,16 @@ defmodule KinoTrace.Widget.StatsController do
   # Reads the counters: {figures changed?, controller}. A session that has ended keeps
   # its last figures (or an empty table when none was ever read).
   defp read(controller) do
-    payload =
-      controller.stats |> Stats.snapshot() |> StatsPayload.snapshot(controller.payload_opts)
+    case Client.try_stats(controller.stats.server, :snapshot) do
+      {:ok, snapshot} ->
+        payload = StatsPayload.snapshot(snapshot, controller.payload_opts)
+        {figures(payload) != figures(controller.payload), %{controller | payload: payload}}
 
-    {figures(payload) != figures(controller.payload), %{controller | payload: payload}}
-  rescue
-    ArgumentError -> {false, ended(controller)}
+      {:error, :ended} ->
+        {false, ended(controller)}
+    end
   catch
+    # it did not answer in time
     :exit, _ -> {false, ended(controller)}
   end
 

@@ -268,6 +268,17 @@ defmodule Kino.Trace.StatsTest do
       end
     end
 
+    test "stop returns once the server is gone, and ends one that does not answer" do
+      stats = Stats.start([@tick])
+      assert :ok = Stats.stop(stats)
+      refute Process.alive?(stats.server)
+
+      stuck = Stats.start([@tick])
+      :ok = :sys.suspend(stuck.server)
+      assert :ok = Stats.stop(stuck)
+      refute Process.alive?(stuck.server)
+    end
+
     test "the owner's exit destroys the trace session" do
       test = self()
 

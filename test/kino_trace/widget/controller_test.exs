@@ -475,9 +475,19 @@ defmodule KinoTrace.Widget.ControllerTest do
 
     test "the browser's bounds are checked options", %{trace: trace} do
       for {key, value} <- [max_entries: 0, sequence_rows: :many] do
-        assert_raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(value)}", fn ->
+        assert_raise ArgumentError, "invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(value)}", fn ->
           Controller.init(trace, [{key, value}, lifeline: false])
         end
+      end
+    end
+
+    test "its options are checked as the API's are: each value, and a typo gets a did-you-mean", %{trace: trace} do
+      assert_raise ArgumentError, "invalid value for :interval: expected a positive integer, got: :soon", fn ->
+        Controller.init(trace, interval: :soon, lifeline: false)
+      end
+
+      assert_raise ArgumentError, ~r/^unknown option :intervall \(did you mean :interval\?\)\. Known options: :interval, /, fn ->
+        Controller.init(trace, intervall: 50, lifeline: false)
       end
     end
   end
