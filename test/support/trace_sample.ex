@@ -128,6 +128,29 @@ defmodule KinoTraceTest.Helpers do
   end
 
   @doc """
+  Samples `fun` every `every` ms while `while` holds (a window of that many ms, or a
+  function that says whether to go on), and once more when it no longer does; returns the
+  samples in order. The one sampling loop of the suite: for a figure measured while a
+  workload runs (a peak of memory or of a stack), where no event marks the peak.
+  """
+  def observe(while, every, fun) when is_integer(while) do
+    deadline = System.monotonic_time(:millisecond) + while
+    observe(fn -> System.monotonic_time(:millisecond) < deadline end, every, fun)
+  end
+
+  def observe(while, every, fun) when is_function(while, 0), do: observe(while, every, fun, [])
+
+  defp observe(while, every, fun, samples) do
+    if while.() do
+      # time is the subject: a figure sampled every `every` ms while a workload runs
+      Process.sleep(every)
+      observe(while, every, fun, [fun.() | samples])
+    else
+      :lists.reverse([fun.() | samples])
+    end
+  end
+
+  @doc """
   Polls `Kino.Trace.events/2` until `fun` accepts the events (for events that arrive
   from other processes or nodes, with no delivery notice to wait on).
   """
