@@ -121,8 +121,9 @@ defmodule Kino.Trace.Calls.StackTest do
     # pause, resume and stop handle the guard's session too
     :ok = Trace.pause(trace)
     paused = Trace.info(trace).accepted
-    # time is the subject: a paused trace accepts (almost) nothing while the loop runs on
-    Process.sleep(50)
+    # a paused trace accepts (almost) nothing while the loop runs on (1 000 times more)
+    iterations = :counters.get(counter, 1)
+    wait_until(fn -> :counters.get(counter, 1) > iterations + 1_000 end)
     assert Trace.info(trace).accepted - paused < 10
 
     # (read while paused: a flood would keep events/2 draining)
