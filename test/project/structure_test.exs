@@ -115,4 +115,38 @@ defmodule KinoTraceTest.Project.StructureTest do
 
     assert long == []
   end
+
+  # Tests synchronise on events (messages, monitors, trace_delivered, a state polled by
+  # wait_until/1), not on sleeps. A timed sleep is left only where time itself is the
+  # subject (a rate per window, a timeout to outlast, a figure sampled while a workload
+  # runs), and says so: `# time is the subject: why` within the 3 lines above it. A
+  # sleep that is the traced workload (a sample function whose job is to wait) is
+  # marked `# the workload: what` and not counted; nor is a parked process's
+  # sleep(:infinity).
+  @max_sleeps 11
+
+  test "fewer than 12 timed sleeps in test/, each saying why time is its subject" do
+    sleeps =
+      for path <- Path.wildcard("test/**/*.{ex,exs}"),
+          lines = path |> File.read!() |> String.split("\n"),
+          {line, n} <- Enum.with_index(lines, 1),
+          line =~ ~r/(Process\.sleep|:timer\.sleep)\((?!:infinity\))/,
+          do: {"#{path}:#{n}", sleep_kind(Enum.slice(lines, max(n - 4, 0)..(n - 2)//1))}
+
+    unexplained = for {where, :unexplained} <- sleeps, do: where
+    timed = for {where, :timed} <- sleeps, do: where
+
+    assert unexplained == [],
+           "timed sleeps with no \"# time is the subject:\" comment in the 3 lines above: #{Enum.join(unexplained, ", ")}"
+    assert length(timed) <= @max_sleeps, "#{length(timed)} timed sleeps (at most #{@max_sleeps}): #{Enum.join(timed, ", ")}"
+  end
+
+  # What the comments in the 3 lines above a sleep say it is.
+  defp sleep_kind(above) do
+    cond do
+      Enum.any?(above, &(&1 =~ ~r/^\s*# the workload:/)) -> :workload
+      Enum.any?(above, &(&1 =~ ~r/^\s*# time is the subject:/)) -> :timed
+      true -> :unexplained
+    end
+  end
 end

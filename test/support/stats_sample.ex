@@ -16,7 +16,7 @@ defmodule KinoTraceTest.StatsSample do
   end
 
   # Waits `ms` milliseconds without running.
-  # time is the subject: a traced call whose wall time is not CPU time
+  # the workload: a traced call whose wall time is not CPU time
   def nap(ms), do: Process.sleep(ms)
 
   # Builds a list of `n` integers (2 words per cell) on the process heap.

@@ -128,6 +128,78 @@ defmodule KinoTraceTest.Helpers do
   end
 
   @doc """
+  Samples `fun` every `every` ms while `while` holds (a window of that many ms, or a
+  function that says whether to go on), and once more when it no longer does; returns the
+  samples in order. The one sampling loop of the suite: for a figure measured while a
+  workload runs (a peak of memory or of a stack), where no event marks the peak.
+  """
+  def observe(while, every, fun) when is_integer(while) do
+    deadline = System.monotonic_time(:millisecond) + while
+    observe(fn -> System.monotonic_time(:millisecond) < deadline end, every, fun)
+  end
+
+  def observe(while, every, fun) when is_function(while, 0), do: observe(while, every, fun, [])
+
+  defp observe(while, every, fun, samples) do
+    if while.() do
+      # time is the subject: a figure sampled every `every` ms while a workload runs
+      Process.sleep(every)
+      observe(while, every, fun, [fun.() | samples])
+    else
+      :lists.reverse([fun.() | samples])
+    end
+  end
+
+  @doc """
+  Waits until each of `pids` has received `message` `n` times from now (a timer's tick,
+  say a session's once a second), watching their receives with the caller as their
+  tracer. Mailbox order then puts a call made after this behind those messages.
+
+  The watch is in the VM's legacy trace session, so stopping it ends no trace session
+  (on OTP 27.3 that switches off the tracing of BIFs everywhere, erlang/otp#10349); its
+  receive pattern lets `message` alone through, so a flood of other messages costs the
+  caller nothing. Written with `:lists`, not `Enum` nor `for`: a test may be tracing
+  `Enum`.
+  """
+  def await_received(pids, message, n \\ 1, timeout \\ 30_000) do
+    pids = List.wrap(pids)
+    :erlang.trace_pattern(:receive, [{[:_, :_, message], [], []}], [])
+    :lists.foreach(fn pid -> 1 = :erlang.trace(pid, true, [:receive, {:tracer, self()}]) end, pids)
+
+    try do
+      :lists.foreach(fn pid -> :lists.foreach(fn _ -> await_receive(pid, message, timeout) end, :lists.seq(1, n)) end, pids)
+    after
+      :lists.foreach(fn pid -> untrace_receives(pid) && flush_received(pid) end, pids)
+      :erlang.trace_pattern(:receive, true, [])
+    end
+  end
+
+  defp await_receive(pid, message, timeout) do
+    receive do
+      {:trace, ^pid, :receive, ^message} -> :ok
+    after
+      timeout ->
+        state = if Process.alive?(pid), do: "alive", else: "ended"
+        ExUnit.Assertions.flunk("#{inspect(pid)} (#{state}) did not receive #{inspect(message)} in #{timeout} ms")
+    end
+  end
+
+  defp untrace_receives(pid) do
+    :erlang.trace(pid, false, [:receive])
+  rescue
+    # it has ended
+    ArgumentError -> 0
+  end
+
+  defp flush_received(pid) do
+    receive do
+      {:trace, ^pid, :receive, _message} -> flush_received(pid)
+    after
+      0 -> :ok
+    end
+  end
+
+  @doc """
   Polls `Kino.Trace.events/2` until `fun` accepts the events (for events that arrive
   from other processes or nodes, with no delivery notice to wait on).
   """

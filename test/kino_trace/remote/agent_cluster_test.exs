@@ -3,7 +3,7 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   # node, and the agent's safety rules.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [await_events: 2, observe: 3, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers
 
   alias KinoTraceTest.Remote.Echo
@@ -205,8 +205,8 @@ defmodule KinoTrace.Remote.AgentClusterTest do
     calls = Kino.Trace.calls([":gen_server", ":gen"], nodes: [n])
     messages = Kino.Trace.messages(:all, nodes: [n])
     # info/1 and the ticks make the agent work (counters, drains) all along
-    # time is the subject: 1.5 s of ticks and info requests, each a chance to trace itself
-    for _ <- 1..15, do: Kino.Trace.info(calls) && Kino.Trace.info(messages) && Process.sleep(100)
+    # (1.5 s of ticks and info requests, each a chance to trace itself)
+    observe(1_500, 100, fn -> Kino.Trace.info(calls) && Kino.Trace.info(messages) end)
 
     agents = agent_pids(n)
     assert agents != []

@@ -164,7 +164,7 @@ defmodule Kino.Trace.AgentFallbackTest do
   # Issue 16: where the native tracer cannot be shipped, the pure-Erlang fallback traces.
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1]
+  import KinoTraceTest.Helpers, only: [await_events: 2, observe: 3, wait_until: 1]
   import KinoTraceTest.Peers
 
   alias KinoTraceTest.Remote.Echo
@@ -239,7 +239,9 @@ defmodule Kino.Trace.AgentFallbackTest do
     baseline = :erpc.call(n, :erlang, :memory, [:total])
 
     flooder = :erpc.call(n, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
-    peak = sample_max(fn -> :erpc.call(n, :erlang, :memory, [:total]) end, fn -> :erpc.call(n, :erlang, :is_process_alive, [flooder]) end)
+    peak =
+      observe(fn -> :erpc.call(n, :erlang, :is_process_alive, [flooder]) end, 50, fn -> :erpc.call(n, :erlang, :memory, [:total]) end)
+      |> Enum.max()
 
     # what was queued is delivered before the answer
     Kino.Trace.events(trace, 1)
@@ -266,10 +268,5 @@ defmodule Kino.Trace.AgentFallbackTest do
     # bounded by the caps (100 000 queued events, the tracer's mailbox guard), not by the flood
     assert growth < 256
     assert switched_off > 0, "the flood never tripped the mailbox guard: the test shows nothing"
-  end
-
-  defp sample_max(sample, while, max \\ 0) do
-    # time is the subject: a peak sampled every 50 ms while the flood runs
-    if while.(), do: Process.sleep(50) && sample_max(sample, while, max(max, sample.())), else: max(max, sample.())
   end
 end

@@ -78,6 +78,14 @@ defmodule KinoTrace.Tracer.BoundsTest do
     ns / n
   end
 
+  # Waits until each of `pids` has run on (100 000 reductions more: thousands of calls).
+  defp floods_run_on(pids) do
+    ran = for pid <- pids, do: {pid, reductions(pid)}
+    KinoTraceTest.Helpers.wait_until(fn -> Enum.all?(ran, fn {pid, r} -> reductions(pid) > r + 100_000 end) end)
+  end
+
+  defp reductions(pid), do: elem(Process.info(pid, :reductions), 1)
+
   defp median(list), do: list |> Enum.sort() |> Enum.at(div(length(list), 2))
 
   # The decoded argument of one traced call with `kind`.
@@ -192,10 +200,10 @@ defmodule KinoTrace.Tracer.BoundsTest do
       {close_us, :ok} = :timer.tc(fn -> Tracer.close(resource) end)
       IO.puts("\n  under a flood: drain(1000) #{drain_us} us, counters #{counters_us} us; close with " <>
                 "#{during.queued} queued: #{div(close_us, 1000)} ms")
-      # time is the subject: the floods call on for a while after close, and nothing is accepted
-      Process.sleep(20)
+      # the floods call on after close (their reductions grow), and nothing is accepted
+      floods_run_on(floods)
       c = Tracer.counters(resource)
-      Process.sleep(20)
+      floods_run_on(floods)
       assert Tracer.counters(resource).accepted == c.accepted
       for pid <- floods, do: Process.unlink(pid) && Process.exit(pid, :kill)
 

@@ -28,8 +28,10 @@ defmodule Kino.Trace.Calls.BifTest do
 
     other = :trace.session_create(:another_tool, spawn(fn -> Process.sleep(:infinity) end), [])
     :trace.session_destroy(other)
-    # time is the subject: the BIF is traced again within a second
-    Process.sleep(1_500)
+    # the session sets its BIF patterns again on its tick (once a second); info/1,
+    # answered after the tick, tells it was handled
+    KinoTraceTest.Helpers.await_received(trace.session, :tick)
+    Trace.info(trace)
 
     Worker.run(worker, fn -> :ets.insert(table, {:b, 2}) end)
     assert [%Event{function: :insert, args: [_, {:b, 2}]}] = Trace.events(trace)

@@ -3,7 +3,7 @@ defmodule Kino.Trace.Calls.DistributedTest do
   # traced module is there; kino_trace's agent is what traces them, see agent_test.exs).
   use ExUnit.Case, async: false
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
+  import KinoTraceTest.Helpers, only: [await_events: 2, await_received: 3, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1, start_peer: 2, kino_sessions: 1]
 
   alias KinoTrace.Client
@@ -212,10 +212,10 @@ defmodule Kino.Trace.Calls.DistributedTest do
     {again_us, _} = :timer.tc(fn -> Kino.Trace.info(trace) end)
     assert again_us < 1_000_000, "a known unresponsive node is not waited on again"
 
-    # the hung node is asked once per tick until it answers, not once more per tick
-    # time is the subject: several ticks must pass with the node still hung
-    Process.sleep(3_500)
-    assert length(Client.internals(trace).waiting) <= 1
+    # the hung node is asked once per tick until it answers, not once more per tick:
+    # three ticks pass with the node still hung (this node, asked on each, answers)
+    await_received(trace.session, :tick, 3)
+    assert Enum.count(Client.internals(trace).waiting, &(&1 == n1)) <= 1
 
     assert [{_, {:error, "on node " <> message}}] =
              Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1"])

@@ -31,9 +31,11 @@ defmodule Kino.Trace.Calls.LifecycleTest do
   test "a stream halted early traces its reader again, as before" do
     trace = Trace.calls([&Math.echo/1], return: false)
     me = self()
+    subscribers = Trace.info(trace).subscribers
 
     spawn(fn ->
-      Process.sleep(50)
+      # once the reader has subscribed
+      wait_until(fn -> Trace.info(trace).subscribers > subscribers end)
       Math.echo(:from_other)
       send(me, :sent)
     end)

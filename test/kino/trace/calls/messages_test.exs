@@ -54,7 +54,7 @@ defmodule Kino.Trace.Calls.MessagesTest do
     end)
   end
 
-  # time is the subject: a receive...after that times out, the event these tests are about
+  # the workload: a receive...after that times out, the event these tests are about
   defp after_timeout, do: Process.sleep(1)
 
   # issue 25: a sleep (a receive...after that times out) was traced as

@@ -9,7 +9,7 @@ defmodule KinoTraceTest.PairingFlood do
   def g(x), do: maybe_sleep(x, 100)
 
   defp maybe_sleep(x, every) do
-    # time is the subject: a call that sleeps between its call and its return
+    # the workload: a call that sleeps between its call and its return
     if rem(x, every) == 0, do: Process.sleep(1)
     x + 1
   end

@@ -98,8 +98,10 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
 
     trace = Trace.calls(["Enum.map/2"], return: false)
     for i <- 1..3, do: Enum.map([i], & &1)
-    # time is the subject: the widgets tick (every 10 and 50 ms) between the user's calls
-    Process.sleep(1_000)
+    # the widgets tick (each trace widget once, the stats widget every 50 ms) between the
+    # user's calls
+    await_received([w1, w2], :tick)
+    await_received(s, :refresh, 5)
     for i <- 4..6, do: Enum.map([i], & &1)
 
     events = events_after(trace)
@@ -167,8 +169,8 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
   test "a module pattern is not applied again while nothing was reloaded" do
     # its probe must be a function the pattern traces, not a compiler-generated one
     trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: self(), return: false)
-    # time is the subject: two re-apply checks (one a second) pass with nothing reloaded
-    Process.sleep(2_300)
+    # two re-apply checks (one a tick) pass with nothing reloaded
+    await_received(trace.session, :tick, 2)
     assert Trace.info(trace).reapplied == 0
     Trace.stop(trace)
   end

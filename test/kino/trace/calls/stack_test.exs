@@ -16,17 +16,7 @@ defmodule Kino.Trace.Calls.StackTest do
   defp kill_on_exit(pid), do: on_exit(fn -> Process.exit(pid, :kill) end)
 
   # Samples `pid`'s stack every 50 ms for `ms` milliseconds; returns the largest size.
-  defp max_stack(pid, ms) do
-    # time is the subject: the stack sampled over a window while the loop runs
-    deadline = System.monotonic_time(:millisecond) + ms
-
-    Stream.repeatedly(fn -> Process.sleep(50) && stack(pid) end)
-    |> Enum.reduce_while(0, fn size, max ->
-      if System.monotonic_time(:millisecond) < deadline,
-        do: {:cont, max(size, max)},
-        else: {:halt, max(size, max)}
-    end)
-  end
+  defp max_stack(pid, ms), do: observe(ms, 50, fn -> stack(pid) end) |> Enum.max()
 
   for {name, loop, pattern} <- [
         {"a self tail-recursive function", :spin, "KinoTraceTest.Sample.Loop.spin/1"},
@@ -131,8 +121,9 @@ defmodule Kino.Trace.Calls.StackTest do
     # pause, resume and stop handle the guard's session too
     :ok = Trace.pause(trace)
     paused = Trace.info(trace).accepted
-    # time is the subject: a paused trace accepts (almost) nothing while the loop runs on
-    Process.sleep(50)
+    # a paused trace accepts (almost) nothing while the loop runs on (1 000 times more)
+    iterations = :counters.get(counter, 1)
+    wait_until(fn -> :counters.get(counter, 1) > iterations + 1_000 end)
     assert Trace.info(trace).accepted - paused < 10
 
     # (read while paused: a flood would keep events/2 draining)

@@ -137,7 +137,7 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
     worker =
       spawn(fn ->
         receive do: ({:job, n, from} -> send(from, {:done, n}))
-        # time is the subject: a traced receive...after that times out
+        # the workload: a traced receive...after that times out
         Process.sleep(5)
         receive do: ({:job, n, from} -> send(from, {:done, n}))
         receive do: (:stop -> :ok)
