@@ -149,4 +149,17 @@ defmodule KinoTraceTest.Project.StructureTest do
       true -> :unexplained
     end
   end
+
+  # Tests read a server's state through its :internals request
+  # (KinoTrace.Client.internals/1), which says what is there to read, not by reaching
+  # into its struct.
+  test "no test reads a server's state with :sys.get_state" do
+    readers =
+      for path <- Path.wildcard("test/**/*.{ex,exs}"),
+          path != "test/project/structure_test.exs",
+          File.read!(path) =~ ":sys.get_state",
+          do: path
+
+    assert readers == []
+  end
 end

@@ -152,6 +152,13 @@ defmodule KinoTrace.Stats.Server do
      }, state}
   end
 
+  # What tests and debugging read of the server (KinoTrace.Client.internals/1): this
+  # node's OTP session, and each node's part with the agent's worker there.
+  def handle_call(:internals, _from, state) do
+    parts = for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
+    {:reply, %{otp_session: state.session, parts: parts}, state}
+  end
+
   def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, destroy(state)}
 
   @impl true

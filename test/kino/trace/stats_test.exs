@@ -310,7 +310,7 @@ defmodule Kino.Trace.StatsTest do
     end
   end
 
-  defp session_handle(stats), do: :sys.get_state(stats.server).session
+  defp session_handle(stats), do: KinoTrace.Client.internals(stats.server).otp_session
 
   describe "bad input" do
     test "bad patterns raise before anything is counted" do

@@ -93,7 +93,7 @@ defmodule Kino.Trace.Stats.RemoteTest do
       stats = Stats.start([":lists"], nodes: [n])
       assert Stats.info(stats).functions > 100
 
-      [%{backend: %{worker: worker}}] = :sys.get_state(stats.server).parts
+      [%{worker: worker}] = KinoTrace.Client.internals(stats.server).parts
       counter = :trace.session_create(:stats_remote_test, self(), [])
       on_exit(fn -> :trace.session_destroy(counter) end)
       :trace.process(counter, stats.server, true, [:send])
@@ -190,7 +190,7 @@ defmodule Kino.Trace.Stats.RemoteTest do
     Enum.each(1..3, &Echo.double/1)
     assert Stats.snapshot(stats).calls == 13
 
-    [worker] = for %{backend: %{worker: w}} <- :sys.get_state(stats.server).parts, w != nil, do: w
+    [worker] = for %{worker: w} <- KinoTrace.Client.internals(stats.server).parts, w != nil, do: w
     :ok = :erpc.call(n, Echo, :hang, [worker])
 
     # after the agent's timeout (15 s)
