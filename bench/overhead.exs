@@ -11,14 +11,14 @@
 rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "5"))
 scale = String.to_float(System.get_env("BENCH_SCALE", "1.0"))
 
-KinoTrace.Bench.Report.machine() |> IO.puts()
+KinoTraceBench.Report.machine() |> IO.puts()
 only =
   case System.get_env("BENCH_CASES", "") do
     "" -> nil
     keys -> keys |> String.split(",", trim: true) |> Enum.map(&String.to_atom(String.trim(&1)))
   end
 
-KinoTrace.Bench.Overhead.run(rounds: rounds, scale: scale, only: only)
+KinoTraceBench.Overhead.run(rounds: rounds, scale: scale, only: only)
 
 if System.get_env("BENCH_CONSUMER", "1") != "0" do
   Code.require_file("consumer.exs", __DIR__)

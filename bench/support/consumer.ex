@@ -1,11 +1,11 @@
-defmodule KinoTrace.Bench.Consumer do
+defmodule KinoTraceBench.Consumer do
   @moduledoc false
   # The consumer alone: a session's queue is filled with call+return events while the
   # session process is suspended (it drains nothing), then the session is resumed and
   # the drain -> decode -> pair -> history path is timed until every event is delivered:
   # with no subscriber (a {:sync, :infinity} request returns once all are in the
   # history), and with one subscriber that counts them.
-  alias KinoTrace.Bench.Workload
+  alias KinoTraceBench.Workload
 
   @calls 500_000
 
@@ -113,7 +113,7 @@ defmodule KinoTrace.Bench.Consumer do
     worker = Workload.spawn_worker(:small)
 
     trace =
-      Kino.Trace.calls(["KinoTrace.Bench.Workload.work/1"],
+      Kino.Trace.calls(["KinoTraceBench.Workload.work/1"],
         pids: worker,
         queue: [events: 2 * calls + 10, bytes: 4 * 1024 * 1024 * 1024]
       )

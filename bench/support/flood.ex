@@ -1,4 +1,4 @@
-defmodule KinoTrace.Bench.Flood do
+defmodule KinoTraceBench.Flood do
   @moduledoc false
   # The flood: one process makes `calls` traced calls as fast as it can, under
   # kino_trace with its default options (caps, queue, return: true), then under a
@@ -7,7 +7,7 @@ defmodule KinoTrace.Bench.Flood do
   # run when VM memory passes the safety cap.
 
   alias KinoTrace.Tracer
-  alias KinoTrace.Bench.{Report, Tracers, Workload}
+  alias KinoTraceBench.{Report, Tracers, Workload}
 
   @sample_ms 5
   @chunk 10_000

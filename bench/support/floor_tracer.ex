@@ -1,4 +1,4 @@
-defmodule KinoTrace.Bench.FloorTracer do
+defmodule KinoTraceBench.FloorTracer do
   @moduledoc false
   # The benchmark's cost floor (c_src/bench/floor_tracer.cpp): an erl_tracer NIF module.
   # Tracer state `:discard`: enabled*/3 discards every event (the VM builds no term).

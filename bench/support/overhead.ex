@@ -1,10 +1,10 @@
-defmodule KinoTrace.Bench.Overhead do
+defmodule KinoTraceBench.Overhead do
   @moduledoc false
   # Cost per call of a traced one-line function under each tracer, 1 and 2 processes.
   # Runs are interleaved (round after round over every case) and summarised by medians,
   # because the machines are noisy: compare ratios from one run, not absolute times.
 
-  alias KinoTrace.Bench.{Tracers, Workload}
+  alias KinoTraceBench.{Tracers, Workload}
 
   @big_queue [events: 5_000_000, bytes: 4 * 1024 * 1024 * 1024]
 

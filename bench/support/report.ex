@@ -1,4 +1,4 @@
-defmodule KinoTrace.Bench.Report do
+defmodule KinoTraceBench.Report do
   @moduledoc false
 
   def machine do

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Bench.Tracers do
+defmodule KinoTraceBench.Tracers do
   @moduledoc false
   # Starting and ending each tracer the benchmark compares, on a list of worker pids.
   # start(kind, workers, opts) -> ctx; finish(ctx) -> %{accepted: _, dropped: _, ...}
@@ -6,10 +6,10 @@ defmodule KinoTrace.Bench.Tracers do
   # never steals CPU from the next).
 
   alias KinoTrace.Tracer
-  alias KinoTrace.Bench.{FloorTracer, Workload}
+  alias KinoTraceBench.{FloorTracer, Workload}
 
   @mfa {Workload, :work, 1}
-  @pattern "KinoTrace.Bench.Workload.work/1"
+  @pattern "KinoTraceBench.Workload.work/1"
 
   def mfa, do: @mfa
 
@@ -37,7 +37,7 @@ defmodule KinoTrace.Bench.Tracers do
   def start(:kino, workers, opts) do
     opts = Keyword.merge([pids: workers], opts)
     trace = Kino.Trace.calls(@pattern, opts)
-    %{kind: :kino, trace: trace, resource: :sys.get_state(trace.session).backend.resource}
+    %{kind: :kino, trace: trace, resource: KinoTrace.Client.internals(trace).resource}
   end
 
   # --- kino_trace on its pure-Erlang tracer (where the native one cannot build) ---------------

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Bench.Workload do
+defmodule KinoTraceBench.Workload do
   @moduledoc false
   # The benchmark's workload: a one-line function, called in a tight loop by a worker
   # process. Only work/1 is traced.

@@ -4,7 +4,7 @@
 // enabled*/3 answers `trace` and trace*/5 returns at once: the cost of a NIF tracer that
 // takes every event and copies nothing.
 //
-// Benchmark support only (KinoTrace.Bench.FloorTracer, built for MIX_ENV=bench).
+// Benchmark support only (KinoTraceBench.FloorTracer, built for MIX_ENV=bench).
 #include <erl_nif.h>
 
 namespace {
@@ -39,4 +39,4 @@ ErlNifFunc nif_funcs[] = {
 
 }  // namespace
 
-ERL_NIF_INIT(Elixir.KinoTrace.Bench.FloorTracer, nif_funcs, load, nullptr, upgrade, nullptr)
+ERL_NIF_INIT(Elixir.KinoTraceBench.FloorTracer, nif_funcs, load, nullptr, upgrade, nullptr)
