@@ -86,7 +86,7 @@ defmodule KinoTrace.Remote.Agent do
         {:error, message}
 
       {:error, _message} when tries > 1 ->
-        Process.sleep(100)
+        settle(node)
         start(node, owner, id, limits, opts, tries - 1)
 
       {:error, message} ->
@@ -95,6 +95,31 @@ defmodule KinoTrace.Remote.Agent do
       ok ->
         ok
     end
+  end
+
+  # Before trying again: the node's previous agent may be going. Wait for its keeper's
+  # exit (its DOWN; at most 100 ms, as a keeper that stays is not going), then purge the
+  # old code it left (its purger does the same right after that exit; a soft purge never
+  # kills a process still running that code).
+  defp settle(node) do
+    case :erpc.call(node, :erlang, :whereis, [:kino_trace_agent], 5_000) do
+      pid when is_pid(pid) ->
+        ref = Process.monitor(pid)
+
+        receive do
+          {:DOWN, ^ref, :process, _, _} -> :ok
+        after
+          100 -> Process.demonitor(ref, [:flush])
+        end
+
+      :undefined ->
+        :ok
+    end
+
+    for module <- @agent_modules, do: :erpc.call(node, :code, :soft_purge, [module], 5_000)
+    :ok
+  catch
+    _, _ -> :ok
   end
 
   defp start_once(node, owner, id, limits, opts) do
