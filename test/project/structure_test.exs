@@ -162,4 +162,17 @@ defmodule KinoTraceTest.Project.StructureTest do
 
     assert readers == []
   end
+
+  # The servers wait on events (a DOWN, a reply, a timer message they handle), never by
+  # sleeping: a sleeping server answers nothing meanwhile.
+  test "no code in lib/ or src/ sleeps" do
+    sleepers =
+      for path <- Path.wildcard("lib/**/*.ex") ++ Path.wildcard("src/*.erl"),
+          {line, n} <- path |> File.read!() |> String.split("\n") |> Enum.with_index(1),
+          not String.starts_with?(String.trim_leading(line), ["#", "%"]),
+          line =~ ~r/(Process\.sleep|:timer\.sleep|timer:sleep)\(/,
+          do: "#{path}:#{n}"
+
+    assert sleepers == []
+  end
 end
