@@ -35,19 +35,10 @@ defmodule KinoTrace.Session do
   use GenServer
   @behaviour KinoTrace.Server
 
-  alias KinoTrace.Session.Backend
-  alias KinoTrace.Tracer.Decoder
-  alias KinoTrace.Session.DrainPacing
-  alias KinoTrace.Session.History
-  alias KinoTrace.Tracer.NativeDecoder
-  alias KinoTrace.Pattern
   alias Kino.Trace.Plan
-  alias KinoTrace.Server
-  alias KinoTrace.Session.Drain
-  alias KinoTrace.Session.Info
-  alias KinoTrace.Session.Safeguards
-  alias KinoTrace.Session.Setup
-  alias KinoTrace.Session.Subscribers
+  alias KinoTrace.{Pattern, Server}
+  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, Safeguards, Setup, Subscribers}
+  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
 
   defstruct [
@@ -227,6 +218,7 @@ defmodule KinoTrace.Session do
       plan: state.plan,
       held: Map.keys(state.held),
       resource: backend && backend.resource,
+      tracer: backend && backend.tracer,
       otp_session: backend && backend.session,
       worker: backend && backend.worker
     }

@@ -6,8 +6,7 @@ defmodule Kino.TraceTest do
   import KinoTraceTest.Helpers
 
   alias Kino.Trace
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
+  alias Kino.Trace.{Cut, Event}
   alias KinoTraceTest.Sample.{Math, Other, Worker}
 
   @math "KinoTraceTest.Sample.Math"
@@ -341,11 +340,18 @@ defmodule Kino.TraceTest do
 
     test ":queue caps drop and count what does not fit while the session is busy" do
       trace = Trace.calls([&Math.echo/1], pids: self(), queue: [events: 10], return: false, exceptions: false)
+      tracer = KinoTrace.Client.internals(trace).tracer
       # the session cannot drain while suspended: the queue fills up
       :sys.suspend(trace.session)
 
       try do
         for i <- 1..30, do: Math.echo(i)
+        # every call has been taken or dropped before the session drains (the pure-Erlang
+        # tracer is a process that may still be working through them)
+        KinoTraceTest.Helpers.wait_until(fn ->
+          %{accepted: accepted, dropped_queue_full: full} = KinoTrace.Tracer.LocalTracer.counters(tracer)
+          accepted + full == 30
+        end)
       after
         :sys.resume(trace.session)
       end
