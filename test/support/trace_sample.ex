@@ -169,7 +169,13 @@ defmodule KinoTraceTest.Helpers do
     try do
       :lists.foreach(fn pid -> :lists.foreach(fn _ -> await_receive(pid, message, timeout) end, :lists.seq(1, n)) end, pids)
     after
-      :lists.foreach(fn pid -> untrace_receives(pid) && flush_received(pid) end, pids)
+      :lists.foreach(
+        fn pid ->
+          untrace_receives(pid)
+          flush_received(pid)
+        end,
+        pids
+      )
       :erlang.trace_pattern(:receive, true, [])
     end
   end
