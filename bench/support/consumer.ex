@@ -22,9 +22,8 @@ defmodule KinoTraceBench.Consumer do
   # Each runs in a fresh process: wall and CPU time, in one run (a noisy machine slows
   # both alike).
   def compare_decoders(calls) do
-    alias KinoTrace.Tracer.Decoder
-    alias KinoTrace.Tracer.NativeDecoder
     alias KinoTrace.Tracer
+    alias KinoTrace.Tracer.{Decoder, NativeDecoder}
     worker = Workload.spawn_worker(:small)
     limits = %{queue: [events: 2 * calls + 10, bytes: 4 * 1024 * 1024 * 1024]}
 

@@ -80,10 +80,8 @@ defmodule Kino.Trace do
   that process (in Livebook, the cell's evaluator) shows only the user's own calls.
   """
 
-  alias KinoTrace.Client
-  alias KinoTrace.Front
-  alias KinoTrace.Launcher
   alias Kino.Trace.Plan
+  alias KinoTrace.{Client, Front, Launcher}
 
   @enforce_keys [:id, :session]
   defstruct [:id, :session, node: nil]

@@ -16,9 +16,8 @@ defmodule KinoTrace.Client do
   # and not an error, use the `try_` forms instead: `{:error, :ended}` where the others
   # raise.
 
+  alias KinoTrace.{Front, Server}
   alias KinoTrace.Session.Final
-  alias KinoTrace.Front
-  alias KinoTrace.Server
 
   @type trace :: %{required(:session) => pid(), required(:id) => term(), optional(atom()) => term()}
 

@@ -5,8 +5,8 @@ defmodule KinoTrace.Launcher do
   # others. Apart from KinoTrace.Client, which a coordinator itself uses to talk to its
   # sessions: the client never depends on the servers.
 
-  alias KinoTrace.Front
   alias Kino.Trace.Plan
+  alias KinoTrace.Front
 
   @doc """
   Starts a server for `plan`, owned by `owner`, and returns its pid and the trace's id;

@@ -18,9 +18,7 @@ defmodule KinoTrace.Pattern do
   # arity, it is not a macro, and the pattern does not trace everything or the
   # tracer itself. `parse_each/2` and `parse_all!/2` do both.
 
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Preflight
-  alias KinoTrace.Pattern.Text
+  alias KinoTrace.Pattern.{Name, Preflight, Text}
   alias KinoTrace.Plan.Lookup
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]

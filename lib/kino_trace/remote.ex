@@ -24,9 +24,8 @@ defmodule KinoTrace.Remote do
   #
   # Patterns are checked for every node before anything is traced.
 
-  alias KinoTrace.Client
   alias Kino.Trace.Plan
-  alias KinoTrace.Session
+  alias KinoTrace.{Client, Session}
 
   @doc """
   Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and

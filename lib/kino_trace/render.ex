@@ -7,8 +7,7 @@ defmodule KinoTrace.Render do
   # render; the public documentation is on Kino.Trace.Printer, KinoTrace.Widget.Payload
   # and KinoTrace.Assertions.Format.
 
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
+  alias Kino.Trace.{Cut, Event}
   alias KinoTrace.Render.MFA
 
   @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]

@@ -130,8 +130,7 @@ defmodule Kino.Trace.Assertions do
   matching calls as `KinoTrace.Assertions.Call` structs (with their `args` and `outcome`).
   """
 
-  alias KinoTrace.Assertions.CallPattern
-  alias KinoTrace.Assertions.ValuePattern
+  alias KinoTrace.Assertions.{CallPattern, ValuePattern}
 
   @doc false
   defmacro __using__(_opts) do

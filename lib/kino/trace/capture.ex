@@ -48,16 +48,12 @@ defmodule Kino.Trace.Capture do
       {2, :limit, false}
   """
 
-  alias KinoTrace.Client
-  alias KinoTrace.Front
-  alias KinoTrace.Launcher
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Plan.Options
-  alias KinoTrace.Pattern
   alias Kino.Trace.Plan
+  alias KinoTrace.{Client, Front, Launcher, Pattern}
+  alias KinoTrace.Capture.{Collector, Sends}
+  alias KinoTrace.Plan.Options
+  alias KinoTrace.Render.MFA
   alias KinoTrace.Session.Reaper
-  alias KinoTrace.Capture.Collector
-  alias KinoTrace.Capture.Sends
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   @limit 1_000_000

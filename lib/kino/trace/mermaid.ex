@@ -88,9 +88,8 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.Capture
+  alias Kino.Trace.{Capture, Event}
   alias KinoTrace.Client
-  alias Kino.Trace.Event
   alias KinoTrace.Render.Sequence
 
   @kinds Event.kinds()

@@ -39,11 +39,8 @@ defmodule Kino.Trace.Plan do
       {nil, true, [:send, :receive, :scheduler_id]}
   """
 
-  alias KinoTrace.Plan.MessagePattern
-  alias KinoTrace.Plan.Options
   alias KinoTrace.Pattern
-  alias KinoTrace.Plan.Functions
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Plan.{Functions, Lookup, MessagePattern, Options}
   alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]

@@ -22,10 +22,9 @@ defmodule Kino.Trace.Printer do
       "#PID<0.42.0> Enum.sum([1, 2])"
   """
 
-  alias KinoTrace.Tracer.Aliases
-  alias KinoTrace.Client
   alias Kino.Trace.Event
-  alias KinoTrace.Render
+  alias KinoTrace.{Client, Render}
+  alias KinoTrace.Tracer.Aliases
 
   @doc """
   Starts a process that prints the trace's events to the current group leader (or

@@ -69,11 +69,9 @@ defmodule Kino.Trace.Stats do
   sessions, call traces and other tools can count the same functions side by side.
   """
 
-  alias KinoTrace.Front
-  alias KinoTrace.Stats.Options
-  alias KinoTrace.Stats.Server
   alias Kino.Trace.Stats.Snapshot
-  alias KinoTrace.Stats.Table
+  alias KinoTrace.Front
+  alias KinoTrace.Stats.{Options, Server, Table}
 
   @enforce_keys [:id, :server]
   defstruct [:id, :server, node: nil]

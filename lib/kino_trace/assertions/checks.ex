@@ -11,10 +11,7 @@ defmodule KinoTrace.Assertions.Checks do
   import KinoTrace.Assertions.Messages
   import KinoTrace.Assertions.Validation
 
-  alias KinoTrace.Assertions.Call
-  alias KinoTrace.Assertions.CallPattern
-  alias KinoTrace.Assertions.Format
-  alias KinoTrace.Assertions.ValuePattern
+  alias KinoTrace.Assertions.{Call, CallPattern, Format, ValuePattern}
 
   @typedoc "How an exception is asserted: its module (and message), or a `{class, reason}` pattern."
   @type exception_spec ::

@@ -4,9 +4,7 @@ defmodule KinoTrace.Assertions.Matching do
   # pattern against a call, patterns in order, an exception spec against how a call
   # ended.
 
-  alias KinoTrace.Assertions.Call
-  alias KinoTrace.Assertions.CallPattern
-  alias KinoTrace.Assertions.ValuePattern
+  alias KinoTrace.Assertions.{Call, CallPattern, ValuePattern}
 
   # Whether `call` is of the pattern's function and its arguments match.
   @spec matches?(CallPattern.t(), Call.t()) :: boolean

@@ -7,10 +7,7 @@ defmodule KinoTrace.Assertions.Messages do
 
   import KinoTrace.Assertions.Matching, only: [matches?: 2]
 
-  alias KinoTrace.Assertions.Call
-  alias KinoTrace.Assertions.CallPattern
-  alias KinoTrace.Assertions.Coverage
-  alias KinoTrace.Assertions.Format
+  alias KinoTrace.Assertions.{Call, CallPattern, Coverage, Format}
   alias KinoTrace.Render.MFA
 
   # "Expected a call matching ... but": what was called instead, and the notes that

@@ -4,10 +4,7 @@ defmodule KinoTrace.Assertions.Validation do
   # bad options, a function that does not exist, an exception spec that is not one, a
   # refutation that could never fail. Each raises ArgumentError saying so.
 
-  alias KinoTrace.Assertions.Call
-  alias KinoTrace.Assertions.CallPattern
-  alias KinoTrace.Assertions.Coverage
-  alias KinoTrace.Assertions.ValuePattern
+  alias KinoTrace.Assertions.{Call, CallPattern, Coverage, ValuePattern}
   alias KinoTrace.Render.MFA
 
   # `opts` when a keyword list of only the `allowed` keys; else raises ArgumentError.

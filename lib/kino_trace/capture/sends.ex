@@ -26,8 +26,8 @@ defmodule KinoTrace.Capture.Sends do
   # of their first message.
 
   alias KinoTrace.Internal
-  alias KinoTrace.Tracer.LocalTracer
   alias KinoTrace.Session.Reaper
+  alias KinoTrace.Tracer.LocalTracer
 
   @max_sends 100_000
   @max_listed 5

@@ -11,8 +11,7 @@ defmodule KinoTrace.Pattern.Bits do
   # `native`, `size(n)`, `unit(n)`, `n` (a size) and `n*m` (size and unit), all literal.
   # What Elixir would refuse is an error here too, naming the segment.
 
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{Name, Quoted}
 
   @types %{
     integer: :integer,

@@ -25,9 +25,7 @@ defmodule KinoTrace.Pattern.MatchSpec do
   # work: `MatchSpec.Head` (argument patterns), `MatchSpec.Guard` (guards) and
   # `MatchSpec.Literal` (literal terms, the size bound and the shared errors).
 
-  alias KinoTrace.Pattern.MatchSpec.Guard
-  alias KinoTrace.Pattern.MatchSpec.Head
-  alias KinoTrace.Pattern.MatchSpec.Literal
+  alias KinoTrace.Pattern.MatchSpec.{Guard, Head, Literal}
 
   @doc false
   # Compiles argument patterns and a guard (`nil` for none; `a when b` is two

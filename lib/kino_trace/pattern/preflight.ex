@@ -8,12 +8,10 @@ defmodule KinoTrace.Pattern.Preflight do
   # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
   # resolved here, after the module is loaded; no other atom is created.
 
-  alias KinoTrace.Plan.DidYouMean
-  alias KinoTrace.Render.MFA
   alias KinoTrace.Pattern
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Text
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Pattern.{Name, Text}
+  alias KinoTrace.Plan.{DidYouMean, Lookup}
+  alias KinoTrace.Render.MFA
 
   # A suggestion compares a name with every module of the code path (thousands): only
   # the first unknown modules of a batch get one, only for names a typo of a module's

@@ -10,11 +10,9 @@ defmodule KinoTrace.Pattern.Text do
   # patterns checked on another node (`import_names/2`).
 
   import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Pattern.MatchSpec
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{MatchSpec, Name, Quoted}
   alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Render.MFA
 
   # Texts that trace every function.
   @everything ["*", "_", "*.*", "_._/_"]

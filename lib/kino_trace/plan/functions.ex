@@ -17,9 +17,8 @@ defmodule KinoTrace.Plan.Functions do
   # (`"M.loop/1"`, or `"M.loop"` for every arity) and `force: true` is given.
 
   alias KinoTrace.Pattern
-  alias KinoTrace.Plan.TailCalls
   alias KinoTrace.Pattern.Generated
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Plan.{Lookup, TailCalls}
 
   defstruct steps: [], no_returns: MapSet.new(), transient_returns: false
 

@@ -11,8 +11,7 @@ defmodule KinoTrace.Plan.MessagePattern do
   # does not exist yet is refused, since no message can contain it (see
   # `KinoTrace.Pattern.Name`).
 
-  alias KinoTrace.Pattern.MatchSpec
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{MatchSpec, Quoted}
 
   @type specs :: %{send: list() | true, recv: list() | true}
 

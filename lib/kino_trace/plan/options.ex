@@ -5,8 +5,8 @@ defmodule KinoTrace.Plan.Options do
   # Every option is checked before anything is traced; a bad one raises an
   # `ArgumentError` that names it and says what it takes.
 
-  alias KinoTrace.Plan.Lookup
   alias KinoTrace.Tracer
+  alias KinoTrace.Plan.Lookup
 
   # Events kept by a session for `Kino.Trace.events/2`.
   @max_history 0xFFFFFFFF

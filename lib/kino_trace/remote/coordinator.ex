@@ -21,13 +21,11 @@ defmodule KinoTrace.Remote.Coordinator do
   use GenServer
   @behaviour KinoTrace.Server
 
-  alias KinoTrace.Client
-  alias KinoTrace.Session.History
   alias Kino.Trace.Plan
-  alias KinoTrace.Remote
-  alias KinoTrace.Server
+  alias KinoTrace.{Client, Remote, Server}
   alias KinoTrace.Remote.Merge
   alias KinoTrace.Server.Delivery
+  alias KinoTrace.Session.History
 
   # The longest any request waits for the nodes, in all.
   @remote_timeout 2_000

@@ -5,11 +5,10 @@ defmodule KinoTrace.Render.Sequence do
   # statement per event, the second side of a pair left out (KinoTrace.Render.Pairs), labels
   # rendered by KinoTrace.Render and escaped, within the caps and Mermaid's size limit.
 
-  alias KinoTrace.Tracer.Aliases
   alias Kino.Trace.Event
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Render.Pairs
   alias KinoTrace.Render
+  alias KinoTrace.Render.{MFA, Pairs}
+  alias KinoTrace.Tracer.Aliases
 
   # Characters kept of a label when the options do not say.
   @max_label 80

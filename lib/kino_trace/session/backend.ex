@@ -21,10 +21,10 @@ defmodule KinoTrace.Session.Backend do
   # and `destroy/2`. On another node, `trace_many/2` and `run/3` are one round trip each,
   # however many calls they carry.
 
-  alias KinoTrace.Remote.Agent
-  alias KinoTrace.Tracer.LocalTracer
-  alias KinoTrace.Session.Reaper
   alias KinoTrace.Tracer
+  alias KinoTrace.Remote.Agent
+  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Tracer.LocalTracer
 
   defstruct [:node, :id, :resource, :tracer, :session, :worker, mode: :native]
 

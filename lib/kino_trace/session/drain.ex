@@ -12,14 +12,9 @@ defmodule KinoTrace.Session.Drain do
   # Works on the session's state: its `backend`, `decoder`, `history`, `pacing` and
   # `drain_due` fields.
 
-  alias KinoTrace.Session.Backend
-  alias KinoTrace.Tracer.Decoder
-  alias KinoTrace.Session.DrainPacing
-  alias KinoTrace.Session.History
-  alias KinoTrace.Tracer.NativeDecoder
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.Safeguards
-  alias KinoTrace.Session.Subscribers
+  alias KinoTrace.Session.{Backend, DrainPacing, History, Safeguards, Subscribers}
+  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
   # session holds while decoding within its young heap: decoding 2 000 events at once

@@ -5,10 +5,9 @@ defmodule KinoTrace.Session.Info do
   # gone), the rate sampled on the session's tick, its patterns and safeguards' figures.
   # Works on the session's state; reads it, and keeps the rate and last counters in it.
 
-  alias KinoTrace.Session.Backend
-  alias KinoTrace.Pattern
   alias Kino.Trace.Plan
-  alias KinoTrace.Session.StackGuard
+  alias KinoTrace.Pattern
+  alias KinoTrace.Session.{Backend, StackGuard}
 
   # The tracer's counters before there is a tracer (another node's trace whose agent
   # could not start one).

@@ -15,11 +15,9 @@ defmodule KinoTrace.Session.Safeguards do
   #
   # Works on the session's state: its `bifs`, `bif_cursor`, `probes` and `guard` fields.
 
-  alias KinoTrace.Session.Backend
   alias KinoTrace.Pattern
-  alias KinoTrace.Session.Reaper
-  alias KinoTrace.Session.StackGuard
   alias KinoTrace.Plan.Functions
+  alias KinoTrace.Session.{Backend, Reaper, StackGuard}
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
   # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns

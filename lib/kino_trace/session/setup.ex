@@ -10,13 +10,10 @@ defmodule KinoTrace.Session.Setup do
   # Works on the session's state: its `backend`, `plan` and `decoder` fields (and
   # `worker_ref` and `agent` for another node's trace).
 
-  alias KinoTrace.Session.Backend
-  alias KinoTrace.Pattern
   alias Kino.Trace.Plan
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.Safeguards
-  alias KinoTrace.Session.Subscribers
+  alias KinoTrace.Session.{Backend, Reaper, Safeguards, Subscribers}
 
   @doc """
   Sets the trace up: another node's tracer first (raises `ArgumentError` when it cannot

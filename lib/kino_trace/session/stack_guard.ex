@@ -24,8 +24,8 @@ defmodule KinoTrace.Session.StackGuard do
   # recursion that is not a tail call has that function on its stack more than once, and
   # is left to the sampling.
 
-  alias KinoTrace.Tracer.LocalTracer
   alias KinoTrace.Plan.Functions
+  alias KinoTrace.Tracer.LocalTracer
 
   @interval 200
   @rises 3

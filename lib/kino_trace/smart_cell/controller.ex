@@ -23,11 +23,9 @@ defmodule KinoTrace.SmartCell.Controller do
   # refused, to the browser that sent it) and `"completions"` (the reply to `"complete"`,
   # see `KinoTrace.Widget.Payload.completions/1`).
 
-  alias KinoTrace.Plan.MessagePattern
   alias KinoTrace.Pattern
-  alias KinoTrace.SmartCell.Form
-  alias KinoTrace.SmartCell.Names
-  alias KinoTrace.SmartCell.Source
+  alias KinoTrace.Plan.MessagePattern
+  alias KinoTrace.SmartCell.{Form, Names, Source}
   alias KinoTrace.Widget.Payload
 
   defstruct form: Form.defaults()

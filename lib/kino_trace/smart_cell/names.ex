@@ -14,8 +14,7 @@ defmodule KinoTrace.SmartCell.Names do
   # names, see `KinoTrace.Pattern.Quoted.to_string/1`).
 
   import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{Name, Quoted}
 
   @pid ~r/^(?:#PID<|<|pid\(\s*"|:c\.pid\(\s*)(\d+)[.,]\s*(\d+)[.,]\s*(\d+)(?:>|"\s*\)|\s*\))$/
   @node ~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/

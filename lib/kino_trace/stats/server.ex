@@ -25,10 +25,9 @@ defmodule KinoTrace.Stats.Server do
 
   use GenServer
 
-  alias KinoTrace.Session.Backend
-  alias KinoTrace.Session.Reaper
-  alias KinoTrace.Stats.Options
   alias Kino.Trace.Stats.Snapshot
+  alias KinoTrace.Session.{Backend, Reaper}
+  alias KinoTrace.Stats.Options
 
   # `session`: this node's OTP session (nil when this node is not counted, or ended).
   # `parts`: one per node, %{node, backend, mfas, targets, ref, status}.

@@ -3,8 +3,7 @@ defmodule KinoTrace.Stats.Table do
   # Formats a `Kino.Trace.Stats.Snapshot` as a console table, one function per line,
   # highest total time first, with a total line.
 
-  alias Kino.Trace.Stats.Row
-  alias Kino.Trace.Stats.Snapshot
+  alias Kino.Trace.Stats.{Row, Snapshot}
 
   @doc """
   The table as a string (no trailing newline). See the module docs for options.

@@ -14,8 +14,7 @@ defmodule KinoTrace.Tracer.LocalTracer do
   # them again), and its tracer process, which is one of kino_trace's own
   # (`KinoTrace.Internal`): no trace records it.
 
-  alias KinoTrace.Internal
-  alias KinoTrace.Tracer
+  alias KinoTrace.{Internal, Tracer}
 
   defstruct [:mode, :handle, :id]
 

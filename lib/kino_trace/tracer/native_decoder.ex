@@ -10,9 +10,9 @@ defmodule KinoTrace.Tracer.NativeDecoder do
   # `unpair/2` and `take_callers/1` for the stack guard. Its state lives in a NIF
   # resource, so the functions that change it return the same decoder.
 
-  alias KinoTrace.Tracer.Decoder
   alias Kino.Trace.Event
   alias KinoTrace.Tracer
+  alias KinoTrace.Tracer.Decoder
 
   defstruct [:ref]
 

@@ -53,13 +53,10 @@ defmodule KinoTrace.Widget.Controller do
   #         # effects == [{:send_after, :flush, 0}]
   #     end
 
-  alias KinoTrace.Tracer.Aliases
   alias KinoTrace.Client
   alias KinoTrace.Render.Pairs
-  alias KinoTrace.Widget.Buffer
-  alias KinoTrace.Widget.Lifeline
-  alias KinoTrace.Widget.Payload
-  alias KinoTrace.Widget.Store
+  alias KinoTrace.Tracer.Aliases
+  alias KinoTrace.Widget.{Buffer, Lifeline, Payload, Store}
 
   defstruct [
     :trace,

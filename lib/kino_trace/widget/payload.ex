@@ -12,11 +12,9 @@ defmodule KinoTrace.Widget.Payload do
   # Nothing here needs Kino: the widget, its tests and the browser test all build their
   # payloads with these functions.
 
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Render.Pairs
+  alias Kino.Trace.{Cut, Event}
   alias KinoTrace.Render
+  alias KinoTrace.Render.{MFA, Pairs}
 
   @default_limits Render.term_limits()
 

@@ -8,8 +8,7 @@ defmodule KinoTrace.Widget.StatsPayload do
   # (for example durations from a call trace) can be put in a `Snapshot` with
   # `Kino.Trace.Stats.Snapshot.build/2` and rendered with the same table.
 
-  alias Kino.Trace.Stats.Row
-  alias Kino.Trace.Stats.Snapshot
+  alias Kino.Trace.Stats.{Row, Snapshot}
 
   @typedoc "One process in a row's drill-down; shares are of the row's totals."
   @type process :: %{

@@ -6,8 +6,7 @@ defmodule Kino.Trace.CutStructTest do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
 
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Printer
+  alias Kino.Trace.{Cut, Printer}
   alias KinoTrace.Widget.Payload
   alias KinoTraceTest.CutStruct
 

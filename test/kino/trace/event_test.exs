@@ -1,9 +1,7 @@
 defmodule Kino.Trace.EventTest do
   use ExUnit.Case, async: true
 
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
-  alias Kino.Trace.Printer
+  alias Kino.Trace.{Cut, Event, Printer}
 
   doctest Kino.Trace.Event
 

@@ -6,9 +6,7 @@ defmodule Kino.Trace.PrinterTest do
   import ExUnit.CaptureIO
 
   alias Kino.Trace
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
-  alias Kino.Trace.Printer
+  alias Kino.Trace.{Cut, Event, Printer}
   alias KinoTraceTest.Sample.{Math, Worker}
 
   doctest Kino.Trace.Printer

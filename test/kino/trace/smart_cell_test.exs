@@ -3,11 +3,8 @@ defmodule Kino.Trace.SmartCellTest do
   # real traces, compared with the plan the form describes) and its controller.
   use ExUnit.Case, async: false
 
-  alias Kino.Trace.Plan
-  alias Kino.Trace.SmartCell
-  alias KinoTrace.SmartCell.Controller
-  alias KinoTrace.SmartCell.Form
-  alias KinoTrace.SmartCell.Source
+  alias Kino.Trace.{Plan, SmartCell}
+  alias KinoTrace.SmartCell.{Controller, Form, Source}
 
   doctest KinoTrace.SmartCell.Form
   doctest KinoTrace.SmartCell.Names

@@ -6,8 +6,7 @@ defmodule Kino.Trace.StatsTest do
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   alias Kino.Trace.Stats
-  alias Kino.Trace.Stats.Row
-  alias Kino.Trace.Stats.Snapshot
+  alias Kino.Trace.Stats.{Row, Snapshot}
   alias KinoTraceTest.StatsSample, as: S
 
   @tick {S, :tick, 1}

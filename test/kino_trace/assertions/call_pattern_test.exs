@@ -5,8 +5,8 @@ defmodule KinoTrace.Assertions.CallPatternTest do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
 
-  alias KinoTrace.Assertions.CallPattern
   alias Kino.Trace.Event
+  alias KinoTrace.Assertions.CallPattern
   alias SampleApp.Cache
 
   require CallPattern

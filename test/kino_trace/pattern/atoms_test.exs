@@ -8,8 +8,7 @@ defmodule KinoTrace.Pattern.AtomsTest do
   use ExUnit.Case, async: false
 
   alias KinoTrace.Pattern
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{Name, Quoted}
   alias KinoTrace.Widget.Controller
 
   doctest KinoTrace.Pattern.Name

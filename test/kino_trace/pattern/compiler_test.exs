@@ -13,9 +13,8 @@ defmodule KinoTrace.Pattern.CompilerTest do
 
   import KinoTraceTest.Helpers, only: [events_after: 2, calls: 1]
 
-  alias KinoTrace.Plan.MessagePattern
   alias KinoTrace.Pattern
-  alias KinoTrace.Plan.Functions
+  alias KinoTrace.Plan.{Functions, MessagePattern}
 
   doctest KinoTrace.Plan.MessagePattern
 

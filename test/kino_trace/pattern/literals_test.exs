@@ -14,10 +14,9 @@ defmodule KinoTrace.Pattern.LiteralsTest do
   # pattern.
   use ExUnit.Case, async: false
 
-  alias KinoTrace.Plan.MessagePattern
   alias KinoTrace.Pattern
-  alias KinoTrace.SmartCell.Controller
-  alias KinoTrace.SmartCell.Form
+  alias KinoTrace.Plan.MessagePattern
+  alias KinoTrace.SmartCell.{Controller, Form}
   alias KinoTrace.Widget.Controller, as: WidgetController
 
   @moduletag timeout: 60_000

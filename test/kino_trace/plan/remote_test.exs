@@ -4,9 +4,8 @@ defmodule KinoTrace.Plan.RemoteTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace.Plan
-  alias KinoTrace.Plan.TailCalls
   alias KinoTrace.Pattern.Name
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Plan.{Lookup, TailCalls}
 
   doctest Lookup
 

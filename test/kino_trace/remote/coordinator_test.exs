@@ -6,8 +6,8 @@ defmodule KinoTrace.Remote.CoordinatorTest do
 
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 
-  alias KinoTrace.Client
   alias Kino.Trace.Plan
+  alias KinoTrace.Client
   alias KinoTrace.Remote.Coordinator
   alias KinoTraceTest.Remote.Echo
 

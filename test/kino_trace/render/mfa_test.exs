@@ -1,8 +1,8 @@
 defmodule KinoTrace.Render.MFATest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Render.MFA
   alias KinoTrace.Pattern.Name
+  alias KinoTrace.Render.MFA
 
   doctest KinoTrace.Render.MFA
 

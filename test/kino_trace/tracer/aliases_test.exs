@@ -6,8 +6,8 @@ defmodule KinoTrace.Tracer.AliasesTest do
 
   import KinoTraceTest.Helpers, only: [await_events: 2]
 
-  alias KinoTrace.Tracer.Aliases
   alias Kino.Trace.Event
+  alias KinoTrace.Tracer.Aliases
 
   test "a message to a plain alias goes to the process that received it" do
     parent = self()

@@ -1,8 +1,8 @@
 defmodule KinoTrace.Tracer.DecoderTest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Tracer.Decoder
   alias Kino.Trace.Event
+  alias KinoTrace.Tracer.Decoder
 
   doctest Decoder
 

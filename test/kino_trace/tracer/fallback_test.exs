@@ -4,8 +4,8 @@ defmodule KinoTrace.Tracer.FallbackTest do
   # session, and must return the same raw events (but their timestamps).
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Tracer.Decoder
   alias KinoTrace.Tracer
+  alias KinoTrace.Tracer.Decoder
 
   import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1, wait_until: 1]
 

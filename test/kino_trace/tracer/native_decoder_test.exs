@@ -11,8 +11,7 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
   use ExUnit.Case, async: true
 
   alias Kino.Trace.Cut
-  alias KinoTrace.Tracer.Decoder
-  alias KinoTrace.Tracer.NativeDecoder
+  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
 

@@ -1,8 +1,7 @@
 defmodule KinoTrace.Widget.BufferTest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Widget.Buffer
-  alias KinoTrace.Widget.Store
+  alias KinoTrace.Widget.{Buffer, Store}
 
   doctest Buffer
   doctest Store

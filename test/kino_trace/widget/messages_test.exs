@@ -6,8 +6,7 @@ defmodule KinoTrace.Widget.MessagesTest do
 
   import KinoTraceTest.Helpers, only: [await_events: 2]
 
-  alias KinoTrace.Widget.Controller
-  alias KinoTrace.Widget.Payload
+  alias KinoTrace.Widget.{Controller, Payload}
   alias KinoTraceTest.SequenceSample
 
   defp run_traced(rounds) do

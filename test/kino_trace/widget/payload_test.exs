@@ -1,8 +1,7 @@
 defmodule KinoTrace.Widget.PayloadTest do
   use ExUnit.Case, async: true
 
-  alias Kino.Trace.Cut
-  alias Kino.Trace.Event
+  alias Kino.Trace.{Cut, Event}
   alias KinoTrace.Widget.Payload
 
   doctest Payload

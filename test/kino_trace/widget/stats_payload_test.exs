@@ -1,9 +1,9 @@
 defmodule KinoTrace.Widget.StatsPayloadTest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Widget.StatsPayload
   alias Kino.Trace.Stats.Snapshot
   alias KinoTrace.Stats.Table
+  alias KinoTrace.Widget.StatsPayload
 
   doctest KinoTrace.Stats.Options
   doctest KinoTrace.Stats.Targets

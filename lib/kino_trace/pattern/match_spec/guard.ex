@@ -8,10 +8,9 @@ defmodule KinoTrace.Pattern.MatchSpec.Guard do
 
   import KinoTrace.Pattern.Name, only: [is_name: 1]
   import KinoTrace.Pattern.MatchSpec.Literal, only: [unsupported: 2, unsupported: 3]
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Pattern.{Name, Quoted}
   alias KinoTrace.Pattern.MatchSpec.Head
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Render.MFA
 
   @comparisons %{
     ==: :==,

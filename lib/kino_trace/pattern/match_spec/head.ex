@@ -12,10 +12,9 @@ defmodule KinoTrace.Pattern.MatchSpec.Head do
 
   import KinoTrace.Pattern.Name, only: [is_name: 1]
   import KinoTrace.Pattern.MatchSpec.Literal, only: [unsupported: 2, unsupported: 3]
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Pattern.{Name, Quoted}
   alias KinoTrace.Pattern.MatchSpec.Literal
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Render.MFA
 
   # Match variables of one pattern, at most (each is an atom `:"$N"`, shared by
   # every pattern; the bound keeps their number bounded).

@@ -7,9 +7,7 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
   # refuse.
 
   import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Pattern.Bits
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Pattern.Quoted
+  alias KinoTrace.Pattern.{Bits, Name, Quoted}
 
   # `<<1, 2>>`, `<<"abc", 0>>`, `<<1::16>>`, `<<"é"::utf8>>`: only literal
   # segments are allowed (match specs cannot match parts of a binary). Built by

@@ -4,8 +4,7 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
   use ExUnit.Case, async: false
 
   alias Kino.Trace
-  alias Kino.Trace.Event
-  alias Kino.Trace.Printer
+  alias Kino.Trace.{Event, Printer}
   alias KinoTrace.Widget.Payload
   alias KinoTraceTest.Sample.{Math, Worker}
 

@@ -9,8 +9,7 @@ defmodule Kino.Trace.Calls.MessagesTest do
 
   import KinoTraceTest.Helpers, only: [await_events: 2, trace_delivered: 1]
 
-  alias Kino.Trace.Event
-  alias Kino.Trace.Printer
+  alias Kino.Trace.{Event, Printer}
 
 
   defp echo_server do

@@ -10,8 +10,7 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
 
   alias Kino.Trace
   alias Kino.Trace.Stats.Snapshot
-  alias KinoTrace.Widget.Controller
-  alias KinoTrace.Widget.StatsController
+  alias KinoTrace.Widget.{Controller, StatsController}
 
   @moduletag timeout: 120_000
 

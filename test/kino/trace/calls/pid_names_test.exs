@@ -6,8 +6,7 @@ defmodule Kino.Trace.Calls.PidNamesTest do
 
   import KinoTraceTest.Helpers, only: [events_after: 1, await_events: 2]
 
-  alias Kino.Trace.Event
-  alias Kino.Trace.Stats
+  alias Kino.Trace.{Event, Stats}
   alias KinoTraceTest.Sample.{Math, Worker}
 
   setup do

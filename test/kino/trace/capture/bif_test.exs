@@ -16,8 +16,7 @@ defmodule Kino.Trace.Capture.BifTest do
   use ExUnit.Case, async: false
   use Kino.Trace.Assertions
 
-  alias Kino.Trace.Capture
-  alias Kino.Trace.Event
+  alias Kino.Trace.{Capture, Event}
   alias KinoTraceTest.BifWork
   alias KinoTraceTest.Sample.Worker
 

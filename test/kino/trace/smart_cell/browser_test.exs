@@ -9,8 +9,7 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
   alias KinoTraceTest.Browser
 
   alias Kino.Trace.Plan
-  alias KinoTrace.SmartCell.Controller
-  alias KinoTrace.SmartCell.Form
+  alias KinoTrace.SmartCell.{Controller, Form}
 
   @moduletag :browser
   @moduletag timeout: 300_000

@@ -8,8 +8,7 @@ defmodule Kino.Trace.Stats.RemoteTest do
   import KinoTraceTest.Peers
 
   alias Kino.Trace.Stats
-  alias Kino.Trace.Stats.Row
-  alias Kino.Trace.Stats.Snapshot
+  alias Kino.Trace.Stats.{Row, Snapshot}
   alias KinoTraceTest.Remote.Echo
 
   doctest KinoTrace.Session.Backend

@@ -9,10 +9,7 @@ defmodule Kino.Trace.Widget.BrowserTest do
 
   alias KinoTraceTest.Browser
 
-  alias KinoTrace.Widget.Controller
-  alias KinoTrace.Widget.Payload
-  alias KinoTrace.Widget.StatsController
-  alias KinoTrace.Widget.Store
+  alias KinoTrace.Widget.{Controller, Payload, StatsController, Store}
   alias KinoTraceTest.{AgentSample, SequenceSample, StatsWidgetSample}
 
   @moduletag :browser

@@ -12,9 +12,7 @@ defmodule Kino.Trace.Widget.LookBrowserTest do
 
   import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1]
 
-  alias KinoTrace.Widget.Controller
-  alias KinoTrace.Widget.Payload
-  alias KinoTrace.Widget.Store
+  alias KinoTrace.Widget.{Controller, Payload, Store}
   alias KinoTraceTest.Remote.Echo
 
   @moduletag :browser

@@ -10,8 +10,7 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
 
   alias KinoTraceTest.Browser
 
-  alias KinoTrace.Widget.Controller
-  alias KinoTrace.Widget.Store
+  alias KinoTrace.Widget.{Controller, Store}
 
   @moduletag :browser
   @moduletag timeout: 300_000
