@@ -25,11 +25,12 @@
 // ShardedQueue's invariant. Unrelated events of different shards may come out in another
 // order than their timestamps.
 //
-// Caps: queue_events and queue_bytes bound what all shards hold together (pushed +
-// reserved - released, and bytes in - bytes out, summed over the shards: reads of the
-// other shards' counters, no RMW). Shards admitting at once may each see room for one
-// more event: the cap can be passed by at most one event per shard. A queue holding
-// nothing takes any one event, whatever its bytes.
+// Caps: queue_events and queue_bytes are split evenly between the shards (at least 1
+// each unless the cap is 0), and each shard checks what it holds (pushed + reserved -
+// released, bytes in - bytes out) against its part, reading no other shard's line: the
+// sum bounds memory as a global cap would, but a skewed load (one scheduler doing all the
+// tracing) drops once its shard's part is full, before the queue holds the whole cap. A
+// shard holding nothing takes any one event, whatever its bytes.
 //
 // Drops: every event dropped in trace() (admit or commit: the VM has already recorded
 // it, e.g. pushed the frame a return will pop; returns come only this way) bumps a
@@ -144,7 +145,9 @@ class BasicSessionCore {
       : limits_(limits),
         epoch_ns_(epoch_ns),
         queue_(shards),
-        bytes_out_(shards + 1) {
+        bytes_out_(shards + 1),
+        events_part_(part(limits.queue_events, shards + 1)),
+        bytes_part_(part(limits.queue_bytes, shards + 1)) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
   BasicSessionCore(const BasicSessionCore&) = delete;
@@ -167,13 +170,13 @@ class BasicSessionCore {
   }
 
   // For `enabled`'s trace_status: the same question without counting anything.
-  // (`shard`: the caller's, as for the other calls; the caps are the queue's, see above.)
-  Verdict peek(std::int64_t now_ns, std::size_t /*shard*/ = kAnyThread) const {
+  Verdict peek(std::int64_t now_ns, std::size_t shard = kAnyThread) const {
+    shard = index(shard);
     if (closed()) return Verdict::DropClosed;
     if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
       return Verdict::DropMaxEvents;
     if (!rate_.would_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    if (held() >= limits_.queue_events || bytes_held() >= limits_.queue_bytes) return Verdict::DropQueueFull;
+    if (!room(shard)) return Verdict::DropQueueFull;
     return Verdict::Accept;
   }
 
@@ -208,8 +211,8 @@ class BasicSessionCore {
       return CommitResult::pack(Verdict::DropClosed, false, false);
     }
     const std::uint64_t bytes = event.footprint();
-    const std::uint64_t before = bytes_held();
-    if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
+    const std::uint64_t before = bytes_held(shard);
+    if (before != 0 && before + bytes > bytes_part_) {  // a shard holding nothing takes any one event
       queue_.add(shard, kPushing, kMinusOne);
       abandon(shard);
       count_drop(Verdict::DropQueueFull, who, shard);
@@ -340,20 +343,23 @@ class BasicSessionCore {
 
   std::size_t index(std::size_t shard) const { return std::min(shard, queue_.fallback()); }
 
-  // Events the shards hold or have reserved: pushed + reserved - released.
-  std::uint64_t held() const {
-    std::uint64_t n = 0;
-    for (std::size_t i = 0; i < queue_.shard_count(); ++i)
-      n += queue_.held(i) + queue_.count(i, kReserved, std::memory_order_relaxed);
-    return n;
+  // A cap's part for each of `shards` shards: at least 1 unless the cap is 0.
+  static std::uint64_t part(std::uint64_t cap, std::size_t shards) {
+    return cap == 0 ? 0 : std::max<std::uint64_t>(1, cap / shards);
   }
-  // Bytes the shards hold (out first: in only grows past it).
-  std::uint64_t bytes_held() const {
-    std::uint64_t out = 0, in = 0;
-    for (const BytesOut& b : bytes_out_) out += b.bytes.load(std::memory_order_relaxed);
-    for (std::size_t i = 0; i < queue_.shard_count(); ++i) in += queue_.count(i, kBytesIn, std::memory_order_relaxed);
+
+  // Events shard `shard` holds or has reserved: pushed + reserved - released.
+  std::uint64_t held(std::size_t shard) const {
+    return queue_.held(shard) + queue_.count(shard, kReserved, std::memory_order_relaxed);
+  }
+  // Bytes shard `shard` holds (out first: in only grows past it).
+  std::uint64_t bytes_held(std::size_t shard) const {
+    const std::uint64_t out = bytes_out_[shard].bytes.load(std::memory_order_relaxed);
+    const std::uint64_t in = queue_.count(shard, kBytesIn, std::memory_order_relaxed);
     return in > out ? in - out : 0;
   }
+  // Room for one more event on shard `shard`.
+  bool room(std::size_t shard) const { return held(shard) < events_part_ && bytes_held(shard) < bytes_part_; }
 
   Verdict reserve(std::int64_t now_ns, std::size_t shard) {
     if (closed()) return Verdict::DropClosed;
@@ -361,7 +367,7 @@ class BasicSessionCore {
       return Verdict::DropMaxEvents;
     if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
     queue_.add(shard, kReserved, 1);
-    if (held() > limits_.queue_events) {  // counting this reservation
+    if (held(shard) > events_part_) {  // counting this reservation
       queue_.add(shard, kReserved, kMinusOne);
       return Verdict::DropQueueFull;
     }
@@ -415,6 +421,8 @@ class BasicSessionCore {
   mutable std::mutex consumer_;
   mutable Queue queue_;
   mutable std::vector<BytesOut> bytes_out_;
+  const std::uint64_t events_part_;  // each shard's part of the caps (see the header)
+  const std::uint64_t bytes_part_;
 
   // read-mostly: written at close or at the max_events limit
   char pad_flags[64] = {};
