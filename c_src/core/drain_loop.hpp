@@ -14,8 +14,9 @@ namespace kino_trace {
 // batch is ~190 KB, which malloc serves with mmap/munmap and fresh pages on every call).
 inline constexpr std::size_t kDrainChunk = 32;
 
-// A short chunk means the queue is empty or the next event in order is not there yet
-// (see SessionCore::drain): this many more tries, then the caller drains again later.
+// A short chunk means the queue is empty or the merge holds events back until the next
+// look at the shards (see ShardedQueue): this many more tries, then the caller drains
+// again later.
 inline constexpr int kDrainShortChunks = 16;
 
 struct Drained {
@@ -24,8 +25,8 @@ struct Drained {
 };
 
 // Drains up to `max` events of `core` (a SessionCore, or anything with its
-// drain(Event* out, size_t max, bool& more)), at most kDrainChunk at a time, in
-// admission order. `slot(n)` is where the chunk starting at the n-th event drained goes
+// drain(Event* out, size_t max, bool& more)), at most kDrainChunk at a time, in the
+// core's order. `slot(n)` is where the chunk starting at the n-th event drained goes
 // (room for kDrainChunk events); `take(events, got)` is called with each chunk once it is
 // drained (got may be 0).
 template <typename Core, typename Slot, typename Take>

@@ -203,7 +203,7 @@ ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
 }  // namespace
 
 // drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra, DropMark}], More}
-// Events come in admission order (see SessionCore); DropMark: Event::drops.
+// Events come merged by timestamp, each process's in its own order (see SessionCore); DropMark: Event::drops.
 ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;

@@ -261,6 +261,42 @@ TEST_CASE("SessionCore: queue cap in events", "[session][limits]") {
   }
 }
 
+TEST_CASE("SessionCore: the caps are split per shard: a shard drops once its part is full", "[session][limits]") {
+  Limits l = no_limits();
+  l.queue_events = 6;               // 2 shards and the fallback: a part of 2 each
+  l.queue_bytes = 9 * sizeof(Event);  // a part of 3 inline events each
+  SessionCore s(l, kEpoch, 2);
+  auto on = [&](std::size_t shard, std::uint64_t seq, std::size_t payload = 0) {
+    Verdict v = s.precheck(kEpoch, shard);
+    if (v != Verdict::Accept) return v;
+    v = s.admit(kEpoch, seq, shard);
+    if (v != Verdict::Accept) return v;
+    return s.commit(make_event(seq, payload), shard).verdict;
+  };
+  // A skewed load: shard 0 is full at its part, with room left in the others.
+  CHECK(on(0, 0) == Verdict::Accept);
+  CHECK(on(0, 1) == Verdict::Accept);
+  CHECK(on(0, 2) == Verdict::DropQueueFull);
+  CHECK(s.admit(kEpoch, 3, 0) == Verdict::DropQueueFull);
+  CHECK(on(1, 4) == Verdict::Accept);
+  CHECK(on(SessionCore::kAnyThread, 5) == Verdict::Accept);
+  CHECK(on(99, 6) == Verdict::Accept);  // past the shards: the fallback
+  CHECK(on(2, 7) == Verdict::DropQueueFull);  // the fallback's index, full
+  // Bytes, per shard too: shard 1 holds one event; one with a heap payload passes its part.
+  REQUIRE(s.admit(kEpoch, 8, 1) == Verdict::Accept);
+  CHECK(s.commit(make_event(8, 4 * sizeof(Event)), 1).verdict == Verdict::DropQueueFull);
+  Counters c = s.counters();
+  CHECK(c.queued == 5);
+  CHECK(c.dropped_queue_full == 4);
+  // Draining shard 0's events gives its room back.
+  bool more = false;
+  std::vector<Event> buf(8);
+  REQUIRE(s.drain(buf.data(), 8, more) == 5);
+  CHECK(on(0, 9) == Verdict::Accept);
+  CHECK(on(0, 10) == Verdict::Accept);
+  check_balance(s);
+}
+
 TEST_CASE("SessionCore: queue cap in bytes", "[session][limits]") {
   Limits l = no_limits();
   l.queue_bytes = 2 * sizeof(Event);

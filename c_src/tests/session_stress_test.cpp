@@ -202,7 +202,8 @@ struct Tally {
 
 enum class Mode { Lossless, Lossy, UntilClosed };
 
-// One producer: offers `count` events like the VM would (enabled, then trace). Lossless
+// One producer: offers `count` events like the VM would (enabled, then trace), on its
+// own shard (producer p on shard p, as scheduler p + 1 would be). Lossless
 // mode waits for room (peek) and retries the same event until it is accepted, so the
 // consumer must see every sequence number; lossy mode is exactly the VM; UntilClosed is
 // lossy and keeps going until the session is closed, then offers 2000 more.
@@ -211,26 +212,27 @@ void produce(SessionCore& s, Mailbox& mb, std::uint64_t producer, std::uint64_t 
   while (go.load(std::memory_order_acquire) == 0) std::this_thread::yield();
   std::uint64_t last_abandoned = ~std::uint64_t{0};
   std::uint64_t after_close = 0;
+  const std::size_t shard = producer;
   for (std::uint64_t seq = 0;;) {
     if (seq >= count && (mode != Mode::UntilClosed || after_close >= 2000)) break;
     if (mode == Mode::UntilClosed && s.closed()) ++after_close;
     std::int64_t now = real_time ? mono_ns() : kEpoch;
-    if (mode == Mode::Lossless && s.peek(now) != Verdict::Accept) {
+    if (mode == Mode::Lossless && s.peek(now, shard) != Verdict::Accept) {
       std::this_thread::yield();
       continue;
     }
-    Verdict v = s.precheck(now);
+    Verdict v = s.precheck(now, shard);
     if (v == Verdict::Accept) {
-      v = s.admit(now);
+      v = s.admit(now, producer, shard);
       if (v == Verdict::Accept) {
         if (seq % 97 == 13 && last_abandoned != seq) {  // now and then encoding fails: abandon, retry once
-          s.abandon();
+          s.abandon(shard);
           last_abandoned = seq;
           continue;
         }
         Event e = make_event(producer, seq);  // encoding takes a while: close() may run meanwhile
         if (mode == Mode::UntilClosed && seq % 8 == 0) std::this_thread::yield();
-        CommitResult r = s.commit(std::move(e));
+        CommitResult r = s.commit(std::move(e), shard);
         v = r.verdict;
         if (r.wake_consumer) {
           ++t.wakes;
@@ -305,7 +307,7 @@ TEST_CASE("stress: lossless multi-producer run delivers every event exactly once
   const std::uint64_t per = total / kProducers;
   Limits l;
   l.queue_events = 4096;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 256);
   RunResult r = run_producers(s, mb, per, Mode::Lossless);
@@ -342,7 +344,7 @@ TEST_CASE("stress: a small queue drops, counts every drop, and loses nothing sil
   Limits l;
   l.queue_events = 64;
   l.queue_bytes = 24 * 1024;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   // Held back until the queue has overflowed once: drops are certain however the
   // threads are scheduled (under TSan the producers can be slower than the consumer).
@@ -380,9 +382,9 @@ TEST_CASE("stress: racing producers reach max_events exactly once", "[stress]") 
   const std::uint64_t max_events = per * kProducers / 3;
   Limits l;
   l.max_events = max_events;
-  l.queue_events = max_events;  // never the limiting factor here
+  l.queue_events = max_events * (kProducers + 1);  // never the limiting factor here, even split per shard
   l.queue_bytes = std::uint64_t{1} << 32;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 128);
   RunResult r = run_producers(s, mb, per, Mode::Lossy);
@@ -408,7 +410,7 @@ TEST_CASE("stress: close() racing producers leaves nothing queued", "[stress][cl
     INFO("round " << round);
     Limits l;
     l.queue_events = 1000;
-    SessionCore s(l, kEpoch);
+    SessionCore s(l, kEpoch, kProducers);
     Mailbox mb;
     // The consumer closes the session mid-run, while the producers are still committing.
     Consumer consumer(s, mb, 64, 200 + static_cast<std::uint64_t>(round) * 37);
@@ -438,7 +440,7 @@ TEST_CASE("stress: concurrent rate limiting never exceeds burst + refill", "[str
   l.rate_period_ns = period;
   l.queue_events = 1u << 20;
   const std::int64_t epoch = mono_ns();
-  SessionCore s(l, epoch);
+  SessionCore s(l, epoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 256);
   RunResult r = run_producers(s, mb, per, Mode::Lossy, /*real_time=*/true);

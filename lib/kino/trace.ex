@@ -49,7 +49,9 @@ defmodule Kino.Trace do
     * `:limit` - stop tracing after this many events
     * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are
       dropped and counted, the trace keeps running
-    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping
+    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping. Each
+      scheduler (and the threads that are not one, together) holds its own part of
+      these caps, so a process tracing alone drops once its scheduler's part is full
     * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
       copied out of the traced process (deeper, longer or larger parts show as `...`)
     * `:timeout` - stop tracing after this many milliseconds

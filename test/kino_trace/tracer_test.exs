@@ -143,11 +143,13 @@ defmodule KinoTrace.TracerTest do
     trace_delivered(pid)
 
     c = Tracer.counters(resource)
-    assert c.queued == 100 and c.accepted == 100
-    assert c.dropped_queue_full == 200_000 - 100
+    # The cap is split between the schedulers' shards (and the fallback's): the process
+    # fills its scheduler's part, or the parts of those it ran on.
+    assert c.queued == c.accepted and c.accepted in div(100, System.schedulers() + 1)..100
+    assert c.dropped_queue_full == 200_000 - c.accepted
     assert c.bytes_queued < 100 * 1024
     assert balanced?(c)
-    assert length(drain_all(resource)) == 100
+    assert length(drain_all(resource)) == c.accepted
   end
 
   test "queue cap in bytes" do
