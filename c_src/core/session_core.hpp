@@ -25,12 +25,23 @@
 // ShardedQueue's invariant. Unrelated events of different shards may come out in another
 // order than their timestamps.
 //
-// Caps: queue_events and queue_bytes are split evenly between the shards (at least 1
-// each unless the cap is 0), and each shard checks what it holds (pushed + reserved -
-// released, bytes in - bytes out) against its part, reading no other shard's line: the
-// sum bounds memory as a global cap would, but a skewed load (one scheduler doing all the
-// tracing) drops once its shard's part is full, before the queue holds the whole cap. A
-// shard holding nothing takes any one event, whatever its bytes.
+// Caps: queue_events and queue_bytes are credit. What no shard holds is in a shared pool
+// (pool_events_, pool_bytes_); a single-producer shard draws a block from it when its own
+// credit runs out (a CAS on the pool's line once per block, not per event) and spends it
+// with plain stores on its own line: an admitted event takes one event of credit, its
+// commit its footprint in bytes. The fallback shard, whose threads may race, draws exactly
+// what each event needs. The consumer gives back what it drains (two fetch_adds per
+// batch). Hence, at any time,
+//   pool + Σ shards' credit + events and bytes queued or reserved == the cap
+// and the pool never goes below 0: the queue never holds more than queue_events events,
+// nor more than queue_bytes bytes but for one rule, that a shard holding nothing takes
+// any one event whatever its bytes (the pool may then go below 0; at most one such event
+// per shard at a time). One shard can use the whole cap when the others are idle. What
+// it cannot use is credit stranded in other shards: less than a block each (a draw
+// leaves less than a block, and a give-back that would make a block goes to the pool),
+// and a block
+// is the cap / (64 × shards) (at least 1: a cap of 10 is exact), so a load that moves
+// between schedulers may drop for a full queue when it holds 63/64 of the cap.
 //
 // Drops: every event dropped in trace() (admit or commit: the VM has already recorded
 // it, e.g. pushed the frame a return will pop; returns come only this way) bumps a
@@ -146,8 +157,10 @@ class BasicSessionCore {
         epoch_ns_(epoch_ns),
         queue_(shards),
         bytes_out_(shards + 1),
-        events_part_(part(limits.queue_events, shards + 1)),
-        bytes_part_(part(limits.queue_bytes, shards + 1)) {
+        events_block_(block(limits.queue_events, shards + 1)),
+        bytes_block_(block(limits.queue_bytes, shards + 1)),
+        pool_events_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_events, kMaxCap))),
+        pool_bytes_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_bytes, kMaxCap))) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
   BasicSessionCore(const BasicSessionCore&) = delete;
@@ -192,7 +205,7 @@ class BasicSessionCore {
 
   // Releases what admit() reserved, without counting anything (the event never was).
   void abandon(std::size_t shard = kAnyThread) {
-    queue_.add(index(shard), kReserved, kMinusOne);
+    give_event(index(shard));
     if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
   }
 
@@ -211,8 +224,7 @@ class BasicSessionCore {
       return CommitResult::pack(Verdict::DropClosed, false, false);
     }
     const std::uint64_t bytes = event.footprint();
-    const std::uint64_t before = bytes_held(shard);
-    if (before != 0 && before + bytes > bytes_part_) {  // a shard holding nothing takes any one event
+    if (!take_bytes(shard, bytes)) {
       queue_.add(shard, kPushing, kMinusOne);
       abandon(shard);
       count_drop(Verdict::DropQueueFull, who, shard);
@@ -228,8 +240,9 @@ class BasicSessionCore {
       typename Queue::Producer producer(queue_, shard);
       pushed = producer.push(std::move(event));
     }
-    queue_.add(shard, kReserved, kMinusOne);  // the reservation becomes the pushed item
-    if (!pushed) {
+    if (!pushed) {  // its credit goes back
+      give_event(shard);
+      give_bytes(shard, bytes);
       queue_.add(shard, kBytesIn, 0 - bytes);
       count_drop(Verdict::DropNoMemory, who, shard);
     }
@@ -262,8 +275,12 @@ class BasicSessionCore {
       return 0;
     }
     std::size_t n = queue_.pop(out, max, more);
-    for (std::size_t i = 0; i < n; ++i) note_out(out[i].shard, out[i].footprint());
-    if (n) delivered_.store(delivered_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) bytes += note_out(out[i].shard, out[i].footprint());
+    if (n) {
+      delivered_.store(delivered_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+      give_back(n, bytes);
+    }
     if (!more) {
       // Going to sleep: say so, then look again (see the header).
       sleeping_.store(1, std::memory_order_relaxed);
@@ -333,62 +350,134 @@ class BasicSessionCore {
   using Queue = ShardedQueue<Event, ShardedQueueNoHooks, kBlock, Alloc>;
 
   // The shards' counters (ShardedQueue::add): written by each shard's producer.
-  static constexpr std::size_t kReserved = 0;  // admitted, not yet committed or abandoned
+  static constexpr std::size_t kCredit = 0;    // events of credit the shard holds (not the fallback's)
   static constexpr std::size_t kBytesIn = 1;   // footprints pushed (minus failed pushes)
   static constexpr std::size_t kPushing = 2;   // inside commit(), from its check of shut_ to its push
   static constexpr std::size_t kWakeups = 3;   // wake-ups sent
   static constexpr std::size_t kDropped = 4;   // 4..8: drops by reason (Verdict - 1)
-  static_assert(kDropped + 5 <= Queue::kCounters, "a counter for each drop reason");
+  static constexpr std::size_t kByteCredit = 9;  // bytes of credit the shard holds (not the fallback's)
+  static_assert(kDropped + 5 <= kByteCredit && kByteCredit < Queue::kCounters, "a counter for each");
+  // A cap past this is no cap (the pools are signed).
+  static constexpr std::uint64_t kMaxCap = std::uint64_t{1} << 62;
   static constexpr std::uint64_t kMinusOne = ~std::uint64_t{0};
 
   std::size_t index(std::size_t shard) const { return std::min(shard, queue_.fallback()); }
 
-  // A cap's part for each of `shards` shards: at least 1 unless the cap is 0.
-  static std::uint64_t part(std::uint64_t cap, std::size_t shards) {
-    return cap == 0 ? 0 : std::max<std::uint64_t>(1, cap / shards);
+  // A cap's block for `shards` shards (see the header): at least 1.
+  static std::uint64_t block(std::uint64_t cap, std::size_t shards) {
+    return std::max<std::uint64_t>(1, std::min<std::uint64_t>(cap, kMaxCap) / (64 * shards));
   }
 
-  // Events shard `shard` holds or has reserved: pushed + reserved - released.
-  std::uint64_t held(std::size_t shard) const {
-    return queue_.held(shard) + queue_.count(shard, kReserved, std::memory_order_relaxed);
+  // Takes between `need` (at least 1) and `want` from `pool`: what it took, or 0 when
+  // the pool holds less than `need`.
+  static std::uint64_t draw(std::atomic<std::int64_t>& pool, std::uint64_t need, std::uint64_t want) {
+    std::int64_t p = pool.load(std::memory_order_relaxed);
+    while (p > 0 && static_cast<std::uint64_t>(p) >= need) {
+      const std::int64_t n = static_cast<std::int64_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(p), want));
+      if (pool.compare_exchange_weak(p, p - n, std::memory_order_relaxed)) return static_cast<std::uint64_t>(n);
+    }
+    return 0;
   }
+
+  bool own_credit(std::size_t shard) const { return shard != queue_.fallback(); }
+
+  // One event of credit for shard `shard`: false when the cap has none left.
+  bool take_event(std::size_t shard) {
+    if (!own_credit(shard)) return draw(pool_events_, 1, 1) != 0;
+    if (queue_.count(shard, kCredit, std::memory_order_relaxed) == 0) {
+      const std::uint64_t got = draw(pool_events_, 1, events_block_);
+      if (got == 0) return false;
+      queue_.add(shard, kCredit, got);
+    }
+    queue_.add(shard, kCredit, kMinusOne);
+    return true;
+  }
+  // Gives back one event of credit (an abandoned admission, a failed push): to the shard,
+  // unless that would leave it a whole block (a shard keeps less than a block).
+  void give_event(std::size_t shard) {
+    if (own_credit(shard) && queue_.count(shard, kCredit, std::memory_order_relaxed) + 1 < events_block_)
+      queue_.add(shard, kCredit, 1);
+    else
+      pool_events_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // `bytes` of credit for shard `shard`: false when the cap has not enough left and the
+  // shard holds something (a shard holding nothing takes any one event: see the header).
+  bool take_bytes(std::size_t shard, std::uint64_t bytes) {
+    const bool own = own_credit(shard);
+    const std::uint64_t have = own ? queue_.count(shard, kByteCredit, std::memory_order_relaxed) : 0;
+    if (have >= bytes) {
+      queue_.add(shard, kByteCredit, 0 - bytes);
+      return true;
+    }
+    const std::uint64_t need = bytes - have;
+    std::uint64_t got = draw(pool_bytes_, need, own ? std::max(need, bytes_block_) : need);
+    if (got == 0) {
+      if (bytes_held(shard) != 0) return false;
+      pool_bytes_.fetch_sub(static_cast<std::int64_t>(need), std::memory_order_relaxed);
+      got = need;
+    }
+    if (own) queue_.add(shard, kByteCredit, got - need - have);  // have + got - bytes left
+    return true;
+  }
+  void give_bytes(std::size_t shard, std::uint64_t bytes) {
+    if (own_credit(shard) && queue_.count(shard, kByteCredit, std::memory_order_relaxed) + bytes < bytes_block_)
+      queue_.add(shard, kByteCredit, bytes);
+    else
+      pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+
+  // The consumer gives back the credit of `events` events of `bytes` bytes it drained or freed.
+  void give_back(std::uint64_t events, std::uint64_t bytes) const {
+    pool_events_.fetch_add(static_cast<std::int64_t>(events), std::memory_order_relaxed);
+    pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+
   // Bytes shard `shard` holds (out first: in only grows past it).
   std::uint64_t bytes_held(std::size_t shard) const {
     const std::uint64_t out = bytes_out_[shard].bytes.load(std::memory_order_relaxed);
     const std::uint64_t in = queue_.count(shard, kBytesIn, std::memory_order_relaxed);
     return in > out ? in - out : 0;
   }
-  // Room for one more event on shard `shard`.
-  bool room(std::size_t shard) const { return held(shard) < events_part_ && bytes_held(shard) < bytes_part_; }
+  // Room for one more event on shard `shard`: credit for one event, and for some bytes.
+  bool room(std::size_t shard) const {
+    const bool own = own_credit(shard);
+    const bool events = (own && queue_.count(shard, kCredit, std::memory_order_relaxed) != 0) ||
+                        pool_events_.load(std::memory_order_relaxed) > 0;
+    const bool bytes = (own && queue_.count(shard, kByteCredit, std::memory_order_relaxed) != 0) ||
+                       pool_bytes_.load(std::memory_order_relaxed) > 0 || bytes_held(shard) == 0;
+    return events && bytes;
+  }
 
   Verdict reserve(std::int64_t now_ns, std::size_t shard) {
     if (closed()) return Verdict::DropClosed;
     if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
       return Verdict::DropMaxEvents;
     if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    queue_.add(shard, kReserved, 1);
-    if (held(shard) > events_part_) {  // counting this reservation
-      queue_.add(shard, kReserved, kMinusOne);
-      return Verdict::DropQueueFull;
-    }
+    if (!take_event(shard)) return Verdict::DropQueueFull;
     if (limits_.max_events && tickets_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_events) {
       tickets_.fetch_sub(1, std::memory_order_relaxed);
-      queue_.add(shard, kReserved, kMinusOne);
+      give_event(shard);
       return Verdict::DropMaxEvents;
     }
     return Verdict::Accept;
   }
 
-  // The consumer's bytes out of shard `shard` (consumer_ held).
-  void note_out(std::size_t shard, std::uint64_t bytes) const {
+  // The consumer's bytes out of shard `shard` (consumer_ held): returns `bytes`.
+  std::uint64_t note_out(std::size_t shard, std::uint64_t bytes) const {
     std::atomic<std::uint64_t>& b = bytes_out_[shard].bytes;
     b.store(b.load(std::memory_order_relaxed) + bytes, std::memory_order_release);
+    return bytes;
   }
 
   // Frees up to about `max` queued events, counted as discarded (consumer_ held).
   std::size_t free_queued(std::size_t max) const {
-    std::size_t n = queue_.discard([&](const Event& e) { note_out(e.shard, e.footprint()); }, max);
-    if (n) discarded_.store(discarded_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    std::uint64_t bytes = 0;
+    std::size_t n = queue_.discard([&](const Event& e) { bytes += note_out(e.shard, e.footprint()); }, max);
+    if (n) {
+      discarded_.store(discarded_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+      give_back(n, bytes);
+    }
     return n;
   }
   // After close: frees what a late push left (consumer_ held).
@@ -421,8 +510,13 @@ class BasicSessionCore {
   mutable std::mutex consumer_;
   mutable Queue queue_;
   mutable std::vector<BytesOut> bytes_out_;
-  const std::uint64_t events_part_;  // each shard's part of the caps (see the header)
-  const std::uint64_t bytes_part_;
+  const std::uint64_t events_block_;  // what a shard draws from a pool at once (see the header)
+  const std::uint64_t bytes_block_;
+  // The caps' credit no shard holds (see the header): drawn by producers once per block,
+  // given back by the consumer once per batch.
+  char pad_pools[64] = {};
+  mutable std::atomic<std::int64_t> pool_events_;
+  mutable std::atomic<std::int64_t> pool_bytes_;
 
   // read-mostly: written at close or at the max_events limit
   char pad_flags[64] = {};

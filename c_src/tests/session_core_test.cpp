@@ -261,10 +261,10 @@ TEST_CASE("SessionCore: queue cap in events", "[session][limits]") {
   }
 }
 
-TEST_CASE("SessionCore: the caps are split per shard: a shard drops once its part is full", "[session][limits]") {
+TEST_CASE("SessionCore: the caps are credit: one shard may use all of it, all shards no more", "[session][limits]") {
   Limits l = no_limits();
-  l.queue_events = 6;               // 2 shards and the fallback: a part of 2 each
-  l.queue_bytes = 9 * sizeof(Event);  // a part of 3 inline events each
+  l.queue_events = 6;                 // 2 shards and the fallback: blocks of 1, exact
+  l.queue_bytes = 9 * sizeof(Event);
   SessionCore s(l, kEpoch, 2);
   auto on = [&](std::size_t shard, std::uint64_t seq, std::size_t payload = 0) {
     Verdict v = s.precheck(kEpoch, shard);
@@ -273,27 +273,80 @@ TEST_CASE("SessionCore: the caps are split per shard: a shard drops once its par
     if (v != Verdict::Accept) return v;
     return s.commit(make_event(seq, payload), shard).verdict;
   };
-  // A skewed load: shard 0 is full at its part, with room left in the others.
-  CHECK(on(0, 0) == Verdict::Accept);
-  CHECK(on(0, 1) == Verdict::Accept);
-  CHECK(on(0, 2) == Verdict::DropQueueFull);
-  CHECK(s.admit(kEpoch, 3, 0) == Verdict::DropQueueFull);
-  CHECK(on(1, 4) == Verdict::Accept);
-  CHECK(on(SessionCore::kAnyThread, 5) == Verdict::Accept);
-  CHECK(on(99, 6) == Verdict::Accept);  // past the shards: the fallback
-  CHECK(on(2, 7) == Verdict::DropQueueFull);  // the fallback's index, full
-  // Bytes, per shard too: shard 1 holds one event; one with a heap payload passes its part.
-  REQUIRE(s.admit(kEpoch, 8, 1) == Verdict::Accept);
-  CHECK(s.commit(make_event(8, 4 * sizeof(Event)), 1).verdict == Verdict::DropQueueFull);
+  // A skewed load: shard 0 takes the whole cap while the others are idle.
+  for (std::uint64_t i = 0; i < 6; ++i) CHECK(on(0, i) == Verdict::Accept);
+  CHECK(on(0, 6) == Verdict::DropQueueFull);
+  CHECK(s.admit(kEpoch, 7, 0) == Verdict::DropQueueFull);
+  // The cap is global: no other shard, nor the fallback, finds room.
+  CHECK(on(1, 8) == Verdict::DropQueueFull);
+  CHECK(on(SessionCore::kAnyThread, 9) == Verdict::DropQueueFull);
+  CHECK(on(99, 10) == Verdict::DropQueueFull);  // past the shards: the fallback
   Counters c = s.counters();
-  CHECK(c.queued == 5);
-  CHECK(c.dropped_queue_full == 4);
-  // Draining shard 0's events gives its room back.
+  CHECK(c.queued == 6);
+  CHECK(c.dropped_queue_full == 5);
+  // Draining gives the credit back, to whichever shard needs it.
+  bool more = false;
+  std::vector<Event> buf(8);
+  REQUIRE(s.drain(buf.data(), 2, more) == 2);
+  CHECK(on(1, 11) == Verdict::Accept);
+  CHECK(on(SessionCore::kAnyThread, 12) == Verdict::Accept);
+  CHECK(on(0, 13) == Verdict::DropQueueFull);
+  // An abandoned admission gives its event back.
+  REQUIRE(s.drain(buf.data(), 1, more) == 1);
+  REQUIRE(s.admit(kEpoch, 14, 0) == Verdict::Accept);
+  CHECK(on(1, 15) == Verdict::DropQueueFull);
+  s.abandon(0);
+  CHECK(on(1, 16) == Verdict::Accept);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: the byte cap is credit too, and a shard holding nothing takes any one event", "[session][limits]") {
+  Limits l = no_limits();
+  l.queue_bytes = 4 * sizeof(Event);
+  SessionCore s(l, kEpoch, 2);
+  auto on = [&](std::size_t shard, std::uint64_t seq, std::size_t payload = 0) {
+    Verdict v = s.admit(kEpoch, seq, shard);
+    if (v != Verdict::Accept) return v;
+    return s.commit(make_event(seq, payload), shard).verdict;
+  };
+  for (std::uint64_t i = 0; i < 4; ++i) CHECK(on(1, i) == Verdict::Accept);  // one shard, all the bytes
+  CHECK(on(1, 4) == Verdict::DropQueueFull);
+  CHECK(s.precheck(kEpoch, 1) == Verdict::DropQueueFull);
+  // Shard 0 holds nothing: it takes one event, however big, and then nothing more.
+  CHECK(on(0, 5, 16 * sizeof(Event)) == Verdict::Accept);
+  CHECK(on(0, 6) == Verdict::DropQueueFull);
   bool more = false;
   std::vector<Event> buf(8);
   REQUIRE(s.drain(buf.data(), 8, more) == 5);
-  CHECK(on(0, 9) == Verdict::Accept);
-  CHECK(on(0, 10) == Verdict::Accept);
+  // Once the big event is drained the books are even again: the cap holds 4 small events.
+  for (std::uint64_t i = 7; i < 11; ++i) CHECK(on(i % 2, i) == Verdict::Accept);
+  CHECK(on(0, 11) == Verdict::DropQueueFull);
+  CHECK(on(1, 12) == Verdict::DropQueueFull);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: credit stranded in idle shards is less than a block each", "[session][limits]") {
+  Limits l = no_limits();
+  const std::size_t shards = 3;
+  const std::uint64_t block = 10;
+  l.queue_events = 64 * (shards + 1) * block;  // blocks of 10
+  SessionCore s(l, kEpoch, shards);
+  // Shards 0 and 1 take one event each, drawing a block they leave mostly unused.
+  REQUIRE(s.admit(kEpoch, 0, 0) == Verdict::Accept);
+  REQUIRE(s.commit(make_event(0), 0).verdict == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 1, 1) == Verdict::Accept);
+  REQUIRE(s.commit(make_event(1), 1).verdict == Verdict::Accept);
+  // Shard 2 fills the rest.
+  std::uint64_t taken = 0;
+  for (std::uint64_t i = 2; s.admit(kEpoch, i, 2) == Verdict::Accept; ++i) {
+    REQUIRE(s.commit(make_event(i), 2).verdict == Verdict::Accept);
+    ++taken;
+  }
+  CHECK(taken == l.queue_events - 2 - 2 * (block - 1));
+  // Shards 0 and 1 still have their credit.
+  CHECK(s.admit(kEpoch, 99, 0) == Verdict::Accept);
+  CHECK(s.commit(make_event(99), 0).verdict == Verdict::Accept);
+  CHECK(s.counters().queued == taken + 3);
   check_balance(s);
 }
 

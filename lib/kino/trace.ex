@@ -49,9 +49,9 @@ defmodule Kino.Trace do
     * `:limit` - stop tracing after this many events
     * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are
       dropped and counted, the trace keeps running
-    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping. Each
-      scheduler (and the threads that are not one, together) holds its own part of
-      these caps, so a process tracing alone drops once its scheduler's part is full
+    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping (one
+      process tracing alone may use all of it; one that moves between schedulers may
+      see drops from 63/64 of it, the part each scheduler keeps in hand)
     * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
       copied out of the traced process (deeper, longer or larger parts show as `...`)
     * `:timeout` - stop tracing after this many milliseconds
