@@ -74,6 +74,24 @@ std::vector<Event> drain_all(SessionCore& s, std::size_t batch = 64) {
   return got;
 }
 
+// After n + 20 offers with max_events n: n accepted, one said so, the 20 others dropped
+// as closed, the n delivered.
+void check_limit_end(SessionCore& s, std::uint64_t n, std::uint64_t accepted, std::uint64_t limit_signals) {
+  CHECK(accepted == n);
+  CHECK(limit_signals == 1);
+  Counters c = s.counters();
+  CHECK(c.accepted == n);
+  CHECK(c.closed);
+  CHECK(c.limit_reached);
+  CHECK(c.dropped_closed == 20);
+  CHECK(total_dropped(c) == 20);
+  // The events accepted before the limit are still delivered.
+  auto got = drain_all(s);
+  CHECK(got.size() == n);
+  CHECK(s.counters().delivered == n);
+  check_balance(s);
+}
+
 Limits no_limits() {
   Limits l;
   l.queue_events = 1u << 30;
@@ -134,19 +152,7 @@ TEST_CASE("SessionCore: max_events accepts exactly N, then closes", "[session][l
         CHECK(i == n - 1);  // the N-th event says so
       }
     }
-    CHECK(accepted == n);
-    CHECK(limit_signals == 1);
-    Counters c = s.counters();
-    CHECK(c.accepted == n);
-    CHECK(c.closed);
-    CHECK(c.limit_reached);
-    CHECK(c.dropped_closed == 20);
-    CHECK(total_dropped(c) == 20);
-    // The events accepted before the limit are still delivered.
-    auto got = drain_all(s);
-    CHECK(got.size() == n);
-    CHECK(s.counters().delivered == n);
-    check_balance(s);
+    check_limit_end(s, n, accepted, limit_signals);
   }
 }
 
@@ -224,16 +230,7 @@ TEST_CASE("SessionCore: max_events on shards: the tickets an idle shard's block 
         CHECK(accepted == n);  // the n-th event says so
       }
     }
-    CHECK(accepted == n);
-    CHECK(limit_signals == 1);
-    Counters c = s.counters();
-    CHECK(c.accepted == n);
-    CHECK(c.closed);
-    CHECK(c.limit_reached);
-    CHECK(c.dropped_max_events == 0);
-    CHECK(c.dropped_closed == 20);
-    CHECK(drain_all(s).size() == n);
-    check_balance(s);
+    check_limit_end(s, n, accepted, limit_signals);
   }
 }
 
