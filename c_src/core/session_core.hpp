@@ -16,7 +16,7 @@
 //   precheck()  in the VM's `enabled` callbacks: cheap, no side effect but counting the
 //               drop, so a rejected event costs almost nothing (no trace term is built);
 //   admit()     in `trace`: takes a rate token, a reservation in its shard and a
-//               max_events ticket;
+//               max_events ticket (tokens and tickets from the shard's blocks: below);
 //   commit()    after encoding: checks the byte cap and pushes to its shard (or abandon());
 //   drain()     in the session process: hands out events in batches, merged by timestamp.
 //
@@ -70,6 +70,47 @@
 // ("late") is accepted and freed by the next consumer call once close is done (drain,
 // counters) or by the destructor, so nothing stays queued after close as counters()
 // reports it.
+//
+// :limit tickets (max_events; issue 26). A ticket is in exactly one place: the pool
+// (pool_, the tickets no shard has taken), a single-producer shard's block (its Budget's
+// `have`), in flight (admitted, not yet committed or abandoned) or used (its shard's
+// `used`: committed, pushed or not for want of memory). Every move is an atomic RMW (or
+// the owner's store of `used`), so the tickets are conserved and at most max_events are
+// ever used: `:limit` never over-admits. Per event, a shard's producer takes a ticket
+// from its own block (a CAS on its own line) and counts its use (a seq_cst store on the
+// same line); pool_, shared, is written once per block:
+//   * A block (kTicketBlock) is taken only while more than shards × kTicketBlock remain
+//     in the pool, else one ticket at a time (the fallback shard always takes one, from
+//     the pool: its producers are many). So the pool only empties by single takes, and
+//     once it is empty the blocks hold at most kTicketBlock - 1 each (plus abandons).
+//   * Nothing is stranded: a producer that finds its block and the pool empty moves every
+//     shard's block into the pool (an exchange of `have`, which is why `have` is an
+//     atomic the owner takes from with a CAS, not a plain store: an idle shard, one whose
+//     process migrated away, cannot give back what it holds) and takes from there. So an
+//     event is refused for max_events only when no ticket is in a pool or a block, i.e.
+//     all are used or in flight. (Or in transit: between a taker's RMW and its next one,
+//     a few instructions, as in-flight tickets later abandoned were before.) peek()
+//     looks at the same places without taking.
+//   * The end: a commit stores its shard's `used` (seq_cst), then loads the pool
+//     (seq_cst); when it is empty, it sums every shard's `used` (seq_cst) and, at
+//     max_events, closes the session; the exchange on limit_reached_ lets one commit say
+//     so. Some commit sees the sum: take X, the commit whose store of `used` is last in
+//     the seq_cst order S. Every move of a ticket happens before the store that uses it
+//     (each RMW on a block reads from the last, seq_cst RMWs synchronise), so every
+//     modification of the pool precedes X's store in S, and the pool's last value before
+//     X's load is 0 (every ticket that entered left); X's loads of `used` follow every
+//     store in S, so X sees all max_events. No commit sees it early: the sum of loads
+//     never exceeds what is used. This is the seq_cst store/load pair (Dekker) of two
+//     racing last commits: of the two, one sees the other.
+//
+// :rate tokens. The bucket (RateLimiter) stays the one global bound on what is taken:
+// over [0, t] at most rate_count + t / interval tokens. A single-producer shard takes up
+// to rate_block_ = rate_count / (8 × shards), 1 to kRateBlockMax, in one CAS, and keeps
+// the rest in its Budget (owner only); they expire one rate period after they were taken,
+// so an idle shard does not bank them. Accepted events never exceed what was taken; in
+// any window, what the shards held at its start is the only excess over the bucket's
+// bound: at most shards × (rate_block_ - 1) < rate_count / 8. The fallback takes one
+// token per event, as before.
 //
 // Accounting: every offered event ends as accepted or dropped with one reason, and
 //   accepted == delivered + queued + discarded    (discarded: freed after shut())
@@ -160,7 +201,11 @@ class BasicSessionCore {
         events_block_(block(limits.queue_events, shards + 1)),
         bytes_block_(block(limits.queue_bytes, shards + 1)),
         pool_events_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_events, kMaxCap))),
-        pool_bytes_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_bytes, kMaxCap))) {
+        pool_bytes_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_bytes, kMaxCap))),
+        block_threshold_(shards * kTicketBlock),
+        rate_block_(std::clamp<std::uint64_t>(limits.rate_count / (8 * (shards + 1)), 1, kRateBlockMax)),
+        budget_(shards + 1),
+        pool_(limits.max_events) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
   BasicSessionCore(const BasicSessionCore&) = delete;
@@ -186,9 +231,8 @@ class BasicSessionCore {
   Verdict peek(std::int64_t now_ns, std::size_t shard = kAnyThread) const {
     shard = index(shard);
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
-      return Verdict::DropMaxEvents;
-    if (!rate_.would_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
+    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (!token_in_sight(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
     if (!room(shard)) return Verdict::DropQueueFull;
     return Verdict::Accept;
   }
@@ -206,7 +250,7 @@ class BasicSessionCore {
   // Releases what admit() reserved, without counting anything (the event never was).
   void abandon(std::size_t shard = kAnyThread) {
     give_event(index(shard));
-    if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
+    if (limits_.max_events) give_back_ticket(index(shard));
   }
 
   CommitResult commit(Event&& event, std::size_t shard = kAnyThread) {
@@ -253,12 +297,7 @@ class BasicSessionCore {
                       sleeping_.exchange(0, std::memory_order_relaxed) != 0;
     if (wake) queue_.add(shard, kWakeups, 1);
     queue_.add(shard, kPushing, kMinusOne, std::memory_order_release);
-    bool limit = false;
-    if (limits_.max_events && used_.fetch_add(1, std::memory_order_relaxed) + 1 == limits_.max_events) {
-      limit = true;
-      closed_.store(true, std::memory_order_release);
-      limit_reached_.store(true, std::memory_order_release);
-    }
+    const bool limit = limits_.max_events && use_ticket(shard);
     return CommitResult::pack(pushed ? Verdict::Accept : Verdict::DropNoMemory, wake, limit);
   }
 
@@ -451,16 +490,105 @@ class BasicSessionCore {
 
   Verdict reserve(std::int64_t now_ns, std::size_t shard) {
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
-      return Verdict::DropMaxEvents;
-    if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
+    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (!take_token(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
     if (!take_event(shard)) return Verdict::DropQueueFull;
-    if (limits_.max_events && tickets_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_events) {
-      tickets_.fetch_sub(1, std::memory_order_relaxed);
+    if (limits_.max_events && !take_ticket(shard)) {
       give_event(shard);
       return Verdict::DropMaxEvents;
     }
     return Verdict::Accept;
+  }
+
+  // :limit tickets and :rate tokens (see the header). A single-producer shard's Budget is
+  // written by its producer, but for `have`, which an empty pool's taker may empty.
+  bool single(std::size_t shard) const { return shard < queue_.fallback(); }
+
+  // A ticket for shard `shard` is in its block, the pool or another shard's block.
+  bool ticket_in_sight(std::size_t shard) const {
+    if (single(shard) && budget_[shard].have.load(std::memory_order_relaxed) != 0) return true;
+    if (pool_.load(std::memory_order_relaxed) != 0) return true;
+    for (const Budget& b : budget_)
+      if (b.have.load(std::memory_order_relaxed) != 0) return true;
+    return false;
+  }
+
+  // Takes a ticket: from the shard's block, else from the pool (a block while more than
+  // shards × kTicketBlock remain, else one), else from other shards' blocks. False: none left.
+  bool take_ticket(std::size_t shard) {
+    if (single(shard)) {
+      std::atomic<std::uint64_t>& have = budget_[shard].have;
+      std::uint64_t h = have.load(std::memory_order_relaxed);
+      while (h != 0)
+        if (have.compare_exchange_weak(h, h - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) return true;
+    }
+    for (;;) {
+      std::uint64_t p = pool_.load(std::memory_order_relaxed);
+      while (p != 0) {
+        const std::uint64_t n = single(shard) && p > block_threshold_ ? kTicketBlock : 1;
+        if (pool_.compare_exchange_weak(p, p - n, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+          if (n > 1) budget_[shard].have.fetch_add(n - 1, std::memory_order_seq_cst);
+          return true;
+        }
+      }
+      if (!reclaim_tickets()) return false;
+    }
+  }
+
+  // The pool is empty: moves what the shards' blocks hold into it. False: they held none.
+  bool reclaim_tickets() {
+    std::uint64_t got = 0;
+    for (Budget& b : budget_)
+      if (b.have.load(std::memory_order_relaxed) != 0) got += b.have.exchange(0, std::memory_order_seq_cst);
+    if (got != 0) pool_.fetch_add(got, std::memory_order_seq_cst);
+    return got != 0;
+  }
+
+  // An admitted event that was not committed gives its ticket back.
+  void give_back_ticket(std::size_t shard) {
+    (single(shard) ? budget_[shard].have : pool_).fetch_add(1, std::memory_order_seq_cst);
+  }
+
+  // Counts a ticket used by a commit; true for the one commit that finds all max_events
+  // used (then the session is closed).
+  bool use_ticket(std::size_t shard) {
+    std::atomic<std::uint64_t>& used = budget_[shard].used;
+    if (single(shard))
+      used.store(used.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    else
+      used.fetch_add(1, std::memory_order_seq_cst);
+    if (pool_.load(std::memory_order_seq_cst) != 0) return false;
+    std::uint64_t sum = 0;
+    for (const Budget& b : budget_) sum += b.used.load(std::memory_order_seq_cst);
+    if (sum != limits_.max_events) return false;
+    closed_.store(true, std::memory_order_release);
+    return !limit_reached_.exchange(true, std::memory_order_acq_rel);
+  }
+
+  // A rate token for shard `shard` is in its block (not expired) or in the bucket.
+  bool token_in_sight(std::int64_t now, std::size_t shard) const {
+    if (single(shard) && budget_[shard].tokens.load(std::memory_order_relaxed) != 0 &&
+        now < budget_[shard].expiry.load(std::memory_order_relaxed))
+      return true;
+    return rate_.would_admit(now);
+  }
+
+  // Takes a rate token: from the shard's block while it has not expired, else a new block
+  // of up to rate_block_ from the bucket (the fallback: one from the bucket).
+  bool take_token(std::int64_t now, std::size_t shard) {
+    if (!rate_.limited()) return true;
+    if (!single(shard) || rate_block_ == 1) return rate_.try_admit(now);
+    Budget& b = budget_[shard];
+    const std::uint64_t t = b.tokens.load(std::memory_order_relaxed);
+    if (t != 0 && now < b.expiry.load(std::memory_order_relaxed)) {
+      b.tokens.store(t - 1, std::memory_order_relaxed);
+      return true;
+    }
+    const std::uint64_t n = rate_.take(now, rate_block_);
+    b.tokens.store(n == 0 ? 0 : n - 1, std::memory_order_relaxed);
+    if (n == 0) return false;
+    b.expiry.store(now + limits_.rate_period_ns, std::memory_order_relaxed);
+    return true;
   }
 
   // The consumer's bytes out of shard `shard` (consumer_ held): returns `bytes`.
@@ -497,6 +625,16 @@ class BasicSessionCore {
 
   static constexpr unsigned kDropMarkBits = 10;
 
+  // One shard's :limit tickets and :rate tokens, on its own line (see the header).
+  struct alignas(64) Budget {
+    std::atomic<std::uint64_t> have{0};     // tickets of its block not yet taken
+    std::atomic<std::uint64_t> used{0};     // tickets used by its commits
+    std::atomic<std::uint64_t> tokens{0};   // rate tokens of its block not yet taken
+    std::atomic<std::int64_t> expiry{0};    // when they expire (the session's clock)
+  };
+  static constexpr std::uint64_t kTicketBlock = 32;
+  static constexpr std::uint64_t kRateBlockMax = 16;
+
   // The consumer's bytes out of one shard, on its own line.
   struct alignas(64) BytesOut {
     std::atomic<std::uint64_t> bytes{0};
@@ -517,6 +655,8 @@ class BasicSessionCore {
   char pad_pools[64] = {};
   mutable std::atomic<std::int64_t> pool_events_;
   mutable std::atomic<std::int64_t> pool_bytes_;
+  const std::uint64_t block_threshold_;  // tickets are taken one by one once fewer remain in pool_
+  const std::uint64_t rate_block_;       // rate tokens a shard takes at once
 
   // read-mostly: written at close or at the max_events limit
   char pad_flags[64] = {};
@@ -525,10 +665,11 @@ class BasicSessionCore {
   std::atomic<std::uint32_t> shut_{0};  // close() was called (closed_ is also set by the limit)
   std::atomic<bool> done_{false};       // a discard() found everything freed
 
-  // max_events only: tickets handed out, and tickets used by commit()
+  // max_events only: the shards' blocks, and the tickets no shard has taken (written once
+  // a block while more than block_threshold_ remain)
+  std::vector<Budget> budget_;
   char pad_tickets[64] = {};
-  std::atomic<std::uint64_t> tickets_{0};
-  std::atomic<std::uint64_t> used_{0};
+  std::atomic<std::uint64_t> pool_;
 
   // the consumer: set when it found nothing left, cleared by the producer that wakes it
   char pad_sleeping[64] = {};

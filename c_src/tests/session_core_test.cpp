@@ -74,6 +74,24 @@ std::vector<Event> drain_all(SessionCore& s, std::size_t batch = 64) {
   return got;
 }
 
+// After n + 20 offers with max_events n: n accepted, one said so, the 20 others dropped
+// as closed, the n delivered.
+void check_limit_end(SessionCore& s, std::uint64_t n, std::uint64_t accepted, std::uint64_t limit_signals) {
+  CHECK(accepted == n);
+  CHECK(limit_signals == 1);
+  Counters c = s.counters();
+  CHECK(c.accepted == n);
+  CHECK(c.closed);
+  CHECK(c.limit_reached);
+  CHECK(c.dropped_closed == 20);
+  CHECK(total_dropped(c) == 20);
+  // The events accepted before the limit are still delivered.
+  auto got = drain_all(s);
+  CHECK(got.size() == n);
+  CHECK(s.counters().delivered == n);
+  check_balance(s);
+}
+
 Limits no_limits() {
   Limits l;
   l.queue_events = 1u << 30;
@@ -134,19 +152,7 @@ TEST_CASE("SessionCore: max_events accepts exactly N, then closes", "[session][l
         CHECK(i == n - 1);  // the N-th event says so
       }
     }
-    CHECK(accepted == n);
-    CHECK(limit_signals == 1);
-    Counters c = s.counters();
-    CHECK(c.accepted == n);
-    CHECK(c.closed);
-    CHECK(c.limit_reached);
-    CHECK(c.dropped_closed == 20);
-    CHECK(total_dropped(c) == 20);
-    // The events accepted before the limit are still delivered.
-    auto got = drain_all(s);
-    CHECK(got.size() == n);
-    CHECK(s.counters().delivered == n);
-    check_balance(s);
+    check_limit_end(s, n, accepted, limit_signals);
   }
 }
 
@@ -182,6 +188,104 @@ TEST_CASE("SessionCore: max_events tickets: in-flight events count, abandon give
   CHECK(c.dropped_max_events == 2);
   CHECK(c.dropped_closed == 2);
   CHECK(c.limit_reached);
+}
+
+// The path of one event on shard `shard` (a scheduler's), as offer() on the fallback.
+Offer offer_on(SessionCore& s, std::size_t shard, std::int64_t now, std::uint64_t seq) {
+  Offer o;
+  o.verdict = s.precheck(now, shard);
+  if (o.verdict != Verdict::Accept) return o;
+  o.verdict = s.admit(now, seq, shard);
+  if (o.verdict != Verdict::Accept) return o;
+  o.commit = s.commit(make_event(seq), shard);
+  o.verdict = o.commit.verdict;
+  return o;
+}
+
+TEST_CASE("SessionCore: max_events on shards: the tickets an idle shard's block holds are not lost", "[session][limits]") {
+  // A process runs a little on shards 0-2 (each takes a block of tickets and uses one),
+  // then migrates to shard 3 for good: it must still get all max_events events, the last
+  // one saying so, and nothing after.
+  for (std::uint64_t n : {1ull, 2ull, 5ull, 100ull, 129ull, 1000ull, 5000ull}) {
+    INFO("max_events " << n);
+    Limits l = no_limits();
+    l.max_events = n;
+    SessionCore s(l, kEpoch, 4);
+    std::uint64_t accepted = 0, limit_signals = 0, seq = 0;
+    for (std::size_t shard = 0; shard < 3; ++shard) {
+      Offer o = offer_on(s, shard, kEpoch, seq++);
+      accepted += o.verdict == Verdict::Accept;
+      limit_signals += o.commit.limit_reached;
+    }
+    for (; seq < n + 20; ++seq) {
+      Offer o = offer_on(s, 3, kEpoch, seq);
+      if (o.verdict == Verdict::Accept) {
+        ++accepted;
+        CHECK(accepted <= n);
+      } else {
+        CHECK(o.verdict == Verdict::DropClosed);
+      }
+      if (o.commit.limit_reached) {
+        ++limit_signals;
+        CHECK(accepted == n);  // the n-th event says so
+      }
+    }
+    check_limit_end(s, n, accepted, limit_signals);
+  }
+}
+
+TEST_CASE("SessionCore: max_events on shards: in-flight tickets count, abandon gives one back", "[session][limits]") {
+  Limits l = no_limits();
+  l.max_events = 3;
+  SessionCore s(l, kEpoch, 2);
+  REQUIRE(s.admit(kEpoch, 1, 0) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 2, 1) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 3, 1) == Verdict::Accept);
+  for (std::size_t shard : {std::size_t{0}, std::size_t{1}, SessionCore::kAnyThread}) {
+    CHECK(s.peek(kEpoch, shard) == Verdict::DropMaxEvents);
+    CHECK(s.admit(kEpoch, 4, shard) == Verdict::DropMaxEvents);
+  }
+  s.abandon(1);  // its ticket can go to any shard
+  CHECK(s.peek(kEpoch, 0) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 5, 0) == Verdict::Accept);
+  CHECK(s.admit(kEpoch, 6, SessionCore::kAnyThread) == Verdict::DropMaxEvents);
+  CHECK_FALSE(s.commit(make_event(1), 0).limit_reached);
+  CHECK_FALSE(s.commit(make_event(2), 1).limit_reached);
+  CHECK_FALSE(s.closed());
+  CHECK(s.commit(make_event(5), 0).limit_reached);
+  CHECK(s.closed());
+  Counters c = s.counters();
+  CHECK(c.accepted == 3);
+  CHECK(c.dropped_max_events == 4);
+  CHECK(c.limit_reached);
+}
+
+TEST_CASE("SessionCore: rate on shards: global at any one time, and a shard's tokens expire with their period", "[session][limits]") {
+  Limits l = no_limits();
+  l.rate_count = 160;  // blocks of 160 / (8 * 3 shards) = 6 tokens
+  l.rate_period_ns = kSecond;
+  SessionCore s(l, kEpoch, 2);
+  std::uint64_t seq = 0;
+  // At one instant the shards together get the burst, exactly.
+  auto burst = [&](std::int64_t now) {
+    std::uint64_t accepted = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t shard = i % 3 == 2 ? SessionCore::kAnyThread : static_cast<std::size_t>(i % 3);
+      accepted += offer_on(s, shard, now, seq++).verdict == Verdict::Accept;
+    }
+    return accepted;
+  };
+  CHECK(burst(kEpoch) == 160);
+  CHECK(s.counters().dropped_rate == 140);
+  // Shard 0 takes a block at 2 s and uses one token of it, then idles for a period: the
+  // rest of its block expires with the period, and the bucket alone (full again) admits.
+  REQUIRE(offer_on(s, 0, kEpoch + 2 * kSecond, seq++).verdict == Verdict::Accept);
+  CHECK(burst(kEpoch + 3 * kSecond) == 160);
+  // Within the period a shard's block is its own: peek sees it, the bucket being empty.
+  REQUIRE(offer_on(s, 0, kEpoch + 5 * kSecond, seq++).verdict == Verdict::Accept);
+  CHECK(burst(kEpoch + 5 * kSecond) == 159);
+  CHECK(s.peek(kEpoch + 5 * kSecond, 0) == Verdict::DropRate);
+  check_balance(s);
 }
 
 TEST_CASE("SessionCore: rate drops are counted and the session keeps running", "[session][limits]") {

@@ -535,3 +535,127 @@ TEST_CASE("stress: close() with 1 M queued events (250 k sanitized) and producer
   CHECK(c.accepted + c.dropped_closed + c.dropped_queue_full == queued + offered.load());
   CHECK(s.drain(batch, 64, more) == 0);
 }
+
+namespace {
+
+// Producers that migrate between many single-producer shards, as processes move between
+// schedulers: thread t offers each event on some shard it locks for the event (one thread
+// at a time per shard, as one scheduler runs one process at a time), now and then on the
+// fallback. `spread(t, i)` picks the shard of its i-th event (past the shards: the
+// fallback). Returns the tallies; the queue is drained at the end.
+struct Migrating {
+  static constexpr std::size_t kShards = 8;
+  std::vector<std::mutex> locks = std::vector<std::mutex>(kShards);
+
+  template <class Spread>
+  Tally run(SessionCore& s, std::uint64_t per, bool real_time, Spread spread) {
+    std::vector<Tally> tallies(kProducers);
+    std::atomic<int> go{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < kProducers; ++p)
+      threads.emplace_back([&, p] {
+        Tally& t = tallies[static_cast<std::size_t>(p)];
+        while (go.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        for (std::uint64_t i = 0; i < per; ++i) {
+          std::size_t shard = spread(p, i);
+          std::unique_lock<std::mutex> lock;
+          if (shard < kShards) lock = std::unique_lock<std::mutex>(locks[shard]);
+          const std::int64_t now = real_time ? mono_ns() : kEpoch;
+          Verdict v = s.precheck(now, shard);
+          if (v == Verdict::Accept) v = s.admit(now, static_cast<std::uint64_t>(p), shard);
+          if (v == Verdict::Accept && i % 61 == 7) {  // encoding failed: the ticket goes back
+            s.abandon(shard);
+            continue;
+          }
+          if (v == Verdict::Accept) {
+            CommitResult r = s.commit(make_event(static_cast<std::uint64_t>(p), i), shard);
+            v = r.verdict;
+            t.limit_signals += r.limit_reached;
+          }
+          ++t.offered;
+          ++t.verdicts[static_cast<int>(v)];
+        }
+      });
+    go.store(1, std::memory_order_release);
+    for (auto& th : threads) th.join();
+    Tally total;
+    for (const Tally& t : tallies) {
+      total.offered += t.offered;
+      for (int i = 0; i < 5; ++i) total.verdicts[i] += t.verdicts[i];
+      total.limit_signals += t.limit_signals;
+    }
+    std::vector<Event> buf(1024);
+    bool more = true;
+    while (more && s.drain(buf.data(), buf.size(), more) != 0) {
+    }
+    return total;
+  }
+};
+
+void check_tally(const SessionCore& s, const Tally& t) {
+  Counters c = s.counters();
+  CHECK(c.accepted == t.verdicts[static_cast<int>(Verdict::Accept)]);
+  CHECK(c.dropped_closed == t.verdicts[static_cast<int>(Verdict::DropClosed)]);
+  CHECK(c.dropped_rate == t.verdicts[static_cast<int>(Verdict::DropRate)]);
+  CHECK(c.dropped_max_events == t.verdicts[static_cast<int>(Verdict::DropMaxEvents)]);
+  CHECK(c.accepted + c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events == t.offered);
+  CHECK(c.accepted == c.delivered + c.queued + c.discarded);
+}
+
+}  // namespace
+
+TEST_CASE("stress: producers migrating over 8 shards get exactly max_events, reported once", "[stress][limits]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 16, 4000);
+  // First everyone wanders over all shards and the fallback (blocks get taken everywhere),
+  // then the processes settle on shards 0 and 1: the blocks left on shards 2-7 must not
+  // be lost. The limit falls in the second half.
+  auto spread = [per](int p, std::uint64_t i) -> std::size_t {
+    if (i < per / 2) return (static_cast<std::size_t>(p) * 3 + i * 7 + i / 5) % (Migrating::kShards + 1);
+    return static_cast<std::size_t>(p) % 2;
+  };
+  for (std::uint64_t max_events : {std::uint64_t{37}, per * kProducers * 3 / 4, per * kProducers / 2 + 1}) {
+    INFO("max_events " << max_events);
+    Limits l;
+    l.max_events = max_events;
+    l.queue_events = per * kProducers * 2 * (Migrating::kShards + 1);
+    l.queue_bytes = std::uint64_t{1} << 40;
+    SessionCore s(l, kEpoch, Migrating::kShards);
+    Migrating m;
+    Tally t = m.run(s, per, false, spread);
+    Counters c = s.counters();
+    CHECK(c.accepted == max_events);
+    CHECK(t.limit_signals == 1);
+    CHECK(c.limit_reached);
+    CHECK(c.closed);
+    CHECK(c.delivered == max_events);
+    check_tally(s, t);
+  }
+}
+
+TEST_CASE("stress: producers migrating over 8 shards stay within the global rate", "[stress][rate]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 16, 5000);
+  const std::int64_t period = 10'000'000;  // 10 ms
+  const std::uint64_t count = 2000;        // blocks of 2000 / (8 * 9) = 27, at most 16
+  Limits l;
+  l.rate_count = count;
+  l.rate_period_ns = period;
+  l.queue_events = std::uint64_t{1} << 30;
+  l.queue_bytes = std::uint64_t{1} << 40;
+  const std::int64_t epoch = mono_ns();
+  SessionCore s(l, epoch, Migrating::kShards);
+  Migrating m;
+  Tally t = m.run(s, per, true, [](int p, std::uint64_t i) -> std::size_t {
+    return (static_cast<std::size_t>(p) + i / 3) % (Migrating::kShards + 1);
+  });
+  const std::int64_t elapsed = mono_ns() - epoch;
+  Counters c = s.counters();
+  const std::int64_t interval = period / static_cast<std::int64_t>(count);
+  const auto ceiling = count + static_cast<std::uint64_t>(elapsed / interval) + 1;
+  WARN("rate on 8 shards: " << c.accepted << " accepted of " << t.offered << " in " << static_cast<double>(elapsed) / 1e6
+                            << " ms (ceiling " << ceiling << ")");
+  CHECK(c.accepted <= ceiling);
+  CHECK(c.accepted >= count);
+  CHECK(c.accepted + c.dropped_rate == t.offered);
+  CHECK_FALSE(c.closed);
+  check_tally(s, t);
+}
