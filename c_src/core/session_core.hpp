@@ -65,7 +65,9 @@
 // finite time (on real hardware a store buffer drains in well under a microsecond, the
 // recheck comes a millisecond later). A recheck that finds `sleeping_` already 1 makes
 // no change, so it arms nothing: an idle session costs nothing. A producer whose read
-// comes after the exchange is visible reads 1 and wakes the consumer.
+// comes after the exchange is visible reads 1 and wakes the consumer (or finds that
+// another producer did). A caller that ignores `recheck` (drain(out, max, more)) must
+// drain again on its own.
 //
 // Close: shut() stops admission at once (closed_, shut_), then discard() frees what is
 // queued, and says it is done once the queue is empty and no shard is inside a commit
