@@ -134,6 +134,8 @@ attach(H, Weak, Restore) when Restore =:= snapshot; Restore =:= owner ->
 session_id(#h{id = Id}) -> Id.
 
 %% @doc Takes up to `Max' (1..10000) events, oldest first, and whether more are queued.
+%% Never `recheck' (as the NIF's drain may say): one process queues and wakes the owner,
+%% so no wake-up is missed.
 -spec drain(handle(), pos_integer()) -> {[tuple()], boolean()}.
 drain(H, Max) when is_integer(Max), Max >= 1, Max =< 10000 ->
     case call(H, {drain, Max}) of

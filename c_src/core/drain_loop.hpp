@@ -22,10 +22,12 @@ inline constexpr int kDrainShortChunks = 16;
 struct Drained {
   std::size_t count = 0;  // events drained
   bool more = false;      // events may remain: drain again
+  bool recheck = false;   // none left, and the core just went to sleep: drain once more a
+                          // moment later (see SessionCore's header, "Wake-up")
 };
 
 // Drains up to `max` events of `core` (a SessionCore, or anything with its
-// drain(Event* out, size_t max, bool& more)), at most kDrainChunk at a time, in the
+// drain(Event* out, size_t max, bool& more, bool& recheck)), at most kDrainChunk at a time, in the
 // core's order. `slot(n)` is where the chunk starting at the n-th event drained goes
 // (room for kDrainChunk events); `take(events, got)` is called with each chunk once it is
 // drained (got may be 0).
@@ -36,7 +38,7 @@ Drained drain_chunks(Core& core, std::size_t max, Slot&& slot, Take&& take) {
   while (d.count < max) {
     std::size_t want = max - d.count < kDrainChunk ? max - d.count : kDrainChunk;
     auto* out = slot(d.count);
-    std::size_t got = core.drain(out, want, d.more);
+    std::size_t got = core.drain(out, want, d.more, d.recheck);
     take(out, got);
     d.count += got;
     if (!d.more || (got < want && ++short_chunks > kDrainShortChunks)) break;

@@ -55,18 +55,37 @@
 // max_events ticket is used all the same (max_events counts what admit() let through
 // and was not refused for a cap or for being closed).
 //
-// Wake-up: the consumer sets `sleeping_` when a drain finds nothing left (then re-reads
-// the shards' tails, after a full fence); a producer reads it after its push (after a
-// full fence) and the one that clears it wakes the consumer. Of the consumer's re-read
-// and the producer's read, one sees the other's store: no event is left without a
-// wake-up.
+// Wake-up: the producer's path has no fence. After its push a producer reads `sleeping_`
+// (relaxed) and the one that changes it from 1 to 0 sends the consumer a wake-up. A
+// drain that finds nothing left exchanges `sleeping_` to 1, then a full fence, then
+// looks at the shards' tails again (something there: `more`, `sleeping_` back to 0).
+// Without a fence on the producer's side this is no Dekker pair: a producer's read of
+// `sleeping_` may overtake its own push (the tail store still in its store buffer), so
+// it reads 0 while the consumer's look misses its push, and the event would sit with
+// no wake-up. So:
+//   Invariant: every change of `sleeping_` from 0 to 1 (only the consumer's exchange
+//   makes one; it reads the value it replaces) is followed by another look at the
+//   tails: the drain says `recheck` and the caller drains once more about a
+//   millisecond later (or the drain says `more`, and a later drain ends in such a
+//   change again).
+// A producer that misses the wake-up read a 0 that comes before some change to 1 in
+// `sleeping_`'s order, so it read it before that exchange was visible to it; the
+// consumer's fence completes only once the exchange is visible to all, and the recheck
+// comes after that fence. The producer's push came before its read, so it was made
+// before the recheck, and the recheck sees it, relying on a store becoming visible in
+// finite time (on real hardware a store buffer drains in well under a microsecond, the
+// recheck comes a millisecond later). A recheck that finds `sleeping_` already 1 makes
+// no change, so it arms nothing: an idle session costs nothing. A producer whose read
+// comes after the exchange is visible reads 1 and wakes the consumer (or finds that
+// another producer did). A caller that ignores `recheck` (drain(out, max, more)) must
+// drain again on its own.
 //
 // Close: shut() stops admission at once (closed_, shut_), then discard() frees what is
 // queued, and says it is done once the queue is empty and no shard is inside a commit
 // that may still push (`pushing`, set before the producer reads shut_ and cleared, with
 // release, after its push). A producer can still push after that: one whose `pushing`
 // store was not yet visible to discard() (it read shut_ before shut()'s store reached
-// it; no fence before its read, to keep the producer's path to one fence). Its event
+// it; no fence before its read: the producer's path has none). Its event
 // ("late") is accepted and freed by the next consumer call once close is done (drain,
 // counters) or by the destructor, so nothing stays queued after close as counters()
 // reports it.
@@ -184,9 +203,15 @@ struct CommitResult {
   }
 };
 
+// Tests make a missed wake-up happen through Hooks: sleeping_seen(v) is what a producer's
+// read of `sleeping_` after its push returns (v: what it read).
+struct SessionCoreNoHooks {
+  static std::uint32_t sleeping_seen(std::uint32_t v) { return v; }
+};
+
 // kBlock and Alloc: the shard queues' blocks (tests pass small blocks and an allocator
 // that fails). Everyone else uses SessionCore.
-template <std::size_t kBlock = 64, class Alloc = SpscNewDelete>
+template <std::size_t kBlock = 64, class Alloc = SpscNewDelete, class Hooks = SessionCoreNoHooks>
 class BasicSessionCore {
  public:
   // The shard of a thread that is not a normal scheduler: the fallback.
@@ -290,10 +315,8 @@ class BasicSessionCore {
       queue_.add(shard, kBytesIn, 0 - bytes);
       count_drop(Verdict::DropNoMemory, who, shard);
     }
-    // The full fence pairs with drain()'s (see the header): after it, this producer sees
-    // `sleeping_` if the consumer's re-read of the tails did not see this push.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const bool wake = pushed && sleeping_.load(std::memory_order_relaxed) != 0 &&
+    // No fence: a wake-up missed here is caught by the consumer's recheck (see the header).
+    const bool wake = pushed && hooks_.sleeping_seen(sleeping_.load(std::memory_order_relaxed)) != 0 &&
                       sleeping_.exchange(0, std::memory_order_relaxed) != 0;
     if (wake) queue_.add(shard, kWakeups, 1);
     queue_.add(shard, kPushing, kMinusOne, std::memory_order_release);
@@ -304,11 +327,14 @@ class BasicSessionCore {
  public:
   // Moves up to `max` events into `out`, merged by timestamp in each process's order.
   // Returns how many; `more` tells whether events may remain (the consumer should drain
-  // again). When it is false, the next accepted event wakes the consumer (see commit()).
-  // After shut() it is false and nothing more is handed out.
-  std::size_t drain(Event* out, std::size_t max, bool& more) {
+  // again). When it is false, the next accepted event wakes the consumer (see commit()),
+  // but for one that missed it as this drain went to sleep: then `recheck` is true and
+  // the consumer must drain once more a moment later (see the header). After shut()
+  // both are false and nothing more is handed out.
+  std::size_t drain(Event* out, std::size_t max, bool& more, bool& recheck) {
     std::lock_guard<std::mutex> lock(consumer_);
     more = false;
+    recheck = false;
     if (shut_.load(std::memory_order_acquire)) {
       if (done_.load(std::memory_order_relaxed)) sweep();
       return 0;
@@ -322,15 +348,24 @@ class BasicSessionCore {
     }
     if (!more) {
       // Going to sleep: say so, then look again (see the header).
-      sleeping_.store(1, std::memory_order_relaxed);
+      const bool fell_asleep = sleeping_.exchange(1, std::memory_order_relaxed) == 0;
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (!queue_.empty()) {
         more = true;
         sleeping_.store(0, std::memory_order_relaxed);  // a producer may have taken it too: one spare wake-up
+      } else {
+        recheck = fell_asleep;
       }
     }
     return n;
   }
+  // drain() for a caller that drains again anyway (a test, a benchmark): no recheck asked.
+  std::size_t drain(Event* out, std::size_t max, bool& more) {
+    bool recheck = false;
+    return drain(out, max, more, recheck);
+  }
+
+  Hooks& hooks() { return hooks_; }
 
   // Closes the session: nothing more is accepted. Frees what is still queued (counted
   // as discarded). Safe to call more than once.
@@ -674,6 +709,7 @@ class BasicSessionCore {
   // the consumer: set when it found nothing left, cleared by the producer that wakes it
   char pad_sleeping[64] = {};
   std::atomic<std::uint32_t> sleeping_{1};
+  Hooks hooks_;
   mutable std::atomic<std::uint64_t> delivered_{0};
   mutable std::atomic<std::uint64_t> discarded_{0};
 

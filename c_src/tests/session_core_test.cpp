@@ -42,7 +42,8 @@ struct Offer {
   CommitResult commit;
 };
 
-Offer offer(SessionCore& s, std::int64_t now, std::uint64_t seq, std::size_t payload = 0) {
+template <class Core>
+Offer offer(Core& s, std::int64_t now, std::uint64_t seq, std::size_t payload = 0) {
   Offer o;
   o.verdict = s.precheck(now);
   if (o.verdict != Verdict::Accept) return o;
@@ -57,7 +58,8 @@ std::uint64_t total_dropped(const Counters& c) {
   return c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_no_memory;
 }
 
-void check_balance(const SessionCore& s) {
+template <class Core>
+void check_balance(const Core& s) {
   Counters c = s.counters();
   CHECK(c.accepted == c.delivered + c.queued + c.discarded);
 }
@@ -560,6 +562,82 @@ TEST_CASE("SessionCore: wake_consumer only on empty to non-empty", "[session][wa
   SessionCore full(l, kEpoch);
   CHECK(offer(full, kEpoch, 0).verdict == Verdict::DropQueueFull);
   CHECK(full.counters().wakeups == 0);
+}
+
+// A producer's read of `sleeping_` that overtakes its own push (no fence on its path):
+// armed, it reads 0, as if it read before the consumer's drain went to sleep.
+struct StaleSleepingRead {
+  bool armed = false;
+  std::uint32_t sleeping_seen(std::uint32_t v) {
+    if (!armed) return v;
+    armed = false;
+    return 0;
+  }
+};
+
+TEST_CASE("SessionCore: a missed wake-up is caught by the recheck of the drain that went to sleep",
+          "[session][wake]") {
+  BasicSessionCore<64, SpscNewDelete, StaleSleepingRead> s(no_limits(), kEpoch);
+  std::vector<Event> buf(4);
+  bool more = true;
+  bool recheck = false;
+
+  // Idle from the start: an empty drain makes no change, so it asks for no recheck.
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
+
+  // Woken, the drain that empties the queue goes to sleep (0 to 1): recheck.
+  CHECK(offer(s, kEpoch, 0).commit.wake_consumer);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK_FALSE(more);
+  CHECK(recheck);
+
+  // The next producer's read of `sleeping_` overtakes its push: it sees 0 and sends no
+  // wake-up, and the consumer's look after its fence missed the push. The event waits.
+  s.hooks().armed = true;
+  Offer missed = offer(s, kEpoch, 1);
+  REQUIRE(missed.verdict == Verdict::Accept);
+  CHECK_FALSE(missed.commit.wake_consumer);
+  CHECK(s.counters().wakeups == 1);
+  CHECK(s.counters().queued == 1);
+
+  // The recheck finds it. `sleeping_` was 1 already: no further recheck.
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK(buf[0].pid == 1);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
+
+  // Asleep since the first drain: any later producer sees it and wakes the consumer.
+  CHECK(offer(s, kEpoch, 2).commit.wake_consumer);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK(recheck);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(recheck);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: a drain that finds events after its fence stays awake, the next one goes to sleep",
+          "[session][wake]") {
+  SessionCore s(no_limits(), kEpoch);
+  std::vector<Event> buf(4);
+  bool more = false;
+  bool recheck = true;
+  CHECK(offer(s, kEpoch, 0).commit.wake_consumer);
+  CHECK_FALSE(offer(s, kEpoch, 1).commit.wake_consumer);
+  // A partial drain: more, no recheck.
+  REQUIRE(s.drain(buf.data(), 1, more, recheck) == 1);
+  CHECK(more);
+  CHECK_FALSE(recheck);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK_FALSE(more);
+  CHECK(recheck);
+  // After close, nothing to recheck.
+  CHECK(offer(s, kEpoch, 2).commit.wake_consumer);
+  s.close();
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
 }
 
 TEST_CASE("SessionCore: drain hands out events in batches, in order", "[session]") {

@@ -75,10 +75,17 @@ class Mailbox {
     }
     cv_.notify_one();
   }
-  // Blocks for the next message; false once stopped with nothing pending.
-  bool receive() {
+  // Blocks for the next message; false once stopped with nothing pending. `recheck`:
+  // also true, with no message taken, after a millisecond without one (the session's
+  // drain a moment after its queue went to sleep: see SessionCore's header, "Wake-up").
+  bool receive(bool recheck = false) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [&] { return pending_ > 0 || stopped_; });
+    auto ready = [&] { return pending_ > 0 || stopped_; };
+    if (recheck) {
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(1), ready)) return true;
+    } else {
+      cv_.wait(lock, ready);
+    }
     if (pending_ == 0) return false;
     --pending_;
     return true;
@@ -140,12 +147,14 @@ class Consumer {
   void run() {
     std::vector<Event> buf(batch_);
     while (!ready_()) std::this_thread::yield();
-    while (mb_.receive()) {
+    bool recheck = false;
+    while (mb_.receive(recheck)) {
       if (closed_) continue;  // a closed session drains no more, as the real one is gone
+      const bool rechecking = recheck;
       bool more = true;
       bool got_any = false;
       while (more) {  // drain until the core says there is nothing left to be told about
-        std::size_t n = s_.drain(buf.data(), buf.size(), more);
+        std::size_t n = s_.drain(buf.data(), buf.size(), more, recheck);
         if (n == 0) {
           if (more) std::this_thread::yield();  // counted but not yet visible: try again
           continue;
@@ -159,9 +168,10 @@ class Consumer {
           s_.close();
           closed_ = true;
           more = false;
+          recheck = false;
         }
       }
-      if (!got_any) ++seen_.empty_wakeups;
+      if (!got_any && !rechecking) ++seen_.empty_wakeups;
     }
   }
 
