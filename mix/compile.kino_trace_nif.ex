@@ -57,8 +57,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   kino_trace works without its native tracer, through the pure-Erlang one
   (`kino_trace_fallback`), so a machine that cannot build it still compiles kino_trace:
 
-    * **something missing** (no `cmake`, no C++ compiler, no `erl_nif.h`, no {fmt} or
-      moodycamel headers and no network to fetch them): one warning names what is
+    * **something missing** (no `cmake`, no C++ compiler, no `erl_nif.h`, no {fmt}
+      headers and no network to fetch them): one warning names what is
       missing and how to install it, and compiling goes on without the library;
     * **the build fails** (a compile error in `c_src/`): an error when `CI=true`, when
       `KINO_TRACE_NATIVE=required`, or when kino_trace is the project being compiled
@@ -407,8 +407,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     """
     To get the native tracer, install CMake (3.18+) and a C++17 compiler, then \
     recompile kino_trace (`mix deps.compile kino_trace --force`, or \
-    `Mix.install(..., force: true)`); {fmt} and moodycamel are fetched if not installed:
-      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev libconcurrentqueue-dev
+    `Mix.install(..., force: true)`); {fmt} is fetched if not installed:
+      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev
       macOS:         xcode-select --install && brew install cmake
       Windows:       winget install Kitware.CMake Microsoft.VisualStudio.2022.BuildTools \
     (with the "Desktop development with C++" workload)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything kino_trace needs on a Debian 12 machine, idempotently:
-#   1. Debian packages (compilers, cmake, fmt, moodycamel, Catch2, Chromium, OTP build deps)
+#   1. Debian packages (compilers, cmake, fmt, Catch2, Chromium, OTP build deps)
 #   2. the toolchain sets named as arguments (default: $KINO_TRACE_TOOLCHAIN_SET, else 27),
 #      each into its own prefix under /opt/kino_trace, skipped when already there:
 #        27  OTP 27.3.4.1 and Elixir 1.18.3, built from Debian trixie's source tarballs
@@ -34,7 +34,7 @@ apt_packages=(
   build-essential cmake pkg-config git ca-certificates xz-utils dpkg-dev
   # the native tracer is also built with clang in the tests (scripts/test-build-variants.sh)
   clang
-  libfmt-dev libconcurrentqueue-dev catch2
+  libfmt-dev catch2
   # OTP build
   autoconf m4 perl libncurses-dev libssl-dev zlib1g-dev
   # widget tests

@@ -62,7 +62,7 @@
 %%   call message with one element after its MFA is read as the scheduler id when it
 %%   is an integer, else as the match spec's message (kino_trace's match specs never
 %%   send an integer).</li>
-%% <li>Queue bytes: each event counts the NIF's footprint for the same payload (208
+%% <li>Queue bytes: each event counts the NIF's footprint for the same payload (200
 %%   bytes, plus the encoded payload when over 112 bytes), so byte caps and
 %%   `bytes_queued' match the NIF's. The queued Erlang terms take a different amount
 %%   of heap than that count (tuples and list cells are larger, immediates smaller);
@@ -134,6 +134,8 @@ attach(H, Weak, Restore) when Restore =:= snapshot; Restore =:= owner ->
 session_id(#h{id = Id}) -> Id.
 
 %% @doc Takes up to `Max' (1..10000) events, oldest first, and whether more are queued.
+%% Never `recheck' (as the NIF's drain may say): one process queues and wakes the owner,
+%% so no wake-up is missed.
 -spec drain(handle(), pos_integer()) -> {[tuple()], boolean()}.
 drain(H, Max) when is_integer(Max), Max >= 1, Max =< 10000 ->
     case call(H, {drain, Max}) of

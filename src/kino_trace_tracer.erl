@@ -48,7 +48,12 @@
                       atom() | undefined, non_neg_integer(), term(), term(), non_neg_integer()}.
 %% A native decoder: the call pairing of one trace (KinoTrace.Tracer.NativeDecoder).
 -type decoder() :: reference().
--export_type([resource/0, raw_event/0, decoder/0]).
+%% What a drain says is left: true (drain again), false (nothing: the next event wakes
+%% the owner) or recheck (nothing, and the queue just went to sleep: an event whose
+%% wake-up was missed may come in; drain once more a moment later, see
+%% c_src/core/session_core.hpp, "Wake-up").
+-type more() :: boolean() | recheck.
+-export_type([resource/0, raw_event/0, decoder/0, more/0]).
 
 -define(LIBRARY, "kino_trace_nif").
 -define(PATH_KEY, {?MODULE, nif_path}).
@@ -88,7 +93,7 @@ trace_procs(_Tag, _State, _Tracee, _Term, _Opts) -> not_loaded().
 new_session(_Owner, _Limits) -> not_loaded().
 -spec session_id(resource()) -> pos_integer().
 session_id(_Resource) -> not_loaded().
--spec drain(resource(), pos_integer()) -> {[raw_event()], boolean()}.
+-spec drain(resource(), pos_integer()) -> {[raw_event()], more()}.
 drain(_Resource, _Max) -> not_loaded().
 -spec counters(resource()) -> #{atom() => non_neg_integer() | boolean()}.
 counters(_Resource) -> not_loaded().
@@ -118,7 +123,7 @@ decoder_unpair(_Decoder, _Pid) -> not_loaded().
 decoder_take_callers(_Decoder) -> not_loaded().
 -spec decoder_put_names(decoder(), [{pid(), atom()}]) -> ok.
 decoder_put_names(_Decoder, _Names) -> not_loaded().
--spec drain_events(resource(), decoder(), pos_integer()) -> {[tuple()], boolean()} | {names, [pid()]}.
+-spec drain_events(resource(), decoder(), pos_integer()) -> {[tuple()], more()} | {names, [pid()]}.
 drain_events(_Resource, _Decoder, _Max) -> not_loaded().
 -spec decode_events(decoder(), [raw_event()]) -> [tuple()] | {names, [pid()]}.
 decode_events(_Decoder, _Raw) -> not_loaded().

@@ -218,6 +218,11 @@ defmodule KinoTraceBench.Tracers do
         drain_all(resource)
         native_drainer(resource, KinoTrace.Session.DrainPacing.emptied(pacing, KinoTrace.Session.DrainPacing.now()))
 
+      # the drain that put the queue to sleep asked for one more (as the session does)
+      :recheck ->
+        drain_all(resource)
+        native_drainer(resource, pacing)
+
       _ ->
         native_drainer(resource, pacing)
     end
@@ -227,6 +232,7 @@ defmodule KinoTraceBench.Tracers do
     case Tracer.drain(resource, 1000) do
       {_, true} -> drain_all(resource)
       {_, false} -> :ok
+      {_, :recheck} -> Process.send_after(self(), :recheck, 1)
     end
   end
 end

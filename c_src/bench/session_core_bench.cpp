@@ -3,11 +3,14 @@
 // while one consumer thread drains in batches of 1000, as bench/'s native drainer does.
 // Reports CPU time per event (CLOCK_THREAD_CPUTIME_ID), which a loaded machine disturbs
 // less than wall time, and wall time per event of all producers together.
-// `sharded` runs the same events through a ShardedQueue instead (one shard per producer
-// thread, as per-scheduler shards would; push and one per-shard counter; issue 26).
+// SessionCore has one shard per producer thread, as the NIF has one per scheduler.
+// `sharded` runs the same events through a bare ShardedQueue instead (push and one
+// per-shard counter: what SessionCore's own checks and counters add is the difference).
+// `limits` runs SessionCore with a `:limit` (max_events) and a `:rate` set, neither ever
+// reached, so each event pays for its ticket and its rate token.
 //
 //   c++ -O2 -std=c++17 -pthread -Ic_src/core c_src/bench/session_core_bench.cpp -o /tmp/scb
-//   /tmp/scb [producers=1] [events per producer=2000000] [rounds=5] [core|sharded]
+//   /tmp/scb [producers=1] [events per producer=2000000] [rounds=5] [core|sharded|limits]
 //
 // (CMake: target kino_trace_session_core_bench, with KINO_TRACE_TESTS=ON; not built by default.)
 #include <algorithm>
@@ -47,17 +50,22 @@ struct Round {
 // The per-event sequence of the NIF through SessionCore, and its drain.
 struct CorePath {
   SessionCore core;
-  CorePath() : core(limits(), 0) {}
-  static Limits limits() {
+  CorePath(unsigned producers, bool limited) : core(limits(limited), 0, producers) {}
+  static Limits limits(bool limited) {
     Limits l;
     l.queue_events = 5'000'000;
     l.queue_bytes = std::uint64_t{4} << 30;
+    if (limited) {  // never reached: the bench's clock stays at 0
+      l.max_events = std::uint64_t{1} << 60;
+      l.rate_count = std::uint64_t{1} << 40;
+      l.rate_period_ns = 1'000'000'000;
+    }
     return l;
   }
-  void offer(unsigned, std::uint64_t pid, Event&& e) {
-    if (core.precheck(0) != Verdict::Accept) return;
-    if (core.admit(0, pid) != Verdict::Accept) return;
-    core.commit(std::move(e));
+  void offer(unsigned shard, std::uint64_t pid, Event&& e) {
+    if (core.precheck(0, shard) != Verdict::Accept) return;
+    if (core.admit(0, pid, shard) != Verdict::Accept) return;
+    core.commit(std::move(e), shard);
   }
   std::size_t drain(Event* out, std::size_t max, bool& more) { return core.drain(out, max, more); }
 };
@@ -148,13 +156,15 @@ int main(int argc, char** argv) {
   unsigned producers = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 1;
   std::uint64_t each = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2'000'000;
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  const bool sharded = argc > 4 && std::string(argv[4]) == "sharded";
+  const std::string mode = argc > 4 ? argv[4] : "core";
+  const bool sharded = mode == "sharded";
+  const bool limited = mode == "limits";
   auto once = [&](std::uint64_t n) {
     if (sharded) {
       ShardedPath path(producers);
       return run(path, producers, n);
     }
-    CorePath path;
+    CorePath path(producers, limited);
     return run(path, producers, n);
   };
   once(each / 10);  // warm-up
@@ -166,6 +176,6 @@ int main(int argc, char** argv) {
     wall.push_back(r.wall_ns);
   }
   std::printf("%s, %u producer(s): producer CPU %.1f ns/event, consumer CPU %.1f ns/event, wall %.1f ns/event (medians of %d)\n",
-              sharded ? "sharded" : "SessionCore", producers, median(prod), median(cons), median(wall), rounds);
+              sharded ? "sharded" : limited ? "SessionCore with a limit and a rate" : "SessionCore", producers, median(prod), median(cons), median(wall), rounds);
   return 0;
 }

@@ -14,18 +14,21 @@ namespace kino_trace {
 // batch is ~190 KB, which malloc serves with mmap/munmap and fresh pages on every call).
 inline constexpr std::size_t kDrainChunk = 32;
 
-// A short chunk means the queue is empty or the next event in order is not there yet
-// (see SessionCore::drain): this many more tries, then the caller drains again later.
+// A short chunk means the queue is empty or the merge holds events back until the next
+// look at the shards (see ShardedQueue): this many more tries, then the caller drains
+// again later.
 inline constexpr int kDrainShortChunks = 16;
 
 struct Drained {
   std::size_t count = 0;  // events drained
   bool more = false;      // events may remain: drain again
+  bool recheck = false;   // none left, and the core just went to sleep: drain once more a
+                          // moment later (see SessionCore's header, "Wake-up")
 };
 
 // Drains up to `max` events of `core` (a SessionCore, or anything with its
-// drain(Event* out, size_t max, bool& more)), at most kDrainChunk at a time, in
-// admission order. `slot(n)` is where the chunk starting at the n-th event drained goes
+// drain(Event* out, size_t max, bool& more, bool& recheck)), at most kDrainChunk at a time, in the
+// core's order. `slot(n)` is where the chunk starting at the n-th event drained goes
 // (room for kDrainChunk events); `take(events, got)` is called with each chunk once it is
 // drained (got may be 0).
 template <typename Core, typename Slot, typename Take>
@@ -35,7 +38,7 @@ Drained drain_chunks(Core& core, std::size_t max, Slot&& slot, Take&& take) {
   while (d.count < max) {
     std::size_t want = max - d.count < kDrainChunk ? max - d.count : kDrainChunk;
     auto* out = slot(d.count);
-    std::size_t got = core.drain(out, want, d.more);
+    std::size_t got = core.drain(out, want, d.more, d.recheck);
     take(out, got);
     d.count += got;
     if (!d.more || (got < want && ++short_chunks > kDrainShortChunks)) break;

@@ -1,64 +1,153 @@
 // One trace session's native state, free of erl_nif: its limits, its event queue and
 // its accounting. Many scheduler threads produce (the traced processes), one consumer
-// drains (the session process). No locks: atomics and moodycamel's lock-free queue.
+// drains (the session process).
+//
+// Shards (issue 26): the queue is a ShardedQueue, one single-producer shard per normal
+// scheduler and a shared fallback shard (dirty schedulers, other threads). Every call of
+// the producer's side takes the shard of the calling thread: `shard` is the scheduler id
+// minus one for a normal scheduler thread, and anything at or past shard_count() - 1 (or
+// the default, kAnyThread) means the fallback. At most one thread at a time may use a
+// given single-producer shard (a scheduler runs one callback at a time); any number the
+// fallback. A shard's counters (reservations, bytes in, drops by reason, wake-ups, its
+// push in progress) are written only by its producer, with a relaxed load and store (the
+// fallback's with a relaxed fetch_add), and summed by the reader.
 //
 // Life of an event:
 //   precheck()  in the VM's `enabled` callbacks: cheap, no side effect but counting the
 //               drop, so a rejected event costs almost nothing (no trace term is built);
-//   admit()     in `trace`: takes a rate token, a queue slot and a max_events ticket;
-//   commit()    after encoding: checks the byte cap and enqueues (or abandon());
-//   drain()     in the session process: hands out events in batches, in admission order.
+//   admit()     in `trace`: takes a rate token, a reservation in its shard and a
+//               max_events ticket (tokens and tickets from the shard's blocks: below);
+//   commit()    after encoding: checks the byte cap and pushes to its shard (or abandon());
+//   drain()     in the session process: hands out events in batches, merged by timestamp.
 //
-// Order: commit() numbers each event (`seq`, dense) as it admits it, and a process's
-// events are admitted in its own order. The queue is FIFO per producer thread only: a
-// process that moved between schedulers can have a later event dequeued first. drain()
-// keeps such early events in a ReorderBuffer and hands out only the run of consecutive
-// numbers, so the consumer sees every event in admission order: each process's events
-// in order, a return after its call. A gap is an event between its numbering and its
-// enqueue in another thread (microseconds), or a hole (below); only close() makes a gap
-// permanent, and it frees the buffer. Events hold their queue slot and bytes until they leave the buffer,
-// so the queue caps bound the buffer too.
+// Order: each process's events come out in its own order, however it moves between
+// schedulers, and so do causally related events (a send before its receive): see
+// ShardedQueue's invariant. Unrelated events of different shards may come out in another
+// order than their timestamps.
+//
+// Caps: queue_events and queue_bytes are credit. What no shard holds is in a shared pool
+// (pool_events_, pool_bytes_); a single-producer shard draws a block from it when its own
+// credit runs out (a CAS on the pool's line once per block, not per event) and spends it
+// with plain stores on its own line: an admitted event takes one event of credit, its
+// commit its footprint in bytes. The fallback shard, whose threads may race, draws exactly
+// what each event needs. The consumer gives back what it drains (two fetch_adds per
+// batch). Hence, at any time,
+//   pool + Σ shards' credit + events and bytes queued or reserved == the cap
+// and the pool never goes below 0: the queue never holds more than queue_events events,
+// nor more than queue_bytes bytes but for one rule, that a shard holding nothing takes
+// any one event whatever its bytes (the pool may then go below 0; at most one such event
+// per shard at a time). One shard can use the whole cap when the others are idle. What
+// it cannot use is credit stranded in other shards: less than a block each (a draw
+// leaves less than a block, and a give-back that would make a block goes to the pool),
+// and a block
+// is the cap / (64 × shards) (at least 1: a cap of 10 is exact), so a load that moves
+// between schedulers may drop for a full queue when it holds 63/64 of the cap.
 //
 // Drops: every event dropped in trace() (admit or commit: the VM has already recorded
 // it, e.g. pushed the frame a return will pop; returns come only this way) bumps a
 // mark in a small table indexed by a hash of its process (drop_mark), and each
-// accepted event carries its process's mark. When a
-// process's mark differs from the one on its previous event, it may have lost events
-// in between (or a process sharing its slot did): the consumer can then stop trusting
-// what it inferred from the earlier events (open calls, depth).
+// accepted event carries its process's mark. When a process's mark differs from the one
+// on its previous event, it may have lost events in between (or a process sharing its
+// slot did): the consumer can then stop trusting what it inferred from the earlier
+// events (open calls, depth).
 //
-// No memory: the queue allocates blocks as it grows, and an enqueue that finds no
-// memory fails after the event has its number. The event is then dropped (no_memory):
-// its queue slot and bytes go back (its max_events ticket does not: max_events counts
-// numbers), and its number becomes a hole, counted in holes_. The consumer passes a
-// hole once it knows every number below the latest is either held or a hole (see
-// pass_holes()); the producer wakes the consumer if it was waiting for exactly that
-// number, as an enqueue would.
+// No memory: a push that finds no memory for a block is a counted drop (no_memory); its
+// max_events ticket is used all the same (max_events counts what admit() let through
+// and was not refused for a cap or for being closed).
 //
-// Close: shut() stops admission at once; discard() then frees what is queued and
-// reports done only when every number handed out is delivered, discarded or a hole.
-// A producer checks shut_ again after taking its number (the number's RMW orders the
-// two, see commit()): it either drops its event (a hole) or close() waits the
-// microseconds until that event is queued, and discards it. Nothing stays queued
-// after close(), without a fence on the producer's path.
+// Wake-up: the producer's path has no fence. After its push a producer reads `sleeping_`
+// (relaxed) and the one that changes it from 1 to 0 sends the consumer a wake-up. A
+// drain that finds nothing left exchanges `sleeping_` to 1, then a full fence, then
+// looks at the shards' tails again (something there: `more`, `sleeping_` back to 0).
+// Without a fence on the producer's side this is no Dekker pair: a producer's read of
+// `sleeping_` may overtake its own push (the tail store still in its store buffer), so
+// it reads 0 while the consumer's look misses its push, and the event would sit with
+// no wake-up. So:
+//   Invariant: every change of `sleeping_` from 0 to 1 (only the consumer's exchange
+//   makes one; it reads the value it replaces) is followed by another look at the
+//   tails: the drain says `recheck` and the caller drains once more about a
+//   millisecond later (or the drain says `more`, and a later drain ends in such a
+//   change again).
+// A producer that misses the wake-up read a 0 that comes before some change to 1 in
+// `sleeping_`'s order, so it read it before that exchange was visible to it; the
+// consumer's fence completes only once the exchange is visible to all, and the recheck
+// comes after that fence. The producer's push came before its read, so it was made
+// before the recheck, and the recheck sees it, relying on a store becoming visible in
+// finite time (on real hardware a store buffer drains in well under a microsecond, the
+// recheck comes a millisecond later). A recheck that finds `sleeping_` already 1 makes
+// no change, so it arms nothing: an idle session costs nothing. A producer whose read
+// comes after the exchange is visible reads 1 and wakes the consumer (or finds that
+// another producer did). A caller that ignores `recheck` (drain(out, max, more)) must
+// drain again on its own.
+//
+// Close: shut() stops admission at once (closed_, shut_), then discard() frees what is
+// queued, and says it is done once the queue is empty and no shard is inside a commit
+// that may still push (`pushing`, set before the producer reads shut_ and cleared, with
+// release, after its push). A producer can still push after that: one whose `pushing`
+// store was not yet visible to discard() (it read shut_ before shut()'s store reached
+// it; no fence before its read: the producer's path has none). Its event
+// ("late") is accepted and freed by the next consumer call once close is done (drain,
+// counters) or by the destructor, so nothing stays queued after close as counters()
+// reports it.
+//
+// :limit tickets (max_events; issue 26). A ticket is in exactly one place: the pool
+// (pool_, the tickets no shard has taken), a single-producer shard's block (its Budget's
+// `have`), in flight (admitted, not yet committed or abandoned) or used (its shard's
+// `used`: committed, pushed or not for want of memory). Every move is an atomic RMW (or
+// the owner's store of `used`), so the tickets are conserved and at most max_events are
+// ever used: `:limit` never over-admits. Per event, a shard's producer takes a ticket
+// from its own block (a CAS on its own line) and counts its use (a seq_cst store on the
+// same line); pool_, shared, is written once per block:
+//   * A block (kTicketBlock) is taken only while more than shards × kTicketBlock remain
+//     in the pool, else one ticket at a time (the fallback shard always takes one, from
+//     the pool: its producers are many). So the pool only empties by single takes, and
+//     once it is empty the blocks hold at most kTicketBlock - 1 each (plus abandons).
+//   * Nothing is stranded: a producer that finds its block and the pool empty moves every
+//     shard's block into the pool (an exchange of `have`, which is why `have` is an
+//     atomic the owner takes from with a CAS, not a plain store: an idle shard, one whose
+//     process migrated away, cannot give back what it holds) and takes from there. So an
+//     event is refused for max_events only when no ticket is in a pool or a block, i.e.
+//     all are used or in flight. (Or in transit: between a taker's RMW and its next one,
+//     a few instructions, as in-flight tickets later abandoned were before.) peek()
+//     looks at the same places without taking.
+//   * The end: a commit stores its shard's `used` (seq_cst), then loads the pool
+//     (seq_cst); when it is empty, it sums every shard's `used` (seq_cst) and, at
+//     max_events, closes the session; the exchange on limit_reached_ lets one commit say
+//     so. Some commit sees the sum: take X, the commit whose store of `used` is last in
+//     the seq_cst order S. Every move of a ticket happens before the store that uses it
+//     (each RMW on a block reads from the last, seq_cst RMWs synchronise), so every
+//     modification of the pool precedes X's store in S, and the pool's last value before
+//     X's load is 0 (every ticket that entered left); X's loads of `used` follow every
+//     store in S, so X sees all max_events. No commit sees it early: the sum of loads
+//     never exceeds what is used. This is the seq_cst store/load pair (Dekker) of two
+//     racing last commits: of the two, one sees the other.
+//
+// :rate tokens. The bucket (RateLimiter) stays the one global bound on what is taken:
+// over [0, t] at most rate_count + t / interval tokens. A single-producer shard takes up
+// to rate_block_ = rate_count / (8 × shards), 1 to kRateBlockMax, in one CAS, and keeps
+// the rest in its Budget (owner only); they expire one rate period after they were taken,
+// so an idle shard does not bank them. Accepted events never exceed what was taken; in
+// any window, what the shards held at its start is the only excess over the bucket's
+// bound: at most shards × (rate_block_ - 1) < rate_count / 8. The fallback takes one
+// token per event, as before.
 //
 // Accounting: every offered event ends as accepted or dropped with one reason, and
-//   accepted == delivered + queued + discarded    (discarded: freed by close())
-// where accepted counts the numbers handed out minus the holes.
+//   accepted == delivered + queued + discarded    (discarded: freed after shut())
+// where accepted is what the shards' queues took.
 #pragma once
 
-#include <concurrentqueue/concurrentqueue.h>
-
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-
+#include <limits>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "rate_limiter.hpp"
-#include "reorder_buffer.hpp"
 #include "session_event.hpp"
+#include "sharded_queue.hpp"
 #include "term_codec.hpp"
 
 namespace kino_trace {
@@ -67,8 +156,8 @@ struct Limits {
   std::uint64_t max_events = 0;           // total accepted, then the session closes; 0: none
   std::uint64_t rate_count = 0;           // rate: rate_count events per rate_period_ns; 0: none
   std::int64_t rate_period_ns = 0;
-  std::uint64_t queue_events = 100000;    // events held at once
-  std::uint64_t queue_bytes = 64u << 20;  // bytes held at once
+  std::uint64_t queue_events = 100000;    // events held at once, split between the shards
+  std::uint64_t queue_bytes = 64u << 20;  // bytes held at once, split between the shards
   TermCaps caps;
 };
 
@@ -93,7 +182,7 @@ struct Counters {
 // What commit() tells the caller to do.
 struct CommitResult {
   Verdict verdict = Verdict::Accept;
-  bool wake_consumer = false;   // the queue went from empty to non-empty
+  bool wake_consumer = false;   // the consumer found nothing left: send it a wake-up
   bool limit_reached = false;   // this event was the max_events-th: the session closed
 
   // commit() works on the result packed in an integer (verdict, wake << 8, limit << 16)
@@ -114,12 +203,34 @@ struct CommitResult {
   }
 };
 
-// QueueTraits: moodycamel's traits for the event queue (its block size and its
-// allocator); tests pass an allocator that fails. Everyone else uses SessionCore.
-template <class QueueTraits = moodycamel::ConcurrentQueueDefaultTraits>
+// Tests make a missed wake-up happen through Hooks: sleeping_seen(v) is what a producer's
+// read of `sleeping_` after its push returns (v: what it read).
+struct SessionCoreNoHooks {
+  static std::uint32_t sleeping_seen(std::uint32_t v) { return v; }
+};
+
+// kBlock and Alloc: the shard queues' blocks (tests pass small blocks and an allocator
+// that fails). Everyone else uses SessionCore.
+template <std::size_t kBlock = 64, class Alloc = SpscNewDelete, class Hooks = SessionCoreNoHooks>
 class BasicSessionCore {
  public:
-  BasicSessionCore(const Limits& limits, std::int64_t epoch_ns) : limits_(limits), epoch_ns_(epoch_ns) {
+  // The shard of a thread that is not a normal scheduler: the fallback.
+  static constexpr std::size_t kAnyThread = std::numeric_limits<std::size_t>::max();
+
+  // `shards`: the single-producer shards (the VM's normal schedulers); 0: the fallback only.
+  BasicSessionCore(const Limits& limits, std::int64_t epoch_ns, std::size_t shards = 0)
+      : limits_(limits),
+        epoch_ns_(epoch_ns),
+        queue_(shards),
+        bytes_out_(shards + 1),
+        events_block_(block(limits.queue_events, shards + 1)),
+        bytes_block_(block(limits.queue_bytes, shards + 1)),
+        pool_events_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_events, kMaxCap))),
+        pool_bytes_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.queue_bytes, kMaxCap))),
+        block_threshold_(shards * kTicketBlock),
+        rate_block_(std::clamp<std::uint64_t>(limits.rate_count / (8 * (shards + 1)), 1, kRateBlockMax)),
+        budget_(shards + 1),
+        pool_(limits.max_events) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
   BasicSessionCore(const BasicSessionCore&) = delete;
@@ -128,314 +239,412 @@ class BasicSessionCore {
   const Limits& limits() const { return limits_; }
   bool rate_limited() const { return rate_.limited(); }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
+  // Shards in all, the fallback (the last) included.
+  std::size_t shard_count() const { return queue_.shard_count(); }
 
   // For `enabled`: would an event now be accepted? Counts the drop when not.
   // No drop mark: an event refused here is never generated at all (for a call, the VM
   // then does not run its match spec, so no return follows), nothing is half-recorded.
-  Verdict precheck(std::int64_t now_ns) {
-    Verdict v = peek(now_ns);
-    if (v != Verdict::Accept) count_drop(v, 0, false);
+  Verdict precheck(std::int64_t now_ns, std::size_t shard = kAnyThread) {
+    shard = index(shard);
+    Verdict v = peek(now_ns, shard);
+    if (v != Verdict::Accept) count_drop(v, 0, shard, false);
     return v;
   }
 
   // For `enabled`'s trace_status: the same question without counting anything.
-  Verdict peek(std::int64_t now_ns) const {
+  Verdict peek(std::int64_t now_ns, std::size_t shard = kAnyThread) const {
+    shard = index(shard);
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
-      return Verdict::DropMaxEvents;
-    if (!rate_.would_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    if (held(slots_in_, slots_out_) >= limits_.queue_events || held(bytes_in_, bytes_out_) >= limits_.queue_bytes)
-      return Verdict::DropQueueFull;
+    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (!token_in_sight(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
+    if (!room(shard)) return Verdict::DropQueueFull;
     return Verdict::Accept;
   }
 
-  // For `trace`, before encoding: reserves a rate token, a queue slot and a ticket.
-  // On Accept the caller must follow with commit() or abandon().
-  // `who` identifies the traced process (its pid term) for the drop marks.
-  Verdict admit(std::int64_t now_ns, std::uint64_t who = 0) {
-    Verdict v = reserve(now_ns);
-    if (v != Verdict::Accept) count_drop(v, who);
+  // For `trace`, before encoding: reserves a rate token, a place in the shard and a
+  // ticket. On Accept the caller must follow with commit() or abandon() on the same
+  // shard. `who` identifies the traced process (its pid term) for the drop marks.
+  Verdict admit(std::int64_t now_ns, std::uint64_t who = 0, std::size_t shard = kAnyThread) {
+    shard = index(shard);
+    Verdict v = reserve(now_ns, shard);
+    if (v != Verdict::Accept) count_drop(v, who, shard);
     return v;
   }
 
   // Releases what admit() reserved, without counting anything (the event never was).
-  void abandon() {
-    slots_in_.fetch_sub(1, std::memory_order_relaxed);
-    if (limits_.max_events) tickets_.fetch_sub(1, std::memory_order_relaxed);
+  void abandon(std::size_t shard = kAnyThread) {
+    give_event(index(shard));
+    if (limits_.max_events) give_back_ticket(index(shard));
   }
 
-  CommitResult commit(Event&& event) { return CommitResult::unpack(commit_packed(std::move(event))); }
+  CommitResult commit(Event&& event, std::size_t shard = kAnyThread) {
+    return CommitResult::unpack(commit_packed(std::move(event), index(shard)));
+  }
 
  private:
-  std::uint32_t commit_packed(Event&& event) {
-    if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never enqueue
-      abandon();
-      count_drop(Verdict::DropClosed, event.pid);
+  std::uint32_t commit_packed(Event&& event, std::size_t shard) {
+    const std::uint64_t who = event.pid;
+    queue_.add(shard, kPushing, 1);  // before reading shut_: see close()
+    if (shut_.load(std::memory_order_acquire)) {  // close() ran since admit(): never push
+      queue_.add(shard, kPushing, kMinusOne);
+      abandon(shard);
+      count_drop(Verdict::DropClosed, who, shard);
       return CommitResult::pack(Verdict::DropClosed, false, false);
     }
-    std::uint64_t bytes = event.footprint();
-    std::uint64_t before = since(bytes_in_.fetch_add(bytes, std::memory_order_relaxed), bytes_out_);
-    if (before != 0 && before + bytes > limits_.queue_bytes) {  // an empty queue takes any one event
-      bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
-      abandon();
-      count_drop(Verdict::DropQueueFull, event.pid);
+    const std::uint64_t bytes = event.footprint();
+    if (!take_bytes(shard, bytes)) {
+      queue_.add(shard, kPushing, kMinusOne);
+      abandon(shard);
+      count_drop(Verdict::DropQueueFull, who, shard);
       return CommitResult::pack(Verdict::DropQueueFull, false, false);
     }
     // The process's own earlier drops happened before this, in its own order.
-    const std::uint64_t who = event.pid;
     event.drops = drop_mark(who).load(std::memory_order_relaxed);
-    // Counted before it becomes visible, so delivered can never overtake accepted. The
-    // count before is the event's number.
-    const std::uint64_t seq = numbered_.fetch_add(1, std::memory_order_seq_cst);
-    event.seq = seq;
-    // close() may have run since the check above. The number just taken and shut_ form
-    // a Dekker pair with shut()/settled(): shut() stores shut_, then (after a seq_cst
-    // fence) settled() loads numbered_; here the seq_cst RMW on numbered_ comes before
-    // this seq_cst load of shut_. So either this load sees shut_ set, and the number
-    // becomes a hole (dropped: closed), or close() sees this number and waits until its
-    // event is in the queue, then discards it. Nothing stays queued after close(), and
-    // no fence is needed here: the RMW above already orders the two (a fence after the
-    // enqueue cost half of commit()'s time in a profile of the benchmark, draining the
-    // store buffer a second time per event; issue 26).
-    Verdict drop = Verdict::Accept;
-    if (shut_.load(std::memory_order_seq_cst) != 0) {
-      drop = Verdict::DropClosed;
-    } else if (!queue_.enqueue(std::move(event))) {  // no memory for a block: `event` is intact
-      drop = Verdict::DropNoMemory;
+    event.shard = static_cast<std::uint32_t>(shard);
+    // Bytes in before the push: the consumer's bytes out never overtake them.
+    queue_.add(shard, kBytesIn, bytes);
+    bool pushed;
+    {
+      typename Queue::Producer producer(queue_, shard);
+      pushed = producer.push(std::move(event));
     }
-    if (drop != Verdict::Accept) {
-      bytes_in_.fetch_sub(bytes, std::memory_order_relaxed);
-      slots_in_.fetch_sub(1, std::memory_order_relaxed);
-      holes_.fetch_add(1, std::memory_order_seq_cst);  // before the wake-up check below
-      count_drop(drop, who);
+    if (!pushed) {  // its credit goes back
+      give_event(shard);
+      give_bytes(shard, bytes);
+      queue_.add(shard, kBytesIn, 0 - bytes);
+      count_drop(Verdict::DropNoMemory, who, shard);
     }
-    const bool limit = limits_.max_events && seq + 1 == limits_.max_events && drop != Verdict::DropClosed;
-    if (limit) {
-      closed_.store(true, std::memory_order_release);
-      limit_reached_.store(true, std::memory_order_release);
-    }
-    // Wake the consumer when the queue was empty as far as it knows: everything accepted
-    // before this event has been consumed, i.e. this is the event it expects next (also
-    // when it holds later events in its reorder buffer, waiting for this one, and when
-    // this event is a hole: the consumer must then pass it, and the next event would
-    // not wake it, as it does not follow what the consumer has consumed). Together
-    // with drain()'s store-then-load of
-    // the same two counters (seq_cst on both sides), a consumer that stops draining is
-    // always woken by the next event, and the producer only reads the consumer's line.
-    const bool wake = consumed_.load(std::memory_order_seq_cst) == seq;
-    if (wake) wakeups_.fetch_add(1, std::memory_order_relaxed);
-    return CommitResult::pack(drop, wake, limit);
+    // No fence: a wake-up missed here is caught by the consumer's recheck (see the header).
+    const bool wake = pushed && hooks_.sleeping_seen(sleeping_.load(std::memory_order_relaxed)) != 0 &&
+                      sleeping_.exchange(0, std::memory_order_relaxed) != 0;
+    if (wake) queue_.add(shard, kWakeups, 1);
+    queue_.add(shard, kPushing, kMinusOne, std::memory_order_release);
+    const bool limit = limits_.max_events && use_ticket(shard);
+    return CommitResult::pack(pushed ? Verdict::Accept : Verdict::DropNoMemory, wake, limit);
   }
 
  public:
-  // Moves up to `max` events into `out`, in admission order (seq). Returns how many;
-  // `more` tells whether events may remain (the consumer should drain again): it stays
-  // true while the reorder buffer holds events waiting for an earlier one, so the
-  // consumer keeps polling until the gap fills (its producer also wakes it, see commit())
-  // or turns out to be a hole. After close() it is false: nothing more is handed out.
-  std::size_t drain(Event* out, std::size_t max, bool& more) {
+  // Moves up to `max` events into `out`, merged by timestamp in each process's order.
+  // Returns how many; `more` tells whether events may remain (the consumer should drain
+  // again). When it is false, the next accepted event wakes the consumer (see commit()),
+  // but for one that missed it as this drain went to sleep: then `recheck` is true and
+  // the consumer must drain once more a moment later (see the header). After shut()
+  // both are false and nothing more is handed out.
+  std::size_t drain(Event* out, std::size_t max, bool& more, bool& recheck) {
     std::lock_guard<std::mutex> lock(consumer_);
-    std::size_t n = 0;
-    std::size_t passed = 0;  // holes passed
-    std::uint64_t bytes = 0;
+    more = false;
+    recheck = false;
     if (shut_.load(std::memory_order_acquire)) {
-      discard_reorder();  // the gaps may never fill
-      more = false;
+      if (done_.load(std::memory_order_relaxed)) sweep();
       return 0;
     }
-    auto hand_out = [&](Event&& e) {
-      bytes += e.footprint();
-      out[n++] = std::move(e);
-    };
-    while (n < max && reorder_.ready()) hand_out(reorder_.take());
-    Event batch[kBatch];
-    bool emptied = false;  // the queue was found empty
-    // Dequeues at most max + kAhead events per call, even while waiting for a gap
-    // (the caller drains again: `more` stays true).
-    for (std::size_t taken = 0; n < max && taken < max + kAhead;) {
-      std::size_t want = max - n < kBatch ? max - n : kBatch;
-      std::size_t got = queue_.try_dequeue_bulk(token_, batch, want);
-      taken += got;
-      for (std::size_t i = 0; i < got; ++i) {
-        if (batch[i].seq == reorder_.next() && n < max) {
-          reorder_.skip();
-          hand_out(std::move(batch[i]));
-          while (n < max && reorder_.ready()) hand_out(reorder_.take());
-        } else {
-          reorder_.put(std::move(batch[i]));
-        }
-      }
-      if (got == 0) {
-        emptied = true;
-        break;
+    std::size_t n = queue_.pop(out, max, more);
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) bytes += note_out(out[i].shard, out[i].footprint());
+    if (n) {
+      delivered_.store(delivered_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+      give_back(n, bytes);
+    }
+    if (!more) {
+      // Going to sleep: say so, then look again (see the header).
+      const bool fell_asleep = sleeping_.exchange(1, std::memory_order_relaxed) == 0;
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (!queue_.empty()) {
+        more = true;
+        sleeping_.store(0, std::memory_order_relaxed);  // a producer may have taken it too: one spare wake-up
+      } else {
+        recheck = fell_asleep;
       }
     }
-    if (emptied && n < max && !reorder_.ready()) passed = pass_holes(out, n, max, bytes);
-    reorder_.trim();
-    settle(n, bytes, delivered_);
-    std::uint64_t consumed = n + passed ? consumed_.fetch_add(n + passed, std::memory_order_seq_cst) + n + passed
-                                        : consumed_.load(std::memory_order_seq_cst);
-    more = numbered_.load(std::memory_order_seq_cst) > consumed;
     return n;
   }
-
-  // Events the consumer holds back, waiting for an earlier one (for tests).
-  std::size_t reordering() {
-    std::lock_guard<std::mutex> lock(consumer_);
-    return reorder_.size();
+  // drain() for a caller that drains again anyway (a test, a benchmark): no recheck asked.
+  std::size_t drain(Event* out, std::size_t max, bool& more) {
+    bool recheck = false;
+    return drain(out, max, more, recheck);
   }
+
+  Hooks& hooks() { return hooks_; }
 
   // Closes the session: nothing more is accepted. Frees what is still queued (counted
   // as discarded). Safe to call more than once.
   void close() {
     shut();
-    while (!discard(~std::size_t{0})) std::this_thread::yield();  // a producer mid-enqueue
+    while (!discard(std::numeric_limits<std::size_t>::max())) std::this_thread::yield();  // a producer mid-push
   }
 
   // close() in two steps, for a caller that must not run long at once: shut() (constant
-  // time) then discard(max) until it returns true. After shut(), nothing more is
-  // queued: a producer that was already past admit() either sees shut_ after taking its
-  // number (a hole, dropped: closed) or is waited for by discard() (see commit()).
+  // time) then discard(max) until it returns true.
   void shut() {
     closed_.store(true, std::memory_order_release);
-    shut_.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with commit()'s RMW, see there
+    shut_.store(1, std::memory_order_release);
   }
   // Frees up to about `max` queued events (counted as discarded); true once none is left
-  // and every numbered event is accounted for (delivered, discarded or a hole): a
-  // producer that took its number before shut() may still be enqueueing (microseconds),
-  // so false means "call again", also when nothing was freed.
-  // The reorder buffer goes first, at once (it holds at most the queue's cap).
+  // and no shard is inside a push that shut() may have missed: false means "call again",
+  // also when nothing was freed (a producer mid-push: microseconds).
   bool discard(std::size_t max) {
-    {
-      std::lock_guard<std::mutex> lock(consumer_);
-      discard_reorder();
-    }
-    return discard_queued(max) && settled();
+    std::lock_guard<std::mutex> lock(consumer_);
+    bool quiet = true;  // read first: what those pushes did is then visible below
+    for (std::size_t i = 0; i < queue_.shard_count(); ++i)
+      quiet = quiet && queue_.count(i, kPushing, std::memory_order_acquire) == 0;
+    std::size_t n = free_queued(max);
+    const bool done = quiet && n < max && queue_.empty();
+    if (done) done_.store(true, std::memory_order_relaxed);
+    return done;
   }
 
   Counters counters() const {
+    if (done_.load(std::memory_order_relaxed)) {  // a late push after close: free it first
+      std::lock_guard<std::mutex> lock(consumer_);
+      sweep();
+    }
     Counters c;
     // Read the consumer's side first: accepted only grows, and never lags it.
     c.delivered = delivered_.load(std::memory_order_acquire);
     c.discarded = discarded_.load(std::memory_order_acquire);
-    std::uint64_t holes = holes_.load(std::memory_order_acquire);  // before the numbers: never more
-    c.accepted = numbered_.load(std::memory_order_acquire) - holes;
+    std::uint64_t out = 0;
+    for (const auto& b : bytes_out_) out += b.bytes.load(std::memory_order_acquire);
+    c.accepted = queue_.pushed();
     c.queued = c.accepted - c.delivered - c.discarded;
-    c.bytes_queued = held(bytes_in_, bytes_out_);
-    c.dropped_closed = dropped_closed_.load(std::memory_order_relaxed);
-    c.dropped_rate = dropped_rate_.load(std::memory_order_relaxed);
-    c.dropped_queue_full = dropped_queue_full_.load(std::memory_order_relaxed);
-    c.dropped_max_events = dropped_max_events_.load(std::memory_order_relaxed);
-    c.dropped_no_memory = dropped_no_memory_.load(std::memory_order_relaxed);
-    c.wakeups = wakeups_.load(std::memory_order_relaxed);
+    const std::uint64_t in = queue_.total(kBytesIn);
+    c.bytes_queued = in > out ? in - out : 0;
+    c.dropped_closed = queue_.total(kDropped + 0);
+    c.dropped_rate = queue_.total(kDropped + 1);
+    c.dropped_queue_full = queue_.total(kDropped + 2);
+    c.dropped_max_events = queue_.total(kDropped + 3);
+    c.dropped_no_memory = queue_.total(kDropped + 4);
+    c.wakeups = queue_.total(kWakeups);
     c.closed = closed();
     c.limit_reached = limit_reached_.load(std::memory_order_acquire);
     return c;
   }
 
  private:
-  // After shut(): every number handed out is delivered, discarded or a hole. Holes
-  // first: each of them has a number, so this never counts an event twice.
-  bool settled() const {
-    std::uint64_t holes = holes_.load(std::memory_order_seq_cst);
-    std::uint64_t numbered = numbered_.load(std::memory_order_seq_cst);
-    return numbered - holes == delivered_.load(std::memory_order_acquire) + discarded_.load(std::memory_order_acquire);
+  using Queue = ShardedQueue<Event, ShardedQueueNoHooks, kBlock, Alloc>;
+
+  // The shards' counters (ShardedQueue::add): written by each shard's producer.
+  static constexpr std::size_t kCredit = 0;    // events of credit the shard holds (not the fallback's)
+  static constexpr std::size_t kBytesIn = 1;   // footprints pushed (minus failed pushes)
+  static constexpr std::size_t kPushing = 2;   // inside commit(), from its check of shut_ to its push
+  static constexpr std::size_t kWakeups = 3;   // wake-ups sent
+  static constexpr std::size_t kDropped = 4;   // 4..8: drops by reason (Verdict - 1)
+  static constexpr std::size_t kByteCredit = 9;  // bytes of credit the shard holds (not the fallback's)
+  static_assert(kDropped + 5 <= kByteCredit && kByteCredit < Queue::kCounters, "a counter for each");
+  // A cap past this is no cap (the pools are signed).
+  static constexpr std::uint64_t kMaxCap = std::uint64_t{1} << 62;
+  static constexpr std::uint64_t kMinusOne = ~std::uint64_t{0};
+
+  std::size_t index(std::size_t shard) const { return std::min(shard, queue_.fallback()); }
+
+  // A cap's block for `shards` shards (see the header): at least 1.
+  static std::uint64_t block(std::uint64_t cap, std::size_t shards) {
+    return std::max<std::uint64_t>(1, std::min<std::uint64_t>(cap, kMaxCap) / (64 * shards));
   }
 
-  // Passes the holes at the front of the reorder buffer, handing out the events between
-  // them (up to `max` in all), when it is sure they are holes: the queue was just found
-  // empty, and the numbers handed out so far are exactly those the buffer holds, those
-  // already consumed and the holes not yet passed. No event is then on its way, so
-  // every number below the latest that the buffer does not hold is a hole. Otherwise
-  // it passes nothing: the caller drains again (`more`), and the check is repeated.
-  // Returns how many holes it passed. `consumer_` held.
-  std::size_t pass_holes(Event* out, std::size_t& n, std::size_t max, std::uint64_t& bytes) {
-    std::uint64_t holes = holes_.load(std::memory_order_seq_cst);  // first: each of these has a number
-    if (holes == holes_passed_) return 0;
-    std::uint64_t numbered = numbered_.load(std::memory_order_seq_cst);
-    if (numbered - reorder_.next() != reorder_.size() + (holes - holes_passed_)) return 0;  // one is on its way
-    std::size_t passed = 0;
-    while (reorder_.next() < numbered) {
-      if (reorder_.ready()) {
-        if (n == max) break;
-        Event e = reorder_.take();
-        bytes += e.footprint();
-        out[n++] = std::move(e);
-      } else {
-        reorder_.skip();
-        ++passed;
-      }
+  // Takes between `need` (at least 1) and `want` from `pool`: what it took, or 0 when
+  // the pool holds less than `need`.
+  static std::uint64_t draw(std::atomic<std::int64_t>& pool, std::uint64_t need, std::uint64_t want) {
+    std::int64_t p = pool.load(std::memory_order_relaxed);
+    while (p > 0 && static_cast<std::uint64_t>(p) >= need) {
+      const std::int64_t n = static_cast<std::int64_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(p), want));
+      if (pool.compare_exchange_weak(p, p - n, std::memory_order_relaxed)) return static_cast<std::uint64_t>(n);
     }
-    holes_passed_ += passed;
-    return passed;
+    return 0;
   }
 
-  // Frees the events the consumer held back (after shut(); `consumer_` held).
-  void discard_reorder() {
-    if (reorder_.empty()) return;
-    std::size_t n = reorder_.size();
-    std::uint64_t bytes = 0;
-    reorder_.clear([&](const Event& e) { bytes += e.footprint(); });
-    settle(n, bytes, discarded_);
-    consumed_.fetch_add(n, std::memory_order_seq_cst);
-  }
+  bool own_credit(std::size_t shard) const { return shard != queue_.fallback(); }
 
-  // Frees queued events, counted as discarded (close()): all of them, or about `max`.
-  // True when the queue was found empty. Not the reorder buffer (the consumer's).
-  bool discard_queued(std::size_t max = ~std::size_t{0}) {
-    Event scratch[64];
-    for (std::size_t done = 0;; ) {
-      if (done >= max) return false;
-      std::size_t n = queue_.try_dequeue_bulk(scratch, 64);
-      if (n == 0) return true;
-      done += n;
-      std::uint64_t bytes = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        bytes += scratch[i].footprint();
-        scratch[i] = Event{};
-      }
-      settle(n, bytes, discarded_);
-      consumed_.fetch_add(n, std::memory_order_seq_cst);
+  // One event of credit for shard `shard`: false when the cap has none left.
+  bool take_event(std::size_t shard) {
+    if (!own_credit(shard)) return draw(pool_events_, 1, 1) != 0;
+    if (queue_.count(shard, kCredit, std::memory_order_relaxed) == 0) {
+      const std::uint64_t got = draw(pool_events_, 1, events_block_);
+      if (got == 0) return false;
+      queue_.add(shard, kCredit, got);
     }
+    queue_.add(shard, kCredit, kMinusOne);
+    return true;
+  }
+  // Gives back one event of credit (an abandoned admission, a failed push): to the shard,
+  // unless that would leave it a whole block (a shard keeps less than a block).
+  void give_event(std::size_t shard) {
+    if (own_credit(shard) && queue_.count(shard, kCredit, std::memory_order_relaxed) + 1 < events_block_)
+      queue_.add(shard, kCredit, 1);
+    else
+      pool_events_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  Verdict reserve(std::int64_t now_ns) {
+  // `bytes` of credit for shard `shard`: false when the cap has not enough left and the
+  // shard holds something (a shard holding nothing takes any one event: see the header).
+  bool take_bytes(std::size_t shard, std::uint64_t bytes) {
+    const bool own = own_credit(shard);
+    const std::uint64_t have = own ? queue_.count(shard, kByteCredit, std::memory_order_relaxed) : 0;
+    if (have >= bytes) {
+      queue_.add(shard, kByteCredit, 0 - bytes);
+      return true;
+    }
+    const std::uint64_t need = bytes - have;
+    std::uint64_t got = draw(pool_bytes_, need, own ? std::max(need, bytes_block_) : need);
+    if (got == 0) {
+      if (bytes_held(shard) != 0) return false;
+      pool_bytes_.fetch_sub(static_cast<std::int64_t>(need), std::memory_order_relaxed);
+      got = need;
+    }
+    if (own) queue_.add(shard, kByteCredit, got - need - have);  // have + got - bytes left
+    return true;
+  }
+  void give_bytes(std::size_t shard, std::uint64_t bytes) {
+    if (own_credit(shard) && queue_.count(shard, kByteCredit, std::memory_order_relaxed) + bytes < bytes_block_)
+      queue_.add(shard, kByteCredit, bytes);
+    else
+      pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+
+  // The consumer gives back the credit of `events` events of `bytes` bytes it drained or freed.
+  void give_back(std::uint64_t events, std::uint64_t bytes) const {
+    pool_events_.fetch_add(static_cast<std::int64_t>(events), std::memory_order_relaxed);
+    pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+
+  // Bytes shard `shard` holds (out first: in only grows past it).
+  std::uint64_t bytes_held(std::size_t shard) const {
+    const std::uint64_t out = bytes_out_[shard].bytes.load(std::memory_order_relaxed);
+    const std::uint64_t in = queue_.count(shard, kBytesIn, std::memory_order_relaxed);
+    return in > out ? in - out : 0;
+  }
+  // Room for one more event on shard `shard`: credit for one event, and for some bytes.
+  bool room(std::size_t shard) const {
+    const bool own = own_credit(shard);
+    const bool events = (own && queue_.count(shard, kCredit, std::memory_order_relaxed) != 0) ||
+                        pool_events_.load(std::memory_order_relaxed) > 0;
+    const bool bytes = (own && queue_.count(shard, kByteCredit, std::memory_order_relaxed) != 0) ||
+                       pool_bytes_.load(std::memory_order_relaxed) > 0 || bytes_held(shard) == 0;
+    return events && bytes;
+  }
+
+  Verdict reserve(std::int64_t now_ns, std::size_t shard) {
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && tickets_.load(std::memory_order_relaxed) >= limits_.max_events)
-      return Verdict::DropMaxEvents;
-    if (!rate_.try_admit(now_ns - epoch_ns_)) return Verdict::DropRate;
-    if (since(slots_in_.fetch_add(1, std::memory_order_relaxed), slots_out_) >= limits_.queue_events) {
-      slots_in_.fetch_sub(1, std::memory_order_relaxed);
-      return Verdict::DropQueueFull;
-    }
-    if (limits_.max_events && tickets_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_events) {
-      tickets_.fetch_sub(1, std::memory_order_relaxed);
-      slots_in_.fetch_sub(1, std::memory_order_relaxed);
+    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (!take_token(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
+    if (!take_event(shard)) return Verdict::DropQueueFull;
+    if (limits_.max_events && !take_ticket(shard)) {
+      give_event(shard);
       return Verdict::DropMaxEvents;
     }
     return Verdict::Accept;
   }
 
-  void settle(std::size_t n, std::uint64_t bytes, std::atomic<std::uint64_t>& into) {
-    if (n == 0) return;
-    bytes_out_.fetch_add(bytes, std::memory_order_relaxed);
-    slots_out_.fetch_add(n, std::memory_order_relaxed);
-    into.fetch_add(n, std::memory_order_acq_rel);
+  // :limit tickets and :rate tokens (see the header). A single-producer shard's Budget is
+  // written by its producer, but for `have`, which an empty pool's taker may empty.
+  bool single(std::size_t shard) const { return shard < queue_.fallback(); }
+
+  // A ticket for shard `shard` is in its block, the pool or another shard's block.
+  bool ticket_in_sight(std::size_t shard) const {
+    if (single(shard) && budget_[shard].have.load(std::memory_order_relaxed) != 0) return true;
+    if (pool_.load(std::memory_order_relaxed) != 0) return true;
+    for (const Budget& b : budget_)
+      if (b.have.load(std::memory_order_relaxed) != 0) return true;
+    return false;
   }
 
-  // What a pair of monotonic in/out counters holds: `in` (the value an RMW just read)
-  // minus `out`, clamped at 0 (a relaxed `out` may be newer than that `in`).
-  static std::uint64_t since(std::uint64_t in, const std::atomic<std::uint64_t>& out) {
-    std::uint64_t o = out.load(std::memory_order_relaxed);
-    return in > o ? in - o : 0;
+  // Takes a ticket: from the shard's block, else from the pool (a block while more than
+  // shards × kTicketBlock remain, else one), else from other shards' blocks. False: none left.
+  bool take_ticket(std::size_t shard) {
+    if (single(shard)) {
+      std::atomic<std::uint64_t>& have = budget_[shard].have;
+      std::uint64_t h = have.load(std::memory_order_relaxed);
+      while (h != 0)
+        if (have.compare_exchange_weak(h, h - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) return true;
+    }
+    for (;;) {
+      std::uint64_t p = pool_.load(std::memory_order_relaxed);
+      while (p != 0) {
+        const std::uint64_t n = single(shard) && p > block_threshold_ ? kTicketBlock : 1;
+        if (pool_.compare_exchange_weak(p, p - n, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+          if (n > 1) budget_[shard].have.fetch_add(n - 1, std::memory_order_seq_cst);
+          return true;
+        }
+      }
+      if (!reclaim_tickets()) return false;
+    }
   }
-  // The same for a reader of both (out first: in only grows past it).
-  static std::uint64_t held(const std::atomic<std::uint64_t>& in, const std::atomic<std::uint64_t>& out) {
-    std::uint64_t o = out.load(std::memory_order_acquire);
-    std::uint64_t i = in.load(std::memory_order_acquire);
-    return i > o ? i - o : 0;
+
+  // The pool is empty: moves what the shards' blocks hold into it. False: they held none.
+  bool reclaim_tickets() {
+    std::uint64_t got = 0;
+    for (Budget& b : budget_)
+      if (b.have.load(std::memory_order_relaxed) != 0) got += b.have.exchange(0, std::memory_order_seq_cst);
+    if (got != 0) pool_.fetch_add(got, std::memory_order_seq_cst);
+    return got != 0;
   }
+
+  // An admitted event that was not committed gives its ticket back.
+  void give_back_ticket(std::size_t shard) {
+    (single(shard) ? budget_[shard].have : pool_).fetch_add(1, std::memory_order_seq_cst);
+  }
+
+  // Counts a ticket used by a commit; true for the one commit that finds all max_events
+  // used (then the session is closed).
+  bool use_ticket(std::size_t shard) {
+    std::atomic<std::uint64_t>& used = budget_[shard].used;
+    if (single(shard))
+      used.store(used.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    else
+      used.fetch_add(1, std::memory_order_seq_cst);
+    if (pool_.load(std::memory_order_seq_cst) != 0) return false;
+    std::uint64_t sum = 0;
+    for (const Budget& b : budget_) sum += b.used.load(std::memory_order_seq_cst);
+    if (sum != limits_.max_events) return false;
+    closed_.store(true, std::memory_order_release);
+    return !limit_reached_.exchange(true, std::memory_order_acq_rel);
+  }
+
+  // A rate token for shard `shard` is in its block (not expired) or in the bucket.
+  bool token_in_sight(std::int64_t now, std::size_t shard) const {
+    if (single(shard) && budget_[shard].tokens.load(std::memory_order_relaxed) != 0 &&
+        now < budget_[shard].expiry.load(std::memory_order_relaxed))
+      return true;
+    return rate_.would_admit(now);
+  }
+
+  // Takes a rate token: from the shard's block while it has not expired, else a new block
+  // of up to rate_block_ from the bucket (the fallback: one from the bucket).
+  bool take_token(std::int64_t now, std::size_t shard) {
+    if (!rate_.limited()) return true;
+    if (!single(shard) || rate_block_ == 1) return rate_.try_admit(now);
+    Budget& b = budget_[shard];
+    const std::uint64_t t = b.tokens.load(std::memory_order_relaxed);
+    if (t != 0 && now < b.expiry.load(std::memory_order_relaxed)) {
+      b.tokens.store(t - 1, std::memory_order_relaxed);
+      return true;
+    }
+    const std::uint64_t n = rate_.take(now, rate_block_);
+    b.tokens.store(n == 0 ? 0 : n - 1, std::memory_order_relaxed);
+    if (n == 0) return false;
+    b.expiry.store(now + limits_.rate_period_ns, std::memory_order_relaxed);
+    return true;
+  }
+
+  // The consumer's bytes out of shard `shard` (consumer_ held): returns `bytes`.
+  std::uint64_t note_out(std::size_t shard, std::uint64_t bytes) const {
+    std::atomic<std::uint64_t>& b = bytes_out_[shard].bytes;
+    b.store(b.load(std::memory_order_relaxed) + bytes, std::memory_order_release);
+    return bytes;
+  }
+
+  // Frees up to about `max` queued events, counted as discarded (consumer_ held).
+  std::size_t free_queued(std::size_t max) const {
+    std::uint64_t bytes = 0;
+    std::size_t n = queue_.discard([&](const Event& e) { bytes += note_out(e.shard, e.footprint()); }, max);
+    if (n) {
+      discarded_.store(discarded_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+      give_back(n, bytes);
+    }
+    return n;
+  }
+  // After close: frees what a late push left (consumer_ held).
+  void sweep() const { free_queued(std::numeric_limits<std::size_t>::max()); }
 
   // The drop mark of the process `who`: one of kDropMarks counters, by a hash of its
   // pid term, bumped by each of its drops (and those of the processes sharing it).
@@ -443,70 +652,66 @@ class BasicSessionCore {
     return drop_marks_[(who * 0x9E3779B97F4A7C15ull) >> (64 - kDropMarkBits)];
   }
 
-  void count_drop(Verdict v, std::uint64_t who, bool mark = true) {
-    if (mark && v != Verdict::Accept) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
-    switch (v) {
-      case Verdict::DropClosed: dropped_closed_.fetch_add(1, std::memory_order_relaxed); break;
-      case Verdict::DropRate: dropped_rate_.fetch_add(1, std::memory_order_relaxed); break;
-      case Verdict::DropQueueFull: dropped_queue_full_.fetch_add(1, std::memory_order_relaxed); break;
-      case Verdict::DropMaxEvents: dropped_max_events_.fetch_add(1, std::memory_order_relaxed); break;
-      case Verdict::DropNoMemory: dropped_no_memory_.fetch_add(1, std::memory_order_relaxed); break;
-      case Verdict::Accept: break;
-    }
+  void count_drop(Verdict v, std::uint64_t who, std::size_t shard, bool mark = true) {
+    if (v == Verdict::Accept) return;
+    if (mark) drop_mark(who).fetch_add(1, std::memory_order_relaxed);
+    queue_.add(shard, kDropped + static_cast<std::size_t>(v) - 1, 1);
   }
 
-  static constexpr std::size_t kBatch = 32;  // events dequeued at once by drain()
-  static constexpr std::size_t kAhead = 4096;  // more events drain() may set aside
   static constexpr unsigned kDropMarkBits = 10;
+
+  // One shard's :limit tickets and :rate tokens, on its own line (see the header).
+  struct alignas(64) Budget {
+    std::atomic<std::uint64_t> have{0};     // tickets of its block not yet taken
+    std::atomic<std::uint64_t> used{0};     // tickets used by its commits
+    std::atomic<std::uint64_t> tokens{0};   // rate tokens of its block not yet taken
+    std::atomic<std::int64_t> expiry{0};    // when they expire (the session's clock)
+  };
+  static constexpr std::uint64_t kTicketBlock = 32;
+  static constexpr std::uint64_t kRateBlockMax = 16;
+
+  // The consumer's bytes out of one shard, on its own line.
+  struct alignas(64) BytesOut {
+    std::atomic<std::uint64_t> bytes{0};
+  };
 
   const Limits limits_;
   const std::int64_t epoch_ns_;
   RateLimiter rate_;
-  moodycamel::ConcurrentQueue<Event, QueueTraits> queue_;
-  // The consumer's side: its queue token (it visits the producers in turn, a bounded
-  // number of events each, which keeps the reorder buffer small) and the buffer. drain() and
-  // discard() take the mutex (never contended in practice: one session process).
-  std::mutex consumer_;
-  moodycamel::ConsumerToken token_{queue_};
-  ReorderBuffer reorder_;
-  std::uint64_t holes_passed_ = 0;  // holes the consumer has passed (see pass_holes)
-
-  // The atomics are grouped by who writes them, one cache line per group, so the traced
-  // processes' per-event writes do not keep pulling lines away from the session process
-  // (which writes its side once per drained batch) and the read-mostly flags stay shared.
-  // Queue occupancy is `in - out` of two monotonic counters, one per side. Padding rather
-  // than alignas: the NIF places this object in enif_alloc_resource memory, which is not
-  // 64-byte aligned; 64 bytes between groups keep them off each other's lines anyway.
+  // The consumer's side (drain, discard, and counters' sweep after close) holds consumer_
+  // (never contended in practice: one session process).
+  mutable std::mutex consumer_;
+  mutable Queue queue_;
+  mutable std::vector<BytesOut> bytes_out_;
+  const std::uint64_t events_block_;  // what a shard draws from a pool at once (see the header)
+  const std::uint64_t bytes_block_;
+  // The caps' credit no shard holds (see the header): drawn by producers once per block,
+  // given back by the consumer once per batch.
+  char pad_pools[64] = {};
+  mutable std::atomic<std::int64_t> pool_events_;
+  mutable std::atomic<std::int64_t> pool_bytes_;
+  const std::uint64_t block_threshold_;  // tickets are taken one by one once fewer remain in pool_
+  const std::uint64_t rate_block_;       // rate tokens a shard takes at once
 
   // read-mostly: written at close or at the max_events limit
+  char pad_flags[64] = {};
   std::atomic<bool> closed_{false};
   std::atomic<bool> limit_reached_{false};
-  std::atomic<std::uint32_t> shut_{0};     // close() was called (closed_ is also set by the limit)
+  std::atomic<std::uint32_t> shut_{0};  // close() was called (closed_ is also set by the limit)
+  std::atomic<bool> done_{false};       // a discard() found everything freed
 
-  // producers (the traced processes), per accepted event
-  char pad_slots_in[64] = {};
-  std::atomic<std::uint64_t> slots_in_{0};  // queue slots reserved (minus abandoned)
-  std::atomic<std::uint64_t> bytes_in_{0};
-  std::atomic<std::uint64_t> numbered_{0};  // numbers handed out: accepted events and holes
-  std::atomic<std::uint64_t> tickets_{0};  // max_events tickets handed out
-  std::atomic<std::uint64_t> wakeups_{0};  // written only when a producer wakes the consumer
+  // max_events only: the shards' blocks, and the tickets no shard has taken (written once
+  // a block while more than block_threshold_ remain)
+  std::vector<Budget> budget_;
+  char pad_tickets[64] = {};
+  std::atomic<std::uint64_t> pool_;
 
-  // producers, per dropped event
-  char pad_dropped_closed[64] = {};
-  std::atomic<std::uint64_t> dropped_closed_{0};
-  std::atomic<std::uint64_t> dropped_rate_{0};
-  std::atomic<std::uint64_t> dropped_queue_full_{0};
-  std::atomic<std::uint64_t> dropped_max_events_{0};
-  std::atomic<std::uint64_t> dropped_no_memory_{0};
-  std::atomic<std::uint64_t> holes_{0};  // numbers whose event never reached the queue
-
-  // the consumer (drain) and close(), per batch
-  char pad_slots_out[64] = {};
-  std::atomic<std::uint64_t> slots_out_{0};
-  std::atomic<std::uint64_t> bytes_out_{0};
-  std::atomic<std::uint64_t> delivered_{0};
-  std::atomic<std::uint64_t> discarded_{0};
-  std::atomic<std::uint64_t> consumed_{0};  // delivered + discarded + holes passed: the wake-up protocol's side
+  // the consumer: set when it found nothing left, cleared by the producer that wakes it
+  char pad_sleeping[64] = {};
+  std::atomic<std::uint32_t> sleeping_{1};
+  Hooks hooks_;
+  mutable std::atomic<std::uint64_t> delivered_{0};
+  mutable std::atomic<std::uint64_t> discarded_{0};
 
   // written on drops, read once per accepted event
   char pad_drop_marks[64] = {};

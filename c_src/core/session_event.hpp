@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "term_codec.hpp"
 
@@ -34,12 +35,12 @@ struct Event {
   EventKind kind = EventKind::Other;
   std::uint32_t scheduler = 0;
   std::uint32_t arity = 0;
+  std::uint32_t shard = 0;     // the SessionCore shard it was queued on (set by commit())
   std::uint64_t pid = 0;
   std::uint64_t module = 0;    // 0 when the event has no MFA
   std::uint64_t function = 0;
   std::uint64_t tag = 0;       // the VM's trace tag, for kinds we do not name
   std::int64_t time_ns = 0;    // monotonic
-  std::uint64_t seq = 0;       // admission number: dense, in each process's own order
   std::uint64_t drops = 0;     // the drop mark of the process's slot at admission (see
                                // SessionCore::drop_mark): it changed since the process's
                                // previous event when events of it may have been dropped
@@ -47,5 +48,10 @@ struct Event {
 
   std::size_t footprint() const { return sizeof(Event) + (payload.on_heap() ? payload.capacity() : 0); }
 };
+
+// The pure-Erlang tracer counts an event's bytes as this one's footprint (EVENT_BYTES and
+// INLINE_PAYLOAD in src/kino_trace_fallback_process.erl): change them with it.
+static_assert(sizeof(Event) == 200, "src/kino_trace_fallback_process.erl: EVENT_BYTES");
+static_assert(std::is_same_v<PayloadBuffer, SmallBuffer<112>>, "src/kino_trace_fallback_process.erl: INLINE_PAYLOAD");
 
 }  // namespace kino_trace

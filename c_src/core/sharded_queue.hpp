@@ -10,10 +10,11 @@
 // thread at a time may hold one for a given single-producer shard (a scheduler thread
 // runs one process at a time, so keying by scheduler id gives that).
 //
-// Per-shard counters: Producer::bump() adds to one of kCounters counters of its shard
-// with a relaxed load and store (no RMW: only that thread writes them, or the fallback's
-// mutex holder); total() sums them over the shards for a reader, which may see a sum a
-// few events old but never a torn value.
+// Per-shard counters: add() (or Producer::bump()) adds to one of kCounters counters of
+// a shard, with a relaxed load and store on a single-producer shard (no RMW: only that
+// thread writes them) and a relaxed fetch_add on the fallback shard (its threads may
+// count without holding its mutex); total() sums them over the shards for a reader,
+// which may see a sum a few events old but never a torn value.
 //
 // Order. Each item carries a monotonic timestamp (`time_ns`); a shard's items are FIFO
 // and their timestamps never decrease (push() raises a timestamp below the shard's last
@@ -30,16 +31,24 @@
 // of different processes (a send before its receive).
 //
 // How: each shard is a SpscQueue, which publishes its tail, the count of items pushed (a
-// release store after the item is in place). The consumer stages what it dequeues in a per-shard buffer. A refill
-// (1) dequeues every item visible in every shard, then (2) reads every shard's tail and
-// dequeues up to it ("catch-up"). Every item staged before (2) began is *confirmed*: each
-// of its causal predecessors was pushed before it was visible, so (2) reads a tail that
-// includes them and stages them. Items staged by the catch-up are not confirmed (their
-// predecessors may sit in a shard whose tail (2) read earlier) and act as a watermark:
-// pop() releases confirmed items, smallest timestamp first, strictly older than the
+// release store after the item is in place). The consumer stages what it dequeues in a
+// per-shard buffer. A refill (1) dequeues the items visible in every shard, at most
+// `per_shard` of each, then (2) reads every shard's tail and, when it is past what is
+// staged, dequeues one more item ("catch-up"). Every item staged before (2) began is
+// *confirmed*: each of its causal predecessors was pushed before it was visible, so (2)
+// reads a tail that includes them: each is staged, or comes after the catch-up's item in
+// its shard, with a timestamp no smaller. Items staged by the catch-up are not confirmed
+// (their predecessors may sit in a shard whose tail (2) read earlier) and act as a
+// watermark: pop() releases confirmed items, smallest timestamp first, no newer than the
 // oldest unconfirmed one; the next refill confirms the rest. A released item's
-// predecessors are then staged with smaller timestamps, released before it or holding it
-// back. An item still being pushed (in flight) cannot precede a confirmed item, so no
+// predecessors (smaller timestamps, by the invariant's premise) are then staged and
+// released before it, or hold it back through the watermark: a shard's timestamps never
+// decrease, so a predecessor not staged has one at least the watermark's, and the item
+// a larger one. (Equal timestamps pass: a shard's own items are FIFO, and a predecessor
+// elsewhere has a smaller one; items all stamped alike flow in one pop.) The bound keeps a
+// refill's work and the staging's memory to about `per_shard` items a shard, however
+// long the queues are.
+// An item still being pushed (in flight) cannot precede a confirmed item, so no
 // in-flight timestamp, clock read or fence is needed: the producer's path is its
 // enqueue, one release store of its tail and its counters, all on its shard's lines.
 // (Issue 26 proposed publishing each shard's in-flight timestamp and releasing only what
@@ -71,15 +80,17 @@ struct ShardedQueueNoHooks {
   void after_first_pass(std::size_t) {}
 };
 
-template <class T, class Hooks = ShardedQueueNoHooks>
+// kBlock and Alloc: each shard's SpscQueue's (tests pass small blocks and an allocator
+// that fails).
+template <class T, class Hooks = ShardedQueueNoHooks, std::size_t kBlock = 64, class Alloc = SpscNewDelete>
 class ShardedQueue {
  public:
-  static constexpr std::size_t kCounters = 8;
+  static constexpr std::size_t kCounters = 10;
 
  private:
   // One shard: its queue, then a line the producer writes, then one the consumer writes.
   struct alignas(64) Shard {
-    SpscQueue<T> queue;
+    SpscQueue<T, kBlock, Alloc> queue;
     alignas(64) std::int64_t last_ns = std::numeric_limits<std::int64_t>::min();
     std::atomic<std::uint64_t> counts[kCounters] = {};
     alignas(64) std::atomic<std::uint64_t> released{0};
@@ -98,8 +109,8 @@ class ShardedQueue {
   class Producer {
    public:
     Producer(ShardedQueue& q, std::size_t shard)
-        : shard_(q.shards_[shard < q.fallback() ? shard : q.fallback()]), q_(q) {
-      if (&shard_ == &q.shards_[q.fallback()]) lock_ = std::unique_lock<std::mutex>(q.fallback_mutex_);
+        : index_(shard < q.fallback() ? shard : q.fallback()), shard_(q.shards_[index_]), q_(q) {
+      if (index_ == q.fallback()) lock_ = std::unique_lock<std::mutex>(q.fallback_mutex_);
     }
     Producer(const Producer&) = delete;
     Producer& operator=(const Producer&) = delete;
@@ -115,25 +126,45 @@ class ShardedQueue {
       return true;
     }
 
-    // Adds `n` to counter `which` of this shard (a relaxed load and store, no RMW).
-    void bump(std::size_t which, std::uint64_t n = 1) {
-      std::atomic<std::uint64_t>& c = shard_.counts[which];
-      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
+    // Adds `n` to counter `which` of this shard (see add()).
+    void bump(std::size_t which, std::uint64_t n = 1) { q_.add(index_, which, n); }
     // What this shard holds: pushed and not yet handed out or discarded by the consumer.
-    std::uint64_t held() const {
-      std::uint64_t out = shard_.released.load(std::memory_order_relaxed);
-      std::uint64_t in = shard_.queue.pushed();
-      return in > out ? in - out : 0;
-    }
+    std::uint64_t held() const { return q_.held(index_); }
 
    private:
+    std::size_t index_;
     Shard& shard_;
     ShardedQueue& q_;
     std::unique_lock<std::mutex> lock_;
   };
 
-  // Counter `which` summed over the shards.
+  // Adds `n` to counter `which` of shard `shard` (past the shards: the fallback) and
+  // returns its value before. Only the shard's producer thread may call it for a
+  // single-producer shard (a relaxed load and store); any thread for the fallback (a
+  // relaxed fetch_add). `n` may be a negative number's two's complement. `order`: the
+  // store's (or the fetch_add's), relaxed unless the caller publishes something with it.
+  std::uint64_t add(std::size_t shard, std::size_t which, std::uint64_t n = 1,
+                    std::memory_order order = std::memory_order_relaxed) {
+    if (shard >= fallback()) return shards_[fallback()].counts[which].fetch_add(n, order);
+    std::atomic<std::uint64_t>& c = shards_[shard].counts[which];
+    const std::uint64_t before = c.load(std::memory_order_relaxed);
+    c.store(before + n, order);
+    return before;
+  }
+  // Counter `which` of one shard, and summed over the shards.
+  std::uint64_t count(std::size_t shard, std::size_t which,
+                      std::memory_order order = std::memory_order_relaxed) const {
+    return shards_[shard].counts[which].load(order);
+  }
+  // What shard `shard` holds: pushed and not yet handed out or discarded by the consumer.
+  std::uint64_t held(std::size_t shard) const {
+    std::uint64_t out = shards_[shard].released.load(std::memory_order_relaxed);
+    std::uint64_t in = shards_[shard].queue.pushed();
+    return in > out ? in - out : 0;
+  }
+  // Items pushed to shard `shard`.
+  std::uint64_t pushed(std::size_t shard) const { return shards_[shard].queue.pushed(); }
+
   std::uint64_t total(std::size_t which) const {
     std::uint64_t sum = 0;
     for (const Shard& s : shards_) sum += s.counts[which].load(std::memory_order_relaxed);
@@ -154,26 +185,30 @@ class ShardedQueue {
   std::size_t pop(T* out, std::size_t max, bool& more) {
     std::size_t n = release(out, max);
     if (n < max) {
-      refill();
+      refill(max - n < kBatch ? kBatch : max - n);
       n += release(out + n, max - n);
     }
     more = staged_ != 0 || pushed() != dequeued_;
     return n;
   }
 
-  // Consumer: frees every staged and queued item, calling `f(item)` on each first
-  // (counted as released). Returns how many. Items pushed meanwhile may remain.
+  // Consumer: frees staged and queued items, calling `f(item)` on each first (counted as
+  // released), until about `max` are freed (whole batches) or none is left. Returns how
+  // many. Items pushed meanwhile may remain (see empty()).
   template <class F>
-  std::size_t discard(F&& f) {
+  std::size_t discard(F&& f, std::size_t max = std::numeric_limits<std::size_t>::max()) {
     std::size_t n = 0;
-    for (std::size_t i = 0; i < staging_.size(); ++i) {
+    for (std::size_t i = 0; i < staging_.size() && n < max; ++i) {
       Staging& st = staging_[i];
-      std::size_t k = st.items.size();
-      for (T& item : st.items) f(item);
-      st.items.clear();
-      st.unconfirmed = 0;
+      std::size_t k = 0;
+      for (; !st.items.empty() && n + k < max; ++k) {
+        f(st.items.front());
+        st.items.pop_front();
+      }
+      if (st.unconfirmed > st.items.size()) st.unconfirmed = st.items.size();
+      staged_ -= k;
       T batch[kBatch];
-      for (std::size_t got; (got = shards_[i].queue.pop(batch, kBatch)) != 0;) {
+      for (std::size_t got; n + k < max && (got = shards_[i].queue.pop(batch, kBatch)) != 0;) {
         for (std::size_t j = 0; j < got; ++j) {
           f(batch[j]);
           batch[j] = T{};
@@ -185,9 +220,11 @@ class ShardedQueue {
       note_released(i, k);
       n += k;
     }
-    staged_ = 0;
     return n;
   }
+
+  // Consumer: nothing is staged and every item pushed so far has been dequeued.
+  bool empty() const { return staged_ == 0 && pushed() == dequeued_; }
 
   // Items the consumer has staged (for tests).
   std::size_t staged() const { return staged_; }
@@ -222,22 +259,21 @@ class ShardedQueue {
     return total;
   }
 
-  // (1) everything visible, then (2) the catch-up to each shard's tail (see the header).
-  void refill() {
-    constexpr std::uint64_t kAll = std::numeric_limits<std::uint64_t>::max();
+  // (1) what is visible, at most `per_shard` of each shard, then (2) the catch-up: one
+  // item of each shard whose tail is past what is staged (see the header).
+  void refill(std::uint64_t per_shard) {
     for (std::size_t i = 0; i < shards_.size(); ++i) {
-      stage(i, kAll);
+      stage(i, per_shard);
       hooks_.after_first_pass(i);
     }
     for (Staging& st : staging_) st.unconfirmed = 0;  // all staged before (2): confirmed
     for (std::size_t i = 0; i < shards_.size(); ++i) {
       Staging& st = staging_[i];
-      std::uint64_t tail = shards_[i].queue.pushed();
-      if (tail > st.dequeued) st.unconfirmed += stage(i, tail - st.dequeued);
+      if (shards_[i].queue.pushed() > st.dequeued) st.unconfirmed += stage(i, 1);
     }
   }
 
-  // Hands out confirmed items, smallest timestamp first, strictly older than the oldest
+  // Hands out confirmed items, smallest timestamp first, no newer than the oldest
   // unconfirmed one.
   std::size_t release(T* out, std::size_t max) {
     std::int64_t watermark = std::numeric_limits<std::int64_t>::max();
@@ -260,7 +296,7 @@ class ShardedQueue {
       }
       if (best == staging_.size()) break;
       Staging& st = staging_[best];
-      if (capped && st.items.front().time_ns >= watermark) break;
+      if (capped && st.items.front().time_ns > watermark) break;
       out[n++] = std::move(st.items.front());
       st.items.pop_front();
       ++taken[best];

@@ -1,9 +1,10 @@
 // Unbounded single-producer single-consumer FIFO of blocks; free of erl_nif. One shard of
 // a ShardedQueue. The producer's path is a placement move into its block and one release
 // store of its count of items pushed (`pushed()`, the shard's published tail); no
-// read-modify-write and nothing the consumer writes per item. Blocks come from new
-// (std::nothrow) and go back to the producer through one cached spare block, so a
-// steady flow allocates nothing. Every synchronisation is an acquire/release pair on an
+// read-modify-write and nothing the consumer writes per item. Blocks come from
+// `Alloc::allocate` (by default operator new (std::nothrow); tests pass one that fails)
+// and go back to the producer through one cached spare block, so a steady flow
+// allocates nothing. Every synchronisation is an acquire/release pair on an
 // atomic (no fences), which TSan checks as written.
 //
 // "Single producer" means one thread at a time: threads that take turns under a mutex
@@ -19,22 +20,29 @@
 
 namespace kino_trace {
 
-template <class T, std::size_t kBlock = 64>
+// Where SpscQueue's blocks come from: allocate returns nullptr when there is no memory.
+struct SpscNewDelete {
+  static void* allocate(std::size_t size) { return ::operator new(size, std::nothrow); }
+  static void deallocate(void* p) { ::operator delete(p); }
+};
+
+template <class T, std::size_t kBlock = 64, class Alloc = SpscNewDelete>
 class SpscQueue {
  public:
-  SpscQueue() : tail_(new Block), head_(tail_) {}
+  // No block yet: the first push allocates one (and may fail like any other).
+  SpscQueue() = default;
   SpscQueue(const SpscQueue&) = delete;
   SpscQueue& operator=(const SpscQueue&) = delete;
   ~SpscQueue() {
     T scratch[16];
     while (pop(scratch, 16) != 0) {
     }
-    for (Block* b = head_; b;) {
-      Block* next = b->next.load(std::memory_order_relaxed);
-      delete b;
+    for (Link* b = head_; b;) {
+      Link* next = b->next.load(std::memory_order_relaxed);
+      if (b != &stub_) free_block(static_cast<Block*>(b));
       b = next;
     }
-    delete spare_.load(std::memory_order_relaxed);
+    free_block(spare_.load(std::memory_order_relaxed));
   }
 
   // Producer. False when no block could be allocated: `item` is then left intact.
@@ -45,14 +53,14 @@ class SpscQueue {
         spare_.store(nullptr, std::memory_order_relaxed);
         b->next.store(nullptr, std::memory_order_relaxed);
       } else {
-        b = new (std::nothrow) Block;
+        b = new_block();
         if (!b) return false;
       }
       tail_->next.store(b, std::memory_order_relaxed);  // published by the store of pushed_ below
       tail_ = b;
       tail_index_ = 0;
     }
-    new (tail_->slot(tail_index_++)) T(std::move(item));
+    new (static_cast<Block*>(tail_)->slot(tail_index_++)) T(std::move(item));
     pushed_.store(pushed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return true;
   }
@@ -66,12 +74,12 @@ class SpscQueue {
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(available, max));
     for (std::size_t i = 0; i < n; ++i) {
       if (head_index_ == kBlock) {
-        Block* next = head_->next.load(std::memory_order_relaxed);  // written before the item's pushed_
-        recycle(head_);
+        Link* next = head_->next.load(std::memory_order_relaxed);  // written before the item's pushed_
+        if (head_ != &stub_) recycle(static_cast<Block*>(head_));
         head_ = next;
         head_index_ = 0;
       }
-      T* item = head_->slot(head_index_++);
+      T* item = static_cast<Block*>(head_)->slot(head_index_++);
       out[i] = std::move(*item);
       item->~T();
     }
@@ -80,11 +88,25 @@ class SpscQueue {
   }
 
  private:
-  struct Block {
-    std::atomic<Block*> next{nullptr};
+  // A block's link to the next one. The queue starts at `stub_`, a link without slots
+  // that looks full, so the first push allocates the first block.
+  struct Link {
+    std::atomic<Link*> next{nullptr};
+  };
+  struct Block : Link {
     alignas(T) unsigned char storage[kBlock * sizeof(T)];
     T* slot(std::size_t i) { return std::launder(reinterpret_cast<T*>(storage + i * sizeof(T))); }
   };
+
+  static Block* new_block() {
+    void* mem = Alloc::allocate(sizeof(Block));
+    return mem ? new (mem) Block : nullptr;
+  }
+  static void free_block(Block* b) {
+    if (!b) return;
+    b->~Block();
+    Alloc::deallocate(b);
+  }
 
   // The consumer hands an emptied block back as the spare if there is none (the producer
   // only ever clears it, the consumer only ever fills it: each sees the other's store
@@ -93,19 +115,20 @@ class SpscQueue {
     if (spare_.load(std::memory_order_acquire) == nullptr) {
       spare_.store(b, std::memory_order_release);
     } else {
-      delete b;
+      free_block(b);
     }
   }
 
   // The producer's line.
-  Block* tail_;
-  std::size_t tail_index_ = 0;
+  Link* tail_ = &stub_;
+  std::size_t tail_index_ = kBlock;
   std::atomic<std::uint64_t> pushed_{0};
   // The consumer's line.
-  alignas(64) Block* head_;
-  std::size_t head_index_ = 0;
+  alignas(64) Link* head_ = &stub_;
+  std::size_t head_index_ = kBlock;
   std::uint64_t popped_ = 0;
   alignas(64) std::atomic<Block*> spare_{nullptr};
+  Link stub_;  // written once, by the first push
 };
 
 }  // namespace kino_trace

@@ -15,6 +15,7 @@ namespace kino_trace::nif {
   X(undefined, "undefined")                                            \
   X(true_, "true")                                                     \
   X(false_, "false")                                                   \
+  X(recheck, "recheck")                                                \
   /* erl_tracer */                                                     \
   X(trace, "trace")                                                    \
   X(discard, "discard")                                                \

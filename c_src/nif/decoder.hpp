@@ -35,6 +35,7 @@ struct Decoder {
   std::vector<kt::Event> slots;
   std::size_t pending = 0;
   bool pending_more = false;
+  bool pending_recheck = false;
 };
 
 inline ErlNifResourceType* decoder_type = nullptr;

@@ -416,6 +416,7 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
         s->core, max, [&](std::size_t n) { return batch.data() + n; }, [](kt::Event*, std::size_t) {});
     d->pending = drained.count;
     d->pending_more = drained.more;
+    d->pending_recheck = drained.recheck;
   }
   ERL_NIF_TERM names = missing_names(env, *d, d->pending, [&](std::size_t i) { return static_cast<ERL_NIF_TERM>(batch[i].pid); });
   if (names) return names;
@@ -423,7 +424,7 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   ERL_NIF_TERM events = decode_pending(env, *d);
   d->batch_names.clear();
   enif_consume_timeslice(env, kt::drain_timeslice_percent(n, kt::DrainCost::Decoded));
-  return enif_make_tuple2(env, events, d->pending_more ? atoms.true_ : atoms.false_);
+  return enif_make_tuple2(env, events, more_term(d->pending_more, d->pending_recheck));
 }
 
 // decode_events(Decoder, [RawEvent]) -> [EventFields] | {names, [Pid]}: the raw events of

@@ -18,6 +18,10 @@ ERL_NIF_TERM close_session(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM roundtrip(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM nif_loaded(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM struct_keys(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+// The More of drain/2 and drain_events/3: true (drain again), recheck (none left, and the
+// queue just went to sleep: drain once more a moment later, see SessionCore's header,
+// "Wake-up") or false (none left: the next event wakes the session).
+ERL_NIF_TERM more_term(bool more, bool recheck);
 
 // the native decoder (decoder_nifs.cpp)
 ERL_NIF_TERM new_decoder(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);

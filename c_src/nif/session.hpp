@@ -5,6 +5,7 @@
 #include <erl_nif.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <ctime>
 
@@ -40,9 +41,29 @@ inline std::int64_t precise_clock_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// The VM's normal schedulers: one SessionCore shard each.
+inline std::size_t normal_schedulers() {
+  ErlNifSysInfo info;
+  enif_system_info(&info, sizeof info);
+  return info.scheduler_threads > 0 ? static_cast<std::size_t>(info.scheduler_threads) : 0;
+}
+
+// The calling thread's scheduler id as the last trace callback on it read it from its
+// options (0: none yet, or not a normal scheduler). `enabled` has no options to read it
+// from, and the id of a thread never changes.
+inline thread_local int thread_scheduler_id = 0;
+
+// The SessionCore shard of the calling thread, given the scheduler id the VM passed
+// (0 when it passed none): scheduler id - 1 on a normal scheduler thread, else the
+// fallback (a dirty scheduler or any other thread, whatever id it reports).
+inline std::size_t shard_of(int scheduler_id) {
+  if (scheduler_id <= 0 || enif_thread_type() != ERL_NIF_THR_NORMAL_SCHEDULER) return kt::SessionCore::kAnyThread;
+  return static_cast<std::size_t>(scheduler_id - 1);
+}
+
 struct Session {
   Session(const kt::Limits& limits, ErlNifPid owner_pid, std::uint64_t session_id)
-      : core(limits, enif_monotonic_time(ERL_NIF_NSEC)),
+      : core(limits, enif_monotonic_time(ERL_NIF_NSEC), normal_schedulers()),
         owner(owner_pid),
         id(session_id),
         coarse_to_vm_ns(enif_monotonic_time(ERL_NIF_NSEC) - precise_clock_ns()) {}

@@ -203,7 +203,8 @@ ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
 }  // namespace
 
 // drain(Resource, Max) -> {[{Tag, Pid, MonotonicNs, Scheduler, M, F, Arity, Term, Extra, DropMark}], More}
-// Events come in admission order (see SessionCore); DropMark: Event::drops.
+// Events come merged by timestamp, each process's in its own order (see SessionCore); DropMark: Event::drops.
+// More: true, false or recheck (see more_term).
 ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   Session* s = get_session(env, argv[0]);
   unsigned max = 0;
@@ -219,7 +220,11 @@ ERL_NIF_TERM drain(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
       });
   ERL_NIF_TERM list = enif_make_list_from_array(env, terms.data(), static_cast<unsigned>(terms.size()));
   enif_consume_timeslice(env, kt::drain_timeslice_percent(d.count, kt::DrainCost::Raw));
-  return enif_make_tuple2(env, list, d.more ? atoms.true_ : atoms.false_);
+  return enif_make_tuple2(env, list, more_term(d.more, d.recheck));
+}
+
+ERL_NIF_TERM more_term(bool more, bool recheck) {
+  return more ? atoms.true_ : recheck ? atoms.recheck : atoms.false_;
 }
 
 ERL_NIF_TERM counters(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {

@@ -1,10 +1,12 @@
 // The erl_tracer callbacks: the VM calls enabled*/3 and trace*/5 inside the traced
-// process, on scheduler threads. Lock-free and bounded: enabled*/3 rejects events before
-// the VM builds a trace term; trace*/5 copies the term with caps into a self-contained
-// Event and enqueues it; the owner is woken with one message when the queue goes from
-// empty to non-empty.
+// process, on scheduler threads. Bounded: enabled*/3 rejects events before the VM builds
+// a trace term; trace*/5 copies the term with caps into a self-contained Event and
+// pushes it to its scheduler's shard of the session's queue (see SessionCore; threads
+// that are not normal schedulers share a fallback shard under a mutex); the owner is
+// woken with one message when it found the queue empty.
 #include <erl_nif.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -31,7 +33,8 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
-  return core.precheck(now) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+  const std::size_t shard = thread_scheduler_id ? static_cast<std::size_t>(thread_scheduler_id - 1) : kt::SessionCore::kAnyThread;
+  return core.precheck(now, shard) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
 
 // trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
@@ -42,22 +45,25 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   // The VM reports returns without asking enabled*/3 first, so this is the place.
   if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
   kt::SessionCore& core = s->core;
-  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
-  if (core.admit(now, argv[2]) != kt::Verdict::Accept) return atoms.ok;
-
   const ERL_NIF_TERM tag = argv[0];
   const ERL_NIF_TERM term = argv[3];
   const ERL_NIF_TERM opts = argv[4];
+
+  // The shard: this thread's (see shard_of), which `enabled` on this thread uses too.
+  ERL_NIF_TERM sched;
+  int sched_id = 0;
+  if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
+  const std::size_t shard = shard_of(sched_id);
+  if (shard != kt::SessionCore::kAnyThread) thread_scheduler_id = sched_id;
+
+  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
+  if (core.admit(now, argv[2], shard) != kt::Verdict::Accept) return atoms.ok;
 
   kt::Event event;
   event.kind = kind_of(tag);
   event.tag = tag;
   event.time_ns = now;
   event.pid = kt::erts::is_immediate(argv[2]) ? argv[2] : atoms.undefined;
-
-  ERL_NIF_TERM sched;
-  int sched_id = 0;
-  if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
   event.scheduler = static_cast<std::uint32_t>(sched_id);
 
   EnifSource source{env};
@@ -102,7 +108,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   event.payload.shrink_to_fit();  // its footprint in the queue is what it holds
-  kt::CommitResult r = core.commit(std::move(event));
+  kt::CommitResult r = core.commit(std::move(event), shard);
   if (r.limit_reached) {
     enif_send(env, &s->owner, nullptr,
               enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), atoms.limit_reached));

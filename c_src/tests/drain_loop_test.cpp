@@ -20,13 +20,15 @@ struct ScriptedCore {
   struct Step {
     std::size_t got;
     bool more;
+    bool recheck = false;
   };
   std::deque<Step> script;
   std::uint64_t next_pid = 1;
   std::vector<std::size_t> asked;  // `max` of each call
 
-  std::size_t drain(Event* out, std::size_t max, bool& more) {
+  std::size_t drain(Event* out, std::size_t max, bool& more, bool& recheck) {
     asked.push_back(max);
+    recheck = false;
     if (script.empty()) {
       more = false;
       return 0;
@@ -39,6 +41,7 @@ struct ScriptedCore {
       out[i].pid = next_pid++;
     }
     more = step.more;
+    recheck = step.recheck;
     return n;
   }
 };
@@ -85,6 +88,21 @@ TEST_CASE("drain_chunks: stops when the core says no more", "[drain]") {
   CHECK(d.count == kDrainChunk + 5);
   CHECK_FALSE(d.more);
   CHECK(core.asked.size() == 2);
+}
+
+TEST_CASE("drain_chunks: hands on the last drain's recheck (the core went to sleep)", "[drain][wake]") {
+  ScriptedCore core;
+  core.script = {{kDrainChunk, true}, {5, false, true}};
+  Drained d;
+  drain_into_batch(core, 1000, d);
+  CHECK(d.count == kDrainChunk + 5);
+  CHECK_FALSE(d.more);
+  CHECK(d.recheck);
+
+  ScriptedCore awake;
+  awake.script = {{kDrainChunk, true}, {5, false}};
+  drain_into_batch(awake, 1000, d);
+  CHECK_FALSE(d.recheck);
 }
 
 TEST_CASE("drain_chunks: a few more tries after short chunks, then the caller drains later", "[drain]") {

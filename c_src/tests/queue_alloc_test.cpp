@@ -1,6 +1,6 @@
-// SessionCore when its queue cannot allocate: moodycamel's enqueue fails (no block, no
-// producer), which must be a counted drop, never an event counted as accepted that no
-// one will deliver, nor a number the consumer waits for forever.
+// SessionCore when its queue cannot allocate: a shard's push finds no block, which must be
+// a counted drop, never an event counted as accepted that no one will deliver, nor
+// something the consumer waits for forever.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -18,16 +18,16 @@ namespace {
 
 constexpr std::int64_t kEpoch = 7'000'000'000;
 
-// The queue's traits with tiny blocks (2 events, so a few events need a new block) and
-// an allocator that fails while `fail` is set.
-struct FailingAlloc : moodycamel::ConcurrentQueueDefaultTraits {
-  static const std::size_t BLOCK_SIZE = 2;
+// Tiny blocks (2 events, so a few events need a new block) and an allocator that fails
+// while `fail` is set.
+constexpr std::size_t kTinyBlock = 2;
+struct FailingAlloc {
   static inline std::atomic<bool> fail{false};
-  static void* malloc(std::size_t size) { return fail.load() ? nullptr : std::malloc(size); }
-  static void free(void* ptr) { std::free(ptr); }
+  static void* allocate(std::size_t size) { return fail.load() ? nullptr : std::malloc(size); }
+  static void deallocate(void* ptr) { std::free(ptr); }
 };
 
-using Core = BasicSessionCore<FailingAlloc>;
+using Core = BasicSessionCore<kTinyBlock, FailingAlloc>;
 
 // Fails the queue's allocations while in scope.
 struct NoMemory {
@@ -104,7 +104,6 @@ TEST_CASE("SessionCore: an enqueue that cannot allocate is a counted drop, and l
   bool more = true;
   std::vector<Event> got = drain_until_done(s, more);
   CHECK_FALSE(more);
-  CHECK(s.reordering() == 0);
   REQUIRE(got.size() == accepted.size());
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i].module == accepted[i]);
   c = s.counters();
@@ -114,94 +113,106 @@ TEST_CASE("SessionCore: an enqueue that cannot allocate is a counted drop, and l
   CHECK(c.accepted == c.delivered + c.queued + c.discarded);
 }
 
-TEST_CASE("SessionCore: a failed enqueue of the event the idle consumer waits for wakes it, and it moves on",
+TEST_CASE("SessionCore: a failed push does not wake the idle consumer, and the next event does",
           "[session][alloc][wake]") {
   Core s(roomy(), kEpoch);
   REQUIRE(offer(s, 1).verdict == Verdict::Accept);
   bool more = true;
   REQUIRE(drain_until_done(s, more).size() == 1);
   REQUIRE_FALSE(more);  // the consumer is idle: the next event must wake it
+  // Fill the block the first event started, so the next push needs a new one.
+  REQUIRE(offer(s, 2).verdict == Verdict::Accept);
+  REQUIRE(drain_until_done(s, more).size() == 1);
+  REQUIRE_FALSE(more);
 
-  // A new producer thread: its first enqueue must allocate the queue's producer.
   CommitResult lost;
-  std::thread([&] {
+  {
     NoMemory guard;
-    lost = offer(s, 2);
-  }).join();
+    lost = offer(s, 3);
+  }
   CHECK(lost.verdict == Verdict::DropNoMemory);
-  CHECK(lost.wake_consumer);  // only this event could wake it: the next one does not
+  CHECK_FALSE(lost.wake_consumer);  // nothing to drain: no wake-up
 
-  CommitResult next = offer(s, 3);
+  CommitResult next = offer(s, 4);
   REQUIRE(next.verdict == Verdict::Accept);
+  CHECK(next.wake_consumer);  // the consumer still sleeps: this one wakes it
   std::vector<Event> got = drain_until_done(s, more);
   REQUIRE(got.size() == 1);
-  CHECK(got[0].module == 3);
+  CHECK(got[0].module == 4);
   CHECK_FALSE(more);
   Counters c = s.counters();
-  CHECK(c.accepted == 2);
-  CHECK(c.delivered == 2);
+  CHECK(c.accepted == 3);
+  CHECK(c.delivered == 3);
   CHECK(c.dropped_no_memory == 1);
   CHECK(c.queued == 0);
+  CHECK(c.wakeups == 3);
 }
 
 TEST_CASE("SessionCore: a failed enqueue keeps its max_events ticket, and the limit still closes the session",
           "[session][alloc][limits]") {
   Limits l = roomy();
-  l.max_events = 3;
+  l.max_events = 4;
   Core s(l, kEpoch);
   REQUIRE(offer(s, 1).verdict == Verdict::Accept);
+  REQUIRE(offer(s, 2).verdict == Verdict::Accept);  // the first block is full
   CommitResult lost;
-  std::thread([&] {
+  {
     NoMemory guard;
-    lost = offer(s, 2);
-  }).join();
+    lost = offer(s, 3);
+  }
   CHECK(lost.verdict == Verdict::DropNoMemory);
-  CommitResult last = offer(s, 3);
+  CommitResult last = offer(s, 4);
   CHECK(last.verdict == Verdict::Accept);
   CHECK(last.limit_reached);
   CHECK(s.closed());
-  CHECK(offer(s, 4).verdict == Verdict::DropClosed);
+  CHECK(offer(s, 5).verdict == Verdict::DropClosed);
   bool more = true;
   std::vector<Event> got = drain_until_done(s, more);
-  REQUIRE(got.size() == 2);
-  CHECK(got[1].module == 3);
+  REQUIRE(got.size() == 3);
+  CHECK(got[2].module == 4);
   CHECK_FALSE(more);
   Counters c = s.counters();
-  CHECK(c.accepted == 2);
+  CHECK(c.accepted == 3);
   CHECK(c.dropped_no_memory == 1);
   CHECK(c.limit_reached);
 }
 
 namespace {
 
-// Every third allocation of the queue fails (blocks, producers, block indexes).
-struct FlakyAlloc : moodycamel::ConcurrentQueueDefaultTraits {
-  static const std::size_t BLOCK_SIZE = 2;
+// Once armed, every third allocation of a block fails.
+struct FlakyAlloc {
+  static inline std::atomic<bool> armed{false};
   static inline std::atomic<std::uint64_t> calls{0};
-  static void* malloc(std::size_t size) { return calls.fetch_add(1) % 3 == 2 ? nullptr : std::malloc(size); }
-  static void free(void* ptr) { std::free(ptr); }
+  static void* allocate(std::size_t size) {
+    return armed.load() && calls.fetch_add(1) % 3 == 2 ? nullptr : std::malloc(size);
+  }
+  static void deallocate(void* ptr) { std::free(ptr); }
 };
 
 }  // namespace
 
 TEST_CASE("stress: producers whose enqueues fail now and then: every event delivered or counted, in order",
           "[stress][alloc]") {
-  using Flaky = BasicSessionCore<FlakyAlloc>;
+  using Flaky = BasicSessionCore<kTinyBlock, FlakyAlloc>;
   constexpr std::uint64_t kProducers = 4;
   constexpr std::uint64_t kEach = 20000;
-  Flaky s(roomy(), kEpoch);
+  FlakyAlloc::calls = 0;
+  Flaky s(roomy(), kEpoch, kProducers - 2);  // two single-producer shards, and two producers share the fallback
+  FlakyAlloc::armed = true;
   std::atomic<std::uint64_t> running{kProducers};
   std::vector<std::uint64_t> taken(kProducers, 0);
   std::vector<std::thread> producers;
   for (std::uint64_t p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
+      const std::size_t shard = p < kProducers - 2 ? p : Flaky::kAnyThread;
       for (std::uint64_t i = 0; i < kEach; ++i) {
-        if (s.admit(kEpoch, p) != Verdict::Accept) continue;
+        if (s.admit(kEpoch, p, shard) != Verdict::Accept) continue;
         Event e;
         e.pid = p;
         e.module = p;
         e.function = i;
-        if (s.commit(std::move(e)).verdict == Verdict::Accept) ++taken[p];
+        e.time_ns = static_cast<std::int64_t>(i);
+        if (s.commit(std::move(e), shard).verdict == Verdict::Accept) ++taken[p];
       }
       running.fetch_sub(1);
     });
@@ -225,6 +236,7 @@ TEST_CASE("stress: producers whose enqueues fail now and then: every event deliv
     if (round % 512 == 511) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   for (auto& t : producers) t.join();
+  FlakyAlloc::armed = false;
   CHECK_FALSE(more);
   CHECK(ordered);
   CHECK(got == taken);
@@ -234,19 +246,17 @@ TEST_CASE("stress: producers whose enqueues fail now and then: every event deliv
   CHECK(c.accepted == c.delivered);
   CHECK(c.queued == 0);
   CHECK(c.bytes_queued == 0);
-  CHECK(s.reordering() == 0);
 }
 
 namespace {
 
 // The queue's allocator parks the calling thread while `hold` is set: a producer that
-// needs a block (or its producer record) stops inside its enqueue, after it took its
-// number and checked the session open, until the test lets it go.
-struct ParkingAlloc : moodycamel::ConcurrentQueueDefaultTraits {
-  static const std::size_t BLOCK_SIZE = 2;
+// needs a block stops inside its push, after it checked the session open, until the
+// test lets it go.
+struct ParkingAlloc {
   static inline std::atomic<bool> hold{false};
   static inline std::atomic<int> parked{0};
-  static void* malloc(std::size_t size) {
+  static void* allocate(std::size_t size) {
     if (hold.load()) {
       parked.fetch_add(1);
       while (hold.load()) std::this_thread::yield();
@@ -254,41 +264,48 @@ struct ParkingAlloc : moodycamel::ConcurrentQueueDefaultTraits {
     }
     return std::malloc(size);
   }
-  static void free(void* ptr) { std::free(ptr); }
+  static void deallocate(void* ptr) { std::free(ptr); }
 };
 
 }  // namespace
 
 TEST_CASE("SessionCore: close() waits for an event in flight, then discards it", "[session][close]") {
-  BasicSessionCore<ParkingAlloc> s(roomy(), kEpoch);
+  BasicSessionCore<kTinyBlock, ParkingAlloc> s(roomy(), kEpoch, 1);
+  for (int i = 0; i < 2; ++i) {  // fill shard 0's first block: its next push allocates
+    REQUIRE(s.admit(kEpoch, 1, 0) == Verdict::Accept);
+    REQUIRE(s.commit(Event{}, 0).verdict == Verdict::Accept);
+  }
+  bool more = true;
+  Event out[4];
+  REQUIRE(s.drain(out, 4, more) == 2);
   ParkingAlloc::hold = true;
   CommitResult r;
-  std::thread producer([&] {  // a fresh thread: its first enqueue allocates
-    REQUIRE(s.admit(kEpoch, 1) == Verdict::Accept);
+  std::thread producer([&] {
+    Verdict v = s.admit(kEpoch, 1, 0);
     Event e;
     e.kind = EventKind::Call;
     e.pid = 1;
-    r = s.commit(std::move(e));
+    r = v == Verdict::Accept ? s.commit(std::move(e), 0) : CommitResult{v, false, false};
   });
   while (ParkingAlloc::parked.load() == 0) std::this_thread::yield();
   s.shut();
-  // The event has its number and saw the session open: it will be queued, so the
-  // session is not done closing until it is, and then it is discarded.
+  // The event saw the session open and its push is under way: it will be queued, so
+  // the session is not done closing until it is, and then it is discarded.
   CHECK_FALSE(s.discard(100));
-  CHECK(s.counters().queued == 1);
+  CHECK_FALSE(s.discard(100));
+  CHECK(s.counters().queued == 0);  // not pushed yet, so not accepted yet
   ParkingAlloc::hold = false;
   producer.join();
   CHECK(r.verdict == Verdict::Accept);
   int calls = 0;
   while (!s.discard(100)) REQUIRE(++calls < 1000);
   Counters c = s.counters();
-  CHECK(c.accepted == 1);
+  CHECK(c.accepted == 3);
+  CHECK(c.delivered == 2);
   CHECK(c.discarded == 1);
   CHECK(c.queued == 0);
   CHECK(c.bytes_queued == 0);
   CHECK(c.dropped_closed == 0);
-  bool more = true;
-  Event out[4];
   CHECK(s.drain(out, 4, more) == 0);
   CHECK_FALSE(more);
 }

@@ -151,3 +151,27 @@ TEST_CASE("RateLimiter: concurrent try_admit never admits more than the bucket h
     CHECK_FALSE(r.would_admit(now));
   }
 }
+
+TEST_CASE("RateLimiter: take(n) takes what the bucket holds, and the bound is the same as one by one", "[rate]") {
+  RateLimiter r;
+  r.configure(10, kSecond);  // interval 100 ms
+  CHECK(r.take(0, 4) == 4);
+  CHECK(r.take(0, 4) == 4);
+  CHECK(r.take(0, 4) == 2);  // only 2 left
+  CHECK(r.take(0, 4) == 0);
+  CHECK_FALSE(r.would_admit(0));
+  CHECK(r.take(kSecond / 10 - 1, 4) == 0);
+  CHECK(r.take(kSecond / 10, 4) == 1);  // one refilled
+  CHECK(r.take(10 * kSecond, 100) == 10);  // never more than the burst
+  // Over a long run, blocks of 3 take exactly what one by one would.
+  RateLimiter a, b;
+  a.configure(1000, kSecond);
+  b.configure(1000, kSecond);
+  std::uint64_t by_block = 0, by_one = 0;
+  for (std::int64_t now = 20 * kSecond; now <= 30 * kSecond; now += 100'000) {
+    by_block += a.take(now, 3);
+    for (int i = 0; i < 3; ++i) by_one += b.try_admit(now) ? 1 : 0;
+  }
+  CHECK(by_block == by_one);
+  CHECK(by_block == 1000 + 10 * 1000);
+}

@@ -42,7 +42,8 @@ struct Offer {
   CommitResult commit;
 };
 
-Offer offer(SessionCore& s, std::int64_t now, std::uint64_t seq, std::size_t payload = 0) {
+template <class Core>
+Offer offer(Core& s, std::int64_t now, std::uint64_t seq, std::size_t payload = 0) {
   Offer o;
   o.verdict = s.precheck(now);
   if (o.verdict != Verdict::Accept) return o;
@@ -57,7 +58,8 @@ std::uint64_t total_dropped(const Counters& c) {
   return c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events + c.dropped_no_memory;
 }
 
-void check_balance(const SessionCore& s) {
+template <class Core>
+void check_balance(const Core& s) {
   Counters c = s.counters();
   CHECK(c.accepted == c.delivered + c.queued + c.discarded);
 }
@@ -72,6 +74,24 @@ std::vector<Event> drain_all(SessionCore& s, std::size_t batch = 64) {
     if (n == 0) break;
   }
   return got;
+}
+
+// After n + 20 offers with max_events n: n accepted, one said so, the 20 others dropped
+// as closed, the n delivered.
+void check_limit_end(SessionCore& s, std::uint64_t n, std::uint64_t accepted, std::uint64_t limit_signals) {
+  CHECK(accepted == n);
+  CHECK(limit_signals == 1);
+  Counters c = s.counters();
+  CHECK(c.accepted == n);
+  CHECK(c.closed);
+  CHECK(c.limit_reached);
+  CHECK(c.dropped_closed == 20);
+  CHECK(total_dropped(c) == 20);
+  // The events accepted before the limit are still delivered.
+  auto got = drain_all(s);
+  CHECK(got.size() == n);
+  CHECK(s.counters().delivered == n);
+  check_balance(s);
 }
 
 Limits no_limits() {
@@ -134,19 +154,7 @@ TEST_CASE("SessionCore: max_events accepts exactly N, then closes", "[session][l
         CHECK(i == n - 1);  // the N-th event says so
       }
     }
-    CHECK(accepted == n);
-    CHECK(limit_signals == 1);
-    Counters c = s.counters();
-    CHECK(c.accepted == n);
-    CHECK(c.closed);
-    CHECK(c.limit_reached);
-    CHECK(c.dropped_closed == 20);
-    CHECK(total_dropped(c) == 20);
-    // The events accepted before the limit are still delivered.
-    auto got = drain_all(s);
-    CHECK(got.size() == n);
-    CHECK(s.counters().delivered == n);
-    check_balance(s);
+    check_limit_end(s, n, accepted, limit_signals);
   }
 }
 
@@ -182,6 +190,104 @@ TEST_CASE("SessionCore: max_events tickets: in-flight events count, abandon give
   CHECK(c.dropped_max_events == 2);
   CHECK(c.dropped_closed == 2);
   CHECK(c.limit_reached);
+}
+
+// The path of one event on shard `shard` (a scheduler's), as offer() on the fallback.
+Offer offer_on(SessionCore& s, std::size_t shard, std::int64_t now, std::uint64_t seq) {
+  Offer o;
+  o.verdict = s.precheck(now, shard);
+  if (o.verdict != Verdict::Accept) return o;
+  o.verdict = s.admit(now, seq, shard);
+  if (o.verdict != Verdict::Accept) return o;
+  o.commit = s.commit(make_event(seq), shard);
+  o.verdict = o.commit.verdict;
+  return o;
+}
+
+TEST_CASE("SessionCore: max_events on shards: the tickets an idle shard's block holds are not lost", "[session][limits]") {
+  // A process runs a little on shards 0-2 (each takes a block of tickets and uses one),
+  // then migrates to shard 3 for good: it must still get all max_events events, the last
+  // one saying so, and nothing after.
+  for (std::uint64_t n : {1ull, 2ull, 5ull, 100ull, 129ull, 1000ull, 5000ull}) {
+    INFO("max_events " << n);
+    Limits l = no_limits();
+    l.max_events = n;
+    SessionCore s(l, kEpoch, 4);
+    std::uint64_t accepted = 0, limit_signals = 0, seq = 0;
+    for (std::size_t shard = 0; shard < 3; ++shard) {
+      Offer o = offer_on(s, shard, kEpoch, seq++);
+      accepted += o.verdict == Verdict::Accept;
+      limit_signals += o.commit.limit_reached;
+    }
+    for (; seq < n + 20; ++seq) {
+      Offer o = offer_on(s, 3, kEpoch, seq);
+      if (o.verdict == Verdict::Accept) {
+        ++accepted;
+        CHECK(accepted <= n);
+      } else {
+        CHECK(o.verdict == Verdict::DropClosed);
+      }
+      if (o.commit.limit_reached) {
+        ++limit_signals;
+        CHECK(accepted == n);  // the n-th event says so
+      }
+    }
+    check_limit_end(s, n, accepted, limit_signals);
+  }
+}
+
+TEST_CASE("SessionCore: max_events on shards: in-flight tickets count, abandon gives one back", "[session][limits]") {
+  Limits l = no_limits();
+  l.max_events = 3;
+  SessionCore s(l, kEpoch, 2);
+  REQUIRE(s.admit(kEpoch, 1, 0) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 2, 1) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 3, 1) == Verdict::Accept);
+  for (std::size_t shard : {std::size_t{0}, std::size_t{1}, SessionCore::kAnyThread}) {
+    CHECK(s.peek(kEpoch, shard) == Verdict::DropMaxEvents);
+    CHECK(s.admit(kEpoch, 4, shard) == Verdict::DropMaxEvents);
+  }
+  s.abandon(1);  // its ticket can go to any shard
+  CHECK(s.peek(kEpoch, 0) == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 5, 0) == Verdict::Accept);
+  CHECK(s.admit(kEpoch, 6, SessionCore::kAnyThread) == Verdict::DropMaxEvents);
+  CHECK_FALSE(s.commit(make_event(1), 0).limit_reached);
+  CHECK_FALSE(s.commit(make_event(2), 1).limit_reached);
+  CHECK_FALSE(s.closed());
+  CHECK(s.commit(make_event(5), 0).limit_reached);
+  CHECK(s.closed());
+  Counters c = s.counters();
+  CHECK(c.accepted == 3);
+  CHECK(c.dropped_max_events == 4);
+  CHECK(c.limit_reached);
+}
+
+TEST_CASE("SessionCore: rate on shards: global at any one time, and a shard's tokens expire with their period", "[session][limits]") {
+  Limits l = no_limits();
+  l.rate_count = 160;  // blocks of 160 / (8 * 3 shards) = 6 tokens
+  l.rate_period_ns = kSecond;
+  SessionCore s(l, kEpoch, 2);
+  std::uint64_t seq = 0;
+  // At one instant the shards together get the burst, exactly.
+  auto burst = [&](std::int64_t now) {
+    std::uint64_t accepted = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t shard = i % 3 == 2 ? SessionCore::kAnyThread : static_cast<std::size_t>(i % 3);
+      accepted += offer_on(s, shard, now, seq++).verdict == Verdict::Accept;
+    }
+    return accepted;
+  };
+  CHECK(burst(kEpoch) == 160);
+  CHECK(s.counters().dropped_rate == 140);
+  // Shard 0 takes a block at 2 s and uses one token of it, then idles for a period: the
+  // rest of its block expires with the period, and the bucket alone (full again) admits.
+  REQUIRE(offer_on(s, 0, kEpoch + 2 * kSecond, seq++).verdict == Verdict::Accept);
+  CHECK(burst(kEpoch + 3 * kSecond) == 160);
+  // Within the period a shard's block is its own: peek sees it, the bucket being empty.
+  REQUIRE(offer_on(s, 0, kEpoch + 5 * kSecond, seq++).verdict == Verdict::Accept);
+  CHECK(burst(kEpoch + 5 * kSecond) == 159);
+  CHECK(s.peek(kEpoch + 5 * kSecond, 0) == Verdict::DropRate);
+  check_balance(s);
 }
 
 TEST_CASE("SessionCore: rate drops are counted and the session keeps running", "[session][limits]") {
@@ -259,6 +365,95 @@ TEST_CASE("SessionCore: queue cap in events", "[session][limits]") {
     CHECK(c.accepted == 4);  // abandoned events never were
     CHECK(c.dropped_queue_full == 3);
   }
+}
+
+TEST_CASE("SessionCore: the caps are credit: one shard may use all of it, all shards no more", "[session][limits]") {
+  Limits l = no_limits();
+  l.queue_events = 6;                 // 2 shards and the fallback: blocks of 1, exact
+  l.queue_bytes = 9 * sizeof(Event);
+  SessionCore s(l, kEpoch, 2);
+  auto on = [&](std::size_t shard, std::uint64_t seq, std::size_t payload = 0) {
+    Verdict v = s.precheck(kEpoch, shard);
+    if (v != Verdict::Accept) return v;
+    v = s.admit(kEpoch, seq, shard);
+    if (v != Verdict::Accept) return v;
+    return s.commit(make_event(seq, payload), shard).verdict;
+  };
+  // A skewed load: shard 0 takes the whole cap while the others are idle.
+  for (std::uint64_t i = 0; i < 6; ++i) CHECK(on(0, i) == Verdict::Accept);
+  CHECK(on(0, 6) == Verdict::DropQueueFull);
+  CHECK(s.admit(kEpoch, 7, 0) == Verdict::DropQueueFull);
+  // The cap is global: no other shard, nor the fallback, finds room.
+  CHECK(on(1, 8) == Verdict::DropQueueFull);
+  CHECK(on(SessionCore::kAnyThread, 9) == Verdict::DropQueueFull);
+  CHECK(on(99, 10) == Verdict::DropQueueFull);  // past the shards: the fallback
+  Counters c = s.counters();
+  CHECK(c.queued == 6);
+  CHECK(c.dropped_queue_full == 5);
+  // Draining gives the credit back, to whichever shard needs it.
+  bool more = false;
+  std::vector<Event> buf(8);
+  REQUIRE(s.drain(buf.data(), 2, more) == 2);
+  CHECK(on(1, 11) == Verdict::Accept);
+  CHECK(on(SessionCore::kAnyThread, 12) == Verdict::Accept);
+  CHECK(on(0, 13) == Verdict::DropQueueFull);
+  // An abandoned admission gives its event back.
+  REQUIRE(s.drain(buf.data(), 1, more) == 1);
+  REQUIRE(s.admit(kEpoch, 14, 0) == Verdict::Accept);
+  CHECK(on(1, 15) == Verdict::DropQueueFull);
+  s.abandon(0);
+  CHECK(on(1, 16) == Verdict::Accept);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: the byte cap is credit too, and a shard holding nothing takes any one event", "[session][limits]") {
+  Limits l = no_limits();
+  l.queue_bytes = 4 * sizeof(Event);
+  SessionCore s(l, kEpoch, 2);
+  auto on = [&](std::size_t shard, std::uint64_t seq, std::size_t payload = 0) {
+    Verdict v = s.admit(kEpoch, seq, shard);
+    if (v != Verdict::Accept) return v;
+    return s.commit(make_event(seq, payload), shard).verdict;
+  };
+  for (std::uint64_t i = 0; i < 4; ++i) CHECK(on(1, i) == Verdict::Accept);  // one shard, all the bytes
+  CHECK(on(1, 4) == Verdict::DropQueueFull);
+  CHECK(s.precheck(kEpoch, 1) == Verdict::DropQueueFull);
+  // Shard 0 holds nothing: it takes one event, however big, and then nothing more.
+  CHECK(on(0, 5, 16 * sizeof(Event)) == Verdict::Accept);
+  CHECK(on(0, 6) == Verdict::DropQueueFull);
+  bool more = false;
+  std::vector<Event> buf(8);
+  REQUIRE(s.drain(buf.data(), 8, more) == 5);
+  // Once the big event is drained the books are even again: the cap holds 4 small events.
+  for (std::uint64_t i = 7; i < 11; ++i) CHECK(on(i % 2, i) == Verdict::Accept);
+  CHECK(on(0, 11) == Verdict::DropQueueFull);
+  CHECK(on(1, 12) == Verdict::DropQueueFull);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: credit stranded in idle shards is less than a block each", "[session][limits]") {
+  Limits l = no_limits();
+  const std::size_t shards = 3;
+  const std::uint64_t block = 10;
+  l.queue_events = 64 * (shards + 1) * block;  // blocks of 10
+  SessionCore s(l, kEpoch, shards);
+  // Shards 0 and 1 take one event each, drawing a block they leave mostly unused.
+  REQUIRE(s.admit(kEpoch, 0, 0) == Verdict::Accept);
+  REQUIRE(s.commit(make_event(0), 0).verdict == Verdict::Accept);
+  REQUIRE(s.admit(kEpoch, 1, 1) == Verdict::Accept);
+  REQUIRE(s.commit(make_event(1), 1).verdict == Verdict::Accept);
+  // Shard 2 fills the rest.
+  std::uint64_t taken = 0;
+  for (std::uint64_t i = 2; s.admit(kEpoch, i, 2) == Verdict::Accept; ++i) {
+    REQUIRE(s.commit(make_event(i), 2).verdict == Verdict::Accept);
+    ++taken;
+  }
+  CHECK(taken == l.queue_events - 2 - 2 * (block - 1));
+  // Shards 0 and 1 still have their credit.
+  CHECK(s.admit(kEpoch, 99, 0) == Verdict::Accept);
+  CHECK(s.commit(make_event(99), 0).verdict == Verdict::Accept);
+  CHECK(s.counters().queued == taken + 3);
+  check_balance(s);
 }
 
 TEST_CASE("SessionCore: queue cap in bytes", "[session][limits]") {
@@ -367,6 +562,82 @@ TEST_CASE("SessionCore: wake_consumer only on empty to non-empty", "[session][wa
   SessionCore full(l, kEpoch);
   CHECK(offer(full, kEpoch, 0).verdict == Verdict::DropQueueFull);
   CHECK(full.counters().wakeups == 0);
+}
+
+// A producer's read of `sleeping_` that overtakes its own push (no fence on its path):
+// armed, it reads 0, as if it read before the consumer's drain went to sleep.
+struct StaleSleepingRead {
+  bool armed = false;
+  std::uint32_t sleeping_seen(std::uint32_t v) {
+    if (!armed) return v;
+    armed = false;
+    return 0;
+  }
+};
+
+TEST_CASE("SessionCore: a missed wake-up is caught by the recheck of the drain that went to sleep",
+          "[session][wake]") {
+  BasicSessionCore<64, SpscNewDelete, StaleSleepingRead> s(no_limits(), kEpoch);
+  std::vector<Event> buf(4);
+  bool more = true;
+  bool recheck = false;
+
+  // Idle from the start: an empty drain makes no change, so it asks for no recheck.
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
+
+  // Woken, the drain that empties the queue goes to sleep (0 to 1): recheck.
+  CHECK(offer(s, kEpoch, 0).commit.wake_consumer);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK_FALSE(more);
+  CHECK(recheck);
+
+  // The next producer's read of `sleeping_` overtakes its push: it sees 0 and sends no
+  // wake-up, and the consumer's look after its fence missed the push. The event waits.
+  s.hooks().armed = true;
+  Offer missed = offer(s, kEpoch, 1);
+  REQUIRE(missed.verdict == Verdict::Accept);
+  CHECK_FALSE(missed.commit.wake_consumer);
+  CHECK(s.counters().wakeups == 1);
+  CHECK(s.counters().queued == 1);
+
+  // The recheck finds it. `sleeping_` was 1 already: no further recheck.
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK(buf[0].pid == 1);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
+
+  // Asleep since the first drain: any later producer sees it and wakes the consumer.
+  CHECK(offer(s, kEpoch, 2).commit.wake_consumer);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK(recheck);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(recheck);
+  check_balance(s);
+}
+
+TEST_CASE("SessionCore: a drain that finds events after its fence stays awake, the next one goes to sleep",
+          "[session][wake]") {
+  SessionCore s(no_limits(), kEpoch);
+  std::vector<Event> buf(4);
+  bool more = false;
+  bool recheck = true;
+  CHECK(offer(s, kEpoch, 0).commit.wake_consumer);
+  CHECK_FALSE(offer(s, kEpoch, 1).commit.wake_consumer);
+  // A partial drain: more, no recheck.
+  REQUIRE(s.drain(buf.data(), 1, more, recheck) == 1);
+  CHECK(more);
+  CHECK_FALSE(recheck);
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 1);
+  CHECK_FALSE(more);
+  CHECK(recheck);
+  // After close, nothing to recheck.
+  CHECK(offer(s, kEpoch, 2).commit.wake_consumer);
+  s.close();
+  REQUIRE(s.drain(buf.data(), 4, more, recheck) == 0);
+  CHECK_FALSE(more);
+  CHECK_FALSE(recheck);
 }
 
 TEST_CASE("SessionCore: drain hands out events in batches, in order", "[session]") {

@@ -75,10 +75,17 @@ class Mailbox {
     }
     cv_.notify_one();
   }
-  // Blocks for the next message; false once stopped with nothing pending.
-  bool receive() {
+  // Blocks for the next message; false once stopped with nothing pending. `recheck`:
+  // also true, with no message taken, after a millisecond without one (the session's
+  // drain a moment after its queue went to sleep: see SessionCore's header, "Wake-up").
+  bool receive(bool recheck = false) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [&] { return pending_ > 0 || stopped_; });
+    auto ready = [&] { return pending_ > 0 || stopped_; };
+    if (recheck) {
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(1), ready)) return true;
+    } else {
+      cv_.wait(lock, ready);
+    }
     if (pending_ == 0) return false;
     --pending_;
     return true;
@@ -140,12 +147,14 @@ class Consumer {
   void run() {
     std::vector<Event> buf(batch_);
     while (!ready_()) std::this_thread::yield();
-    while (mb_.receive()) {
+    bool recheck = false;
+    while (mb_.receive(recheck)) {
       if (closed_) continue;  // a closed session drains no more, as the real one is gone
+      const bool rechecking = recheck;
       bool more = true;
       bool got_any = false;
       while (more) {  // drain until the core says there is nothing left to be told about
-        std::size_t n = s_.drain(buf.data(), buf.size(), more);
+        std::size_t n = s_.drain(buf.data(), buf.size(), more, recheck);
         if (n == 0) {
           if (more) std::this_thread::yield();  // counted but not yet visible: try again
           continue;
@@ -159,9 +168,10 @@ class Consumer {
           s_.close();
           closed_ = true;
           more = false;
+          recheck = false;
         }
       }
-      if (!got_any) ++seen_.empty_wakeups;
+      if (!got_any && !rechecking) ++seen_.empty_wakeups;
     }
   }
 
@@ -202,7 +212,8 @@ struct Tally {
 
 enum class Mode { Lossless, Lossy, UntilClosed };
 
-// One producer: offers `count` events like the VM would (enabled, then trace). Lossless
+// One producer: offers `count` events like the VM would (enabled, then trace), on its
+// own shard (producer p on shard p, as scheduler p + 1 would be). Lossless
 // mode waits for room (peek) and retries the same event until it is accepted, so the
 // consumer must see every sequence number; lossy mode is exactly the VM; UntilClosed is
 // lossy and keeps going until the session is closed, then offers 2000 more.
@@ -211,26 +222,27 @@ void produce(SessionCore& s, Mailbox& mb, std::uint64_t producer, std::uint64_t 
   while (go.load(std::memory_order_acquire) == 0) std::this_thread::yield();
   std::uint64_t last_abandoned = ~std::uint64_t{0};
   std::uint64_t after_close = 0;
+  const std::size_t shard = producer;
   for (std::uint64_t seq = 0;;) {
     if (seq >= count && (mode != Mode::UntilClosed || after_close >= 2000)) break;
     if (mode == Mode::UntilClosed && s.closed()) ++after_close;
     std::int64_t now = real_time ? mono_ns() : kEpoch;
-    if (mode == Mode::Lossless && s.peek(now) != Verdict::Accept) {
+    if (mode == Mode::Lossless && s.peek(now, shard) != Verdict::Accept) {
       std::this_thread::yield();
       continue;
     }
-    Verdict v = s.precheck(now);
+    Verdict v = s.precheck(now, shard);
     if (v == Verdict::Accept) {
-      v = s.admit(now);
+      v = s.admit(now, producer, shard);
       if (v == Verdict::Accept) {
         if (seq % 97 == 13 && last_abandoned != seq) {  // now and then encoding fails: abandon, retry once
-          s.abandon();
+          s.abandon(shard);
           last_abandoned = seq;
           continue;
         }
         Event e = make_event(producer, seq);  // encoding takes a while: close() may run meanwhile
         if (mode == Mode::UntilClosed && seq % 8 == 0) std::this_thread::yield();
-        CommitResult r = s.commit(std::move(e));
+        CommitResult r = s.commit(std::move(e), shard);
         v = r.verdict;
         if (r.wake_consumer) {
           ++t.wakes;
@@ -305,7 +317,7 @@ TEST_CASE("stress: lossless multi-producer run delivers every event exactly once
   const std::uint64_t per = total / kProducers;
   Limits l;
   l.queue_events = 4096;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 256);
   RunResult r = run_producers(s, mb, per, Mode::Lossless);
@@ -342,7 +354,7 @@ TEST_CASE("stress: a small queue drops, counts every drop, and loses nothing sil
   Limits l;
   l.queue_events = 64;
   l.queue_bytes = 24 * 1024;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   // Held back until the queue has overflowed once: drops are certain however the
   // threads are scheduled (under TSan the producers can be slower than the consumer).
@@ -373,6 +385,14 @@ TEST_CASE("stress: a small queue drops, counts every drop, and loses nothing sil
   CHECK(c.queued == 0);
   CHECK(c.bytes_queued == 0);
   check_books(s, r);
+  // The caps are credit (blocks of 1 event here): the race neither lost nor made any.
+  // Drained, the queue takes the whole event cap again, on any one shard.
+  std::uint64_t again = 0;
+  while (s.admit(kEpoch, 0, 1) == Verdict::Accept) {
+    REQUIRE(s.commit(make_event(0, again), 1).verdict == Verdict::Accept);
+    ++again;
+  }
+  CHECK(again == l.queue_events);
 }
 
 TEST_CASE("stress: racing producers reach max_events exactly once", "[stress]") {
@@ -380,9 +400,9 @@ TEST_CASE("stress: racing producers reach max_events exactly once", "[stress]") 
   const std::uint64_t max_events = per * kProducers / 3;
   Limits l;
   l.max_events = max_events;
-  l.queue_events = max_events;  // never the limiting factor here
+  l.queue_events = max_events * (kProducers + 1);  // never the limiting factor here, even split per shard
   l.queue_bytes = std::uint64_t{1} << 32;
-  SessionCore s(l, kEpoch);
+  SessionCore s(l, kEpoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 128);
   RunResult r = run_producers(s, mb, per, Mode::Lossy);
@@ -408,7 +428,7 @@ TEST_CASE("stress: close() racing producers leaves nothing queued", "[stress][cl
     INFO("round " << round);
     Limits l;
     l.queue_events = 1000;
-    SessionCore s(l, kEpoch);
+    SessionCore s(l, kEpoch, kProducers);
     Mailbox mb;
     // The consumer closes the session mid-run, while the producers are still committing.
     Consumer consumer(s, mb, 64, 200 + static_cast<std::uint64_t>(round) * 37);
@@ -438,7 +458,7 @@ TEST_CASE("stress: concurrent rate limiting never exceeds burst + refill", "[str
   l.rate_period_ns = period;
   l.queue_events = 1u << 20;
   const std::int64_t epoch = mono_ns();
-  SessionCore s(l, epoch);
+  SessionCore s(l, epoch, kProducers);
   Mailbox mb;
   Consumer consumer(s, mb, 256);
   RunResult r = run_producers(s, mb, per, Mode::Lossy, /*real_time=*/true);
@@ -524,4 +544,128 @@ TEST_CASE("stress: close() with 1 M queued events (250 k sanitized) and producer
   CHECK(c.dropped_closed > 0);
   CHECK(c.accepted + c.dropped_closed + c.dropped_queue_full == queued + offered.load());
   CHECK(s.drain(batch, 64, more) == 0);
+}
+
+namespace {
+
+// Producers that migrate between many single-producer shards, as processes move between
+// schedulers: thread t offers each event on some shard it locks for the event (one thread
+// at a time per shard, as one scheduler runs one process at a time), now and then on the
+// fallback. `spread(t, i)` picks the shard of its i-th event (past the shards: the
+// fallback). Returns the tallies; the queue is drained at the end.
+struct Migrating {
+  static constexpr std::size_t kShards = 8;
+  std::vector<std::mutex> locks = std::vector<std::mutex>(kShards);
+
+  template <class Spread>
+  Tally run(SessionCore& s, std::uint64_t per, bool real_time, Spread spread) {
+    std::vector<Tally> tallies(kProducers);
+    std::atomic<int> go{0};
+    std::vector<std::thread> threads;
+    for (int p = 0; p < kProducers; ++p)
+      threads.emplace_back([&, p] {
+        Tally& t = tallies[static_cast<std::size_t>(p)];
+        while (go.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        for (std::uint64_t i = 0; i < per; ++i) {
+          std::size_t shard = spread(p, i);
+          std::unique_lock<std::mutex> lock;
+          if (shard < kShards) lock = std::unique_lock<std::mutex>(locks[shard]);
+          const std::int64_t now = real_time ? mono_ns() : kEpoch;
+          Verdict v = s.precheck(now, shard);
+          if (v == Verdict::Accept) v = s.admit(now, static_cast<std::uint64_t>(p), shard);
+          if (v == Verdict::Accept && i % 61 == 7) {  // encoding failed: the ticket goes back
+            s.abandon(shard);
+            continue;
+          }
+          if (v == Verdict::Accept) {
+            CommitResult r = s.commit(make_event(static_cast<std::uint64_t>(p), i), shard);
+            v = r.verdict;
+            t.limit_signals += r.limit_reached;
+          }
+          ++t.offered;
+          ++t.verdicts[static_cast<int>(v)];
+        }
+      });
+    go.store(1, std::memory_order_release);
+    for (auto& th : threads) th.join();
+    Tally total;
+    for (const Tally& t : tallies) {
+      total.offered += t.offered;
+      for (int i = 0; i < 5; ++i) total.verdicts[i] += t.verdicts[i];
+      total.limit_signals += t.limit_signals;
+    }
+    std::vector<Event> buf(1024);
+    bool more = true;
+    while (more && s.drain(buf.data(), buf.size(), more) != 0) {
+    }
+    return total;
+  }
+};
+
+void check_tally(const SessionCore& s, const Tally& t) {
+  Counters c = s.counters();
+  CHECK(c.accepted == t.verdicts[static_cast<int>(Verdict::Accept)]);
+  CHECK(c.dropped_closed == t.verdicts[static_cast<int>(Verdict::DropClosed)]);
+  CHECK(c.dropped_rate == t.verdicts[static_cast<int>(Verdict::DropRate)]);
+  CHECK(c.dropped_max_events == t.verdicts[static_cast<int>(Verdict::DropMaxEvents)]);
+  CHECK(c.accepted + c.dropped_closed + c.dropped_rate + c.dropped_queue_full + c.dropped_max_events == t.offered);
+  CHECK(c.accepted == c.delivered + c.queued + c.discarded);
+}
+
+}  // namespace
+
+TEST_CASE("stress: producers migrating over 8 shards get exactly max_events, reported once", "[stress][limits]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 16, 4000);
+  // First everyone wanders over all shards and the fallback (blocks get taken everywhere),
+  // then the processes settle on shards 0 and 1: the blocks left on shards 2-7 must not
+  // be lost. The limit falls in the second half.
+  auto spread = [per](int p, std::uint64_t i) -> std::size_t {
+    if (i < per / 2) return (static_cast<std::size_t>(p) * 3 + i * 7 + i / 5) % (Migrating::kShards + 1);
+    return static_cast<std::size_t>(p) % 2;
+  };
+  for (std::uint64_t max_events : {std::uint64_t{37}, per * kProducers * 3 / 4, per * kProducers / 2 + 1}) {
+    INFO("max_events " << max_events);
+    Limits l;
+    l.max_events = max_events;
+    l.queue_events = per * kProducers * 2 * (Migrating::kShards + 1);
+    l.queue_bytes = std::uint64_t{1} << 40;
+    SessionCore s(l, kEpoch, Migrating::kShards);
+    Migrating m;
+    Tally t = m.run(s, per, false, spread);
+    Counters c = s.counters();
+    CHECK(c.accepted == max_events);
+    CHECK(t.limit_signals == 1);
+    CHECK(c.limit_reached);
+    CHECK(c.closed);
+    CHECK(c.delivered == max_events);
+    check_tally(s, t);
+  }
+}
+
+TEST_CASE("stress: producers migrating over 8 shards stay within the global rate", "[stress][rate]") {
+  const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 16, 5000);
+  const std::int64_t period = 10'000'000;  // 10 ms
+  const std::uint64_t count = 2000;        // blocks of 2000 / (8 * 9) = 27, at most 16
+  Limits l;
+  l.rate_count = count;
+  l.rate_period_ns = period;
+  l.queue_events = std::uint64_t{1} << 30;
+  l.queue_bytes = std::uint64_t{1} << 40;
+  const std::int64_t epoch = mono_ns();
+  SessionCore s(l, epoch, Migrating::kShards);
+  Migrating m;
+  Tally t = m.run(s, per, true, [](int p, std::uint64_t i) -> std::size_t {
+    return (static_cast<std::size_t>(p) + i / 3) % (Migrating::kShards + 1);
+  });
+  const std::int64_t elapsed = mono_ns() - epoch;
+  Counters c = s.counters();
+  const std::int64_t interval = period / static_cast<std::int64_t>(count);
+  const auto ceiling = count + static_cast<std::uint64_t>(elapsed / interval) + 1;
+  WARN("rate on 8 shards: " << c.accepted << " accepted of " << t.offered << " in " << static_cast<double>(elapsed) / 1e6
+                            << " ms (ceiling " << ceiling << ")");
+  CHECK(c.accepted <= ceiling);
+  CHECK(c.accepted >= count);
+  CHECK(c.accepted + c.dropped_rate == t.offered);
+  CHECK_FALSE(c.closed);
+  check_tally(s, t);
 }

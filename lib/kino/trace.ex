@@ -47,9 +47,12 @@ defmodule Kino.Trace do
       default `false`, needs `local: true`)
     * `:local` - also trace local (private and module-internal) calls (default `true`)
     * `:limit` - stop tracing after this many events
-    * `:rate` - `{count, milliseconds}`: at most `count` events per period; the rest are
+    * `:rate` - `{count, milliseconds}`: at most `count` events per period (schedulers
+      take a few at a time, so a burst may pass up to an eighth more); the rest are
       dropped and counted, the trace keeps running
-    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping
+    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping (one
+      process tracing alone may use all of it; one that moves between schedulers may
+      see drops from 63/64 of it, the part each scheduler keeps in hand)
     * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
       copied out of the traced process (deeper, longer or larger parts show as `...`)
     * `:timeout` - stop tracing after this many milliseconds

@@ -14,7 +14,8 @@ defmodule KinoTrace.Tracer do
   #     :trace.process(session, pid, true, [:call])
   #     :trace.function(session, {MyMod, :_, :_}, true, [:local])
   #     # the owner gets {:kino_trace, id, :ready} when the queue goes from empty to non-empty
-  #     {events, more?} = KinoTrace.Tracer.drain(resource, 500)
+  #     {events, more} = KinoTrace.Tracer.drain(resource, 500)
+  #     # more: true (drain again), false, or :recheck (drain once more a moment later: see `t:more/0`)
   #
   # Limits (all optional, in the map given to `new_session/2`) are named and shaped as the
   # options of `Kino.Trace.calls/2` (see `KinoTrace.Plan.Options.native_limits/1`):
@@ -35,6 +36,15 @@ defmodule KinoTrace.Tracer do
           {tag :: atom(), pid() | port() | :undefined, monotonic_ns :: integer(),
            scheduler :: non_neg_integer(), module() | :undefined, atom() | :undefined,
            arity :: non_neg_integer(), term(), term(), drop_mark :: non_neg_integer()}
+
+  @typedoc """
+  What a drain says is left: `true` (drain again), `false` (nothing: the next event
+  wakes the owner), or `:recheck` (nothing, and the queue just went to sleep: an event
+  whose wake-up was missed may still come in, so drain once more a moment later; a
+  recheck that finds the queue asleep already says `false`). The producer's path has no
+  fence, see `c_src/core/session_core.hpp`, "Wake-up".
+  """
+  @type more :: boolean() | :recheck
 
   # --- session management -------------------------------------------------------------
 
@@ -84,8 +94,8 @@ defmodule KinoTrace.Tracer do
   @spec session_id(resource()) :: pos_integer()
   defdelegate session_id(resource), to: :kino_trace_tracer
 
-  @doc "Takes up to `max` (1..10000) events. Returns them and whether more may be waiting."
-  @spec drain(resource(), pos_integer()) :: {[raw_event()], boolean()}
+  @doc "Takes up to `max` (1..10000) events. Returns them and whether more may be waiting (`t:more/0`)."
+  @spec drain(resource(), pos_integer()) :: {[raw_event()], more()}
   defdelegate drain(resource, max), to: :kino_trace_tracer
 
   @doc "The session's counters: accepted, delivered, queued, dropped by reason, ..."
@@ -149,7 +159,7 @@ defmodule KinoTrace.Tracer do
   defdelegate decoder_put_names(decoder, names), to: :kino_trace_tracer
 
   @doc false
-  @spec drain_events(resource(), decoder(), pos_integer()) :: {[tuple()], boolean()} | {:names, [pid()]}
+  @spec drain_events(resource(), decoder(), pos_integer()) :: {[tuple()], more()} | {:names, [pid()]}
   defdelegate drain_events(resource, decoder, max), to: :kino_trace_tracer
 
   @doc false

@@ -169,10 +169,10 @@ defmodule KinoTrace.Session.Backend do
 
   @doc """
   Takes up to `max` raw events from another node's tracer, or this node's fallback
-  tracer: `{events, more?, context}` (`nil`: this node's). (This node's native session
+  tracer: `{events, more, context}` (`nil`: this node's; `more` as `t:KinoTrace.Tracer.more/0`). (This node's native session
   drains its `resource` decoded, with `KinoTrace.Tracer.NativeDecoder`.)
   """
-  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean(), context()}
+  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], Tracer.more(), context()}
   def drain(%__MODULE__{worker: nil, resource: nil, tracer: tracer}, max) when tracer != nil do
     {raw, more} = LocalTracer.drain(tracer, max)
     {raw, more, nil}

@@ -4,10 +4,14 @@ defmodule KinoTrace.Session.Drain do
   # KinoTrace.Session.DrainPacing so a steady stream is drained about once a millisecond rather
   # than event by event), how much at a time (batches of @drain_batch, yielding to the
   # mailbox every @max_per_wakeup), what a request may wait for (what was queued when it
-  # came, capped), and backpressure (nothing drained while a subscriber is backlogged:
-  # the queue fills and the native side drops and counts). Drained events are decoded
-  # by the session's decoder module and go to its subscribers, its history and the
-  # stack guard's loop check.
+  # came, capped), backpressure (nothing drained while a subscriber is backlogged:
+  # the queue fills and the native side drops and counts), and the recheck: a native
+  # drain that put the queue to sleep (`:recheck`, see `t:KinoTrace.Tracer.more/0`) is
+  # followed by one more drain a moment later, for an event whose wake-up was missed
+  # (the producer's path has no fence: c_src/core/session_core.hpp, "Wake-up"); the
+  # paced drain's timer serves for it, and a recheck of a queue already asleep arms
+  # nothing. Drained events are decoded by the session's decoder module and go to its
+  # subscribers, its history and the stack guard's loop check.
   #
   # Works on the session's state: its `backend`, `decoder`, `history`, `pacing` and
   # `drain_due` fields.
@@ -21,6 +25,10 @@ defmodule KinoTrace.Session.Drain do
   # cost about 4 times as much per event as 100-250 at a time (bench/consumer.exs), most of it
   # garbage collection.
   @drain_batch Delivery.batch_events()
+  # How long after a drain that put the native queue to sleep the recheck comes: far
+  # longer than a producer's store takes to become visible, short enough that a missed
+  # wake-up delays its event about as much as the pacing does.
+  @recheck_ms 1
   # Events drained before the mailbox is looked at again: what a request may wait for.
   @max_per_wakeup 2_000
   # How long a request on this node's fallback tracer waits for the VM to deliver the
@@ -59,9 +67,16 @@ defmodule KinoTrace.Session.Drain do
         drain(state)
 
       {:after, ms} ->
-        Process.send_after(self(), :paced_drain, ms)
-        %{state | drain_due: true}
+        paced_after(state, ms)
     end
+  end
+
+  # A paced drain in `ms` (one at a time: one that is due already serves).
+  defp paced_after(%{drain_due: true} = state, _ms), do: state
+
+  defp paced_after(state, ms) do
+    Process.send_after(self(), :paced_drain, ms)
+    %{state | drain_due: true}
   end
 
   # Drains up to @max_per_wakeup events, then yields to the mailbox (a :drain message
@@ -147,13 +162,17 @@ defmodule KinoTrace.Session.Drain do
   defp drain_batch(%{decoder_module: Decoder} = state, max) do
     {raw, more, context} = Backend.drain(state.backend, max)
     {events, decoder} = Decoder.decode(state.decoder, raw, context)
-    {events, more, %{state | decoder: decoder}}
+    recheck(events, more, %{state | decoder: decoder})
   end
 
   defp drain_batch(state, max) do
     {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
-    {events, more, state}
+    recheck(events, more, state)
   end
+
+  # The native queue just went to sleep: drain once more in a moment (see the top).
+  defp recheck(events, :recheck, state), do: {events, false, paced_after(state, @recheck_ms)}
+  defp recheck(events, more, state), do: {events, more, state}
 
   defp deliver_events(state, events) do
     Subscribers.broadcast(state, {:events, events})

@@ -96,7 +96,7 @@ defmodule KinoTrace.Tracer.LocalTracer do
   def trace_args(%__MODULE__{handle: handle}, fun, args), do: :kino_trace_fallback.trace_args(handle, fun, args)
 
   @doc "Up to `max` raw events (`KinoTrace.Tracer.drain/2`)."
-  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], boolean()}
+  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], Tracer.more()}
   def drain(%__MODULE__{mode: :native, handle: resource}, max), do: Tracer.drain(resource, max)
   def drain(%__MODULE__{handle: handle}, max), do: :kino_trace_fallback.drain(handle, max)
 

@@ -75,7 +75,7 @@ defmodule KinoTrace.Tracer.NativeDecoder do
   Drains up to `max` (1..10000) events of the native session `resource`, decoded.
   Returns them and whether more may be waiting, as `KinoTrace.Tracer.drain/2`.
   """
-  @spec drain(t(), Tracer.resource(), pos_integer()) :: {[Kino.Trace.Event.t()], boolean()}
+  @spec drain(t(), Tracer.resource(), pos_integer()) :: {[Kino.Trace.Event.t()], Tracer.more()}
   def drain(%__MODULE__{ref: ref} = decoder, resource, max) do
     case Tracer.drain_events(resource, ref, max) do
       {:names, pids} ->

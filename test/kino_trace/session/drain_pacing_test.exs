@@ -56,6 +56,30 @@ defmodule KinoTrace.Session.DrainPacingTest do
     Trace.stop(trace)
   end
 
+  # The producer's path has no fence, so a wake-up can be missed while the session's
+  # drain puts the queue to sleep (c_src/core/session_core.hpp, "Wake-up"): that drain
+  # arms one more a moment later, which finds such an event. The recheck of an idle
+  # queue arms nothing, or an idle session would drain every millisecond forever.
+  test "a drain that puts the queue to sleep arms one recheck, and an idle recheck arms none" do
+    {caller, trace} = traced_caller()
+    %{session: session} = trace
+    # the session's receives, in the order it takes them in (one trace session of our own)
+    watch = :trace.session_create(:drain_recheck_test, self(), [])
+    on_exit(fn -> :trace.session_destroy(watch) end)
+    1 = :trace.process(watch, session, true, [:receive])
+
+    # one call after an idle start: its wake-up drains at once (no pacing pending), and
+    # that drain empties the queue and puts it to sleep
+    run(caller, fn -> Math.add(1, 1) end)
+    assert_receive {:kino_trace, _, {:events, [_]}}, 5_000
+    # then the recheck, once
+    assert_receive {:trace, ^session, :receive, :paced_drain}, 5_000
+    # it finds the queue asleep already: nothing more is armed
+    refute_receive {:trace, ^session, :receive, :paced_drain}, 200
+
+    Trace.stop(trace)
+  end
+
   # A process that runs what it is sent, traced (the subscriber, this test, is not).
   defp traced_caller do
     caller = spawn_link(&caller_loop/0)

@@ -506,7 +506,7 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
 
     decoder = NativeDecoder.new()
     native = drain_all(&NativeDecoder.drain(decoder, native_res, &1))
-    {raw, false} = KinoTrace.Tracer.drain(raw_res, 10_000)
+    {raw, :recheck} = KinoTrace.Tracer.drain(raw_res, 10_000)
     {expected, _} = Decoder.decode(Decoder.new(), raw)
     for s <- [native_session, raw_session], do: :trace.session_destroy(s)
     for {r, _} <- sessions, do: KinoTrace.Tracer.close(r)

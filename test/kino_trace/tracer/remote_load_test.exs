@@ -105,7 +105,8 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
     assert node(worker) == node
     assert [{:call, ^worker, t, _scheduler, :lists, :seq, 2, [1, 3], :undefined, 0}] = raw
     assert is_integer(t)
-    refute more?
+    # the drain that empties the queue puts it to sleep
+    assert more? == :recheck
     assert %{accepted: 1, delivered: 1, queued: 0} = counters
   end
 

@@ -103,7 +103,9 @@ defmodule Kino.Trace.Calls.FloodTest do
   test "stopping a trace discards its queued events natively instead of decoding them" do
     # A subscriber that never reads holds the session back: the queue fills up.
     sleeper = spawn(fn -> Process.sleep(:infinity) end)
-    trace = Trace.calls([&Math.echo/1], return: false, queue: [events: 200_000, bytes: 1_073_741_824])
+    # (the caps are split between the schedulers' shards: the caller's has room for all)
+    shards = System.schedulers() + 1
+    trace = Trace.calls([&Math.echo/1], return: false, queue: [events: 200_000 * shards, bytes: 1_073_741_824 * shards])
     resource = KinoTrace.Client.internals(trace).resource
     :ok = Trace.subscribe(trace, sleeper)
     # more than the session's backlog limit (64 000 events in batches), so it stops draining

@@ -73,11 +73,14 @@ defmodule Kino.Trace.Calls.PairingTest do
   defp right_pair?(_call, _return), do: false
 
   test "every return pairs with its own call (pid, argument) and a duration >= 0: 1 M calls from 3 processes" do
-    # A queue that holds the whole flood: no drops, so only the order matters.
+    # A queue that holds the whole flood: no drops, so only the order matters (the caps
+    # are split between the schedulers' shards: each gets what the whole queue had).
+    shards = System.schedulers() + 1
+
     trace =
       Trace.calls([&Flood.f/1],
         history: @history,
-        queue: [events: 3_000_000, bytes: 1_000_000_000]
+        queue: [events: 3_000_000 * shards, bytes: 1_000_000_000 * shards]
       )
 
     try do
@@ -108,7 +111,9 @@ defmodule Kino.Trace.Calls.PairingTest do
     # every window, some call admitted and its return dropped: calls and returns are
     # dropped. (The queue alone no longer drops a return after its call: the session
     # drains fast enough that a process's call and return find room together.)
-    trace = Trace.calls([&Flood.g/1], history: @history, queue: [events: 200], rate: {1_001, 20})
+    # (200 events for each scheduler's shard: the queue's caps are split between them)
+    queue = [events: 200 * (System.schedulers() + 1)]
+    trace = Trace.calls([&Flood.g/1], history: @history, queue: queue, rate: {1_001, 20})
 
     try do
       run_callers(3, 300_000, &Flood.g/1)

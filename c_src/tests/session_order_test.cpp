@@ -1,6 +1,6 @@
-// Admission order: ReorderBuffer on its own, then SessionCore handing events out in
-// admission order (seq) while processes move between producer threads, and the drop
-// marks that tell the consumer a process may have lost events.
+// Order: SessionCore hands each process's events out in its own order while processes
+// move between the shards' threads (per-scheduler shards, issue 26), and the drop marks
+// tell the consumer a process may have lost events.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,10 +8,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "reorder_buffer.hpp"
 #include "sanitized.hpp"
 #include "session_core.hpp"
 
@@ -20,15 +20,6 @@ using namespace kino_trace;
 namespace {
 
 constexpr std::uint64_t kMigratingEvents = test::kSanitized ? 400'000 : 2'000'000;
-
-Event numbered(std::uint64_t seq, std::size_t payload = 0) {
-  Event e;
-  e.seq = seq;
-  e.module = seq;
-  std::uint8_t* p = e.payload.extend(payload);
-  for (std::size_t i = 0; i < payload; ++i) p[i] = static_cast<std::uint8_t>(seq + i);
-  return e;
-}
 
 Event from(std::uint64_t pid, std::uint64_t nth) {
   Event e;
@@ -49,13 +40,17 @@ bool payload_ok(const Event& e) {
   return true;
 }
 
-// The full path of one event from process `pid`, as the NIF runs it.
-Verdict offer(SessionCore& s, std::uint64_t pid, std::uint64_t nth, CommitResult* r = nullptr) {
-  Verdict v = s.precheck(0);
+// The full path of one event from process `pid`, as the NIF runs it, on `shard` at
+// time `t`.
+Verdict offer(SessionCore& s, std::uint64_t pid, std::uint64_t nth, CommitResult* r = nullptr,
+              std::size_t shard = SessionCore::kAnyThread, std::int64_t t = 0) {
+  Verdict v = s.precheck(0, shard);
   if (v != Verdict::Accept) return v;
-  v = s.admit(0, pid);
+  v = s.admit(0, pid, shard);
   if (v != Verdict::Accept) return v;
-  CommitResult c = s.commit(from(pid, nth));
+  Event e = from(pid, nth);
+  e.time_ns = t;
+  CommitResult c = s.commit(std::move(e), shard);
   if (r) *r = c;
   return c.verdict;
 }
@@ -74,60 +69,28 @@ std::vector<Event> drain_all(SessionCore& s) {
 
 }  // namespace
 
-TEST_CASE("ReorderBuffer: hands out consecutive numbers only, whatever the arrival order", "[reorder]") {
-  ReorderBuffer buffer;
-  CHECK(buffer.empty());
-  CHECK_FALSE(buffer.ready());
-  for (std::uint64_t seq : {5, 3, 4, 2}) buffer.put(numbered(seq));
-  CHECK(buffer.size() == 4);
-  CHECK_FALSE(buffer.ready());  // 0 and 1 missing
-  buffer.put(numbered(0));
-  REQUIRE(buffer.ready());
-  CHECK(buffer.take().seq == 0);
-  CHECK_FALSE(buffer.ready());
-  buffer.skip();  // 1 handed out directly
-  std::vector<std::uint64_t> out;
-  while (buffer.ready()) out.push_back(buffer.take().seq);
-  CHECK(out == std::vector<std::uint64_t>{2, 3, 4, 5});
-  CHECK(buffer.empty());
-  CHECK(buffer.next() == 6);
-}
-
-TEST_CASE("ReorderBuffer: grows past its size with payloads intact, trims when empty", "[reorder]") {
-  ReorderBuffer buffer;
-  const std::uint64_t n = 20'000;
-  for (std::uint64_t seq = n; seq-- > 1;) buffer.put(numbered(seq, seq % 7 == 0 ? 300 : seq % 50));
-  CHECK(buffer.size() == n - 1);
-  CHECK(buffer.capacity() >= n - 1);
-  buffer.put(numbered(0, 3));
-  for (std::uint64_t seq = 0; seq < n; ++seq) {
-    REQUIRE(buffer.ready());
-    Event e = buffer.take();
-    REQUIRE(e.seq == seq);
-    std::size_t size = seq == 0 ? 3 : seq % 7 == 0 ? 300 : seq % 50;
-    REQUIRE(e.payload.size() == size);
-    for (std::size_t i = 0; i < size; ++i) REQUIRE(e.payload.data()[i] == static_cast<std::uint8_t>(seq + i));
-  }
-  buffer.trim();
-  CHECK(buffer.capacity() == 0);
-}
-
-TEST_CASE("ReorderBuffer: clear frees what waits for a gap and moves past it", "[reorder]") {
-  ReorderBuffer buffer;
-  for (std::uint64_t seq : {1, 2, 7}) buffer.put(numbered(seq, 400));
-  std::size_t seen = 0;
-  buffer.clear([&](const Event& e) { seen += e.payload.size(); });
-  CHECK(seen == 1200);
-  CHECK(buffer.empty());
-  CHECK(buffer.next() == 8);
-}
-
-TEST_CASE("SessionCore: events are numbered in admission order", "[session][order]") {
-  SessionCore s(Limits{}, 0);
-  for (std::uint64_t i = 0; i < 100; ++i) REQUIRE(offer(s, 1, i) == Verdict::Accept);
+TEST_CASE("SessionCore: events of several shards come out merged by timestamp", "[session][order]") {
+  SessionCore s(Limits{}, 0, 2);
+  // Process 1 runs on shard 1 at times 10, 11, then moves to shard 0 (12, 13); process 2
+  // on the fallback at 5 and 14.
+  REQUIRE(offer(s, 2, 0, nullptr, SessionCore::kAnyThread, 5) == Verdict::Accept);
+  REQUIRE(offer(s, 1, 0, nullptr, 1, 10) == Verdict::Accept);
+  REQUIRE(offer(s, 1, 1, nullptr, 1, 11) == Verdict::Accept);
+  REQUIRE(offer(s, 1, 2, nullptr, 0, 12) == Verdict::Accept);
+  REQUIRE(offer(s, 1, 3, nullptr, 0, 13) == Verdict::Accept);
+  REQUIRE(offer(s, 2, 1, nullptr, SessionCore::kAnyThread, 14) == Verdict::Accept);
   std::vector<Event> got = drain_all(s);
-  REQUIRE(got.size() == 100);
-  for (std::uint64_t i = 0; i < 100; ++i) CHECK(got[i].seq == i);
+  REQUIRE(got.size() == 6);
+  std::vector<std::int64_t> times;
+  for (const Event& e : got) times.push_back(e.time_ns);
+  CHECK(times == std::vector<std::int64_t>{5, 10, 11, 12, 13, 14});
+  CHECK(got[0].shard == 2);
+  CHECK(got[1].shard == 1);
+  CHECK(got[3].shard == 0);
+  Counters c = s.counters();
+  CHECK(c.accepted == 6);
+  CHECK(c.delivered == 6);
+  CHECK(c.bytes_queued == 0);
 }
 
 TEST_CASE("SessionCore: a drop in trace() changes the drop mark of its process's next event", "[session][drops]") {
@@ -176,32 +139,38 @@ TEST_CASE("SessionCore: a drop in trace() changes the drop mark of its process's
 }
 
 // Processes (not threads) are what must stay in order: each of kProcs processes is run
-// by whichever of kThreads producer threads takes it next, as the VM moves processes
-// between schedulers, so one process's consecutive events go into different producer
-// sub-queues. The consumer drains only when woken, and must see every process's
-// events in its own order, and the numbers (seq) dense and increasing.
-TEST_CASE("stress: processes moving between producer threads come out in their own order", "[stress][order]") {
-  constexpr int kThreads = 4;
+// by whichever of kThreads producer threads takes it next from a run queue under a mutex
+// (as the VM's run queues order a migration), so one process's consecutive events go to
+// different shards. Each thread owns one shard, two more share the fallback. Timestamps
+// come from a shared logical clock (strictly increasing). The consumer drains only when
+// woken, and must see every process's events in its own order, all of them.
+TEST_CASE("stress: processes moving between shards come out in their own order", "[stress][order]") {
+  constexpr std::size_t kShards = 3;
+  constexpr std::size_t kFallbackThreads = 2;
   constexpr std::size_t kProcs = 16;
   const std::uint64_t total = kMigratingEvents;
   Limits l;
   l.queue_events = 1u << 16;
-  SessionCore s(l, 0);
+  SessionCore s(l, 0, kShards);
 
   struct Proc {
-    std::atomic<bool> busy{false};
-    std::uint64_t next = 0;  // written only by the thread holding `busy`
+    std::uint64_t pid;
+    std::uint64_t next = 0;  // written only by the thread running it
   };
-  std::vector<Proc> procs(kProcs);
-  std::atomic<std::uint64_t> claimed{0};
+  std::vector<Proc> procs;
+  for (std::uint64_t i = 0; i < kProcs; ++i) procs.push_back({i});
+  std::mutex run_queue_mutex;
+  std::vector<Proc*> run_queue;
+  for (Proc& p : procs) run_queue.push_back(&p);
+  std::uint64_t started = 0;  // under run_queue_mutex
+  std::atomic<std::int64_t> clock{1};
   std::atomic<std::uint64_t> wakes{0};
   std::atomic<std::uint64_t> delivered{0};
   std::atomic<bool> stop{false};
 
   // The consumer: woken by commit()'s wake_consumer (a counter standing for the
   // session's mailbox), then drains while `more`.
-  std::uint64_t next_seq = 0, seq_breaks = 0, order_breaks = 0, bad_payloads = 0;
-  std::size_t max_buffer = 0;
+  std::uint64_t order_breaks = 0, bad_payloads = 0;
   std::vector<std::uint64_t> expect(kProcs, 0);
   std::thread consumer([&] {
     std::vector<Event> buf(256);
@@ -215,11 +184,8 @@ TEST_CASE("stress: processes moving between producer threads come out in their o
       bool more = true;
       while (more) {
         std::size_t n = s.drain(buf.data(), buf.size(), more);
-        max_buffer = std::max(max_buffer, s.reordering());
         for (std::size_t i = 0; i < n; ++i) {
           const Event& e = buf[i];
-          if (e.seq != next_seq) ++seq_breaks;
-          next_seq = e.seq + 1;
           if (e.pid >= kProcs || e.module != expect[e.pid]) ++order_breaks;
           if (e.pid < kProcs) expect[e.pid] = e.module + 1;
           if (!payload_ok(e)) ++bad_payloads;
@@ -230,29 +196,39 @@ TEST_CASE("stress: processes moving between producer threads come out in their o
     }
   });
 
-  auto producer = [&](unsigned seed) {
-    std::uint64_t x = seed * 2654435761u + 1;
-    for (;;) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      std::size_t p = (x >> 33) % kProcs;
-      if (procs[p].busy.exchange(true, std::memory_order_acquire)) continue;  // running elsewhere
-      if (claimed.fetch_add(1, std::memory_order_relaxed) >= total) {
-        procs[p].busy.store(false, std::memory_order_release);
-        return;
+  auto scheduler = [&](std::size_t shard) {
+    for (std::uint64_t turn = 0;; ++turn) {
+      Proc* p = nullptr;
+      std::uint64_t burst = 0;
+      {
+        std::lock_guard<std::mutex> lock(run_queue_mutex);
+        if (started >= total) return;
+        if (!run_queue.empty()) {
+          p = run_queue.back();  // LIFO now and then FIFO: processes keep moving
+          run_queue.pop_back();
+          if (turn % 2 && !run_queue.empty()) std::swap(p, run_queue.front());
+          burst = std::min<std::uint64_t>(1 + (p->pid + turn) % 3, total - started);
+          started += burst;
+        }
       }
-      // A few events in a row on this thread, then the process moves on.
-      for (int k = 0; k < 1 + static_cast<int>((x >> 20) % 3); ++k) {
+      if (!p) {
+        std::this_thread::yield();
+        continue;
+      }
+      for (std::uint64_t k = 0; k < burst; ++k) {
         CommitResult r;
-        while (offer(s, p, procs[p].next, &r) != Verdict::Accept) std::this_thread::yield();  // lossless
+        // lossless: a refused event is offered again
+        while (offer(s, p->pid, p->next, &r, shard, clock.fetch_add(1)) != Verdict::Accept) std::this_thread::yield();
         if (r.wake_consumer) wakes.fetch_add(1, std::memory_order_release);
-        ++procs[p].next;
-        if (k > 0) claimed.fetch_add(1, std::memory_order_relaxed);
+        ++p->next;
       }
-      procs[p].busy.store(false, std::memory_order_release);
+      std::lock_guard<std::mutex> lock(run_queue_mutex);
+      run_queue.push_back(p);
     }
   };
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(producer, static_cast<unsigned>(t + 1));
+  for (std::size_t t = 0; t < kShards; ++t) threads.emplace_back(scheduler, t);
+  for (std::size_t t = 0; t < kFallbackThreads; ++t) threads.emplace_back(scheduler, SessionCore::kAnyThread);
   for (auto& t : threads) t.join();
 
   Counters c = s.counters();
@@ -263,39 +239,41 @@ TEST_CASE("stress: processes moving between producer threads come out in their o
   consumer.join();
 
   c = s.counters();
-  WARN("migrating: " << c.accepted << " events, " << c.wakeups << " wake-ups, at most " << max_buffer
-                     << " held back for order");
+  WARN("migrating: " << c.accepted << " events, " << c.wakeups << " wake-ups");
+  CHECK(c.accepted == total);
   CHECK(delivered.load() == c.accepted);  // no event left behind without a wake-up
-  CHECK(seq_breaks == 0);
   CHECK(order_breaks == 0);
   CHECK(bad_payloads == 0);
-  CHECK(next_seq == c.accepted);
+  std::uint64_t sum = 0;
+  for (const Proc& p : procs) sum += p.next;
+  CHECK(sum == total);
   CHECK(c.queued == 0);
   CHECK(c.bytes_queued == 0);
   CHECK(c.accepted == c.delivered + c.queued + c.discarded);
-  CHECK(max_buffer <= l.queue_events);
 }
 
-// Events from two producer threads, drained in part, then closed: what waited in the
-// buffer is discarded and counted like what was still queued.
-TEST_CASE("SessionCore: close frees the events held back for order, books exact", "[session][close][order]") {
-  SessionCore s(Limits{}, 0);
+// Events from three shards, drained in part, then closed: what the consumer had staged
+// is discarded and counted like what was still queued.
+TEST_CASE("SessionCore: close frees the events staged for the merge, books exact", "[session][close][order]") {
+  SessionCore s(Limits{}, 0, 2);
   std::uint64_t refused = 0;
-  auto burst = [&](std::uint64_t pid, std::uint64_t n) {
-    std::thread t([&] {  // no Catch2 assertion off the main thread
-      for (std::uint64_t i = 0; i < n; ++i) refused += offer(s, pid, i) != Verdict::Accept;
+  std::int64_t t = 0;
+  auto burst = [&](std::uint64_t pid, std::uint64_t n, std::size_t shard) {
+    std::thread th([&] {  // no Catch2 assertion off the main thread
+      for (std::uint64_t i = 0; i < n; ++i) refused += offer(s, pid, i, nullptr, shard, ++t) != Verdict::Accept;
     });
-    t.join();
+    th.join();
   };
-  burst(1, 300);
-  burst(2, 300);
-  burst(1, 300);
+  burst(1, 300, 0);
+  burst(2, 300, 1);
+  burst(3, 300, SessionCore::kAnyThread);
   REQUIRE(refused == 0);
   std::vector<Event> buf(100);
   bool more = false;
   std::size_t n = s.drain(buf.data(), buf.size(), more);
+  CHECK(n == 100);
   CHECK(more);
-  for (std::size_t i = 0; i < n; ++i) CHECK(buf[i].seq == i);
+  for (std::size_t i = 0; i < n; ++i) CHECK(buf[i].time_ns == static_cast<std::int64_t>(i + 1));
   s.close();
   Counters c = s.counters();
   CHECK(c.accepted == 900);
@@ -303,7 +281,6 @@ TEST_CASE("SessionCore: close frees the events held back for order, books exact"
   CHECK(c.discarded == 900 - n);
   CHECK(c.queued == 0);
   CHECK(c.bytes_queued == 0);
-  CHECK(s.reordering() == 0);
   CHECK(s.drain(buf.data(), buf.size(), more) == 0);
   CHECK_FALSE(more);
 }
