@@ -453,53 +453,53 @@ class BasicSessionCore {
     return 0;
   }
 
-  bool own_credit(std::size_t shard) const { return shard != queue_.fallback(); }
+  // A single-producer shard (not the fallback, whose threads may race): it keeps credit,
+  // tickets and tokens of its own, written by its producer.
+  bool single(std::size_t shard) const { return shard < queue_.fallback(); }
 
-  // One event of credit for shard `shard`: false when the cap has none left.
-  bool take_event(std::size_t shard) {
-    if (!own_credit(shard)) return draw(pool_events_, 1, 1) != 0;
-    if (queue_.count(shard, kCredit, std::memory_order_relaxed) == 0) {
-      const std::uint64_t got = draw(pool_events_, 1, events_block_);
-      if (got == 0) return false;
-      queue_.add(shard, kCredit, got);
-    }
-    queue_.add(shard, kCredit, kMinusOne);
-    return true;
-  }
-  // Gives back one event of credit (an abandoned admission, a failed push): to the shard,
-  // unless that would leave it a whole block (a shard keeps less than a block).
-  void give_event(std::size_t shard) {
-    if (own_credit(shard) && queue_.count(shard, kCredit, std::memory_order_relaxed) + 1 < events_block_)
-      queue_.add(shard, kCredit, 1);
-    else
-      pool_events_.fetch_add(1, std::memory_order_relaxed);
-  }
-
-  // `bytes` of credit for shard `shard`: false when the cap has not enough left and the
-  // shard holds something (a shard holding nothing takes any one event: see the header).
-  bool take_bytes(std::size_t shard, std::uint64_t bytes) {
-    const bool own = own_credit(shard);
-    const std::uint64_t have = own ? queue_.count(shard, kByteCredit, std::memory_order_relaxed) : 0;
-    if (have >= bytes) {
-      queue_.add(shard, kByteCredit, 0 - bytes);
+  // Takes `amount` of the credit kept in counter `which` (kCredit, kByteCredit) for
+  // shard `shard`: from the shard's own, topped up from `pool` (at least a block), or
+  // for the fallback exactly `amount` from `pool`. False when the pool has too little.
+  bool take_credit(std::size_t shard, std::size_t which, std::atomic<std::int64_t>& pool, std::uint64_t amount,
+                   std::uint64_t block) {
+    const bool own = single(shard);
+    const std::uint64_t have = own ? queue_.count(shard, which, std::memory_order_relaxed) : 0;
+    if (have >= amount) {
+      queue_.add(shard, which, 0 - amount);
       return true;
     }
-    const std::uint64_t need = bytes - have;
-    std::uint64_t got = draw(pool_bytes_, need, own ? std::max(need, bytes_block_) : need);
-    if (got == 0) {
-      if (bytes_held(shard) != 0) return false;
-      pool_bytes_.fetch_sub(static_cast<std::int64_t>(need), std::memory_order_relaxed);
-      got = need;
-    }
-    if (own) queue_.add(shard, kByteCredit, got - need - have);  // have + got - bytes left
+    const std::uint64_t need = amount - have;
+    const std::uint64_t got = draw(pool, need, own ? std::max(need, block) : need);
+    if (got == 0) return false;
+    if (own) queue_.add(shard, which, got - need - have);  // have + got - amount left
     return true;
   }
-  void give_bytes(std::size_t shard, std::uint64_t bytes) {
-    if (own_credit(shard) && queue_.count(shard, kByteCredit, std::memory_order_relaxed) + bytes < bytes_block_)
-      queue_.add(shard, kByteCredit, bytes);
+  // Gives back `amount` of that credit (an abandoned admission, a failed push): to the
+  // shard, unless it would then keep a whole block (a shard keeps less than a block).
+  void give_credit(std::size_t shard, std::size_t which, std::atomic<std::int64_t>& pool, std::uint64_t amount,
+                   std::uint64_t block) {
+    if (single(shard) && queue_.count(shard, which, std::memory_order_relaxed) + amount < block)
+      queue_.add(shard, which, amount);
     else
-      pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+      pool.fetch_add(static_cast<std::int64_t>(amount), std::memory_order_relaxed);
   }
+
+  // One event of credit for shard `shard`: false when the cap has none left.
+  bool take_event(std::size_t shard) { return take_credit(shard, kCredit, pool_events_, 1, events_block_); }
+  void give_event(std::size_t shard) { give_credit(shard, kCredit, pool_events_, 1, events_block_); }
+
+  // `bytes` of credit for shard `shard`: false when the cap has not enough left and the
+  // shard holds something (a shard holding nothing takes any one event, the pool going
+  // below 0 for it: see the header).
+  bool take_bytes(std::size_t shard, std::uint64_t bytes) {
+    if (take_credit(shard, kByteCredit, pool_bytes_, bytes, bytes_block_)) return true;
+    if (bytes_held(shard) != 0) return false;
+    const std::uint64_t have = single(shard) ? queue_.count(shard, kByteCredit, std::memory_order_relaxed) : 0;
+    if (have != 0) queue_.add(shard, kByteCredit, 0 - have);
+    pool_bytes_.fetch_sub(static_cast<std::int64_t>(bytes - have), std::memory_order_relaxed);
+    return true;
+  }
+  void give_bytes(std::size_t shard, std::uint64_t bytes) { give_credit(shard, kByteCredit, pool_bytes_, bytes, bytes_block_); }
 
   // The consumer gives back the credit of `events` events of `bytes` bytes it drained or freed.
   void give_back(std::uint64_t events, std::uint64_t bytes) const {
@@ -515,7 +515,7 @@ class BasicSessionCore {
   }
   // Room for one more event on shard `shard`: credit for one event, and for some bytes.
   bool room(std::size_t shard) const {
-    const bool own = own_credit(shard);
+    const bool own = single(shard);
     const bool events = (own && queue_.count(shard, kCredit, std::memory_order_relaxed) != 0) ||
                         pool_events_.load(std::memory_order_relaxed) > 0;
     const bool bytes = (own && queue_.count(shard, kByteCredit, std::memory_order_relaxed) != 0) ||
@@ -537,7 +537,6 @@ class BasicSessionCore {
 
   // :limit tickets and :rate tokens (see the header). A single-producer shard's Budget is
   // written by its producer, but for `have`, which an empty pool's taker may empty.
-  bool single(std::size_t shard) const { return shard < queue_.fallback(); }
 
   // A ticket for shard `shard` is in its block, the pool or another shard's block.
   bool ticket_in_sight(std::size_t shard) const {
