@@ -34,9 +34,14 @@
 // batch). Hence, at any time,
 //   pool + Σ shards' credit + events and bytes queued or reserved == the cap
 // and the pool never goes below 0: the queue never holds more than queue_events events,
-// nor more than queue_bytes bytes but for one rule, that a shard holding nothing takes
-// any one event whatever its bytes (the pool may then go below 0; at most one such event
-// per shard at a time). One shard can use the whole cap when the others are idle. What
+// nor more than queue_bytes bytes but for one rule, that an empty queue takes any one
+// event whatever its bytes (the pool may then go below 0). That rule looks at the whole
+// queue, as it did before the shards: a process that moves to a shard holding nothing
+// while the others hold the cap must not pass it. It costs a read of every shard's byte
+// counters, only when the pool has too little for an event (`enabled` needs none: while
+// the queue is empty the pool holds more than the credit stranded in shards, so it is
+// never empty then). Two shards that find the queue empty at once may both take one:
+// the old global check had the same race. One shard can use the whole cap when the others are idle. What
 // it cannot use is credit stranded in other shards: less than a block each (a draw
 // leaves less than a block, and a give-back that would make a block goes to the pool),
 // and a block
@@ -403,12 +408,9 @@ class BasicSessionCore {
     // Read the consumer's side first: accepted only grows, and never lags it.
     c.delivered = delivered_.load(std::memory_order_acquire);
     c.discarded = discarded_.load(std::memory_order_acquire);
-    std::uint64_t out = 0;
-    for (const auto& b : bytes_out_) out += b.bytes.load(std::memory_order_acquire);
     c.accepted = queue_.pushed();
     c.queued = c.accepted - c.delivered - c.discarded;
-    const std::uint64_t in = queue_.total(kBytesIn);
-    c.bytes_queued = in > out ? in - out : 0;
+    c.bytes_queued = bytes_queued();
     c.dropped_closed = queue_.total(kDropped + 0);
     c.dropped_rate = queue_.total(kDropped + 1);
     c.dropped_queue_full = queue_.total(kDropped + 2);
@@ -489,11 +491,11 @@ class BasicSessionCore {
   void give_event(std::size_t shard) { give_credit(shard, kCredit, pool_events_, 1, events_block_); }
 
   // `bytes` of credit for shard `shard`: false when the cap has not enough left and the
-  // shard holds something (a shard holding nothing takes any one event, the pool going
-  // below 0 for it: see the header).
+  // queue holds something (an empty queue takes any one event, the pool going below 0
+  // for it: see the header).
   bool take_bytes(std::size_t shard, std::uint64_t bytes) {
     if (take_credit(shard, kByteCredit, pool_bytes_, bytes, bytes_block_)) return true;
-    if (bytes_held(shard) != 0) return false;
+    if (bytes_queued() != 0) return false;
     const std::uint64_t have = single(shard) ? queue_.count(shard, kByteCredit, std::memory_order_relaxed) : 0;
     if (have != 0) queue_.add(shard, kByteCredit, 0 - have);
     pool_bytes_.fetch_sub(static_cast<std::int64_t>(bytes - have), std::memory_order_relaxed);
@@ -507,19 +509,21 @@ class BasicSessionCore {
     pool_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   }
 
-  // Bytes shard `shard` holds (out first: in only grows past it).
-  std::uint64_t bytes_held(std::size_t shard) const {
-    const std::uint64_t out = bytes_out_[shard].bytes.load(std::memory_order_relaxed);
-    const std::uint64_t in = queue_.count(shard, kBytesIn, std::memory_order_relaxed);
+  // Bytes queued in all shards (out first: in only grows past it).
+  std::uint64_t bytes_queued() const {
+    std::uint64_t out = 0;
+    for (const auto& b : bytes_out_) out += b.bytes.load(std::memory_order_acquire);
+    const std::uint64_t in = queue_.total(kBytesIn);
     return in > out ? in - out : 0;
   }
-  // Room for one more event on shard `shard`: credit for one event, and for some bytes.
+  // Room for one more event on shard `shard`: credit for one event, and for some bytes
+  // (while the queue is empty the pool has some: see the header).
   bool room(std::size_t shard) const {
     const bool own = single(shard);
     const bool events = (own && queue_.count(shard, kCredit, std::memory_order_relaxed) != 0) ||
                         pool_events_.load(std::memory_order_relaxed) > 0;
     const bool bytes = (own && queue_.count(shard, kByteCredit, std::memory_order_relaxed) != 0) ||
-                       pool_bytes_.load(std::memory_order_relaxed) > 0 || bytes_held(shard) == 0;
+                       pool_bytes_.load(std::memory_order_relaxed) > 0;
     return events && bytes;
   }
 
