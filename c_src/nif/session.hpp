@@ -48,7 +48,7 @@ inline std::size_t normal_schedulers() {
   return info.scheduler_threads > 0 ? static_cast<std::size_t>(info.scheduler_threads) : 0;
 }
 
-// The calling thread's scheduler id as the last trace callback on it read it from its
+// The calling thread's scheduler id as the first trace callback on it read it from its
 // options (0: none yet, or not a normal scheduler). `enabled` has no options to read it
 // from, and the id of a thread never changes.
 inline thread_local int thread_scheduler_id = 0;
