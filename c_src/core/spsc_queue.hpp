@@ -9,6 +9,15 @@
 //
 // "Single producer" means one thread at a time: threads that take turns under a mutex
 // (the fallback shard) are one producer.
+//
+// Prefetch (issue 26): after each push the producer asks for write ownership of the lines
+// of the slot kAhead places on (prefetch_for_write). Those lines were last held by the
+// consumer's core (it read and emptied the slot), or never cached; storing into them
+// cold makes each store wait for the line, and that wait is paid at the traced
+// process's next locked instruction (the VM takes a read lock around every tracer
+// call), a few hundred ns per event in a profile of the benchmark. Prefetched an event
+// ahead, the line arrives while the traced process runs. A slot past the current block
+// is prefetched in the spare block when there is one. Block storage is line-aligned.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +28,19 @@
 #include <utility>
 
 namespace kino_trace {
+
+// Asks for the cache line at `p` in the state a store needs (exclusive), without waiting
+// for it: PREFETCHW on x86-64 (a no-op on the few x86-64 processors without it), the
+// compiler's write prefetch elsewhere. A hint only: it never faults and changes no value.
+inline void prefetch_for_write(const void* p) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __asm__ volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#elif defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 1, 3);
+#else
+  (void)p;
+#endif
+}
 
 // Where SpscQueue's blocks come from: allocate returns nullptr when there is no memory.
 struct SpscNewDelete {
@@ -62,6 +84,7 @@ class SpscQueue {
     }
     new (static_cast<Block*>(tail_)->slot(tail_index_++)) T(std::move(item));
     pushed_.store(pushed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    prefetch_ahead();
     return true;
   }
 
@@ -94,9 +117,28 @@ class SpscQueue {
     std::atomic<Link*> next{nullptr};
   };
   struct Block : Link {
-    alignas(T) unsigned char storage[kBlock * sizeof(T)];
+    alignas(T) alignas(64) unsigned char storage[kBlock * sizeof(T)];
     T* slot(std::size_t i) { return std::launder(reinterpret_cast<T*>(storage + i * sizeof(T))); }
   };
+
+  // The slot kAhead places after the next one to be written, in this block or the spare.
+  // Reading spare_ here races with nothing: only this producer clears it, and a block the
+  // consumer has stored there is its own from then on (an acquire load, as in push()).
+  static constexpr std::size_t kAhead = 2;
+  void prefetch_ahead() {
+    const std::size_t at = tail_index_ + kAhead - 1;
+    Block* b = static_cast<Block*>(tail_);
+    std::size_t i = at;
+    if (at >= kBlock) {
+      b = spare_.load(std::memory_order_acquire);
+      if (!b) return;
+      i = at - kBlock;
+      if (i >= kBlock) return;
+    }
+    const char* first = reinterpret_cast<const char*>(b->storage + i * sizeof(T));
+    for (std::size_t off = 0; off < sizeof(T); off += 64) prefetch_for_write(first + off);
+    prefetch_for_write(first + sizeof(T) - 1);
+  }
 
   static Block* new_block() {
     void* mem = Alloc::allocate(sizeof(Block));
