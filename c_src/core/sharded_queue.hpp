@@ -57,10 +57,22 @@
 // gives the same causal order without one; it does not promise a global time order
 // between unrelated events, which nothing downstream relies on.)
 //
+// One shard at a time (the common case: one busy process, or several on one scheduler):
+// when nothing is staged, pop() looks at every shard's tail; if exactly one shard (A) has
+// items, it reads A's tail again, then every other shard's, and if they still show nothing
+// it hands out A's items up to that tail straight from A's queue, in A's order, with no
+// staging (a refill moves each item twice more and merges by timestamp for nothing).
+// This is the refill's confirmation with an empty first pass elsewhere: an item of A up to
+// the tail read is visible, so each of its causal predecessors was pushed before that read
+// and is visible to the later reads of the other tails; they show nothing undelivered, so
+// every predecessor was handed out already (nothing is staged). Anything else (items in
+// two shards, or a shard that filled between the two looks) takes the merge.
+//
 // Memory: the consumer's staging holds what it dequeued until pop() hands it out; the
 // caller's caps (per shard, on pushed minus released()) bound both.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -74,10 +86,14 @@
 
 namespace kino_trace {
 
-// Tests observe a refill through Hooks: after_first_pass(i) runs once the first pass has
-// staged shard i (a producer pushing there lands between the two passes).
+// Tests observe a pop through Hooks: after_first_pass(i) runs once a refill's first pass
+// has staged shard i (a producer pushing there lands between the two passes), and once the
+// one-shard path has read the tail of shard i, the only one with items, before it looks
+// at the others; after_look(i) runs when the one-shard path's first look has read shard
+// i's tail.
 struct ShardedQueueNoHooks {
   void after_first_pass(std::size_t) {}
+  void after_look(std::size_t) {}
 };
 
 // kBlock and Alloc: each shard's SpscQueue's (tests pass small blocks and an allocator
@@ -183,10 +199,13 @@ class ShardedQueue {
   // timestamp in causal order (see the invariant above); returns how many. `more`: items
   // are staged or pushed and not yet staged, so the consumer should pop again.
   std::size_t pop(T* out, std::size_t max, bool& more) {
-    std::size_t n = release(out, max);
-    if (n < max) {
-      refill(max - n < kBatch ? kBatch : max - n);
-      n += release(out + n, max - n);
+    std::size_t n = staged_ == 0 && max > 0 ? pop_one_shard(out, max) : kMerge;
+    if (n == kMerge) {
+      n = release(out, max);
+      if (n < max) {
+        refill(max - n < kBatch ? kBatch : max - n);
+        n += release(out + n, max - n);
+      }
     }
     more = staged_ != 0 || pushed() != dequeued_;
     return n;
@@ -240,6 +259,33 @@ class ShardedQueue {
     std::size_t unconfirmed = 0;
     std::uint64_t dequeued = 0;
   };
+
+  static constexpr std::size_t kMerge = std::numeric_limits<std::size_t>::max();
+
+  // The one-shard path (see the header): with nothing staged, hands out up to `max` items
+  // of the only shard that has any, straight from its queue. kMerge when not exactly one
+  // shard has items, or another one got some meanwhile: the caller merges instead.
+  std::size_t pop_one_shard(T* out, std::size_t max) {
+    std::size_t only = kMerge;
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+      const bool has = shards_[i].queue.pushed() != staging_[i].dequeued;
+      hooks_.after_look(i);
+      if (!has) continue;
+      if (only != kMerge) return kMerge;
+      only = i;
+    }
+    if (only == kMerge) return kMerge;
+    Staging& st = staging_[only];
+    const std::uint64_t tail = shards_[only].queue.pushed();
+    hooks_.after_first_pass(only);
+    for (std::size_t j = 0; j < shards_.size(); ++j)
+      if (j != only && shards_[j].queue.pushed() != staging_[j].dequeued) return kMerge;
+    const std::size_t got = shards_[only].queue.pop(out, static_cast<std::size_t>(std::min<std::uint64_t>(max, tail - st.dequeued)));
+    st.dequeued += got;
+    dequeued_ += got;
+    note_released(only, got);
+    return got;
+  }
 
   // Dequeues up to `max` (or all) visible items of shard `i` into its staging.
   std::size_t stage(std::size_t i, std::uint64_t max) {

@@ -115,7 +115,7 @@ TEST_CASE("ShardedQueue: counters are per shard, summed by the reader", "[sharde
 
 // A process pushes e1 on shard 0 just after the refill's first pass staged shard 0, then
 // migrates and pushes e2 on shard 1 before that pass reaches shard 1: e2 is staged first.
-struct MigrateDuringRefill {
+struct MigrateDuringRefill : ShardedQueueNoHooks {
   ShardedQueue<Event, MigrateDuringRefill>* q = nullptr;
   bool armed = false;
   void after_first_pass(std::size_t shard) {
@@ -145,7 +145,7 @@ TEST_CASE("ShardedQueue: an item found by the catch-up holds back its successor 
 
 // Pushes one more item on shard 0, stamped like the one already there, between the
 // refill's two passes: the catch-up finds it.
-struct PushAlikeDuringRefill {
+struct PushAlikeDuringRefill : ShardedQueueNoHooks {
   ShardedQueue<Event, PushAlikeDuringRefill>* q = nullptr;
   bool armed = false;
   void after_first_pass(std::size_t shard) {
@@ -170,6 +170,53 @@ TEST_CASE("ShardedQueue: a confirmed item stamped like the watermark passes it",
   REQUIRE(q.pop(buf, 4, more) == 1);
   CHECK(buf[0].function == 1);
   CHECK_FALSE(more);
+}
+
+// A process pushes e1 on shard 0 just after the one-shard path's first look found shard 0
+// empty, then migrates and pushes e2 on shard 1, which that look then finds: shard 1
+// seems the only one with items, but e1 must come out first.
+struct MigrateDuringLook : ShardedQueueNoHooks {
+  ShardedQueue<Event, MigrateDuringLook>* q = nullptr;
+  bool armed = false;
+  void after_look(std::size_t shard) {
+    if (!armed || shard != 0) return;
+    armed = false;
+    ShardedQueue<Event, MigrateDuringLook>::Producer(*q, 0).push(at(5, 1, 0));
+    ShardedQueue<Event, MigrateDuringLook>::Producer(*q, 1).push(at(6, 1, 1));
+  }
+};
+
+TEST_CASE("ShardedQueue: the one-shard path looks at the other shards again before it hands out", "[sharded]") {
+  ShardedQueue<Event, MigrateDuringLook> q(2);
+  q.hooks().q = &q;
+  q.hooks().armed = true;
+  Event buf[4];
+  bool more = true;
+  std::vector<std::uint64_t> order;
+  for (int i = 0; i < 4 && more; ++i) {
+    const std::size_t n = q.pop(buf, 4, more);
+    for (std::size_t k = 0; k < n; ++k) order.push_back(buf[k].function);
+  }
+  CHECK(order == std::vector<std::uint64_t>{0, 1});
+}
+
+TEST_CASE("ShardedQueue: items of one shard only are handed out in its order without staging", "[sharded]") {
+  Queue q(3);
+  {
+    Queue::Producer p(q, 1);
+    for (std::uint64_t i = 0; i < 100; ++i) REQUIRE(p.push(at(static_cast<std::int64_t>(100 - i), 1, i)));
+  }
+  Event buf[64];
+  bool more = false;
+  REQUIRE(q.pop(buf, 64, more) == 64);
+  CHECK(q.staged() == 0);
+  CHECK(more);
+  for (std::uint64_t i = 0; i < 64; ++i) CHECK(buf[i].function == i);
+  CHECK(q.released(1) == 64);
+  REQUIRE(q.pop(buf, 64, more) == 36);
+  CHECK_FALSE(more);
+  CHECK(buf[35].function == 99);
+  CHECK(q.empty());
 }
 
 TEST_CASE("ShardedQueue: a pop stages about what it hands out, however long the queues", "[sharded]") {
