@@ -51,7 +51,7 @@ struct Event {
 
 // The pure-Erlang tracer counts an event's bytes as this one's footprint (EVENT_BYTES and
 // INLINE_PAYLOAD in src/kino_trace_fallback_process.erl): change them with it.
-static_assert(sizeof(Event) == 200, "src/kino_trace_fallback_process.erl: EVENT_BYTES");
+static_assert(sizeof(Event) == 184, "src/kino_trace_fallback_process.erl: EVENT_BYTES");
 static_assert(std::is_same_v<PayloadBuffer, SmallBuffer<112>>, "src/kino_trace_fallback_process.erl: INLINE_PAYLOAD");
 
 }  // namespace kino_trace
