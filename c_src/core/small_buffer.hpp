@@ -24,7 +24,7 @@ class SmallBuffer {
   static constexpr std::size_t kMaxSize = 0xFFFFFFFFu;
   static_assert(InlineCapacity > 0 && InlineCapacity < kMaxSize, "inline capacity");
 
-  SmallBuffer() noexcept {}  // the inline bytes are left uninitialised
+  SmallBuffer() noexcept {}  // the inline bytes past the pointer's are left uninitialised
   ~SmallBuffer() { release(); }
   SmallBuffer(const SmallBuffer&) = delete;
   SmallBuffer& operator=(const SmallBuffer&) = delete;
@@ -135,7 +135,7 @@ class SmallBuffer {
   std::uint32_t size_ = 0;
   std::uint32_t capacity_ = InlineCapacity;
   union {
-    std::uint8_t* heap_;                    // when on_heap()
+    std::uint8_t* heap_ = nullptr;          // when on_heap() (null: GCC cannot tell it unread)
     std::uint8_t inline_[InlineCapacity];   // otherwise
   };
 };
