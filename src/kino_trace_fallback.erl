@@ -62,8 +62,9 @@
 %%   call message with one element after its MFA is read as the scheduler id when it
 %%   is an integer, else as the match spec's message (kino_trace's match specs never
 %%   send an integer).</li>
-%% <li>Queue bytes: each event counts the NIF's footprint for the same payload (200
-%%   bytes, plus the encoded payload when over 112 bytes), so byte caps and
+%% <li>Queue bytes: each event counts the NIF's footprint for the same payload
+%%   (sizeof(kino_trace::Event), plus the encoded payload when it is over the inline
+%%   buffer: EVENT_BYTES and INLINE_PAYLOAD in kino_trace_fallback_process), so byte caps and
 %%   `bytes_queued' match the NIF's. The queued Erlang terms take a different amount
 %%   of heap than that count (tuples and list cells are larger, immediates smaller);
 %%   the flood test bounds the tracer's memory from the caps.</li>

@@ -7,6 +7,7 @@
 -export([read/1, caps/1, argument_error/1]).
 
 -define(U64, 16#FFFFFFFFFFFFFFFF).
+-define(MAX_PAYLOAD_CAP, 1 bsl 30). % max_binary, max_bytes: the NIF's kMaxPayloadCap
 -define(MAILBOX_BYTES, 64 bsl 20). % default bound of the mailbox, in bytes
 
 %% @doc Raises an Elixir ArgumentError (as a map) with Message.
@@ -33,7 +34,7 @@ read(M) ->
     Cap = fun(Key, Default, Max) -> Get(Key, Default, fun(V) -> read_cap(V, atom_to_list(Key), Max) end) end,
     #{limit => Limit, rate => Rate, events => Events, bytes => Bytes,
       max_depth => Cap(max_depth, 10, 100), max_items => Cap(max_items, 50, 16#FFFFFFFF),
-      max_binary => Cap(max_binary, 512, 16#FFFFFFFF), max_bytes => Cap(max_bytes, 16384, 16#FFFFFFFF),
+      max_binary => Cap(max_binary, 512, ?MAX_PAYLOAD_CAP), max_bytes => Cap(max_bytes, 16384, ?MAX_PAYLOAD_CAP),
       skip_returns => Get(skip_returns, false, fun read_skip_returns/1),
       mailbox => Get(mailbox, 10000, fun(V) -> read_positive(V, "mailbox") end),
       mailbox_bytes => Get(mailbox_bytes, ?MAILBOX_BYTES, fun(V) -> read_positive(V, "mailbox_bytes") end)}.

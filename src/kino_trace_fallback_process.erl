@@ -8,8 +8,8 @@
 -export([start/2, ix/1]).
 
 -define(TICK, 16).                 % messages between two looks at the mailbox
--define(EVENT_BYTES, 200).         % sizeof(kino_trace::Event), checked there
--define(INLINE_PAYLOAD, 112).      % its inline payload buffer
+-define(EVENT_BYTES, 128).         % sizeof(kino_trace::Event), checked there
+-define(INLINE_PAYLOAD, 64).       % its inline payload buffer
 -define(MARK_SLOTS, 1024).
 -define(CHECK_NS, 1000000).        % nanoseconds between two looks at the mailbox, at most
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,

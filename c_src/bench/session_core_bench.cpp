@@ -103,7 +103,7 @@ Round run(Path& path, unsigned producers, std::uint64_t each) {
         e.module = 0x2B;
         e.function = 0x4B;
         e.arity = 1;
-        e.scheduler = p;
+        e.scheduler = static_cast<std::uint16_t>(p);
         std::uint8_t* bytes = e.payload.extend(32);  // the size of a call with one small argument
         std::fill(bytes, bytes + 32, static_cast<std::uint8_t>(i));
         path.offer(p, pid, std::move(e));

@@ -1,45 +1,56 @@
 // A growable byte buffer that keeps small contents inline, so most encoded events
 // need no heap allocation at all. Move-only; RAII for the heap part.
+//
+// Layout: a 32-bit size, a 32-bit capacity and a union of the heap pointer and the
+// inline bytes (on the heap the inline bytes are unused), so it costs 8 bytes more than
+// its inline capacity (for an inline capacity of at least a pointer's size): events are
+// copied through the queue whole, and every byte of them is memory traffic.
+// The buffer is on the heap exactly when its capacity is more than the inline one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <utility>
 
 namespace kino_trace {
 
 template <std::size_t InlineCapacity>
 class SmallBuffer {
  public:
-  SmallBuffer() = default;
+  // The most bytes it holds. Asking for more is a failure like running out of memory
+  // (std::abort), never a wrap-around: the NIF makes it unreachable by bounding the caps
+  // that bound a payload (max_binary, max_bytes: kMaxPayloadCap in session_nifs.cpp).
+  static constexpr std::size_t kMaxSize = 0xFFFFFFFFu;
+  static_assert(InlineCapacity > 0 && InlineCapacity < kMaxSize, "inline capacity");
+
+  SmallBuffer() noexcept {}  // the inline bytes past the pointer's are left uninitialised
+  ~SmallBuffer() { release(); }
   SmallBuffer(const SmallBuffer&) = delete;
   SmallBuffer& operator=(const SmallBuffer&) = delete;
 
-  SmallBuffer(SmallBuffer&& other) noexcept { take(std::move(other)); }
+  SmallBuffer(SmallBuffer&& other) noexcept { take(other); }
   SmallBuffer& operator=(SmallBuffer&& other) noexcept {
     if (this != &other) {
-      heap_.reset();
-      take(std::move(other));
+      release();
+      take(other);
     }
     return *this;
   }
 
   std::size_t size() const { return size_; }
-  std::size_t capacity() const { return heap_ ? heap_capacity_ : InlineCapacity; }
-  bool on_heap() const { return static_cast<bool>(heap_); }
-  const std::uint8_t* data() const { return heap_ ? heap_.get() : inline_; }
-  std::uint8_t* data() { return heap_ ? heap_.get() : inline_; }
+  std::size_t capacity() const { return capacity_; }
+  bool on_heap() const { return capacity_ > InlineCapacity; }
+  const std::uint8_t* data() const { return on_heap() ? heap_ : inline_; }
+  std::uint8_t* data() { return on_heap() ? heap_ : inline_; }
 
   void clear() { size_ = 0; }
 
   // Appends n bytes and returns a pointer to them (valid until the next append).
   std::uint8_t* extend(std::size_t n) {
-    reserve(size_ + n);
+    reserve(grown(n));
     std::uint8_t* p = data() + size_;
-    size_ += n;
+    size_ += static_cast<std::uint32_t>(n);
     return p;
   }
 
@@ -50,67 +61,83 @@ class SmallBuffer {
 
   void reserve(std::size_t wanted) {
     if (wanted <= capacity()) return;
-    // The first spill goes straight to a useful size: growing 112 -> 224 -> 448 costs
-    // three allocations and copies for a payload of a few hundred bytes.
+    if (wanted > kMaxSize) std::abort();
+    // The first spill goes straight to a useful size: growing 64 -> 128 -> 256 -> 512
+    // costs three allocations and copies for a payload of a few hundred bytes.
     std::size_t cap = capacity() * 2 < kFirstHeapCapacity ? kFirstHeapCapacity : capacity() * 2;
     while (cap < wanted) cap *= 2;
-    reallocate(cap);
+    reallocate(cap < kMaxSize ? cap : kMaxSize);
   }
 
   // Exactly `wanted` bytes of capacity (when more than now): for a writer that knows
   // how much it may need, one allocation instead of a chain of doublings.
   void reserve_exact(std::size_t wanted) {
-    if (wanted > capacity()) reallocate(wanted);
+    if (wanted <= capacity()) return;
+    if (wanted > kMaxSize) std::abort();
+    reallocate(wanted);
   }
 
   // Gives back unused heap capacity: contents that fit inline move back inline; a larger
   // block is shrunk in place (realloc). Keeps the buffer as it is if realloc fails.
   void shrink_to_fit() {
-    if (!heap_ || heap_capacity_ == size_) return;
+    if (!on_heap() || capacity_ == size_) return;
+    std::uint8_t* heap = heap_;
     if (size_ <= InlineCapacity) {
-      if (size_ > 0) std::memcpy(inline_, heap_.get(), size_);
-      heap_.reset();
-      heap_capacity_ = 0;
+      if (size_ > 0) std::memcpy(inline_, heap, size_);  // over the pointer: kept in `heap`
+      std::free(heap);
+      capacity_ = InlineCapacity;
       return;
     }
-    void* smaller = std::realloc(heap_.get(), size_);
+    void* smaller = std::realloc(heap, size_);
     if (!smaller) return;
-    (void)heap_.release();  // realloc took it
-    heap_.reset(static_cast<std::uint8_t*>(smaller));
-    heap_capacity_ = size_;
+    heap_ = static_cast<std::uint8_t*>(smaller);
+    capacity_ = size_;
   }
 
  private:
-  void take(SmallBuffer&& other) {
+  // size() + n, or abort when that is more than the buffer can hold.
+  std::size_t grown(std::size_t n) const {
+    if (n > kMaxSize - size_) std::abort();
+    return size_ + n;
+  }
+
+  void release() {
+    if (on_heap()) std::free(heap_);
+    size_ = 0;
+    capacity_ = InlineCapacity;
+  }
+
+  // Takes other's contents (this holds no heap block); leaves other empty and inline.
+  void take(SmallBuffer& other) {
     size_ = other.size_;
-    if (other.heap_) {
-      heap_ = std::move(other.heap_);
-      heap_capacity_ = other.heap_capacity_;
+    capacity_ = other.capacity_;
+    if (other.on_heap()) {
+      heap_ = other.heap_;
     } else if (size_ > 0) {
       std::memcpy(inline_, other.inline_, size_);
     }
     other.size_ = 0;
-    other.heap_capacity_ = 0;
+    other.capacity_ = InlineCapacity;
   }
 
+  // A heap block of exactly cap bytes (more than now, at most kMaxSize) with the contents.
   void reallocate(std::size_t cap) {
-    HeapBytes bigger(static_cast<std::uint8_t*>(std::malloc(cap)));  // uninitialised: we overwrite it
+    auto* bigger = static_cast<std::uint8_t*>(std::malloc(cap));  // uninitialised: we overwrite it
     if (!bigger) std::abort();
-    if (size_ > 0) std::memcpy(bigger.get(), data(), size_);
-    heap_ = std::move(bigger);
-    heap_capacity_ = cap;
+    if (size_ > 0) std::memcpy(bigger, data(), size_);
+    if (on_heap()) std::free(heap_);
+    heap_ = bigger;
+    capacity_ = static_cast<std::uint32_t>(cap);
   }
 
-  struct FreeBytes {
-    void operator()(std::uint8_t* p) const { std::free(p); }
-  };
-  using HeapBytes = std::unique_ptr<std::uint8_t[], FreeBytes>;
   static constexpr std::size_t kFirstHeapCapacity = 512;
 
-  std::size_t size_ = 0;
-  std::size_t heap_capacity_ = 0;
-  HeapBytes heap_;
-  std::uint8_t inline_[InlineCapacity];
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = InlineCapacity;
+  union {
+    std::uint8_t* heap_ = nullptr;          // when on_heap() (null: GCC cannot tell it unread)
+    std::uint8_t inline_[InlineCapacity];   // otherwise
+  };
 };
 
 }  // namespace kino_trace

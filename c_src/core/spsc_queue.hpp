@@ -2,7 +2,8 @@
 // a ShardedQueue. The producer's path is a placement move into its block and one release
 // store of its count of items pushed (`pushed()`, the shard's published tail); no
 // read-modify-write and nothing the consumer writes per item. Blocks come from
-// `Alloc::allocate` (by default operator new (std::nothrow); tests pass one that fails)
+// `Alloc::allocate` (by default the aligned operator new (std::nothrow); tests pass one
+// that fails)
 // and go back to the producer through one cached spare block, so a steady flow
 // allocates nothing. Every synchronisation is an acquire/release pair on an
 // atomic (no fences), which TSan checks as written.
@@ -42,10 +43,14 @@ inline void prefetch_for_write(const void* p) {
 #endif
 }
 
-// Where SpscQueue's blocks come from: allocate returns nullptr when there is no memory.
+// Where SpscQueue's blocks come from: allocate returns `size` bytes aligned to `align` (a
+// block is line-aligned, more than plain operator new's guarantee), or nullptr when there
+// is no memory; deallocate gets the same `align` back.
 struct SpscNewDelete {
-  static void* allocate(std::size_t size) { return ::operator new(size, std::nothrow); }
-  static void deallocate(void* p) { ::operator delete(p); }
+  static void* allocate(std::size_t size, std::size_t align) {
+    return ::operator new(size, std::align_val_t{align}, std::nothrow);
+  }
+  static void deallocate(void* p, std::size_t align) { ::operator delete(p, std::align_val_t{align}); }
 };
 
 template <class T, std::size_t kBlock = 64, class Alloc = SpscNewDelete>
@@ -141,13 +146,13 @@ class SpscQueue {
   }
 
   static Block* new_block() {
-    void* mem = Alloc::allocate(sizeof(Block));
+    void* mem = Alloc::allocate(sizeof(Block), alignof(Block));
     return mem ? new (mem) Block : nullptr;
   }
   static void free_block(Block* b) {
     if (!b) return;
     b->~Block();
-    Alloc::deallocate(b);
+    Alloc::deallocate(b, alignof(Block));
   }
 
   // The consumer hands an emptied block back as the spare if there is none (the producer

@@ -73,7 +73,7 @@ enum class TermKind {
 constexpr std::size_t kLeafEstimate = 64;
 
 
-using PayloadBuffer = SmallBuffer<112>;
+using PayloadBuffer = SmallBuffer<64>;  // Event's inline payload (session_event.hpp)
 
 // Low-level writer of the format. Tracks the event's byte budget.
 class TermWriter {

@@ -37,6 +37,11 @@ constexpr std::uint64_t kMaxRateCount = 1000000000u;  // keeps the token bucket'
 constexpr std::uint64_t kMaxRatePeriodMs = 86400000u; // arithmetic in range
 constexpr std::uint64_t kMaxDepth = 100;              // the term walk recurses once per level
 constexpr std::uint64_t kMaxCap = 0xFFFFFFFFu;
+// max_binary and max_bytes: an event's payload holds at most about max_bytes plus one
+// piece past it (a piece of at most max_binary and a few header bytes), twice (first and
+// second term); with both at most 1 GiB that stays far below the 4 GiB a PayloadBuffer
+// (SmallBuffer's 32-bit size) can hold.
+constexpr std::uint64_t kMaxPayloadCap = std::uint64_t{1} << 30;
 
 enum class Count { Ok, NotCount, TooLarge };
 
@@ -144,8 +149,8 @@ std::string read_limits(ErlNifEnv* env, ERL_NIF_TERM map, kt::Limits& limits, bo
   if (e.empty() && at(atoms.queue, v)) e = read_queue(env, v, limits);
   if (e.empty() && at(atoms.max_depth, v)) e = read_cap(env, v, "max_depth", kMaxDepth, caps.max_depth);
   if (e.empty() && at(atoms.max_items, v)) e = read_cap(env, v, "max_items", kMaxCap, caps.max_items);
-  if (e.empty() && at(atoms.max_binary, v)) e = read_cap(env, v, "max_binary", kMaxCap, caps.max_binary);
-  if (e.empty() && at(atoms.max_bytes, v)) e = read_cap(env, v, "max_bytes", kMaxCap, caps.max_bytes);
+  if (e.empty() && at(atoms.max_binary, v)) e = read_cap(env, v, "max_binary", kMaxPayloadCap, caps.max_binary);
+  if (e.empty() && at(atoms.max_bytes, v)) e = read_cap(env, v, "max_bytes", kMaxPayloadCap, caps.max_bytes);
   if (e.empty() && at(atoms.skip_returns, v)) e = read_skip_returns(env, v, skip_returns);
   return e;
 }

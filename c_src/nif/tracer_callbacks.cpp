@@ -69,7 +69,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   event.tag = tag;
   event.time_ns = now;
   event.pid = kt::erts::is_immediate(argv[2]) ? argv[2] : atoms.undefined;
-  event.scheduler = static_cast<std::uint32_t>(sched_id);
+  event.scheduler = static_cast<std::uint16_t>(sched_id);  // 0..1024: the VM's +S bound
 
   EnifSource source{env};
   kt::TermWriter writer(event.payload, core.limits().caps);
@@ -86,12 +86,12 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
     unsigned len = 0;
     if (enif_get_list_length(env, mfa[2], &len) && event.kind == kt::EventKind::Call) {
       // Args: the list's length is the arity (enif_get_list_length is O(arity), bounded by 255).
-      event.arity = len;
+      event.arity = static_cast<std::uint8_t>(len);
       encoder.encode_list(mfa[2], 0);
     } else {
       int a = 0;
       enif_get_int(env, mfa[2], &a);
-      event.arity = static_cast<std::uint32_t>(a);
+      event.arity = static_cast<std::uint8_t>(a);  // an arity: at most 255
       writer.immediate(atoms.undefined);
     }
   } else {

@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "session_core.hpp"
+#include "spsc_queue.hpp"
 
 using namespace kino_trace;
 
@@ -18,13 +20,17 @@ namespace {
 
 constexpr std::int64_t kEpoch = 7'000'000'000;
 
+// A block as SpscQueue asks for it: aligned to `align` (a block's size is a multiple of
+// its alignment, as aligned_alloc wants).
+void* aligned_block(std::size_t size, std::size_t align) { return std::aligned_alloc(align, size); }
+
 // Tiny blocks (2 events, so a few events need a new block) and an allocator that fails
 // while `fail` is set.
 constexpr std::size_t kTinyBlock = 2;
 struct FailingAlloc {
   static inline std::atomic<bool> fail{false};
-  static void* allocate(std::size_t size) { return fail.load() ? nullptr : std::malloc(size); }
-  static void deallocate(void* ptr) { std::free(ptr); }
+  static void* allocate(std::size_t size, std::size_t align) { return fail.load() ? nullptr : aligned_block(size, align); }
+  static void deallocate(void* ptr, std::size_t) { std::free(ptr); }
 };
 
 using Core = BasicSessionCore<kTinyBlock, FailingAlloc>;
@@ -183,10 +189,10 @@ namespace {
 struct FlakyAlloc {
   static inline std::atomic<bool> armed{false};
   static inline std::atomic<std::uint64_t> calls{0};
-  static void* allocate(std::size_t size) {
-    return armed.load() && calls.fetch_add(1) % 3 == 2 ? nullptr : std::malloc(size);
+  static void* allocate(std::size_t size, std::size_t align) {
+    return armed.load() && calls.fetch_add(1) % 3 == 2 ? nullptr : aligned_block(size, align);
   }
-  static void deallocate(void* ptr) { std::free(ptr); }
+  static void deallocate(void* ptr, std::size_t) { std::free(ptr); }
 };
 
 }  // namespace
@@ -256,15 +262,15 @@ namespace {
 struct ParkingAlloc {
   static inline std::atomic<bool> hold{false};
   static inline std::atomic<int> parked{0};
-  static void* allocate(std::size_t size) {
+  static void* allocate(std::size_t size, std::size_t align) {
     if (hold.load()) {
       parked.fetch_add(1);
       while (hold.load()) std::this_thread::yield();
       parked.fetch_sub(1);
     }
-    return std::malloc(size);
+    return aligned_block(size, align);
   }
-  static void deallocate(void* ptr) { std::free(ptr); }
+  static void deallocate(void* ptr, std::size_t) { std::free(ptr); }
 };
 
 }  // namespace
@@ -308,4 +314,47 @@ TEST_CASE("SessionCore: close() waits for an event in flight, then discards it",
   CHECK(c.dropped_closed == 0);
   CHECK(s.drain(out, 4, more) == 0);
   CHECK_FALSE(more);
+}
+
+namespace {
+
+// Records what SpscQueue asks for: every block's alignment and where it went.
+struct RecordingAlloc {
+  static inline std::vector<std::size_t> aligns;
+  static inline std::vector<std::uintptr_t> blocks;
+  static void* allocate(std::size_t size, std::size_t align) {
+    aligns.push_back(align);
+    void* p = aligned_block(size, align);
+    blocks.push_back(reinterpret_cast<std::uintptr_t>(p));
+    return p;
+  }
+  static void deallocate(void* ptr, std::size_t align) {
+    aligns.push_back(align);
+    std::free(ptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SpscQueue: blocks are allocated line-aligned, so the slots of a line-aligned event are", "[queue][alloc]") {
+  RecordingAlloc::aligns.clear();
+  RecordingAlloc::blocks.clear();
+  {
+    SpscQueue<Event, kTinyBlock, RecordingAlloc> q;
+    for (std::uint64_t i = 0; i < 7; ++i) {  // four blocks of two
+      Event e;
+      e.pid = i;
+      e.payload.append(&i, sizeof i);
+      REQUIRE(q.push(std::move(e)));
+    }
+    Event out[8];
+    REQUIRE(q.pop(out, 8) == 7);
+    for (std::uint64_t i = 0; i < 7; ++i) {
+      CHECK(out[i].pid == i);
+      CHECK(out[i].payload.size() == sizeof i);
+    }
+  }
+  REQUIRE(RecordingAlloc::blocks.size() >= 4);
+  for (std::uintptr_t b : RecordingAlloc::blocks) CHECK(b % 64 == 0);
+  for (std::size_t a : RecordingAlloc::aligns) CHECK(a >= 64);  // allocations and frees alike
 }

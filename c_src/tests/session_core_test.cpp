@@ -21,7 +21,7 @@ Event make_event(std::uint64_t seq, std::size_t payload_bytes = 0) {
   e.kind = EventKind::Call;
   e.pid = seq;
   e.module = 1000 + seq;
-  e.arity = static_cast<std::uint32_t>(payload_bytes);
+  e.tag = payload_bytes;  // the payload's size, for the consumer's check
   e.time_ns = static_cast<std::int64_t>(seq);
   std::uint8_t* p = e.payload.extend(payload_bytes);
   for (std::size_t i = 0; i < payload_bytes; ++i) p[i] = static_cast<std::uint8_t>(seq + i);
@@ -29,7 +29,7 @@ Event make_event(std::uint64_t seq, std::size_t payload_bytes = 0) {
 }
 
 bool payload_matches(const Event& e) {
-  if (e.payload.size() != e.arity) return false;
+  if (e.payload.size() != e.tag) return false;
   for (std::size_t i = 0; i < e.payload.size(); ++i)
     if (e.payload.data()[i] != static_cast<std::uint8_t>(e.pid + i)) return false;
   return true;

@@ -27,14 +27,14 @@ Event from(std::uint64_t pid, std::uint64_t nth) {
   e.pid = pid;
   e.module = nth;
   std::size_t size = nth % 16 == 0 ? 200 : nth % 24;  // now and then on the heap
-  e.arity = static_cast<std::uint32_t>(size);
+  e.tag = size;  // the payload's size, for the consumer's check
   std::uint8_t* p = e.payload.extend(size);
   for (std::size_t i = 0; i < size; ++i) p[i] = static_cast<std::uint8_t>(pid * 13 + nth + i);
   return e;
 }
 
 bool payload_ok(const Event& e) {
-  if (e.payload.size() != e.arity) return false;
+  if (e.payload.size() != e.tag) return false;
   for (std::size_t i = 0; i < e.payload.size(); ++i)
     if (e.payload.data()[i] != static_cast<std::uint8_t>(e.pid * 13 + e.module + i)) return false;
   return true;

@@ -58,7 +58,7 @@ Event make_event(std::uint64_t producer, std::uint64_t seq) {
   e.module = seq;
   // Mostly inline payloads, every 16th on the heap.
   std::size_t size = seq % 16 == 0 ? 300 + seq % 200 : seq % 40;
-  e.arity = static_cast<std::uint32_t>(size);
+  e.tag = size;  // the payload's size, for the consumer's check
   std::uint8_t* p = e.payload.extend(size);
   for (std::size_t i = 0; i < size; ++i) p[i] = payload_byte(producer, seq, i);
   return e;
@@ -186,7 +186,7 @@ class Consumer {
     if (seq > seen_.next_min[p]) ++seen_.gaps;
     seen_.next_min[p] = seq + 1;
     ++seen_.count[p];
-    bool ok = e.payload.size() == e.arity;
+    bool ok = e.payload.size() == e.tag;
     for (std::size_t i = 0; ok && i < e.payload.size(); ++i) ok = e.payload.data()[i] == payload_byte(p, seq, i);
     if (!ok) ++seen_.bad_payloads;
   }

@@ -1,7 +1,12 @@
 // SmallBuffer: inline storage first, heap growth, move semantics, contents preserved.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -31,6 +36,13 @@ static_assert(!std::is_copy_constructible_v<SmallBuffer<16>>, "move-only");
 static_assert(!std::is_copy_assignable_v<SmallBuffer<16>>, "move-only");
 static_assert(std::is_nothrow_move_constructible_v<SmallBuffer<16>>, "noexcept move");
 static_assert(std::is_nothrow_move_assignable_v<SmallBuffer<16>>, "noexcept move");
+
+// 32-bit size and capacity and the heap pointer sharing the inline bytes: 8 bytes of
+// overhead (the old layout, two size_t and a separate pointer, took 24).
+static_assert(sizeof(SmallBuffer<64>) == 8 + 64, "layout: 8 bytes of overhead");
+static_assert(sizeof(SmallBuffer<112>) == 8 + 112, "layout: 8 bytes of overhead");
+static_assert(sizeof(SmallBuffer<8>) == 16, "layout: the pointer fits the inline bytes");
+static_assert(alignof(SmallBuffer<64>) == alignof(std::uint8_t*), "layout: pointer-aligned");
 
 TEST_CASE("SmallBuffer starts empty and inline", "[small_buffer]") {
   SmallBuffer<16> b;
@@ -261,4 +273,106 @@ TEST_CASE("SmallBuffer::shrink_to_fit trims the heap block or moves back inline"
     CHECK_FALSE(b.on_heap());
     CHECK(contents(b) == p);
   }
+}
+
+TEST_CASE("SmallBuffer: the heap pointer shares the inline bytes, contents survive every change of place",
+          "[small_buffer]") {
+  auto p = pattern(64, 11);
+  SECTION("spill: all inline bytes, the pointer's too, are copied before the pointer is stored") {
+    SmallBuffer<64> b;
+    b.append(p.data(), 64);
+    REQUIRE_FALSE(b.on_heap());
+    b.append(p.data(), 1);
+    REQUIRE(b.on_heap());
+    CHECK(b.capacity() == 512);
+    auto want = p;
+    want.push_back(p[0]);
+    CHECK(contents(b) == want);
+  }
+  SECTION("shrink back inline: the heap block is read before its pointer is overwritten") {
+    SmallBuffer<64> b;
+    b.reserve_exact(1000);
+    b.append(p.data(), 64);  // exactly the inline capacity: the pointer's bytes too
+    REQUIRE(b.on_heap());
+    b.shrink_to_fit();
+    CHECK_FALSE(b.on_heap());
+    CHECK(b.capacity() == 64);
+    CHECK(contents(b) == p);
+    b.append(p.data(), 1);  // and spills again
+    CHECK(b.on_heap());
+    CHECK(b.size() == 65);
+  }
+  SECTION("a heap capacity is always more than the inline one") {
+    SmallBuffer<64> b;
+    b.reserve_exact(65);
+    CHECK(b.on_heap());
+    CHECK(b.capacity() == 65);
+    b.append(p.data(), 64);
+    b.append(p.data(), 1);
+    b.shrink_to_fit();  // 65 bytes in 65: nothing to give back
+    CHECK(b.on_heap());
+    CHECK(b.capacity() == 65);
+  }
+  SECTION("moves: heap and inline buffers swap places and the source is empty and inline") {
+    SmallBuffer<64> heap, inl;
+    heap.reserve_exact(300);
+    heap.append(p.data(), 64);
+    inl.append(p.data(), 8);
+    SmallBuffer<64> a(std::move(heap));
+    CHECK(a.on_heap());
+    CHECK(contents(a) == p);
+    CHECK(heap.size() == 0);  // NOLINT(bugprone-use-after-move)
+    CHECK(heap.capacity() == 64);
+    CHECK_FALSE(heap.on_heap());
+    a = std::move(inl);  // frees a's heap block
+    CHECK_FALSE(a.on_heap());
+    CHECK(contents(a) == std::vector<std::uint8_t>(p.begin(), p.begin() + 8));
+    heap.append(p.data(), 64);  // a moved-from buffer is usable, inline
+    CHECK_FALSE(heap.on_heap());
+    CHECK(contents(heap) == p);
+  }
+}
+
+namespace {
+
+// Runs `f` in a child process; true when it ended by abort() (SIGABRT). The child
+// drops Catch2's handler (it would report the abort as a failure, and under TSan exit
+// instead of dying by the signal).
+template <class F>
+bool aborts(F f) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit none{0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    std::signal(SIGABRT, SIG_DFL);
+    f();
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+}  // namespace
+
+TEST_CASE("SmallBuffer: asking for more than 32 bits of size aborts, never wraps", "[small_buffer]") {
+  constexpr std::size_t kMax = SmallBuffer<64>::kMaxSize;
+  static_assert(kMax == 0xFFFFFFFFu, "the size is 32 bits");
+  CHECK(aborts([] {
+    SmallBuffer<64> b;
+    b.reserve(kMax + 1);
+  }));
+  CHECK(aborts([] {
+    SmallBuffer<64> b;
+    b.reserve_exact(kMax + 1);
+  }));
+  CHECK(aborts([] {
+    SmallBuffer<64> b;
+    b.append("ab", 2);
+    b.extend(kMax - 1);  // 2 + 2^32 - 2 wraps to 0 in 32 bits
+  }));
+  CHECK_FALSE(aborts([] {
+    SmallBuffer<64> b;
+    b.reserve(1000);
+  }));
 }

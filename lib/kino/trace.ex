@@ -54,7 +54,8 @@ defmodule Kino.Trace do
       process tracing alone may use all of it; one that moves between schedulers may
       see drops from 63/64 of it, the part each scheduler keeps in hand)
     * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
-      copied out of the traced process (deeper, longer or larger parts show as `...`)
+      copied out of the traced process (deeper, longer or larger parts show as `...`);
+      `:max_binary` and `:max_bytes` take at most 1 GiB
     * `:timeout` - stop tracing after this many milliseconds
     * `:print` - print events to the console as they arrive (default `false`); `true`
       or the options of `Kino.Trace.Printer.attach/2` such as `[colors: false]`

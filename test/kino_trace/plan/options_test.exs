@@ -114,13 +114,23 @@ defmodule KinoTrace.Plan.OptionsTest do
     end
 
     test "term caps and :history fit 32 bits, and say so" do
-      for key <- [:max_items, :max_binary, :max_bytes, :history], bad <- [0x1_0000_0000, 2 ** 64] do
+      for key <- [:max_items, :history], bad <- [0x1_0000_0000, 2 ** 64] do
         assert_rejected("invalid value for #{inspect(key)}: expected at most 4294967295, got: #{inspect(bad)}", fn ->
           calls([{key, bad}])
         end)
       end
 
       assert Options.validate!(max_items: 0xFFFF_FFFF, history: 0xFFFF_FFFF)[:max_items] == 0xFFFF_FFFF
+    end
+
+    test ":max_binary and :max_bytes are at most 1 GiB (an event's payload stays below 4 GiB), and say so" do
+      for key <- [:max_binary, :max_bytes], bad <- [2 ** 30 + 1, 0x1_0000_0000, 2 ** 64] do
+        assert_rejected("invalid value for #{inspect(key)}: expected at most 1073741824, got: #{inspect(bad)}", fn ->
+          calls([{key, bad}])
+        end)
+      end
+
+      assert Options.validate!(max_binary: 2 ** 30, max_bytes: 2 ** 30)[:max_bytes] == 2 ** 30
     end
 
     test "too large a :limit names :limit and its range, not the tracer's own name" do

@@ -312,6 +312,7 @@ defmodule KinoTrace.Tracer.FallbackTest do
           %{max_depth: 101},
           %{max_items: -1},
           %{max_binary: 2 ** 32},
+          %{max_bytes: 2 ** 30 + 1},
           %{max_bytes: :lots},
           %{skip_returns: :yes},
           [limit: 1]
