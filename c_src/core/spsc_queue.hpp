@@ -140,9 +140,10 @@ class SpscQueue {
       i = at - kBlock;
       if (i >= kBlock) return;
     }
-    const char* first = reinterpret_cast<const char*>(b->storage + i * sizeof(T));
-    for (std::size_t off = 0; off < sizeof(T); off += 64) prefetch_for_write(first + off);
-    prefetch_for_write(first + sizeof(T) - 1);
+    // Each line the slot spans, once (a 128-byte event on a line boundary spans two).
+    const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(b->storage + i * sizeof(T));
+    for (std::uintptr_t line = first & ~std::uintptr_t{63}; line < first + sizeof(T); line += 64)
+      prefetch_for_write(reinterpret_cast<const void*>(line));
   }
 
   static Block* new_block() {
