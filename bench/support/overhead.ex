@@ -4,7 +4,7 @@ defmodule KinoTraceBench.Overhead do
   # Runs are interleaved (round after round over every case) and summarised by medians,
   # because the machines are noisy: compare ratios from one run, not absolute times.
 
-  alias KinoTraceBench.{Tracers, Workload}
+  alias KinoTraceBench.{FloorTracer, Tracers, Workload}
 
   @big_queue [events: 5_000_000, bytes: 4 * 1024 * 1024 * 1024]
 
@@ -45,6 +45,7 @@ defmodule KinoTraceBench.Overhead do
     cases = select(cases(Keyword.get(opts, :scale, 1.0)), Keyword.get(opts, :only))
     procs_list = Keyword.get(opts, :procs, [1, 2])
 
+    core_to_core_before = FloorTracer.core_to_core_ns()
     # a warm-up pass (loads code, grows heaps), not recorded
     for c <- cases, p <- procs_list, do: run_one(c, p, 0.1)
 
@@ -60,7 +61,7 @@ defmodule KinoTraceBench.Overhead do
           Map.update(acc, {key, p}, [r], &[r | &1])
       end
 
-    report(cases, procs_list, results, rounds)
+    report(cases, procs_list, results, rounds, {core_to_core_before, FloorTracer.core_to_core_ns()})
   end
 
   # Only the cases whose keys are in `only` (all when nil): a quick rerun of a few cases.
@@ -93,7 +94,7 @@ defmodule KinoTraceBench.Overhead do
     if rem(len, 2) == 1, do: Enum.at(sorted, mid), else: (Enum.at(sorted, mid - 1) + Enum.at(sorted, mid)) / 2
   end
 
-  defp report(cases, procs_list, results, rounds) do
+  defp report(cases, procs_list, results, rounds, {c2c_before, c2c_after}) do
     med = fn key, p -> results |> Map.get({key, p}, []) |> Enum.map(& &1.ns) |> median_or_nil() end
     floor = med.(:floor, 1)
     untraced_scaling = if 2 in procs_list, do: ratio_value(med.(:untraced, 1), med.(:untraced, 2))
@@ -108,6 +109,8 @@ defmodule KinoTraceBench.Overhead do
     x floor: cost / floor's; pid/x, dbg/x: how many times cheaper than (7), (8).
     scal/1: scaling / the untraced workload's scaling in this run (#{fmt_ratio(untraced_scaling)}): how
     much of the parallelism the machine gave this run a tracer keeps.
+    A cache line took #{fmt_c2c(c2c_before)} from CPU 0 to CPU 1 before the runs, #{fmt_c2c(c2c_after)} after: what an
+    accepted event costs follows it (bench/RESULTS.md), compare runs with it in mind.
     """)
 
     header =
@@ -201,6 +204,9 @@ defmodule KinoTraceBench.Overhead do
       end
     end)
   end
+
+  defp fmt_c2c(nil), do: "- (not measured)"
+  defp fmt_c2c(ns), do: "#{round(ns)} ns"
 
   def fmt(nil), do: "-"
   def fmt(ns) when ns < 100, do: :erlang.float_to_binary(ns * 1.0, decimals: 1)
