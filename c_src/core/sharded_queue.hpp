@@ -86,10 +86,8 @@
 namespace kino_trace {
 
 // Tests observe a pop through Hooks: after_first_pass(i) runs once a refill's first pass
-// has staged shard i (a producer pushing there lands between the two passes), and once the
-// one-shard path has read the tail of shard i, the only one with items, before it looks
-// at the others; after_look(i) runs when the one-shard path's first look has read shard
-// i's tail.
+// has staged shard i (a producer pushing there lands between the two passes), and
+// after_look(i) once the one-shard path's first look has read shard i's tail.
 struct ShardedQueueNoHooks {
   void after_first_pass(std::size_t) {}
   void after_look(std::size_t) {}
@@ -306,7 +304,6 @@ class ShardedQueue {
     if (only == kMerge) return kMerge;
     Staging& st = staging_[only];
     const std::uint64_t tail = shards_[only].queue.pushed();
-    hooks_.after_first_pass(only);
     for (std::size_t j = 0; j < shards_.size(); ++j)
       if (j != only && shards_[j].queue.pushed() != staging_[j].dequeued) return kMerge;
     const std::size_t got = shards_[only].queue.pop(out, static_cast<std::size_t>(std::min<std::uint64_t>(max, tail - st.dequeued)));
