@@ -289,13 +289,16 @@ class ShardedQueue {
 
   static constexpr std::size_t kMerge = std::numeric_limits<std::size_t>::max();
 
+  // Shard i's tail is past what the consumer has dequeued from it.
+  bool undequeued(std::size_t i) const { return shards_[i].queue.pushed() != staging_[i].dequeued; }
+
   // The one-shard path (see the header): with nothing staged, hands out up to `max` items
   // of the only shard that has any, straight from its queue. kMerge when not exactly one
   // shard has items, or another one got some meanwhile: the caller merges instead.
   std::size_t pop_one_shard(T* out, std::size_t max) {
     std::size_t only = kMerge;
     for (std::size_t i = 0; i < shards_.size(); ++i) {
-      const bool has = shards_[i].queue.pushed() != staging_[i].dequeued;
+      const bool has = undequeued(i);
       hooks_.after_look(i);
       if (!has) continue;
       if (only != kMerge) return kMerge;
@@ -305,7 +308,7 @@ class ShardedQueue {
     Staging& st = staging_[only];
     const std::uint64_t tail = shards_[only].queue.pushed();
     for (std::size_t j = 0; j < shards_.size(); ++j)
-      if (j != only && shards_[j].queue.pushed() != staging_[j].dequeued) return kMerge;
+      if (j != only && undequeued(j)) return kMerge;
     const std::size_t got = shards_[only].queue.pop(out, static_cast<std::size_t>(std::min<std::uint64_t>(max, tail - st.dequeued)));
     st.dequeued += got;
     dequeued_ += got;
@@ -341,7 +344,7 @@ class ShardedQueue {
     for (Staging& st : staging_) st.unconfirmed = 0;  // all staged before (2): confirmed
     for (std::size_t i = 0; i < shards_.size(); ++i) {
       Staging& st = staging_[i];
-      if (shards_[i].queue.pushed() > st.dequeued) st.unconfirmed += stage(i, 1);
+      if (undequeued(i)) st.unconfirmed += stage(i, 1);
     }
   }
 

@@ -53,6 +53,12 @@ inline std::size_t normal_schedulers() {
 // from, and the id of a thread never changes.
 inline thread_local int thread_scheduler_id = 0;
 
+// The SessionCore shard of the calling thread as thread_scheduler_id knows it: its
+// scheduler's, or the fallback while the id is not known (or it is not a normal one).
+inline std::size_t thread_shard() {
+  return thread_scheduler_id ? static_cast<std::size_t>(thread_scheduler_id - 1) : kt::SessionCore::kAnyThread;
+}
+
 // The SessionCore shard of the calling thread, given the scheduler id the VM passed
 // (0 when it passed none): scheduler id - 1 on a normal scheduler thread, else the
 // fallback (a dirty scheduler or any other thread, whatever id it reports).

@@ -33,8 +33,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
-  const std::size_t shard = thread_scheduler_id ? static_cast<std::size_t>(thread_scheduler_id - 1) : kt::SessionCore::kAnyThread;
-  return core.precheck(now, shard) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+  return core.precheck(now, thread_shard()) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
 
 // trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
@@ -53,7 +52,7 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   // A normal scheduler's id never changes, so once a trace callback on this thread has
   // read it from its options, the lookup (a quarter of trace's own time) is skipped.
   int sched_id = thread_scheduler_id;
-  std::size_t shard = sched_id ? static_cast<std::size_t>(sched_id - 1) : kt::SessionCore::kAnyThread;
+  std::size_t shard = thread_shard();
   if (!sched_id) {
     ERL_NIF_TERM sched;
     if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);

@@ -113,17 +113,24 @@ TEST_CASE("ShardedQueue: counters are per shard, summed by the reader", "[sharde
   CHECK(q.total(1) == 0);
 }
 
-// A process pushes e1 on shard 0 just after the refill's first pass staged shard 0, then
-// migrates and pushes e2 on shard 1 before that pass reaches shard 1: e2 is staged first.
-struct MigrateDuringRefill : ShardedQueueNoHooks {
-  ShardedQueue<Event, MigrateDuringRefill>* q = nullptr;
+// Once armed, the first time a hook reaches shard 0: a process pushes e1 on shard 0, then
+// migrates and pushes e2 on shard 1. `Self` names the hook (after_first_pass, after_look).
+template <class Self>
+struct MigrateOnce : ShardedQueueNoHooks {
+  ShardedQueue<Event, Self>* q = nullptr;
   bool armed = false;
-  void after_first_pass(std::size_t shard) {
+  void migrate(std::size_t shard) {
     if (!armed || shard != 0) return;
     armed = false;
-    ShardedQueue<Event, MigrateDuringRefill>::Producer(*q, 0).push(at(5, 1, 0));
-    ShardedQueue<Event, MigrateDuringRefill>::Producer(*q, 1).push(at(6, 1, 1));
+    typename ShardedQueue<Event, Self>::Producer(*q, 0).push(at(5, 1, 0));
+    typename ShardedQueue<Event, Self>::Producer(*q, 1).push(at(6, 1, 1));
   }
+};
+
+// The migration just after the refill's first pass staged shard 0, before that pass
+// reaches shard 1: e2 is staged first.
+struct MigrateDuringRefill : MigrateOnce<MigrateDuringRefill> {
+  void after_first_pass(std::size_t shard) { migrate(shard); }
 };
 
 TEST_CASE("ShardedQueue: an item found by the catch-up holds back its successor found before it", "[sharded]") {
@@ -177,18 +184,11 @@ TEST_CASE("ShardedQueue: a confirmed item stamped like the watermark passes it",
   CHECK_FALSE(more);
 }
 
-// A process pushes e1 on shard 0 just after the one-shard path's first look found shard 0
-// empty, then migrates and pushes e2 on shard 1, which that look then finds: shard 1
-// seems the only one with items, but e1 must come out first.
-struct MigrateDuringLook : ShardedQueueNoHooks {
-  ShardedQueue<Event, MigrateDuringLook>* q = nullptr;
-  bool armed = false;
-  void after_look(std::size_t shard) {
-    if (!armed || shard != 0) return;
-    armed = false;
-    ShardedQueue<Event, MigrateDuringLook>::Producer(*q, 0).push(at(5, 1, 0));
-    ShardedQueue<Event, MigrateDuringLook>::Producer(*q, 1).push(at(6, 1, 1));
-  }
+// The migration just after the one-shard path's first look found shard 0 empty: that look
+// then finds e2 on shard 1, which seems the only one with items, but e1 must come out
+// first.
+struct MigrateDuringLook : MigrateOnce<MigrateDuringLook> {
+  void after_look(std::size_t shard) { migrate(shard); }
 };
 
 TEST_CASE("ShardedQueue: the one-shard path looks at the other shards again before it hands out", "[sharded]") {
