@@ -131,8 +131,12 @@ defmodule KinoTraceBench.Consumer do
     :ok = GenServer.call(trace.session, {:sync, :infinity}, :infinity)
     # What the session delivered (all of it unless the queue dropped some, as it counts).
     info = Kino.Trace.info(trace)
-    if counter, do: send(counter, {:expect, info.delivered})
-    if counter, do: receive(do: ({:counted, ^counter} -> :ok))
+
+    if counter do
+      send(counter, {:expect, info.delivered})
+      receive do: ({:counted, ^counter} -> :ok)
+    end
+
     t1 = System.monotonic_time(:nanosecond)
 
     Kino.Trace.stop(trace)

@@ -17,7 +17,7 @@ defmodule KinoTraceBench.FloorTracer do
     end
   end
 
-  # Half the round trip of a cache line between CPUs 0 and 1, in ns (nil off Linux).
+  # One-way trip of a cache line between CPUs 0 and 1, in ns (nil off Linux, or unless both are ours).
   def core_to_core_ns, do: :erlang.nif_error(:not_loaded)
 
   def enabled(_tag, _state, _tracee), do: :erlang.nif_error(:not_loaded)

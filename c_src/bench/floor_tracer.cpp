@@ -5,8 +5,8 @@
 // takes every event and copies nothing.
 //
 // core_to_core_ns/0: how long a cache line takes to go from one CPU to the other (two
-// threads pinned to CPUs 0 and 1 pass a counter back and forth; half a round trip, the
-// median of 5 runs of 20 000), or `nil` off Linux or with one CPU. On the machine these
+// threads pinned to CPUs 0 and 1 pass a counter back and forth; the median of 5 runs of
+// 40 000 one-way trips), or `nil` off Linux or unless CPUs 0 and 1 are both the caller's. On the machine these
 // benchmarks ran on (2 vCPUs of a shared host) it was not fixed: what an accepted event
 // costs in the traced process follows it (bench/RESULTS.md), so the report prints it.
 //
