@@ -17,6 +17,8 @@ defmodule KinoTraceBench.Overhead do
       {:untraced, "1  no tracing", :none, [], :small, n.(5_000_000)},
       {:floor, "2  floor: NIF discards in enabled", :floor, [], :small, n.(400_000)},
       {:floor_accept, "2b NIF accepts, copies nothing", :floor_accept, [], :small, n.(300_000)},
+      {:floor_return, "2r NIF accepts calls and returns, copies nothing", :floor_accept, [return: true], :small,
+       n.(200_000)},
       {:kino, "3  kino_trace accepts (API)", :kino, accept, :small, n.(200_000)},
       {:native, "3n kino_trace accepts (native layer)", :native, accept, :small, n.(200_000)},
       {:native_unpaced, "3u the same, drained on every wake-up", :native_unpaced, accept, :small, n.(200_000)},
@@ -32,6 +34,7 @@ defmodule KinoTraceBench.Overhead do
       {:kino_return, "6  kino_trace return: true (API)", :kino, [return: true, queue: @big_queue], :small,
        n.(150_000)},
       {:pid_tracer, "7  :trace session, pid tracer", :pid_tracer, [], :small, n.(150_000)},
+      {:pid_tracer_return, "7r the same, return: true", :pid_tracer, [return: true], :small, n.(100_000)},
       {:kino_fallback, "7f kino_trace on its pure-Erlang tracer (API)", :kino_fallback, accept, :small,
        n.(150_000)},
       {:dbg, "8  :dbg, handler discards", :dbg, [], :small, n.(150_000)},
@@ -144,7 +147,7 @@ defmodule KinoTraceBench.Overhead do
     its drains (KinoTrace.Session.DrainPacing); 3u drains on every wake-up instead. 4b-4f: the same with
     huge arguments, cut at max_binary (512 bytes) and max_bytes (16 KiB per event); 4f
     has terms just under the caps, copied whole. 5: rate: {1, 1 hour}.
-    7, 8: call events only, like 3.
+    7, 8: call events only, like 3. 2r, 7r: calls and returns (exception_trace), like 6.
     """)
 
     targets(Map.new(rows, &{&1.key, &1}), untraced_scaling)
@@ -160,7 +163,12 @@ defmodule KinoTraceBench.Overhead do
     IO.puts("Targets (reported, not asserted):")
     check.("accepted event / floor (3n native), <= 1.8", x.(:native, :floor), &(&1 <= 1.8))
     check.("accepted event / floor (3 API), <= 1.8", x.(:kino, :floor), &(&1 <= 1.8))
+    check.("accepted event / floor (3 API), <= 2.2 (issue 26)", x.(:kino, :floor), &(&1 <= 2.2))
     check.("pid tracer / accepted (7 / 3n), >= 2", x.(:pid_tracer, :native), &(&1 >= 2))
+    check.("pid tracer / accepted (7 / 3 API), >= 1.6", x.(:pid_tracer, :kino), &(&1 >= 1.6))
+    check.("return: true / floor (6), <= 3.5", x.(:kino_return, :floor), &(&1 <= 3.5))
+    info.("  the VM's part of it: returns accepted, nothing copied (2r)", x.(:floor_return, :floor))
+    info.("  pid tracer with returns / return: true (7r / 6)", x.(:pid_tracer_return, :kino_return))
     check.(":dbg / accepted (8 / 3n), >= 2", x.(:dbg, :native), &(&1 >= 2))
     check.("over the rate limit / floor (5), <= 1.1", x.(:kino_rate, :floor), &(&1 <= 1.1))
     scaling = ratio_value(get.(:native, :ns1), get.(:native, :ns2))

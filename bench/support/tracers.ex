@@ -19,8 +19,8 @@ defmodule KinoTraceBench.Tracers do
 
   # --- the floor: a NIF tracer that discards in enabled (or accepts and copies nothing)
 
-  def start(:floor, workers, _opts), do: floor_session(workers, :discard, [:call])
-  def start(:floor_accept, workers, _opts), do: floor_session(workers, :accept, [:call])
+  def start(:floor, workers, _opts), do: floor_session(workers, :discard, [:call], true)
+  def start(:floor_accept, workers, opts), do: floor_session(workers, :accept, [:call], match_spec(opts))
 
   # --- OTP's call counters in a session (stats mode) ------------------------------------
 
@@ -96,11 +96,11 @@ defmodule KinoTraceBench.Tracers do
     %{kind: :dbg, sink: sink}
   end
 
-  defp floor_session(workers, state, flags) do
+  defp floor_session(workers, state, flags, match_spec) do
     Code.ensure_loaded!(FloorTracer)
     session = :trace.session_create(:kino_trace_bench, {FloorTracer, state}, [])
     for w <- workers, do: :trace.process(session, w, true, flags)
-    1 = :trace.function(session, @mfa, true, [:local])
+    1 = :trace.function(session, @mfa, match_spec, [:local])
     %{kind: :floor, session: session}
   end
 

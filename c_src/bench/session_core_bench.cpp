@@ -9,11 +9,20 @@
 // `limits` runs SessionCore with a `:limit` (max_events) and a `:rate` set, neither ever
 // reached, so each event pays for its ticket and its rate token.
 //
+// `locks` (default 0) adds that many locked instructions per event on the producer's own
+// line, as the VM takes around each tracer call: they wait for the event's stores, as
+// in the VM. `none` runs those alone (the baseline to subtract). `pace_us` makes the
+// consumer sleep that long each time it has emptied the queue, as a session paces its
+// drains (1000); 0 (default) has it chase the producers, which then pay about one
+// core-to-core trip per event (bench/RESULTS.md).
+//
 //   c++ -O2 -std=c++17 -pthread -Ic_src/core c_src/bench/session_core_bench.cpp -o /tmp/scb
 //   /tmp/scb [producers=1] [events per producer=2000000] [rounds=5] [core|sharded|limits]
+//            [locks=0] [all|none] [pace_us=0]
 //
 // (CMake: target kino_trace_session_core_bench, with KINO_TRACE_TESTS=ON; not built by default.)
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +90,10 @@ struct ShardedPath {
   std::size_t drain(Event* out, std::size_t max, bool& more) { return queue.pop(out, max, more); }
 };
 
+int vm_locks = 0;          // locked instructions per event, as the VM's around each tracer call
+bool offer_events = true;
+int pace_us = 0;           // the consumer sleeps this long once it has emptied the queue  // false: the VM's work only (the baseline)
+
 template <class Path>
 Round run(Path& path, unsigned producers, std::uint64_t each) {
   std::atomic<unsigned> ready{0};
@@ -95,7 +108,12 @@ Round run(Path& path, unsigned producers, std::uint64_t each) {
       while (!go.load()) std::this_thread::yield();
       double t0 = thread_cpu_ns();
       std::uint64_t pid = 0x1000 * (p + 1) + 3;
+      alignas(64) std::atomic<std::uint64_t> vm_lock{0};
       for (std::uint64_t i = 0; i < each; ++i) {
+        // The VM's own work around each tracer call: its locked instructions (a read lock
+        // taken and released, a counter) on lines of this thread, and some plain work.
+        for (int k = 0; k < vm_locks; ++k) vm_lock.fetch_add(1, std::memory_order_seq_cst);
+        if (!offer_events) continue;
         Event e;
         e.time_ns = static_cast<std::int64_t>(i);
         e.kind = EventKind::Call;
@@ -124,7 +142,10 @@ Round run(Path& path, unsigned producers, std::uint64_t each) {
       std::size_t n = path.drain(buf.data(), buf.size(), more);
       delivered += n;
       if (done && !more) break;
-      if (n == 0 && !more) std::this_thread::yield();
+      if (!more) {
+        if (pace_us) std::this_thread::sleep_for(std::chrono::microseconds(pace_us));
+        else if (n == 0) std::this_thread::yield();
+      }
     }
     consumer_cpu = thread_cpu_ns() - t0;
   });
@@ -139,7 +160,7 @@ Round run(Path& path, unsigned producers, std::uint64_t each) {
   for (double c : cpu) r.producer_cpu_ns += c / events;
   r.consumer_cpu_ns = delivered ? consumer_cpu / static_cast<double>(delivered) : 0;
   r.wall_ns = (w1 - w0) / events;
-  if (delivered != each * producers) std::fprintf(stderr, "delivered %llu of %llu\n",
+  if (offer_events && delivered != each * producers) std::fprintf(stderr, "delivered %llu of %llu\n",
                                                   static_cast<unsigned long long>(delivered),
                                                   static_cast<unsigned long long>(each * producers));
   return r;
@@ -159,6 +180,9 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 4 ? argv[4] : "core";
   const bool sharded = mode == "sharded";
   const bool limited = mode == "limits";
+  vm_locks = argc > 5 ? std::atoi(argv[5]) : 0;
+  offer_events = !(argc > 6 && std::string(argv[6]) == "none");
+  pace_us = argc > 7 ? std::atoi(argv[7]) : 0;
   auto once = [&](std::uint64_t n) {
     if (sharded) {
       ShardedPath path(producers);
