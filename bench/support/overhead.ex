@@ -17,11 +17,12 @@ defmodule KinoTraceBench.Overhead do
       {:untraced, "1  no tracing", :none, [], :small, n.(5_000_000)},
       {:floor, "2  floor: NIF discards in enabled", :floor, [], :small, n.(400_000)},
       {:floor_accept, "2b NIF accepts, copies nothing", :floor_accept, [], :small, n.(300_000)},
-      {:floor_return, "2r NIF accepts calls and returns, copies nothing", :floor_accept, [return: true], :small,
+      {:floor_return, "2r 2b, calls and their returns", :floor_accept, [return: true], :small,
        n.(200_000)},
       {:kino, "3  kino_trace accepts (API)", :kino, accept, :small, n.(200_000)},
       {:native, "3n kino_trace accepts (native layer)", :native, accept, :small, n.(200_000)},
       {:native_unpaced, "3u the same, drained on every wake-up", :native_unpaced, accept, :small, n.(200_000)},
+      {:native_deferred, "3x the same, drained after the loop", :native_deferred, accept, :small, n.(200_000)},
       {:kino_10mb, "4  kino_trace accepts, 10 MB list arg", :kino, accept, :list_10mb, n.(200_000)},
       {:native_10mb, "4n the same, native layer", :native, accept, :list_10mb, n.(200_000)},
       {:native_bits, "4b native, 10 MB bitstring arg", :native, accept, :bits_10mb, n.(200_000)},
@@ -144,7 +145,8 @@ defmodule KinoTraceBench.Overhead do
     decodes concurrently; queue sized so nothing is dropped in 3, 4, 6). 3n, 4n: the native
     layer (KinoTrace.Tracer) drained by a process that throws the events away, the same
     work at the consumer as the pid tracer's receive-and-discard, paced as a session paces
-    its drains (KinoTrace.Session.DrainPacing); 3u drains on every wake-up instead. 4b-4f: the same with
+    its drains (KinoTrace.Session.DrainPacing); 3u drains on every wake-up instead, 3x only
+    after the loop (no consumer beside the traced process). 4b-4f: the same with
     huge arguments, cut at max_binary (512 bytes) and max_bytes (16 KiB per event); 4f
     has terms just under the caps, copied whole. 5: rate: {1, 1 hour}.
     7, 8: call events only, like 3. 2r, 7r: calls and returns (exception_trace), like 6.

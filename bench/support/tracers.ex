@@ -64,6 +64,9 @@ defmodule KinoTraceBench.Tracers do
   def start(:native_unpaced, workers, opts),
     do: start({:native, KinoTrace.Session.DrainPacing.new(0)}, workers, opts)
 
+  # the same, drained only once the loop is over: the traced process with no consumer beside it
+  def start(:native_deferred, workers, opts), do: start({:native, :deferred}, workers, opts)
+
   def start({:native, pacing}, workers, opts) do
     drainer = spawn(fn -> native_drainer(nil, pacing) end)
     limits = KinoTrace.Plan.Options.native_limits(KinoTrace.Plan.Options.validate!(opts))
@@ -144,6 +147,7 @@ defmodule KinoTraceBench.Tracers do
   end
 
   def finish(%{kind: :native, session: s, resource: resource, drainer: drainer}) do
+    send(drainer, :drain_now)
     wait_until(fn -> Tracer.counters(resource).queued == 0 end)
     c = Tracer.counters(resource)
     :trace.session_destroy(s)
@@ -206,6 +210,13 @@ defmodule KinoTraceBench.Tracers do
     end
   end
 
+  # Deferred: nothing is drained before :drain_now, then every event at once.
+  defp native_drainer(resource, :deferred) do
+    receive do
+      :drain_now -> native_drainer(resource, KinoTrace.Session.DrainPacing.new(0))
+    end
+  end
+
   # Paced as a session paces its drains (KinoTrace.Session.DrainPacing).
   defp native_drainer(resource, pacing) do
     receive do
@@ -218,8 +229,9 @@ defmodule KinoTraceBench.Tracers do
         drain_all(resource)
         native_drainer(resource, KinoTrace.Session.DrainPacing.emptied(pacing, KinoTrace.Session.DrainPacing.now()))
 
-      # the drain that put the queue to sleep asked for one more (as the session does)
-      :recheck ->
+      # the drain that put the queue to sleep asked for one more (as the session does);
+      # :drain_now, at the end, in case a wake-up went to a deferred drainer
+      msg when msg in [:recheck, :drain_now] ->
         drain_all(resource)
         native_drainer(resource, pacing)
 
