@@ -108,6 +108,23 @@ defmodule KinoTraceTest.Helpers do
   alias KinoTraceTest.Sample.Worker
 
   @doc """
+  Makes the traces started from now on use the pure-Erlang tracer (the application
+  environment's `tracer: :fallback`), until the calling test ends (call it in a test or
+  its `setup`).
+  """
+  def use_fallback_tracer do
+    previous = Application.fetch_env(:kino_trace, :tracer)
+    Application.put_env(:kino_trace, :tracer, :fallback)
+
+    ExUnit.Callbacks.on_exit(fn ->
+      case previous do
+        {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
+        :error -> Application.delete_env(:kino_trace, :tracer)
+      end
+    end)
+  end
+
+  @doc """
   Polls `fun` every 10 ms until it returns a truthy value, and returns that value; fails the
   test after `tries` polls, with `message.()` as the reason. The one polling loop of the
   suite: use it only where no message, monitor or `trace_delivered` says the thing happened.

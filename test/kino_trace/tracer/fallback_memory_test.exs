@@ -181,15 +181,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
 
   describe "this node's fallback tracer" do
     setup do
-      previous = Application.fetch_env(:kino_trace, :tracer)
-      Application.put_env(:kino_trace, :tracer, :fallback)
-
-      on_exit(fn ->
-        case previous do
-          {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
-          :error -> Application.delete_env(:kino_trace, :tracer)
-        end
-      end)
+      KinoTraceTest.Helpers.use_fallback_tracer()
     end
 
     test "arguments that look huge are not copied; the rest is, with the caller and the returns" do

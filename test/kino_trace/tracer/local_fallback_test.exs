@@ -38,15 +38,7 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
   )
 
   setup do
-    previous = Application.fetch_env(:kino_trace, :tracer)
-    Application.put_env(:kino_trace, :tracer, :fallback)
-
-    on_exit(fn ->
-      case previous do
-        {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
-        :error -> Application.delete_env(:kino_trace, :tracer)
-      end
-    end)
+    KinoTraceTest.Helpers.use_fallback_tracer()
   end
 
   @tag timeout: 600_000

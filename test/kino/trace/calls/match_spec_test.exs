@@ -47,23 +47,14 @@ defmodule Kino.Trace.Calls.MatchSpecTest do
   end
 
   test "on the pure-Erlang tracer, a pattern that takes every call still records its arguments" do
-    previous = Application.fetch_env(:kino_trace, :tracer)
-    Application.put_env(:kino_trace, :tracer, :fallback)
+    KinoTraceTest.Helpers.use_fallback_tracer()
+    worker = Worker.start()
+    trace = Trace.calls([@echo], pids: worker, return: false, exceptions: false)
+    assert {:fallback, _} = Trace.info(trace).tracer
 
-    try do
-      worker = Worker.start()
-      trace = Trace.calls([@echo], pids: worker, return: false, exceptions: false)
-      assert {:fallback, _} = Trace.info(trace).tracer
-
-      Worker.run(worker, fn -> Math.echo({:a, [1, 2]}) end)
-      :ok = Trace.flush(trace)
-      assert calls(trace) == [{[{:a, [1, 2]}], nil}]
-      :ok = Trace.stop(trace)
-    after
-      case previous do
-        {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
-        :error -> Application.delete_env(:kino_trace, :tracer)
-      end
-    end
+    Worker.run(worker, fn -> Math.echo({:a, [1, 2]}) end)
+    :ok = Trace.flush(trace)
+    assert calls(trace) == [{[{:a, [1, 2]}], nil}]
+    :ok = Trace.stop(trace)
   end
 end
