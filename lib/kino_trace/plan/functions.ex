@@ -225,13 +225,13 @@ defmodule KinoTrace.Plan.Functions do
       iex> {:ok, enum} = KinoTrace.Pattern.parse("Enum.map/2")
       iex> plan = KinoTrace.Plan.Functions.build([ets, enum], [], [])
       iex> KinoTrace.Plan.Functions.bif_steps(plan)
-      [{{:ets, :insert, 2}, [{:_, [], []}]}]
+      [{{:ets, :insert, 2}, true}]
   """
-  @spec bif_steps(t()) :: [{mfa(), list()}]
+  @spec bif_steps(t()) :: [{mfa(), list() | boolean()}]
   def bif_steps(%__MODULE__{steps: steps}) do
     steps
     |> Enum.reduce(%{}, fn {target, spec}, acc ->
-      Enum.reduce(KinoTrace.Session.Reaper.bifs(target), acc, &Map.put(&2, &1, spec))
+      Enum.reduce(KinoTrace.Session.Reaper.bifs(target), acc, &Map.put(&2, &1, vm_spec(spec)))
     end)
     |> Enum.sort()
   end
