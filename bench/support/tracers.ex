@@ -210,10 +210,13 @@ defmodule KinoTraceBench.Tracers do
     end
   end
 
-  # Deferred: nothing is drained before :drain_now, then every event at once.
+  # Deferred: nothing is drained before :drain_now, then every event at once (and from
+  # then on, as 3u does).
   defp native_drainer(resource, :deferred) do
     receive do
-      :drain_now -> native_drainer(resource, KinoTrace.Session.DrainPacing.new(0))
+      :drain_now ->
+        drain_all(resource)
+        native_drainer(resource, KinoTrace.Session.DrainPacing.new(0))
     end
   end
 

@@ -22,8 +22,8 @@
 //
 // (CMake: target kino_trace_session_core_bench, with KINO_TRACE_TESTS=ON; not built by default.)
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -91,8 +91,8 @@ struct ShardedPath {
 };
 
 int vm_locks = 0;          // locked instructions per event, as the VM's around each tracer call
-bool offer_events = true;
-int pace_us = 0;           // the consumer sleeps this long once it has emptied the queue  // false: the VM's work only (the baseline)
+bool offer_events = true;  // false: the VM's work only (the baseline)
+int pace_us = 0;           // the consumer sleeps this long once it has emptied the queue
 
 template <class Path>
 Round run(Path& path, unsigned producers, std::uint64_t each) {
@@ -110,8 +110,8 @@ Round run(Path& path, unsigned producers, std::uint64_t each) {
       std::uint64_t pid = 0x1000 * (p + 1) + 3;
       alignas(64) std::atomic<std::uint64_t> vm_lock{0};
       for (std::uint64_t i = 0; i < each; ++i) {
-        // The VM's own work around each tracer call: its locked instructions (a read lock
-        // taken and released, a counter) on lines of this thread, and some plain work.
+        // The VM's own locked instructions around each tracer call (a read lock taken and
+        // released), on a line of this thread only.
         for (int k = 0; k < vm_locks; ++k) vm_lock.fetch_add(1, std::memory_order_seq_cst);
         if (!offer_events) continue;
         Event e;
