@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "monotonic_clock.hpp"
+#include "resource.hpp"
 #include "session_core.hpp"
 
 namespace kino_trace::nif {
@@ -67,10 +68,19 @@ struct Session {
 inline ErlNifResourceType* session_type = nullptr;
 inline std::atomic<std::uint64_t> next_session_id{1};
 
-inline void session_dtor(ErlNifEnv*, void* obj) { static_cast<Session*>(obj)->~Session(); }
+inline void session_dtor(ErlNifEnv* env, void* obj) noexcept { destroy_resource<Session>(env, obj); }
 
 // The owner died: close, so every tracee drops this tracer at its next trace_status.
-inline void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) { static_cast<Session*>(obj)->core.close(); }
+// (Closing frees what is queued and allocates nothing; should it throw all the same, the
+// session is shut, and the resource's destructor frees the rest.)
+inline void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) noexcept {
+  kt::SessionCore& core = static_cast<Session*>(obj)->core;
+  core.shut();
+  try {
+    core.close();
+  } catch (...) {
+  }
+}
 
 inline Session* get_session(ErlNifEnv* env, ERL_NIF_TERM term) {
   void* obj = nullptr;

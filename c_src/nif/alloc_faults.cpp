@@ -1,0 +1,102 @@
+// alloc_faults/3, for tests: calls one NIF of the table with the calling thread's
+// allocations made to fail after the first `Allowed` (c_src/core/alloc_faults.hpp), so a
+// test can check that running out of memory anywhere in a NIF is a counted drop or a
+// clean error (test/kino_trace/tracer/alloc_faults_test.exs).
+//
+// In a build with KINO_TRACE_FAULT_INJECTION (`mix test` makes one) this file also
+// replaces operator new and delete for the library (linked -Bsymbolic: its own calls
+// come here first), the fault point of every std container and of the queue's blocks.
+// Elsewhere alloc_faults/3 returns `unsupported` and nothing is replaced.
+#include <erl_nif.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "alloc_faults.hpp"
+#include "atoms.hpp"
+#include "nifs.hpp"
+
+#if defined(KINO_TRACE_FAULT_INJECTION) && !defined(_WIN32)
+
+namespace {
+
+namespace faults = kino_trace::faults;
+
+void* allocate(std::size_t n, std::size_t align, bool nothrow) {
+  void* p = nullptr;
+  if (!faults::fail_now()) {
+    if (n == 0) n = 1;
+    if (align <= alignof(std::max_align_t)) {
+      p = std::malloc(n);
+    } else if (posix_memalign(&p, align, n) != 0) {
+      p = nullptr;
+    }
+  }
+  if (!p && !nothrow) throw std::bad_alloc();
+  return p;
+}
+
+constexpr std::size_t kPlain = alignof(std::max_align_t);
+
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n, kPlain, false); }
+void* operator new[](std::size_t n) { return allocate(n, kPlain, false); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, kPlain, true); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, kPlain, true); }
+void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a), false); }
+void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a), false); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<std::size_t>(a), true);
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<std::size_t>(a), true);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+#endif
+
+namespace kino_trace::nif {
+
+// alloc_faults(Allowed, Name, Args) -> {Result, Failed} | unsupported
+// Calls the NIF Name/length(Args) (not alloc_faults itself) with Args, its thread's
+// allocations failing after the first Allowed; Failed: how many failed. An exception the
+// NIF raises (the RuntimeError of one that ran out of memory) is raised from here.
+ERL_NIF_TERM alloc_faults(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  if (!faults::kEnabled) return make_atom(env, "unsupported");
+  ErlNifUInt64 allowed = 0;
+  char name[64];
+  unsigned argc = 0;
+  ERL_NIF_TERM args[8];
+  if (!enif_get_uint64(env, argv[0], &allowed) || enif_get_atom(env, argv[1], name, sizeof name, ERL_NIF_LATIN1) <= 0 ||
+      !enif_get_list_length(env, argv[2], &argc) || argc > 8)
+    return enif_make_badarg(env);
+  ERL_NIF_TERM head, tail = argv[2];
+  for (unsigned i = 0; enif_get_list_cell(env, tail, &head, &tail); ++i) args[i] = head;
+  const ErlNifFunc* nif = nullptr;
+  for (std::size_t i = 0; i < nif_table_size; ++i) {
+    if (nif_table[i].arity == argc && std::strcmp(nif_table[i].name, name) == 0) nif = &nif_table[i];
+  }
+  if (!nif || std::strcmp(name, "alloc_faults") == 0) return enif_make_badarg(env);
+  faults::arm(allowed);
+  ERL_NIF_TERM result = nif->fptr(env, static_cast<int>(argc), args);  // a table entry: never throws
+  std::uint64_t failed = faults::disarm();
+  ERL_NIF_TERM exception;
+  if (enif_has_pending_exception(env, &exception)) return result;
+  return enif_make_tuple2(env, result, enif_make_uint64(env, failed));
+}
+
+}  // namespace kino_trace::nif
