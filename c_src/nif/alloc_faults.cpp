@@ -4,8 +4,9 @@
 // clean error (test/kino_trace/tracer/alloc_faults_test.exs).
 //
 // In a build with KINO_TRACE_FAULT_INJECTION (`mix test` makes one) this file also
-// replaces operator new and delete for the library (linked -Bsymbolic: its own calls
-// come here first), the fault point of every std container and of the queue's blocks.
+// replaces operator new for the library (linked -Bsymbolic: its own calls come here
+// first; it then calls the process's), the fault point of every std container and of
+// the queue's blocks. (Linux and the like: it finds the process's with dlsym.)
 // Elsewhere alloc_faults/3 returns `unsupported` and nothing is replaced.
 #include <erl_nif.h>
 
@@ -20,52 +21,76 @@
 
 #if defined(KINO_TRACE_FAULT_INJECTION) && !defined(_WIN32)
 
+#include <dlfcn.h>
+
 namespace {
 
 namespace faults = kino_trace::faults;
 
-void* allocate(std::size_t n, std::size_t align, bool nothrow) {
-  void* p = nullptr;
-  if (!faults::fail_now()) {
-    if (n == 0) n = 1;
-    if (align <= alignof(std::max_align_t)) {
-      p = std::malloc(n);
-    } else if (posix_memalign(&p, align, n) != 0) {
-      p = nullptr;
-    }
+// The process's own operator new (the VM's C++ runtime's, or a preloaded sanitizer's),
+// found by its mangled name: the library's replacements check for a fault, then hand
+// over to it, so that memory the library allocates and memory the runtime allocates
+// (a std::string grown inside libstdc++, say) are the same kind and the process's
+// operator delete (not replaced) frees either.
+// First the process's global one (a preloaded sanitizer's interposes there), else the
+// next one after this library (its C++ runtime's, when the VM exports none).
+template <class F>
+F global(const char* name, F self) {
+  void* const handles[] = {RTLD_DEFAULT, RTLD_NEXT};
+  for (void* handle : handles) {
+    void* p = dlsym(handle, name);
+    F f = nullptr;
+    if (p) std::memcpy(&f, &p, sizeof f);
+    if (f && f != self) return f;
   }
-  if (!p && !nothrow) throw std::bad_alloc();
-  return p;
+  return nullptr;
 }
 
-constexpr std::size_t kPlain = alignof(std::max_align_t);
+using New = void* (*)(std::size_t);
+using NewNothrow = void* (*)(std::size_t, const std::nothrow_t&) noexcept;
+using NewAligned = void* (*)(std::size_t, std::align_val_t);
+using NewAlignedNothrow = void* (*)(std::size_t, std::align_val_t, const std::nothrow_t&) noexcept;
 
 }  // namespace
 
-void* operator new(std::size_t n) { return allocate(n, kPlain, false); }
-void* operator new[](std::size_t n) { return allocate(n, kPlain, false); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, kPlain, true); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, kPlain, true); }
-void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a), false); }
-void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a), false); }
-void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(n, static_cast<std::size_t>(a), true);
+void* operator new(std::size_t n) {
+  static const New next = global<New>("_Znwm", &::operator new);
+  if (faults::fail_now() || !next) throw std::bad_alloc();
+  return next(n);
 }
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(n, static_cast<std::size_t>(a), true);
+void* operator new[](std::size_t n) {
+  static const New next = global<New>("_Znam", &::operator new[]);
+  if (faults::fail_now() || !next) throw std::bad_alloc();
+  return next(n);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void* operator new(std::size_t n, const std::nothrow_t& t) noexcept {
+  static const NewNothrow next = global<NewNothrow>("_ZnwmRKSt9nothrow_t", &::operator new);
+  return faults::fail_now() || !next ? nullptr : next(n, t);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  static const NewNothrow next = global<NewNothrow>("_ZnamRKSt9nothrow_t", &::operator new[]);
+  return faults::fail_now() || !next ? nullptr : next(n, t);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  static const NewAligned next = global<NewAligned>("_ZnwmSt11align_val_t", &::operator new);
+  if (faults::fail_now() || !next) throw std::bad_alloc();
+  return next(n, a);
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  static const NewAligned next = global<NewAligned>("_ZnamSt11align_val_t", &::operator new[]);
+  if (faults::fail_now() || !next) throw std::bad_alloc();
+  return next(n, a);
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+  static const NewAlignedNothrow next =
+      global<NewAlignedNothrow>("_ZnwmSt11align_val_tRKSt9nothrow_t", &::operator new);
+  return faults::fail_now() || !next ? nullptr : next(n, a, t);
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+  static const NewAlignedNothrow next =
+      global<NewAlignedNothrow>("_ZnamSt11align_val_tRKSt9nothrow_t", &::operator new[]);
+  return faults::fail_now() || !next ? nullptr : next(n, a, t);
+}
 
 #endif
 
