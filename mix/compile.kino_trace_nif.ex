@@ -69,7 +69,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   sources or arguments change or `--force` is given.
 
   With `MIX_ENV=bench` it also builds the benchmark's floor tracer
-  (`kino_trace_floor_tracer`, see `bench/`).
+  (`kino_trace_floor_tracer`, see `bench/`). With `MIX_ENV=test` the library can make
+  its allocations fail on demand (`KINO_TRACE_FAULT_INJECTION`, for the tests).
 
   Environment:
     * `KINO_TRACE_CMAKE_ARGS` - extra arguments for the CMake configure step
@@ -167,7 +168,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
       "-DKINO_TRACE_ERTS_INCLUDE=#{erts_include}",
       "-DKINO_TRACE_NIF_OUTPUT=#{output_dir}",
       "-DKINO_TRACE_WERROR=#{werror}",
-      "-DKINO_TRACE_TESTS=OFF"
+      "-DKINO_TRACE_TESTS=OFF",
+      # the tests make allocations fail (test/kino_trace/tracer/alloc_faults_test.exs)
+      "-DKINO_TRACE_FAULT_INJECTION=#{if Mix.env() == :test, do: "ON", else: "OFF"}"
     ] ++ OptionParser.split(extra)
   end
 

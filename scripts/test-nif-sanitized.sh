@@ -21,4 +21,4 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # comparisons are left out (only the NIF is instrumented here).
 mix test test/kino_trace/tracer_test.exs test/kino/trace/calls/messages_test.exs \
     test/kino/trace/calls/cleanup_test.exs test/kino/trace_test.exs test/kino_trace/tracer/native_decoder_test.exs \
-    test/kino_trace/tracer/bounds_test.exs --exclude timing
+    test/kino_trace/tracer/bounds_test.exs test/kino_trace/tracer/alloc_faults_test.exs --exclude timing

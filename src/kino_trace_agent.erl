@@ -37,6 +37,12 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export([quiet/1, format/2]).
 
+%% The tracer a worker runs (kino_trace_agent_worker): the NIF, the pure-Erlang one
+%% (and why), or none (call counters only).
+-type mode() :: native | {fallback, binary()} | counters.
+%% A worker's config (start_worker/1 says what its keys are).
+-type config() :: #{atom() => term()}.
+
 -define(KEEPER, kino_trace_agent).
 %% how long a worker has to end after its local session did, before the keeper ends it
 -define(REAP_MS, 2000).
@@ -56,6 +62,7 @@
     %% who asked to end the last worker (end_worker/1): answered once all is unloaded
     ending :: gen_server:from() | undefined
 }).
+-type state() :: #keeper{}.
 
 %% --- API, called over erpc by the tracing node ---------------------------------------
 
@@ -66,6 +73,7 @@
 %% loads. Whatever happens to Starter, what it sent leaves with the keeper: if Starter
 %% dies before its worker starts, the keeper ends (with no other worker or holder),
 %% unloading it. Returns ok or {error, Message}.
+-spec hold(pid(), [module()], [{module(), binary()}]) -> ok | {error, binary()}.
 hold(Starter, Shipped, Load) ->
     case keeper() of
         {ok, Keeper} -> gen_server:call(Keeper, {hold, Starter, Shipped, Load}, 60000);
@@ -74,6 +82,7 @@ hold(Starter, Shipped, Load) ->
 
 %% @doc Starter no longer holds the keeper (its start failed): the keeper ends if nothing
 %% else holds it.
+-spec release(pid()) -> ok.
 release(Starter) ->
     case whereis(?KEEPER) of
         undefined -> ok;
@@ -87,6 +96,7 @@ release(Starter) ->
 %% here), preloaded (the tracer is loaded here already, in this version), or {fallback,
 %% Reason}; or counters => true: a session for the VM's call counters only (no tracer,
 %% no events).
+-spec start_worker(config()) -> {ok, pid(), mode()} | {error, binary()}.
 start_worker(Config) ->
     case keeper() of
         {ok, Keeper} -> gen_server:call(Keeper, {start_worker, Config}, 60000);
@@ -97,6 +107,7 @@ start_worker(Config) ->
 %% when it was the last and the keeper has removed what it was sent (this module's last
 %% purge runs in Purger, once the keeper has exited: `none' when it was the node's own),
 %% or kept when other traces still run here.
+-spec end_worker(pid()) -> {removed, pid() | none} | kept.
 end_worker(Worker) ->
     case whereis(?KEEPER) of
         undefined -> {removed, none};
@@ -104,6 +115,7 @@ end_worker(Worker) ->
     end.
 
 %% @doc The agent's version: its own object code's md5.
+-spec version() -> binary().
 version() -> erlang:get_module_info(?MODULE, md5).
 
 keeper() ->
@@ -115,10 +127,13 @@ keeper() ->
 
 %% --- gen_server ------------------------------------------------------------------------
 
+-spec init(keeper) -> {ok, state()}.
 init(keeper) ->
     process_flag(trap_exit, true),
     {ok, #keeper{}}.
 
+-spec handle_call(term(), gen_server:from(), state()) ->
+          {reply, term(), state()} | {stop, normal, term(), state()} | {stop, normal, state()}.
 handle_call({hold, Starter, Shipped, Load}, _From, #keeper{} = State0) ->
     State = hold_for(Starter, add_shipped(Shipped, State0)),
     case load(Load, State) of
@@ -159,11 +174,13 @@ handle_call({end_worker, Worker}, From, #keeper{workers = Workers} = State) ->
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
+-spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast(_Message, State) ->
     {noreply, State}.
 
 %% a worker ended, a worker's local session did, or a holder died (its node too,
 %% perhaps) before its worker started: the worker has a moment to end
+-spec handle_info(term(), state()) -> {noreply, state()} | {stop, normal, state()}.
 handle_info({'DOWN', Ref, process, Pid, _}, #keeper{workers = Workers, owners = Owners, holders = Holders} = State) ->
     case {Workers, Owners, Holders} of
         {#{Pid := {Ref, _, _}}, _, _} ->
@@ -183,6 +200,7 @@ handle_info(_Message, State) ->
     {noreply, State}.
 
 %% (this module may be deleted here: nothing after this calls into it)
+-spec terminate(term(), state()) -> ok.
 terminate(_Reason, #keeper{shipped = Shipped, ending = Ending}) ->
     Purger = unload(Shipped),
     _ = Ending =/= undefined andalso gen_server:reply(Ending, {removed, Purger}),
@@ -294,12 +312,14 @@ purge_after_exit(Pid, Module) ->
 
 %% F's value, or {'EXIT', {Class, Reason}} when it raises: what the deprecated
 %% `catch Expr` was used for.
+-spec quiet(fun(() -> T)) -> T | {'EXIT', {error | exit | throw, term()}}.
 quiet(F) ->
     try F()
     catch Class:Reason -> {'EXIT', {Class, Reason}}
     end.
 
 %% A binary of io_lib:format/2's text.
+-spec format(io:format(), [term()]) -> binary().
 format(Format, Args) -> iolist_to_binary(io_lib:format(Format, Args)).
 
 to_binary(B) when is_binary(B) -> B;

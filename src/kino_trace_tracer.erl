@@ -28,6 +28,7 @@
          struct_keys/0, nif_loaded/0, term_layout/0]).
 -export([new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
          decoder_put_names/2, drain_events/3, decode_events/2]).
+-export([alloc_faults/3]).
 -export([loaded/0, load_error/0]).
 
 -nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
@@ -35,7 +36,8 @@
        new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
        struct_keys/0, nif_loaded/0, term_layout/0,
        new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
-       decoder_put_names/2, drain_events/3, decode_events/2]).
+       decoder_put_names/2, drain_events/3, decode_events/2,
+       alloc_faults/3]).
 
 -on_load(on_load/0).
 
@@ -127,6 +129,15 @@ decoder_put_names(_Decoder, _Names) -> not_loaded().
 drain_events(_Resource, _Decoder, _Max) -> not_loaded().
 -spec decode_events(decoder(), [raw_event()]) -> [tuple()] | {names, [pid()]}.
 decode_events(_Decoder, _Raw) -> not_loaded().
+
+%% --- tests ----------------------------------------------------------------------------
+
+%% Calls the NIF Name/length(Args) with the calling thread's allocations failing after
+%% the first Allowed (c_src/nif/alloc_faults.cpp): {Result, Failed}, Failed being how many
+%% failed, or what the NIF raised (RuntimeError when it ran out of memory). unsupported
+%% unless the library was built for tests (KINO_TRACE_FAULT_INJECTION; `mix test` does).
+-spec alloc_faults(non_neg_integer(), atom(), [term()]) -> {term(), non_neg_integer()} | unsupported.
+alloc_faults(_Allowed, _Name, _Args) -> not_loaded().
 
 %% What a NIF of this module raises when the library is not loaded: an Elixir
 %% RuntimeError saying why (Kino.Trace itself then runs on kino_trace_fallback).

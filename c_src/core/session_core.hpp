@@ -58,7 +58,9 @@
 //
 // No memory: a push that finds no memory for a block is a counted drop (no_memory); its
 // max_events ticket is used all the same (max_events counts what admit() let through
-// and was not refused for a cap or for being closed).
+// and was not refused for a cap or for being closed). An event whose encoding found no
+// memory (before commit) is a counted no_memory drop too, and gives its ticket back
+// (abandon_no_memory()).
 //
 // Wake-up: the producer's path has no fence. After its push a producer reads `sleeping_`
 // (relaxed) and the one that changes it from 1 to 0 sends the consumer a wake-up. A
@@ -178,7 +180,7 @@ struct Counters {
   std::uint64_t dropped_rate = 0;
   std::uint64_t dropped_queue_full = 0;
   std::uint64_t dropped_max_events = 0;
-  std::uint64_t dropped_no_memory = 0;  // the queue could not allocate (commit)
+  std::uint64_t dropped_no_memory = 0;  // no memory to encode it (trace) or queue it (commit)
   std::uint64_t wakeups = 0;
   bool closed = false;
   bool limit_reached = false;
@@ -281,6 +283,14 @@ class BasicSessionCore {
   void abandon(std::size_t shard = kAnyThread) {
     give_event(index(shard));
     if (limits_.max_events) give_back_ticket(index(shard));
+  }
+
+  // For `trace` when encoding the event ran out of memory: releases what admit()
+  // reserved, as abandon() does, and counts the event as dropped for no memory (with its
+  // process's drop mark, as every drop in trace() has).
+  void abandon_no_memory(std::uint64_t who, std::size_t shard = kAnyThread) {
+    abandon(shard);
+    count_drop(Verdict::DropNoMemory, who, index(shard));
   }
 
   CommitResult commit(Event&& event, std::size_t shard = kAnyThread) {

@@ -110,7 +110,7 @@ class ShardedQueue {
   };
 
  public:
-  explicit ShardedQueue(std::size_t shards) : shards_(shards + 1), staging_(shards + 1) {}
+  explicit ShardedQueue(std::size_t shards) : shards_(shards + 1), staging_(shards + 1), taken_(shards + 1) {}
   ShardedQueue(const ShardedQueue&) = delete;
   ShardedQueue& operator=(const ShardedQueue&) = delete;
 
@@ -268,15 +268,25 @@ class ShardedQueue {
         head_ = 0;
       }
     }
+    // Room for `n` more push_back()s: the only allocation, made before the caller takes
+    // the items out of its queue, so one that fails (std::bad_alloc) loses nothing.
+    void make_room(std::size_t n) {
+      compact();
+      if (items_.capacity() - items_.size() < n) items_.reserve(std::max(items_.size() + n, 2 * items_.capacity()));
+    }
     void push_back(T&& item) {
-      if (head_ > 0 && head_ >= items_.size() / 2) {
-        items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
-        head_ = 0;
-      }
+      compact();
       items_.push_back(std::move(item));
     }
 
    private:
+    void compact() {
+      if (head_ > 0 && head_ >= items_.size() / 2) {
+        items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+        head_ = 0;
+      }
+    }
+
     std::vector<T> items_;
     std::size_t head_ = 0;
   };
@@ -323,6 +333,7 @@ class ShardedQueue {
     std::size_t total = 0;
     while (total < max) {
       std::size_t want = max - total < kBatch ? static_cast<std::size_t>(max - total) : kBatch;
+      st.items.make_room(want);
       std::size_t got = shards_[i].queue.pop(batch, want);
       if (got == 0) break;
       for (std::size_t j = 0; j < got; ++j) st.items.push_back(std::move(batch[j]));

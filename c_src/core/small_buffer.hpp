@@ -12,15 +12,22 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+
+#include "alloc_faults.hpp"
 
 namespace kino_trace {
 
 template <std::size_t InlineCapacity>
 class SmallBuffer {
  public:
-  // The most bytes it holds. Asking for more is a failure like running out of memory
-  // (std::abort), never a wrap-around: the NIF makes it unreachable by bounding the caps
-  // that bound a payload (max_binary, max_bytes: kMaxPayloadCap in session_nifs.cpp).
+  // The most bytes it holds. Asking for more is a failure (std::abort), never a
+  // wrap-around: the NIF makes it unreachable by bounding the caps that bound a payload
+  // (max_binary, max_bytes: kMaxPayloadCap in session_nifs.cpp).
+  //
+  // No memory for a heap block: std::bad_alloc (the buffer is left as it was), which the
+  // NIF turns into a counted drop (trace) or a clean error (see c_src/nif/nifs.hpp);
+  // std::abort in a build without exceptions.
   static constexpr std::size_t kMaxSize = 0xFFFFFFFFu;
   static_assert(InlineCapacity > 0 && InlineCapacity < kMaxSize, "inline capacity");
 
@@ -122,12 +129,21 @@ class SmallBuffer {
 
   // A heap block of exactly cap bytes (more than now, at most kMaxSize) with the contents.
   void reallocate(std::size_t cap) {
-    auto* bigger = static_cast<std::uint8_t*>(std::malloc(cap));  // uninitialised: we overwrite it
-    if (!bigger) std::abort();
+    // uninitialised: we overwrite it
+    auto* bigger = faults::fail_now() ? nullptr : static_cast<std::uint8_t*>(std::malloc(cap));
+    if (!bigger) no_memory();
     if (size_ > 0) std::memcpy(bigger, data(), size_);
     if (on_heap()) std::free(heap_);
     heap_ = bigger;
     capacity_ = static_cast<std::uint32_t>(cap);
+  }
+
+  [[noreturn]] static void no_memory() {
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+    throw std::bad_alloc();
+#else
+    std::abort();
+#endif
   }
 
   static constexpr std::size_t kFirstHeapCapacity = 512;

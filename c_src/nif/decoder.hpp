@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "call_pairing.hpp"
+#include "resource.hpp"
 #include "session_event.hpp"
 
 namespace kino_trace::nif {
@@ -40,7 +41,7 @@ struct Decoder {
 
 inline ErlNifResourceType* decoder_type = nullptr;
 
-inline void decoder_dtor(ErlNifEnv*, void* obj) { static_cast<Decoder*>(obj)->~Decoder(); }
+inline void decoder_dtor(ErlNifEnv* env, void* obj) noexcept { destroy_resource<Decoder>(env, obj); }
 
 inline Decoder* get_decoder(ErlNifEnv* env, ERL_NIF_TERM term) {
   void* obj = nullptr;

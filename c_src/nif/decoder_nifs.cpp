@@ -272,7 +272,24 @@ std::vector<std::uint32_t> by_time(std::size_t n, TimeAt time_at) {
   return order;
 }
 
+// The end of a batch, however it ends (an exception too: no memory): the names given for
+// it go, and so do the drained events waiting in the slots (`slots`: the batch is theirs),
+// so that a batch half decoded (its calls half paired) is never decoded again.
+struct EndOfBatch {
+  Decoder& d;
+  bool slots;
+  ~EndOfBatch() {
+    if (slots) {
+      for (std::size_t i = 0; i < d.pending; ++i)
+        if (d.slots[i].payload.on_heap()) d.slots[i].payload = kt::PayloadBuffer{};
+      d.pending = 0;
+    }
+    d.batch_names.clear();
+  }
+};
+
 ERL_NIF_TERM decode_pending(ErlNifEnv* env, Decoder& d) {
+  EndOfBatch end{d, true};
   std::vector<kt::Event>& batch = d.slots;
   std::int64_t offset = enif_time_offset(ERL_NIF_NSEC);
   std::vector<std::uint32_t> order = by_time(d.pending, [&](std::uint32_t i) { return batch[i].time_ns; });
@@ -298,7 +315,6 @@ ERL_NIF_TERM decode_pending(ErlNifEnv* env, Decoder& d) {
     events.push_back(build(env, d, r, offset));
     if (e.payload.on_heap()) e.payload = kt::PayloadBuffer{};  // what the slot holds goes now
   }
-  d.pending = 0;
   return enif_make_list_from_array(env, events.data(), static_cast<unsigned>(events.size()));
 }
 
@@ -333,9 +349,8 @@ bool read_raw(ErlNifEnv* env, ERL_NIF_TERM t, Raw& r) {
 // new_decoder(Pairing, Node) -> Decoder
 ERL_NIF_TERM new_decoder(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if ((argv[0] != atoms.true_ && argv[0] != atoms.false_) || !enif_is_atom(env, argv[1])) return enif_make_badarg(env);
-  void* mem = enif_alloc_resource(decoder_type, sizeof(Decoder));
-  if (!mem) return enif_make_badarg(env);
-  Decoder* d = new (mem) Decoder(argv[0] == atoms.true_, argv[1]);
+  Decoder* d = make_resource<Decoder>(decoder_type, argv[0] == atoms.true_, argv[1]);
+  if (!d) return enif_make_badarg(env);
   ERL_NIF_TERM term = enif_make_resource(env, d);
   enif_release_resource(d);
   return term;
@@ -410,11 +425,12 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   std::lock_guard<std::mutex> lock(d->mutex);
   std::vector<kt::Event>& batch = d->slots;
   if (d->pending == 0) {
-    // The drained events wait in the slots until they are decoded.
+    // The drained events wait in the slots until they are decoded (counted chunk by
+    // chunk: should a later chunk find no memory, those drained are decoded next time).
     if (batch.size() < max) batch.resize(max);
     kt::Drained drained = kt::drain_chunks(
-        s->core, max, [&](std::size_t n) { return batch.data() + n; }, [](kt::Event*, std::size_t) {});
-    d->pending = drained.count;
+        s->core, max, [&](std::size_t n) { return batch.data() + n; },
+        [&](kt::Event*, std::size_t got) { d->pending += got; });
     d->pending_more = drained.more;
     d->pending_recheck = drained.recheck;
   }
@@ -422,7 +438,6 @@ ERL_NIF_TERM drain_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   if (names) return names;
   std::size_t n = d->pending;
   ERL_NIF_TERM events = decode_pending(env, *d);
-  d->batch_names.clear();
   enif_consume_timeslice(env, kt::drain_timeslice_percent(n, kt::DrainCost::Decoded));
   return enif_make_tuple2(env, events, more_term(d->pending_more, d->pending_recheck));
 }
@@ -443,12 +458,12 @@ ERL_NIF_TERM decode_events(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   std::lock_guard<std::mutex> lock(d->mutex);
   ERL_NIF_TERM names = missing_names(env, *d, raw.size(), [&](std::size_t i) { return raw[i].pid; });
   if (names) return names;
+  EndOfBatch end{*d, false};
   std::int64_t offset = enif_time_offset(ERL_NIF_NSEC);
   std::vector<std::uint32_t> order = by_time(raw.size(), [&](std::uint32_t i) { return raw[i].time_ns; });
   std::vector<ERL_NIF_TERM> events;
   events.reserve(raw.size());
   for (std::uint32_t i : order) events.push_back(build(env, *d, raw[i], offset));
-  d->batch_names.clear();
   return enif_make_list_from_array(env, events.data(), static_cast<unsigned>(events.size()));
 }
 

@@ -12,6 +12,8 @@
 //   session_nifs.cpp       new_session/2, drain/2, counters/1, close/1, roundtrip/2, ...
 //   decoder.hpp            the native decoder resource
 //   decoder_nifs.cpp       new_decoder/2, drain_events/3, decode_events/2, ...
+//   alloc_faults.cpp       alloc_faults/3: allocation fault injection, for tests
+//   nifs.hpp               the NIFs, one line each (the table is made from it)
 //   this file              setup (shared by load and upgrade) and the function table
 #include <erl_nif.h>
 
@@ -89,58 +91,57 @@ int setup(ErlNifEnv* env, ErlNifResourceFlags flags, ERL_NIF_TERM load_info) {
   return 0;
 }
 
-int load(ErlNifEnv* env, void**, ERL_NIF_TERM load_info) { return setup(env, ERL_NIF_RT_CREATE, load_info); }
+// Load and upgrade never let an exception out into the VM (no memory at load: the load
+// fails, the module runs on the pure-Erlang tracer).
+int guarded_setup(ErlNifEnv* env, ErlNifResourceFlags flags, ERL_NIF_TERM load_info) noexcept {
+  try {
+    return setup(env, flags, load_info);
+  } catch (...) {
+    return 4;
+  }
+}
+
+int load(ErlNifEnv* env, void**, ERL_NIF_TERM load_info) { return guarded_setup(env, ERL_NIF_RT_CREATE, load_info); }
 
 int upgrade(ErlNifEnv* env, void**, void**, ERL_NIF_TERM load_info) {
-  return setup(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER), load_info);
+  return guarded_setup(env, static_cast<ErlNifResourceFlags>(ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER), load_info);
+}
+
+ERL_NIF_TERM make_message(ErlNifEnv* env, const char* text) {
+  ERL_NIF_TERM bin;
+  std::size_t n = std::strlen(text);
+  std::memcpy(enif_make_new_binary(env, n, &bin), text, n);
+  return bin;
+}
+
+}  // namespace
+
+ERL_NIF_TERM raise_contained(ErlNifEnv* env, bool no_memory) noexcept {
+  const char* text = no_memory ? "kino_trace's native tracer ran out of memory (the call was abandoned, nothing else)"
+                               : "kino_trace's native tracer failed (an unexpected C++ exception; the call was abandoned)";
+  return enif_raise_exception(env, structs.runtime_error.make(env, {atoms.true_, make_message(env, text)}));
 }
 
 // term_layout/0: the layout chosen at load, #{name => <<"OTP 29">>, otp_release => 29,
 // chosen_by => release | check} (check: no layout is named for the running release,
 // this one read the probe terms right).
 ERL_NIF_TERM term_layout(ErlNifEnv* env, int, const ERL_NIF_TERM[]) {
-  ERL_NIF_TERM name;
-  std::size_t n = std::strlen(chosen_layout.layout->name);
-  std::memcpy(enif_make_new_binary(env, n, &name), chosen_layout.layout->name, n);
   ERL_NIF_TERM keys[] = {make_atom(env, "name"), make_atom(env, "otp_release"), make_atom(env, "chosen_by")};
-  ERL_NIF_TERM values[] = {name, enif_make_uint(env, chosen_layout.layout->otp_release),
+  ERL_NIF_TERM values[] = {make_message(env, chosen_layout.layout->name),
+                           enif_make_uint(env, chosen_layout.layout->otp_release),
                            make_atom(env, chosen_layout.by_release ? "release" : "check")};
   ERL_NIF_TERM map;
   enif_make_map_from_arrays(env, keys, values, 3, &map);
   return map;
 }
 
-ErlNifFunc nif_funcs[] = {
-    {"enabled", 3, enabled, 0},
-    {"enabled_call", 3, enabled, 0},
-    {"enabled_send", 3, enabled, 0},
-    {"enabled_receive", 3, enabled, 0},
-    {"enabled_procs", 3, enabled, 0},
-    {"trace", 5, trace, 0},
-    {"trace_call", 5, trace, 0},
-    {"trace_send", 5, trace, 0},
-    {"trace_receive", 5, trace, 0},
-    {"trace_procs", 5, trace, 0},
-    {"new_session", 2, new_session, 0},
-    {"session_id", 1, session_id, 0},
-    {"drain", 2, drain, 0},
-    {"counters", 1, counters, 0},
-    {"close", 1, close_session, 0},
-    {"roundtrip", 2, roundtrip, 0},
-    {"nif_loaded", 0, nif_loaded, 0},
-    {"term_layout", 0, term_layout, 0},
-    {"struct_keys", 0, struct_keys, 0},
-    {"new_decoder", 2, new_decoder, 0},
-    {"decoder_no_returns", 2, decoder_no_returns, 0},
-    {"decoder_unpair", 2, decoder_unpair, 0},
-    {"decoder_take_callers", 1, decoder_take_callers, 0},
-    {"decoder_put_names", 2, decoder_put_names, 0},
-    {"drain_events", 3, drain_events, 0},
-    {"decode_events", 2, decode_events, 0},
-};
+// The function table, from the list in nifs.hpp.
+#define KINO_TRACE_TABLE_ROW(name, arity, function, flags, spec) {#name, arity, entry<function>(), flags},
+ErlNifFunc nif_table[] = {KINO_TRACE_NIFS(KINO_TRACE_TABLE_ROW)};
+#undef KINO_TRACE_TABLE_ROW
+const std::size_t nif_table_size = sizeof nif_table / sizeof nif_table[0];
 
-}  // namespace
 }  // namespace kino_trace::nif
 
-ERL_NIF_INIT(kino_trace_tracer, kino_trace::nif::nif_funcs, kino_trace::nif::load, nullptr, kino_trace::nif::upgrade,
+ERL_NIF_INIT(kino_trace_tracer, kino_trace::nif::nif_table, kino_trace::nif::load, nullptr, kino_trace::nif::upgrade,
              nullptr)

@@ -7,39 +7,20 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <ctime>
 
+#include "monotonic_clock.hpp"
+#include "resource.hpp"
 #include "session_core.hpp"
 
 namespace kino_trace::nif {
 
 namespace kt = kino_trace;
 
-// CLOCK_MONOTONIC_COARSE costs a few ns (no hardware counter read) at 1-4 ms
-// resolution: enough for enabled's rate pre-check, which only spares the VM building a
-// term; the authoritative check in trace uses the precise clock. The pre-check reads it
-// well ahead (the coarse clock lags by up to a few ticks), so it never refuses what the
-// precise check would accept: near a refill it lets a few terms be built for nothing.
-inline std::int64_t coarse_lead_ns() {
-  timespec res;
-  std::int64_t step = 10000000;
-  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) step = static_cast<std::int64_t>(res.tv_sec) * 1000000000 + res.tv_nsec;
-  return step * 4 > 50000000 ? step * 4 : 50000000;
-}
+// enabled's rate pre-check reads the coarse clock, well ahead (see monotonic_clock.hpp);
+// the authoritative check in trace uses the VM's precise clock.
+inline const std::int64_t coarse_lead_ns = kt::clock::lead_ns();
 
-inline const std::int64_t coarse_step_ns = coarse_lead_ns();
-
-inline std::int64_t coarse_clock_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec + coarse_step_ns;
-}
-
-inline std::int64_t precise_clock_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+inline std::int64_t coarse_clock_ns() { return kt::clock::coarse_ns() + coarse_lead_ns; }
 
 // The VM's normal schedulers: one SessionCore shard each.
 inline std::size_t normal_schedulers() {
@@ -72,7 +53,7 @@ struct Session {
       : core(limits, enif_monotonic_time(ERL_NIF_NSEC), normal_schedulers()),
         owner(owner_pid),
         id(session_id),
-        coarse_to_vm_ns(enif_monotonic_time(ERL_NIF_NSEC) - precise_clock_ns()) {}
+        coarse_to_vm_ns(enif_monotonic_time(ERL_NIF_NSEC) - kt::clock::precise_ns()) {}
 
   kt::SessionCore core;
   ErlNifPid owner;
@@ -87,10 +68,19 @@ struct Session {
 inline ErlNifResourceType* session_type = nullptr;
 inline std::atomic<std::uint64_t> next_session_id{1};
 
-inline void session_dtor(ErlNifEnv*, void* obj) { static_cast<Session*>(obj)->~Session(); }
+inline void session_dtor(ErlNifEnv* env, void* obj) noexcept { destroy_resource<Session>(env, obj); }
 
 // The owner died: close, so every tracee drops this tracer at its next trace_status.
-inline void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) { static_cast<Session*>(obj)->core.close(); }
+// (Closing frees what is queued and allocates nothing; should it throw all the same, the
+// session is shut, and the resource's destructor frees the rest.)
+inline void session_down(ErlNifEnv*, void* obj, ErlNifPid*, ErlNifMonitor*) noexcept {
+  kt::SessionCore& core = static_cast<Session*>(obj)->core;
+  core.shut();
+  try {
+    core.close();
+  } catch (...) {
+  }
+}
 
 inline Session* get_session(ErlNifEnv* env, ERL_NIF_TERM term) {
   void* obj = nullptr;

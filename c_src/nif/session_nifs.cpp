@@ -167,9 +167,8 @@ ERL_NIF_TERM new_session(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   std::string error = read_limits(env, argv[1], limits, skip_returns);
   if (!error.empty()) return raise_argument_error(env, error);
 
-  void* mem = enif_alloc_resource(session_type, sizeof(Session));
-  if (!mem) return enif_make_badarg(env);
-  Session* s = new (mem) Session(limits, owner, next_session_id.fetch_add(1));
+  Session* s = make_resource<Session>(session_type, limits, owner, next_session_id.fetch_add(1));
+  if (!s) return enif_make_badarg(env);
   s->skip_returns = skip_returns;
   ERL_NIF_TERM term = enif_make_resource(env, s);
   if (enif_monitor_process(env, s, &owner, &s->owner_monitor) != 0) s->core.close();
@@ -271,7 +270,7 @@ ERL_NIF_TERM close_continue(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[])
   if (!s) return enif_make_badarg(env);
   if (s->core.discard(kCloseSlice)) return atoms.ok;
   enif_consume_timeslice(env, 100);
-  return enif_schedule_nif(env, "close", 0, close_continue, argc, argv);
+  return enif_schedule_nif(env, "close", 0, guarded<close_continue>, argc, argv);
 }
 
 }  // namespace

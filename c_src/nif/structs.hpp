@@ -30,6 +30,8 @@ inline constexpr StructSpec<21> kEventSpec{
      "data", "peer", "time", "monotonic", "scheduler", "depth", "call_id", "duration", "lost"}};
 // ArgumentError, raised by the session NIFs on bad input.
 inline constexpr StructSpec<2> kArgumentErrorSpec{"Elixir.ArgumentError", {"__exception__", "message"}};
+// RuntimeError, raised by a NIF that ran out of memory (nifs.hpp, guarded).
+inline constexpr StructSpec<2> kRuntimeErrorSpec{"Elixir.RuntimeError", {"__exception__", "message"}};
 
 // A struct's atoms, made at load from its spec; make() builds one with its N values in
 // the spec's key order (a different count does not compile).
@@ -67,18 +69,20 @@ struct StructAtoms {
 struct Structs {
   StructAtoms<3> cut;
   StructAtoms<2> argument_error;
+  StructAtoms<2> runtime_error;
   StructAtoms<21> event;
 
   void init(ErlNifEnv* env) {
     cut.init(env, kCutSpec);
     argument_error.init(env, kArgumentErrorSpec);
+    runtime_error.init(env, kRuntimeErrorSpec);
     event.init(env, kEventSpec);
   }
 
   // [{Module, [Key]}] for every struct the NIF builds.
   ERL_NIF_TERM table(ErlNifEnv* env) const {
-    ERL_NIF_TERM rows[] = {cut.row(env), argument_error.row(env), event.row(env)};
-    return enif_make_list_from_array(env, rows, 3);
+    ERL_NIF_TERM rows[] = {cut.row(env), argument_error.row(env), runtime_error.row(env), event.row(env)};
+    return enif_make_list_from_array(env, rows, 4);
   }
 };
 

@@ -23,55 +23,13 @@ namespace kino_trace::nif {
 // ---------------------------------------------------------------------------------------
 // erl_tracer callbacks
 
-// enabled(TraceTag, TracerState, Tracee) and its enabled_* variants.
-ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
-  Session* s = get_session(env, argv[1]);
-  if (!s) return atoms.remove;
-  kt::SessionCore& core = s->core;
-  if (argv[0] == atoms.trace_status) {
-    return core.closed() ? atoms.remove : atoms.trace;
-  }
+namespace {
 
-  std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
-  return core.precheck(now, thread_shard()) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
-}
-
-// trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
-ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
-  Session* s = get_session(env, argv[1]);
-  if (!s) return atoms.ok;
-  // Returns the user did not ask for (exception_trace reports them too) are not offered.
-  // The VM reports returns without asking enabled*/3 first, so this is the place.
-  if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
-  kt::SessionCore& core = s->core;
-  const ERL_NIF_TERM tag = argv[0];
-  const ERL_NIF_TERM term = argv[3];
-  const ERL_NIF_TERM opts = argv[4];
-
-  // The shard: this thread's (see shard_of), which `enabled` on this thread uses too.
-  // A normal scheduler's id never changes, so once a trace callback on this thread has
-  // read it from its options, the lookup (a quarter of trace's own time) is skipped.
-  int sched_id = thread_scheduler_id;
-  std::size_t shard = thread_shard();
-  if (!sched_id) {
-    ERL_NIF_TERM sched;
-    if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
-    shard = shard_of(sched_id);
-    if (shard != kt::SessionCore::kAnyThread) thread_scheduler_id = sched_id;
-  }
-
-  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
-  if (core.admit(now, argv[2], shard) != kt::Verdict::Accept) return atoms.ok;
-
-  kt::Event event;
-  event.kind = kind_of(tag);
-  event.tag = tag;
-  event.time_ns = now;
-  event.pid = kt::erts::is_immediate(argv[2]) ? argv[2] : atoms.undefined;
-  event.scheduler = static_cast<std::uint16_t>(sched_id);  // 0..1024: the VM's +S bound
-
+// The payload of `event` (kind set): the call's arguments or the term, then the extra
+// term. May throw std::bad_alloc (the payload's heap block).
+void encode(ErlNifEnv* env, kt::Event& event, ERL_NIF_TERM term, ERL_NIF_TERM opts, const kt::TermCaps& caps) {
   EnifSource source{env};
-  kt::TermWriter writer(event.payload, core.limits().caps);
+  kt::TermWriter writer(event.payload, caps);
   kt::TermEncoder<EnifSource> encoder(source, writer);
 
   int arity = 0;
@@ -112,6 +70,65 @@ ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   }
 
   event.payload.shrink_to_fit();  // its footprint in the queue is what it holds
+}
+
+}  // namespace
+
+// enabled(TraceTag, TracerState, Tracee) and its enabled_* variants.
+ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) noexcept {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.remove;
+  kt::SessionCore& core = s->core;
+  if (argv[0] == atoms.trace_status) {
+    return core.closed() ? atoms.remove : atoms.trace;
+  }
+
+  std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
+  return core.precheck(now, thread_shard()) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
+}
+
+// trace(TraceTag, TracerState, Tracee, TraceTerm, Opts) and its trace_* variants.
+ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) noexcept {
+  Session* s = get_session(env, argv[1]);
+  if (!s) return atoms.ok;
+  // Returns the user did not ask for (exception_trace reports them too) are not offered.
+  // The VM reports returns without asking enabled*/3 first, so this is the place.
+  if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;
+  kt::SessionCore& core = s->core;
+  const ERL_NIF_TERM tag = argv[0];
+  const ERL_NIF_TERM term = argv[3];
+  const ERL_NIF_TERM opts = argv[4];
+
+  // The shard: this thread's (see shard_of), which `enabled` on this thread uses too.
+  // A normal scheduler's id never changes, so once a trace callback on this thread has
+  // read it from its options, the lookup (a quarter of trace's own time) is skipped.
+  int sched_id = thread_scheduler_id;
+  std::size_t shard = thread_shard();
+  if (!sched_id) {
+    ERL_NIF_TERM sched;
+    if (enif_get_map_value(env, opts, atoms.scheduler_id, &sched)) enif_get_int(env, sched, &sched_id);
+    shard = shard_of(sched_id);
+    if (shard != kt::SessionCore::kAnyThread) thread_scheduler_id = sched_id;
+  }
+
+  std::int64_t now = enif_monotonic_time(ERL_NIF_NSEC);
+  if (core.admit(now, argv[2], shard) != kt::Verdict::Accept) return atoms.ok;
+
+  kt::Event event;
+  event.kind = kind_of(tag);
+  event.tag = tag;
+  event.time_ns = now;
+  event.pid = kt::erts::is_immediate(argv[2]) ? argv[2] : atoms.undefined;
+  event.scheduler = static_cast<std::uint16_t>(sched_id);  // 0..1024: the VM's +S bound
+
+  // Encoding allocates only for a payload past the inline bytes of the event; no memory
+  // for it (std::bad_alloc) makes the event a counted no_memory drop.
+  try {
+    encode(env, event, term, opts, core.limits().caps);
+  } catch (...) {
+    core.abandon_no_memory(argv[2], shard);
+    return atoms.ok;
+  }
   kt::CommitResult r = core.commit(std::move(event), shard);
   if (r.limit_reached) {
     enif_send(env, &s->owner, nullptr,

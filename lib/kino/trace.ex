@@ -392,7 +392,7 @@ defmodule Kino.Trace do
 
   @doc """
   The trace's status and counters: `:accepted`, `:delivered`, `:queued`, `:dropped` by
-  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the queue
+  reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the tracer
   could not allocate), `:rate` (events per second
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
   returns are no longer traced because their stack kept growing (`KinoTrace.Session.StackGuard`).

@@ -13,7 +13,7 @@ defmodule KinoTrace.OptionsTest do
         ] do
       typo = :"#{key}x"
 
-      assert_raise ArgumentError, KinoTrace.Plan.DidYouMean.unknown_option(typo, Keyword.keys(known)), fn ->
+      assert_raise ArgumentError, KinoTrace.Suggest.unknown_option(typo, Keyword.keys(known)), fn ->
         validate.([{typo, 1}])
       end
 

@@ -6,6 +6,7 @@ defmodule KinoTrace.Assertions.Format do
 
   alias KinoTrace.Assertions.Call
   alias KinoTrace.Render.MFA
+  alias KinoTrace.Suggest
 
   @max_listed 10
 
@@ -71,7 +72,8 @@ defmodule KinoTrace.Assertions.Format do
   @doc """
   The traced functions closest by name to `{module, function, arity}`, best first: the same
   function with another arity, then functions of the same module with a similar name
-  (`String.jaro_distance/2` of at least 0.75), then the same function name in another module.
+  (close by `KinoTrace.Suggest`'s rule, the closest first), then the same function name
+  in another module.
 
   ## Examples
 
@@ -81,17 +83,15 @@ defmodule KinoTrace.Assertions.Format do
   """
   @spec closest(mfa(), [mfa()]) :: [mfa()]
   def closest({module, function, arity}, mfas) do
-    name = Atom.to_string(function)
+    mfas = mfas |> Enum.uniq() |> Enum.reject(&(&1 == {module, function, arity}))
+    names = for {^module, f, _} <- mfas, f != function, uniq: true, do: f
+    rank = function |> Suggest.similar(names) |> Enum.with_index() |> Map.new()
 
     mfas
-    |> Enum.uniq()
-    |> Enum.reject(&(&1 == {module, function, arity}))
     |> Enum.flat_map(fn {m, f, a} = mfa ->
-      similarity = String.jaro_distance(name, Atom.to_string(f))
-
       cond do
-        m == module and f == function -> [{0, -similarity, abs(a - arity), mfa}]
-        m == module and similarity >= 0.75 -> [{1, -similarity, abs(a - arity), mfa}]
+        m == module and f == function -> [{0, 0, abs(a - arity), mfa}]
+        m == module and is_map_key(rank, f) -> [{1, Map.fetch!(rank, f), abs(a - arity), mfa}]
         f == function -> [{2, 0, abs(a - arity), mfa}]
         true -> []
       end

@@ -6,6 +6,7 @@ defmodule KinoTrace.Assertions.Validation do
 
   alias KinoTrace.Assertions.{Call, CallPattern, Coverage, ValuePattern}
   alias KinoTrace.Render.MFA
+  alias KinoTrace.Suggest
 
   # `opts` when a keyword list of only the `allowed` keys; else raises ArgumentError.
   @spec validate_opts!(term, [atom]) :: keyword
@@ -41,11 +42,15 @@ defmodule KinoTrace.Assertions.Validation do
         functions = module.module_info(:functions)
 
         unless {function, arity} in functions do
-          similar =
-            for {f, a} <- functions,
-                String.jaro_distance(Atom.to_string(f), Atom.to_string(function)) >= 0.8,
+          names =
+            for {f, _} <- functions,
                 not String.starts_with?(Atom.to_string(f), ["-", "MACRO-", "__"]),
                 uniq: true,
+                do: f
+
+          similar =
+            for f <- Suggest.similar(function, names),
+                a <- Enum.sort(for {^f, a} <- functions, do: a),
                 do: MFA.to_string({f, a})
 
           hint = if similar == [], do: "", else: " (did you mean #{Enum.join(similar, ", ")}?)"

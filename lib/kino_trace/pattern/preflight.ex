@@ -10,8 +10,9 @@ defmodule KinoTrace.Pattern.Preflight do
 
   alias KinoTrace.Pattern
   alias KinoTrace.Pattern.{Name, Text}
-  alias KinoTrace.Plan.{DidYouMean, Lookup}
+  alias KinoTrace.Plan.Lookup
   alias KinoTrace.Render.MFA
+  alias KinoTrace.Suggest
 
   # A suggestion compares a name with every module of the code path (thousands): only
   # the first unknown modules of a batch get one, only for names a typo of a module's
@@ -19,7 +20,6 @@ defmodule KinoTrace.Pattern.Preflight do
   # cell's text, a fuzzer) stays cheap.
   @max_module_hints 8
   @max_hint_length 64
-  @max_edits 3
 
   # Modules that run the tracer: tracing them makes the tracer trace itself.
   @tracer_modules [:trace, :erl_tracer]
@@ -197,7 +197,7 @@ defmodule KinoTrace.Pattern.Preflight do
     if String.match?(wanted, ~r/^[A-Z]\w*$/) and erlang_form in candidates do
       erlang_form
     else
-      DidYouMean.closest(wanted, candidates, @max_edits)
+      Suggest.closest(wanted, candidates)
     end
   end
 
@@ -276,7 +276,7 @@ defmodule KinoTrace.Pattern.Preflight do
       |> Enum.reject(&generated_name?/1)
       |> Enum.map(&Atom.to_string/1)
 
-    case DidYouMean.closest(Name.text(function), candidates, @max_edits) do
+    case Suggest.closest(Name.text(function), candidates) do
       nil ->
         ""
 
