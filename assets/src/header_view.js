@@ -23,6 +23,7 @@ export class HeaderView {
    *   onDownload(), onCopy()
    */
   constructor({ patterns, trace = { calls: true }, onPause, onClear, onStop, onApply, onComplete, onDownload, onCopy }) {
+    this.trace = trace;
     this.statusEl = h("span", { class: "kt-status", "data-testid": "status" });
     this.countersEl = h("span", { class: "kt-counters", "data-testid": "counters" });
     this.pauseButton = button("Pause", "pause", onPause);
@@ -62,7 +63,7 @@ export class HeaderView {
     const status = state.shownStatus;
     this.statusEl.textContent = STATUS_LABELS[status] || status;
     this.statusEl.dataset.status = status;
-    this.countersEl.replaceChildren(...counterItems(state.counters, state.held.length).map(counterEl));
+    this.countersEl.replaceChildren(...counterItems(state.counters, state.held.length, this.trace).map(counterEl));
     const paused = state.paused;
     this.pauseButton.textContent = paused ? "Resume" : "Pause";
     this.pauseButton.dataset.action = paused ? "resume" : "pause";
@@ -87,7 +88,7 @@ export class HeaderView {
   }
 }
 
-/** One counter of counterItems/2 as the header shows it. */
+/** One counter of counterItems/3 as the header shows it. */
 function counterEl(item) {
   const el = h("span", {
     class: "kt-counter" + (item.muted ? " kt-muted" : "") + (item.bad ? " kt-bad" : ""),

@@ -110,47 +110,72 @@ export class TraceState {
 
 // --- counters ---------------------------------------------------------------------------
 
-/** Why events were not shown, in the words of the dropped counter's tooltip. */
+/** Why the tracer dropped, in the words of the dropped counter's tooltip. */
 export const DROP_LABELS = {
-  rate: "dropped: over the rate limit",
-  queue_full: "dropped: queue full",
-  max_events: "dropped: event limit reached",
-  closed: "dropped: arrived after stop",
-  no_memory: "dropped: out of memory",
-  display: "not shown: browser behind",
+  rate: "over the rate limit",
+  queue_full: "queue full",
+  max_events: "event limit reached",
+  closed: "arrived after stop",
+  no_memory: "out of memory",
 };
 
 export const EVENTS_TITLE =
-  "trace events received: each call, return, message… counts once (the Log shows a call and its return on one row)";
+  "trace events received: a call and its return are two, each message or process event one (the Log shows a call and its return on one row)";
+
+export const NOT_SHOWN_TITLE =
+  "trace events received (counted in the events) that the widget did not send to this browser: it was behind";
 
 const exact = (n) => Number(n || 0).toLocaleString("en-US");
 
 /**
- * The header's counters for the server's counters and the number of held events, as
- * data for the view: [{counter, value, label, note, title, bad, muted}], in order.
- * `counter` is the element's data-counter (absent for the limit and held notes), `value`
- * the figure shown in bold, `label` the plain text after it (or alone when there is no
- * value), `note` a muted remark after that, `title` the detail on hover. Values are
- * abbreviated (formatCount: at most 5 characters) so the header keeps its layout in a
- * flood; the exact figures and the reasons for drops are in the titles.
+ * What the tracer's drops count, by what the trace traces (the connect payload's
+ * `trace`, Kino.Trace.Plan.summary/1): the tracer refuses a call before the VM traces
+ * it, and a refused call's return is never traced, so in a trace of calls a drop is a
+ * call, where the events counter counts a call and its return as two (issue 39 item 6).
+ * In a trace of messages or process events a drop is one event, as the events count.
+ * [label, noun for the title]
  */
-export function counterItems(counters, held = 0) {
+export function dropUnit(trace) {
+  const callsOnly = !trace || (trace.calls && trace.messages == null && trace.processes == null);
+  return callsOnly ? [" calls dropped", "calls"] : [" events dropped", "events"];
+}
+
+/**
+ * The header's counters for the server's counters, the number of held events and what
+ * the trace traces, as data for the view: [{counter, value, label, note, title, bad,
+ * muted}], in order. `counter` is the element's data-counter (absent for the limit and
+ * held notes), `value` the figure shown in bold, `label` the plain text after it (or
+ * alone when there is no value), `note` a muted remark after that, `title` the detail on
+ * hover. Values are abbreviated (formatCount: at most 5 characters) so the header keeps
+ * its layout in a flood; the exact figures and the reasons for drops are in the titles.
+ * Each figure's label says what it counts: trace events (a call and its return are two),
+ * the calls or events the tracer dropped (dropUnit/1), the events this browser was not
+ * sent.
+ */
+export function counterItems(counters, held = 0, trace = null) {
   const c = counters || {};
-  const dropped = Object.entries(c.dropped || {}).filter(([, n]) => n > 0);
+  const { display: notShown = 0, ...byReason } = c.dropped || {};
+  const dropped = Object.entries(byReason).filter(([, n]) => n > 0);
   const droppedTotal = dropped.reduce((sum, [, n]) => sum + n, 0);
+  const [dropLabel, dropNoun] = dropUnit(trace);
   const items = [
     { counter: "events", value: formatCount(c.events || 0), label: " events", title: `${exact(c.events)} ${EVENTS_TITLE}` },
     { counter: "rate", value: formatRate(c.rate), title: "trace events per second, lately" },
     {
       counter: "dropped",
       value: formatCount(droppedTotal),
-      label: " dropped",
+      label: dropLabel,
       bad: droppedTotal > 0,
       title: droppedTotal
-        ? dropped.map(([reason, n]) => `${DROP_LABELS[reason] || `dropped: ${reason}`}: ${exact(n)}`).join("\n")
-        : "no event dropped",
+        ? `${exact(droppedTotal)} ${dropNoun} the tracer dropped, not traced:\n` +
+          dropped.map(([reason, n]) => `${DROP_LABELS[reason] || reason}: ${exact(n)}`).join("\n") +
+          (dropNoun === "calls" ? "\n(a dropped call's return is never traced: the events would have counted it as two)" : "")
+        : `no ${dropNoun.slice(0, -1)} dropped`,
     },
   ];
+  if (notShown > 0) {
+    items.push({ counter: "not-shown", value: formatCount(notShown), label: " not shown", bad: true, muted: true, title: `${exact(notShown)} ${NOT_SHOWN_TITLE}` });
+  }
   if (c.limit) items.push({ label: `limit ${formatCount(c.limit)}`, muted: true });
   if (c.stack_guarded) {
     items.push({

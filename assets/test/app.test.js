@@ -84,7 +84,7 @@ describe("TraceWidget", () => {
     expect(w.status()).toBe("Paused");
     w.emit("events", { events: calls(3), counters: { events: 5 } });
     expect(w.widget.model.size).toBe(2);
-    expect(w.counters()).toBe("5 events0/s0 dropped3 held while paused");
+    expect(w.counters()).toBe("5 events0/s0 calls dropped3 held while paused");
     w.emit("status", { status: "running" }); // sent before the server saw the pause
     expect(w.widget.model.size).toBe(2);
     w.emit("status", { status: "paused" });
@@ -92,7 +92,7 @@ describe("TraceWidget", () => {
     w.$('[data-action="resume"]').click();
     expect(w.raw.pushed).toEqual([["pause", {}], ["resume", {}]]);
     expect(w.widget.model.size).toBe(5);
-    expect(w.counters()).toBe("5 events0/s0 dropped");
+    expect(w.counters()).toBe("5 events0/s0 calls dropped");
     expect(w.$('[data-action="resume"]')).not.toBe(null); // until the server says running
     w.emit("status", { status: "running" });
     expect([w.status(), w.$('[data-action="pause"]').textContent]).toEqual(["Running", "Pause"]);
@@ -116,7 +116,7 @@ describe("TraceWidget", () => {
     expect(w.status()).toBe("Limit reached");
     expect(w.$('[data-action="pause"]').disabled).toBe(true);
     expect(w.$('[data-action="stop"]').disabled).toBe(true);
-    expect(w.counters()).toBe("6 events0/s0 droppedlimit 6");
+    expect(w.counters()).toBe("6 events0/s0 calls droppedlimit 6");
   });
 
   it("typing a pattern asks the server to complete it and shows its answer", async () => {

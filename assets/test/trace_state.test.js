@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { TraceState, counterItems, EVENTS_TITLE } from "../src/trace_state.js";
+import { TraceState, counterItems, EVENTS_TITLE, NOT_SHOWN_TITLE } from "../src/trace_state.js";
 
 let nextId = 1;
 const batch = (n) => Array.from({ length: n }, () => ({ id: nextId++, kind: "call", mfa: "M.f/1" }));
@@ -173,7 +173,7 @@ describe("counterItems: the header's counters", () => {
     expect(counterItems({})).toEqual([
       { counter: "events", value: "0", label: " events", title: `0 ${EVENTS_TITLE}` },
       { counter: "rate", value: "0/s", title: "trace events per second, lately" },
-      { counter: "dropped", value: "0", label: " dropped", bad: false, title: "no event dropped" },
+      { counter: "dropped", value: "0", label: " calls dropped", bad: false, title: "no call dropped" },
     ]);
     expect(counterItems(null)).toEqual(counterItems({}));
   });
@@ -185,27 +185,39 @@ describe("counterItems: the header's counters", () => {
     expect(counterItems({ rate: 2500 })[1].value).toBe("2.5k/s");
   });
 
-  // issue 25 item 1: a short figure that keeps the header still, the reasons on hover
-  it("sums the drops into one short figure, marks them bad, and names each reason in the title", () => {
-    const dropped = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } })[2];
+  // issue 25 item 1: a short figure that keeps the header still, the reasons on hover;
+  // issue 39 item 6: each figure says its unit (the tracer drops calls, where the events
+  // count a call and its return as two), and events not sent to the browser are apart
+  it("sums the tracer's drops into one short figure of calls, marks them bad, and names each reason in the title", () => {
+    const [, , dropped, notShown] = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } });
     expect(dropped).toEqual({
       counter: "dropped",
       value: "1.5k",
-      label: " dropped",
+      label: " calls dropped",
       bad: true,
       title: [
-        "dropped: over the rate limit: 3",
-        "dropped: event limit reached: 1,490",
-        "dropped: arrived after stop: 1",
-        "not shown: browser behind: 2",
-        "dropped: something_new: 4",
+        "1,498 calls the tracer dropped, not traced:",
+        "over the rate limit: 3",
+        "event limit reached: 1,490",
+        "arrived after stop: 1",
+        "something_new: 4",
+        "(a dropped call's return is never traced: the events would have counted it as two)",
       ].join("\n"),
     });
-    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, title: "no event dropped" });
+    expect(notShown).toEqual({ counter: "not-shown", value: "2", label: " not shown", bad: true, muted: true, title: `2 ${NOT_SHOWN_TITLE}` });
+    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, title: "no call dropped" });
     const flood = counterItems({ events: 24_000_000, dropped: { display: 2_250_000, queue_full: 5_250_000 } });
-    expect(flood.map((i) => [i.value, i.label])).toEqual([["24M", " events"], ["0/s", undefined], ["7.5M", " dropped"]]);
-    expect(flood[2].title).toBe("not shown: browser behind: 2,250,000\ndropped: queue full: 5,250,000");
-    expect(flood[0].title).toContain("24,000,000 trace events");
+    expect(flood.map((i) => [i.value, i.label])).toEqual([["24M", " events"], ["0/s", undefined], ["5.25M", " calls dropped"], ["2.25M", " not shown"]]);
+    expect(flood[2].title).toContain("queue full: 5,250,000");
+    expect(flood[0].title).toContain("24,000,000 trace events received: a call and its return are two");
+  });
+
+  it("counts the drops of a trace of messages or process events as events", () => {
+    const trace = { calls: false, messages: ":counter", processes: null };
+    const dropped = counterItems({ dropped: { queue_full: 7 } }, 0, trace)[2];
+    expect([dropped.label, dropped.title]).toEqual([" events dropped", "7 events the tracer dropped, not traced:\nqueue full: 7"]);
+    expect(counterItems({}, 0, { calls: true, messages: null, processes: null })[2].label).toBe(" calls dropped");
+    expect(counterItems({}, 0, { calls: true, messages: null, processes: ":all" })[2].label).toBe(" events dropped");
   });
 
   it("adds the limit, the stack-guarded processes and the held events when there are any", () => {

@@ -97,12 +97,19 @@ for (const width of [1000, 600]) {
       note(await headerGeometry(page), `counters ${step}`);
     }
     assert(seen.size === 1, `the header moved: ${JSON.stringify(moved)}`);
+    // issue 39 item 6: each figure says what it counts. The tracer drops calls (a dropped
+    // call's return is never traced), where the events count a call and its return as
+    // two; the events this browser was not sent are events, counted apart
     const text = await page.textContent(".kt-counters");
-    assert(text.startsWith("24M events412k/s7.5M dropped"), `counters: ${text}`);
+    assert(text.startsWith("24M events412k/s5.25M calls dropped2.25M not shown"), `counters: ${text}`);
     assert(!/backlog|\(/.test(text), `the counters still explain drops inline: ${text}`);
     const title = await page.getAttribute('[data-counter="dropped"]', "title");
-    assert(title.includes("not shown: browser behind: 2,250,000") && title.includes("dropped: queue full: 5,250,000"), `dropped title: ${title}`);
-    assert((await page.textContent('[data-counter="dropped"] b')) === "7.5M", "dropped figure");
+    assert(title.startsWith("5,250,000 calls the tracer dropped") && title.includes("queue full: 5,250,000") && !title.includes("browser"), `dropped title: ${title}`);
+    assert(title.includes("a dropped call's return is never traced"), `dropped title: ${title}`);
+    assert((await page.textContent('[data-counter="dropped"] b')) === "5.25M", "dropped figure");
+    const notShown = await page.getAttribute('[data-counter="not-shown"]', "title");
+    assert(notShown.startsWith("2,250,000 trace events") && notShown.includes("counted in the events"), `not shown title: ${notShown}`);
+    assert((await page.getAttribute('[data-counter="events"]', "title")).includes("a call and its return are two"), "events title");
     // the buttons stay on the title's line
     const stop = await rect(page, '[data-action="stop"]');
     const status = await rect(page, ".kt-status");
