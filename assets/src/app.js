@@ -11,7 +11,7 @@
 //   TraceState      LogModel,          views: HeaderView, LogView, DetailView,    export.js
 //   (status,        SequenceLayout     SequenceView, StatsTable, CallTree,        (and the
 //   counters,       (the data)         the Mermaid fallback box                   clipboard)
-//   pause/hold)
+//   view pause)
 //
 // Only the Transport talks to the server; the state and the data know no DOM; the views
 // report the user's actions to callbacks given here.
@@ -103,6 +103,7 @@ export class TraceWidget {
       patterns: this.patterns,
       trace: this.trace,
       onPause: () => this.togglePause(),
+      onPauseTracing: () => this.server.push(this.state.tracingPaused ? "resume" : "pause"),
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
       onApply: (patterns) => this.server.push("set_patterns", { patterns }),
@@ -198,10 +199,9 @@ export class TraceWidget {
     this.afterChange();
   }
 
+  /** The view's pause: nothing is asked of the server, which goes on recording. */
   togglePause() {
-    const { request, release } = this.state.toggle();
-    this.server.push(request);
-    this.show(release);
+    this.show(this.state.toggle());
     this.renderStatus();
   }
 

@@ -1,51 +1,48 @@
 // The trace widget's state without the DOM or the server: the trace's status and
-// counters as the server last sent them, and the pause state machine.
+// counters as the server last sent them, and the view's pause.
 //
-// Pausing has two sides. The user presses Pause: the widget freezes at once (`frozen`)
-// and asks the server to pause; events already on their way still arrive and wait in
-// `held`. Resume (the user's, or the server reporting "running" from elsewhere) or the
-// trace ending releases them. Until the server answers the pause with a status
-// (`pausing`), a "running" status is the server's view from before the request and does
-// not release them.
+// Two pauses (issue 39 item 5). Pause (the view's): the widget freezes its rows at once
+// and the trace goes on recording, as in most viewers: events keep arriving and wait in
+// `held` (the newest, at most `maxHeld`), the counters keep counting, and Resume (or the
+// trace ending) shows them: the view catches up. Nothing is asked of the server. Pause
+// tracing (the trace's, `Kino.Trace.pause/1`, the "pause" request, or from code): the
+// status is "paused" and nothing is recorded until it resumes.
 //
 //   const state = new TraceState({ status: "running", maxHeld: 200_000 });
-//   state.toggle();            // => { request: "pause", release: [] }
+//   state.toggle();            // => []          (frozen)
 //   state.receive([e1, e2]);   // => []          (held: [e1, e2])
-//   state.serverStatus("paused");  // => []      (the server confirms)
-//   state.toggle();            // => { request: "resume", release: [e1, e2] }
+//   state.toggle();            // => [e1, e2]
 //
-// Methods return the events the log must show now; the caller sends the requests.
+// Methods return the events the log must show now.
 
 import { formatCount, formatRate } from "./format.js";
 
 export class TraceState {
   /**
    * @param {object} opts status and counters (the connect payload's), maxHeld (at most
-   *   this many events wait while paused, the newest; past the log's size the oldest
-   *   would be evicted anyway)
+   *   this many events wait while the view is paused, the newest; past the log's size the
+   *   oldest would be evicted anyway)
    */
   constructor({ status, counters, maxHeld = Infinity } = {}) {
     /** The server's last status: running, paused, stopped, limit_reached or timeout. */
     this.status = status || "running";
     /** The server's last counters (KinoTrace.Widget.Payload's counters map). */
     this.counters = counters || {};
-    /** The user pressed pause here: incoming events wait in `held`. */
+    /** The user paused the view here: incoming events wait in `held`. */
     this.frozen = false;
-    /** Pause was requested and no status has come from the server since. */
-    this.pausing = false;
     /** Events received while frozen, oldest first. */
     this.held = [];
     this.maxHeld = maxHeld;
   }
 
-  /** The status to show: a frozen running trace shows as paused. */
+  /** The status to show: a running trace whose view is paused shows as "frozen". */
   get shownStatus() {
-    return this.frozen && this.status === "running" ? "paused" : this.status;
+    return this.frozen && this.status === "running" ? "frozen" : this.status;
   }
 
-  /** Paused here or on the server: the button offers Resume. */
-  get paused() {
-    return this.frozen || this.status === "paused";
+  /** The trace's recording is paused (on the server): its button offers to resume it. */
+  get tracingPaused() {
+    return this.status === "paused";
   }
 
   /** The trace is over (stopped, limit reached, timed out): no more controls. */
@@ -62,30 +59,21 @@ export class TraceState {
     return [];
   }
 
-  /**
-   * The user pressed the pause/resume button. Returns the request for the server
-   * ("pause" or "resume") and the events to show now (the held ones, on resume).
-   */
+  /** The user pressed the view's Pause or Resume. Returns the events to show now. */
   toggle() {
-    if (this.paused) return { request: "resume", release: this.unfreeze() };
+    if (this.frozen) return this.unfreeze();
     this.frozen = true;
-    this.pausing = true;
-    return { request: "pause", release: [] };
+    return [];
   }
 
   /**
    * A status from the server (with its counters, if any). The end of the trace releases
-   * the held events; so does "running", unless it predates our pause request.
-   * Returns the events to show now.
+   * the held events. Returns the events to show now.
    */
   serverStatus(status, counters) {
     this.status = status;
     if (counters) this.counters = counters;
-    let release = [];
-    if (this.ended) release = this.unfreeze();
-    if (status === "running" && this.frozen && !this.pausing) release = this.unfreeze();
-    this.pausing = false;
-    return release;
+    return this.ended ? this.unfreeze() : [];
   }
 
   /** New counters from the server. */
