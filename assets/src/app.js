@@ -11,7 +11,7 @@
 //   TraceState      LogModel,          views: HeaderView, LogView, DetailView,    export.js
 //   (status,        SequenceLayout     SequenceView, StatsTable, CallTree,        (and the
 //   counters,       (the data)         the Mermaid fallback box                   clipboard)
-//   pause/hold)
+//   view pause)
 //
 // Only the Transport talks to the server; the state and the data know no DOM; the views
 // report the user's actions to callbacks given here.
@@ -35,6 +35,13 @@ const TABS = [
   ["calls", "Calls"],
 ];
 const MAX_TERMS = 200;
+// During a flood (pushes of BIG_BATCH events or more), the views are drawn at most once
+// in RENDER_MS, in an animation frame: the data take every push at once (cheap), the
+// drawing does not (issue 39 item 12: a push drew the log even behind another tab, and
+// every push drew the header and the tab, so a tab switch waited behind them).
+const RENDER_MS = 100;
+const BIG_BATCH = 200;
+const nextFrame = (fn) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(fn) : setTimeout(fn, 16));
 const LOG_COUNT_TITLE = "rows in the log: a call and its return share one row (the header counts them as two events)";
 
 export class TraceWidget {
@@ -56,7 +63,9 @@ export class TraceWidget {
     this.terms = new Map(); // id -> full terms ("get_term" replies), the latest MAX_TERMS
     this.selected = null; // the entry shown in the details
     this.selectedFrom = null; // the tab it was selected in
-    this.dirty = { stats: true, calls: true, sequence: true }; // tabs to redraw
+    this.dirty = { log: true, stats: true, calls: true, sequence: true }; // tabs to redraw
+    this.renderAt = 0; // when the views were last drawn after a push
+    this.renderPending = false; // a drawing is due in the next animation frame
     this.sequenceAt = 0; // when the sequence, stats and calls tabs were last drawn
     this.statsAt = 0;
     this.callsAt = 0;
@@ -68,8 +77,9 @@ export class TraceWidget {
 
     server.on("events", ({ events, counters }) => {
       if (counters) this.state.setCounters(counters);
-      this.show(this.state.receive(events));
-      this.renderStatus();
+      const shown = this.state.receive(events);
+      if (shown.length) this.append(shown);
+      this.requestRender((events || []).length >= BIG_BATCH);
     });
     server.on("counters", (counters) => {
       this.state.setCounters(counters);
@@ -103,6 +113,7 @@ export class TraceWidget {
       patterns: this.patterns,
       trace: this.trace,
       onPause: () => this.togglePause(),
+      onPauseTracing: () => this.server.push(this.state.tracingPaused ? "resume" : "pause"),
       onClear: () => this.server.push("clear"),
       onStop: () => this.server.push("stop"),
       onApply: (patterns) => this.server.push("set_patterns", { patterns }),
@@ -163,20 +174,60 @@ export class TraceWidget {
 
   // --- data -------------------------------------------------------------------------
 
-  /** Adds events to the log and the sequence. */
+  /** Adds events to the log and the sequence, and draws them. */
   show(events) {
     if (!events.length) return;
-    this.model.append(events);
-    this.sequence.append(events);
+    this.append(events);
     this.afterChange();
   }
 
+  /** Adds events to the data; the views are drawn later (afterChange, requestRender). */
+  append(events) {
+    this.model.append(events);
+    this.sequence.append(events);
+    this.dirty.log = this.dirty.stats = this.dirty.calls = this.dirty.sequence = true;
+  }
+
+  /**
+   * Draws after a push: now, unless it is a flood's (`busy`) and the views were drawn less
+   * than RENDER_MS ago; then once, in a coming animation frame, for every push until then.
+   */
+  requestRender(busy) {
+    if (this.renderPending) return;
+    if (busy && performance.now() - this.renderAt < RENDER_MS) {
+      this.renderPending = true;
+      nextFrame(() => {
+        this.renderPending = false;
+        this.render();
+      });
+      return;
+    }
+    this.render();
+  }
+
+  render() {
+    this.renderAt = performance.now();
+    if (this.dirty.log) this.drawViews();
+    this.renderStatus();
+  }
+
+  /** The data changed (all of it may have): draws the views. */
   afterChange() {
-    this.log.update();
-    this.dirty.stats = this.dirty.calls = this.dirty.sequence = true;
+    this.dirty.log = this.dirty.stats = this.dirty.calls = this.dirty.sequence = true;
+    this.drawViews();
+  }
+
+  drawViews() {
+    // the log behind another tab is drawn when it shows
+    if (this.tab === "log") this.renderLog();
     this.renderTabContent();
     this.renderCounts();
     this.renderFollow();
+  }
+
+  renderLog() {
+    this.log.update();
+    this.dirty.log = false;
   }
 
   clearLocal() {
@@ -198,10 +249,9 @@ export class TraceWidget {
     this.afterChange();
   }
 
+  /** The view's pause: nothing is asked of the server, which goes on recording. */
   togglePause() {
-    const { request, release } = this.state.toggle();
-    this.server.push(request);
-    this.show(release);
+    this.show(this.state.toggle());
     this.renderStatus();
   }
 
@@ -225,7 +275,10 @@ export class TraceWidget {
     this.filterInput.hidden = tab !== "log";
     this.followButton.hidden = tab !== "log" && tab !== "sequence";
     this.mermaidButton.hidden = tab !== "sequence" || this.sequence.callsOnly;
-    if (tab === "log") this.log.list.update();
+    if (tab === "log") {
+      if (this.dirty.log) this.renderLog();
+      else this.log.list.update();
+    }
     this.renderTabContent(true);
   }
 

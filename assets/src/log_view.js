@@ -104,11 +104,20 @@ function createRow() {
   const icon = document.createElement("span");
   icon.className = "kt-kind-icon";
   badge.append(icon, document.createTextNode(""));
-  // the text: module, function, arguments; when the cell is narrow the arguments give
-  // way first, then the module, so the function's name always shows
+  // the text: module and function (the head), arguments, and for a function the compiler
+  // made where it was made ("in Enum.reduce/3", the tail); when the cell is narrow the
+  // arguments give way first, then the module, so the function's name always shows
   const text = document.createElement("span");
   text.className = "kt-c-text";
-  for (const cls of ["kt-c-mod", "kt-c-fun", "kt-c-args"]) {
+  const head = document.createElement("span");
+  head.className = "kt-c-head";
+  for (const cls of ["kt-c-mod", "kt-c-fun"]) {
+    const part = document.createElement("span");
+    part.className = cls;
+    head.appendChild(part);
+  }
+  text.appendChild(head);
+  for (const cls of ["kt-c-args", "kt-c-tail"]) {
     const part = document.createElement("span");
     part.className = cls;
     text.appendChild(part);
@@ -117,16 +126,27 @@ function createRow() {
   return el;
 }
 
-// "Mod.Sub.fun(args)" -> ["Mod.Sub.", "fun", "(args)"]; a text that names no module's
-// function ("anonymous fn(...) in ...") is all "arguments" (it gives way as they do).
+// "Mod.Sub.fun(args)" -> ["Mod.Sub.", "fun", "(args)", ""]; a function the compiler made,
+// "anonymous fn(args) in Enum.reduce/3" (KinoTrace.Render.MFA.label_call/3) ->
+// ["", "anonymous fn", "(args)", " in Enum.reduce/3"]: what identifies it stays whole, its
+// arguments give way as any call's do. Any other text that names no module's function is
+// all "arguments".
+const IN = ") in ";
+
 export function splitCall(text) {
   const open = text.indexOf("(");
   const head = open < 0 ? text : text.slice(0, open);
   const args = open < 0 ? "" : text.slice(open);
-  if (/\s/.test(head)) return ["", "", text];
+  if (/\s/.test(head)) {
+    const close = text.lastIndexOf(IN);
+    return open > 0 && close >= open
+      ? ["", head, text.slice(open, close + 1), text.slice(close + 1)]
+      : ["", "", text, ""];
+  }
   const dot = head.lastIndexOf(".");
-  return dot > 0 ? [head.slice(0, dot + 1), head.slice(dot + 1), args] : ["", head, args];
+  return dot > 0 ? [head.slice(0, dot + 1), head.slice(dot + 1), args, ""] : ["", head, args, ""];
 }
+
 function renderRow(el, entry) {
   if (!entry) return;
   const [time, node, whoEl, call, out, dur] = el.children;
@@ -159,8 +179,16 @@ function renderRow(el, entry) {
     badge.firstChild.textContent = badge.lastChild.textContent = "";
   }
   const text = message ? eventBody(entry) : entryText(entry);
-  const parts = message ? ["", text, ""] : splitCall(text);
-  parts.forEach((part, i) => (textEl.children[i].textContent = part));
+  const [mod, fun, args, tail] = message ? ["", text, "", ""] : splitCall(text);
+  const [head, argsEl, tailEl] = textEl.children;
+  head.firstChild.textContent = mod;
+  head.lastChild.textContent = fun;
+  argsEl.textContent = args;
+  tailEl.textContent = tail;
+  // the room the head and the tail leave the arguments (main.css)
+  textEl.className = `kt-c-text${args ? " kt-has-args" : ""}${tail ? " kt-has-tail" : ""}`;
+  textEl.style.setProperty("--kt-tail", `${tail.length}ch`);
+  textEl.style.setProperty("--kt-head-min", tail ? "1.5em" : mod ? `calc(2.5em + ${fun.length}ch)` : `${fun.length}ch`);
   call.style.paddingLeft = message ? "" : `${(entry.depth || 0) * 16}px`;
   call.title = [entryText(entry), callerText(entry), entry.lost ? LOST_TEXT : null].filter(Boolean).join("\n");
   const outcome = entryOutcome(entry);

@@ -265,7 +265,7 @@ export class TraceCellForm {
           this.editor.renderMarks();
         }
       }
-      this.showFieldError(field, null);
+      this.clearRefusal(field);
     }
     this.render();
   }
@@ -309,12 +309,15 @@ export class TraceCellForm {
         this.editor.showResults(check.patterns);
       }
     }
-    for (const key of ["processes", "nodes", "match"]) this.showFieldError(key, check[key]);
+    for (const key of ["processes", "nodes", "match"]) this.showFieldError(key, check[key], "check");
   }
 
-  showFieldError(field, message) {
-    const key = field === "targets" ? "processes" : field === "node_names" ? "nodes" : field;
-    const el = this.el.querySelector(`[data-error="${key}"]`);
+  /**
+   * Shows (or clears) an error under a field's row: `from` is "check" for the server's
+   * check of the form, "refusal" for its "error" reply refusing a value.
+   */
+  showFieldError(field, message, from = "refusal") {
+    const el = this.errorEl(field);
     if (field === "patterns" && message) {
       this.editor.error = message;
       this.editor.renderMarks();
@@ -323,7 +326,24 @@ export class TraceCellForm {
     const target = el || this.formError;
     if (!el && !message && target.dataset.field !== field) return;
     target.dataset.field = field;
+    target.dataset.from = from;
     target.textContent = message || "";
     target.hidden = !message;
+  }
+
+  /**
+   * The server stored a value of `field`: a refusal of an earlier value no longer holds.
+   * An error of its check stays: the check says when it goes (a value the server already
+   * had is answered without one: Enter and the change event after it send the field
+   * twice, and the second answer cleared what the first one's check had shown).
+   */
+  clearRefusal(field) {
+    const target = this.errorEl(field) || this.formError;
+    if (target.dataset.from === "refusal" && target.dataset.field === field) this.showFieldError(field, null);
+  }
+
+  errorEl(field) {
+    const key = field === "targets" ? "processes" : field === "node_names" ? "nodes" : field;
+    return this.el.querySelector(`[data-error="${key}"]`);
   }
 }

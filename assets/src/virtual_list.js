@@ -45,6 +45,18 @@ export class VirtualList {
       this.opts.onSelect && this.opts.onSelect(item, i);
     });
     this.length = 0;
+    // the viewport's height, kept by a ResizeObserver: render() reads no layout, so an
+    // update during a flood forces none (issue 39 item 12)
+    this.viewportHeight = 0;
+    if (typeof ResizeObserver === "function") {
+      new ResizeObserver(([entry]) => {
+        const height = entry.contentRect.height;
+        if (height !== this.viewportHeight) {
+          this.viewportHeight = height;
+          this.render();
+        }
+      }).observe(this.scroller);
+    }
   }
 
   atEnd() {
@@ -57,8 +69,9 @@ export class VirtualList {
     const following = this.follow;
     this.length = this.opts.length();
     this.spacer.style.height = `${this.length * this.rowHeight}px`;
-    if (following) this.scroller.scrollTop = this.scroller.scrollHeight;
-    this.render();
+    // (the spacer's height, not scrollHeight: reading it would lay the page out now)
+    if (following) this.scroller.scrollTop = this.length * this.rowHeight;
+    this.render(following);
   }
 
   scrollToEnd() {
@@ -67,9 +80,11 @@ export class VirtualList {
     this.render();
   }
 
-  render() {
-    const height = this.scroller.clientHeight || 400;
-    const { first, last } = visibleRange(this.scroller.scrollTop, height, this.rowHeight, this.length);
+  /** Draws the rows in view; `atEnd`: scrolled to the end (no need to read where). */
+  render(atEnd = false) {
+    const height = this.viewportHeight || this.scroller.clientHeight || 400;
+    const top = atEnd ? this.length * this.rowHeight : this.scroller.scrollTop;
+    const { first, last } = visibleRange(top, height, this.rowHeight, this.length);
     const needed = last - first;
     while (this.pool.length < needed) {
       const el = this.opts.createRow();

@@ -76,34 +76,45 @@ describe("TraceWidget", () => {
     expect(rows[1].querySelector(".kt-c-call").title).toContain("were dropped just before this one");
   });
 
-  it("pause holds incoming rows, shows them held, and resume shows them", async () => {
+  // issue 39 item 5
+  it("pause freezes the view and asks nothing of the server; counters keep counting; resume catches up", async () => {
     const w = await open();
     expect(w.widget.model.size).toBe(2);
+    expect(w.$('[data-action="pause"]').title).toContain("goes on recording");
     w.$('[data-action="pause"]').click();
-    expect(w.raw.pushed).toEqual([["pause", {}]]);
-    expect(w.status()).toBe("Paused");
+    expect(w.raw.pushed).toEqual([]);
+    expect(w.status()).toBe("View paused");
     w.emit("events", { events: calls(3), counters: { events: 5 } });
     expect(w.widget.model.size).toBe(2);
-    expect(w.counters()).toBe("5 events0/s0 dropped3 held while paused");
-    w.emit("status", { status: "running" }); // sent before the server saw the pause
-    expect(w.widget.model.size).toBe(2);
-    w.emit("status", { status: "paused" });
-    expect(w.status()).toBe("Paused");
+    expect(w.counters()).toBe("5 events0/s0 calls dropped3 held while paused");
     w.$('[data-action="resume"]').click();
-    expect(w.raw.pushed).toEqual([["pause", {}], ["resume", {}]]);
+    expect(w.raw.pushed).toEqual([]);
     expect(w.widget.model.size).toBe(5);
-    expect(w.counters()).toBe("5 events0/s0 dropped");
-    expect(w.$('[data-action="resume"]')).not.toBe(null); // until the server says running
-    w.emit("status", { status: "running" });
-    expect([w.status(), w.$('[data-action="pause"]').textContent]).toEqual(["Running", "Pause"]);
+    expect([w.status(), w.counters(), w.$('[data-action="pause"]').textContent]).toEqual(["Running", "5 events0/s0 calls dropped", "Pause"]);
   });
 
-  it("a reload while the server is paused shows rows as they come and offers resume", async () => {
+  it("the menu beside Pause pauses and resumes tracing on the server", async () => {
+    const w = await open();
+    w.$('[data-action="pause-menu"]').click();
+    expect(w.$('[data-action="pause-tracing"]').title).toContain("not traced");
+    w.$('[data-action="pause-tracing"]').click();
+    expect(w.raw.pushed).toEqual([["pause", {}]]);
+    w.emit("status", { status: "paused" });
+    expect(w.status()).toBe("Tracing paused");
+    w.emit("events", { events: calls(1) }); // on their way before the pause: shown
+    expect(w.widget.model.size).toBe(3);
+    w.$('[data-action="resume-tracing"]').click();
+    expect(w.raw.pushed).toEqual([["pause", {}], ["resume", {}]]);
+    w.emit("status", { status: "running" });
+    expect([w.status(), w.$('[data-action="pause-tracing"]').textContent]).toEqual(["Running", "Pause tracing"]);
+  });
+
+  it("a reload while tracing is paused shows rows as they come and offers to resume tracing", async () => {
     const w = await open({ status: "paused" });
-    expect([w.status(), w.$('[data-action="resume"]').textContent]).toEqual(["Paused", "Resume"]);
+    expect([w.status(), w.$('[data-action="resume-tracing"]').textContent]).toEqual(["Tracing paused", "Resume tracing"]);
     w.emit("events", { events: calls(1) });
     expect(w.widget.model.size).toBe(3);
-    w.$('[data-action="resume"]').click();
+    w.$('[data-action="resume-tracing"]').click();
     expect(w.raw.pushed).toEqual([["resume", {}]]);
   });
 
@@ -116,7 +127,7 @@ describe("TraceWidget", () => {
     expect(w.status()).toBe("Limit reached");
     expect(w.$('[data-action="pause"]').disabled).toBe(true);
     expect(w.$('[data-action="stop"]').disabled).toBe(true);
-    expect(w.counters()).toBe("6 events0/s0 droppedlimit 6");
+    expect(w.counters()).toBe("6 events0/s0 calls droppedlimit 6");
   });
 
   it("typing a pattern asks the server to complete it and shows its answer", async () => {

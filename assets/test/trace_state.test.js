@@ -1,22 +1,25 @@
 import { describe, it, expect } from "vitest";
-import { TraceState, counterItems, EVENTS_TITLE } from "../src/trace_state.js";
+import { TraceState, counterItems, EVENTS_TITLE, NOT_SHOWN_TITLE } from "../src/trace_state.js";
 
 let nextId = 1;
 const batch = (n) => Array.from({ length: n }, () => ({ id: nextId++, kind: "call", mfa: "M.f/1" }));
 const ids = (events) => events.map((e) => e.id);
 
-// The user pressed pause on a running trace.
+// The user pressed the view's Pause on a running trace.
 function pausedHere(opts = {}) {
   const state = new TraceState({ status: "running", ...opts });
-  expect(state.toggle()).toEqual({ request: "pause", release: [] });
+  expect(state.toggle()).toEqual([]);
   return state;
 }
 
-describe("TraceState: the pause state machine", () => {
+// issue 39 item 5: Pause freezes the view while the trace goes on recording (it asked the
+// server to pause the trace, so calls made meanwhile were never recorded); the trace's own
+// pause is the server's status
+describe("TraceState: the view's pause", () => {
   it("starts from the connect payload with every field declared", () => {
     const state = new TraceState({ status: "running", counters: { events: 3 }, maxHeld: 10 });
-    expect({ ...state }).toEqual({ status: "running", counters: { events: 3 }, frozen: false, pausing: false, held: [], maxHeld: 10 });
-    expect(new TraceState()).toMatchObject({ status: "running", counters: {}, frozen: false, pausing: false, held: [], maxHeld: Infinity });
+    expect({ ...state }).toEqual({ status: "running", counters: { events: 3 }, frozen: false, held: [], maxHeld: 10 });
+    expect(new TraceState()).toMatchObject({ status: "running", counters: {}, frozen: false, held: [], maxHeld: Infinity });
     expect(new TraceState({ status: null, counters: null })).toMatchObject({ status: "running", counters: {} });
   });
 
@@ -27,23 +30,24 @@ describe("TraceState: the pause state machine", () => {
     expect(state.receive([])).toEqual([]);
     expect(state.receive(undefined)).toEqual([]);
     expect(state.held).toEqual([]);
-    expect([state.shownStatus, state.paused, state.ended]).toEqual(["running", false, false]);
+    expect([state.shownStatus, state.tracingPaused, state.ended]).toEqual(["running", false, false]);
   });
 
-  it("pause freezes at once: the server is asked, the widget shows paused before it answers", () => {
+  it("pause freezes the view at once; the trace still runs", () => {
     const state = pausedHere();
-    expect([state.frozen, state.pausing]).toEqual([true, true]);
-    expect(state.status).toBe("running");
-    expect([state.shownStatus, state.paused]).toEqual(["paused", true]);
+    expect([state.frozen, state.status, state.tracingPaused]).toEqual([true, "running", false]);
+    expect(state.shownStatus).toBe("frozen");
   });
 
-  it("events arriving while paused are held in order, not shown", () => {
+  it("events still arrive while the view is paused: held in order, not shown, counters kept", () => {
     const state = pausedHere();
     const a = batch(2);
     const b = batch(3);
     expect(state.receive(a)).toEqual([]);
+    state.setCounters({ events: 5 });
     expect(state.receive(b)).toEqual([]);
     expect(ids(state.held)).toEqual(ids([...a, ...b]));
+    expect(state.counters).toEqual({ events: 5 });
   });
 
   it("at most maxHeld events are held: the newest", () => {
@@ -55,86 +59,45 @@ describe("TraceState: the pause state machine", () => {
     expect(ids(state.held)).toEqual(ids([...events, ...more]).slice(2));
   });
 
-  it("a 'running' status sent before the server saw the pause does not end the hold", () => {
-    const state = pausedHere();
-    state.receive(batch(2));
-    expect(state.serverStatus("running")).toEqual([]);
-    expect([state.frozen, state.pausing, state.held.length]).toEqual([true, false, 2]);
-    expect(state.shownStatus).toBe("paused");
-  });
-
-  it("the server confirming the pause keeps the hold; events still arriving are held", () => {
-    const state = pausedHere();
-    const early = batch(2);
-    state.receive(early);
-    expect(state.serverStatus("paused", { events: 7 })).toEqual([]);
-    expect([state.status, state.frozen, state.pausing, state.counters]).toEqual(["paused", true, false, { events: 7 }]);
-    const late = batch(1);
-    expect(state.receive(late)).toEqual([]);
-    expect(ids(state.held)).toEqual(ids([...early, ...late]));
-  });
-
-  it("resume asks the server and releases what was held, oldest first; its 'running' releases nothing more", () => {
+  it("resume releases what was held, oldest first: the view catches up", () => {
     const state = pausedHere();
     const held = batch(3);
     state.receive(held);
-    state.serverStatus("paused");
-    const { request, release } = state.toggle();
-    expect(request).toBe("resume");
-    expect(ids(release)).toEqual(ids(held));
-    expect([state.frozen, state.held]).toEqual([false, []]);
-    expect(state.paused).toBe(true); // the server has not resumed yet: the button still offers Resume
-    expect(state.serverStatus("running")).toEqual([]);
-    expect([state.shownStatus, state.paused]).toEqual(["running", false]);
+    expect(ids(state.toggle())).toEqual(ids(held));
+    expect([state.frozen, state.held, state.shownStatus]).toEqual([false, [], "running"]);
     const next = batch(1);
     expect(state.receive(next)).toBe(next);
   });
 
-  it("'running' after the server confirmed the pause (resumed elsewhere) releases the hold", () => {
+  it("the trace's own pause and resume (statuses from the server) leave the view's pause alone", () => {
     const state = pausedHere();
-    state.serverStatus("paused");
-    const held = batch(2);
-    state.receive(held);
-    expect(ids(state.serverStatus("running"))).toEqual(ids(held));
-    expect([state.frozen, state.held, state.shownStatus]).toEqual([false, [], "running"]);
+    state.receive(batch(2));
+    expect(state.serverStatus("paused")).toEqual([]);
+    expect([state.frozen, state.tracingPaused, state.shownStatus, state.held.length]).toEqual([true, true, "paused", 2]);
+    expect(state.serverStatus("running")).toEqual([]);
+    expect([state.frozen, state.tracingPaused, state.shownStatus]).toEqual([true, false, "frozen"]);
   });
 
-  it("the trace ending releases the hold, even before the server answered the pause", () => {
+  it("the trace ending releases the hold", () => {
     for (const end of ["stopped", "limit_reached", "timeout"]) {
       const state = pausedHere();
       const held = batch(2);
       state.receive(held);
       expect(ids(state.serverStatus(end))).toEqual(ids(held));
-      expect([state.frozen, state.pausing, state.ended, state.paused, state.shownStatus]).toEqual([false, false, true, false, end]);
+      expect([state.frozen, state.ended, state.tracingPaused, state.shownStatus]).toEqual([false, true, false, end]);
     }
   });
 
-  it("pause then resume before the server answers: its answers release nothing and leave it running", () => {
-    const state = pausedHere();
-    const held = batch(1);
-    state.receive(held);
-    expect(ids(state.toggle().release)).toEqual(ids(held));
-    expect([state.frozen, state.pausing]).toEqual([false, true]);
-    expect(state.serverStatus("paused")).toEqual([]);
-    expect(state.paused).toBe(true);
-    expect(state.serverStatus("running")).toEqual([]);
-    expect([state.frozen, state.pausing, state.paused]).toEqual([false, false, false]);
-  });
-
-  it("reload while the server is paused: not frozen, the button resumes, events are shown", () => {
+  it("reload while tracing is paused: the view is not frozen, events are shown", () => {
     const state = new TraceState({ status: "paused" });
-    expect([state.frozen, state.shownStatus, state.paused]).toEqual([false, "paused", true]);
+    expect([state.frozen, state.shownStatus, state.tracingPaused]).toEqual([false, "paused", true]);
     const events = batch(2);
     expect(state.receive(events)).toBe(events);
-    expect(state.toggle()).toEqual({ request: "resume", release: [] });
-    expect(state.frozen).toBe(false);
-    expect(state.serverStatus("running")).toEqual([]);
-    expect(state.paused).toBe(false);
   });
 
   it("reload after the trace ended: no controls, nothing held", () => {
     const state = new TraceState({ status: "stopped", counters: { events: 5 } });
-    expect([state.ended, state.paused, state.shownStatus]).toEqual([true, false, "stopped"]);
+    expect([state.ended, state.tracingPaused, state.shownStatus]).toEqual([true, false, "stopped"]);
   });
 
   it("clearing drops what was held but stays paused", () => {
@@ -144,7 +107,7 @@ describe("TraceState: the pause state machine", () => {
     expect([state.frozen, state.held]).toEqual([true, []]);
     const after = batch(1);
     state.receive(after);
-    expect(ids(state.toggle().release)).toEqual(ids(after));
+    expect(ids(state.toggle())).toEqual(ids(after));
   });
 
   it("counters: replaced by a status only when it brings some; always by setCounters", () => {
@@ -173,7 +136,7 @@ describe("counterItems: the header's counters", () => {
     expect(counterItems({})).toEqual([
       { counter: "events", value: "0", label: " events", title: `0 ${EVENTS_TITLE}` },
       { counter: "rate", value: "0/s", title: "trace events per second, lately" },
-      { counter: "dropped", value: "0", label: " dropped", bad: false, title: "no event dropped" },
+      { counter: "dropped", value: "0", label: " calls dropped", bad: false, title: "no call dropped" },
     ]);
     expect(counterItems(null)).toEqual(counterItems({}));
   });
@@ -185,27 +148,39 @@ describe("counterItems: the header's counters", () => {
     expect(counterItems({ rate: 2500 })[1].value).toBe("2.5k/s");
   });
 
-  // issue 25 item 1: a short figure that keeps the header still, the reasons on hover
-  it("sums the drops into one short figure, marks them bad, and names each reason in the title", () => {
-    const dropped = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } })[2];
+  // issue 25 item 1: a short figure that keeps the header still, the reasons on hover;
+  // issue 39 item 6: each figure says its unit (the tracer drops calls, where the events
+  // count a call and its return as two), and events not sent to the browser are apart
+  it("sums the tracer's drops into one short figure of calls, marks them bad, and names each reason in the title", () => {
+    const [, , dropped, notShown] = counterItems({ dropped: { rate: 3, queue_full: 0, max_events: 1490, closed: 1, display: 2, something_new: 4 } });
     expect(dropped).toEqual({
       counter: "dropped",
       value: "1.5k",
-      label: " dropped",
+      label: " calls dropped",
       bad: true,
       title: [
-        "dropped: over the rate limit: 3",
-        "dropped: event limit reached: 1,490",
-        "dropped: arrived after stop: 1",
-        "not shown: browser behind: 2",
-        "dropped: something_new: 4",
+        "1,498 calls the tracer dropped, not traced:",
+        "over the rate limit: 3",
+        "event limit reached: 1,490",
+        "arrived after stop: 1",
+        "something_new: 4",
+        "(a dropped call's return is never traced: the events would have counted it as two)",
       ].join("\n"),
     });
-    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, title: "no event dropped" });
+    expect(notShown).toEqual({ counter: "not-shown", value: "2", label: " not shown", bad: true, muted: true, title: `2 ${NOT_SHOWN_TITLE}` });
+    expect(counterItems({ dropped: { rate: 0 } })[2]).toMatchObject({ value: "0", bad: false, title: "no call dropped" });
     const flood = counterItems({ events: 24_000_000, dropped: { display: 2_250_000, queue_full: 5_250_000 } });
-    expect(flood.map((i) => [i.value, i.label])).toEqual([["24M", " events"], ["0/s", undefined], ["7.5M", " dropped"]]);
-    expect(flood[2].title).toBe("not shown: browser behind: 2,250,000\ndropped: queue full: 5,250,000");
-    expect(flood[0].title).toContain("24,000,000 trace events");
+    expect(flood.map((i) => [i.value, i.label])).toEqual([["24M", " events"], ["0/s", undefined], ["5.25M", " calls dropped"], ["2.25M", " not shown"]]);
+    expect(flood[2].title).toContain("queue full: 5,250,000");
+    expect(flood[0].title).toContain("24,000,000 trace events received: a call and its return are two");
+  });
+
+  it("counts the drops of a trace of messages or process events as events", () => {
+    const trace = { calls: false, messages: ":counter", processes: null };
+    const dropped = counterItems({ dropped: { queue_full: 7 } }, 0, trace)[2];
+    expect([dropped.label, dropped.title]).toEqual([" events dropped", "7 events the tracer dropped, not traced:\nqueue full: 7"]);
+    expect(counterItems({}, 0, { calls: true, messages: null, processes: null })[2].label).toBe(" calls dropped");
+    expect(counterItems({}, 0, { calls: true, messages: null, processes: ":all" })[2].label).toBe(" events dropped");
   });
 
   it("adds the limit, the stack-guarded processes and the held events when there are any", () => {

@@ -16,19 +16,45 @@
 // guards against (before the fix the Calls tab's median was 846 ms, 25x, and single
 // switches up to 1.4 s).
 
+// Issue 39 item 12 adds the tail: every switch (p95), and the gaps between animation
+// frames during the flood (p99 and max), with the long tasks Chromium reports. The issue's
+// target, on a quiet machine with a CPU hog beside the BEAM, is p95 under 100 ms for
+// every interaction and p99 under 100 ms for frame gaps: asserted as such with
+// KINO_TRACE_QUIET_MACHINE=1; on a shared machine only printed (see TARGET_MS).
+
 import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
 const RATIO = 8;
-const ROUNDS = 3;
+const ROUNDS = 5;
 const TABS = ["stats", "calls", "sequence", "log"];
+const TARGET_MS = 100;
+// On this shared machine (load 17-22 on 2 cores, the renderer at ~15% of a core), the
+// tail moved too much from run to run to assert against the idle widget's: before the
+// fix, switches p95 372 ms (idle 84), frame gaps p99 350 ms (idle 67), 23 long tasks up
+// to 260 ms; after it, in three runs, switches p95 196-430 ms, frame gaps p99 133-217 ms,
+// 6-15 long tasks up to 87-186 ms. So it is printed, and asserted on a quiet machine.
+const QUIET = process.env.KINO_TRACE_QUIET_MACHINE === "1";
 
 const { fixture, base, browser, check, errors, external, finish } = await setup("flood.test.mjs");
 
-// Each tab switched to ROUNDS times: ms from the click to the paint after it, per tab.
+// Each tab switched to ROUNDS times: ms from the click to the paint after it, per tab;
+// meanwhile the gaps between animation frames and the long tasks.
 const switchTimes = (page) =>
   page.evaluate(
     async ([tabs, rounds]) => {
       const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const gaps = [];
+      const longTasks = [];
+      let last = null;
+      let running = true;
+      const tick = (t) => {
+        if (last != null) gaps.push(t - last);
+        last = t;
+        if (running) requestAnimationFrame(tick);
+      };
+      requestAnimationFrame(tick);
+      const observer = new PerformanceObserver((list) => list.getEntries().forEach((e) => longTasks.push(Math.round(e.duration))));
+      observer.observe({ type: "longtask" });
       const times = {};
       for (let i = 0; i < rounds; i++) {
         for (const tab of tabs) {
@@ -39,11 +65,15 @@ const switchTimes = (page) =>
           (times[tab] ||= []).push(Math.round(performance.now() - t0));
         }
       }
-      return times;
+      running = false;
+      observer.disconnect();
+      return { times, gaps: gaps.map(Math.round), longTasks };
     },
     [TABS, ROUNDS]
   );
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quantile = (xs, q) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
+const summary = (xs) => `p50 ${quantile(xs, 0.5)}, p95 ${quantile(xs, 0.95)}, p99 ${quantile(xs, 0.99)}, max ${Math.max(...xs)} ms (${xs.length})`;
 
 // The real pushes again and again, their ids moved on each time round (ids are unique in
 // a trace): a flood as long as the test needs.
@@ -62,11 +92,12 @@ async function installReplay(page) {
 
 console.log(`flood: ${fixture.batches.length} real pushes, up to ${Math.round(fixture.rate)} events/s traced`);
 
-await check(`switching tabs during a flood: each tab's median switch within ${RATIO}x an idle switch`, async () => {
+await check(`switching tabs during a flood: each tab's median switch within ${RATIO}x an idle switch; the tail measured`, async () => {
   // the reference: an empty widget, nothing arriving
   const idlePage = await openWidget(browser, base, fixture.connect, { width: 1000, height: 800, errors, external });
   const idle = await switchTimes(idlePage);
-  const reference = median(Object.values(idle).flat());
+  const idleSwitches = Object.values(idle.times).flat();
+  const reference = median(idleSwitches);
   await idlePage.context().close();
 
   const page = await openWidget(browser, base, fixture.connect, { width: 1000, height: 800, errors, external });
@@ -83,10 +114,18 @@ await check(`switching tabs during a flood: each tab's median switch within ${RA
   const arrived = await page.evaluate(() => (clearInterval(window.flood), document.getElementById("output").__kinoTrace.model.received));
   await page.context().close();
 
-  console.log(`  idle switch (reference): median ${reference} ms of ${JSON.stringify(idle)}`);
-  console.log(`  during the flood (${held} entries held, ${arrived} events in all): ${JSON.stringify(flood)}`);
-  const slow = TABS.filter((tab) => median(flood[tab]) > RATIO * reference).map((tab) => `${tab}: median ${median(flood[tab])} ms`);
+  const switches = Object.values(flood.times).flat();
+  console.log(`  idle switch (reference): median ${reference} ms of ${JSON.stringify(idle.times)}`);
+  console.log(`  idle: switches ${summary(idleSwitches)}; frame gaps ${summary(idle.gaps)}`);
+  console.log(`  during the flood (${held} entries held, ${arrived} events in all): ${JSON.stringify(flood.times)}`);
+  console.log(`  flood: switches ${summary(switches)}; frame gaps ${summary(flood.gaps)}`);
+  console.log(`  flood: ${flood.longTasks.length} long tasks: ${flood.longTasks.length ? summary(flood.longTasks) : "none"}`);
+  const slow = TABS.filter((tab) => median(flood.times[tab]) > RATIO * reference).map((tab) => `${tab}: median ${median(flood.times[tab])} ms`);
   assert(slow.length === 0, `slower than ${RATIO} x ${reference} ms: ${slow.join(", ")}`);
+  if (QUIET) {
+    assert(quantile(switches, 0.95) < TARGET_MS, `switches during the flood: ${summary(switches)}`);
+    assert(quantile(flood.gaps, 0.99) < TARGET_MS, `frame gaps during the flood: ${summary(flood.gaps)}`);
+  }
 });
 
 await finish();

@@ -152,6 +152,39 @@ await check("fill the rest like a user: processes by name, caller, rate, timeout
   writeFileSync(fixture.pushed_out, JSON.stringify(sent));
 });
 
+// issue 39 item 3: Enter sent the field, then Chrome's change event sent it again; the
+// server answers a value it already has with the value alone, and that answer cleared the
+// error its check had just shown. The replies are the real controller's (node_replies).
+await check("Enter in a field shows its error, which stays after leaving the field", async () => {
+  const cell = await openCell();
+  await cell.evaluate((replies) => {
+    const general = window.harness.responders.get("update");
+    const last = {};
+    window.harness.respond("update", (payload) => {
+      const known = replies[`${payload.field}=${payload.value}`];
+      if (!known) return general(payload);
+      const again = last[payload.field] === payload.value;
+      last[payload.field] = payload.value;
+      return again ? known.again : known.first;
+    });
+  }, fixture.node_replies);
+  // every reply to what was pushed so far delivered (the harness answers in a timeout)
+  const settle = () => cell.evaluate(() => new Promise((r) => setTimeout(() => setTimeout(r, 0), 0)));
+  const error = () => cell.$eval('[data-error="nodes"]', (el) => (el.hidden ? "" : el.textContent));
+  await cell.selectOption('select[data-field="nodes"]', "some");
+  await cell.fill('input[data-field="node_names"]', "bad node");
+  await cell.press('input[data-field="node_names"]', "Enter");
+  await settle();
+  const afterEnter = await error();
+  await cell.press('input[data-field="node_names"]', "Tab");
+  await settle();
+  const afterTab = await error();
+  const pushed = (await cell.evaluate(() => window.harness.pushedEvents("update").map((e) => e.payload))).filter((u) => u.field === "node_names");
+  await cell.context().close();
+  assert(afterEnter.includes("bad"), `no error after Enter: ${JSON.stringify(afterEnter)} (pushed ${JSON.stringify(pushed)})`);
+  assert(afterTab === afterEnter, `after Tab: ${JSON.stringify(afterTab)}`);
+});
+
 await check("screenshot saved", async () => {
   const shot = await openCell({ width: 900, height: 600, scale: 2 });
   await shot.waitForSelector(".kt-line-error");

@@ -46,6 +46,7 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
       pushed_out: pushed_out,
       # the server's answer to "complete" for this line (the browser puts its own seq in)
       completion: KinoTrace.Widget.Payload.completions(%{"text" => ":ets.insert_n", "seq" => 0}),
+      node_replies: node_replies(saved),
       screenshot: Path.join(Browser.screenshot_dir(), "screenshot-smart-cell.png")
     }
 
@@ -107,4 +108,26 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
       Kino.Trace.stop(trace)
     end
   end
+
+  # The real controller's answers to "these nodes…" and `bad node` pushed by the browser
+  # (issue 39 item 3): to the first push of each value, and to the same value pushed again
+  # (as the browser does on Enter and then on the change event that follows).
+  defp node_replies(saved) do
+    {replies, _controller} =
+      Enum.flat_map_reduce([{"nodes", "some"}, {"node_names", "bad node"}], Controller.init(saved), fn {field, value}, controller ->
+        update = %{"field" => field, "value" => value}
+        {first, controller} = Controller.handle_event(controller, "update", update)
+        {again, controller} = Controller.handle_event(controller, "update", update)
+        {[{"#{field}=#{value}", %{first: wire(first), again: wire(again)}}], controller}
+      end)
+
+    replies = Map.new(replies)
+    # the check that names the bad node comes with the first push only
+    assert [["update", _], ["check", %{nodes: message}]] = replies["node_names=bad node"].first
+    assert message =~ "bad"
+    assert [["update", _]] = replies["node_names=bad node"].again
+    replies
+  end
+
+  defp wire(effects), do: for({_to, event, payload} <- effects, do: [event, payload])
 end

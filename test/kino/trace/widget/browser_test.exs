@@ -15,7 +15,6 @@ defmodule Kino.Trace.Widget.BrowserTest do
   @moduletag :browser
   @moduletag timeout: 300_000
 
-
   test "the widget works in Chromium on payloads from a real trace" do
     trace =
       Kino.Trace.calls([
@@ -103,7 +102,9 @@ defmodule Kino.Trace.Widget.BrowserTest do
     {controller, pushes} = Browser.collect(controller)
 
     {controller, pushes} =
-      Browser.collect_more(controller, pushes, fn rows -> Enum.any?(rows, &(&1.kind == "exit")) end)
+      Browser.collect_more(controller, pushes, fn rows ->
+        Enum.any?(rows, &(&1.kind == "exit"))
+      end)
 
     rows = for {:broadcast, "events", %{events: events}} <- pushes, row <- events, do: row
     assert Enum.count(rows, &(&1.kind == "send")) >= 2 * rounds
@@ -192,7 +193,13 @@ defmodule Kino.Trace.Widget.BrowserTest do
     |> Task.await()
 
     {controller, pushes} = Browser.collect(controller)
-    {controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2))
+
+    {controller, pushes} =
+      Browser.collect_more(
+        controller,
+        pushes,
+        &(Enum.count(&1, fn row -> row.kind == "return" end) >= 2)
+      )
 
     structs = %{
       connect: connect,
@@ -202,7 +209,9 @@ defmodule Kino.Trace.Widget.BrowserTest do
       shown:
         for(
           %{kind: "call", id: id} <- Store.rows(controller.store),
-          {:ok, %{args: [%Kino.Trace.Cut{kind: :map, value: kept}]}} <- [Store.fetch(controller.store, id)],
+          {:ok, %{args: [%Kino.Trace.Cut{kind: :map, value: kept}]}} <- [
+            Store.fetch(controller.store, id)
+          ],
           do: KinoTraceTest.CutStruct.shown(kept)
         )
     }
@@ -210,6 +219,69 @@ defmodule Kino.Trace.Widget.BrowserTest do
     assert length(structs.shown) == 2
 
     Browser.run("real_use.test.mjs", %{replies: replies, structs: structs, stats: stats_fixture()})
+  end
+
+  # issue 39 item 5: Pause froze the view by pausing the trace, so the calls made
+  # meanwhile were never recorded. Now the browser's Pause asks nothing of the server: the
+  # pushes of a click on it, replayed through the real controller, leave the trace
+  # recording, and what it records reaches the paused widget, which shows it on Resume.
+  # The trace's own pause is in the menu beside it: its pushes pause recording.
+  test "Pause freezes the view while the trace records; the menu beside it pauses tracing" do
+    trace = Kino.Trace.calls(["SampleApp.Cache.fetch/2"])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    {controller, _effects} = Controller.init(trace, lifeline: false)
+    {connect, controller} = Controller.connect(controller)
+
+    pushed_out =
+      Path.join(System.tmp_dir!(), "kino_trace_pause_#{System.unique_integer([:positive])}.json")
+
+    on_exit(fn -> File.rm(pushed_out) end)
+
+    Browser.run("pause.test.mjs", %{phase: "click", connect: connect, pushed_out: pushed_out})
+    controller = replay(controller, pushed_out)
+    assert Kino.Trace.info(trace).status == :running
+
+    calls = 20
+    fetch_all(calls)
+    {controller, pushes} = Browser.collect(controller)
+
+    {controller, pushes} =
+      Browser.collect_more(
+        controller,
+        pushes,
+        &(Enum.count(&1, fn row -> row.kind == "call" end) >= calls)
+      )
+
+    batches = for {:broadcast, "events", payload} <- pushes, do: payload
+    assert batches |> Enum.flat_map(& &1.events) |> Enum.count(&(&1.kind == "call")) == calls
+
+    Browser.run("pause.test.mjs", %{
+      phase: "view",
+      connect: connect,
+      batches: batches,
+      calls: calls,
+      pushed_out: pushed_out
+    })
+
+    _controller = replay(controller, pushed_out)
+    assert %{status: :paused, accepted: accepted} = Kino.Trace.info(trace)
+    fetch_all(calls)
+    assert Kino.Trace.info(trace).accepted == accepted
+  end
+
+  # What the browser pushed (the harness's record), through the controller as Kino would.
+  defp replay(controller, pushed_out) do
+    pushed_out
+    |> File.read!()
+    |> JSON.decode!()
+    |> Enum.reduce(controller, fn %{"event" => event, "payload" => payload}, controller ->
+      {_effects, controller} = Controller.handle_event(controller, event, payload || %{})
+      controller
+    end)
+  end
+
+  defp fetch_all(n) do
+    Task.async(fn -> for id <- 1..n, do: SampleApp.Cache.fetch(:pause, id) end) |> Task.await()
   end
 
   # issue 23 item 2: Kino.Trace.stats(["Enum"]) open beside its own busy stats widget (the
@@ -232,7 +304,12 @@ defmodule Kino.Trace.Widget.BrowserTest do
             {update, _} =
               Enum.reduce(1..20, {nil, controller}, fn _, {update, c} ->
                 {:ok, effects, c} = StatsController.handle_info(c, :refresh)
-                {Enum.find_value(effects, update, &match?({:broadcast, "snapshot", _}, &1) && elem(&1, 2)), c}
+
+                {Enum.find_value(
+                   effects,
+                   update,
+                   &(match?({:broadcast, "snapshot", _}, &1) && elem(&1, 2))
+                 ), c}
               end)
 
             send(me, {:update, update})
@@ -240,12 +317,14 @@ defmodule Kino.Trace.Widget.BrowserTest do
       end)
 
     assert_receive {:widget, ^widget, connect}
+
     user =
       Task.async(fn ->
         for i <- 1..50, do: Enum.map([i, i + 1], &(&1 * 2))
         self()
       end)
       |> Task.await()
+
     send(widget, :refresh)
     assert_receive {:update, update}, 10_000
     rows = update.snapshot.rows
@@ -268,7 +347,9 @@ defmodule Kino.Trace.Widget.BrowserTest do
     {controller, pushes} = Browser.collect(controller)
     replied = if caller_traced?, do: "receive", else: "send"
     reply? = &(&1.kind == replied and &1.data =~ ~r/^\{\[:alias/)
-    {_controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
+
+    {_controller, pushes} =
+      Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
 
     %{
       connect: connect,
@@ -286,7 +367,6 @@ defmodule Kino.Trace.Widget.BrowserTest do
       {to_string(row.id), Payload.full(event)}
     end
   end
-
 
   # A small app at work: several processes reading through a cache, misses, a
   # not-found, exceptions raised out of nested calls, evictions.
@@ -323,6 +403,4 @@ defmodule Kino.Trace.Widget.BrowserTest do
       n -> n + 1
     end
   end
-
-
 end
