@@ -29,10 +29,12 @@ defmodule Kino.Trace.Printer do
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
   `:device`) until the trace stops. Options: `:colors` (default: whether ANSI is
-  enabled), `:time` (show timestamps, default `true`), `:device`.
+  enabled), `:time` (show timestamps, default `true`), `:device`, `:inspect` (as for
+  `format/2`). Raises `ArgumentError` naming an unknown or bad option.
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do
+    KinoTrace.Options.validate!(opts, KinoTrace.Plan.Options.print_schema())
     # in kino_trace's own process, with the caller's group leader (KinoTrace.Front)
     KinoTrace.Front.run(fn -> start(trace, opts) end)
   end
