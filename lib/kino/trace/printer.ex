@@ -34,12 +34,12 @@ defmodule Kino.Trace.Printer do
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do
-    KinoTrace.Options.validate!(opts, KinoTrace.Plan.Options.print_schema())
     # in kino_trace's own process, with the caller's group leader (KinoTrace.Front)
     KinoTrace.Front.run(fn -> start(trace, opts) end)
   end
 
   defp start(trace, opts) do
+    KinoTrace.Options.validate!(opts, KinoTrace.Plan.Options.print_schema())
     device = Keyword.get(opts, :device, Process.group_leader())
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)

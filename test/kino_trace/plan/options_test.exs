@@ -220,6 +220,7 @@ defmodule KinoTrace.Plan.OptionsTest do
 
       {:ok, io} = StringIO.open("")
       trace = calls(print: [colors: false, time: false, device: io, inspect: [limit: 5]])
+      assert_raise ArgumentError, ~r/^unknown option :events\. Known options: :colors/, fn -> Trace.print(trace, events: 1) end
       Trace.stop(trace)
     end
 
