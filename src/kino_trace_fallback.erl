@@ -46,7 +46,12 @@
 %%   and match specs that send the arguments only when guards do not find them huge (a
 %%   long list, a large tuple or map, a deep nesting), so the VM never builds those
 %%   messages; such a call's arguments are cuts (`bytes'). The guards look at the first
-%%   levels only: what they let through is bounded by the mailbox guard.</li>
+%%   levels only: what they let through is bounded by the mailbox guard. Return and
+%%   exception values are looked at by no match spec: the VM copies them whole into each
+%%   `return_from' and `exception_from' message, also for a trace without returns that
+%%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
+%%   `skip_returns'). A function returning a huge term in a sustained loop is bounded by
+%%   the mailbox guard alone, which acts only when the tracer gets to run (issue 36).</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to

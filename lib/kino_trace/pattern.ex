@@ -18,7 +18,7 @@ defmodule KinoTrace.Pattern do
   # arity, it is not a macro, and the pattern does not trace everything or the
   # tracer itself. `parse_each/2` and `parse_all!/2` do both.
 
-  alias KinoTrace.Pattern.{Name, Preflight, Text}
+  alias KinoTrace.Pattern.{Edit, Name, Preflight, Text}
   alias KinoTrace.Plan.Lookup
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
@@ -345,7 +345,13 @@ defmodule KinoTrace.Pattern do
 
   defp improper_list?(inputs), do: is_list(inputs) and List.improper?(inputs)
 
-  defp display(input) when is_binary(input), do: inspect(input)
+  # (a text over the bytes of a pattern by its start: its error says how long it is)
+  defp display(input) when is_binary(input) do
+    if Edit.check_pattern(input) == :ok,
+      do: inspect(input),
+      else: inspect(String.slice(input, 0, 40) <> "...")
+  end
+
   defp display(%__MODULE__{} = pattern), do: inspect(__MODULE__.to_string(pattern))
   defp display(input), do: inspect(input)
 
@@ -378,6 +384,4 @@ defmodule KinoTrace.Pattern do
     "anonymous functions cannot be traced (#{inspect(fun)}); " <>
       "pass a capture of a named function such as &Enum.map/2, or a string such as \"Enum.map/2\""
   end
-
-
 end

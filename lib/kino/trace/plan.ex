@@ -101,6 +101,7 @@ defmodule Kino.Trace.Plan do
   def new!(what, opts, defaults \\ Options.defaults()) do
     what = validate_what!(what)
     options = Options.validate!(opts, defaults)
+    Options.check_what!(options, Keyword.keys(what))
     nodes = nodes!(options[:nodes])
     plan = %__MODULE__{what: what, options: options, nodes: nodes, limits: Options.native_limits(options)}
 

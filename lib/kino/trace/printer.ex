@@ -29,7 +29,8 @@ defmodule Kino.Trace.Printer do
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
   `:device`) until the trace stops. Options: `:colors` (default: whether ANSI is
-  enabled), `:time` (show timestamps, default `true`), `:device`.
+  enabled), `:time` (show timestamps, default `true`), `:device`, `:inspect` (as for
+  `format/2`). Raises `ArgumentError` naming an unknown or bad option.
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do
@@ -38,6 +39,7 @@ defmodule Kino.Trace.Printer do
   end
 
   defp start(trace, opts) do
+    KinoTrace.Options.validate!(opts, KinoTrace.Plan.Options.print_schema())
     device = Keyword.get(opts, :device, Process.group_leader())
     opts = Keyword.put_new(opts, :colors, IO.ANSI.enabled?())
     pid = spawn(fn -> init(trace, device, opts) end)

@@ -7,7 +7,7 @@ defmodule KinoTrace.Pattern.Quoted do
   # in the quoted form instead, so parsing any text leaves the atom table as it was
   # (see `KinoTrace.Pattern.Name` for what each kind of name then means).
 
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Pattern.{Edit, Name}
 
   # Placeholders stand for names while `Macro.to_string/1` prints; they exist from
   # the moment this module is loaded, like every other atom of its code.
@@ -18,7 +18,9 @@ defmodule KinoTrace.Pattern.Quoted do
   Parses `text` (an expression), returning its quoted form with `Name`s for the
   names that are not atoms, or `{:error, message}` for a syntax error.
 
-  At most #{@max_names} distinct new names are allowed in one text.
+  At most #{@max_names} distinct new names are allowed in one text, and the text is at
+  most the bytes of one pattern (`KinoTrace.Pattern.Edit.check_pattern/1`), checked
+  before it is parsed.
 
   ## Examples
 
@@ -33,6 +35,10 @@ defmodule KinoTrace.Pattern.Quoted do
   """
   @spec parse(String.t()) :: {:ok, Macro.t()} | {:error, String.t()}
   def parse(text) when is_binary(text) do
+    with :ok <- Edit.check_pattern(text), do: quote_text(text)
+  end
+
+  defp quote_text(text) do
     opts = [
       static_atoms_encoder: &encode/2,
       # Atoms built from interpolation (`:"a#{b}"`) are calls in the quoted

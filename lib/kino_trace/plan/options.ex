@@ -62,7 +62,7 @@ defmodule KinoTrace.Plan.Options do
       max_binary: {512, pos_integer},
       max_bytes: {16_384, pos_integer},
       timeout: {nil, KinoTrace.Options.bounded_pos_integer(@max_timeout, nil: true, unit: "ms")},
-      print: {false, {"a boolean or printer options (colors: boolean, time: boolean)", &(is_boolean(&1) or Keyword.keyword?(&1))}},
+      print: {false, &check_print/1},
       force: {false, boolean},
       history: {10_000, KinoTrace.Options.bounded_pos_integer(@max_history)},
       pattern: {nil, {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
@@ -71,6 +71,40 @@ defmodule KinoTrace.Plan.Options do
       agent: {:auto, {":auto or :fallback", &(&1 in [:auto, :fallback])}},
       name: {nil, {"a string", &(is_nil(&1) or is_binary(&1))}}
     ]
+  end
+
+  @doc """
+  The options of the console printer (`Kino.Trace.Printer.attach/2`), which the `:print`
+  option takes in place of `true`, with their defaults and checks (`KinoTrace.Options`).
+  """
+  @spec print_schema() :: KinoTrace.Options.schema()
+  def print_schema do
+    boolean = KinoTrace.Options.boolean()
+    device? = &(is_pid(&1) or (is_atom(&1) and not is_nil(&1)))
+
+    [
+      colors: {nil, boolean},
+      time: {true, boolean},
+      device: {nil, {"an IO device (a pid or a registered name)", device?}},
+      inspect: {[], {"a keyword list of inspect/2 options", &Keyword.keyword?/1}}
+    ]
+  end
+
+  # `true`, `false`, or the printer's options, each checked as an option is (a bad one
+  # named under :print).
+  defp check_print(value) when is_boolean(value), do: :ok
+
+  defp check_print(value) do
+    if Keyword.keyword?(value) do
+      try do
+        KinoTrace.Options.validate!(value, print_schema())
+        :ok
+      rescue
+        e in ArgumentError -> reraise ArgumentError, "invalid value for :print: " <> e.message, __STACKTRACE__
+      end
+    else
+      {:error, "a boolean or printer options (colors: boolean, time: boolean)"}
+    end
   end
 
   @doc """
@@ -93,6 +127,31 @@ defmodule KinoTrace.Plan.Options do
             "invalid value for :return_to: returns are traced only with local: true " <>
               "(the VM reports them only for functions traced on local calls)"
     end
+  end
+
+  @doc """
+  Checks the options that apply to one kind of events only against `what` (the keys of
+  `Kino.Trace.Plan.new!/3`'s `what`): a message pattern (`:pattern`) or `timeouts: true`
+  on a trace without messages raises `ArgumentError` naming the option.
+
+      iex> KinoTrace.Plan.Options.check_what!(KinoTrace.Plan.Options.validate!(pattern: "{:ok, _}"), [:calls])
+      ** (ArgumentError) invalid value for :pattern: a message pattern filters traced messages, and this trace traces none (trace them with Kino.Trace.messages/2, Kino.Trace.trace/2's :messages, or messages: true in a capture)
+  """
+  @spec check_what!(keyword(), [atom()]) :: :ok
+  def check_what!(options, what) do
+    if :messages not in what do
+      if options[:pattern] != nil, do: raise(ArgumentError, messages_only(:pattern, "a message pattern filters traced messages"))
+
+      if options[:timeouts],
+        do: raise(ArgumentError, messages_only(:timeouts, "timeouts: true adds the receive ... after that timed out to traced messages"))
+    end
+
+    :ok
+  end
+
+  defp messages_only(key, what) do
+    "invalid value for #{inspect(key)}: #{what}, and this trace traces none (trace them with " <>
+      "Kino.Trace.messages/2, Kino.Trace.trace/2's :messages, or messages: true in a capture)"
   end
 
   # The options the native session takes as they are (see native_limits/1).

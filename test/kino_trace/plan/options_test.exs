@@ -206,6 +206,38 @@ defmodule KinoTrace.Plan.OptionsTest do
       )
     end
 
+    # Issue 36 (minor): printer options were taken unchecked; an unknown one is named.
+    test ":print's printer options are checked as options are, under :print" do
+      assert_rejected(
+        "invalid value for :print: unknown option :events. Known options: :colors, :time, :device, :inspect",
+        fn -> calls(print: [events: -1]) end
+      )
+
+      assert_rejected(
+        "invalid value for :print: invalid value for :colors: expected a boolean, got: 1",
+        fn -> calls(print: [colors: 1]) end
+      )
+
+      {:ok, io} = StringIO.open("")
+      trace = calls(print: [colors: false, time: false, device: io, inspect: [limit: 5]])
+      assert_raise ArgumentError, ~r/^unknown option :events\. Known options: :colors/, fn -> Trace.print(trace, events: 1) end
+      Trace.stop(trace)
+    end
+
+    # Issue 36 (minor): a message pattern on a trace of calls was taken and did nothing.
+    test ":pattern and timeouts: true need a trace of messages" do
+      assert_rejected(
+        "invalid value for :pattern: a message pattern filters traced messages, and this trace traces none " <>
+          "(trace them with Kino.Trace.messages/2, Kino.Trace.trace/2's :messages, or messages: true in a capture)",
+        fn -> calls(pattern: "{:ok, _}") end
+      )
+
+      assert_rejected(~r/^invalid value for :timeouts: /, fn -> calls(timeouts: true) end)
+      assert_rejected(~r/^invalid value for :pattern: /, fn -> Trace.capture([@math <> ".add/2"], fn -> :ok end, pattern: "_") end)
+      trace = Trace.trace([calls: [@math <> ".add/2"], messages: self()], pattern: "{:ok, _}", timeouts: true)
+      Trace.stop(trace)
+    end
+
     test ":pids takes :all, :new, :existing, a pid, a name or a list" do
       expected =
         ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), " <>

@@ -22,11 +22,16 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
 
   ## Sizes
 
+  # The largest integer that is no bignum (a 64-bit VM's small integers).
+  @max_word Bitwise.bsl(1, 59) - 1
+
   # What the literals of a pattern build, in all, before any is built: its binaries
-  # (`<<0::size(n)>>`, whose size the text alone gives) and the integers its guards
+  # (`<<0::size(n)>>`, whose size the text alone gives), its strings (and the text of
+  # its sigils), its integers larger than a machine word, and the integers its guards
   # shift left by a literal amount (`1 <<< n`, evaluated at each traced call). At most
   # `max_bytes`; the first literal that goes over it is the error. Literals that are
-  # not valid are left to the compiler, which names them.
+  # not valid are left to the compiler, which names them. (The text itself is bounded
+  # before it is parsed: `KinoTrace.Pattern.Edit.check_pattern/1`.)
   @doc false
   @spec check_sizes(Macro.t(), pos_integer) :: :ok | {:error, String.t()}
   def check_sizes(ast, max_bytes) do
@@ -53,8 +58,18 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
          do: shift_bits(op, ast, right, total, max_bits)
   end
 
+  # A call or a variable: its metadata holds no literal.
+  defp sizes({form, meta, args}, total, max_bits) when is_list(meta),
+    do: sizes([form, args], total, max_bits)
+
   defp sizes(tuple, total, max_bits) when is_tuple(tuple),
     do: sizes(Tuple.to_list(tuple), total, max_bits)
+
+  defp sizes(string, total, max_bits) when is_binary(string),
+    do: add_bits({:string, string, bit_size(string)}, total, max_bits)
+
+  defp sizes(integer, total, max_bits) when is_integer(integer) and abs(integer) > @max_word,
+    do: add_bits({:integer, integer, 8 * byte_size(:binary.encode_unsigned(abs(integer)))}, total, max_bits)
 
   defp sizes([head | tail], total, max_bits) do
     with {:ok, total} <- sizes(head, total, max_bits), do: sizes(tail, total, max_bits)
@@ -87,6 +102,8 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
     what =
       case kind do
         :binary -> "the binary #{Quoted.to_string(ast)} is #{bytes} bytes"
+        :string -> "the string #{preview(inspect(ast))} is #{bytes} bytes"
+        :integer -> "the integer #{preview(Integer.to_string(ast))} is #{bytes} bytes"
         :shift -> "the shift #{Quoted.to_string(ast)} makes an integer of #{bytes} bytes or more"
       end
 
@@ -95,6 +112,10 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
     "#{what}#{all}: more than the trace's :max_bytes (#{max_bytes} bytes), the bound on " <>
       "what the literals of a pattern may build (pass a larger max_bytes: to allow it)"
   end
+
+  # The start of a long literal's text, for an error.
+  defp preview(text) when byte_size(text) <= 40, do: text
+  defp preview(text), do: String.slice(text, 0, 32) <> "..."
 
   # The term a sigil without interpolation stands for: ~s, ~c and ~w (its s, c and a
   # modifiers; ~w(...)a only of atoms that exist).
