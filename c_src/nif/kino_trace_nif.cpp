@@ -127,6 +127,8 @@ ErlNifFunc nif_funcs[] = {
     {"counters", 1, counters, 0},
     {"close", 1, close_session, 0},
     {"roundtrip", 2, roundtrip, 0},
+    {"set_loop_modules", 2, set_loop_modules, 0},
+    {"loop_release", 3, loop_release, 0},
     {"nif_loaded", 0, nif_loaded, 0},
     {"term_layout", 0, term_layout, 0},
     {"struct_keys", 0, struct_keys, 0},

@@ -116,7 +116,7 @@ defmodule KinoTrace.Session.Setup do
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
     # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
-    state = Safeguards.prepare(state, functions)
+    state = Safeguards.prepare(state, functions, calls.returns != [])
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
     decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)
