@@ -3,7 +3,9 @@
 // exempts one process without touching another.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "loop_guard.hpp"
@@ -101,4 +103,29 @@ TEST_CASE("LoopGuard: many processes are counted apart", "[loop]") {
   std::size_t exact = 0;
   for (auto p : pids) exact += g.open_calls(p) == 100 ? 1 : 0;
   CHECK(exact == pids.size());
+}
+
+TEST_CASE("LoopGuard: schedulers count their processes while the session releases", "[loop]") {
+  LoopGuard g;
+  std::vector<std::uint64_t> modules{kModule};
+  g.set_modules(modules.begin(), modules.end());
+  constexpr int kThreads = 4;
+  std::atomic<int> held{0};  // how often a process was held (not checked: releases race)
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&g, &held, t] {
+      const std::uint64_t p = (static_cast<std::uint64_t>(t + 1) << 8) | 0x3;
+      for (std::uint32_t i = 0; i < 2 * LoopGuard::kThreshold; ++i) {
+        if (g.held(p)) continue;
+        if (g.call(p)) held.fetch_add(1);
+      }
+    });
+  }
+  std::thread session([&g] {
+    for (int i = 0; i < 1000; ++i) g.release((static_cast<std::uint64_t>(i % kThreads + 1) << 8) | 0x3, false);
+  });
+  for (auto& th : threads) th.join();
+  session.join();
+  // a count never passes the threshold (a held process's calls are not counted)
+  for (int t = 0; t < kThreads; ++t) CHECK(g.open_calls((static_cast<std::uint64_t>(t + 1) << 8) | 0x3) <= LoopGuard::kThreshold);
 }
