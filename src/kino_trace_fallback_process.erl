@@ -236,11 +236,10 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
 %% calls whose messages are still in the mailbox. So from ?LOOP_LOOK open calls on, the
 %% mailbox's length counts too (it holds every call not yet counted, and more): when the
 %% two reach ?LOOP_THRESHOLD, the process has at most that many frames, and it is held:
-%% its call
-%% flag in the attached session is switched off at once (the VM pushes no more
-%% return-trace frames for it), it is marked as having lost events, and the owner gets
-%% `{kino_trace, Id, {loop, Pid, MFA}}' (it moves the process to a trace without
-%% returns, or switches its flag back on and releases it).
+%% its call flag in the attached session is switched off (switch_off_calls/2: the VM
+%% pushes no more return-trace frames for it), it is marked as having lost events, and
+%% the owner gets `{kino_trace, Id, {loop, Pid, MFA}}' (it moves the process to a trace
+%% without returns, or switches its flag back on and releases it).
 loop_count(Msg, #s{loop_modules = Modules, loop = Loop} = S) ->
     case element(3, Msg) of
         call -> loop_step(Msg, Modules, Loop, 1, S);
