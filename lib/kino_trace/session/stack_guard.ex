@@ -122,6 +122,11 @@ defmodule KinoTrace.Session.StackGuard do
     :ok
   end
 
+  @doc "The processes the guard moved off the main session (a map keyed by pid)."
+  @spec moved(t() | nil) :: %{pid() => true}
+  def moved(nil), do: %{}
+  def moved(guard), do: guard.guarded
+
   @doc "Number of processes whose return tracing the guard turned off."
   @spec count(t() | nil) :: non_neg_integer()
   def count(nil), do: 0
