@@ -89,7 +89,7 @@
 -module(kino_trace_fallback).
 
 -export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
-         roundtrip/2, flags/1, process_flags/1, trace_args/3]).
+         roundtrip/2, flags/1, process_flags/1, trace_args/3, set_loop_modules/2, loop_release/3]).
 
 -define(ARG_POSITIONS, 8).         % the arguments a call match spec looks at (the first ones)
 -define(MAX_SPINE, 16).            % the deepest nesting it looks for
@@ -169,6 +169,27 @@ counters(#h{id = Id, counters = C}) ->
 -spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us := non_neg_integer()}.
 info(#h{counters = C}) ->
     maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us]]).
+
+%% @doc The loop guard, as the NIF's (`kino_trace_tracer:set_loop_modules/2'): the
+%% tracer counts per process its open calls of `Modules' as their messages come; a
+%% process with too many has its call flag switched off in the attached session and the
+%% owner gets `{kino_trace, Id, {loop, Pid, {M, F, A}}}'. `[]': off.
+-spec set_loop_modules(handle(), [module()]) -> ok.
+set_loop_modules(H, Modules) when is_list(Modules) ->
+    lists:all(fun is_atom/1, Modules) orelse kino_trace_fallback_limits:argument_error(<<"expected the loop guard's modules to be atoms">>),
+    case call(H, {loop_modules, Modules}) of
+        noproc -> ok;
+        ok -> ok
+    end.
+
+%% @doc A held process counts from 0 again (`false'; the owner sets its flags again), or
+%% never again (`true': it was moved to a trace without returns).
+-spec loop_release(handle(), pid(), boolean()) -> ok.
+loop_release(H, Pid, Exempt) when is_pid(Pid), is_boolean(Exempt) ->
+    case call(H, {loop_release, Pid, Exempt}) of
+        noproc -> ok;
+        ok -> ok
+    end.
 
 %% @doc Closes the session: queued events are discarded (counted), the attached
 %% session's process flags are switched off and the tracer process ends before this

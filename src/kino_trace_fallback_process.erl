@@ -12,13 +12,21 @@
 -define(INLINE_PAYLOAD, 64).       % its inline payload buffer
 -define(MARK_SLOTS, 1024).
 -define(CHECK_NS, 1000000).        % nanoseconds between two looks at the mailbox, at most
+%% Open calls that hold a process: a quarter of the NIF's (c_src/core/loop_guard.hpp), as
+%% the process goes on pushing frames until it handles the suspension that switches its
+%% flag off (switch_off_calls/2): up to one time slice, a few thousand calls.
+-define(LOOP_THRESHOLD, 1024).
+-define(LOOP_EXEMPT, exempt).
+-define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
+-define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
                limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
 
 -record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
-            closed = false, session, suspended = false, tick = ?TICK, restore = snapshot}).
+            closed = false, session, suspended = false, tick = ?TICK, restore = snapshot,
+            loop_modules = [], loop = #{}}).
 
 %% @doc The index in the counters' atomics array of each counter.
 -spec ix(atom()) -> pos_integer().
@@ -70,8 +78,10 @@ loop(S) ->
     after 0 -> loop(resume(S))
     end.
 
-handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
+handle(Msg, #s{loop_modules = []} = S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
     loop(offer(Msg, S));
+handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
+    loop(offer(Msg, loop_count(Msg, S)));
 handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
     case request(Request, S) of
         {stop, Reply} ->
@@ -98,6 +108,13 @@ request({attach, Session, Restore}, S) ->
     _ = quiet(fun() -> trace:process(Session, self(), false, [all]) end),
     S#s.closed andalso switch_off(Session),
     {ok, S#s{session = Session, restore = Restore}};
+request({loop_modules, Modules}, S) ->
+    {ok, S#s{loop_modules = Modules, loop = #{}}};
+request({loop_release, Pid, Exempt}, #s{loop = Loop} = S) ->
+    {ok, S#s{loop = case Exempt of
+                        true -> Loop#{Pid => ?LOOP_EXEMPT};
+                        false -> maps:remove(Pid, Loop)
+                    end}};
 request(close, S) ->
     shut(S),
     {stop, ok}.
@@ -210,6 +227,76 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
     S1 = gc(S),
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S1#s{suspended = false}.
+
+%% --- the loop guard ----------------------------------------------------------------
+
+%% The NIF's loop guard (c_src/core/loop_guard.hpp) as this process can run it: per
+%% process, its open calls of the named modules, counted as their messages come (+1 a
+%% call, -1 a return or exception). The messages come late: the process may have made
+%% calls whose messages are still in the mailbox. So from ?LOOP_LOOK open calls on, the
+%% mailbox's length counts too (it holds every call not yet counted, and more): when the
+%% two reach ?LOOP_THRESHOLD, the process has at most that many frames, and it is held:
+%% its call flag in the attached session is switched off (switch_off_calls/2: the VM
+%% pushes no more return-trace frames for it), it is marked as having lost events, and
+%% the owner gets `{kino_trace, Id, {loop, Pid, MFA}}' (it moves the process to a trace
+%% without returns, or switches its flag back on and releases it).
+loop_count(Msg, #s{loop_modules = Modules, loop = Loop} = S) ->
+    case element(3, Msg) of
+        call -> loop_step(Msg, Modules, Loop, 1, S);
+        return_from -> loop_step(Msg, Modules, Loop, -1, S);
+        exception_from -> loop_step(Msg, Modules, Loop, -1, S);
+        _ -> S
+    end.
+
+loop_step(Msg, Modules, Loop, Step, S) ->
+    Who = element(2, Msg),
+    case element(4, Msg) of
+        {M, F, A} ->
+            case lists:member(M, Modules) of
+                true -> loop_add(Who, {M, F, A}, maps:get(Who, Loop, 0), Step, S);
+                false -> S
+            end;
+        _ -> S
+    end.
+
+loop_add(_Who, _MFA, ?LOOP_EXEMPT, _Step, S) -> S;
+%% Held, and still calling: messages sent before its flag went off, or its flags were set
+%% again (the owner's restore after the mailbox guard): off again every ?LOOP_THRESHOLD.
+loop_add(Who, _MFA, N, 1, #s{loop = Loop, session = Session} = S) when N >= ?LOOP_THRESHOLD ->
+    (N + 1) rem ?LOOP_THRESHOLD =:= 0 andalso Session =/= undefined andalso switch_off_calls(Session, Who),
+    S#s{loop = Loop#{Who => N + 1}};
+loop_add(_Who, _MFA, N, _Step, S) when N >= ?LOOP_THRESHOLD -> S;
+loop_add(Who, _MFA, N, -1, #s{loop = Loop} = S) when N =< 1 -> S#s{loop = maps:remove(Who, Loop)};
+loop_add(Who, {M, F, A}, N, Step, #s{loop = Loop0} = S) ->
+    Loop = case map_size(Loop0) >= ?LOOP_MAX_PIDS andalso not is_map_key(Who, Loop0) of
+               true -> #{};
+               false -> Loop0
+           end,
+    Open = N + Step,
+    Held = Open >= ?LOOP_THRESHOLD orelse
+        (Step =:= 1 andalso Open >= ?LOOP_LOOK andalso
+         Open + element(2, erlang:process_info(self(), message_queue_len)) >= ?LOOP_THRESHOLD),
+    case Held of
+        true -> hold(Who, {M, F, if is_list(A) -> length(A); true -> A end}, S#s{loop = Loop#{Who => ?LOOP_THRESHOLD}});
+        false -> S#s{loop = Loop#{Who => Open}}
+    end.
+
+hold(Who, MFA, #s{session = Session, marks = Marks, owner = Owner, id = Id} = S) ->
+    Session =:= undefined orelse switch_off_calls(Session, Who),
+    atomics:add(Marks, erlang:phash2(Who, ?MARK_SLOTS) + 1, 1),
+    Owner ! {kino_trace, Id, {loop, Who, MFA}},
+    S.
+
+%% Switching a running process's flags takes its locks, which it holds while it runs:
+%% trace:process/4 waits for them, while the process goes on pushing frames, for several
+%% of its time slices on a loaded machine. Suspending it first waits (without holding a
+%% scheduler) only until it next handles a signal, at the end of its time slice at the
+%% latest; the flags then change at once. A suspension ends with this process, if not
+%% before.
+switch_off_calls(Session, Who) ->
+    Suspended = quiet(fun() -> erlang:suspend_process(Who) end),
+    _ = quiet(fun() -> trace:process(Session, Who, false, [call]) end),
+    Suspended =:= true andalso quiet(fun() -> erlang:resume_process(Who) end).
 
 %% --- one trace message -------------------------------------------------------------
 

@@ -25,7 +25,7 @@
 -export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
          trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5]).
 -export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
-         struct_keys/0, nif_loaded/0, term_layout/0]).
+         set_loop_modules/2, loop_release/3, struct_keys/0, nif_loaded/0, term_layout/0]).
 -export([new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
          decoder_put_names/2, drain_events/3, decode_events/2]).
 -export([alloc_faults/3]).
@@ -34,7 +34,7 @@
 -nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
        trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5,
        new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
-       struct_keys/0, nif_loaded/0, term_layout/0,
+       set_loop_modules/2, loop_release/3, struct_keys/0, nif_loaded/0, term_layout/0,
        new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
        decoder_put_names/2, drain_events/3, decode_events/2,
        alloc_faults/3]).
@@ -103,6 +103,15 @@ counters(_Resource) -> not_loaded().
 close(_Resource) -> not_loaded().
 -spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
 roundtrip(_Term, _Caps) -> not_loaded().
+%% The loop guard (c_src/core/loop_guard.hpp): the modules whose open calls it counts per
+%% process ([]: off). A process that reaches its threshold has its calls discarded (no
+%% return-trace frame pushed) and the owner gets {kino_trace, Id, {loop, Pid, {M, F, A}}}.
+-spec set_loop_modules(resource(), [module()]) -> ok.
+set_loop_modules(_Resource, _Modules) -> not_loaded().
+%% The loop guard counts Pid from 0 again (false), or never again (true: moved to a
+%% trace without returns).
+-spec loop_release(resource(), pid(), boolean()) -> ok.
+loop_release(_Resource, _Pid, _Exempt) -> not_loaded().
 -spec struct_keys() -> [{module(), [atom()]}].
 struct_keys() -> not_loaded().
 -spec nif_loaded() -> true.

@@ -272,6 +272,10 @@ class BasicSessionCore {
   // For `trace`, before encoding: reserves a rate token, a place in the shard and a
   // ticket. On Accept the caller must follow with commit() or abandon() on the same
   // shard. `who` identifies the traced process (its pid term) for the drop marks.
+  // Marks `who` as having lost events without an event dropped (the loop guard held its
+  // calls back in `enabled`: see loop_guard.hpp).
+  void mark_lost(std::uint64_t who) { drop_mark(who).fetch_add(1, std::memory_order_relaxed); }
+
   Verdict admit(std::int64_t now_ns, std::uint64_t who = 0, std::size_t shard = kAnyThread) {
     shard = index(shard);
     Verdict v = reserve(now_ns, shard);

@@ -56,6 +56,7 @@ namespace kino_trace::nif {
   X(kino_trace, "kino_trace")                                          \
   X(ready, "ready")                                                    \
   X(limit_reached, "limit_reached")                                    \
+  X(loop, "loop")                                                      \
   /* Kino.Trace.Cut kinds, and a fun's identity */                     \
   X(depth, "depth")                                                    \
   X(items, "items")                                                    \

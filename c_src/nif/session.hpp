@@ -10,6 +10,7 @@
 
 #include "monotonic_clock.hpp"
 #include "resource.hpp"
+#include "loop_guard.hpp"
 #include "session_core.hpp"
 
 namespace kino_trace::nif {
@@ -59,6 +60,7 @@ struct Session {
   ErlNifPid owner;
   std::uint64_t id;
   bool skip_returns = false;  // exception_trace without return values: returns are not wanted
+  kt::LoopGuard loop;         // tail-call loops of modules with no object code (loop_guard.hpp)
   ErlNifMonitor owner_monitor{};
   const std::int64_t coarse_to_vm_ns;  // the OS monotonic clock -> the VM's monotonic time
 

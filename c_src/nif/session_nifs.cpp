@@ -301,6 +301,34 @@ ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   return enif_make_tuple2(env, decoder.decode(), enif_make_uint64(env, buf.size()));
 }
 
+// set_loop_modules(Resource, [Module]) -> ok: the modules whose open calls the loop guard
+// counts (loop_guard.hpp: at most its kMaxModules, the first ones); [] switches it off.
+ERL_NIF_TERM set_loop_modules(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  if (!s) return enif_make_badarg(env);
+  std::vector<std::uint64_t> modules;
+  ERL_NIF_TERM head, tail = argv[1];
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    if (!enif_is_atom(env, head)) return raise_argument_error(env, "expected the loop guard's modules to be atoms");
+    modules.push_back(head);
+  }
+  if (!enif_is_empty_list(env, tail)) return raise_argument_error(env, "expected the loop guard's modules to be a list");
+  s->loop.set_modules(modules.begin(), modules.end());
+  return atoms.ok;
+}
+
+// loop_release(Resource, Pid, Exempt) -> ok: the loop guard counts Pid's open calls from 0
+// again (Exempt false: it did not loop), or never again (true: it was moved to a trace
+// without returns).
+ERL_NIF_TERM loop_release(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
+  Session* s = get_session(env, argv[0]);
+  ErlNifPid pid;
+  if (!s || !enif_get_local_pid(env, argv[1], &pid) || (argv[2] != atoms.true_ && argv[2] != atoms.false_))
+    return enif_make_badarg(env);
+  s->loop.release(argv[1], argv[2] == atoms.true_);
+  return atoms.ok;
+}
+
 ERL_NIF_TERM nif_loaded(ErlNifEnv*, int, const ERL_NIF_TERM[]) { return atoms.true_; }
 
 // struct_keys() -> [{Module, [Key]}]: the structs the NIF builds (structs.hpp), for the

@@ -25,6 +25,33 @@ namespace kino_trace::nif {
 
 namespace {
 
+// The loop guard's count (loop_guard.hpp) for a call, return or exception of a watched
+// module: before any drop, as the VM has pushed (or popped) the frame whatever the queue
+// says. The call that makes the process held tells the session once:
+// {kino_trace, Id, {loop, Pid, {M, F, Arity}}}. Allocates nothing (the slots exist once
+// the session named the modules).
+void count_for_loop_guard(ErlNifEnv* env, Session* s, const ERL_NIF_TERM argv[]) noexcept {
+  const ERL_NIF_TERM tag = argv[0];
+  const bool call = tag == atoms.call;
+  if (!call && tag != atoms.return_from && tag != atoms.exception_from) return;
+  int arity = 0;
+  const ERL_NIF_TERM* mfa = nullptr;
+  if (!enif_get_tuple(env, argv[3], &arity, &mfa) || arity != 3 || !s->loop.watches(mfa[0])) return;
+  const ERL_NIF_TERM who = argv[2];
+  if (!call) {
+    s->loop.returned(who);
+  } else if (s->loop.call(who)) {
+    s->core.mark_lost(who);
+    unsigned n = 0;
+    int a = 0;
+    ERL_NIF_TERM a_term = enif_get_list_length(env, mfa[2], &n) ? enif_make_uint(env, n)
+                          : enif_get_int(env, mfa[2], &a)      ? enif_make_int(env, a)
+                                                               : atoms.undefined;
+    ERL_NIF_TERM what = enif_make_tuple3(env, atoms.loop, who, enif_make_tuple3(env, mfa[0], mfa[1], a_term));
+    enif_send(env, &s->owner, nullptr, enif_make_tuple3(env, atoms.kino_trace, enif_make_uint64(env, s->id), what));
+  }
+}
+
 // The payload of `event` (kind set): the call's arguments or the term, then the extra
 // term. May throw std::bad_alloc (the payload's heap block).
 void encode(ErlNifEnv* env, kt::Event& event, ERL_NIF_TERM term, ERL_NIF_TERM opts, const kt::TermCaps& caps) {
@@ -83,6 +110,10 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) noexcept {
     return core.closed() ? atoms.remove : atoms.trace;
   }
 
+  // A process the loop guard holds: no frame for its calls (the VM asks this before it
+  // runs the match spec), until the session moves or resets it.
+  if (s->loop.on() && argv[0] == atoms.call && s->loop.held(argv[2])) return atoms.discard;
+
   std::int64_t now = core.rate_limited() ? s->approximate_vm_now() : 0;
   return core.precheck(now, thread_shard()) == kt::Verdict::Accept ? atoms.trace : atoms.discard;
 }
@@ -91,6 +122,7 @@ ERL_NIF_TERM enabled(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) noexcept {
 ERL_NIF_TERM trace(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) noexcept {
   Session* s = get_session(env, argv[1]);
   if (!s) return atoms.ok;
+  if (s->loop.on()) count_for_loop_guard(env, s, argv);
   // Returns the user did not ask for (exception_trace reports them too) are not offered.
   // The VM reports returns without asking enabled*/3 first, so this is the place.
   if (s->skip_returns && argv[0] == atoms.return_from) return atoms.ok;

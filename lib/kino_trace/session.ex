@@ -282,6 +282,11 @@ defmodule KinoTrace.Session do
     {:noreply, state |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
   end
 
+  # This node's tracer holds a process that looped (KinoTrace.Session.StackGuard.held/3).
+  defp message({:kino_trace, id, {:loop, pid, mfa}}, %{tracer_id: id, local?: true} = state) do
+    {:noreply, Safeguards.loop_held(state, pid, mfa)}
+  end
+
   # (this node's trace only: the stack guard samples this node's processes)
   defp message(:stack_guard, state), do: {:noreply, Safeguards.check_stacks(state)}
 

@@ -111,6 +111,18 @@ defmodule KinoTrace.Tracer do
   defdelegate close(resource), to: :kino_trace_tracer
 
   @doc """
+  The loop guard (`c_src/core/loop_guard.hpp`): counts per process its open calls of
+  `modules` (`[]`: off). A process with too many has its calls discarded (the VM pushes
+  no return-trace frame for them) and the owner gets `{:kino_trace, id, {:loop, pid, mfa}}`.
+  """
+  @spec set_loop_modules(resource(), [module()]) :: :ok
+  defdelegate set_loop_modules(resource, modules), to: :kino_trace_tracer
+
+  @doc "The loop guard counts `pid` from 0 again (`exempt` false), or never again (true)."
+  @spec loop_release(resource(), pid(), boolean()) :: :ok
+  defdelegate loop_release(resource, pid, exempt), to: :kino_trace_tracer
+
+  @doc """
   Copies `term` as the tracer would, with the caps of the given limits (as
   `new_session/2` takes them), and returns the copy and its encoded size in bytes.
   Where the native tracer is not loaded, the pure-Erlang tracer copies it, with the

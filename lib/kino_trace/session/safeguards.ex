@@ -18,6 +18,7 @@ defmodule KinoTrace.Session.Safeguards do
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Session.{Backend, Reaper, StackGuard}
+  alias KinoTrace.Tracer.LocalTracer
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
   # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
@@ -49,13 +50,16 @@ defmodule KinoTrace.Session.Safeguards do
   end
 
   @doc """
-  Before the match specs of `functions` are set: the BIF patterns to re-assert, and the
-  Reaper checked in before any BIF pattern is set (a step on every module covers BIFs too).
+  Before the match specs of `functions` are set: the BIF patterns to re-assert, the
+  Reaper checked in before any BIF pattern is set (a step on every module covers BIFs
+  too), and the tracer's loop guard watching the modules with no object file when the
+  trace has return actions (`returns?`, see `KinoTrace.Session.StackGuard.watch/3`).
   """
-  @spec prepare(map(), Functions.t()) :: map()
-  def prepare(%{local?: false} = state, _functions), do: %{state | bifs: []}
+  @spec prepare(map(), Functions.t(), boolean()) :: map()
+  def prepare(%{local?: false} = state, _functions, _returns?), do: %{state | bifs: []}
 
-  def prepare(state, functions) do
+  def prepare(state, functions, returns?) do
+    StackGuard.watch(state.backend.tracer, functions, returns?)
     bifs = Functions.bif_steps(functions)
     if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
     %{state | bifs: bifs}
@@ -192,6 +196,23 @@ defmodule KinoTrace.Session.Safeguards do
   end
 
   def guard_loops(state, _events), do: state
+
+  @doc """
+  The tracer holds a process that made too many calls of a module with no object file
+  and no return (`KinoTrace.Session.StackGuard.held/3`): moved off return tracing when it
+  loops through tail calls, else let go on.
+  """
+  @spec loop_held(map(), pid(), mfa()) :: map()
+  def loop_held(%{guard: guard} = state, pid, mfa) when guard != nil do
+    {guard, moved} = StackGuard.held(guard, pid, mfa)
+    unpair(%{state | guard: guard}, moved)
+  end
+
+  # (no guard: nothing to move it to, it goes on)
+  def loop_held(state, pid, _mfa) do
+    LocalTracer.loop_release(state.backend.tracer, pid, false)
+    state
+  end
 
   defp unpair(state, pids), do: %{state | decoder: Enum.reduce(pids, state.decoder, &state.decoder_module.unpair(&2, &1))}
 

@@ -13,7 +13,7 @@ defmodule KinoTrace.Session.Setup do
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, Reaper, Safeguards, Subscribers}
+  alias KinoTrace.Session.{Backend, Reaper, Safeguards, StackGuard, Subscribers}
 
   @doc """
   Sets the trace up: another node's tracer first (raises `ArgumentError` when it cannot
@@ -60,8 +60,12 @@ defmodule KinoTrace.Session.Setup do
   """
   @spec restore(map()) :: :ok
   def restore(%{backend: backend, plan: plan} = state) do
-    for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      unless_gone(fn -> trace_process!(state, target, flags) end)
+    # not the stack guard's: switched on for a moment, a loop would push frames until
+    # switched off again, which waits for the running process's locks (issue 36.5)
+    moved = StackGuard.moved(state.guard)
+
+    for {targets, flags} <- Plan.process_flags(plan), target <- targets, not is_map_key(moved, target) do
+      unless_gone(fn -> trace_process!(state, target, flags, moved) end)
     end
 
     for pid <- [self() | Subscribers.kept_out(state)] do
@@ -76,9 +80,11 @@ defmodule KinoTrace.Session.Setup do
   # out of the session once it is added, but what they did meanwhile would be recorded:
   # issue 23 item 3); `:new` ones are kept out as they register. (`:all` sets processes'
   # flags, not ports', either way.)
-  defp trace_process!(%{local?: true, backend: backend}, target, flags) when target in [:all, :existing] do
+  defp trace_process!(state, target, flags, skip \\ %{})
+
+  defp trace_process!(%{local?: true, backend: backend}, target, flags, skip) when target in [:all, :existing] do
     if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
-    own = MapSet.new([self() | KinoTrace.Internal.pids()])
+    own = MapSet.new([self() | KinoTrace.Internal.pids()] ++ Map.keys(skip))
 
     for pid <- Process.list(), not MapSet.member?(own, pid) do
       unless_gone(fn -> Backend.trace(backend, :process, [pid, true, flags]) end)
@@ -88,13 +94,13 @@ defmodule KinoTrace.Session.Setup do
   end
 
   # A pid that exited since the options were checked is a bad target, not a crash.
-  defp trace_process!(%{backend: backend}, target, flags) when is_pid(target) do
+  defp trace_process!(%{backend: backend}, target, flags, _skip) when is_pid(target) do
     Backend.trace(backend, :process, [target, true, flags])
   rescue
     ArgumentError -> raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
   end
 
-  defp trace_process!(%{backend: backend}, target, flags), do: Backend.trace(backend, :process, [target, true, flags])
+  defp trace_process!(%{backend: backend}, target, flags, _skip), do: Backend.trace(backend, :process, [target, true, flags])
 
   # Runs `fun`, which sets a process's flags; a process that exited meanwhile (`:trace`
   # raises ArgumentError) is skipped.
@@ -116,7 +122,7 @@ defmodule KinoTrace.Session.Setup do
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
     # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
-    state = Safeguards.prepare(state, functions)
+    state = Safeguards.prepare(state, functions, calls.returns != [])
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
     decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)

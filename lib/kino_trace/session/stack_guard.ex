@@ -23,6 +23,19 @@ defmodule KinoTrace.Session.StackGuard do
   # frame of it) loops through tail calls, and is moved at once. A process deep in a
   # recursion that is not a tail call has that function on its stack more than once, and
   # is left to the sampling.
+  #
+  # Both are late under load: the session process that decodes and samples competes for
+  # a scheduler with the loop it watches (a loop of a module compiled in memory reached
+  # 220-236 K words in 2 s beside a CPU hog). So for the modules with no object file the
+  # bound is the tracer's own (issue 36.5): `watch/3` names them to the tracer, which
+  # counts each process's open calls of them where it sees them (the native tracer in the
+  # traced process's own trace callbacks, `c_src/core/loop_guard.hpp`; the pure-Erlang
+  # one as its process receives their messages) and holds a process with too many (the
+  # native tracer, at 4 096, discards its calls, so the VM pushes no return-trace frame
+  # for them; the fallback, at 1 024 counting its mailbox, switches its call flag off)
+  # and tells the session. `held/3` then moves it when it loops through tail calls, or
+  # lets it go on (its calls traced with their returns again) when it does not (a deep
+  # recursion).
 
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Tracer.LocalTracer
@@ -109,6 +122,11 @@ defmodule KinoTrace.Session.StackGuard do
     :ok
   end
 
+  @doc "The processes the guard moved off the main session (a map keyed by pid)."
+  @spec moved(t() | nil) :: %{pid() => true}
+  def moved(nil), do: %{}
+  def moved(guard), do: guard.guarded
+
   @doc "Number of processes whose return tracing the guard turned off."
   @spec count(t() | nil) :: non_neg_integer()
   def count(nil), do: 0
@@ -134,14 +152,64 @@ defmodule KinoTrace.Session.StackGuard do
 
   # Whether the plan traces a module that has no object file (defined in a script or a
   # Livebook cell): KinoTrace.Plan.TailCalls cannot see its loops.
-  defp in_memory?(plan) do
-    Enum.any?(plan.steps, fn {{m, _f, _a}, spec} ->
-      m != :_ and spec != false and
-        case :code.which(m) do
-          path when is_list(path) -> not File.regular?(path)
-          _other -> false
-        end
-    end)
+  defp in_memory?(plan), do: in_memory_modules(plan) != []
+
+  @doc """
+  Has `tracer` count the open calls of the modules of `plan` that have no object file,
+  when the trace has return actions (`returns?`; none are counted otherwise): a process
+  with too many is held and the session gets `{:kino_trace, id, {:loop, pid, mfa}}`
+  (see `held/3`). Called before the plan's match specs are set, so that the count starts
+  with the first traced call.
+  """
+  @spec watch(LocalTracer.t(), Functions.t(), boolean()) :: :ok
+  def watch(tracer, plan, returns?) do
+    modules = if returns?, do: in_memory_modules(plan), else: []
+    LocalTracer.set_loop_modules(tracer, modules)
+  end
+
+  defp in_memory_modules(plan) do
+    for {{m, _f, _a}, spec} <- plan.steps, m != :_ and spec != false and no_object_file?(m), uniq: true, do: m
+  end
+
+  defp no_object_file?(module) do
+    case :code.which(module) do
+      path when is_list(path) -> not File.regular?(path)
+      _other -> false
+    end
+  end
+
+  @doc """
+  The tracer holds `pid`, which made too many calls of a watched module with no return
+  (`watch/3`; `mfa` is its last): when it loops through tail calls (see above) it is
+  moved to the guard's session, without returns; otherwise (a deep recursion) it goes
+  on, its calls traced with their returns again. Returns the guard and the moved
+  processes.
+  """
+  @spec held(t() | nil, pid(), mfa()) :: {t() | nil, [pid()]}
+  def held(nil, _pid, _mfa), do: {nil, []}
+
+  def held(guard, pid, mfa) do
+    cond do
+      is_map_key(guard.guarded, pid) ->
+        LocalTracer.loop_release(guard.tracer, pid, true)
+        {guard, []}
+
+      tail_loop?(pid, mfa) ->
+        {move(pid, guard), [pid]}
+
+      true ->
+        # the fallback switched its call flag off
+        if not LocalTracer.native?(guard.tracer), do: trace_process(guard.main, pid, true, guard.call_flags)
+        LocalTracer.loop_release(guard.tracer, pid, false)
+        {guard, []}
+    end
+  end
+
+  defp trace_process(session, pid, on, flags) do
+    :trace.process(session, pid, on, flags)
+  rescue
+    # The process exited meanwhile.
+    ArgumentError -> 0
   end
 
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
@@ -258,6 +326,8 @@ defmodule KinoTrace.Session.StackGuard do
       ArgumentError -> :ok
     end
 
+    # the tracer's loop guard no longer counts it (its calls now open no frame)
+    LocalTracer.loop_release(guard.tracer, pid, true)
     guarded = if map_size(guard.guarded) >= @max_guarded, do: %{}, else: guard.guarded
     %{guard | guarded: Map.put(guarded, pid, true), count: guard.count + 1}
   end

@@ -111,6 +111,23 @@ defmodule KinoTrace.Tracer.LocalTracer do
     Map.put(:kino_trace_fallback.counters(handle), :fallback, :kino_trace_fallback.info(handle))
   end
 
+  @doc """
+  Has the tracer count, in the traced processes' own trace callbacks (native) or as its
+  process receives their messages (fallback), each process's open calls of `modules`
+  (`[]`: off): a process with too many is held (the native tracer discards its calls, so
+  no return-trace frame is pushed; the fallback switches its call flag off in the
+  attached session) and the owner gets `{:kino_trace, id, {:loop, pid, mfa}}`
+  (`KinoTrace.Session.StackGuard`).
+  """
+  @spec set_loop_modules(t(), [module()]) :: :ok
+  def set_loop_modules(%__MODULE__{mode: :native, handle: resource}, modules), do: Tracer.set_loop_modules(resource, modules)
+  def set_loop_modules(%__MODULE__{handle: handle}, modules), do: :kino_trace_fallback.set_loop_modules(handle, modules)
+
+  @doc "A held process counts from 0 again (`exempt` false), or never again (true)."
+  @spec loop_release(t(), pid(), boolean()) :: :ok
+  def loop_release(%__MODULE__{mode: :native, handle: resource}, pid, exempt), do: Tracer.loop_release(resource, pid, exempt)
+  def loop_release(%__MODULE__{handle: handle}, pid, exempt), do: :kino_trace_fallback.loop_release(handle, pid, exempt)
+
   @doc "Closes it: nothing more is accepted, what is queued is freed (counted as discarded)."
   @spec close(t()) :: :ok
   def close(%__MODULE__{mode: :native, handle: resource}), do: Tracer.close(resource)

@@ -62,6 +62,83 @@ defmodule Kino.Trace.Calls.StackLoopTest do
     assert KinoTraceTest.Helpers.kino_sessions() == []
   end
 
+  # Busy processes, two per scheduler, for the rest of the test: the CPU hog the issue's
+  # figures were measured beside.
+  defp cpu_hog do
+    for _ <- 1..(2 * System.schedulers_online()) do
+      pid = spawn(fn -> spin(0) end)
+      on_exit(fn -> Process.exit(pid, :kill) end)
+    end
+  end
+
+  defp spin(n), do: spin(n + 1)
+
+  # Issue 36 item 5: the guard reacted to decoded batches, so beside a CPU hog the loop
+  # reached 220-236 K words before the session moved it. The tracer now holds it itself,
+  # whatever the scheduling of the session process: here the session is suspended while
+  # the loop runs its first 32 768 iterations (with return frames, 150 K words).
+  for tracer <- [:native, :fallback] do
+    test "#{tracer} tracer: a tail-recursive loop of a module with no object file, traced with returns beside a CPU hog, keeps its stack under 64 K words" do
+      if unquote(tracer) == :fallback, do: KinoTraceTest.Helpers.use_fallback_tracer()
+      name = "KinoTraceTest.NoObjectHogLoop#{unquote(tracer)}"
+
+      module =
+        compile_in_memory("""
+        defmodule #{name} do
+          # every 1 024 iterations: its stack size to the test every 16, and a look for :stop
+          def loop(n, test) when rem(n, 1024) == 0 do
+            words = elem(Process.info(self(), :stack_size), 1)
+            if rem(n, 16384) == 0, do: send(test, {:progress, n, words})
+
+            receive do
+              :stop -> {n, words}
+            after
+              0 -> loop(n + 1, test)
+            end
+          end
+
+          def loop(n, test), do: loop(n + 1, test)
+        end
+        """)
+
+      me = self()
+      pid = spawn_waiting(fn -> module.loop(0, me) end)
+      trace = Trace.calls(["#{name}.loop/2"], pids: pid, return: true)
+      assert (Trace.info(trace).tracer == :native) == (unquote(tracer) == :native)
+      cpu_hog()
+
+      # the session does not run meanwhile: only the tracer can stop the growth
+      :erlang.suspend_process(trace.session)
+      send(pid, :go)
+      progress = await_progress(32_768, [])
+      :erlang.resume_process(trace.session)
+      assert Enum.max(progress) < 65_536, "stack sizes seen: #{inspect(Enum.reverse(progress))}"
+
+      # moved off return tracing; its calls are still traced
+      KinoTraceTest.Helpers.wait_until(fn -> Trace.info(trace).stack_guarded == 1 end)
+      accepted = Trace.info(trace).accepted
+      KinoTraceTest.Helpers.wait_until(fn -> Trace.info(trace).accepted > accepted + 1_000 end)
+
+      # the stack at the loop's last iteration: every frame it ever got is still there
+      send(pid, :stop)
+      assert_receive {:done, {_n, words}}, 60_000
+      assert words < 65_536
+      assert Trace.info(trace).stack_guarded == 1
+      Trace.stop(trace)
+      assert KinoTraceTest.Helpers.kino_sessions() == []
+    end
+  end
+
+  # The stack sizes the loop reported until it made `iterations` iterations.
+  defp await_progress(iterations, seen) do
+    receive do
+      {:progress, n, words} when n >= iterations -> [words | seen]
+      {:progress, _n, words} -> await_progress(iterations, [words | seen])
+    after
+      60_000 -> flunk("the loop made less than #{iterations} iterations in 60 s: #{inspect(seen)}")
+    end
+  end
+
   test "a deep recursion that is not a tail call keeps its returns" do
     module =
       compile_in_memory(~S"""
