@@ -4,8 +4,9 @@ defmodule KinoTraceTest.Mix.PackageTest do
   # project, the native tracer included (KINO_TRACE_NATIVE=required: a failed native
   # build is an error), with no Hex (an empty MIX_HOME: the scratch project fetches
   # nothing). A trace then runs on the native tracer. Slow (it builds everything once):
-  # `make test-quick` leaves it out.
-  use ExUnit.Case, async: true
+  # `make test-quick` leaves it out. Not async: it would hold one of the few async slots
+  # for minutes (isolation_test's two modules must run at the same time).
+  use ExUnit.Case, async: false
 
   @moduletag :slow
   @moduletag timeout: 900_000
