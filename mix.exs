@@ -22,6 +22,8 @@ defmodule KinoTrace.MixProject do
   use Mix.Project
 
   @version "0.1.0"
+  # The one place the repository's address is written (the project has no public remote
+  # yet: set the real one before the first `mix hex.publish`).
   @source_url "https://github.com/kino-trace/kino_trace"
 
   def project do
