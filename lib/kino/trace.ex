@@ -604,9 +604,13 @@ defmodule Kino.Trace do
   for the options) and returns the trace.
 
       iex> {:ok, device} = StringIO.open("")
-      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self()) |> Kino.Trace.print(device: device)
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self()) |> Kino.Trace.print(device: device, colors: false)
       iex> Kino.Trace.info(trace).subscribers
       1
+      iex> Kino.Trace.stop(trace)
+      :ok
+      iex> Stream.repeatedly(fn -> StringIO.contents(device) end) |> Enum.find(&(elem(&1, 1) != "")) |> elem(1)
+      "-- trace stopped --\\n"
   """
   @spec print(t(), keyword()) :: t()
   def print(%__MODULE__{} = trace, opts \\ []) do
