@@ -1,10 +1,12 @@
 # kino_trace — the two commands:
 #   make demo   sets up what is missing, then traces a sample workload on the console
 #   make test   sets up what is missing, then runs every suite
+# and, once set up, the contributor's loop:
+#   make test-quick   the ExUnit suite on the default toolchain without the slow groups
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup setup-all demo test test-native test-nif-sanitized test-elixir test-js test-browser assets bench clean
+.PHONY: setup setup-all demo test test-quick test-native test-nif-sanitized test-elixir test-js test-browser assets bench clean
 
 setup:
 	bash scripts/setup.sh
@@ -19,6 +21,12 @@ demo: setup
 test: setup-all
 	bash scripts/test-all.sh
 
+# The default toolchain's ExUnit suite without the tests tagged :slow (fuzzing, floods,
+# builds of the package and of clones, other nodes) and :browser (Chromium): a few
+# minutes. `make test` runs them all.
+test-quick:
+	$(ENV) mix test --exclude slow --exclude browser
+
 test-native:
 	bash scripts/test-native.sh
 
@@ -28,8 +36,9 @@ test-nif-sanitized:
 test-elixir:
 	$(ENV) mix test
 
+# npm ci only when the packages are missing (it deletes node_modules and installs afresh).
 test-js:
-	cd assets && npm ci --no-audit --no-fund && npm test
+	cd assets && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm test
 
 test-browser:
 	$(ENV) mix test --only browser

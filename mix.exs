@@ -22,6 +22,9 @@ defmodule KinoTrace.MixProject do
   use Mix.Project
 
   @version "0.1.0"
+  # The one place the repository's address is written (the project has no public remote
+  # yet: set the real one before the first `mix hex.publish`).
+  @source_url "https://github.com/kino-trace/kino_trace"
 
   def project do
     [
@@ -34,8 +37,23 @@ defmodule KinoTrace.MixProject do
       elixirc_paths: elixirc_paths(Mix.env()),
       erlc_paths: ["src"],
       description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
+      source_url: @source_url,
       docs: docs(),
-      package: [files: ~w(lib src mix c_src CMakeLists.txt mix.exs README.md .formatter.exs)]
+      package: package()
+    ]
+  end
+
+  # What Hex ships: test/mix/package_test.exs builds exactly these files as a dependency,
+  # native tracer and all, and checks nothing of test/, bench/ or _build is among them.
+  def package do
+    [
+      licenses: ["Apache-2.0"],
+      links: %{
+        "GitHub" => @source_url,
+        "Changelog" => "#{@source_url}/blob/main/CHANGELOG.md"
+      },
+      files: ~w(lib src mix c_src/core c_src/nif CMakeLists.txt mix.exs .formatter.exs
+                README.md LICENSE CHANGELOG.md)
     ]
   end
 
@@ -46,15 +64,30 @@ defmodule KinoTrace.MixProject do
     ]
   end
 
-  # HexDocs lists the public modules only (every other one is `@moduledoc false`), by
-  # what a user does with them. test/project/structure_test.exs checks the list.
+  # HexDocs opens on the getting-started notebook, as the kino packages' docs do, and
+  # lists the public modules only (every other one is `@moduledoc false`), the Kinos
+  # together. test/project/structure_test.exs checks the list; doc_links_test.exs that
+  # no doc links to a hidden module.
   defp docs do
     [
-      main: "Kino.Trace",
-      extras: ["README.md"],
+      main: "getting_started",
+      source_ref: "v#{@version}",
+      extras: [
+        "guides/getting_started.livemd",
+        "guides/livebook.md",
+        "guides/tracing.md",
+        "guides/patterns.md",
+        "guides/options_and_limits.md",
+        "guides/other_nodes.md",
+        "guides/installation.md",
+        "guides/testing_with_traces.md",
+        "CHANGELOG.md"
+      ],
+      groups_for_extras: [Guides: ~r{^guides/}],
+      assets: %{"docs" => "docs"},
       groups_for_modules: [
         Tracing: [Kino.Trace, Kino.Trace.Event, Kino.Trace.Cut, Kino.Trace.Plan],
-        Livebook: [Kino.Trace.Widget, Kino.Trace.StatsWidget, Kino.Trace.SmartCell],
+        Kinos: [Kino.Trace.Widget, Kino.Trace.StatsWidget, Kino.Trace.SmartCell],
         "Console and diagrams": [Kino.Trace.Printer, Kino.Trace.Mermaid],
         Statistics: [Kino.Trace.Stats, Kino.Trace.Stats.Snapshot, Kino.Trace.Stats.Row],
         ExUnit: [Kino.Trace.Capture, Kino.Trace.Assertions]

@@ -23,7 +23,7 @@ defmodule Kino.Trace do
   Mixed freely in one list: `"Mod"`, `"Mod.fun"`, `"Mod.fun/2"`, `"Mod.fun/*"`,
   `":ets.insert/2"`, `":ets"`, `Mod`, `&Mod.fun/2`, `{Mod, :fun, 2}`, and argument
   patterns with guards in Elixir syntax: `"MyApp.Cache.fetch(:users, _)"`,
-  `"Enum.map(list, _) when length(list) > 100"`. See `KinoTrace.Pattern`.
+  `"Enum.map(list, _) when length(list) > 100"`. The "Patterns" guide has the grammar.
 
   Every pattern is checked before anything is traced: an unknown module or function, a
   syntax error or a bad option raises an `ArgumentError` naming the bad entry, with a
@@ -31,44 +31,11 @@ defmodule Kino.Trace do
 
   ## Options
 
-    * `:pids` - whose calls: `:all` (default), `:new`, `:existing`, a pid, a name (a
-      registered atom, `{:global, name}` or `{:via, module, name}`, as GenServer takes),
-      or a list of pids and names. A name that names no process raises `ArgumentError`;
-      with `:nodes`, names are looked up on each node
-    * `:children` - also trace the processes they spawn (default `false`)
-    * `:return` - return values, durations and call depth (default `true`); functions
-      that loop through tail calls are traced without returns (each would keep a stack
-      frame per iteration) unless a pattern names them and `:force` is given
-    * `:exceptions` - exceptions raised out of traced calls (default `true`)
-    * `:caller` - record each call's caller (default `false`); `:line` adds the file and
-      line of the call (`{m, f, a, {file, line}}`; it takes a one-frame stack trace per
-      call, a few times the cost of `true`)
-    * `:return_to` - also record where traced calls return into (`:return_to` events;
-      default `false`, needs `local: true`)
-    * `:local` - also trace local (private and module-internal) calls (default `true`)
-    * `:limit` - stop tracing after this many events
-    * `:rate` - `{count, milliseconds}`: at most `count` events per period (schedulers
-      take a few at a time, so a burst may pass up to an eighth more); the rest are
-      dropped and counted, the trace keeps running
-    * `:queue` - `[events: n, bytes: n]`, the most held at once before dropping (one
-      process tracing alone may use all of it; one that moves between schedulers may
-      see drops from 63/64 of it, the part each scheduler keeps in hand)
-    * `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes` - how much of each term is
-      copied out of the traced process (deeper, longer or larger parts show as `...`);
-      `:max_binary` and `:max_bytes` take at most 1 GiB
-    * `:timeout` - stop tracing after this many milliseconds
-    * `:print` - print events to the console as they arrive (default `false`); `true`
-      or the options of `Kino.Trace.Printer.attach/2` such as `[colors: false]`
-    * `:force` - allow tracing everything or kino_trace's own modules, and the returns
-      of tail-recursive functions a pattern names (`"MyMod.loop/1"` or `"MyMod.loop"`)
-    * `:history` - how many recent events `events/2` keeps (default 10 000)
-    * `:nodes` - trace other nodes too: a node, a list of nodes, or `:all` (this node and
-      every connected node); each gets its own session with the same limits and the
-      events merge into this trace (see `KinoTrace.Remote`). Another node needs
-      nothing of kino_trace: its agent is shipped there for the trace and removed after
-      (see `KinoTrace.Remote.Agent`)
-    * `:agent` - how other nodes are traced: `:auto` (default; the native tracer where
-      it loads, else the pure-Erlang fallback) or `:fallback` (always the fallback)
+  `:pids` (whose calls), `:children`, `:return`, `:exceptions`, `:caller`, `:return_to`,
+  `:local`, the limits (`:limit`, `:rate`, `:queue`, `:timeout`), the term caps
+  (`:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`), `:print`, `:force`,
+  `:history`, `:nodes` and `:agent`: the "Options and limits" guide has them all in one
+  table, each with its default and its bound.
 
   ## Safety
 
@@ -107,7 +74,7 @@ defmodule Kino.Trace do
   has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
   that went away, `:unresponsive` for one that does not answer). `:tracer` says what
   traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
-  node's agent falls back to (see `KinoTrace.Remote.Agent`); then `:fallback` has the trace
+  node's agent falls back to (see the "Other nodes" guide); then `:fallback` has the trace
   messages it `received` (each accepted or dropped) and how often its mailbox guard
   `switched_off` tracing (calls meanwhile are not traced).
   """
@@ -142,6 +109,16 @@ defmodule Kino.Trace do
 
   The calling process owns the trace: when it exits, the trace ends. See the module
   documentation for patterns and options.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1, 2, 3])
+      6
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> for event <- Kino.Trace.events(trace), do: {event.kind, event.args, event.return}
+      [{:call, [[1, 2, 3]], nil}, {:return, nil, 6}]
+      iex> Kino.Trace.stop(trace)
+      :ok
   """
   @spec calls(term(), keyword()) :: t()
   def calls(patterns, opts \\ []), do: trace([calls: patterns], opts)
@@ -161,6 +138,18 @@ defmodule Kino.Trace do
       Kino.Trace.messages(:distributed)
       Kino.Trace.messages([MyApp.Cache], pattern: "{:\"$gen_call\", _, {:fetch, _}}")
       Kino.Trace.messages([pid], timeouts: true)
+
+  Here the calling process sends itself a message and receives it:
+
+      iex> me = self()
+      iex> trace = Kino.Trace.messages([me], pattern: "{:ping, _}")
+      iex> send(me, {:ping, 1})
+      iex> receive do: ({:ping, 1} -> :ok)
+      :ok
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> trace |> Kino.Trace.events() |> Enum.map(&{&1.kind, &1.data}) |> Enum.sort()
+      [{:receive, {:ping, 1}}, {:send, {:ping, 1}}]
   """
   @spec messages(term(), keyword()) :: t()
   def messages(targets, opts \\ []), do: trace([messages: targets], opts)
@@ -170,6 +159,17 @@ defmodule Kino.Trace do
   presets): `:spawn`/`:spawned`, `:exit` (with the reason), `:link`/`:unlink`,
   `:getting_linked`/`:getting_unlinked`, `:register`/`:unregister`. With
   `children: true`, processes they spawn are followed too.
+
+      iex> pid = spawn(fn -> receive do: (:stop -> exit(:done)) end)
+      iex> trace = Kino.Trace.processes([pid])
+      iex> ref = Process.monitor(pid)
+      iex> send(pid, :stop)
+      iex> receive do: ({:DOWN, ^ref, :process, _, reason} -> reason)
+      :done
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> for event <- Kino.Trace.events(trace), event.kind == :exit, do: event.data
+      [:done]
   """
   @spec processes(term(), keyword()) :: t()
   def processes(targets, opts \\ []), do: trace([processes: targets], opts)
@@ -180,6 +180,15 @@ defmodule Kino.Trace do
       Kino.Trace.trace([calls: ["MyApp.Cache"], messages: [MyApp.Cache], processes: [MyApp.Cache]])
 
   Options are those of `calls/2` (`:pids` applies to calls) plus `:pattern` and `:timeouts` for messages.
+
+      iex> trace = Kino.Trace.trace([calls: ["Enum.sum/1"], messages: [self()]], pids: self(), pattern: ":go")
+      iex> send(self(), :go)
+      iex> receive do: (:go -> Enum.sum([1]))
+      1
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> trace |> Kino.Trace.events() |> Enum.map(& &1.kind) |> Enum.sort()
+      [:call, :receive, :return, :send]
   """
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do
@@ -227,11 +236,11 @@ defmodule Kino.Trace do
 
   Waits until every event of the block has been delivered, then ends the trace.
 
-      capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2, 3]) end)
-      capture.result
-      #=> 6
-      Enum.map(capture.events, & &1.kind)
-      #=> [:call, :return]
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2, 3]) end)
+      iex> capture.result
+      6
+      iex> Enum.map(capture.events, & &1.kind)
+      [:call, :return]
 
   Options are those of `calls/2`; `:pids` adds processes to trace besides the caller
   (default none), `:children` defaults to `true`, `:limit` to 1_000_000 events and
@@ -248,7 +257,7 @@ defmodule Kino.Trace do
   when that process is traced too: `pids: [MyApp.Cache]`. The capture notes the
   processes the block sent messages to that it did not trace
   (`capture.untraced_receivers`), and an assertion about a missing call names them and
-  suggests that option (see `KinoTrace.Capture.Sends`).
+  suggests that option.
   """
   @spec capture(term(), (-> term()), keyword()) :: Kino.Trace.Capture.t()
   def capture(patterns, fun, opts \\ []) when is_function(fun, 0) do
@@ -259,21 +268,58 @@ defmodule Kino.Trace do
   Counts calls, time and memory per function with the VM's own counters, in its own
   trace session: no message per call. See `Kino.Trace.Stats`.
 
-      stats = Kino.Trace.stats(["MyApp.Repo"])
-      Kino.Trace.print_stats(stats)
+      iex> stats = Kino.Trace.stats(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1, 2]) + Enum.sum([3])
+      6
+      iex> Kino.Trace.stats_snapshot(stats).rows |> Enum.map(&{&1.mfa, &1.calls})
+      [{{Enum, :sum, 1}, 2}]
+      iex> Kino.Trace.stop(stats)
+      :ok
   """
   @spec stats(term(), keyword()) :: Kino.Trace.Stats.t()
   defdelegate stats(patterns, opts \\ []), to: Kino.Trace.Stats, as: :start
 
-  @doc "The statistics so far, per function. See `Kino.Trace.Stats.snapshot/1`."
+  @doc """
+  The statistics so far, per function. See `Kino.Trace.Stats.snapshot/1`.
+
+      iex> stats = Kino.Trace.stats(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1, 2])
+      3
+      iex> snapshot = Kino.Trace.stats_snapshot(stats)
+      iex> Kino.Trace.Stats.Snapshot.row(snapshot, {Enum, :sum, 1}).calls
+      1
+  """
   @spec stats_snapshot(Kino.Trace.Stats.t()) :: Kino.Trace.Stats.Snapshot.t()
   defdelegate stats_snapshot(stats), to: Kino.Trace.Stats, as: :snapshot
 
-  @doc "Sets a stats session's counters to zero."
+  @doc """
+  Sets a stats session's counters to zero.
+
+      iex> stats = Kino.Trace.stats(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1, 2])
+      3
+      iex> Kino.Trace.reset_stats(stats)
+      :ok
+      iex> Kino.Trace.stats_snapshot(stats).rows
+      []
+  """
   @spec reset_stats(Kino.Trace.Stats.t()) :: :ok
   defdelegate reset_stats(stats), to: Kino.Trace.Stats, as: :reset
 
-  @doc "Prints a stats session (or snapshot) as a table. See `KinoTrace.Stats.Table`."
+  @doc """
+  Prints a stats session (or snapshot) as a table, with the options of
+  `Kino.Trace.Stats.print/2`.
+
+      iex> stats = Kino.Trace.stats(["Enum.sum/1"], pids: self(), memory: false)
+      iex> Enum.sum([1, 2])
+      3
+      iex> {:ok, device} = StringIO.open("")
+      iex> Kino.Trace.print_stats(stats, device: device)
+      :ok
+      iex> {_, table} = StringIO.contents(device)
+      iex> table =~ "Enum.sum/1"
+      true
+  """
   @spec print_stats(Kino.Trace.Stats.t() | Kino.Trace.Stats.Snapshot.t(), keyword()) :: :ok
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
@@ -284,8 +330,9 @@ defmodule Kino.Trace do
   `max_messages: 200` arrows and notes; labels are escaped, so any term is safe. See
   `Kino.Trace.Mermaid` for the options.
 
-      capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end, messages: true)
-      Kino.Trace.to_mermaid(capture) |> IO.puts()
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> Kino.Trace.to_mermaid(capture) |> String.split("\\n") |> hd()
+      "sequenceDiagram"
   """
   @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
   def to_mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.diagram(source, opts) end)
@@ -293,11 +340,24 @@ defmodule Kino.Trace do
   @doc """
   Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
   not loaded. Takes the options of `to_mermaid/2` and Kino.Mermaid's `:caption`.
+
+      capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      Kino.Trace.mermaid(capture, caption: "Enum.sum/1")
   """
   @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
   def mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.render(source, opts) end)
 
-  @doc "Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped."
+  @doc """
+  Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.stop(trace)
+      :ok
+      iex> Kino.Trace.info(trace).status
+      :stopped
+      iex> Kino.Trace.stop(trace)
+      :ok
+  """
   @spec stop(t() | Kino.Trace.Stats.t()) :: :ok
   def stop(%Kino.Trace.Stats{} = stats), do: Kino.Trace.Stats.stop(stats)
 
@@ -309,6 +369,20 @@ defmodule Kino.Trace do
   `{:kino_trace, id, {:status, status}}` when the status changes. While subscribed, the
   subscriber is not traced by this trace (what it does with the events would feed the
   trace); `unsubscribe/2` traces it again as before.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: :new)
+      iex> id = trace.id
+      iex> Kino.Trace.subscribe(trace)
+      :ok
+      iex> {worker, ref} = spawn_monitor(fn -> Enum.sum([1, 2]) end)
+      iex> receive do: ({:DOWN, ^ref, :process, ^worker, :normal} -> :ok)
+      :ok
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> receive do: ({:kino_trace, ^id, {:events, events}} -> Enum.map(events, & &1.kind))
+      [:call, :return]
+      iex> Kino.Trace.unsubscribe(trace)
+      :ok
   """
   @spec subscribe(t(), pid()) :: :ok
   def subscribe(%__MODULE__{} = trace, pid \\ self()), do: Client.subscribe(trace, pid)
@@ -316,11 +390,34 @@ defmodule Kino.Trace do
   @doc """
   Stops tracing `pid` in this trace (e.g. a process that prints or forwards the trace's
   own events, which would otherwise feed back into it).
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: :new)
+      iex> worker = spawn(fn -> receive do: (:sum -> Enum.sum([1])) end)
+      iex> Kino.Trace.exclude(trace, worker)
+      :ok
+      iex> ref = Process.monitor(worker)
+      iex> send(worker, :sum)
+      iex> receive do: ({:DOWN, ^ref, :process, _, _} -> :ok)
+      :ok
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> for event <- Kino.Trace.events(trace), event.pid == worker, do: event
+      []
   """
   @spec exclude(t(), pid()) :: :ok
   def exclude(%__MODULE__{} = trace, pid) when is_pid(pid), do: Client.exclude(trace, pid)
 
-  @doc "Unsubscribes `pid`."
+  @doc """
+  Unsubscribes `pid`: it gets no more batches, and the trace traces it again as before.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.subscribe(trace)
+      :ok
+      iex> Kino.Trace.unsubscribe(trace)
+      :ok
+      iex> Kino.Trace.info(trace).subscribers
+      0
+  """
   @spec unsubscribe(t(), pid()) :: :ok
   def unsubscribe(%__MODULE__{} = trace, pid \\ self()), do: Client.unsubscribe(trace, pid)
 
@@ -329,11 +426,29 @@ defmodule Kino.Trace do
   a subscriber that calls it has them in its mailbox when it returns. Under a flood it
   delivers what was queued when asked, not what keeps coming. `capture/3` uses it once
   every event of its block is queued.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1])
+      1
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> Kino.Trace.info(trace).delivered
+      2
   """
   @spec flush(t(), timeout()) :: :ok
   def flush(%__MODULE__{} = trace, timeout \\ :infinity), do: Client.flush(trace, timeout)
 
-  @doc "The last `n` events (oldest first), from a bounded history (see `:history`)."
+  @doc """
+  The last `n` events (oldest first), from a bounded history (see `:history`).
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self(), return: false)
+      iex> for n <- 1..3, do: Enum.sum([n])
+      [1, 2, 3]
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> trace |> Kino.Trace.events(2) |> Enum.map(& &1.args)
+      [[[2]], [[3]]]
+  """
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
   def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: Client.events(trace, n)
 
@@ -345,6 +460,14 @@ defmodule Kino.Trace do
   this trace; tracing it resumes as before when the stream ends (halted or done).
 
       trace |> Kino.Trace.stream() |> Stream.filter(&(&1.kind == :call)) |> Enum.take(10)
+
+  The stream of a trace that has ended is empty:
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.stop(trace)
+      :ok
+      iex> trace |> Kino.Trace.stream() |> Enum.to_list()
+      []
   """
   @spec stream(t()) :: Enumerable.t()
   def stream(%__MODULE__{id: id} = trace) do
@@ -395,7 +518,16 @@ defmodule Kino.Trace do
   reason (`:rate`, `:queue_full`, `:max_events`, `:closed`, `:no_memory` when the tracer
   could not allocate), `:rate` (events per second
   over the last second), `:patterns`, `:status`, and `:stack_guarded`: processes whose
-  returns are no longer traced because their stack kept growing (`KinoTrace.Session.StackGuard`).
+  returns are no longer traced because their stack kept growing (its stack guard).
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1])
+      1
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> info = Kino.Trace.info(trace)
+      iex> {info.status, info.accepted, info.delivered, info.patterns}
+      {:running, 2, 2, ["Enum.sum/1"]}
   """
   @spec info(t()) :: info()
   def info(%__MODULE__{} = trace), do: Client.info(trace)
@@ -403,17 +535,29 @@ defmodule Kino.Trace do
   @doc """
   Replaces the patterns of a running trace. Good entries apply, bad ones are reported:
   returns `{input, :ok | {:ok, warnings} | {:error, message}}` per entry.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.set_patterns(trace, ["Enum.map/2", "Enum.mpa/2"])
+      [{"Enum.map/2", :ok}, {"Enum.mpa/2", {:error, "Enum.mpa/2 is not a function; did you mean Enum.map/2?"}}]
+      iex> Kino.Trace.patterns(trace)
+      ["Enum.map/2"]
   """
   @spec set_patterns(t(), term()) :: [{term(), pattern_result()}]
   def set_patterns(%__MODULE__{} = trace, patterns), do: Client.set_patterns(trace, patterns)
 
-  @doc "The trace's current patterns, as text."
+  @doc """
+  The trace's current patterns, as text.
+
+      iex> trace = Kino.Trace.calls([&Enum.sum/1, {Enum, :map, 2}], pids: self())
+      iex> Kino.Trace.patterns(trace)
+      ["Enum.sum/1", "Enum.map/2"]
+  """
   @spec patterns(t()) :: [String.t()]
   def patterns(%__MODULE__{} = trace), do: info(trace).patterns
 
   @doc """
   Completes a pattern line as typed so far: modules, functions with their arities, and
-  the arities of a function. See `KinoTrace.Complete`.
+  the arities of a function.
 
       iex> Kino.Trace.complete(":ets.insert_n")
       %{prefix: "insert_n", items: [%{label: "insert_new/2", insert: "insert_new/2", kind: :function, detail: ":ets.insert_new/2"}]}
@@ -421,15 +565,53 @@ defmodule Kino.Trace do
   @spec complete(String.t(), keyword()) :: KinoTrace.Complete.result()
   def complete(text, opts \\ []), do: Front.run(fn -> KinoTrace.Complete.complete(text, opts) end)
 
-  @doc "Pauses tracing: nothing is recorded until `resume/1`."
+  @doc """
+  Pauses tracing: nothing is recorded until `resume/1`.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.pause(trace)
+      :ok
+      iex> Enum.sum([1])
+      1
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> {Kino.Trace.info(trace).status, Kino.Trace.events(trace)}
+      {:paused, []}
+  """
   @spec pause(t()) :: :ok
   def pause(%__MODULE__{} = trace), do: Client.pause(trace)
 
-  @doc "Resumes a paused trace."
+  @doc """
+  Resumes a paused trace.
+
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self(), return: false)
+      iex> Kino.Trace.pause(trace)
+      :ok
+      iex> Kino.Trace.resume(trace)
+      :ok
+      iex> Enum.sum([2])
+      2
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> trace |> Kino.Trace.events() |> Enum.map(& &1.args)
+      [[[2]]]
+  """
   @spec resume(t()) :: :ok
   def resume(%__MODULE__{} = trace), do: Client.resume(trace)
 
-  @doc "Prints the trace's events to the console as they arrive (see `Kino.Trace.Printer`)."
+  @doc """
+  Prints the trace's events to the console as they arrive (see `Kino.Trace.Printer`
+  for the options) and returns the trace.
+
+      iex> {:ok, device} = StringIO.open("")
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self()) |> Kino.Trace.print(device: device, colors: false)
+      iex> Kino.Trace.info(trace).subscribers
+      1
+      iex> Kino.Trace.stop(trace)
+      :ok
+      iex> Stream.repeatedly(fn -> StringIO.contents(device) end) |> Enum.find(&(elem(&1, 1) != "")) |> elem(1)
+      "-- trace stopped --\\n"
+  """
   @spec print(t(), keyword()) :: t()
   def print(%__MODULE__{} = trace, opts \\ []) do
     Kino.Trace.Printer.attach(trace, opts)

@@ -111,20 +111,8 @@ defmodule KinoTrace.Pattern do
 
   ## Argument patterns
 
-  Arguments may be literals (numbers, atoms, strings, charlists, literal
-  binaries such as `<<1, 2>>`), `_`, variables, tuples, lists (also
-  `[head | tail]`), maps and structs (`%_{}` and `%name{}` too). Any atom
-  matches as written, even those match specs read as variables (`:"$1"`, `:_`).
-  Guards may use comparisons, `and`, `or`, `not`, `in` with a literal list or
-  integer range (`-5..5`, `1..10//3`), the `is_*` type checks (`is_struct/1,2`,
-  `is_exception/1,2` and `is_non_struct_map/1` too), arithmetic, `Bitwise`
-  (`&&&`, `|||`, `<<<`, `>>>`, `~~~`, `band/2`, `bxor/2`, ...) and the
-  guard-safe functions `elem/2`, `hd/1`, `tl/1`, `length/1`, `tuple_size/1`,
-  `map_size/1`, `byte_size/1`, `bit_size/1`, `binary_part/3`, `is_map_key/2`,
-  `map_get/2` (map first, like `is_map_key/2`), `map.field`, `abs/1`, `div/2`,
-  `rem/2`, `min/2`, `max/2`, `round/1`, `trunc/1`, `floor/1`, `ceil/1`,
-  `node/0`, `self/0` (the traced process) and remote calls of guard functions of
-  `:erlang`.
+  The grammar (what arguments and guards may be) is guides/patterns.md, the public
+  home of it; the examples here are its doctests.
 
   Several `when` clauses are one match spec clause each, so as in Elixir a
   guard that raises only fails its own clause:
@@ -142,18 +130,8 @@ defmodule KinoTrace.Pattern do
 
   ## Atoms
 
-  Atoms are never freed and the VM aborts when its atom table is full, so
-  pattern text never creates atoms (see `KinoTrace.Pattern.Name`): typing into
-  the widget cannot exhaust the table. What that means:
-
-    * variables may have any name
-    * a module becomes an atom only when it exists (loaded, or on the code
-      path); an unknown one is reported by `check/2`, with a suggestion
-    * a literal atom in an argument pattern or guard must already exist: no
-      traced term can contain an atom that does not, so `:usres` is an error
-      rather than a pattern that silently never matches. The target module is
-      loaded first, so the atoms of its code count. If an atom only appears
-      once some code has run, set the pattern once it has.
+  Pattern text never creates atoms (see `KinoTrace.Pattern.Name` and
+  guides/patterns.md): a literal atom that does not exist yet is an error.
 
       iex> KinoTrace.Pattern.parse("Map.get(_, :kino_trace_no_such_atom_3e9a)")
       {:error, "unknown atom :kino_trace_no_such_atom_3e9a: no such atom exists yet, so no traced term can contain it (kino_trace never creates atoms from pattern text; if the atom appears once some code has run or loaded, set the pattern again then)"}

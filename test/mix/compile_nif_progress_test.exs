@@ -5,6 +5,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNifProgressTest do
   # Mix's shell captured (Mix.shell/1 is global: not async).
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   alias Mix.Tasks.Compile.KinoTraceNif
 
   @root Path.expand("../..", __DIR__)

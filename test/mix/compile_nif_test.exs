@@ -40,6 +40,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNifTest do
 
     # The real CMake (configure only, no compiling): a value given once must not outlive
     # the argument, and reconfigure?/2 (which run/1 asks too) says when it has to go.
+    @tag :slow
     @tag timeout: 180_000
     test "an argument left out of the next configure is gone from CMake's cache", %{dir: dir} do
       build = Path.join(dir, "cmake")

@@ -4,6 +4,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
   # compiler. It must install with one warning, and trace on the pure-Erlang tracer.
   use ExUnit.Case, async: true
 
+  @moduletag :slow
+
   @root Path.expand("../..", __DIR__)
   @tools ~w(sh bash dirname readlink sed basename uname cat env tr grep head tail ls mkdir rm cp mv)
   @compilers ~w(cmake make ninja cc c++ gcc g++ clang clang++)

@@ -1,9 +1,11 @@
 defmodule KinoTraceTest.Project.ReadmeExamplesTest do
-  # Every Elixir example of README.md and of the example notebook runs as written (see
+  # Every Elixir example of README.md, of the guides (guides/*.md) and of the
+  # getting-started notebook runs as written (see
   # KinoTraceTest.DocExamples), against the app of test/support/readme_app.exs (MyApp.*,
   # running under MyApp.Sup): the documents cannot drift from the code.
   #
-  # Each README example is a test of its own, in a fresh process (`Mix.install` left out).
+  # Each example of the README and of a Markdown guide is a test of its own, in a fresh
+  # process (`Mix.install` left out).
   # The notebook's cells run in order in one process, as Livebook runs them. What an IEx
   # example shows after an expression is checked against its value or the console output
   # (times, pids and durations may differ; `...` stands for anything). An ExUnit module
@@ -20,7 +22,17 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
   @moduletag timeout: 120_000
 
   @root Path.expand("../..", __DIR__)
-  @documents ["README.md", "notebooks/kino_trace.livemd"]
+  @notebook "guides/getting_started.livemd"
+  # the README and every Markdown guide, each example on its own
+  @markdown [
+    "README.md"
+    | for(
+        path <- Path.wildcard(Path.join(@root, "guides/*.md")),
+        do: Path.relative_to(path, @root)
+      )
+      |> Enum.sort()
+  ]
+  @documents @markdown ++ [@notebook]
 
   # Examples that cannot run in a test: a snippet of the example's code (it must match
   # exactly one example) => why. Say, an example that needs Kino, Livebook, the network
@@ -99,8 +111,8 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
     end)
   end
 
-  # README.md: each example on its own.
-  for block <- examples.("README.md") do
+  # README.md and the Markdown guides: each example on its own.
+  for document <- @markdown, block <- examples.(document) do
     with {:skip, reason, _} <- plan.(block), do: @tag(skip: reason)
 
     test name.(block) do
@@ -109,11 +121,11 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
   end
 
   # The notebook: its cells in order, in one process.
-  notebook = Enum.map(examples.("notebooks/kino_trace.livemd"), plan)
+  notebook = Enum.map(examples.(@notebook), plan)
 
   @notebook_cells for {:run, block} <- notebook, do: block
 
-  test "notebooks/kino_trace.livemd runs cell by cell" do
+  test "guides/getting_started.livemd runs cell by cell" do
     assert length(@notebook_cells) > 5
     run!(@notebook_cells)
   end
@@ -121,6 +133,14 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
   for {:skip, reason, block} <- notebook do
     @tag skip: reason
     test name.(block), do: :ok
+  end
+
+  test "every guide is run: the Markdown guides and the notebook are all the guides" do
+    guides =
+      for path <- Path.wildcard(Path.join(@root, "guides/*")), do: Path.relative_to(path, @root)
+
+    assert Enum.sort(guides) == Enum.sort(tl(@markdown) ++ [@notebook])
+    assert length(@markdown) > 5
   end
 
   test "every example is found: each ```elixir fence is one example" do

@@ -1,11 +1,12 @@
 defmodule KinoTraceTest.Project.ReadmeFactsTest do
-  # Facts the README states about the code, checked against the code: the drop reasons
-  # of its accounting, and who destroys the OTP trace sessions.
+  # Facts the contributors' guide (CONTRIBUTING.md, where the README's architecture
+  # section moved) states about the code, checked against the code: the drop reasons of
+  # its accounting, and who destroys the OTP trace sessions.
   use ExUnit.Case, async: true
 
-  @readme Path.expand("../../README.md", __DIR__)
+  @readme Path.expand("../../CONTRIBUTING.md", __DIR__)
 
-  test "the README's drop reasons are the code's" do
+  test "the architecture notes' drop reasons are the code's" do
     readme = File.read!(@readme)
     [_, list] = Regex.run(~r/dropped with one\s+reason \(([^)]*?)(?::[^)]*)?\)/, readme)
     listed = for [_, reason] <- Regex.scan(~r/`(\w+)`/, list), do: reason
@@ -30,7 +31,7 @@ defmodule KinoTraceTest.Project.ReadmeFactsTest do
     end
   end
 
-  test "the README names every module that destroys a trace session" do
+  test "the architecture notes name every module that destroys a trace session" do
     readme = File.read!(@readme)
     root = Path.expand("../..", __DIR__)
 
@@ -49,7 +50,7 @@ defmodule KinoTraceTest.Project.ReadmeFactsTest do
         end
 
       assert readme =~ name or readme =~ String.replace(name, "KinoTrace.Session.", ""),
-             "#{path} destroys trace sessions: the README's architecture section must say so"
+             "#{path} destroys trace sessions: CONTRIBUTING.md's architecture section must say so"
     end
   end
 end

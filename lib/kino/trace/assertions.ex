@@ -127,7 +127,7 @@ defmodule Kino.Trace.Assertions do
 
   The first argument is what `Kino.Trace.capture/3` returned (any struct or map with an
   `:events` list) or a list of `Kino.Trace.Event` structs. Each assertion returns the
-  matching calls as `KinoTrace.Assertions.Call` structs (with their `args` and `outcome`).
+  matching calls as structs with their `args` and `outcome`.
   """
 
   alias KinoTrace.Assertions.{CallPattern, ValuePattern}
@@ -151,6 +151,16 @@ defmodule Kino.Trace.Assertions do
       assert_called trace, MyApp.Cache.fetch(_, ^key)
       assert_called trace, MyApp.Cache.fetch(_, _), times: 2
       assert_called trace, &MyApp.Cache.fetch/2, pid: worker
+
+  Run on a real capture:
+
+      iex> import Kino.Trace.Assertions
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) + Enum.sum([3]) end)
+      iex> [call] = assert_called(capture, Enum.sum([_, _]))
+      iex> call.args
+      [[1, 2]]
+      iex> assert_called(capture, Enum.sum(_), times: 2) |> length()
+      2
   """
   defmacro assert_called(trace, call_pattern, opts \\ []) do
     check_opts!(opts, [:times, :pid], "assert_called", __CALLER__)
@@ -176,6 +186,13 @@ defmodule Kino.Trace.Assertions do
 
       refute_called trace, MyApp.Repo.delete(_)
       refute_called trace, MyApp.Cache.fetch(:admins, _)
+
+  Run on a real capture:
+
+      iex> import Kino.Trace.Assertions
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> refute_called(capture, Enum.sum([]))
+      :ok
   """
   defmacro refute_called(trace, call_pattern, opts \\ []) do
     check_opts!(opts, [:pid], "refute_called", __CALLER__)
@@ -202,6 +219,13 @@ defmodule Kino.Trace.Assertions do
       assert_returned trace, MyApp.Cache.fetch(:users, _), {:ok, _}
       assert_returned trace, MyApp.Cache.fetch(:users, ^id), {:ok, %{id: ^id}}
       assert_returned trace, MyApp.Counter.next(), n when n > 10
+
+  Run on a real capture:
+
+      iex> import Kino.Trace.Assertions
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> assert_returned(capture, Enum.sum(_), n when n > 2) |> length()
+      1
   """
   defmacro assert_returned(trace, call_pattern, value_pattern, opts \\ []) do
     check_opts!(opts, [:pid], "assert_returned", __CALLER__)
@@ -244,6 +268,20 @@ defmodule Kino.Trace.Assertions do
       assert_raised_in trace, MyApp.Repo.get(_, -1), ArgumentError, ~r/negative id/
       assert_raised_in trace, MyApp.Repo.get(_, -1), ArgumentError, "negative id", pid: self()
       assert_raised_in trace, MyApp.Cache.fetch!(_, _), {:throw, :miss}
+
+  Run on a real capture:
+
+      iex> import Kino.Trace.Assertions
+      iex> capture =
+      ...>   Kino.Trace.capture(["Enum.fetch!/2"], fn ->
+      ...>     try do
+      ...>       Enum.fetch!([], 0)
+      ...>     rescue
+      ...>       Enum.OutOfBoundsError -> :none
+      ...>     end
+      ...>   end)
+      iex> assert_raised_in(capture, Enum.fetch!([], 0), Enum.OutOfBoundsError) |> length()
+      1
   """
   defmacro assert_raised_in(trace, call_pattern, exception, message_or_opts \\ [], opts \\ []) do
     {message, opts} =
@@ -279,6 +317,13 @@ defmodule Kino.Trace.Assertions do
 
       assert_called_in_order trace, [MyApp.Cache.fetch(_, _), MyApp.Repo.get(_, _)]
       assert_called_in_order trace, [MyApp.Repo.get(_, id), MyApp.Cache.put(_, ^id, _)]
+
+  Run on a real capture:
+
+      iex> import Kino.Trace.Assertions
+      iex> capture = Kino.Trace.capture(["Enum.sum/1", "Enum.reverse/1"], fn -> Enum.reverse([Enum.sum([1])]) end)
+      iex> assert_called_in_order(capture, [Enum.sum([1]), Enum.reverse([1])]) |> length()
+      2
   """
   defmacro assert_called_in_order(trace, call_patterns, opts \\ []) do
     check_opts!(opts, [:pid], "assert_called_in_order", __CALLER__)

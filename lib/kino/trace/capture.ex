@@ -27,7 +27,7 @@ defmodule Kino.Trace.Capture do
   BIF tracing off in every session when any trace session ends or clears a BIF's
   pattern (erlang/otp#10349). kino_trace's own sessions never do that while a trace of
   BIFs runs, but other tools' may. A capture of BIFs checks before and after the block
-  whether it happened (see `KinoTrace.Session.Reaper`), and lists its BIFs in
+  whether it happened (a canary BIF of its own, traced while it runs), and lists its BIFs in
   `untraced_bifs` when it did.
 
   `dropped` counts the drops by reason, read after every event of the block was queued
@@ -77,8 +77,7 @@ defmodule Kino.Trace.Capture do
   the `:limit`, `:queue`, `:rate` and `:timeout` it ran with. `truncated` is `:limit` or
   `:timeout` when the trace ended before the block did (later events were not traced),
   else `nil`. `untraced_receivers` are the processes the block sent messages to that the
-  capture did not trace, by registered name when they have one (see
-  `KinoTrace.Capture.Sends`). `untraced_bifs` are the traced BIFs (`{m, f, a}`, `:_` as
+  capture did not trace, by registered name when they have one. `untraced_bifs` are the traced BIFs (`{m, f, a}`, `:_` as
   wildcards) whose calls may be missing because BIF tracing was switched off while the
   block ran (see Lost events).
   """
@@ -110,12 +109,24 @@ defmodule Kino.Trace.Capture do
   trace did not end before the block (`truncated` is `nil`) and no BIF went untraced
   (`untraced_bifs` is empty). A list of events, or a map without these keys, counts as
   complete, since it cannot tell.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) end)
+      iex> Kino.Trace.Capture.complete?(capture)
+      true
+      iex> Kino.Trace.Capture.complete?(%{capture | truncated: :limit})
+      false
   """
   @spec complete?(t() | map() | list()) :: boolean()
   def complete?(capture),
     do: dropped_total(capture) == 0 and truncated(capture) == nil and untraced_bifs(capture) == []
 
-  @doc "How many events the capture dropped, all reasons together."
+  @doc """
+  How many events the capture dropped, all reasons together.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) end, rate: {1, 60_000})
+      iex> {length(capture.events), Kino.Trace.Capture.dropped_total(capture), capture.dropped.rate}
+      {1, 1, 1}
+  """
   @spec dropped_total(t() | map() | list()) :: non_neg_integer()
   def dropped_total(%{dropped: %{} = dropped}), do: dropped |> Map.values() |> Enum.sum()
   def dropped_total(_capture), do: 0

@@ -56,7 +56,14 @@ defmodule Kino.Trace.Cut do
 
   defstruct [:kind, :value, :size]
 
-  @doc "Returns true when `term` contains a cut anywhere."
+  @doc """
+  Returns true when `term` contains a cut anywhere.
+
+      iex> Kino.Trace.Cut.cut?({:ok, [1, %Kino.Trace.Cut{kind: :items, size: 48}]})
+      true
+      iex> Kino.Trace.Cut.cut?({:ok, [1, 2]})
+      false
+  """
   @spec cut?(term()) :: boolean()
   def cut?(%__MODULE__{}), do: true
   def cut?(list) when is_list(list), do: any_cut_in_list?(list)

@@ -196,7 +196,14 @@ defmodule Kino.Trace.Event do
   @spec kinds() :: [kind()]
   def kinds, do: @kinds
 
-  @doc "The event's `{module, function, arity}`, or `nil` for events without one."
+  @doc """
+  The event's `{module, function, arity}`, or `nil` for events without one.
+
+      iex> Kino.Trace.Event.mfa(%Kino.Trace.Event{kind: :call, module: Enum, function: :sum, arity: 1})
+      {Enum, :sum, 1}
+      iex> Kino.Trace.Event.mfa(%Kino.Trace.Event{kind: :send, data: :hello})
+      nil
+  """
   @spec mfa(t()) :: {module(), atom(), non_neg_integer()} | nil
   def mfa(%__MODULE__{module: nil}), do: nil
   def mfa(%__MODULE__{module: m, function: f, arity: a}), do: {m, f, a}

@@ -4,7 +4,7 @@ defmodule Kino.Trace.Plan do
 
   `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
   `Kino.Trace.capture/3` and each node of a multi-node trace call it, and a
-  session (`KinoTrace.Session`) runs a plan and nothing else. A bad pattern, target or
+  session runs a plan and nothing else. A bad pattern, target or
   option raises `ArgumentError` here, naming it.
 
       iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], return: false, exceptions: false, limit: 10)
@@ -20,8 +20,8 @@ defmodule Kino.Trace.Plan do
   A plan holds:
 
     * `:calls` - the parsed patterns, whose processes (`pids`, resolved) with which
-      flags, and the match specs to set (`KinoTrace.Plan.Functions`: covering patterns
-      merged, loops without returns), or `nil`;
+      flags, and the match specs to set (covering patterns merged, loops without
+      returns), or `nil`;
     * `:messages` - targets, flags and the send and receive match specs, or `nil`;
     * `:processes` - targets and flags, or `nil`;
     * `:limits` - what the native tracer enforces, under the options' own names;
@@ -73,7 +73,7 @@ defmodule Kino.Trace.Plan do
 
   @type processes :: %{targets: targets(), flags: [atom()]}
 
-  @typedoc "The native tracer's limits (see `KinoTrace.Plan.Options`)."
+  @typedoc "The native tracer's limits (see the \"Options and limits\" guide)."
   @type limits :: %{atom() => term()}
 
   @type t :: %__MODULE__{
@@ -93,9 +93,15 @@ defmodule Kino.Trace.Plan do
   Builds the plan of a trace of `what` (`[calls: patterns, messages: targets,
   processes: targets]`, any of them) with `opts`, the options of `Kino.Trace.calls/2`.
 
-  `defaults` are the defaults of the options (`KinoTrace.Plan.Options.defaults/0`, or a
+  `defaults` are the defaults of the options (those of `Kino.Trace.calls/2`, or a
   capture's). Parses and checks everything; raises `ArgumentError` naming the bad entry.
   Warnings (a pattern that matches nothing yet) are printed with `IO.warn/2`.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
+      iex> {plan.what, plan.options[:limit]}
+      {[calls: ["Enum.sum/1"]], 10}
+      iex> Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 0)
+      ** (ArgumentError) invalid value for :limit: expected a positive integer, got: 0
   """
   @spec new!(keyword(), keyword(), keyword()) :: t()
   def new!(what, opts, defaults \\ Options.defaults()) do
@@ -165,7 +171,7 @@ defmodule Kino.Trace.Plan do
   `limits`, `nodes: [node]`, and its calls, messages and processes parts resolved
   against `node`. Patterns are checked against the modules of `node` (loaded there as
   a trace of them would), names (`pids:`, message and process targets) are looked up
-  there and tail-call cycles read there, with plain OTP calls (`KinoTrace.Plan.Lookup`):
+  there and tail-call cycles read there, with plain OTP calls:
   `node` needs neither kino_trace nor Elixir, only to be connected.
 
   Raises `ArgumentError` as `new!/3` does, naming the node (`on node :"a@host": ...`),
@@ -198,12 +204,12 @@ defmodule Kino.Trace.Plan do
 
   @doc """
   The parts of a stats session counting calls of `patterns` with `opts`, its validated
-  options (`KinoTrace.Stats.Options`): one per node of `opts[:nodes]` (this one when
+  options (those of `Kino.Trace.Stats.start/2`): one per node of `opts[:nodes]` (this one when
   `nil`), every node checked before anything is counted anywhere.
 
   A node's part is checked as a trace's (`node_part!/3`, the same code): its patterns
   against its modules, with warnings and errors naming it; plain patterns only (the
-  counters count every call, `KinoTrace.Stats.Targets`), expanded to the functions of
+  counters count every call), expanded to the functions of
   its loaded code; the names of `:pids` looked up there.
 
       iex> [{node, [_pattern], mfas, pids}] = Kino.Trace.Plan.counters_parts!(["Enum.sum/1"], pids: :all, local: true, force: false)
@@ -269,13 +275,23 @@ defmodule Kino.Trace.Plan do
     {what, Keyword.merge(options, [nodes: nil, print: false] ++ overrides)}
   end
 
-  @doc "Whether the plan traces other nodes than this one."
+  @doc """
+  Whether the plan traces other nodes than this one.
+
+      iex> Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], []) |> Kino.Trace.Plan.remote?()
+      false
+  """
   @spec remote?(t()) :: boolean()
   def remote?(%__MODULE__{nodes: nodes}), do: nodes != [node()]
 
   @doc """
   The plan with `patterns` (parsed) as its calls: the match specs are built again.
   A plan without calls gets patterns that no process is traced for, as before.
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], [])
+      iex> {:ok, pattern} = KinoTrace.Pattern.parse("Enum.map/2")
+      iex> Kino.Trace.Plan.put_patterns(plan, [pattern]).calls.patterns |> Enum.map(& &1.source)
+      ["Enum.map/2"]
   """
   @spec put_patterns(t(), [Pattern.t()]) :: t()
   def put_patterns(%__MODULE__{calls: nil} = plan, patterns) do
@@ -309,8 +325,12 @@ defmodule Kino.Trace.Plan do
   end
 
   @doc """
-  The options `KinoTrace.Pattern.parse_each/2` and friends take for this plan (for
+  The options the pattern parser takes for this plan (for
   another node's part, `node_part!/3`, they look modules up on that node).
+
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], force: true)
+      iex> plan |> Kino.Trace.Plan.pattern_opts() |> Keyword.take([:force, :local, :max_bytes])
+      [force: true, local: true, max_bytes: 16384]
   """
   @spec pattern_opts(t() | keyword()) :: keyword()
   def pattern_opts(%__MODULE__{options: options} = plan), do: [lookup: lookup(plan)] ++ pattern_opts(options)

@@ -28,9 +28,25 @@ defmodule Kino.Trace.Printer do
 
   @doc """
   Starts a process that prints the trace's events to the current group leader (or
-  `:device`) until the trace stops. Options: `:colors` (default: whether ANSI is
-  enabled), `:time` (show timestamps, default `true`), `:device`, `:inspect` (as for
-  `format/2`). Raises `ArgumentError` naming an unknown or bad option.
+  `:device`) until the trace stops, and returns its pid. Options: `:colors` (default:
+  whether ANSI is enabled), `:time` (show timestamps, default `true`), `:device`,
+  `:inspect` (as for `format/2`). Raises `ArgumentError` naming an unknown or bad option.
+
+      iex> {:ok, device} = StringIO.open("")
+      iex> trace = Kino.Trace.calls(["Enum.sum/1"], pids: self())
+      iex> printer = Kino.Trace.Printer.attach(trace, device: device, colors: false, time: false)
+      iex> Enum.sum([1, 2])
+      3
+      iex> ref = Process.monitor(printer)
+      iex> Kino.Trace.flush(trace)
+      :ok
+      iex> Kino.Trace.stop(trace)
+      :ok
+      iex> receive do: ({:DOWN, ^ref, :process, _, _} -> :ok)
+      :ok
+      iex> {_, printed} = StringIO.contents(device)
+      iex> {printed =~ "Enum.sum([1, 2])", printed =~ "-- trace stopped --"}
+      {true, true}
   """
   @spec attach(Kino.Trace.t(), keyword()) :: pid()
   def attach(%{session: session} = trace, opts \\ []) when is_pid(session) do

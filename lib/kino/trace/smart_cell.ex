@@ -14,15 +14,15 @@ if Code.ensure_loaded?(Kino.SmartCell) do
     Evaluating the cell starts the trace and shows its live widget; evaluating it
     again ends the previous trace. Convert the cell to code to go on by hand.
 
-    The code is written from data (see `KinoTrace.SmartCell.Source`): the processes and
-    nodes typed in are literals or an error, never code. Checking a pattern as you type
+    The code is written from data: the processes and nodes typed in are literals or an
+    error, never code. Checking a pattern as you type
     loads the module it names when it is on the code path but not loaded yet (its
     `-on_load` function runs), as the trace would when it starts: the pre-flight check
     reads the module's functions, and literal atoms of its code, from the loaded module.
 
-    kino_trace registers the cell when it starts, if Kino is loaded. The module is a
-    thin adapter over `KinoTrace.SmartCell.Controller`, which holds the cell's
-    behaviour so it can be tested without Kino.
+    kino_trace registers the cell when it starts (in its `Application.start/2`, as Kino's
+    packages do), if Kino is loaded. The cell's behaviour lives in a plain module that
+    is tested without Kino; this module adapts it to `Kino.SmartCell`.
     """
 
     use Kino.JS, assets_path: "lib/assets/smart_cell/build"

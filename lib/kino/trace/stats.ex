@@ -55,7 +55,7 @@ defmodule Kino.Trace.Stats do
       nodes, or `:all` (this node and every connected one), as in `Kino.Trace.calls/2`.
       Another node needs no kino_trace: patterns are checked against its modules and
       names in `:pids` looked up there (errors name the node), and its counters run in
-      a session of kino_trace's agent (`KinoTrace.Remote.Agent`), which leaves nothing there
+      a session of kino_trace's agent (see the "Other nodes" guide), which leaves nothing there
       once the stats session ends, its owner dies or the connection drops. A function's
       figures are added up over the nodes in one row; its per-process breakdown keeps
       the pids, so `node(pid)` tells where (registered names are shown for this node's
@@ -84,7 +84,12 @@ defmodule Kino.Trace.Stats do
   Raises `ArgumentError` for a bad pattern or option before anything is counted. See
   the module documentation for patterns and options.
 
-      stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self(), memory: false)
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self(), memory: false)
+      iex> Enum.sum([1])
+      1
+      iex> [row] = Kino.Trace.Stats.snapshot(stats).rows
+      iex> {row.mfa, row.calls}
+      {{Enum, :sum, 1}, 1}
   """
   @spec start(term(), keyword()) :: t()
   def start(patterns, opts \\ []) do
@@ -114,11 +119,27 @@ defmodule Kino.Trace.Stats do
   @doc """
   The statistics so far (since the start or the last `reset/1`): one row per function
   called at least once, sorted by total time. See `Kino.Trace.Stats.Snapshot`.
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1", "Enum.reverse/1"], pids: self())
+      iex> Enum.sum([1]) + Enum.sum([2])
+      3
+      iex> Kino.Trace.Stats.snapshot(stats).rows |> Enum.map(&{&1.mfa, &1.calls})
+      [{{Enum, :sum, 1}, 2}]
   """
   @spec snapshot(t()) :: Snapshot.t()
   def snapshot(%__MODULE__{} = stats), do: call(stats, :snapshot)
 
-  @doc "Sets every counter back to zero."
+  @doc """
+  Sets every counter back to zero.
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1])
+      1
+      iex> Kino.Trace.Stats.reset(stats)
+      :ok
+      iex> Kino.Trace.Stats.snapshot(stats).rows
+      []
+  """
   @spec reset(t()) :: :ok
   def reset(%__MODULE__{} = stats), do: call(stats, :reset)
 
@@ -128,6 +149,11 @@ defmodule Kino.Trace.Stats do
   node's trace session, `nil` when this node is not counted) and `:nodes`, per node
   its `:status` (`:running`, `:unresponsive` when it did not answer the last read,
   `:gone`) and its number of `:functions`.
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self())
+      iex> info = Kino.Trace.Stats.info(stats)
+      iex> {info.patterns, info.functions}
+      {["Enum.sum/1"], 1}
   """
   @spec info(t()) :: map()
   def info(%__MODULE__{} = stats), do: call(stats, :info)
@@ -135,13 +161,36 @@ defmodule Kino.Trace.Stats do
   @doc """
   Stops counting and ends the session: returns `:ok` once its process is gone (a session
   that does not answer in time is ended all the same), also when already stopped.
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.Stats.stop(stats)
+      :ok
+      iex> Kino.Trace.Stats.stop(stats)
+      :ok
   """
   @spec stop(t()) :: :ok
   def stop(%__MODULE__{server: pid}), do: KinoTrace.Client.stop(pid)
 
   @doc """
-  Prints the statistics so far as a table (see `KinoTrace.Stats.Table` for options)
-  to the group leader, or to `:device`. Takes a session or a snapshot.
+  Prints the statistics so far as a table to the group leader, or to `:device`. Takes
+  a session or a snapshot. One line per function, highest total time first, then a
+  total line; columns for what the session does not measure are left out.
+
+  Options:
+
+    * `:limit` - the most functions shown (default 50); the rest are summarised in one line
+    * `:processes` - also show each function's per-process figures (default `false`)
+    * `:device` - where to print (default: the group leader)
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1"], pids: self(), memory: false)
+      iex> Enum.sum([1])
+      1
+      iex> {:ok, device} = StringIO.open("")
+      iex> Kino.Trace.Stats.print(stats, device: device)
+      :ok
+      iex> {_, table} = StringIO.contents(device)
+      iex> table |> String.split("\\n") |> hd() |> String.starts_with?("1 function, 1 call in")
+      true
   """
   @spec print(t() | Snapshot.t(), keyword()) :: :ok
   def print(stats_or_snapshot, opts \\ [])

@@ -16,9 +16,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
     Closing the widget or re-evaluating its cell ends the session.
 
-    This module is a thin adapter over `KinoTrace.Widget.StatsController`, which holds
-    the behaviour (and has the options) so it can be tested without Kino. Its table is
-    the same JavaScript renderer as the stats tab of `Kino.Trace.Widget`.
+    Its behaviour lives in a plain module that is tested without Kino; this module
+    adapts it to `Kino.JS.Live`. Its table is the same JavaScript renderer as the stats
+    tab of `Kino.Trace.Widget`.
     """
 
     use KinoTrace.Widget.Live,
@@ -26,8 +26,14 @@ if Code.ensure_loaded?(Kino.JS.Live) do
       controller: KinoTrace.Widget.StatsController
 
     @doc """
-    Builds the widget for a stats session. See
-    `KinoTrace.Widget.StatsController.init/2` for the options.
+    Builds the widget for a stats session.
+
+    Options:
+
+      * `:interval` - ms between reads of the counters (default 1 000)
+      * `:rows` - the most functions sent (default 500)
+      * `:processes` - the most processes per function in the drill-down (default 20)
+      * `:lifeline` - stop the session when the calling process exits (default `true`)
     """
     @spec new(Kino.Trace.Stats.t(), keyword()) :: Kino.JS.Live.t()
     def new(%Kino.Trace.Stats{} = stats, opts \\ []) do

@@ -18,8 +18,8 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
     Closing the widget or re-evaluating its cell ends the trace.
 
-    This module is a thin adapter over `KinoTrace.Widget.Controller`, which holds the
-    widget's behaviour (and has the options) so it can be tested without Kino.
+    The widget's behaviour lives in a plain module that is tested without Kino; this
+    module adapts it to `Kino.JS.Live`.
     """
 
     use KinoTrace.Widget.Live,
@@ -27,8 +27,25 @@ if Code.ensure_loaded?(Kino.JS.Live) do
       controller: KinoTrace.Widget.Controller
 
     @doc """
-    Builds the widget for a running trace. See `KinoTrace.Widget.Controller.init/2`
-    for the options.
+    Builds the widget for a running trace.
+
+    Options:
+
+      * `:interval` - ms between pushes to the browser (default 100)
+      * `:max_batch` - events per push (default 1 000)
+      * `:max_pending` - events waiting for a push before the oldest are dropped
+        (default 10 000)
+      * `:keep` - events kept for expanding rows (default 10 000)
+      * `:history` - how many of the most recent events a browser gets when it connects
+        (default 5 000, at most `:keep`). Like every count here it counts events, not log
+        rows: a call and its return are two events, shown as one row.
+      * `:limit` - items shown per collection in a row (`inspect/2`'s `:limit`, default
+        20), `:printable_limit` - characters shown per string (default 120),
+        `:max_chars` - characters kept of each rendered term (default 400)
+      * `:max_entries` - log rows the browser holds, the oldest dropped first (default
+        200 000)
+      * `:sequence_rows` - rows the browser's sequence tab holds (default 4 000)
+      * `:lifeline` - stop the trace when the calling process exits (default `true`)
     """
     @spec new(Kino.Trace.t(), keyword()) :: Kino.JS.Live.t()
     def new(%Kino.Trace{} = trace, opts \\ []) do

@@ -6,7 +6,7 @@ defmodule KinoTrace.Stats.Table do
   alias Kino.Trace.Stats.{Row, Snapshot}
 
   @doc """
-  The table as a string (no trailing newline). See the module docs for options.
+  The table as a string (no trailing newline).
 
   ## Examples
 
@@ -28,10 +28,7 @@ defmodule KinoTrace.Stats.Table do
   Time is in microseconds of running time (see `Kino.Trace.Stats.Row`), memory in words.
   Columns for what the session does not measure are left out.
 
-  Options:
-
-    * `:limit` - the most functions shown (default 50); the rest are summarised in one line
-    * `:processes` - also show each function's per-process figures (default `false`)
+  Options: `:limit` and `:processes`, as `Kino.Trace.Stats.print/2` documents them.
   """
   @spec format(Snapshot.t(), keyword()) :: String.t()
   def format(%Snapshot{} = snapshot, opts \\ []) do

@@ -89,22 +89,7 @@ defmodule KinoTrace.Widget.Controller do
   Starts following `trace` from the calling process (subscribes to it, and ties the
   trace's life to the caller with `KinoTrace.Widget.Lifeline`).
 
-  Options:
-
-    * `:interval` - ms between pushes to the browser (default 100)
-    * `:max_batch` - events per push (default 1 000)
-    * `:max_pending` - events waiting for a push before the oldest are dropped
-      (default 10 000)
-    * `:keep` - events kept for expanding rows (default 10 000)
-    * `:history` - how many of the most recent events a browser gets when it connects
-      (default 5 000, at most `:keep`). Like every count here it counts events, not log
-      rows: a call and its return are two events, shown as one row.
-    * `:limit`, `:printable_limit`, `:max_chars` - how terms render in rows
-      (see `KinoTrace.Widget.Payload`)
-    * `:max_entries` - log rows the browser holds, the oldest dropped first (default
-      200 000)
-    * `:sequence_rows` - rows the browser's sequence tab holds (default 4 000)
-    * `:lifeline` - stop the trace when the calling process exits (default `true`)
+  Options: those of `Kino.Trace.Widget.new/2`, which lists them.
   """
   @spec init(Kino.Trace.t(), keyword()) :: {t(), [effect()]}
   def init(trace, opts \\ []) do

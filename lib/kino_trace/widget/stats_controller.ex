@@ -44,12 +44,7 @@ defmodule KinoTrace.Widget.StatsController do
   @doc """
   Starts following a stats session from the calling process.
 
-  Options:
-
-    * `:interval` - ms between reads of the counters (default 1 000)
-    * `:rows` - the most functions sent (default 500)
-    * `:processes` - the most processes per function in the drill-down (default 20)
-    * `:lifeline` - stop the session when the calling process exits (default `true`)
+  Options: those of `Kino.Trace.StatsWidget.new/2`, which lists them.
   """
   @spec init(Stats.t(), keyword()) :: {t(), [effect()]}
   def init(%Stats{} = stats, opts \\ []) do

@@ -388,7 +388,7 @@ defmodule Kino.Trace.MermaidTest do
 
       # and the diagrams shown in the docs
       documented = documented_diagrams()
-      assert Enum.any?(documented, &String.starts_with?(&1.name, "README.md"))
+      assert Enum.any?(documented, &String.starts_with?(&1.name, "guides/tracing.md"))
 
       diagrams =
         Enum.map(samples, &Map.take(&1, [:name, :source, :texts])) ++ documented ++ broken
@@ -456,9 +456,13 @@ defmodule Kino.Trace.MermaidTest do
     Regex.replace(~r/#(\d+);/, text, fn _, code -> <<String.to_integer(code)::utf8>> end)
   end
 
-  # The ```mermaid blocks of the README and the example notebook.
+  # The ```mermaid blocks of the README and the guides.
   defp documented_diagrams do
-    for file <- ["README.md", "notebooks/kino_trace.livemd"],
+    guides =
+      for path <- Path.wildcard(Path.join(@root, "guides/*.{md,livemd}")),
+          do: Path.relative_to(path, @root)
+
+    for file <- ["README.md" | Enum.sort(guides)],
         text = File.read!(Path.join(@root, file)),
         [whole, source] <- Regex.scan(~r/^```mermaid\n(.*?)^```$/ms, text) do
       {offset, _} = :binary.match(text, whole)

@@ -760,7 +760,7 @@ defmodule Kino.Trace.SmartCellTest do
   end
 
   test "the notebook's smart cell: its saved form writes the code saved with it" do
-    notebook = File.read!(Path.expand("../../../notebooks/kino_trace.livemd", __DIR__))
+    notebook = File.read!(Path.expand("../../../guides/getting_started.livemd", __DIR__))
 
     cells =
       Regex.scan(

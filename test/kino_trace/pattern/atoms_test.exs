@@ -7,6 +7,8 @@ defmodule KinoTrace.Pattern.AtomsTest do
   # modules, compiling) would move it.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   alias KinoTrace.Pattern
   alias KinoTrace.Pattern.{Name, Quoted}
   alias KinoTrace.Widget.Controller

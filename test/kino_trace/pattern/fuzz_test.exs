@@ -24,6 +24,8 @@ defmodule KinoTrace.Pattern.FuzzTest do
   # :max_bytes (issue 27: `<<0::size(1_000_000_000_000)>>` aborted the VM).
   use ExUnit.Case, async: true
 
+  @moduletag :slow
+
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.MessagePattern
 

@@ -3,6 +3,8 @@ defmodule KinoTrace.Plan.RemoteTest do
   # (only OTP's and Elixir's code paths), with modules and names only the peer has.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern.Name
   alias KinoTrace.Plan.{Lookup, TailCalls}

@@ -3,6 +3,8 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   # node, and the agent's safety rules.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [await_events: 2, observe: 3, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers
 

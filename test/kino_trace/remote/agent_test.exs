@@ -4,6 +4,8 @@ defmodule KinoTrace.Remote.AgentTest do
   # trace and must leave nothing behind.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers
 
@@ -169,6 +171,7 @@ defmodule Kino.Trace.AgentFallbackTest do
 
   alias KinoTraceTest.Remote.Echo
 
+  @moduletag :slow
   @moduletag timeout: 180_000
 
   setup_all do

@@ -5,6 +5,8 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
   # Another user and a file system of our own need root: elsewhere these are skipped.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1]
   import KinoTraceTest.Peers
 

@@ -126,6 +126,7 @@ defmodule KinoTrace.Tracer.BoundsTest do
       assert inspect(traced_arg(:bignum)) == "0x800000000000000... (#{bits} bits)"
     end
 
+    @tag :slow
     test "a list of 50 of them stays within the event's byte budget" do
       assert [_ | _] = args = traced_arg(:list_of_50)
       assert Cut.cut?(args)
@@ -176,6 +177,7 @@ defmodule KinoTrace.Tracer.BoundsTest do
     cost_ratios([:bitstring, :fun, :fun_list, :bignum], :small)
   end
 
+  @tag :slow
   @tag :timing
   test "50 huge arguments cost within 3x 50 small ones: the caps bound the work, not the terms' size" do
     cost_ratios([:list_of_50], :list_of_50_small)

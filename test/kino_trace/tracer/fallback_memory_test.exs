@@ -8,6 +8,8 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   # the node's memory every millisecond from a process there.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Peers
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 

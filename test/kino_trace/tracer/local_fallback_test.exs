@@ -41,6 +41,7 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
     KinoTraceTest.Helpers.use_fallback_tracer()
   end
 
+  @tag :slow
   @tag timeout: 600_000
   @tag :fallback_suites
   test "the API's suites pass on the fallback tracer" do

@@ -294,6 +294,7 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
     %{pids: [self(), self() | dead] ++ [port, :undefined], name: name}
   end
 
+  @tag :slow
   test "gives the events of KinoTrace.Tracer.Decoder on generated workloads", %{pids: pids} do
     total = for seed <- 1..60, reduce: 0, do: (n -> n + compare(workload(seed, pids), []))
     # the workloads are not trivial

@@ -138,7 +138,16 @@ defmodule Kino.Trace.Stats.Snapshot do
   defp counted(list) when is_list(list), do: list
   defp counted(_false_or_undefined), do: []
 
-  @doc "The row of one function, or `nil` when it was not called."
+  @doc """
+  The row of one function, or `nil` when it was not called.
+
+      iex> stats = Kino.Trace.Stats.start(["Enum.sum/1", "Enum.reverse/1"], pids: self())
+      iex> Enum.sum([1])
+      1
+      iex> snapshot = Kino.Trace.Stats.snapshot(stats)
+      iex> {Kino.Trace.Stats.Snapshot.row(snapshot, {Enum, :sum, 1}).calls, Kino.Trace.Stats.Snapshot.row(snapshot, {Enum, :reverse, 1})}
+      {1, nil}
+  """
   @spec row(t(), mfa()) :: Row.t() | nil
   def row(%__MODULE__{rows: rows}, mfa), do: Enum.find(rows, &(&1.mfa == mfa))
 end

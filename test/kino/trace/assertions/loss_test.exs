@@ -66,6 +66,7 @@ defmodule Kino.Trace.Assertions.LossTest do
     # up and most runs lose events (the issue: add/2 missing in 7 of 10 runs). Each run
     # must then either hold every event or fail every assertion, saying why. (The test
     # below makes the loss certain; here it depends on the machine.)
+    @tag :slow
     @tag timeout: 300_000
     test "20 times with the issue's queue: each capture holds every event, or every assertion on it fails" do
       for run <- 1..20 do
@@ -75,6 +76,7 @@ defmodule Kino.Trace.Assertions.LossTest do
     end
 
     # With the capture's defaults (a queue as big as the limit), nothing is lost.
+    @tag :slow
     @tag timeout: 300_000
     test "with the capture's defaults, it holds every event" do
       trace = echoes_then_add(@echoes)

@@ -38,6 +38,7 @@ defmodule Kino.Trace.Calls.BifTest do
     Trace.stop(trace)
   end
 
+  @tag :slow
   test "parked sessions are bounded: past 1 000 they are destroyed and the traces of BIFs told to set their patterns again" do
     # the count starts from nothing parked: the sessions of earlier tests' traces of BIFs
     # are destroyed once the last of those traces has ended
@@ -71,6 +72,7 @@ defmodule Kino.Trace.Calls.BifTest do
 
   # As in four async test modules, each capturing :ets.insert/2 thirty times: every
   # capture ending used to switch the others' BIF tracing off (9-15 of 30 missed).
+  @tag :slow
   test "four processes capturing :ets.insert/2 thirty times each at once miss nothing, twenty runs in a row" do
     table = :ets.new(:kino_trace_bif_test, [:public])
 

@@ -36,6 +36,7 @@ defmodule Kino.Trace.Calls.CleanupTest do
     assert DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == children
   end
 
+  @tag :slow
   test "#{@cycles} owners killed while tracing leave nothing behind", %{children: children} do
     sessions_before = :trace.session_info(:all)
     parent = self()

@@ -3,6 +3,8 @@ defmodule Kino.Trace.Calls.DistributedTest do
   # traced module is there; kino_trace's agent is what traces them, see agent_test.exs).
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [await_events: 2, await_received: 3, wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1, start_peer: 2, kino_sessions: 1]
 

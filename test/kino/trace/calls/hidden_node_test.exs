@@ -4,6 +4,8 @@ defmodule Kino.Trace.Calls.HiddenNodeTest do
   # or visible, and `nodes: :all` must cover all of them.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [await_events: 2]
   import KinoTraceTest.Peers
 

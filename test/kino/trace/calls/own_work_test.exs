@@ -214,6 +214,7 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     GenServer.stop(widget)
   end
 
+  @tag :slow
   test "a trace of calls does not record the trace widget's process" do
     watch = Trace.calls(["Enum.map/2", "Enum.reduce/3"], return: false)
     {:ok, widget} = LiveServer.start(Controller, Trace.calls(["KinoTraceTest.Sample.Math.echo/1"]), [interval: 5, lifeline: false], self())

@@ -22,6 +22,8 @@ defmodule Kino.Trace.Calls.PairingTest do
   # async: false: the callers take both cores.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers
 
   alias Kino.Trace

@@ -88,6 +88,7 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
     end
   end
 
+  @tag :slow
   test "with two trace widgets and a stats widget open on Enum, a trace of Enum.map/2 sees only the user's calls" do
     w1 = widget(KinoTrace.Widget.Controller, fn -> KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)
     w2 = widget(KinoTrace.Widget.Controller, fn -> KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)

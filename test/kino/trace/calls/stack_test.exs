@@ -43,6 +43,7 @@ defmodule Kino.Trace.Calls.StackTest do
     end
   end
 
+  @tag :slow
   test "tracing :gen_server on an Agent handling 100 000 messages keeps its stack bounded, and nothing stays after stop" do
     {:ok, agent} = Agent.start(fn -> 0 end)
     kill_on_exit(agent)

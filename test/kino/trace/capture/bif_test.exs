@@ -51,6 +51,7 @@ defmodule Kino.Trace.Capture.BifTest do
     end
   end
 
+  @tag :slow
   test "with other tools' trace sessions ending meanwhile, 15 concurrent captures of a BIF never say they are complete when calls are missing" do
     table = :ets.new(:kino_trace_capture_bif, [:public])
     me = self()

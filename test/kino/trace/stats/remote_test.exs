@@ -4,6 +4,8 @@ defmodule Kino.Trace.Stats.RemoteTest do
   # session runs in a worker of kino_trace's agent, which must leave nothing behind.
   use ExUnit.Case, async: false
 
+  @moduletag :slow
+
   import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 2]
   import KinoTraceTest.Peers
 
