@@ -113,13 +113,8 @@ build_otp() {
   local dir; dir="$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n1)"
   (
     cd "$dir"
-    # Only the applications kino_trace, Elixir and Mix use: the others (megaco and
-    # diameter alone are a good part of the build) are left out.
     ./configure --prefix="$OTP_PREFIX" --without-wx --without-javac --without-odbc \
-      --without-common_test --without-debugger --without-observer --without-et \
-      --without-megaco --without-diameter --without-snmp --without-ssh --without-mnesia \
-      --without-dialyzer --without-eldap --without-jinterface --without-reltool \
-      --without-ftp --without-tftp >"$work/configure.log" 2>&1 \
+      --without-common_test --without-debugger --without-observer --without-et >"$work/configure.log" 2>&1 \
       || { tail -50 "$work/configure.log"; exit 1; }
     make -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -80 "$work/make.log"; exit 1; }
     make install >"$work/install.log" 2>&1 || { tail -50 "$work/install.log"; exit 1; }
