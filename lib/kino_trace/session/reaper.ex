@@ -67,8 +67,7 @@ defmodule KinoTrace.Session.Reaper do
   # moment with no trace of BIFs running (see above); the application's
   # :reaper_gate_ms when set (tests)
   @gate_ms 500
-  # the canary: a BIF that only the reaper traces, in one process of its own
-  @canary {:erlang, :adler32_combine, 3}
+  alias KinoTrace.Session.Reaper.Canary
 
   @doc false
   def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
@@ -181,7 +180,7 @@ defmodule KinoTrace.Session.Reaper do
     KinoTrace.Internal.register(self())
     # its turns are bounded, and traces wait for them: not behind the traced processes
     Process.flag(:priority, :high)
-    bug? = probe_bif_bug()
+    bug? = Canary.probe()
     :persistent_term.put({__MODULE__, :bif_bug}, bug?)
 
     {:ok,
@@ -224,13 +223,13 @@ defmodule KinoTrace.Session.Reaper do
   end
 
   def handle_call({:watch, owner}, _from, state) do
-    state = state |> ensure_canary() |> check_canary()
+    state = state |> Canary.ensure() |> Canary.check()
     watch = Process.monitor(owner)
     {:reply, {watch, state.switch_offs}, %{state | watchers: Map.put(state.watchers, watch, owner)}}
   end
 
   def handle_call({:unwatch, watch}, _from, %{watchers: watchers} = state) when is_map_key(watchers, watch) do
-    state = check_canary(state)
+    state = Canary.check(state)
     Process.demonitor(watch, [:flush])
     {:reply, state.switch_offs, unwatched(state, watch)}
   end
@@ -344,9 +343,9 @@ defmodule KinoTrace.Session.Reaper do
   # capture that watches but has not set its BIF patterns yet is not told it lost calls
   # it never traced.
   defp destroy_now(%{bug?: true, canary: canary} = state, session) when canary != nil do
-    state = check_canary(state)
+    state = Canary.check(state)
     :trace.session_destroy(session)
-    arm(canary)
+    Canary.arm(canary)
     state
   end
 
@@ -354,40 +353,6 @@ defmodule KinoTrace.Session.Reaper do
     :trace.session_destroy(session)
     state
   end
-
-  # Whether ending a session switches off a BIF traced in another (erlang/otp#10349): a
-  # process of its own calls the canary, traced in one session while another ends.
-  defp probe_bif_bug do
-    caller = spawn(fn -> receive(do: ({:call, from} -> _ = :erlang.adler32_combine(1, 1, 1); send(from, :called))) end)
-    probe = :trace.session_create(:kino_trace_probe, self(), [])
-    :trace.process(probe, caller, true, [:call])
-    arm(probe)
-    :trace.session_destroy(:trace.session_create(:kino_trace_probe, self(), []))
-    send(caller, {:call, self()})
-    receive(do: (:called -> :ok))
-    delivered = :erlang.trace_delivered(caller)
-    receive(do: ({:trace_delivered, ^caller, ^delivered} -> :ok))
-    :trace.session_destroy(probe)
-
-    receive do
-      {:trace, ^caller, :call, {:erlang, :adler32_combine, _}} -> false
-    after
-      0 -> true
-    end
-  end
-
-  # The canary while someone watches (a process cannot trace itself: the reaper traces
-  # a process of its own that calls the canary; no trace of kino_trace's records it).
-  defp ensure_canary(%{canary: nil} = state) do
-    caller = spawn_link(&canary_caller/0)
-    KinoTrace.Internal.register(caller)
-    canary = :trace.session_create(:kino_trace_canary, self(), [])
-    :trace.process(canary, caller, true, [:call])
-    arm(canary)
-    %{state | canary: canary, caller: caller}
-  end
-
-  defp ensure_canary(state), do: state
 
   # The last watch gone, so is the canary (its session as any other: parked while a
   # trace of BIFs runs, since destroying it would switch their BIFs off).
@@ -426,44 +391,6 @@ defmodule KinoTrace.Session.Reaper do
     do: open_gate(state)
 
   defp open_if_clear(state), do: state
-
-  # Has the caller call the canary and waits for the trace message of that call: none
-  # means BIF tracing was switched off.
-  defp check_canary(%{caller: caller} = state) do
-    ref = make_ref()
-    send(caller, {:call, self(), ref})
-
-    receive do
-      {^ref, :called} -> :ok
-    end
-
-    delivered = :erlang.trace_delivered(caller)
-
-    receive do
-      {:trace_delivered, ^caller, ^delivered} -> :ok
-    end
-
-    receive do
-      {:trace, ^caller, :call, {:erlang, :adler32_combine, _}} -> state
-    after
-      0 ->
-        arm(state.canary)
-        for pid <- Map.keys(state.bif_traces), do: send(pid, :reassert_bifs)
-        %{state | switch_offs: state.switch_offs + 1}
-    end
-  end
-
-  defp arm(canary), do: :trace.function(canary, @canary, true, [:global])
-
-  # Calls the canary as code calls a BIF (not through apply/3), when asked.
-  defp canary_caller do
-    receive do
-      {:call, from, ref} ->
-        _ = :erlang.adler32_combine(1, 1, 1)
-        send(from, {ref, :called})
-        canary_caller()
-    end
-  end
 
   # A parked session records nothing: no process is traced. Its patterns of ordinary
   # functions go (clearing those is safe); its BIF patterns stay until it is destroyed.
