@@ -35,7 +35,13 @@ defmodule Kino.Trace.Calls.ChurnTest do
     loops = for _ <- 1..4, do: spawn(fn -> Hot.loop() end)
 
     on_exit(fn ->
-      Enum.each(loops, &Process.exit(&1, :kill))
+      # the loops first: they use the table
+      for loop <- loops do
+        ref = Process.monitor(loop)
+        Process.exit(loop, :kill)
+        receive(do: ({:DOWN, ^ref, :process, _, _} -> :ok))
+      end
+
       Process.exit(owner, :kill)
     end)
     :ok
