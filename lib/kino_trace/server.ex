@@ -99,4 +99,22 @@ defmodule KinoTrace.Server do
   @doc "The most events one request for events delivers before it answers (per node)."
   @spec max_sync_drain() :: pos_integer()
   def max_sync_drain, do: @max_sync_drain
+
+  @doc """
+  Runs `fun` at high priority and returns what it returns: bounded work of kino_trace's
+  that someone waits for (a trace starting or ending, a request). Each `:trace` call
+  waits for the VM (code barriers, the code modification permission) and is then
+  resumed: at normal priority it waits behind every runnable process each time, which
+  the processes it traces may keep busy (issue 36 item 2).
+  """
+  @spec urgent((-> result)) :: result when result: term()
+  def urgent(fun) do
+    priority = Process.flag(:priority, :high)
+
+    try do
+      fun.()
+    after
+      Process.flag(:priority, priority)
+    end
+  end
 end

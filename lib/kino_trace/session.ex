@@ -145,12 +145,12 @@ defmodule KinoTrace.Session do
 
   @impl true
   def handle_continue(:setup, state) do
-    state = Setup.start(state)
+    state = Server.urgent(fn -> Setup.start(state) end)
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
     Process.send_after(self(), :tick, Server.tick_ms())
     state = %{state | timer: timer, rate_sample: {System.monotonic_time(:millisecond), 0}}
-    {:noreply, state}
+    {:noreply, keep_final(state)}
   rescue
     e -> {:noreply, %{finish(state, :stopped, :discard) | setup_error: e}}
   end
@@ -279,7 +279,7 @@ defmodule KinoTrace.Session do
   defp message(:tick, state) do
     state = Info.sample(state)
     if tracing?(state), do: Process.send_after(self(), :tick, Server.tick_ms())
-    {:noreply, state |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
+    {:noreply, state |> keep_final() |> Setup.reapply_if_reloaded() |> Safeguards.reassert_bifs()}
   end
 
   # This node's tracer holds a process that looped (KinoTrace.Session.StackGuard.held/3).
@@ -323,6 +323,14 @@ defmodule KinoTrace.Session do
     if reply, do: {:stop, reason, reply, state}, else: {:stop, reason, state}
   end
 
+  # What info/1 tells should this process be killed (KinoTrace.Client.stop/1 kills one
+  # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
+  # the final one.
+  defp keep_final(state) do
+    KinoTrace.Session.Final.put(state.id, Info.build(%{state | status: :stopped, rate: 0.0}, Setup.patterns(state)))
+    state
+  end
+
   @impl true
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
@@ -345,7 +353,9 @@ defmodule KinoTrace.Session do
   # or the timeout): the OTP session is destroyed and what it queued before is delivered,
   # which is bounded by the queue's caps; the process lives on for events/2 and info/1.
   # Idempotent.
-  defp finish(state, status, mode) do
+  defp finish(state, status, mode), do: Server.urgent(fn -> do_finish(state, status, mode) end)
+
+  defp do_finish(state, status, mode) do
     if mode == :discard and state.backend, do: Backend.close(state.backend)
     end_tracing(state, status, mode)
   end

@@ -237,8 +237,12 @@ defmodule KinoTraceTest.Helpers do
     )
   end
 
-  @doc "The kino_trace entries of `:trace.session_info(:all)`."
+  @doc """
+  The kino_trace entries of `:trace.session_info(:all)`, once the reaper has dealt with
+  every session handed to it so far (ended traces hand theirs over and return).
+  """
   def kino_sessions do
+    KinoTrace.Session.Reaper.sync()
     for {:kino_trace, _} = s <- :trace.session_info(:all), do: s
   end
 

@@ -95,6 +95,12 @@ defmodule KinoTrace.Session.Safeguards do
   def reassert_bifs(state, count \\ @bifs_per_tick)
 
   def reassert_bifs(%{status: :running, bifs: [_ | _] = bifs} = state, count) do
+    if Reaper.bif_bug?(), do: reassert(state, bifs, count), else: state
+  end
+
+  def reassert_bifs(state, _count), do: state
+
+  defp reassert(state, bifs, count) do
     flags = state.plan.calls.match_flags
     n = length(bifs)
     cursor = rem(state.bif_cursor, n)
@@ -102,8 +108,6 @@ defmodule KinoTrace.Session.Safeguards do
     if tracing?(state), do: Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
     %{state | bif_cursor: cursor + length(batch)}
   end
-
-  def reassert_bifs(state, _count), do: state
 
   @doc "Sets every BIF pattern again (another kino_trace session cleared one)."
   @spec reassert_all_bifs(map()) :: map()

@@ -48,9 +48,21 @@ defmodule KinoTrace.Session.Setup do
     end
 
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      trace_process!(state, target, flags)
+      if target in [:all, :existing] and state.local? and calls_only?(flags),
+        do: Backend.trace(backend, :process, [target, true, flags]),
+        else: trace_process!(state, target, flags)
     end
   end
+
+  # Flags that record nothing while no call pattern is set. At the start, before the
+  # patterns, :all and :existing take one `:trace` call instead of one per process
+  # (each waits for the whole VM: with hot traced functions on a loaded machine,
+  # calls/2 took seconds to start, issue 36 item 2): kino_trace's own processes, traced
+  # for that moment, record nothing, and KinoTrace.Internal takes them out again before
+  # the patterns are set (Safeguards.started/1).
+  @calls_only [:call, :return_to, :arity, :scheduler_id, :timestamp, :strict_monotonic_timestamp, :monotonic_timestamp] ++
+                [:set_on_spawn, :set_on_first_spawn, :set_on_link, :set_on_first_link, :silent]
+  defp calls_only?(flags), do: Enum.all?(flags, &(&1 in @calls_only))
 
   @doc """
   Sets the plan's process flags again (a target gone since is skipped), then keeps out

@@ -38,35 +38,97 @@ defmodule Kino.Trace.Calls.BifTest do
     Trace.stop(trace)
   end
 
-  @tag :slow
-  test "parked sessions are bounded: past 1 000 they are destroyed and the traces of BIFs told to set their patterns again" do
-    # the count starts from nothing parked: the sessions of earlier tests' traces of BIFs
-    # are destroyed once the last of those traces has ended
+  # Waits until no session of an earlier test is parked or still ending, nor the reaper's
+  # canary (it goes when the last trace that watches ends): their destroys, parked too
+  # while the traces of BIFs below run, would take the count past 1 000 early.
+  defp nothing_parked do
     KinoTraceTest.Helpers.wait_until(fn -> KinoTrace.Session.Reaper.parked() == 0 end)
-    # and no session of an earlier test is still ending, nor the reaper's canary (it goes
-    # when the last trace that watches ends): its destroy, parked too while the trace of
-    # BIFs below runs, would take the count past 1 000 early
+
     KinoTraceTest.Helpers.wait_until(fn ->
       Enum.all?(:trace.session_info(:all), fn
         {name, _} when name in [:kino_trace, :kino_trace_canary, :kino_trace_stats] -> false
         _ -> true
       end)
     end)
+  end
+
+  # A stand-in for a trace of BIFs: checked in, it ends when told, and reports whether it
+  # was told to set its BIF patterns again.
+  defp bif_trace_stand_in do
     me = self()
-    bif_trace = spawn(fn -> receive(do: (:reassert_bifs -> send(me, :told))) end)
-    KinoTrace.Session.Reaper.bif_trace(bif_trace)
+
+    pid =
+      spawn(fn ->
+        receive do
+          :reassert_bifs -> send(me, {:told, self()})
+          :end -> KinoTrace.Session.Reaper.bif_trace_ended()
+        end
+
+        receive(do: (:exit -> :ok))
+      end)
+
+    KinoTrace.Session.Reaper.bif_trace(pid)
+    pid
+  end
+
+  defp park(n) do
     tracer = spawn(fn -> Process.sleep(:infinity) end)
 
-    sessions = for i <- 1..1_001, do: :trace.session_create(:"kino_trace_reaper_test_#{rem(i, 3)}", tracer, [])
-    Enum.each(Enum.take(sessions, 1_000), &KinoTrace.Session.Reaper.destroy/1)
-    assert KinoTrace.Session.Reaper.parked() == 1_000
+    sessions =
+      for i <- 1..n, do: :trace.session_create(:"kino_trace_reaper_test_#{rem(i, 3)}", tracer, [])
+
+    Enum.each(sessions, &KinoTrace.Session.Reaper.destroy/1)
+    {sessions, tracer}
+  end
+
+  # Issue 36 item 4: 600 captures beside a churn of traces made more than 1 000 sessions
+  # while captures kept running; at the 1 001st every parked session was destroyed at
+  # once, which switched off the BIF tracing of the captures that ran.
+  # (only a VM with the bug parks sessions)
+  @bif_bug_only if(KinoTrace.Session.Reaper.bif_bug?(),
+                  do: false,
+                  else: "this VM does not have erlang/otp#10349"
+                )
+
+  @tag :slow
+  @tag skip: @bif_bug_only
+  test "past 1 000 parked sessions, the reaper waits for the running traces of BIFs to end, and new ones wait to check in: none is switched off" do
+    nothing_parked()
+    # (however long this machine takes to park them)
+    Application.put_env(:kino_trace, :reaper_gate_ms, 120_000)
+    on_exit(fn -> Application.delete_env(:kino_trace, :reaper_gate_ms) end)
+    running = bif_trace_stand_in()
+    {sessions, tracer} = park(1_001)
+    # the count is bounded, and nothing was destroyed under the running trace of BIFs
+    assert KinoTrace.Session.Reaper.parked() == 1_001
     assert Enum.all?(Enum.take(sessions, 3), &(elem(&1, 1) in :trace.session_info(:all)))
 
-    KinoTrace.Session.Reaper.destroy(List.last(sessions))
+    # a new trace of BIFs waits to check in
+    newcomer = Task.async(fn -> KinoTrace.Session.Reaper.bif_trace() == :ok end)
+    refute Task.yield(newcomer, 100)
+
+    # the running one ends: the parked sessions go, then the newcomer is in
+    send(running, :end)
+    assert Task.await(newcomer, 120_000)
     assert KinoTrace.Session.Reaper.parked() == 0
-    assert_receive :told, 5_000
     assert Enum.all?(sessions, &(elem(&1, 1) not in :trace.session_info(:all)))
-    KinoTrace.Session.Reaper.bif_trace_ended(bif_trace)
+    refute_received {:told, _}
+    send(running, :exit)
+    Process.exit(tracer, :kill)
+  end
+
+  @tag :slow
+  @tag skip: @bif_bug_only
+  test "past 1 000 parked sessions and a trace of BIFs that runs on, the parked sessions go after a moment and it is told to set its patterns again" do
+    nothing_parked()
+    running = bif_trace_stand_in()
+    {sessions, tracer} = park(1_001)
+    # (destroying 1 001 sessions takes a while on a loaded machine)
+    assert_receive {:told, ^running}, 120_000
+    assert KinoTrace.Session.Reaper.parked() == 0
+    assert Enum.all?(sessions, &(elem(&1, 1) not in :trace.session_info(:all)))
+    KinoTrace.Session.Reaper.bif_trace_ended(running)
+    send(running, :exit)
     Process.exit(tracer, :kill)
   end
 

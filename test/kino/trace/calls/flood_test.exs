@@ -36,8 +36,12 @@ defmodule Kino.Trace.Calls.FloodTest do
 
   defp session_handle(trace), do: KinoTrace.Client.internals(trace).otp_session
 
-  # :trace.session_info/1 lists sessions by their weak handle
-  defp gone?({_strong, weak}), do: weak not in :trace.session_info(:all)
+  # :trace.session_info/1 lists sessions by their weak handle (once the reaper has dealt
+  # with the sessions handed to it: stop/1 hands the trace's over and returns)
+  defp gone?({_strong, weak}) do
+    KinoTrace.Session.Reaper.sync()
+    weak not in :trace.session_info(:all)
+  end
 
   for producers <- [2, 8] do
     @tag producers: producers

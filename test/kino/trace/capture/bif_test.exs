@@ -128,7 +128,11 @@ defmodule Kino.Trace.Capture.BifTest do
     end
   end
 
-  defp canary_sessions, do: for({:kino_trace_canary, _} = s <- :trace.session_info(:all), do: s)
+  # (once the reaper has dealt with the sessions handed to it: ended traces hand theirs over)
+  defp canary_sessions do
+    KinoTrace.Session.Reaper.sync()
+    for {:kino_trace_canary, _} = s <- :trace.session_info(:all), do: s
+  end
 
   test "the canary is there only while a capture of BIFs watches: no session of it before or after" do
     assert canary_sessions() == []
