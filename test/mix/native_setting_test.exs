@@ -1,0 +1,79 @@
+defmodule Mix.Tasks.Compile.KinoTraceNif.NativeSettingTest do
+  # The NIF's build follows KINO_TRACE_NATIVE each time it changes, and tries the native
+  # build again once a toolchain appears (issue 39 item 2): a build that went without the
+  # library kept "KINO_TRACE_NATIVE=off" as its reason after the variable was unset, in
+  # every later install of the same dependencies (notebooks share the Mix.install cache).
+  use ExUnit.Case, async: true
+
+  import KinoTraceTest.InstallClone, only: [clone!: 1, bin_dir!: 1, run: 4, result: 2]
+
+  alias Mix.Tasks.Compile.KinoTraceNif
+
+  setup do
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "kino_trace_native_setting_#{System.unique_integer([:positive])}"
+      )
+
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf!(dir) end)
+    %{dir: dir}
+  end
+
+  test "a skip is decided on the setting and on the toolchain as well as the arguments", %{
+    dir: dir
+  } do
+    args = KinoTraceNif.configure_args("/out", "")
+    bin = Path.join(dir, "bin")
+    File.mkdir_p!(bin)
+    without = KinoTraceNif.toolchain(bin)
+
+    refute KinoTraceNif.skip_stamp(args, "off", without) ==
+             KinoTraceNif.skip_stamp(args, "auto", without)
+
+    # CMake installed where PATH looks
+    cmake = Path.join(bin, "cmake")
+    File.write!(cmake, "#!/bin/sh\n")
+    File.chmod!(cmake, 0o755)
+    with_cmake = KinoTraceNif.toolchain(bin)
+    assert with_cmake =~ "cmake: #{cmake} "
+    refute with_cmake == without
+    assert KinoTraceNif.toolchain(bin) == with_cmake
+  end
+
+  # Three installs of one clone into one Mix.install cache, as three notebooks would.
+  @tag timeout: 900_000
+  test "Mix.install follows KINO_TRACE_NATIVE, and builds once the toolchain is there", %{
+    dir: dir
+  } do
+    clone = clone!(dir)
+    bare = bin_dir!(dir)
+    script = Path.join(dir, "script.exs")
+
+    File.write!(script, """
+    Mix.install([{:kino_trace, path: System.fetch_env!("KINO_TRACE_CLONE")}])
+    IO.puts("RESULT tracer: " <> inspect(KinoTrace.Tracer.load_error()))
+    """)
+
+    install = fn path, env ->
+      {out, status} = run(dir, script, path, [{"KINO_TRACE_CLONE", clone} | env])
+      assert status == 0, out
+      result(out, "tracer")
+    end
+
+    off =
+      "kino_trace: the native tracer was not built: KINO_TRACE_NATIVE=off was set when kino_trace was compiled"
+
+    assert install.(bare, [{"KINO_TRACE_NATIVE", "off"}]) == inspect(off)
+
+    # unset, on a machine with no toolchain: the reason is that one, not the setting
+    missing =
+      "kino_trace: the native tracer was not built: missing CMake 3.18 or newer (no cmake on PATH)"
+
+    assert install.(bare, []) == inspect(missing)
+
+    # the toolchain appears: the native tracer is built and loads
+    assert install.(bare <> ":" <> System.get_env("PATH"), []) == "nil"
+  end
+end
