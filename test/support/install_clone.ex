@@ -62,6 +62,22 @@ defmodule KinoTraceTest.InstallClone do
     )
   end
 
+  @doc """
+  Runs `mix args` in `project` with the `mix` found on `path`, the environment as in
+  `run/4`. Returns `{output, status}`.
+  """
+  def mix(dir, project, args, path, env) do
+    mix = Enum.find_value(String.split(path, ":"), &System.find_executable(Path.join(&1, "mix")))
+
+    System.cmd(mix, args,
+      cd: project,
+      stderr_to_stdout: true,
+      env:
+        Enum.map(System.get_env(), fn {k, _} -> {k, nil} end) ++
+          [{"PATH", path}, {"HOME", Path.join(dir, "home")}, {"LANG", "C.UTF-8"}] ++ env
+    )
+  end
+
   @doc "The value of the script's `RESULT name: value` line."
   def result(out, name) do
     case Regex.run(~r/^RESULT #{name}: (.*)$/m, out, capture: :all_but_first) do
