@@ -421,7 +421,10 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   defp own_project?, do: not Keyword.has_key?(Mix.Project.config(), :deps_app_path)
 
   # No library: a stale one would be older than the sources, so it goes. The marker
-  # tells the tracer why it has no library, and the warning tells the user, once.
+  # tells the tracer why it has no library, and the warning tells the user, once: on
+  # Mix's shell, standard output, as the build's progress, since Livebook shows a cell's
+  # standard output and not its standard error (IO.warn's), which goes to the terminal
+  # Livebook runs in (issue 39 item 13).
   defp skip(targets, args, why, hint) do
     Enum.each(targets, &File.rm/1)
     File.mkdir_p!(priv_dir())
@@ -431,7 +434,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
     if hint do
       message = warning(why, hint)
-      IO.warn(message, [])
+      Mix.shell().info([:yellow, "warning: " <> message, :reset])
       {:ok, [diagnostic(message)]}
     else
       {:ok, []}
