@@ -68,6 +68,16 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NativeSettingTest do
 
     assert compile.(bare, [{"KINO_TRACE_NATIVE", "off"}]) == inspect(off)
 
+    # unset, with no compile in between (a cached Mix.install of a Hex dependency): the
+    # reason says it is no longer set, and how to build the native tracer
+    {out, 0} = mix(dir, clone, ["run", "--no-compile" | tl(probe)], bare, [])
+
+    stale =
+      off <>
+        " (it is not set now: compile kino_trace again to build it, e.g. Mix.install(..., force: true))"
+
+    assert result(out, "tracer") == inspect(stale)
+
     # unset, on a machine with no toolchain: the reason is that one, not the setting
     missing =
       "kino_trace: the native tracer was not built: missing CMake 3.18 or newer (no cmake on PATH)"
