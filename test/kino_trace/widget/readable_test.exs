@@ -94,7 +94,7 @@ defmodule KinoTrace.Widget.ReadableTest do
   test "an Erlang error reads by its Elixir name in the row, the details, the printer and Mermaid" do
     trace = Kino.Trace.calls(["SampleApp.Repo.delete/1"])
     on_exit(fn -> Kino.Trace.stop(trace) end)
-    assert_raise FunctionClauseError, fn -> SampleApp.Repo.delete(:everything) end
+    assert_raise FunctionClauseError, fn -> apply(SampleApp.Repo, :delete, [:everything]) end
 
     [%Event{kind: :exception, exception: {:error, :function_clause}} = event] =
       for e <- Kino.Trace.events(trace, 10), e.kind == :exception, do: e

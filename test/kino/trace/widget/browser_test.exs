@@ -318,7 +318,7 @@ defmodule Kino.Trace.Widget.BrowserTest do
           # an Erlang error: {:error, :function_clause} (issue 39 item 9)
           if worker == 1 do
             try do
-              SampleApp.Repo.delete(:everything)
+              apply(SampleApp.Repo, :delete, [:everything])
             rescue
               FunctionClauseError -> :ok
             end
