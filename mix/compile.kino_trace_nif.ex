@@ -66,7 +66,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
   A build that went without the library leaves `priv/kino_trace_nif.skipped`, whose
   text is why (the tracer's `load_error/0` tells it), and is not tried again until the
-  sources or arguments change or `--force` is given.
+  sources, the arguments, `KINO_TRACE_NATIVE` or the build tools found on `PATH`
+  change (see `skip_stamp/3`), or `--force` is given.
 
   With `MIX_ENV=bench` it also builds the benchmark's floor tracer
   (`kino_trace_floor_tracer`, see `bench/`). With `MIX_ENV=test` the library can make
@@ -101,7 +102,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
       not reconfigure?(build_dir(), cmake_args) and Enum.all?(targets, &up_to_date?(&1, sources)) ->
         {:noop, []}
 
-      skipped?(cmake_args, sources) ->
+      skipped?(skip_stamp(cmake_args, native_setting(), toolchain()), sources) ->
         {:noop, []}
 
       true ->
@@ -146,10 +147,54 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     end
   end
 
-  # The last build went without the library, with these arguments, and no source changed.
-  defp skipped?(args, sources) do
-    File.read(skip_stamp()) == {:ok, stamp(args)} and File.exists?(skip_marker()) and
+  # The last build went without the library, on this stamp (skip_stamp/3), and no
+  # source changed.
+  defp skipped?(stamp, sources) do
+    File.read(skip_stamp()) == {:ok, stamp} and File.exists?(skip_marker()) and
       up_to_date?(skip_stamp(), sources)
+  end
+
+  @doc """
+  What a build that went without the library was decided on, as the text kept beside
+  it: the CMake arguments, the setting of `KINO_TRACE_NATIVE` and the toolchain found
+  (`toolchain/1`). The decision holds while all three stay the same: compiling after
+  `KINO_TRACE_NATIVE=off` is unset builds the library, and so does compiling once CMake
+  or a compiler is installed (issue 39 item 2).
+  """
+  @spec skip_stamp([String.t()], String.t(), String.t()) :: String.t()
+  def skip_stamp(args, setting, toolchain) do
+    stamp(args) <> "KINO_TRACE_NATIVE=" <> setting <> "\n" <> toolchain
+  end
+
+  @doc """
+  The build tools on `path` (a `PATH`), as text: where each of CMake, make, Ninja and
+  the C++ compilers is and when it was installed (or that it is not there), and the
+  variables that choose a compiler or where CMake looks (`CXX`, `CC`,
+  `CMAKE_PREFIX_PATH`). Installing or upgrading one of them changes it.
+  """
+  @spec toolchain(String.t() | nil) :: String.t()
+  def toolchain(path \\ System.get_env("PATH")) do
+    dirs = String.split(path || "", path_separator(), trim: true)
+
+    tools =
+      for tool <- ~w(cmake make gmake ninja nmake c++ g++ clang++ cl) do
+        "#{tool}: " <> (Enum.find_value(dirs, &installed(Path.join(&1, tool))) || "none") <> "\n"
+      end
+
+    vars = for var <- ~w(CXX CC CMAKE_PREFIX_PATH), do: "#{var}=#{System.get_env(var, "")}\n"
+    IO.iodata_to_binary([tools, vars])
+  end
+
+  defp path_separator, do: if(match?({:win32, _}, :os.type()), do: ";", else: ":")
+
+  # "path mtime" of an executable file at `path` (or `path.exe`), else nil
+  defp installed(path) do
+    Enum.find_value([path, path <> ".exe"], fn candidate ->
+      case File.stat(candidate, time: :posix) do
+        {:ok, %{type: :regular, mtime: mtime}} -> "#{candidate} #{mtime}"
+        _ -> nil
+      end
+    end)
   end
 
   @doc """
@@ -379,17 +424,20 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   defp own_project?, do: not Keyword.has_key?(Mix.Project.config(), :deps_app_path)
 
   # No library: a stale one would be older than the sources, so it goes. The marker
-  # tells the tracer why it has no library, and the warning tells the user, once.
+  # tells the tracer why it has no library, and the warning tells the user, once: on
+  # Mix's shell, standard output, as the build's progress, since Livebook shows a cell's
+  # standard output and not its standard error (IO.warn's), which goes to the terminal
+  # Livebook runs in (issue 39 item 13).
   defp skip(targets, args, why, hint) do
     Enum.each(targets, &File.rm/1)
     File.mkdir_p!(priv_dir())
     File.write!(skip_marker(), "the native tracer was not built: #{why}")
     File.mkdir_p!(build_dir())
-    File.write!(skip_stamp(), stamp(args))
+    File.write!(skip_stamp(), skip_stamp(args, native_setting(), toolchain()))
 
     if hint do
       message = warning(why, hint)
-      IO.warn(message, [])
+      Mix.shell().info([:yellow, "warning: " <> message, :reset])
       {:ok, [diagnostic(message)]}
     else
       {:ok, []}

@@ -223,8 +223,21 @@ try_load(Path) ->
 %% did not build.
 not_built(Path) ->
     case file:read_file(unicode:characters_to_list([Path, ".skipped"])) of
-        {ok, Why} -> {ok, string:trim(Why)};
+        {ok, Why} -> {ok, [string:trim(Why), setting_since(Why)]};
         {error, _} -> false
+    end.
+
+%% A library left out for KINO_TRACE_NATIVE=off, loaded where it is no longer set
+%% without a compile in between (a cached Mix.install of a Hex dependency compiles it
+%% no more): say so, and how to build it (issue 39 item 2).
+setting_since(Why) ->
+    Off = binary:match(Why, <<"KINO_TRACE_NATIVE=off">>) =/= nomatch,
+    case Off andalso os:getenv("KINO_TRACE_NATIVE") =/= "off" of
+        true ->
+            <<" (it is not set now: compile kino_trace again to build it, e.g. "
+              "Mix.install(..., force: true))">>;
+        false ->
+            <<>>
     end.
 
 load(Path) ->

@@ -62,6 +62,8 @@ export class DetailView {
     }
     if (entry.result != null) section("Returned", ret ? ret.result ?? ret.error : entry.result);
     if (entry.exception != null) section("Raised", ret ? ret.exception ?? ret.error : entry.exception, "kt-exception");
+    // the Erlang class and reason the banner above was made from
+    if (entry.exception != null && ret && ret.exception_raw != null) section("Class and reason", ret.exception_raw, "kt-exception-raw");
     if (look) {
       const full = call && call.data != null ? call.data : call && call.error ? call.error : entry.data;
       if (entry.data != null) section(DATA_LABELS[entry.kind] || "Data", full ?? loading, entry.kind === "exit" && !isNormalExit(entry.data) ? "kt-exception" : "");

@@ -174,7 +174,7 @@ export class SequenceLayout {
       case "register":
       case "unregister": {
         const lane = this.laneOf(event);
-        if (event.kind === "register" && event.data) lane.name = lane.name || event.data.replace(/^:/, "");
+        if (event.kind === "register" && event.data) lane.name = lane.name || event.data;
         return this.push({ type: "note", from: lane.index, to: lane.index, label: `${kindLook(event.kind).label} ${event.data || ""}`, time: event.time, entry: event });
       }
       default:

@@ -42,7 +42,7 @@ function formatMean(x) {
  */
 export function statsColumns(measured = { time: true, memory: true }) {
   const cols = [
-    { key: "name", label: "Function", numeric: false },
+    { key: "name", label: "Function", numeric: false, cellTitle: (row) => row.title || null },
     { key: "calls", label: "Calls", numeric: true, format: formatCount, title: "Calls counted" },
   ];
   if (measured.time) {

@@ -194,9 +194,10 @@ describe("SequenceLayout", () => {
 
   it("exit ends the lifeline and closes running calls; register names the lane", () => {
     const l = new SequenceLayout();
+    // a registered name reads as Elixir writes it, as the server names processes (issue 39 item 7)
     const c = ev("call", A, { call: "M.loop()" });
     l.append([c, ev("register", A, { data: ":pong" }), ev("exit", A, { data: "{:shutdown, :done}" }), ev("exit", B, { data: ":killed" })]);
-    expect(l.lanes[0]).toMatchObject({ name: "pong", exitSeq: 2 });
+    expect(l.lanes[0]).toMatchObject({ name: ":pong", exitSeq: 2 });
     expect(l.rowAt(1)).toMatchObject({ type: "note", label: "register :pong" });
     expect(l.rowAt(2)).toMatchObject({ type: "exit", normal: true });
     expect(l.rowAt(3)).toMatchObject({ type: "exit", normal: false, label: ":killed" });

@@ -74,10 +74,48 @@ defmodule KinoTrace.Front do
 
   defp unwrap({:ok, value}), do: value
 
+  # A bad argument of the caller's (see user_error?/3): raised with the caller's stack
+  # trace only, kino_trace's frames left out, so the top frame is the user's call
+  # (issue 39 item 11), as Ecto and Phoenix raise errors of their users.
+  defp unwrap({:raise, kind, reason, :user}) do
+    {:current_stacktrace, caller} = :erlang.process_info(self(), :current_stacktrace)
+    :erlang.raise(kind, reason, drop_own_frames(caller))
+  end
+
   defp unwrap({:raise, kind, reason, stacktrace}) do
     {:current_stacktrace, [_this | caller]} = :erlang.process_info(self(), :current_stacktrace)
     :erlang.raise(kind, reason, stacktrace ++ caller)
   end
+
+  # (BIFs and pattern matching only: this runs in the caller)
+  defp drop_own_frames([{module, _, _, _} | rest] = frames) do
+    if own_module?(module), do: drop_own_frames(rest), else: frames
+  end
+
+  defp drop_own_frames(frames), do: frames
+
+  @doc """
+  Whether `module` is one of kino_trace's (`Kino.Trace`, `Kino.Trace.*`, `KinoTrace.*`).
+
+      iex> KinoTrace.Front.own_module?(Kino.Trace.Mermaid)
+      true
+      iex> KinoTrace.Front.own_module?(Kino.TraceLike)
+      false
+  """
+  @spec own_module?(module()) :: boolean()
+  def own_module?(module) when is_atom(module) do
+    case :erlang.atom_to_binary(module, :utf8) do
+      "Elixir.Kino.Trace" -> true
+      "Elixir.Kino.Trace." <> _ -> true
+      "Elixir.KinoTrace." <> _ -> true
+      _ -> false
+    end
+  end
+
+  # An ArgumentError kino_trace raised itself (its top frame is kino_trace's): the
+  # caller's input was bad. Any other error is kino_trace's bug, and keeps every frame.
+  defp user_error?(:error, %ArgumentError{}, [{module, _, _, _} | _]), do: own_module?(module)
+  defp user_error?(_kind, _reason, _stacktrace), do: false
 
   @doc """
   A GenServer request to `server` (a pid): `{:ok, reply}`, or `{:exit, reason}` when the
@@ -176,7 +214,10 @@ defmodule KinoTrace.Front do
             {:ok, fun.()}
           catch
             # (the worker's own frame left out: the caller's come in its place)
-            kind, reason -> {:raise, kind, reason, Enum.reject(__STACKTRACE__, &(elem(&1, 0) == __MODULE__))}
+            kind, reason ->
+              if user_error?(kind, reason, __STACKTRACE__),
+                do: {:raise, kind, reason, :user},
+                else: {:raise, kind, reason, Enum.reject(__STACKTRACE__, &(elem(&1, 0) == __MODULE__))}
           end
 
         send(caller, {ref, result})

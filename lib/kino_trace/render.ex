@@ -37,8 +37,20 @@ defmodule KinoTrace.Render do
   @spec format_process(Event.t()) :: iodata()
   def format_process(%Event{} = event) do
     where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
-    [where, inspect(event.pid), if(event.name, do: [" (", inspect(event.name), ")"], else: [])]
+    [where, inspect(event.pid), if(event.name, do: [" (", process_name(event.name), ")"], else: [])]
   end
+
+  @doc """
+  A process's registered name as Elixir writes it, wherever one is shown (the printer,
+  Mermaid's participants, the widget's rows and lanes, the stats): `Counter`, `:cache`.
+
+      iex> KinoTrace.Render.process_name(Counter)
+      "Counter"
+      iex> KinoTrace.Render.process_name(:cache)
+      ":cache"
+  """
+  @spec process_name(atom()) :: String.t()
+  def process_name(name) when is_atom(name), do: inspect(name)
 
   defp body(%Event{kind: :call} = e, io, opts) do
     caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
@@ -50,13 +62,7 @@ defmodule KinoTrace.Render do
   end
 
   defp body(%Event{kind: :exception, exception: {class, reason}} = e, io, opts) do
-    text =
-      case {class, reason} do
-        {:error, %{__exception__: true} = ex} -> Exception.format_banner(:error, ex)
-        {class, reason} -> "** (#{class}) " <> inspect(reason, io)
-      end
-
-    [colorize(["!! ", text], :red, opts), duration(e, opts), call_name(e, opts)]
+    [colorize(["!! ", banner(class, reason, io)], :red, opts), duration(e, opts), call_name(e, opts)]
   end
 
   # No function: the process's first call returned (and the process ends).
@@ -216,6 +222,41 @@ defmodule KinoTrace.Render do
 
   def row_call(_event, _limits), do: {nil, false}
 
+  @doc """
+  A message as a person reads it (the widget's rows and lanes, Mermaid's arrows):
+  `{text, whether something was cut}`. The envelopes OTP wraps requests and replies in
+  read by what they carry: a GenServer call `{:"$gen_call", from, request}` as
+  `call request`, a cast as `cast request`, a reply (or a Task's result) `{ref, value}`
+  as `reply value`. Any other message is the term (`term/2`). The raw message is the
+  event's `:data`.
+
+      iex> KinoTrace.Render.message({:"$gen_call", {self(), [:alias | make_ref()]}, :bump}) |> elem(0)
+      "call :bump"
+      iex> KinoTrace.Render.message({[:alias | make_ref()], 0}) |> elem(0)
+      "reply 0"
+      iex> KinoTrace.Render.message({:"$gen_cast", {:push, 1}}) |> elem(0)
+      "cast {:push, 1}"
+      iex> KinoTrace.Render.message({:ping, 1})
+      {"{:ping, 1}", false}
+  """
+  @spec message(term(), keyword()) :: {String.t(), boolean()}
+  def message(message, limits \\ []) do
+    case otp_message(message) do
+      {what, payload} ->
+        {text, cut?} = term(payload, limits)
+        {what <> " " <> text, cut?}
+
+      nil ->
+        term(message, limits)
+    end
+  end
+
+  defp otp_message({:"$gen_call", {from, _tag}, request}) when is_pid(from), do: {"call", request}
+  defp otp_message({:"$gen_cast", request}), do: {"cast", request}
+  defp otp_message({ref, reply}) when is_reference(ref), do: {"reply", reply}
+  defp otp_message({[:alias | ref], reply}) when is_reference(ref), do: {"reply", reply}
+  defp otp_message(_message), do: nil
+
   # The function a spawn runs, as a person reads it (MFA.label/1): `Mod.fun/arity`, nil
   # for data that is not a {module, function, args}.
   @spec row_spawn(Event.t()) :: String.t() | nil
@@ -231,18 +272,36 @@ defmodule KinoTrace.Render do
   # An exception's banner.
   @spec row_exception(Event.t(), keyword()) :: {String.t() | nil, boolean()}
   def row_exception(%Event{kind: :exception, exception: {class, reason}}, limits) do
-    banner =
-      try do
-        Exception.format_banner(class, reason)
-      rescue
-        _ -> "** (#{inspect(class)}) " <> inspect(reason, inspect_opts(limits))
-      end
-
-    {text, chars_cut?} = cap(banner, limits[:max_chars])
+    {text, chars_cut?} = cap(banner(class, reason, inspect_opts(limits)), limits[:max_chars])
     {text, chars_cut? or over_limits?(reason, limits)}
   end
 
   def row_exception(_event, _limits), do: {nil, false}
+
+  @doc """
+  What an exception raised out of a call reads as, everywhere (the printer, Mermaid,
+  the widget's rows and details): Elixir's banner, the Erlang error normalized to its
+  exception (`:function_clause` is a `FunctionClauseError`); throws and exits as
+  `** (throw) value`, `** (exit) reason`. Terms in it are inspected with `io`. The raw
+  class and reason are the event's `:exception`.
+
+      iex> KinoTrace.Render.banner(:error, :function_clause)
+      "** (FunctionClauseError) no function clause matches"
+      iex> KinoTrace.Render.banner(:error, %RuntimeError{message: "boom"})
+      "** (RuntimeError) boom"
+      iex> KinoTrace.Render.banner(:throw, :ball)
+      "** (throw) :ball"
+  """
+  @spec banner(atom(), term(), keyword()) :: String.t()
+  def banner(class, reason, io \\ @inspect_opts)
+
+  def banner(:error, reason, io) do
+    Exception.format_banner(:error, reason)
+  rescue
+    _ -> "** (error) " <> inspect(reason, io)
+  end
+
+  def banner(class, reason, io), do: "** (#{class}) " <> inspect(reason, io)
 
   # A term whole, pretty-printed, for an expanded row: at most `max_chars` characters.
   @spec pretty(term(), non_neg_integer()) :: String.t()

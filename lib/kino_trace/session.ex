@@ -37,7 +37,7 @@ defmodule KinoTrace.Session do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Pattern, Server}
-  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, Safeguards, Setup, Subscribers}
+  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, OwnEvents, Safeguards, Setup, Subscribers}
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
 
@@ -180,7 +180,9 @@ defmodule KinoTrace.Session do
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
   def handle_request({:subscribe, pid}, from, state), do: handle_request({:subscribe, pid, state.id}, from, state)
-  def handle_request({:subscribe, pid, tag}, _from, state), do: {:reply, :ok, Subscribers.subscribe(state, pid, tag)}
+  def handle_request({:subscribe, pid, tag}, _from, state) do
+    {:reply, :ok, state |> forget_own(pid) |> Subscribers.subscribe(pid, tag)}
+  end
   def handle_request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
@@ -376,4 +378,12 @@ defmodule KinoTrace.Session do
   end
 
   defp broadcast_status(state), do: Subscribers.broadcast(state, {:status, state.status})
+
+  # A subscriber of kino_trace's own (a widget) registered as such before it subscribed,
+  # but its birth may have been recorded before that (KinoTrace.Session.OwnEvents).
+  defp forget_own(%{history: history} = state, pid) do
+    if history != nil and pid in KinoTrace.Internal.pids(),
+      do: %{state | history: History.reject(history, &OwnEvents.own_event?(&1, pid))},
+      else: state
+  end
 end

@@ -59,7 +59,7 @@ for (const [which, R] of Object.entries(fixture.replies)) {
   await check("each reply is an arrow from the agent's lane to the caller's", async () => {
     const { lanes, arrows } = await sequence(page);
     const x = Object.fromEntries(lanes.map((l) => [l.pid, l.x]));
-    const replies = arrows.filter((a) => a.label.startsWith("{[:alias | #Reference<"));
+    const replies = arrows.filter((a) => a.label.startsWith("reply "));
     assert(replies.length === 2, `${replies.length} reply arrows: ${JSON.stringify(arrows)}`);
     for (const r of replies) {
       assert(Math.abs(r.x1 - x[R.agent]) < 1 && Math.abs(r.x2 - x[R.caller]) < 12, `reply ${r.label} drawn ${r.x1}→${r.x2}; agent at ${x[R.agent]}, caller at ${x[R.caller]}`);
@@ -71,6 +71,44 @@ for (const [which, R] of Object.entries(fixture.replies)) {
       const found = await page.$$eval(".kt-seq-t-found", (els) => els.map((g) => document.getElementById("output").__kinoTrace.sequence.rowAt(Number(g.dataset.seq)).label));
       assert(JSON.stringify(found) === JSON.stringify([":go"]), `receives drawn on their own (their sends not matched): ${JSON.stringify(found)}`);
     }
+  });
+  await check("calls and replies read by what they carry, as in Mermaid (issue 39 item 8)", async () => {
+    const { arrows } = await sequence(page);
+    // (a call whose send is not traced is drawn as a receive on its own)
+    const found = await page.$$eval(".kt-seq-t-found", (els) => els.map((g) => document.getElementById("output").__kinoTrace.sequence.rowAt(Number(g.dataset.seq)).label));
+    const labels = arrows.map((a) => a.label).concat(found);
+    const calls = labels.filter((l) => l.startsWith("call {:get, #Function<"));
+    assert(calls.length === 2, `${calls.length} call arrows: ${JSON.stringify(labels)}`);
+    const replies = labels.filter((l) => l.startsWith("reply ")).sort();
+    assert(JSON.stringify(replies) === JSON.stringify(["reply 0", "reply 1"]), `replies read ${JSON.stringify(replies)}`);
+    assert(!labels.some((l) => l.includes("$gen_call") || l.includes("#Reference<")), `an envelope shows: ${JSON.stringify(labels)}`);
+    for (const label of ["reply 0", "reply 1"]) assert(R.mermaid.includes(`: ${label}\n`), `Mermaid has no arrow "${label}":\n${R.mermaid}`);
+  });
+
+  await check("a reply's details show the raw message (issue 39 item 8)", async () => {
+    await page.evaluate((terms) => {
+      window.harness.respond("get_term", ({ id }) => [["term", terms[String(id)] || { id, error: "unknown" }]]);
+    }, R.terms);
+    await page.click('[data-tab="log"]');
+    await page.fill(".kt-filter", "reply 0");
+    await nextFrame(page);
+    await page.click(".kt-vlist .kt-row >> nth=0");
+    await page.waitForFunction(() => {
+      const d = document.querySelector(".kt-detail:not([hidden])");
+      return d && d.textContent.includes("[:alias |");
+    }, null, { timeout: 5000 }).catch(() => null);
+    const detail = await page.textContent(".kt-detail");
+    assert(/\{\[:alias \| #Reference<[^>]*>\], 0\}/.test(detail), `the details lack the raw reply: ${detail}`);
+    await page.click(".kt-close");
+    await page.fill(".kt-filter", "");
+  });
+
+  await check("the agent's lane reads its name as Elixir and Mermaid write it (issue 39 item 7)", async () => {
+    await sequence(page);
+    const names = await page.$$eval(".kt-seq-lane-name", (els) => els.map((e) => e.textContent));
+    assert(names.includes(R.agent_name), `lanes ${JSON.stringify(names)}, none reads ${R.agent_name}`);
+    assert(!names.some((n) => n.startsWith("Elixir.")), `a lane reads Elixir.: ${JSON.stringify(names)}`);
+    assert(R.mermaid.includes(` as ${R.agent_name}\n`), `Mermaid names the agent otherwise:\n${R.mermaid}`);
   });
 }
 
@@ -116,6 +154,15 @@ console.log("stats of Enum beside the stats widget itself:");
     await stats.waitForSelector('[data-testid="drill"]');
     const pids = await stats.$$eval('[data-testid="drill"] > tbody > tr', (trs) => trs.map((tr) => tr.dataset.pid));
     assert(pids.includes(S.user), `Enum.map/2 drill-down ${pids} lacks the user's ${S.user}`);
+  });
+
+  await check("two functions the compiler made in one function read apart, their raw names on hover (issue 39 item 10)", async () => {
+    const cells = await stats.$$eval(".kt-table > tbody > tr[data-key]", (trs) => trs.map((tr) => ({ key: tr.dataset.key, name: tr.querySelector("td").textContent, title: tr.querySelector("td").title })));
+    const reduce = cells.filter((c) => c.name.startsWith("anonymous fn/3 in Enum.reduce/3"));
+    assert(reduce.length >= 2, `Enum.reduce/3's functions: ${JSON.stringify(cells)}`);
+    const names = cells.map((c) => c.name);
+    assert(new Set(names).size === names.length, `rows read alike: ${JSON.stringify(names)}`);
+    for (const c of cells.filter((c) => c.name !== c.key)) assert(c.title === c.key, `${c.name}: hover ${JSON.stringify(c.title)}, raw ${c.key}`);
   });
 
   await check("no row counts a call of the stats widget's own process", async () => {

@@ -74,6 +74,24 @@ await check("exceptions show as such", async () => {
   await page.fill(".kt-filter", "");
 });
 
+await check("an Erlang error reads by its Elixir name in the row and the details, its class and reason below (issue 39 item 9)", async () => {
+  await page.evaluate((terms) => {
+    window.harness.respond("get_term", ({ id }) => [["term", terms[String(id)] || { id, error: "unknown" }]]);
+  }, fixture.terms);
+  await page.fill(".kt-filter", "FunctionClauseError");
+  await nextFrame(page);
+  const out = await page.textContent(".kt-vlist .kt-row >> nth=0 >> .kt-c-out");
+  assert(out.includes("FunctionClauseError"), `the row reads ${out}`);
+  await page.click(".kt-vlist .kt-row >> nth=0");
+  await page.waitForSelector(".kt-detail:not([hidden]) .kt-exception-raw", { timeout: 5000 }).catch(() => null);
+  const raised = await page.textContent(".kt-detail .kt-exception");
+  assert(raised.startsWith("** (FunctionClauseError)"), `the details say Raised ${raised}`);
+  const raw = await page.$eval(".kt-detail .kt-exception-raw", (e) => e.textContent).catch(() => null);
+  assert(raw === "{:error, :function_clause}", `the class and reason read ${raw}`);
+  await page.click(".kt-close");
+  await page.fill(".kt-filter", "");
+});
+
 await check("filter narrows the log and clearing it restores all rows", async () => {
   const total = await modelSize(page);
   await page.fill(".kt-filter", ":orders");

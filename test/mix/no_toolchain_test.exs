@@ -6,9 +6,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
 
   @moduletag :slow
 
-  @root Path.expand("../..", __DIR__)
-  @tools ~w(sh bash dirname readlink sed basename uname cat env tr grep head tail ls mkdir rm cp mv)
-  @compilers ~w(cmake make ninja cc c++ gcc g++ clang clang++)
+  import KinoTraceTest.InstallClone, only: [clone!: 1, bin_dir!: 1, run: 4, result: 2]
 
   # What the user would run: a trace of calls and returns, a message trace, a capture with
   # assertions, statistics. Each result is printed as one `RESULT name: value` line.
@@ -59,8 +57,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
 
   @tag timeout: 600_000
   test "Mix.install of a clone with no cmake and no compilers warns once, and everything traces", %{dir: dir} do
-    clone = Path.join(dir, "kino_trace")
-    {_, 0} = System.cmd("git", ["clone", "--quiet", @root, clone], stderr_to_stdout: true)
+    clone = clone!(dir)
     bin = bin_dir!(dir)
     script = Path.join(dir, "script.exs")
     File.write!(Path.join(dir, "body.exs"), @body)
@@ -70,20 +67,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
     Code.eval_file("body.exs")
     """)
 
-    {out, status} =
-      System.cmd(Path.join(bin, "elixir"), [script],
-        cd: dir,
-        stderr_to_stdout: true,
-        # only these (no CI=true: a user's machine)
-        env: Enum.map(System.get_env(), fn {k, _} -> {k, nil} end) ++
-          [
-            {"PATH", bin},
-            {"HOME", Path.join(dir, "home")},
-            {"MIX_INSTALL_DIR", Path.join(dir, "mix_install")},
-            {"KINO_TRACE_CLONE", clone},
-            {"LANG", "C.UTF-8"}
-          ]
-      )
+    # only these (no CI=true: a user's machine)
+    {out, status} = run(dir, script, bin, [{"KINO_TRACE_CLONE", clone}])
 
     assert status == 0, out
 
@@ -105,29 +90,5 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
     assert result(out, "messages") == inspect([:receive, :send])
     assert result(out, "capture") == inspect({true, 2, {:fallback, why}})
     assert result(out, "stats") == inspect([{{Shop, :place, 1}, 5}])
-  end
-
-  # Elixir's and OTP's executables and a few shell tools, as links in one directory: a
-  # PATH where none of @compilers is.
-  defp bin_dir!(dir) do
-    bin = Path.join(dir, "bin")
-    File.mkdir_p!(bin)
-    erlang_bin = Path.join(:code.root_dir(), "bin")
-    elixir_bin = System.find_executable("elixir") |> Path.dirname()
-
-    for source_dir <- [elixir_bin, erlang_bin], file <- File.ls!(source_dir),
-        not File.exists?(Path.join(bin, file)),
-        do: File.ln_s!(Path.join(source_dir, file), Path.join(bin, file))
-
-    for tool <- @tools, path = System.find_executable(tool), do: File.ln_s!(path, Path.join(bin, tool))
-    for c <- @compilers, do: refute(File.exists?(Path.join(bin, c)), "#{c} is in #{bin}")
-    bin
-  end
-
-  defp result(out, name) do
-    case Regex.run(~r/^RESULT #{name}: (.*)$/m, out, capture: :all_but_first) do
-      [value] -> value
-      nil -> flunk("no RESULT #{name} in:\n#{out}")
-    end
   end
 end

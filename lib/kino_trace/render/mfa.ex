@@ -100,6 +100,34 @@ defmodule KinoTrace.Render.MFA do
   end
 
   @doc """
+  The labels (`label/1`) of `mfas` told apart, as a map: two functions the compiler made
+  in one function can read alike (`anonymous fn/3 in Enum.reduce/3` twice); each of
+  those gets, in parentheses, the part of its raw name that tells it apart (`fun-1`,
+  `lists^foldl/2-0`: the kind and index the compiler named it by). The others read as
+  `label/1` reads them.
+
+      iex> labels = KinoTrace.Render.MFA.labels([
+      ...>   {Enum, :"-reduce/3-lists^foldl/2-0-", 3}, {Enum, :"-reduce/3-anonymous-1-", 3}, {Enum, :"-map/2-fun-0-", 3}])
+      iex> labels[{Enum, :"-reduce/3-lists^foldl/2-0-", 3}]
+      "anonymous fn/3 in Enum.reduce/3 (lists^foldl/2-0)"
+      iex> labels[{Enum, :"-reduce/3-anonymous-1-", 3}]
+      "anonymous fn/3 in Enum.reduce/3 (anonymous-1)"
+      iex> labels[{Enum, :"-map/2-fun-0-", 3}]
+      "anonymous fn/3 in Enum.map/2"
+  """
+  @spec labels([{module_name(), function_name(), arity_spec()}]) :: %{optional(tuple()) => String.t()}
+  def labels(mfas) do
+    mfas
+    |> Enum.uniq()
+    |> Enum.group_by(&label/1)
+    |> Enum.flat_map(fn
+      {label, [mfa]} -> [{mfa, label}]
+      {label, alike} -> for {_m, f, _a} = mfa <- alike, do: {mfa, label <> " (" <> made_as(f) <> ")"}
+    end)
+    |> Map.new()
+  end
+
+  @doc """
   A call as a person reads it, with its arguments already written (`args`): as
   `call/2` with them in parentheses, or, for a function the compiler made (see
   `label/1`), as Elixir's stacktraces write a call of an anonymous function.
@@ -138,6 +166,14 @@ defmodule KinoTrace.Render.MFA do
   end
 
   defp made_in(_name), do: nil
+
+  # The KIND of "-NAME/ARITY-KIND-" (the whole name of another function).
+  defp made_as(function) do
+    case Regex.run(~r{\A-.+?/\d+-(.+)-\z}s, Atom.to_string(function)) do
+      [_, kind] -> kind
+      nil -> Atom.to_string(function)
+    end
+  end
 
   defp parent(module, name, arity),
     do: with_arity(call(module, Name.resolve(name)), arity)

@@ -114,7 +114,7 @@ defmodule KinoTrace.Render.Sequence do
   # processes had gets the pid too.
   defp participant_label(pid, name, labels, opts) do
     where = if is_pid(pid) and node(pid) != node(), do: " on #{node(pid)}", else: ""
-    text = if name, do: inspect(name) <> where, else: inspect(pid)
+    text = if name, do: Render.process_name(name) <> where, else: inspect(pid)
     label = label(text, opts)
     if MapSet.member?(labels, label), do: label(text <> " " <> inspect(pid), opts), else: label
   end
@@ -153,12 +153,18 @@ defmodule KinoTrace.Render.Sequence do
   end
 
   defp statements(%Event{kind: :send} = e, %{opts: opts, open: open}) do
-    {[e.pid, e.peer || e.pid], fn [p, q] -> {arrow(p, "->>", q, term(e.data), opts), open} end}
+    {[e.pid, e.peer || e.pid], fn [p, q] -> {arrow(p, "->>", q, message(e.data), opts), open} end}
   end
 
   defp statements(%Event{kind: :send_to_non_existing} = e, %{opts: opts, open: open}) do
-    text = term(e.data) <> " (no such process)"
+    text = message(e.data) <> " (no such process)"
     {[e.pid, e.peer || e.pid], fn [p, q] -> {arrow(p, "-x", q, text, opts), open} end}
+  end
+
+  # (its send not traced)
+  defp statements(%Event{kind: :receive} = e, %{opts: opts, open: open}) do
+    text = "receive " <> message(e.data)
+    {[e.pid], fn ids -> {note(ids, text, opts), open} end}
   end
 
   defp statements(%Event{kind: kind} = e, %{opts: opts, open: open})
@@ -168,7 +174,7 @@ defmodule KinoTrace.Render.Sequence do
     {pids, fn ids -> {note(ids, text, opts), open} end}
   end
 
-  # :receive (its send not traced), :exit, :register, :unregister
+  # :exit, :register, :unregister
   defp statements(%Event{} = e, %{opts: opts, open: open}) do
     text = body(e)
     {[e.pid], fn ids -> {note(ids, text, opts), open} end}
@@ -188,7 +194,8 @@ defmodule KinoTrace.Render.Sequence do
     _ -> inspect(event, structs: false, limit: 10, printable_limit: 80)
   end
 
-  defp term(term), do: term |> Render.term() |> elem(0)
+  # A message as it reads (OTP's requests and replies by what they carry: Render.message/2)
+  defp message(term), do: term |> Render.message() |> elem(0)
 
   # Open calls per process: a stack of {call id, mfa}. A return closes the call its
   # :call_id names, or (events without ids) the innermost open call of its function; a

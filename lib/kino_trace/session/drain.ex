@@ -17,7 +17,7 @@ defmodule KinoTrace.Session.Drain do
   # `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.{Backend, DrainPacing, History, Safeguards, Subscribers}
+  alias KinoTrace.Session.{Backend, DrainPacing, History, OwnEvents, Safeguards, Subscribers}
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -175,6 +175,7 @@ defmodule KinoTrace.Session.Drain do
   defp recheck(events, more, state), do: {events, more, state}
 
   defp deliver_events(state, events) do
+    events = OwnEvents.drop(events)
     Subscribers.broadcast(state, {:events, events})
     Safeguards.guard_loops(%{state | history: History.push(state.history, events)}, events)
   end

@@ -72,6 +72,36 @@ defmodule KinoTrace.Session.History do
     |> Enum.take(-n)
   end
 
+  @doc """
+  Leaves out the events `fun` is true of, wherever they are.
+
+      iex> history = KinoTrace.Session.History.new(5) |> KinoTrace.Session.History.push([1, 2, 3])
+      iex> history = KinoTrace.Session.History.reject(history, &(&1 == 2))
+      iex> {KinoTrace.Session.History.take(history, 5), KinoTrace.Session.History.size(history)}
+      {[1, 3], 2}
+  """
+  @spec reject(t(), (term() -> boolean())) :: t()
+  def reject(%__MODULE__{table: table, batches: batches} = history, fun) do
+    kept =
+      batches
+      |> :queue.to_list()
+      |> Enum.flat_map(fn {seq, _n} ->
+        [{^seq, events}] = :ets.lookup(table, seq)
+
+        case Enum.reject(events, fun) do
+          [] ->
+            :ets.delete(table, seq)
+            []
+
+          left ->
+            :ets.insert(table, {seq, left})
+            [{seq, length(left)}]
+        end
+      end)
+
+    %{history | batches: :queue.from_list(kept), size: kept |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
+  end
+
   @doc "How many events it holds."
   @spec size(t()) :: non_neg_integer()
   def size(%__MODULE__{size: size}), do: size

@@ -78,7 +78,7 @@ defmodule KinoTrace.Widget.Payload do
       ...> }
       iex> row = KinoTrace.Widget.Payload.event(event)
       iex> {row.kind, row.call, row.mfa, row.pid, row.name, row.truncated}
-      {"call", "Enum.map([1, 2, 3], :f)", "Enum.map/2", "#PID<0.250.0>", "cache", false}
+      {"call", "Enum.map([1, 2, 3], :f)", "Enum.map/2", "#PID<0.250.0>", ":cache", false}
 
       iex> event = %Kino.Trace.Event{id: 8, kind: :return, module: Enum, function: :map,
       ...>   arity: 2, return: Enum.to_list(1..100), call_id: 7, duration: 38_000}
@@ -100,7 +100,7 @@ defmodule KinoTrace.Widget.Payload do
       time: event.time,
       node: event.node && Atom.to_string(event.node),
       pid: event.pid && inspect(event.pid),
-      name: event.name && Atom.to_string(event.name),
+      name: event.name && Render.process_name(event.name),
       mfa: mfa(event.module, event.function, event.arity),
       mfa_label: mfa_label(event.module, event.function, event.arity),
       call: call,
@@ -173,8 +173,10 @@ defmodule KinoTrace.Widget.Payload do
   Renders the whole of an event's terms, pretty-printed, for an expanded row.
 
   Returns a map with `:id`, `:kind` and, where the event has them, `:args` (one string
-  per argument), `:result`, `:exception`, `:data` (a message, an exit reason...) and
-  `:peer`. Each rendered term is kept up to
+  per argument), `:result`, `:exception` (what the row says: the banner
+  `KinoTrace.Render.banner/3` writes, `** (FunctionClauseError) ...`) with
+  `:exception_raw` (the raw class and reason, `{:error, :function_clause}`), `:data`
+  (the raw message, an exit reason...) and `:peer`. Each rendered term is kept up to
   `:max_chars` characters (default 200 000); `:cut` says whether the native tracer had
   cut anything (such parts show as `...`).
 
@@ -201,8 +203,10 @@ defmodule KinoTrace.Widget.Payload do
     |> put_if(event.kind == :return, :result, fn -> render.(event.return) end)
     |> put_if(event.kind == :exception and event.exception != nil, :exception, fn ->
       {class, reason} = event.exception
-      render.({class, reason})
+      {banner, _} = Render.cap(Render.banner(class, reason), max_chars)
+      banner
     end)
+    |> put_if(event.kind == :exception and event.exception != nil, :exception_raw, fn -> render.(event.exception) end)
     |> put_if(event.data != nil, :data, fn -> render.(event.data) end)
     |> Map.put(:cut, contains_cut?([event.args, event.return, event.exception, event.data]))
   end
@@ -357,7 +361,13 @@ defmodule KinoTrace.Widget.Payload do
   defp render_optional(true, term, limits), do: render_term(term, limits)
   defp render_optional(false, _term, _limits), do: {nil, false}
 
+  # A message reads by what it carries (Render.message/2: `call :bump`, `reply 0`); the
+  # raw message is in full/1's `:data`.
   defp render_data(%Event{data: nil}, _limits), do: {nil, false}
+
+  defp render_data(%Event{kind: kind, data: data}, limits) when kind in [:send, :send_to_non_existing, :receive],
+    do: Render.message(data, limits)
+
   defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
 
   # Whether the term holds a Kino.Trace.Cut anywhere (the native tracer left part out).
@@ -382,7 +392,7 @@ defmodule KinoTrace.Widget.Payload do
   # The registered name of a live local process (the trace only names the traced one).
   defp peer_name(pid) when is_pid(pid) and node(pid) == node() do
     case Process.info(pid, :registered_name) do
-      {:registered_name, name} when is_atom(name) and name != [] -> Atom.to_string(name)
+      {:registered_name, name} when is_atom(name) and name != [] -> Render.process_name(name)
       _ -> nil
     end
   end

@@ -25,6 +25,7 @@ defmodule KinoTrace.Widget.StatsPayload do
   @type row :: %{
           key: String.t(),
           name: String.t(),
+          title: String.t() | nil,
           module: String.t(),
           function: String.t(),
           arity: non_neg_integer(),
@@ -84,6 +85,8 @@ defmodule KinoTrace.Widget.StatsPayload do
   def snapshot(%Snapshot{} = s, opts \\ []) do
     {shown, hidden} = Enum.split(s.rows, Keyword.get(opts, :rows, 500))
     max_processes = Keyword.get(opts, :processes, 20)
+    # two functions the compiler made in one function are told apart (issue 39 item 10)
+    names = KinoTrace.Render.MFA.labels(Enum.map(shown, & &1.mfa))
 
     %{
       id: s.id,
@@ -97,19 +100,26 @@ defmodule KinoTrace.Widget.StatsPayload do
         time_us: s.time_us,
         memory_words: s.memory_words
       },
-      rows: Enum.map(shown, &row(&1, max_processes)),
+      rows: Enum.map(shown, &row(&1, max_processes, names[&1.mfa])),
       rows_omitted: length(hidden)
     }
   end
 
-  @doc "The payload of one row, with at most `max_processes` processes."
-  @spec row(Row.t(), non_neg_integer()) :: row()
-  def row(%Row{mfa: {m, f, a}} = r, max_processes \\ 20) do
+  @doc """
+  The payload of one row, with at most `max_processes` processes. `name` is how the
+  function reads (`Row.name/1` unless given: `snapshot/2` tells alike names apart);
+  `:title`, the raw name shown on hover, is there when the name is not the raw name.
+  """
+  @spec row(Row.t(), non_neg_integer(), String.t() | nil) :: row()
+  def row(%Row{mfa: {m, f, a}} = r, max_processes \\ 20, name \\ nil) do
     {shown, hidden} = Enum.split(r.processes, max_processes)
+    name = name || Row.name(r)
+    key = Row.key(r)
 
     %{
-      key: Row.key(r),
-      name: Row.name(r),
+      key: key,
+      name: name,
+      title: if(name != key, do: key),
       module: inspect(m),
       function: Atom.to_string(f),
       arity: a,
@@ -128,7 +138,7 @@ defmodule KinoTrace.Widget.StatsPayload do
   defp process(p, row) do
     %{
       pid: inspect(p.pid),
-      name: if(p.name, do: inspect(p.name)),
+      name: if(p.name, do: KinoTrace.Render.process_name(p.name)),
       calls: p.calls,
       time_us: p.time_us,
       time_share: share(p.time_us, row.time_us),

@@ -53,7 +53,7 @@ defmodule Kino.Trace.PrinterTest do
 
       assert line(%{base | exception: {:throw, :ball}}) == "#PID<0.42.0> !! ** (throw) :ball (1.3 ms)  M.f/1"
       assert line(%{base | exception: {:exit, :shutdown}}) == "#PID<0.42.0> !! ** (exit) :shutdown (1.3 ms)  M.f/1"
-      assert line(%{base | exception: {:error, :badarg}}) == "#PID<0.42.0> !! ** (error) :badarg (1.3 ms)  M.f/1"
+      assert line(%{base | exception: {:error, :badarg}}) == "#PID<0.42.0> !! ** (ArgumentError) argument error (1.3 ms)  M.f/1"
     end
 
     test "indented by call depth" do

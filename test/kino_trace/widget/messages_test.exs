@@ -181,7 +181,7 @@ defmodule KinoTrace.Widget.MessagesTest do
         data: :hi
       })
 
-    assert row.peer_name == "kino_trace_payload_peer"
+    assert row.peer_name == ":kino_trace_payload_peer"
     assert row.remote == false
 
     row =

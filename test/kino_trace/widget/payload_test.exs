@@ -32,7 +32,7 @@ defmodule KinoTrace.Widget.PayloadTest do
       assert row.mfa == "MyApp.Cache.fetch/2"
       assert row.node == "nonode@nohost"
       assert row.pid == inspect(self())
-      assert row.name == "cache"
+      assert row.name == ":cache"
       assert row.depth == 2
       assert row.time == 1_700_000_000_123_456
       assert row.truncated == false
@@ -195,7 +195,8 @@ defmodule KinoTrace.Widget.PayloadTest do
       assert full.cut
 
       full = Payload.full(%Event{id: 7, kind: :exception, exception: {:exit, :normal}})
-      assert full.exception == "{:exit, :normal}"
+      assert full.exception == "** (exit) :normal"
+      assert full.exception_raw == "{:exit, :normal}"
     end
 
     test "is capped" do

@@ -176,7 +176,8 @@ defmodule Kino.Trace.Widget.BrowserTest do
     # a process not traced, then by one traced too
     replies = %{
       untraced: replies_fixture(:kino_trace_browser_counter, false),
-      traced: replies_fixture(:kino_trace_browser_counter_both, true)
+      # an Elixir module's name: the lane reads as Mermaid writes it (issue 39 item 7)
+      traced: replies_fixture(KinoTraceTest.BrowserCounter, true)
     }
 
     # issue 23 item 5: a function taking a struct with more fields than :max_items, of a
@@ -321,6 +322,8 @@ defmodule Kino.Trace.Widget.BrowserTest do
     user =
       Task.async(fn ->
         for i <- 1..50, do: Enum.map([i, i + 1], &(&1 * 2))
+        # two functions the compiler made in Enum.reduce/3 (issue 39 item 10)
+        for i <- 1..3, do: {Enum.reduce([i, 2], 0, &+/2), Enum.reduce(MapSet.new([i]), 0, &+/2)}
         self()
       end)
       |> Task.await()
@@ -346,14 +349,16 @@ defmodule Kino.Trace.Widget.BrowserTest do
     [0, 1] = AgentSample.go(caller)
     {controller, pushes} = Browser.collect(controller)
     replied = if caller_traced?, do: "receive", else: "send"
-    reply? = &(&1.kind == replied and &1.data =~ ~r/^\{\[:alias/)
-
-    {_controller, pushes} =
-      Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
+    # a reply reads by what it carries (issue 39 item 8)
+    reply? = &(&1.kind == replied and &1.data =~ ~r/^reply /)
+    {controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
 
     %{
       connect: connect,
       batches: for({:broadcast, "events", payload} <- pushes, do: payload),
+      terms: terms(controller),
+      agent_name: KinoTrace.Render.process_name(name),
+      mermaid: Kino.Trace.to_mermaid(Kino.Trace.events(trace, 1000)),
       agent: inspect(agent),
       caller: inspect(caller),
       # the test process starts the caller and is told when it is done
@@ -386,6 +391,15 @@ defmodule Kino.Trace.Widget.BrowserTest do
             SampleApp.Cache.fetch(:users, -worker)
           rescue
             ArgumentError -> :ok
+          end
+
+          # an Erlang error: {:error, :function_clause} (issue 39 item 9)
+          if worker == 1 do
+            try do
+              apply(SampleApp.Repo, :delete, [:everything])
+            rescue
+              FunctionClauseError -> :ok
+            end
           end
 
           SampleApp.Cache.evict(:users, worker)
