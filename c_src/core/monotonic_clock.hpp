@@ -31,11 +31,14 @@ inline constexpr const char* kCoarseName = "CLOCK_MONOTONIC_FAST";
 inline constexpr const char* kCoarseName = "the precise clock (no coarse clock here)";
 #endif
 
+// A timespec in nanoseconds.
+inline std::int64_t to_ns(const timespec& ts) { return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+
 inline std::int64_t precise_ns() {
 #if defined(CLOCK_MONOTONIC)
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return to_ns(ts);
 #else
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -46,7 +49,7 @@ inline std::int64_t coarse_ns() {
 #if defined(KINO_TRACE_COARSE_CLOCK)
   timespec ts;
   clock_gettime(KINO_TRACE_COARSE_CLOCK, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return to_ns(ts);
 #else
   return precise_ns();
 #endif
@@ -56,7 +59,7 @@ inline std::int64_t coarse_ns() {
 inline std::int64_t coarse_tick_ns() {
 #if defined(KINO_TRACE_COARSE_CLOCK)
   timespec res;
-  if (clock_getres(KINO_TRACE_COARSE_CLOCK, &res) == 0) return static_cast<std::int64_t>(res.tv_sec) * 1000000000 + res.tv_nsec;
+  if (clock_getres(KINO_TRACE_COARSE_CLOCK, &res) == 0) return to_ns(res);
 #endif
   return 10000000;
 }
