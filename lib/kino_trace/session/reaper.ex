@@ -328,8 +328,6 @@ defmodule KinoTrace.Session.Reaper do
     %{state | gate: ref}
   end
 
-  defp open_gate(%{gate: nil} = state), do: state
-
   defp open_gate(state) do
     Enum.reduce(state.waiting, %{state | gate: nil, waiting: []}, fn {from, pid}, state ->
       GenServer.reply(from, :ok)
