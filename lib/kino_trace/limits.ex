@@ -25,6 +25,9 @@ defmodule KinoTrace.Limits do
   #     one (`rate: {count, ms}`, `queue: [events: n, bytes: n]`); nil for a bound of the
   #     fallback tracer's own that no option sets;
   #   * `default`: nil for "none" (the tracers read nil, or 0, as none);
+  #   * `capture`: the default of `Kino.Trace.capture/3`, where it differs (a capture
+  #     keeps every event of its block, up to a larger limit; its queue holds as many
+  #     events as its `:limit`);
   #   * `max`: the largest value accepted; nil for no bound but the positive integers;
   #   * `unit`: what it counts, as the guide and the error messages say it;
   #   * `enforced_by`: where a value is enforced, one entry per tracer or process that does.
@@ -39,6 +42,7 @@ defmodule KinoTrace.Limits do
       default: nil,
       max: @u64,
       unit: "events",
+      capture: 1_000_000,
       why: "the native tracer's counters are 64-bit",
       enforced_by: [
         "c_src/core/session_core.hpp (BasicSessionCore::admit, use_ticket: tickets)",
@@ -75,6 +79,7 @@ defmodule KinoTrace.Limits do
       default: 100_000,
       max: @u64,
       unit: "events",
+      capture: 1_000_000,
       why: "the native tracer's counters are 64-bit",
       enforced_by: [
         "c_src/core/session_core.hpp (BasicSessionCore::admit: credit)",
@@ -87,6 +92,7 @@ defmodule KinoTrace.Limits do
       default: 64 * 1024 * 1024,
       max: @u64,
       unit: "bytes",
+      capture: 256 * 1024 * 1024,
       why: "the native tracer's counters are 64-bit",
       enforced_by: [
         "c_src/core/session_core.hpp (BasicSessionCore::commit: byte credit)",
@@ -111,6 +117,7 @@ defmodule KinoTrace.Limits do
       default: 50,
       max: @u32,
       unit: "items",
+      capture: 100,
       why: "TermCaps holds it in 32 bits",
       enforced_by: [
         "c_src/core/term_codec.hpp (TermEncoder)",
@@ -123,6 +130,7 @@ defmodule KinoTrace.Limits do
       default: 512,
       max: 1_073_741_824,
       unit: "bytes",
+      capture: 4096,
       why:
         "an event's payload holds about max_bytes plus one piece of at most max_binary, twice: " <>
           "with both at most 1 GiB it stays far below the 4 GiB a PayloadBuffer holds",
@@ -137,6 +145,7 @@ defmodule KinoTrace.Limits do
       default: 16_384,
       max: 1_073_741_824,
       unit: "bytes",
+      capture: 65_536,
       why: "as max_binary's",
       enforced_by: [
         "c_src/core/term_codec.hpp (TermWriter::over_budget)",
@@ -158,6 +167,7 @@ defmodule KinoTrace.Limits do
       default: 10_000,
       max: @u32,
       unit: "events",
+      capture: 1,
       why: "a bound on the history kept in memory",
       enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History)"]
     },
@@ -183,13 +193,14 @@ defmodule KinoTrace.Limits do
 
   @type name :: atom()
   @type row :: %{
-          name: name(),
-          option: atom() | {atom(), atom()} | nil,
-          default: non_neg_integer() | nil,
-          max: pos_integer() | nil,
-          unit: String.t(),
-          why: String.t(),
-          enforced_by: [String.t()]
+          required(:name) => name(),
+          required(:option) => atom() | {atom(), atom()} | nil,
+          required(:default) => non_neg_integer() | nil,
+          optional(:capture) => non_neg_integer(),
+          required(:max) => pos_integer() | nil,
+          required(:unit) => String.t(),
+          required(:why) => String.t(),
+          required(:enforced_by) => [String.t()]
         }
 
   @doc """
@@ -220,6 +231,17 @@ defmodule KinoTrace.Limits do
   """
   @spec default(name()) :: non_neg_integer() | nil
   def default(name), do: row(name).default
+
+  @doc """
+  A limit's default in `Kino.Trace.capture/3`.
+
+      iex> KinoTrace.Limits.capture_default(:limit)
+      1000000
+      iex> KinoTrace.Limits.capture_default(:max_depth)
+      10
+  """
+  @spec capture_default(name()) :: non_neg_integer() | nil
+  def capture_default(name), do: Map.get(row(name), :capture, default(name))
 
   @doc """
   A limit's upper bound (nil: any positive integer).

@@ -9,6 +9,8 @@ defmodule KinoTrace.LimitsTest do
   alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
 
+  doctest KinoTrace.Limits
+
   @root Path.expand("../..", __DIR__)
 
   test "the generated header and .hrl are what the table gives (else run mix kino_trace.limits)" do
@@ -90,6 +92,39 @@ defmodule KinoTrace.LimitsTest do
 
     assert asked == []
   end
+
+  test "a capture runs with the table's capture defaults, and its docs say them" do
+    capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) end)
+
+    assert capture.limits[:limit] == Limits.capture_default(:limit)
+
+    assert capture.limits[:queue] == [
+             events: Limits.capture_default(:queue_events),
+             bytes: Limits.capture_default(:queue_bytes)
+           ]
+
+    {:docs_v1, _, _, _, %{"en" => moduledoc}, _, docs} = Code.fetch_docs(Kino.Trace.Capture)
+    {:docs_v1, _, _, _, _, _, api} = Code.fetch_docs(Kino.Trace)
+    [capture_doc] = for {{:function, :capture, 3}, _, _, %{"en" => doc}, _} <- api, do: doc
+    limit = Limits.capture_default(:limit) |> Integer.to_string() |> underscored()
+    mb = "#{div(Limits.capture_default(:queue_bytes), 1024 * 1024)} MB"
+
+    for doc <- [moduledoc, capture_doc] do
+      assert doc =~ "#{limit} by default" or doc =~ "`:limit` to #{limit} events"
+      assert doc =~ mb
+    end
+
+    assert docs != []
+  end
+
+  defp underscored(digits),
+    do:
+      digits
+      |> String.reverse()
+      |> String.graphemes()
+      |> Enum.chunk_every(3)
+      |> Enum.map_join("_", &Enum.join/1)
+      |> String.reverse()
 
   test "each limit names the code that enforces it, and that code exists" do
     for %{name: name, enforced_by: [_ | _] = by} <- Limits.table(), place <- by do
