@@ -130,6 +130,13 @@ defmodule KinoTrace.LimitsTest do
     for %{name: name, enforced_by: [_ | _] = by} <- Limits.table(), place <- by do
       [path | _] = String.split(place, " ")
       assert File.regular?(Path.join(@root, path)), "#{name}: #{path} does not exist"
+
+      # the function or type named first in parentheses ("(BasicSessionCore::admit, ...)",
+      # "(offer/2: ...)") is in that file
+      with [_, what] <- Regex.run(~r/\((\w+(?:(?:::|\.)\w+)*)/, place) do
+        what = what |> String.split("::") |> List.last()
+        assert File.read!(Path.join(@root, path)) =~ what, "#{name}: #{what} is not in #{path}"
+      end
     end
   end
 end
