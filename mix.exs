@@ -17,6 +17,7 @@ unless Version.match?(System.version(), ">= 1.17.0") do
 end
 
 Code.require_file("mix/compile.kino_trace_nif.ex", __DIR__)
+Code.require_file("mix/kino_trace.limits.ex", __DIR__)
 
 defmodule KinoTrace.MixProject do
   use Mix.Project

@@ -24,7 +24,7 @@
 
 -export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
          trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5]).
--export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
+-export([new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2, limits/0,
          set_loop_modules/2, loop_release/3, struct_keys/0, nif_loaded/0, term_layout/0]).
 -export([new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
          decoder_put_names/2, drain_events/3, decode_events/2]).
@@ -33,7 +33,7 @@
 
 -nifs([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3, enabled_procs/3,
        trace/5, trace_call/5, trace_send/5, trace_receive/5, trace_procs/5,
-       new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2,
+       new_session/2, session_id/1, drain/2, counters/1, close/1, roundtrip/2, limits/0,
        set_loop_modules/2, loop_release/3, struct_keys/0, nif_loaded/0, term_layout/0,
        new_decoder/2, decoder_no_returns/2, decoder_unpair/2, decoder_take_callers/1,
        decoder_put_names/2, drain_events/3, decode_events/2,
@@ -103,6 +103,10 @@ counters(_Resource) -> not_loaded().
 close(_Resource) -> not_loaded().
 -spec roundtrip(term(), map()) -> {term(), non_neg_integer()}.
 roundtrip(_Term, _Caps) -> not_loaded().
+%% The defaults a session starts with and the bounds new_session/2 checks, #{Name =>
+%% {Default, Max}} named as KinoTrace.Limits (lib/kino_trace/limits.ex) names them.
+-spec limits() -> #{atom() => {non_neg_integer(), pos_integer()}}.
+limits() -> not_loaded().
 %% The loop guard (c_src/core/loop_guard.hpp): the modules whose open calls it counts per
 %% process ([]: off). A process that reaches its threshold has its calls discarded (no
 %% return-trace frame pushed) and the owner gets {kino_trace, Id, {loop, Pid, {M, F, A}}}.

@@ -65,7 +65,7 @@ struct CorePath {
     l.queue_events = 5'000'000;
     l.queue_bytes = std::uint64_t{4} << 30;
     if (limited) {  // never reached: the bench's clock stays at 0
-      l.max_events = std::uint64_t{1} << 60;
+      l.limit = std::uint64_t{1} << 60;
       l.rate_count = std::uint64_t{1} << 40;
       l.rate_period_ns = 1'000'000'000;
     }

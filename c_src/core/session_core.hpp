@@ -16,7 +16,7 @@
 //   precheck()  in the VM's `enabled` callbacks: cheap, no side effect but counting the
 //               drop, so a rejected event costs almost nothing (no trace term is built);
 //   admit()     in `trace`: takes a rate token, a reservation in its shard and a
-//               max_events ticket (tokens and tickets from the shard's blocks: below);
+//               limit ticket (tokens and tickets from the shard's blocks: below);
 //   commit()    after encoding: checks the byte cap and pushes to its shard (or abandon());
 //   drain()     in the session process: hands out events in batches, merged by timestamp.
 //
@@ -57,7 +57,7 @@
 // events (open calls, depth).
 //
 // No memory: a push that finds no memory for a block is a counted drop (no_memory); its
-// max_events ticket is used all the same (max_events counts what admit() let through
+// limit ticket is used all the same (the limit counts what admit() let through
 // and was not refused for a cap or for being closed). An event whose encoding found no
 // memory (before commit) is a counted no_memory drop too, and gives its ticket back
 // (abandon_no_memory()).
@@ -97,11 +97,11 @@
 // counters) or by the destructor, so nothing stays queued after close as counters()
 // reports it.
 //
-// :limit tickets (max_events; issue 26). A ticket is in exactly one place: the pool
+// :limit tickets (issue 26). A ticket is in exactly one place: the pool
 // (pool_, the tickets no shard has taken), a single-producer shard's block (its Budget's
 // `have`), in flight (admitted, not yet committed or abandoned) or used (its shard's
 // `used`: committed, pushed or not for want of memory). Every move is an atomic RMW (or
-// the owner's store of `used`), so the tickets are conserved and at most max_events are
+// the owner's store of `used`), so the tickets are conserved and at most `limit` are
 // ever used: `:limit` never over-admits. Per event, a shard's producer takes a ticket
 // from its own block (a CAS on its own line) and counts its use (a seq_cst store on the
 // same line); pool_, shared, is written once per block:
@@ -113,19 +113,19 @@
 //     shard's block into the pool (an exchange of `have`, which is why `have` is an
 //     atomic the owner takes from with a CAS, not a plain store: an idle shard, one whose
 //     process migrated away, cannot give back what it holds) and takes from there. So an
-//     event is refused for max_events only when no ticket is in a pool or a block, i.e.
+//     event is refused for the limit only when no ticket is in a pool or a block, i.e.
 //     all are used or in flight. (Or in transit: between a taker's RMW and its next one,
 //     a few instructions, as in-flight tickets later abandoned were before.) peek()
 //     looks at the same places without taking.
 //   * The end: a commit stores its shard's `used` (seq_cst), then loads the pool
 //     (seq_cst); when it is empty, it sums every shard's `used` (seq_cst) and, at
-//     max_events, closes the session; the exchange on limit_reached_ lets one commit say
+//     `limit`, closes the session; the exchange on limit_reached_ lets one commit say
 //     so. Some commit sees the sum: take X, the commit whose store of `used` is last in
 //     the seq_cst order S. Every move of a ticket happens before the store that uses it
 //     (each RMW on a block reads from the last, seq_cst RMWs synchronise), so every
 //     modification of the pool precedes X's store in S, and the pool's last value before
 //     X's load is 0 (every ticket that entered left); X's loads of `used` follow every
-//     store in S, so X sees all max_events. No commit sees it early: the sum of loads
+//     store in S, so X sees all `limit`. No commit sees it early: the sum of loads
 //     never exceeds what is used. This is the seq_cst store/load pair (Dekker) of two
 //     racing last commits: of the two, one sees the other.
 //
@@ -152,6 +152,7 @@
 #include <thread>
 #include <vector>
 
+#include "limits.hpp"
 #include "rate_limiter.hpp"
 #include "session_event.hpp"
 #include "sharded_queue.hpp"
@@ -160,11 +161,14 @@
 namespace kino_trace {
 
 struct Limits {
-  std::uint64_t max_events = 0;           // total accepted, then the session closes; 0: none
-  std::uint64_t rate_count = 0;           // rate: rate_count events per rate_period_ns; 0: none
-  std::int64_t rate_period_ns = 0;
-  std::uint64_t queue_events = 100000;    // events held at once, split between the shards
-  std::uint64_t queue_bytes = 64u << 20;  // bytes held at once, split between the shards
+  // The defaults are KinoTrace.Limits' (limits.hpp, generated): the option names them.
+  std::uint64_t limit = limits::kLimitDefault;              // :limit, events accepted in all, then the
+                                                            // session closes; 0: none
+  std::uint64_t rate_count = limits::kRateCountDefault;     // :rate, rate_count events per
+  std::int64_t rate_period_ns = limits::kRatePeriodMsDefault * 1000000;  // rate_period_ns; 0: none
+  std::uint64_t queue_events = limits::kQueueEventsDefault;  // :queue, events held at once, split
+                                                             // between the shards
+  std::uint64_t queue_bytes = limits::kQueueBytesDefault;    // :queue, bytes held at once, likewise
   TermCaps caps;
 };
 
@@ -190,7 +194,7 @@ struct Counters {
 struct CommitResult {
   Verdict verdict = Verdict::Accept;
   bool wake_consumer = false;   // the consumer found nothing left: send it a wake-up
-  bool limit_reached = false;   // this event was the max_events-th: the session closed
+  bool limit_reached = false;   // this event was the limit-th: the session closed
 
   // commit() works on the result packed in an integer (verdict, wake << 8, limit << 16)
   // and unpacks it in an inline wrapper: returning the three-byte struct from the
@@ -237,7 +241,7 @@ class BasicSessionCore {
         block_threshold_(shards * kTicketBlock),
         rate_block_(std::clamp<std::uint64_t>(limits.rate_count / (8 * (shards + 1)), 1, kRateBlockMax)),
         budget_(shards + 1),
-        pool_(limits.max_events) {
+        pool_(limits.limit) {
     rate_.configure(limits.rate_count, limits.rate_period_ns);
   }
   BasicSessionCore(const BasicSessionCore&) = delete;
@@ -263,7 +267,7 @@ class BasicSessionCore {
   Verdict peek(std::int64_t now_ns, std::size_t shard = kAnyThread) const {
     shard = index(shard);
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (limits_.limit && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
     if (!token_in_sight(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
     if (!room(shard)) return Verdict::DropQueueFull;
     return Verdict::Accept;
@@ -286,7 +290,7 @@ class BasicSessionCore {
   // Releases what admit() reserved, without counting anything (the event never was).
   void abandon(std::size_t shard = kAnyThread) {
     give_event(index(shard));
-    if (limits_.max_events) give_back_ticket(index(shard));
+    if (limits_.limit) give_back_ticket(index(shard));
   }
 
   // For `trace` when encoding the event ran out of memory: releases what admit()
@@ -339,7 +343,7 @@ class BasicSessionCore {
                       sleeping_.exchange(0, std::memory_order_relaxed) != 0;
     if (wake) queue_.add(shard, kWakeups, 1);
     queue_.add(shard, kPushing, kMinusOne, std::memory_order_release);
-    const bool limit = limits_.max_events && use_ticket(shard);
+    const bool limit = limits_.limit && use_ticket(shard);
     return CommitResult::pack(pushed ? Verdict::Accept : Verdict::DropNoMemory, wake, limit);
   }
 
@@ -543,10 +547,10 @@ class BasicSessionCore {
 
   Verdict reserve(std::int64_t now_ns, std::size_t shard) {
     if (closed()) return Verdict::DropClosed;
-    if (limits_.max_events && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
+    if (limits_.limit && !ticket_in_sight(shard)) return Verdict::DropMaxEvents;
     if (!take_token(now_ns - epoch_ns_, shard)) return Verdict::DropRate;
     if (!take_event(shard)) return Verdict::DropQueueFull;
-    if (limits_.max_events && !take_ticket(shard)) {
+    if (limits_.limit && !take_ticket(shard)) {
       give_event(shard);
       return Verdict::DropMaxEvents;
     }
@@ -601,7 +605,7 @@ class BasicSessionCore {
     (single(shard) ? budget_[shard].have : pool_).fetch_add(1, std::memory_order_seq_cst);
   }
 
-  // Counts a ticket used by a commit; true for the one commit that finds all max_events
+  // Counts a ticket used by a commit; true for the one commit that finds all `limit`
   // used (then the session is closed).
   bool use_ticket(std::size_t shard) {
     std::atomic<std::uint64_t>& used = budget_[shard].used;
@@ -612,7 +616,7 @@ class BasicSessionCore {
     if (pool_.load(std::memory_order_seq_cst) != 0) return false;
     std::uint64_t sum = 0;
     for (const Budget& b : budget_) sum += b.used.load(std::memory_order_seq_cst);
-    if (sum != limits_.max_events) return false;
+    if (sum != limits_.limit) return false;
     closed_.store(true, std::memory_order_release);
     return !limit_reached_.exchange(true, std::memory_order_acq_rel);
   }
@@ -710,14 +714,14 @@ class BasicSessionCore {
   const std::uint64_t block_threshold_;  // tickets are taken one by one once fewer remain in pool_
   const std::uint64_t rate_block_;       // rate tokens a shard takes at once
 
-  // read-mostly: written at close or at the max_events limit
+  // read-mostly: written at close or at the :limit
   char pad_flags[64] = {};
   std::atomic<bool> closed_{false};
   std::atomic<bool> limit_reached_{false};
   std::atomic<std::uint32_t> shut_{0};  // close() was called (closed_ is also set by the limit)
   std::atomic<bool> done_{false};       // a discard() found everything freed
 
-  // max_events only: the shards' blocks, and the tickets no shard has taken (written once
+  // :limit only: the shards' blocks, and the tickets no shard has taken (written once
   // a block while more than block_threshold_ remain)
   std::vector<Budget> budget_;
   char pad_tickets[64] = {};

@@ -23,7 +23,7 @@ class SmallBuffer {
  public:
   // The most bytes it holds. Asking for more is a failure (std::abort), never a
   // wrap-around: the NIF makes it unreachable by bounding the caps that bound a payload
-  // (max_binary, max_bytes: kMaxPayloadCap in session_nifs.cpp).
+  // (max_binary, max_bytes: kMaxBinaryMax, kMaxBytesMax in limits.hpp).
   //
   // No memory for a heap block: std::bad_alloc (the buffer is left as it was), which the
   // NIF turns into a counted drop (trace) or a clean error (see c_src/nif/nifs.hpp);

@@ -21,19 +21,27 @@
 #include <vector>
 
 #include "erts_layout.hpp"
+#include "limits.hpp"
 #include "small_buffer.hpp"
 #include "term_shapes.hpp"
 
 namespace kino_trace {
 
-// Per-event limits on what is copied out of the traced process.
+// Per-event limits on what is copied out of the traced process; the defaults (and the
+// bounds the NIF checks) are KinoTrace.Limits' (limits.hpp, generated), each at most 2^32 - 1.
 struct TermCaps {
-  std::uint32_t max_depth = 10;     // nesting levels below the payload's root
-  std::uint32_t max_items = 50;     // elements per list, tuple or map
-  std::uint32_t max_binary = 512;   // bytes kept per binary or bitstring; the largest
-                                    // bignum or fun environment copied whole
-  std::uint32_t max_bytes = 16384;  // encoded bytes per event (soft: checked between items)
+  // nesting levels below the payload's root
+  std::uint32_t max_depth = static_cast<std::uint32_t>(limits::kMaxDepthDefault);
+  // elements per list, tuple or map
+  std::uint32_t max_items = static_cast<std::uint32_t>(limits::kMaxItemsDefault);
+  // bytes kept per binary or bitstring; the largest bignum or fun environment copied whole
+  std::uint32_t max_binary = static_cast<std::uint32_t>(limits::kMaxBinaryDefault);
+  // encoded bytes per event (soft: checked between items)
+  std::uint32_t max_bytes = static_cast<std::uint32_t>(limits::kMaxBytesDefault);
 };
+static_assert(limits::kMaxDepthMax <= UINT32_MAX && limits::kMaxItemsMax <= UINT32_MAX &&
+                  limits::kMaxBinaryMax <= UINT32_MAX && limits::kMaxBytesMax <= UINT32_MAX,
+              "TermCaps holds each cap in 32 bits");
 
 enum class Tag : std::uint8_t {
   Immediate = 1,  // raw 8-byte immediate word (atom, small int, local pid/port, [])

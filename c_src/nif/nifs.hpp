@@ -38,6 +38,7 @@
   X(counters, 1, counters, 0, )                                           \
   X(close, 1, close_session, 0, )                                         \
   X(roundtrip, 2, roundtrip, 0, )                                         \
+  X(limits, 0, limits, 0, )                                               \
   X(set_loop_modules, 2, set_loop_modules, 0, )                           \
   X(loop_release, 3, loop_release, 0, )                                   \
   X(nif_loaded, 0, nif_loaded, 0, )                                       \

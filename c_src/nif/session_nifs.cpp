@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "atoms.hpp"
@@ -31,17 +32,10 @@ ERL_NIF_TERM raise_argument_error(ErlNifEnv* env, const std::string& message) {
 
 // The limits of a session, keyed and shaped as the options of Kino.Trace are (see
 // KinoTrace.Plan.Options): an error names the option and says what it takes, in the
-// option's terms; KinoTrace.Plan.Options adds the value the user gave. The bounds live here.
-constexpr std::uint64_t kAny = ~std::uint64_t{0};
-constexpr std::uint64_t kMaxRateCount = 1000000000u;  // keeps the token bucket's
-constexpr std::uint64_t kMaxRatePeriodMs = 86400000u; // arithmetic in range
-constexpr std::uint64_t kMaxDepth = 100;              // the term walk recurses once per level
-constexpr std::uint64_t kMaxCap = 0xFFFFFFFFu;
-// max_binary and max_bytes: an event's payload holds at most about max_bytes plus one
-// piece past it (a piece of at most max_binary and a few header bytes), twice (first and
-// second term); with both at most 1 GiB that stays far below the 4 GiB a PayloadBuffer
-// (SmallBuffer's 32-bit size) can hold.
-constexpr std::uint64_t kMaxPayloadCap = std::uint64_t{1} << 30;
+// option's terms; KinoTrace.Plan.Options adds the value the user gave. The defaults and
+// bounds are KinoTrace.Limits' (lib/kino_trace/limits.ex, the one definition), through
+// the generated c_src/core/limits.hpp; the reasons for each bound are written there.
+namespace lim = kt::limits;
 
 enum class Count { Ok, NotCount, TooLarge };
 
@@ -65,9 +59,9 @@ std::string invalid(const char* option, const std::string& expected) {
 // limit: nil | n (nil or 0: none).
 std::string read_limit(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
   if (v == atoms.nil) return {};
-  switch (read_count(env, v, kAny, limits.max_events)) {
+  switch (read_count(env, v, lim::kLimitMax, limits.limit)) {
     case Count::Ok: return {};
-    case Count::TooLarge: return invalid("limit", fmt::format("at most {}", kAny));
+    case Count::TooLarge: return invalid("limit", fmt::format("at most {}", lim::kLimitMax));
     default: return invalid("limit", "nil or a non-negative integer");
   }
 }
@@ -80,14 +74,14 @@ std::string read_rate(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
   const ERL_NIF_TERM* pair = nullptr;
   if (!enif_get_tuple(env, v, &arity, &pair) || arity != 2) return invalid("rate", shape);
   std::uint64_t period_ms = 0;
-  switch (read_count(env, pair[0], kMaxRateCount, limits.rate_count)) {
+  switch (read_count(env, pair[0], lim::kRateCountMax, limits.rate_count)) {
     case Count::Ok: break;
-    case Count::TooLarge: return invalid("rate", fmt::format("a count of at most {}", kMaxRateCount));
+    case Count::TooLarge: return invalid("rate", fmt::format("a count of at most {}", lim::kRateCountMax));
     default: return invalid("rate", shape);
   }
-  switch (read_count(env, pair[1], kMaxRatePeriodMs, period_ms)) {
+  switch (read_count(env, pair[1], lim::kRatePeriodMsMax, period_ms)) {
     case Count::Ok: break;
-    case Count::TooLarge: return invalid("rate", fmt::format("a period of at most {} ms", kMaxRatePeriodMs));
+    case Count::TooLarge: return invalid("rate", fmt::format("a period of at most {} ms", lim::kRatePeriodMsMax));
     default: return invalid("rate", shape);
   }
   limits.rate_period_ns = static_cast<std::int64_t>(period_ms) * 1000000;
@@ -107,9 +101,10 @@ std::string read_queue(ErlNifEnv* env, ERL_NIF_TERM v, kt::Limits& limits) {
     if (!events && kv[0] != atoms.bytes) return invalid("queue", shape);
     bool& seen = events ? seen_events : seen_bytes;
     std::uint64_t n = 0;
-    switch (read_count(env, kv[1], kAny, n)) {
+    const std::uint64_t max = events ? lim::kQueueEventsMax : lim::kQueueBytesMax;
+    switch (read_count(env, kv[1], max, n)) {
       case Count::Ok: break;
-      case Count::TooLarge: return invalid("queue", fmt::format("{} of at most {}", events ? ":events" : ":bytes", kAny));
+      case Count::TooLarge: return invalid("queue", fmt::format("{} of at most {}", events ? ":events" : ":bytes", max));
       default: return invalid("queue", shape);
     }
     if (!seen) (events ? limits.queue_events : limits.queue_bytes) = n;
@@ -147,10 +142,10 @@ std::string read_limits(ErlNifEnv* env, ERL_NIF_TERM map, kt::Limits& limits, bo
   if (e.empty() && at(atoms.limit, v)) e = read_limit(env, v, limits);
   if (e.empty() && at(atoms.rate, v)) e = read_rate(env, v, limits);
   if (e.empty() && at(atoms.queue, v)) e = read_queue(env, v, limits);
-  if (e.empty() && at(atoms.max_depth, v)) e = read_cap(env, v, "max_depth", kMaxDepth, caps.max_depth);
-  if (e.empty() && at(atoms.max_items, v)) e = read_cap(env, v, "max_items", kMaxCap, caps.max_items);
-  if (e.empty() && at(atoms.max_binary, v)) e = read_cap(env, v, "max_binary", kMaxPayloadCap, caps.max_binary);
-  if (e.empty() && at(atoms.max_bytes, v)) e = read_cap(env, v, "max_bytes", kMaxPayloadCap, caps.max_bytes);
+  if (e.empty() && at(atoms.max_depth, v)) e = read_cap(env, v, "max_depth", lim::kMaxDepthMax, caps.max_depth);
+  if (e.empty() && at(atoms.max_items, v)) e = read_cap(env, v, "max_items", lim::kMaxItemsMax, caps.max_items);
+  if (e.empty() && at(atoms.max_binary, v)) e = read_cap(env, v, "max_binary", lim::kMaxBinaryMax, caps.max_binary);
+  if (e.empty() && at(atoms.max_bytes, v)) e = read_cap(env, v, "max_bytes", lim::kMaxBytesMax, caps.max_bytes);
   if (e.empty() && at(atoms.skip_returns, v)) e = read_skip_returns(env, v, skip_returns);
   return e;
 }
@@ -299,6 +294,31 @@ ERL_NIF_TERM roundtrip(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
   EnifBuilder builder{env};
   kt::TermDecoder<EnifBuilder> decoder(builder, buf.data(), buf.size());
   return enif_make_tuple2(env, decoder.decode(), enif_make_uint64(env, buf.size()));
+}
+
+// limits() -> #{Name => {Default, Max}}: the defaults a session starts with (a Limits
+// made with none given) and the bounds read_limits/4 checks, named as KinoTrace.Limits
+// names them; test/kino_trace/limits_test.exs checks them against the table.
+ERL_NIF_TERM limits(ErlNifEnv* env, int, const ERL_NIF_TERM[]) {
+  const kt::Limits d;
+  const std::uint64_t period_ms = static_cast<std::uint64_t>(d.rate_period_ns / 1000000);
+  const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> rows[] = {
+      {"limit", {d.limit, lim::kLimitMax}},
+      {"rate_count", {d.rate_count, lim::kRateCountMax}},
+      {"rate_period_ms", {period_ms, lim::kRatePeriodMsMax}},
+      {"queue_events", {d.queue_events, lim::kQueueEventsMax}},
+      {"queue_bytes", {d.queue_bytes, lim::kQueueBytesMax}},
+      {"max_depth", {d.caps.max_depth, lim::kMaxDepthMax}},
+      {"max_items", {d.caps.max_items, lim::kMaxItemsMax}},
+      {"max_binary", {d.caps.max_binary, lim::kMaxBinaryMax}},
+      {"max_bytes", {d.caps.max_bytes, lim::kMaxBytesMax}},
+  };
+  ERL_NIF_TERM map = enif_make_new_map(env);
+  for (const auto& [name, value] : rows) {
+    ERL_NIF_TERM pair = enif_make_tuple2(env, enif_make_uint64(env, value.first), enif_make_uint64(env, value.second));
+    enif_make_map_put(env, map, enif_make_atom(env, name), pair, &map);
+  }
+  return map;
 }
 
 // set_loop_modules(Resource, [Module]) -> ok: the modules whose open calls the loop guard

@@ -59,7 +59,7 @@ TEST_CASE("alloc faults: SmallBuffer throws bad_alloc and keeps its contents", "
 TEST_CASE("SessionCore: an event whose encoding found no memory is a no_memory drop", "[alloc_faults][session_core]") {
   Limits limits;
   limits.queue_events = 1;
-  limits.max_events = 2;
+  limits.limit = 2;
   SessionCore core(limits, 0);
   REQUIRE(core.admit(1, 7) == Verdict::Accept);
   core.abandon_no_memory(7);

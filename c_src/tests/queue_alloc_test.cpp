@@ -157,7 +157,7 @@ TEST_CASE("SessionCore: a failed push does not wake the idle consumer, and the n
 TEST_CASE("SessionCore: a failed enqueue keeps its max_events ticket, and the limit still closes the session",
           "[session][alloc][limits]") {
   Limits l = roomy();
-  l.max_events = 4;
+  l.limit = 4;
   Core s(l, kEpoch);
   REQUIRE(offer(s, 1).verdict == Verdict::Accept);
   REQUIRE(offer(s, 2).verdict == Verdict::Accept);  // the first block is full

@@ -138,7 +138,7 @@ TEST_CASE("SessionCore: max_events accepts exactly N, then closes", "[session][l
   for (std::uint64_t n : {1ull, 2ull, 5ull, 100ull}) {
     INFO("max_events " << n);
     Limits l = no_limits();
-    l.max_events = n;
+    l.limit = n;
     SessionCore s(l, kEpoch);
     std::uint64_t accepted = 0, limit_signals = 0;
     for (std::uint64_t i = 0; i < n + 20; ++i) {
@@ -160,7 +160,7 @@ TEST_CASE("SessionCore: max_events accepts exactly N, then closes", "[session][l
 
 TEST_CASE("SessionCore: max_events tickets: in-flight events count, abandon gives one back", "[session][limits]") {
   Limits l = no_limits();
-  l.max_events = 3;
+  l.limit = 3;
   SessionCore s(l, kEpoch);
   REQUIRE(s.admit(kEpoch) == Verdict::Accept);
   REQUIRE(s.admit(kEpoch) == Verdict::Accept);
@@ -211,7 +211,7 @@ TEST_CASE("SessionCore: max_events on shards: the tickets an idle shard's block 
   for (std::uint64_t n : {1ull, 2ull, 5ull, 100ull, 129ull, 1000ull, 5000ull}) {
     INFO("max_events " << n);
     Limits l = no_limits();
-    l.max_events = n;
+    l.limit = n;
     SessionCore s(l, kEpoch, 4);
     std::uint64_t accepted = 0, limit_signals = 0, seq = 0;
     for (std::size_t shard = 0; shard < 3; ++shard) {
@@ -238,7 +238,7 @@ TEST_CASE("SessionCore: max_events on shards: the tickets an idle shard's block 
 
 TEST_CASE("SessionCore: max_events on shards: in-flight tickets count, abandon gives one back", "[session][limits]") {
   Limits l = no_limits();
-  l.max_events = 3;
+  l.limit = 3;
   SessionCore s(l, kEpoch, 2);
   REQUIRE(s.admit(kEpoch, 1, 0) == Verdict::Accept);
   REQUIRE(s.admit(kEpoch, 2, 1) == Verdict::Accept);
@@ -762,7 +762,7 @@ TEST_CASE("SessionCore: random single-threaded sequences keep the books balanced
   for (int run = 0; run < 40; ++run) {
     Limits l = no_limits();
     auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    if (pick(0, 1)) l.max_events = static_cast<std::uint64_t>(pick(1, 300));
+    if (pick(0, 1)) l.limit = static_cast<std::uint64_t>(pick(1, 300));
     if (pick(0, 1)) {
       l.rate_count = static_cast<std::uint64_t>(pick(1, 50));
       l.rate_period_ns = 1'000'000;
@@ -824,8 +824,8 @@ TEST_CASE("SessionCore: random single-threaded sequences keep the books balanced
       // Every offered event: accepted, or dropped with exactly one reason.
       REQUIRE(c.accepted + total_dropped(c) == offered);
       REQUIRE(c.queued <= l.queue_events);
-      if (l.max_events) REQUIRE(c.accepted <= l.max_events);
-      REQUIRE(c.limit_reached == (l.max_events != 0 && c.accepted == l.max_events));
+      if (l.limit) REQUIRE(c.accepted <= l.limit);
+      REQUIRE(c.limit_reached == (l.limit != 0 && c.accepted == l.limit));
       REQUIRE(c.closed == (closed_by_us || c.limit_reached));
     }
     // Each drop is counted under the reason the caller was given.

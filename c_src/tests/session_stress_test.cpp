@@ -399,7 +399,7 @@ TEST_CASE("stress: racing producers reach max_events exactly once", "[stress]") 
   const std::uint64_t per = std::max<std::uint64_t>(stress_events() / kProducers / 8, 5000);
   const std::uint64_t max_events = per * kProducers / 3;
   Limits l;
-  l.max_events = max_events;
+  l.limit = max_events;
   l.queue_events = max_events * (kProducers + 1);  // never the limiting factor here, even split per shard
   l.queue_bytes = std::uint64_t{1} << 32;
   SessionCore s(l, kEpoch, kProducers);
@@ -626,7 +626,7 @@ TEST_CASE("stress: producers migrating over 8 shards get exactly max_events, rep
   for (std::uint64_t max_events : {std::uint64_t{37}, per * kProducers * 3 / 4, per * kProducers / 2 + 1}) {
     INFO("max_events " << max_events);
     Limits l;
-    l.max_events = max_events;
+    l.limit = max_events;
     l.queue_events = per * kProducers * 2 * (Migrating::kShards + 1);
     l.queue_bytes = std::uint64_t{1} << 40;
     SessionCore s(l, kEpoch, Migrating::kShards);

@@ -1,8 +1,8 @@
 defmodule KinoTraceTest.Project.OptionsGuideTest do
   # The table of guides/options_and_limits.md says what the code does: one row per option
   # of a trace (the options KinoTrace.Plan.Options checks), its default as the code has
-  # it, and each bound in its "at most" column accepted while one more is refused (by the
-  # tracer, which owns its bounds, or by the option's check).
+  # it, and each bound in its "at most" column accepted while one more is refused; each
+  # default and bound of a limit is the one of the table of limits (KinoTrace.Limits).
   use ExUnit.Case, async: true
 
   alias KinoTrace.Plan.Options
@@ -37,6 +37,39 @@ defmodule KinoTraceTest.Project.OptionsGuideTest do
              "#{option}: the guide says #{default}, the code #{inspect(defaults[option])}"
     end
   end
+
+  test "each default and bound of a limit is the one in the table of limits (KinoTrace.Limits)" do
+    rows = rows()
+
+    for {option, limits} <- Enum.group_by(KinoTrace.Limits.table(), &option_of/1),
+        option != nil do
+      assert {default, cell} = rows[option], "#{option} has no row in the guide"
+      maxima = limits |> Enum.map(& &1.max) |> Enum.dedup()
+
+      assert integers(cell) == maxima,
+             "#{option}: the guide says at most #{String.trim(cell)}, the table #{inspect(maxima, charlists: :as_lists)}"
+
+      {value, []} = Code.eval_string(default)
+
+      expected =
+        case limits do
+          [%{option: {:queue, _}} | _] ->
+            for %{option: {:queue, part}, default: d} <- limits, do: {part, d}
+
+          [%{option: {:rate, _}} | _] ->
+            nil
+
+          [%{default: d}] ->
+            d
+        end
+
+      assert value == expected,
+             "#{option}: the guide says #{default}, the table #{inspect(expected)}"
+    end
+  end
+
+  defp option_of(%{option: {option, _part}}), do: option
+  defp option_of(%{option: option}), do: option
 
   # The values to try for a bound of `option`: each {at the bound, one past it}.
   defp probes(:rate, [count, period]),

@@ -51,13 +51,15 @@ defmodule Kino.Trace.Capture do
   alias Kino.Trace.Plan
   alias KinoTrace.{Client, Front, Launcher, Pattern}
   alias KinoTrace.Capture.{Collector, Sends}
+  alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
   alias KinoTrace.Render.MFA
   alias KinoTrace.Session.Reaper
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
-  @limit 1_000_000
-  @queue_bytes 256 * 1024 * 1024
+  # A capture's own defaults of the limits are KinoTrace.Limits' (its `capture` column).
+  @limit Limits.capture_default(:limit)
+  @queue_bytes Limits.capture_default(:queue_bytes)
 
   defstruct events: [],
             result: nil,
@@ -96,12 +98,12 @@ defmodule Kino.Trace.Capture do
   @defaults Keyword.merge(Options.defaults(),
               pids: [],
               children: true,
-              history: 1,
+              history: Limits.capture_default(:history),
               limit: @limit,
-              queue: [events: @limit, bytes: @queue_bytes],
-              max_items: 100,
-              max_binary: 4096,
-              max_bytes: 65_536
+              queue: [events: Limits.capture_default(:queue_events), bytes: @queue_bytes],
+              max_items: Limits.capture_default(:max_items),
+              max_binary: Limits.capture_default(:max_binary),
+              max_bytes: Limits.capture_default(:max_bytes)
             )
 
   @doc """

@@ -5,13 +5,8 @@ defmodule KinoTrace.Plan.Options do
   # Every option is checked before anything is traced; a bad one raises an
   # `ArgumentError` that names it and says what it takes.
 
-  alias KinoTrace.Tracer
+  alias KinoTrace.Limits
   alias KinoTrace.Plan.Lookup
-
-  # Events kept by a session for `Kino.Trace.events/2`.
-  @max_history 0xFFFFFFFF
-  # The longest `receive ... after` timeout (about 49.7 days); every VM timer takes it.
-  @max_timeout 0xFFFFFFFF
 
   @doc """
   The default options.
@@ -24,9 +19,10 @@ defmodule KinoTrace.Plan.Options do
       iex> KinoTrace.Plan.Options.validate!(limit: -1)
       ** (ArgumentError) invalid value for :limit: expected a positive integer, got: -1
 
-  The native tracer owns the bounds of the limits it enforces (`:limit`, `:rate`,
-  `:queue`, `:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`): they are
-  checked by asking it, and a value out of range is reported under the option's name.
+  The defaults and bounds of the limits (`:limit`, `:rate`, `:queue`, `:max_depth`,
+  `:max_items`, `:max_binary`, `:max_bytes`, `:timeout`, `:history`) are those of
+  `KinoTrace.Limits`, the one definition the tracers' copies are generated from; a value
+  out of range is reported under the option's name, worded as the tracers word it.
 
       iex> KinoTrace.Plan.Options.validate!(rate: {1, 86_400_001})
       ** (ArgumentError) invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}
@@ -43,7 +39,6 @@ defmodule KinoTrace.Plan.Options do
   def schema(opts) do
     remote? = Keyword.keyword?(opts) and Keyword.get(opts, :nodes) not in [nil, node(), [node()]]
     boolean = KinoTrace.Options.boolean()
-    pos_integer = KinoTrace.Options.pos_integer()
 
     [
       pids: {:all, &check_pids!(&1, not remote?)},
@@ -53,18 +48,18 @@ defmodule KinoTrace.Plan.Options do
       caller: {false, {"true, false or :line", &(is_boolean(&1) or &1 == :line)}},
       return_to: {false, boolean},
       local: {true, boolean},
-      limit: {nil, KinoTrace.Options.optional_pos_integer()},
-      rate: {nil, {"{count, milliseconds} with positive integers", &rate?/1}},
-      queue: {[events: 100_000, bytes: 64 * 1024 * 1024], {"a keyword list with :events and/or :bytes as positive integers", &queue?/1}},
-      # Upper bounds of the tracer's limits are its own (see check_native!/2).
-      max_depth: {10, pos_integer},
-      max_items: {50, pos_integer},
-      max_binary: {512, pos_integer},
-      max_bytes: {16_384, pos_integer},
-      timeout: {nil, KinoTrace.Options.bounded_pos_integer(@max_timeout, nil: true, unit: "ms")},
+      # The defaults and bounds of the limits are KinoTrace.Limits' (see cap/1).
+      limit: {Limits.default(:limit), KinoTrace.Options.bounded_pos_integer(Limits.max(:limit), nil: true)},
+      rate: {Limits.default(:rate_count), &check_rate/1},
+      queue: {[events: Limits.default(:queue_events), bytes: Limits.default(:queue_bytes)], &check_queue/1},
+      max_depth: cap(:max_depth),
+      max_items: cap(:max_items),
+      max_binary: cap(:max_binary),
+      max_bytes: cap(:max_bytes),
+      timeout: {Limits.default(:timeout), KinoTrace.Options.bounded_pos_integer(Limits.max(:timeout), nil: true, unit: "ms")},
       print: {false, &check_print/1},
       force: {false, boolean},
-      history: {10_000, KinoTrace.Options.bounded_pos_integer(@max_history)},
+      history: cap(:history),
       pattern: {nil, {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
       timeouts: {false, boolean},
       nodes: {nil, {"a node, a list of nodes, or :all", &nodes?/1}},
@@ -116,7 +111,6 @@ defmodule KinoTrace.Plan.Options do
     merged = KinoTrace.Options.validate!(opts, KinoTrace.Options.put_defaults(schema(opts), defaults))
     merged = Keyword.update!(merged, :queue, &Keyword.merge(defaults()[:queue], &1))
     check_return_to!(merged)
-    check_native!(merged, opts)
     merged
   end
 
@@ -157,37 +151,36 @@ defmodule KinoTrace.Plan.Options do
   # The options the native session takes as they are (see native_limits/1).
   @native_keys [:limit, :rate, :queue, :max_depth, :max_items, :max_binary, :max_bytes]
 
-  # Makes (and closes) a native session with these limits: the tracer checks its own
-  # bounds and names the option in its error; the value shown is the one the user gave.
-  # On the fallback tracer (KinoTrace.Tracer.LocalTracer), it reads them (the same bounds and
-  # messages).
-  defp check_native!(merged, given) do
-    limits = native_limits(merged)
+  # An option that is one limit of KinoTrace.Limits: its default, and a positive integer
+  # of at most its bound.
+  defp cap(name), do: {Limits.default(name), KinoTrace.Options.bounded_pos_integer(Limits.max(name))}
 
-    try do
-      if KinoTrace.Tracer.LocalTracer.mode() == :native,
-        do: limits |> then(&Tracer.new_session(self(), &1)) |> Tracer.close(),
-        else: :kino_trace_fallback.roundtrip(:ok, limits)
-    rescue
-      e in ArgumentError -> raise ArgumentError, native_error(e.message, given, merged)
-    end
+  # The bounds' errors are worded as the tracers word theirs (c_src/nif/session_nifs.cpp,
+  # src/kino_trace_fallback_limits.erl), which check them again.
+  defp check_rate(nil), do: :ok
 
-    :ok
-  end
-
-  # The tracer's message ("invalid value for :rate: expected ...") and the user's value.
-  defp native_error(message, given, merged) do
-    case Enum.find(@native_keys, &String.starts_with?(message, "invalid value for #{inspect(&1)}:")) do
-      nil -> message
-      key -> "#{message}, got: #{inspect(Keyword.get(given, key, merged[key]))}"
+  defp check_rate({count, ms}) when is_integer(count) and count > 0 and is_integer(ms) and ms > 0 do
+    cond do
+      count > Limits.max(:rate_count) -> {:error, "a count of at most #{Limits.max(:rate_count)}"}
+      ms > Limits.max(:rate_period_ms) -> {:error, "a period of at most #{Limits.max(:rate_period_ms)} ms"}
+      true -> :ok
     end
   end
 
-  defp rate?({count, ms}), do: pos_integer?(count) and pos_integer?(ms)
-  defp rate?(value), do: is_nil(value)
+  defp check_rate(_value), do: {:error, "{count, milliseconds} with positive integers"}
 
-  defp queue?(value),
-    do: Keyword.keyword?(value) and Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end)
+  @queue_limits %{events: :queue_events, bytes: :queue_bytes}
+
+  defp check_queue(value) do
+    if Keyword.keyword?(value) and Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end) do
+      Enum.find_value(value, :ok, fn {key, v} ->
+        max = Limits.max(@queue_limits[key])
+        if v > max, do: {:error, "#{inspect(key)} of at most #{max}"}
+      end)
+    else
+      {:error, "a keyword list with :events and/or :bytes as positive integers"}
+    end
+  end
 
   defp nodes?(value),
     do: is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
