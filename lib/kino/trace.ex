@@ -193,9 +193,10 @@ defmodule Kino.Trace do
   @spec trace(keyword(), keyword()) :: t()
   def trace(what, opts \\ []) do
     # (every function of the API does its work in kino_trace's own processes: see
-    # KinoTrace.Front)
+    # KinoTrace.Front; at high priority, as a session sets up: with the traced functions
+    # hot, checking the patterns waited behind them for seconds, issue 36 item 2)
     owner = self()
-    Front.run(fn -> start(what, opts, owner) end)
+    Front.run(fn -> KinoTrace.Server.urgent(fn -> start(what, opts, owner) end) end)
   end
 
   defp start(what, opts, owner) do
@@ -210,6 +211,12 @@ defmodule Kino.Trace do
 
     trace
   end
+
+  # How long a trace of this node may take to set its patterns before it is returned,
+  # still setting them: each `:trace` call waits for the VM, one at a time VM-wide, and
+  # with the traced functions hot and other traces starting and ending that took seconds
+  # (issue 36 item 2).
+  @setup_wait 1_000
 
   @doc """
   Starts a trace that runs `plan` (`Kino.Trace.Plan.new!/3`), owned by `owner`, and
@@ -226,7 +233,7 @@ defmodule Kino.Trace do
   """
   @spec run(Plan.t(), pid()) :: t()
   def run(%Plan{} = plan, owner \\ self()) do
-    %{id: id, session: pid, node: node} = Launcher.start!(plan, owner)
+    %{id: id, session: pid, node: node} = Launcher.start!(plan, owner, @setup_wait)
     %__MODULE__{id: id, session: pid, node: node}
   end
 

@@ -19,8 +19,9 @@ defmodule KinoTrace.Front do
   # So a trace of the caller sees, of an API call: the call of the API function itself
   # (kino_trace's module: traced only with `force: true`), and, when `:erlang` itself is
   # traced, the BIFs below (`monitor/2,3`, `demonitor/2`, `whereis/1`, `group_leader/0`;
-  # `process_info/2` and `raise/3` when it raises). A trace of the caller's messages sees
-  # the request and the reply. Nothing of Elixir's or OTP's library modules.
+  # `process_info/2` and `raise/3` when it raises, `process_info/2` on `stop/1`). A trace
+  # of the caller's messages sees the request and the reply. Nothing of Elixir's or OTP's
+  # library modules.
   #
   # A pool: workers are started with the front, at the application's start, before any
   # trace; another is started only when all are busy (and leaves when done if @max_idle
@@ -28,7 +29,10 @@ defmodule KinoTrace.Front do
 
   use GenServer
 
-  @max_idle 4
+  # (8: with fewer, 8 processes starting and stopping traces made the front start new
+  # workers all the time, each untracing itself in every live session before its first
+  # job, which took seconds with the traced functions hot: issue 36 item 2)
+  @max_idle 8
   # in a worker's process dictionary
   @worker :"$kino_trace_front_worker"
 
@@ -156,16 +160,20 @@ defmodule KinoTrace.Front do
     {:ok, %{idle: for(_ <- 1..@max_idle, do: start_worker()), busy: %{}}}
   end
 
-  # A worker waits for its first job registered: no trace ever records it.
+  # A worker is registered before it takes its first job: no trace ever records it. It
+  # untraces itself in the live sessions, not the front: each untracing waits for the
+  # VM, and the front would hold up every other job meanwhile (issue 36 item 2).
   defp start_worker do
     front = self()
     pid =
       spawn_link(fn ->
         :erlang.put(@worker, true)
+        receive(do: (:marked -> KinoTrace.Internal.untrace_everywhere(self())))
         worker(front, :erlang.group_leader())
       end)
 
-    KinoTrace.Internal.register(pid)
+    KinoTrace.Internal.mark(pid)
+    send(pid, :marked)
     pid
   end
 

@@ -39,16 +39,34 @@ defmodule KinoTrace.Internal do
   """
   @spec register(pid(), pid() | nil) :: :ok
   def register(pid, holder \\ nil) when is_pid(pid) and (is_pid(holder) or is_nil(holder)) do
+    mark(pid, holder)
+    # Until `pid` is untraced in every session, only BIFs and this module's functions
+    # (and :trace's): a process registering itself is traced meanwhile, and a trace of
+    # Enum or a stats session must not see it do that (issue 23 item 2).
+    untrace_everywhere(pid)
+  end
+
+  @doc """
+  The first half of `register/2`: marks `pid` (sessions added from now on leave it out)
+  without untracing it in the live sessions, which `untrace_everywhere/1` does. For a
+  trace's session, whose `init/1` holds up kino_trace's supervisor, so every other
+  trace's start: each untracing waits for the VM's code modification permission, one
+  per live session, which under load took seconds (issue 36 item 2).
+  """
+  @spec mark(pid(), pid() | nil) :: :ok
+  def mark(pid, holder \\ nil) when is_pid(pid) and (is_pid(holder) or is_nil(holder)) do
     if node(pid) == node() and table?() do
-      holder = holder || pid
-      :ets.insert(@table, {{:pid, pid, holder}})
-      # Until `pid` is untraced in every session, only BIFs and this module's functions
-      # (and :trace's): a process registering itself is traced meanwhile, and a trace of
-      # Enum or a stats session must not see it do that (issue 23 item 2).
-      untrace_in(:ets.select(@table, [{{{:session, :"$1", :_}}, [], [:"$1"]}]), pid)
-      GenServer.cast(__MODULE__, {:watch, holder})
+      :ets.insert(@table, {{:pid, pid, holder || pid}})
+      GenServer.cast(__MODULE__, {:watch, holder || pid})
     end
 
+    :ok
+  end
+
+  @doc "The second half of `register/2`: every live session stops tracing `pid`."
+  @spec untrace_everywhere(pid()) :: :ok
+  def untrace_everywhere(pid) when is_pid(pid) do
+    if node(pid) == node() and table?(), do: untrace_in(:ets.select(@table, [{{{:session, :"$1", :_}}, [], [:"$1"]}]), pid)
     :ok
   end
 

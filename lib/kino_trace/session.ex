@@ -94,22 +94,25 @@ defmodule KinoTrace.Session do
 
   @doc """
   Starts a session that runs `plan` on this node, owned by `owner`, and waits until it
-  traces. Returns `{:ok, pid, id}`; raises `ArgumentError` when the plan cannot be set
-  (a target that exited since the plan was made).
+  traces, or for at most `await` milliseconds (see `KinoTrace.Starter.start_session/3`).
+  Returns `{:ok, pid, id}`; raises `ArgumentError` when the plan cannot be set (a target
+  that exited since the plan was made) and that was known within `await`.
 
   The supervisor only runs `init/1`, which is cheap: flags and match specs (possibly
   thousands) are set in the new process, so one slow start never holds up other traces.
   """
   @impl KinoTrace.Server
-  @spec start(pid(), Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
-  def start(owner, %Plan{calls: _} = plan) do
-    KinoTrace.Starter.start_session(__MODULE__, {owner, plan})
+  @spec start(pid(), Plan.t(), timeout()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  def start(owner, %Plan{calls: _} = plan, await \\ :infinity) do
+    KinoTrace.Starter.start_session(__MODULE__, {owner, plan, self()}, await)
   end
 
   @impl true
-  def init({owner, plan}) do
+  def init({owner, plan, starter}) do
     Process.flag(:trap_exit, true)
-    KinoTrace.Internal.register(self())
+    # untraced in the live sessions in handle_continue/2: here that would hold up the
+    # supervisor, so every other start, for one `:trace` call per live session
+    KinoTrace.Internal.mark(self())
     [node] = plan.nodes
     local? = node == node()
     # Another node's tracer is started by its agent in handle_continue (it takes round trips).
@@ -140,12 +143,19 @@ defmodule KinoTrace.Session do
       started_at: System.os_time(:microsecond)
     }
 
-    {:ok, state, {:continue, :setup}}
+    KinoTrace.Starter.started(starter, id)
+    # what info/1 tells should this process be killed while it sets up (stop/1)
+    {:ok, keep_final(state), {:continue, :setup}}
   end
 
   @impl true
   def handle_continue(:setup, state) do
-    state = Server.urgent(fn -> Setup.start(state) end)
+    state =
+      Server.urgent(fn ->
+        KinoTrace.Internal.untrace_everywhere(self())
+        Setup.start(state)
+      end)
+
     timeout = state.plan.options[:timeout]
     timer = if timeout, do: Process.send_after(self(), :timeout, timeout)
     Process.send_after(self(), :tick, Server.tick_ms())

@@ -30,7 +30,9 @@ defmodule Kino.Trace.Calls.ChurnTest do
 
   setup do
     owner = spawn(fn -> Process.sleep(:infinity) end)
+
     :ets.new(:kino_trace_churn_test, [:public, :named_table, write_concurrency: true, heir: :none])
+
     :ets.give_away(:kino_trace_churn_test, owner, nil)
     loops = for _ <- 1..4, do: spawn(fn -> Hot.loop() end)
 
@@ -43,8 +45,71 @@ defmodule Kino.Trace.Calls.ChurnTest do
       end
 
       Process.exit(owner, :kill)
+      # the ended traces' OTP sessions destroyed before the next module runs
+      KinoTrace.Session.Reaper.sync()
     end)
+
     :ok
+  end
+
+  # The issue's churn, scaled down: 8 processes each start and stop 5 traces (of f/1, the
+  # module, :ets.insert/2 and g/1, with a limit, a rate, returns, a 3-event queue or a
+  # 5 ms timeout) while 4 processes call f/1 in a loop. The issue's bounds: 2 s for each.
+  @tag :slow
+  test "with the traced functions hot, calls/2 and stop/1 each return within 2 s, and info/1 then gives the final info" do
+    patterns = [
+      "KinoTraceTest.Hot.f/1",
+      "KinoTraceTest.Hot",
+      ":ets.insert/2",
+      "KinoTraceTest.Hot.g/1"
+    ]
+
+    options = [
+      [limit: 100],
+      [rate: {1_000, 1_000}],
+      [return: true],
+      [queue: [events: 3]],
+      [timeout: 5]
+    ]
+
+    runs =
+      1..8
+      |> Enum.map(fn worker ->
+        Task.async(fn ->
+          for i <- 1..5 do
+            pattern = Enum.at(patterns, rem(worker + i, 4))
+            opts = Enum.at(options, rem(worker * 5 + i, 5))
+            {start_us, trace} = :timer.tc(fn -> Trace.calls([pattern], opts) end)
+            {stop_us, :ok} = :timer.tc(fn -> Trace.stop(trace) end)
+
+            %{
+              pattern: pattern,
+              opts: opts,
+              start: div(start_us, 1_000),
+              stop: div(stop_us, 1_000),
+              info: Trace.info(trace)
+            }
+          end
+        end)
+      end)
+      |> Task.await_many(:infinity)
+      |> List.flatten()
+
+    summary = "calls/2 #{spread(runs, :start)}, stop/1 #{spread(runs, :stop)}"
+    IO.puts("churn of #{length(runs)} traces: #{summary}")
+    assert Enum.filter(runs, &(&1.start > 2_000)) == [], "calls/2 took more than 2 s: #{summary}"
+    assert Enum.filter(runs, &(&1.stop > 2_000)) == [], "stop/1 took more than 2 s: #{summary}"
+
+    for %{info: info, pattern: pattern} <- runs do
+      assert info.status in [:stopped, :limit_reached, :timeout]
+      assert info.patterns == [pattern]
+    end
+  end
+
+  defp spread(runs, key) do
+    ms = runs |> Enum.map(&Map.fetch!(&1, key)) |> Enum.sort()
+    at = fn q -> Enum.at(ms, min(length(ms) - 1, trunc(q * length(ms)))) end
+    "p50 #{at.(0.5)} ms, p90 #{at.(0.9)} ms, max #{List.last(ms)} ms"
   end
 
   test "info/1 after a stop that had to kill the session gives the trace's final info" do
