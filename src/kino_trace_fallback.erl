@@ -29,8 +29,8 @@
 %%   mailbox holds more than `mailbox' messages or `mailbox_bytes' bytes (it looks
 %%   every 16 messages and at least every millisecond while messages come, with
 %%   `process_info(self(), [memory, total_heap_size])': the process's memory less its
-%%   heap is its mailbox, in-transit messages included), the tracer switches the
-%%   attached trace session's process flags off (recording who had which: the flags of
+%%   heap is its mailbox, in-transit messages included), the tracer first closes the
+%%   session's gate, then switches the attached trace session's process flags off (recording who had which: the flags of
 %%   every process and port, and those given to new ones), counts every message still
 %%   in its mailbox as `dropped_queue_full', and switches the recorded flags back on
 %%   once its mailbox is empty (after a garbage collection that frees the dropped
@@ -42,6 +42,14 @@
 %%   mailbox goes on growing; so the bound is soft: the flood test (2 cores shared with
 %%   other work) sees up to ~4 times `mailbox' with 10 000 at times. A single message
 %%   can exceed the bound: the guard sees it only once the VM has built it.</li>
+%% <li>The gate: a bit of the node's trace control word for each session (its high 16
+%%   bits; sessions beyond 16 share them), read by the call match specs of trace_args/3
+%%   at each call. The switch-off waits for the running callers, which go on calling
+%%   meanwhile (up to a time slice of calls, each copying its arguments or return value
+%%   whole); a closed gate takes effect at the next call: the call sends its MFA alone
+%%   (`{kino_trace_off}'), with no return action, and is counted as `dropped_queue_full'.
+%%   The gate opens again with the flags; close/1 and a new tracer open it too. A user's
+%%   own match specs that set the trace control word's high bits close gates.</li>
 %% <li>Huge arguments: sessions set up through trace_args/3 trace calls with `arity'
 %%   and match specs that send the arguments only when guards do not find them huge (a
 %%   long list, a large tuple or map, a deep nesting), so the VM never builds those
@@ -51,7 +59,8 @@
 %%   `return_from' and `exception_from' message, also for a trace without returns that
 %%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
 %%   `skip_returns'). A function returning a huge term in a sustained loop is bounded by
-%%   the mailbox guard alone, which acts only when the tracer gets to run (issue 36).</li>
+%%   the mailbox guard and its gate alone, which act only when the tracer gets to run
+%%   (issue 36).</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to
@@ -94,7 +103,7 @@
 -define(ARG_POSITIONS, 8).         % the arguments a call match spec looks at (the first ones)
 -define(MAX_SPINE, 16).            % the deepest nesting it looks for
 
--record(h, {pid, id, counters, items, depth}).
+-record(h, {pid, id, counters, items, depth, gate}).
 
 -opaque handle() :: #h{}.
 -export_type([handle/0]).
@@ -109,7 +118,8 @@ new_session(Owner, Limits) ->
     is_map(Limits) orelse kino_trace_fallback_limits:argument_error(<<"expected the limits to be a map">>),
     L = kino_trace_fallback_limits:read(Limits),
     {Pid, Id, Counters} = kino_trace_fallback_process:start(Owner, L),
-    #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L)}.
+    #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L),
+       gate = kino_trace_fallback_process:gate(Id)}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
 -spec tracer(handle()) -> pid().
@@ -245,9 +255,21 @@ match_spec(H, Spec) when Spec =:= true; Spec =:= [] -> match_spec(H, [{'_', [], 
 match_spec(H, [_ | _] = Spec) -> lists:append([clauses(H, Clause) || Clause <- Spec]);
 match_spec(_, Spec) -> Spec.
 
-%% A clause becomes a clause per argument looked at (its guards and one that finds that
-%% argument huge: the cut message), then the clause itself sending the arguments.
+%% A clause becomes a clause for the closed gate (its guards and the gate's bit set: the
+%% MFA alone, no action), a clause per argument looked at (its guards and one that finds
+%% that argument huge: the cut message), then the clause itself sending the arguments.
 clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
+    Off = case [M || {message, M} <- Body] of
+              [_ | _] = Messages -> lists:last(Messages) =/= false;
+              [] -> true
+          end,
+    [{Head, Guards ++ [closed(H)], [{message, Off andalso {{kino_trace_off}}}]} | open_clauses(H, {Head, Guards, Body})];
+clauses(_, Clause) -> [Clause].
+
+%% A guard true while the session's gate is closed (kino_trace_fallback_process:gate/1).
+closed(#h{gate = Bit}) -> {'=/=', {'band', {get_tcw}, Bit}, 0}.
+
+open_clauses(H, {Head, Guards, Body}) ->
     IsMessage = fun(Action) -> is_tuple(Action) andalso tuple_size(Action) =:= 2 andalso element(1, Action) =:= message end,
     {Messages, Actions} = lists:partition(IsMessage, Body),
     Extra = case Messages of
@@ -272,8 +294,7 @@ clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
             Args = {message, {list_to_tuple([kino_trace_args, '$_' | Extra])}},
             [{Head, Guards ++ [huge(H, I)], Actions ++ [Cut]} || I <- lists:seq(1, Positions)] ++
                 [{Head, Guards, Actions ++ [Args]}]
-    end;
-clauses(_, Clause) -> [Clause].
+    end.
 
 %% A guard true when the call has an I-th argument and it looks huge. `length/1' comes
 %% last: it raises on an improper list (the clause then fails: not found huge).

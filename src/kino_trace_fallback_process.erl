@@ -5,7 +5,7 @@
 %% reads without asking the process.
 -module(kino_trace_fallback_process).
 
--export([start/2, ix/1]).
+-export([start/2, ix/1, gate/1]).
 
 -define(TICK, 16).                 % messages between two looks at the mailbox
 -define(EVENT_BYTES, 128).         % sizeof(kino_trace::Event), checked there
@@ -19,11 +19,12 @@
 -define(LOOP_EXEMPT, exempt).
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
+-define(GATE_BITS, 16).            % the trace control word's bits the gates take (its high half)
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
                limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
 
--record(s, {owner, id, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
+-record(s, {owner, id, gate, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
             closed = false, session, suspended = false, tick = ?TICK, restore = snapshot,
             loop_modules = [], loop = #{}}).
@@ -44,7 +45,7 @@ start(Owner, L) ->
     Id = erlang:unique_integer([positive, monotonic]),
     Counters = atomics:new(length(?KEYS), [{signed, false}]),
     {Interval, Burst} = rate(maps:get(rate, L)),
-    S = #s{owner = Owner, id = Id, counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
+    S = #s{owner = Owner, id = Id, gate = gate(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
            caps = kino_trace_fallback_limits:caps(L),
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
@@ -62,8 +63,10 @@ rate(_) -> {0, 0}.
 
 %% --- the tracer process ----------------------------------------------------------
 
-init(#s{owner = Owner} = S) ->
+init(#s{owner = Owner, gate = Gate} = S) ->
     erlang:monitor(process, Owner),
+    %% (a tracer that was killed with its gate closed left it so)
+    gate_open(Gate),
     loop(S).
 
 %% The guard looks at the mailbox before a message is taken from it: a message it then
@@ -78,10 +81,12 @@ loop(S) ->
     after 0 -> loop(resume(S))
     end.
 
-handle(Msg, #s{loop_modules = []} = S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    loop(offer(Msg, S));
 handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    loop(offer(Msg, loop_count(Msg, S)));
+    case gated(Msg) of
+        true -> loop(gated(Msg, S));
+        false when S#s.loop_modules =:= [] -> loop(offer(Msg, S));
+        false -> loop(offer(Msg, loop_count(Msg, S)))
+    end;
 handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
     case request(Request, S) of
         {stop, Reply} ->
@@ -121,8 +126,9 @@ request(close, S) ->
 
 %% Closes for good: discards the queue, switches tracing off, counts what is left in
 %% the mailbox as dropped_closed. The process then ends.
-shut(#s{counters = C, qlen = Len, qbytes = Bytes, session = Session}) ->
+shut(#s{counters = C, qlen = Len, qbytes = Bytes, session = Session, gate = Gate}) ->
     atomics:put(C, ix(closed), 1),
+    gate_open(Gate),
     atomics:sub(C, ix(bytes_queued), Bytes),
     atomics:add(C, ix(discarded), Len),
     Session =:= undefined orelse switch_off(Session),
@@ -198,7 +204,9 @@ gc(S) ->
     {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
     S#s{heap_after_gc = Words * erlang:system_info(wordsize)}.
 
-suspend(#s{session = Session, counters = C, epoch = Epoch} = S) ->
+suspend(#s{session = Session, counters = C, epoch = Epoch, gate = Gate} = S) ->
+    %% at once, before the switch-off (which waits for the running processes)
+    gate_close(Gate),
     atomics:add(C, ix(guard_trips), 1),
     T0 = erlang:monotonic_time(microsecond),
     Snapshot = case {Session, S#s.restore} of
@@ -219,14 +227,50 @@ snapshot(Session) ->
                       {flags, [_ | _] = Flags} <- [quiet(fun() -> trace:info(Session, Item, flags) end)]].
 
 %% The mailbox is empty: the messages dropped meanwhile are freed, then tracing goes on.
-resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id} = S) ->
+resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id, gate = Gate} = S) ->
     S1 = gc(S),
+    gate_open(Gate),
     Closed orelse (Owner ! {kino_trace, Id, restore}),
     S1#s{suspended = false};
-resume(#s{suspended = Snapshot, session = Session, closed = Closed} = S) ->
+resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate} = S) ->
     S1 = gc(S),
+    gate_open(Gate),
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S1#s{suspended = false}.
+
+%% --- the gate ---------------------------------------------------------------------
+
+%% @doc The bit of the node's trace control word that is this session's gate: while it is
+%% set, the call match specs of trace_args/3 send `{kino_trace_off}' (the call's MFA
+%% alone, no return action), so the VM copies neither arguments nor return values. The
+%% guard sets it the moment it trips: a `:trace' switch-off waits for the running
+%% processes, which go on calling meanwhile (one time slice: thousands of calls), while
+%% a match spec reads the word at each call. 16 bits: sessions beyond share them (a
+%% gate closed by one drops the calls of the others too, counted there as well).
+-spec gate(pos_integer()) -> pos_integer().
+gate(Id) -> 1 bsl (32 - ?GATE_BITS + Id rem ?GATE_BITS).
+
+gate_close(Bit) -> tcw(fun(W) -> W bor Bit end).
+gate_open(Bit) -> tcw(fun(W) -> W band (bnot Bit) end).
+
+%% The word has no compare-and-swap, only an exchange: a change made by another session
+%% between the read and the write is written again (a few tries).
+tcw(F) -> tcw(F, erlang:system_info(trace_control_word), 8).
+
+tcw(F, Old, Tries) ->
+    case erlang:system_flag(trace_control_word, F(Old)) of
+        Old -> ok;
+        Other when Tries > 0 -> tcw(F, Other, Tries - 1);
+        _ -> ok
+    end.
+
+%% A call made while the gate was closed.
+gated(Msg) ->
+    element(3, Msg) =:= call andalso tuple_size(Msg) >= 5 andalso element(5, Msg) =:= {kino_trace_off}.
+
+gated(Msg, #s{counters = C, closed = Closed} = S) ->
+    atomics:add(C, ix(received), 1),
+    drop(case Closed of true -> dropped_closed; false -> dropped_queue_full end, element(2, Msg), S).
 
 %% --- the loop guard ----------------------------------------------------------------
 

@@ -27,6 +27,11 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
 
       def f(_x), do: :ok
 
+      # Returns its argument: with returns traced (`exceptions: true`, the default, traces
+      # them too), the VM copies the return value whole into each return trace message;
+      # no match spec can look at it.
+      def echo(x), do: x
+
       # Built in the process that passes it (lists:seq, not Enum: the peer's code only).
       # 16 MB as a message.
       def arg(:long_list), do: :lists.seq(1, 1_000_000)
@@ -243,6 +248,73 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       assert c.accepted + c.dropped_queue_full == 20
       assert info.guard_trips == 1 and c.dropped_queue_full >= 18
       assert info.mailbox_bytes_peak > 1024 * 1024 and info.mailbox_peak <= 20
+    end
+
+    # Issue 36 item 1: the guard's switch-off waits for the running callers, which go on
+    # calling meanwhile (a time slice of calls, each copying its return value whole into
+    # a message: GBs in under a second). The moment the guard trips, it closes the
+    # session's gate, a bit of the node's trace control word that its call match specs
+    # read at each call: calls then send their MFA alone, with no return action, and each
+    # is counted as dropped. Here the gate is closed by hand while the tracer is
+    # suspended: five calls returning a 1 M-element list (16 MB as a message) must put
+    # next to nothing in its mailbox.
+    test "while the gate is closed, calls copy neither arguments nor return values, and each is counted" do
+      handle = :kino_trace_fallback.new_session(self(), %{})
+      tracer = :kino_trace_fallback.tracer(handle)
+      session = :trace.session_create(:fallback_memory_test, tracer, [])
+      on_exit(fn -> :trace.session_destroy(session) end)
+      :ok = :kino_trace_fallback.attach(handle, session, :owner)
+      spec = [{:_, [], [{:exception_trace}]}]
+
+      [mfa, spec, flags] =
+        :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+      :trace.function(session, mfa, spec, flags)
+      parent = self()
+
+      caller =
+        spawn(fn ->
+          list = Flood.arg(:long_list)
+
+          for {round, n} <- [closed: 5, open: 2] do
+            receive(do: (^round -> :ok))
+            for _ <- 1..n, do: Flood.echo(list)
+            send(parent, {:called, round})
+          end
+        end)
+
+      :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+      gate = :kino_trace_fallback_process.gate(:kino_trace_fallback.session_id(handle))
+
+      tcw = fn update ->
+        word = :erlang.system_info(:trace_control_word)
+        :erlang.system_flag(:trace_control_word, update.(word))
+      end
+
+      true = :erlang.suspend_process(tracer)
+      tcw.(&Bitwise.bor(&1, gate))
+      send(caller, :closed)
+      assert_receive {:called, :closed}, 30_000
+      KinoTraceTest.Helpers.trace_delivered(caller)
+      {:memory, held} = Process.info(tracer, :memory)
+      tcw.(&Bitwise.band(&1, Bitwise.bnot(gate)))
+      true = :erlang.resume_process(tracer)
+      # a request is answered after the messages before it
+      :ok = :kino_trace_fallback.attach(handle, session, :owner)
+      assert held < 1024 * 1024, "the tracer's mailbox held #{div(held, 1024)} KiB"
+      assert %{accepted: 0, dropped_queue_full: 5} = :kino_trace_fallback.counters(handle)
+      assert %{received: 5} = :kino_trace_fallback.info(handle)
+
+      # open again: the calls (their huge argument cut) and their returns
+      send(caller, :open)
+      assert_receive {:called, :open}, 30_000
+      KinoTraceTest.Helpers.trace_delivered(caller)
+      :ok = :kino_trace_fallback.attach(handle, session, :owner)
+      {events, false} = :kino_trace_fallback.drain(handle, 100)
+      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from]
+      :kino_trace_fallback.close(handle)
+      # nothing left behind
+      assert Bitwise.band(:erlang.system_info(:trace_control_word), gate) == 0
     end
 
     test "a bad mailbox_bytes is refused, naming it" do
