@@ -197,10 +197,11 @@ defmodule KinoTrace.Stats.Server do
   end
 
   # What tests and debugging read of the server (KinoTrace.Client.internals/1): this
-  # node's OTP session, and each node's part with the agent's worker there.
+  # node's OTP session, each node's part with the agent's worker there, and the trace
+  # of durations (`latency: true`).
   def handle_call(:internals, _from, state) do
     parts = for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
-    {:reply, %{otp_session: state.session, parts: parts}, state}
+    {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace}, state}
   end
 
   def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, destroy(state)}
@@ -291,7 +292,14 @@ defmodule KinoTrace.Stats.Server do
   defp snapshot(state, raw) do
     now = now()
 
-    latency = state.latency_trace && Latency.report(KinoTrace.Client.latency(state.latency_trace))
+    # (a trace of durations that ended, its process gone, has none: the rows have nil)
+    latency =
+      with %{} = trace <- state.latency_trace do
+        case KinoTrace.Client.try_latency(trace) do
+          {:ok, %Latency{} = kept} -> Latency.report(kept)
+          _ended -> %{}
+        end
+      end
 
     Snapshot.build(raw,
       latency: latency,

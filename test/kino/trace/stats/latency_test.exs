@@ -91,6 +91,21 @@ defmodule Kino.Trace.Stats.LatencyTest do
     :ok = Stats.stop(stats)
   end
 
+  test "a trace of durations that is gone: snapshots go on, its rows without distributions" do
+    stats = Stats.start(["KinoTraceTest.Sample.Timing.leaf/0"], pids: self(), latency: true)
+    Timing.leaf()
+    %{latency_trace: %{session: pid}} = KinoTrace.Client.internals(stats.server)
+    ref = Process.monitor(pid)
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+
+    snapshot = Stats.snapshot(stats)
+    assert snapshot.latency?
+    assert %{calls: 1, latency: nil} = Stats.Snapshot.row(snapshot, @leaf)
+    assert Enum.at(print(stats), 1) =~ "P50"
+    :ok = Stats.stop(stats)
+  end
+
   test "the latency trace ends with its owner" do
     parent = self()
 
