@@ -331,6 +331,123 @@ defmodule Kino.Trace do
   defdelegate print_stats(stats_or_snapshot, opts \\ []), to: Kino.Trace.Stats, as: :print
 
   @doc """
+  Latency distributions per function, in microseconds, from a trace's paired calls and
+  returns: a running trace, a capture, or a list of events. A trace started with
+  `latency: true` keeps every function's distribution since its start, as its events
+  are decoded (nothing kept per call); any other trace gives those of its last
+  `last: 10_000` events (see `events/2`).
+
+  Keyed by `{module, function, arity}`, each function has the `:count` of calls that
+  returned and their `:min`, `:p50`, `:p90`, `:p99`, `:p999` and `:max`, with the
+  `:histogram` they come from (`[{bucket_low_us, count}]`); `:exceptions`, the same
+  for calls that ended with an exception (raise, throw or exit); and `:unknown`, the
+  calls whose end the events do not have (functions traced without returns, such as
+  tail-call loops, calls still running, returns lost to a limit), never counted as
+  zero. Percentiles are within 1/64 (1.6 %) of the exact ones (log-linear buckets as an
+  HDR histogram keeps them, at most 2 561 per function); min and max are exact.
+  Durations need returns: a trace made with `return: false` has only `:unknown` calls.
+
+  A stats session (`stats/2`) started with `latency: true` gives its rows'
+  distributions (those of the functions called since its start or reset); the VM's
+  counters of any other keep no duration per call.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) + Enum.sum([3]) end)
+      iex> %{{Enum, :sum, 1} => sum} = Kino.Trace.latency(capture)
+      iex> {sum.count, sum.unknown, sum.exceptions.count, sum.min <= sum.p50 and sum.p50 <= sum.max}
+      {2, 0, 0, true}
+  """
+  @spec latency(Kino.Trace.Mermaid.source() | Kino.Trace.Stats.t(), keyword()) :: %{
+          mfa() => map()
+        }
+  def latency(source, opts \\ []) do
+    Front.run(fn ->
+      opts = KinoTrace.Options.validate!(opts, last: {10_000, KinoTrace.Options.pos_integer()})
+
+      with nil <- kept_latency(source) do
+        KinoTrace.Stats.Latency.new()
+        |> KinoTrace.Stats.Latency.add(events_of(source, opts[:last]))
+        |> KinoTrace.Stats.Latency.report()
+      end
+    end)
+  end
+
+  @doc """
+  Flame graph data of a trace's call trees (a running trace's last `last: 10_000`
+  events, a capture or a list of events), built from its paired calls and returns.
+
+    * `format: :folded` (default) - folded stacks, the input of flamegraph.pl, Inferno
+      and speedscope: one line per distinct stack, root first, frames in Elixir's
+      spelling, then the stack's self time: `MyApp.a/0;MyApp.b/1 1234` (a stack whose
+      time rounds to 0 in `unit` has no line)
+    * `format: :callgrind` - a callgrind file for KCachegrind: per function its self
+      time, and per function it called the number of calls and their inclusive time
+
+  Times add up over processes, or are those of one with `process: pid`; `unit:
+  :microsecond` (default) or `:nanosecond`. A call whose end the events do not have (a
+  tail-call loop traced without returns, a call still running) is the frame
+  `Mod.fun/1 [no return]`: its own time is unknown, so it has no line of its own, and
+  the calls it made keep theirs under it. Calls of a function traced without returns
+  open no frame (they are siblings, never a deep false stack).
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1", "Enum.reduce/3"], fn -> Enum.sum([1, 2]) end)
+      iex> Kino.Trace.flame(capture, unit: :nanosecond) |> String.split([";", " "]) |> Enum.take(1)
+      ["Enum.sum/1"]
+  """
+  @spec flame(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
+  def flame(source, opts \\ []) do
+    Front.run(fn ->
+      opts =
+        KinoTrace.Options.validate!(opts,
+          format: {:folded, {"one of :folded, :callgrind", &(&1 in [:folded, :callgrind])}},
+          process: {nil, {"a pid", &(is_nil(&1) or is_pid(&1))}},
+          unit:
+            {:microsecond,
+             {"one of :microsecond, :nanosecond", &(&1 in [:microsecond, :nanosecond])}},
+          last: {10_000, KinoTrace.Options.pos_integer()}
+        )
+
+      events = events_of(source, opts[:last])
+
+      events =
+        if opts[:process], do: Enum.filter(events, &(&1.pid == opts[:process])), else: events
+
+      trees = KinoTrace.Render.CallTree.build(events)
+
+      case opts[:format] do
+        :folded -> KinoTrace.Render.Flame.folded(trees, opts[:unit])
+        :callgrind -> KinoTrace.Render.Flame.callgrind(trees, opts[:unit])
+      end
+    end)
+  end
+
+  # The distributions a trace with `latency: true` keeps since its start, or a stats
+  # session's rows; nil for anything else.
+  defp kept_latency(%__MODULE__{} = trace) do
+    with %KinoTrace.Stats.Latency{} = kept <- Client.latency(trace),
+         do: KinoTrace.Stats.Latency.report(kept)
+  end
+
+  defp kept_latency(%Kino.Trace.Stats{} = stats) do
+    case Kino.Trace.Stats.snapshot(stats) do
+      %{latency?: true, rows: rows} ->
+        for row <- rows, row.latency, into: %{}, do: {row.mfa, row.latency}
+
+      _ ->
+        nil
+    end
+  end
+
+  defp kept_latency(_source), do: nil
+
+  defp events_of(%Kino.Trace.Stats{}, _last) do
+    raise ArgumentError,
+          "this stats session counts calls with the VM's counters, which keep no duration per call: " <>
+            "start it with latency: true, or trace the same functions with Kino.Trace.calls/2 and pass that trace"
+  end
+
+  defp events_of(source, last), do: KinoTrace.Render.Source.events!(source, last)
+
+  @doc """
   The source of a Mermaid `sequenceDiagram` of a trace's last events, a capture or a
   list of events: processes as participants (named by their registered names),
   messages as arrows, calls as activations, spawns, links and exits as notes. At most

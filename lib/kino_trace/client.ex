@@ -63,6 +63,14 @@ defmodule KinoTrace.Client do
   @spec events(trace(), pos_integer()) :: [Kino.Trace.Event.t()]
   def events(trace, n), do: call(trace, {:events, n})
 
+  @doc "The trace's latency distributions since the start (`latency: true`), else `nil`."
+  @spec latency(trace()) :: KinoTrace.Stats.Latency.t() | nil
+  def latency(trace), do: call(trace, :latency)
+
+  @doc "`latency/1`, or `{:error, :ended}`."
+  @spec try_latency(trace()) :: {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
+  def try_latency(trace), do: request(trace, :latency)
+
   @doc "`events/2`, or `{:error, :ended}`."
   @spec try_events(trace(), pos_integer()) :: {:ok, [Kino.Trace.Event.t()]} | {:error, :ended}
   def try_events(trace, n), do: request(trace, {:events, n})

@@ -27,6 +27,9 @@ defmodule KinoTrace.Server do
     * `{:exclude, pid}` - `:ok`; `pid` is no longer traced;
     * `{:events, n}` - the last `n` events of the history, after delivering (a bounded
       part of) what is queued;
+    * `:latency` - the latency distributions since the start
+      (`KinoTrace.Stats.Latency`), after delivering as `{:events, n}` does; `nil`
+      without `latency: true`;
     * `{:sync, cap}` - `:ok` once what is queued (at most `cap` events) is in the
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
@@ -46,6 +49,7 @@ defmodule KinoTrace.Server do
           | {:unsubscribe, pid()}
           | {:exclude, pid()}
           | {:events, pos_integer()}
+          | :latency
           | {:sync, non_neg_integer() | :infinity}
           | :info
           | :tracer

@@ -68,6 +68,8 @@ defmodule KinoTrace.Session do
     :timer,
     :started_at,
     :history,
+    # latency distributions since the start (KinoTrace.Stats.Latency), with `latency: true`
+    :latency,
     status: :running,
     # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
@@ -140,6 +142,7 @@ defmodule KinoTrace.Session do
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
       history: History.new(plan.options[:history]),
+      latency: if(plan.options[:latency], do: KinoTrace.Stats.Latency.new()),
       started_at: System.os_time(:microsecond)
     }
 
@@ -203,6 +206,11 @@ defmodule KinoTrace.Session do
   def handle_request({:events, n}, _from, state) do
     state = Drain.for_request(state)
     {:reply, History.take(state.history, n), state}
+  end
+
+  def handle_request(:latency, _from, state) do
+    state = Drain.for_request(state)
+    {:reply, state.latency, state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks

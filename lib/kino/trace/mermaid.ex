@@ -88,14 +88,10 @@ defmodule Kino.Trace.Mermaid do
       ]
   """
 
-  alias Kino.Trace.{Capture, Event}
-  alias KinoTrace.Client
   alias KinoTrace.Render.Sequence
 
-  @kinds Event.kinds()
-
   @typedoc "What a diagram is drawn from."
-  @type source :: Kino.Trace.t() | Capture.t() | [Event.t()]
+  @type source :: Kino.Trace.t() | Kino.Trace.Capture.t() | [Kino.Trace.Event.t()]
 
   @doc """
   The `sequenceDiagram` source of a trace (its last events), a capture, or a list of
@@ -110,7 +106,7 @@ defmodule Kino.Trace.Mermaid do
   @spec diagram(source(), keyword()) :: String.t()
   def diagram(source, opts \\ []) do
     opts = KinoTrace.Options.validate!(opts, options())
-    source |> events!(opts) |> Sequence.draw(opts)
+    source |> KinoTrace.Render.Source.events!(opts[:last]) |> Sequence.draw(opts)
   end
 
   @doc """
@@ -169,31 +165,5 @@ defmodule Kino.Trace.Mermaid do
       max_label: {80, {"an integer of at least 8", &(is_integer(&1) and &1 >= 8)}},
       last: {10_000, KinoTrace.Options.pos_integer()}
     ]
-  end
-
-  defp events!(%Capture{events: events}, _opts), do: events!(events, [])
-  # a trace (KinoTrace.Client takes it by its fields)
-  defp events!(%{session: pid} = trace, opts) when is_pid(pid), do: Client.events(trace, opts[:last])
-
-  defp events!(events, _opts) when is_list(events) do
-    events
-    |> Enum.with_index()
-    |> Enum.each(fn
-      {%Event{kind: kind}, _} when kind in @kinds ->
-        :ok
-
-      {other, index} ->
-        raise ArgumentError,
-              "expected a list of Kino.Trace.Event structs, got at position #{index}: " <>
-                inspect(other, limit: 5, printable_limit: 80)
-    end)
-
-    events
-  end
-
-  defp events!(other, _opts) do
-    raise ArgumentError,
-          "expected a Kino.Trace, a Kino.Trace.Capture or a list of Kino.Trace.Event structs, got: " <>
-            inspect(other, limit: 5, printable_limit: 80)
   end
 end

@@ -48,6 +48,13 @@ defmodule Kino.Trace.Stats do
     * `:children` - also count in processes they spawn (default `false`)
     * `:time` - measure time (default `true`)
     * `:memory` - measure memory (default `true`)
+    * `:latency` - also measure each call's wall time, as a distribution per function
+      (default `false`): `p50`, `p99` and `max` columns in the table, `:latency` in each
+      `Kino.Trace.Stats.Row` (as `Kino.Trace.latency/2` gives it). The VM's counters keep
+      no time per call, so this runs a trace of the same functions with their returns
+      (`Kino.Trace.calls/2` with `latency: true`), owned by the stats session: an event
+      per call and return, decoded into bounded histograms, nothing kept per call.
+      Tail-call loops are traced without returns: their calls are `unknown`.
     * `:local` - include private functions of module patterns (default `true`); every
       call of a counted function is counted, local or remote
     * `:force` - allow counting everything or kino_trace's own modules
@@ -101,10 +108,11 @@ defmodule Kino.Trace.Stats do
   defp start(patterns, opts, owner) do
     opts = Options.validate!(opts)
     # Every node's part is built and checked (by the Plan, as a trace's) before anything
-    # is counted anywhere.
+    # is counted anywhere; so is the plan of the trace of durations (`latency: true`).
     parts = Kino.Trace.Plan.counters_parts!(patterns, opts)
+    latency_plan = Options.latency_plan(patterns, opts)
 
-    case Server.start(owner, elem(hd(parts), 1), parts, opts) do
+    case Server.start(owner, elem(hd(parts), 1), parts, opts, latency_plan) do
       {:ok, pid, id} ->
         %__MODULE__{id: id, server: pid, node: node()}
 

@@ -60,6 +60,7 @@ defmodule KinoTrace.Plan.Options do
       print: {false, &check_print/1},
       force: {false, boolean},
       history: cap(:history),
+      latency: {false, boolean},
       pattern: {nil, {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
       timeouts: {false, boolean},
       nodes: {nil, {"a node, a list of nodes, or :all", &nodes?/1}},

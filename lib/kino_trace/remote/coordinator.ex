@@ -37,6 +37,8 @@ defmodule KinoTrace.Remote.Coordinator do
     :owner_ref,
     :plan,
     :history,
+    # latency distributions since the start (`latency: true`)
+    :latency,
     :started_at,
     status: :running,
     # node => %{pid, ref, status, info}
@@ -73,6 +75,7 @@ defmodule KinoTrace.Remote.Coordinator do
       owner_ref: Process.monitor(owner),
       plan: plan,
       history: History.new(plan.options[:history]),
+      latency: if(plan.options[:latency], do: KinoTrace.Stats.Latency.new()),
       started_at: System.os_time(:microsecond)
     }
 
@@ -131,10 +134,11 @@ defmodule KinoTrace.Remote.Coordinator do
   # are in the mailbox when the answers are in; they and what is held for backlogged
   # subscribers are sent on before the reply.
   def handle_request({:events, n}, _from, state) do
-    {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
-    state = state |> take_delivered() |> release_held()
+    state = caught_up(state)
     {:reply, History.take(state.history, n), state}
   end
+
+  def handle_request(:latency, _from, state), do: caught_up(state) |> then(&{:reply, &1.latency, &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
@@ -178,6 +182,12 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
+
+  # Each node has delivered what it had queued (bounded), and that is sent on.
+  defp caught_up(state) do
+    {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
+    state |> take_delivered() |> release_held()
+  end
 
   defp on_node_of(state, pid, op) do
     case Map.get(state.nodes, node(pid)) do
@@ -246,7 +256,8 @@ defmodule KinoTrace.Remote.Coordinator do
 
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
-    pass_on(%{state | numbering: numbering, history: History.push(state.history, events)}, events)
+    state = %{state | numbering: numbering, history: History.push(state.history, events)}
+    pass_on(%{state | latency: state.latency && KinoTrace.Stats.Latency.add(state.latency, events)}, events)
   end
 
   # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---

@@ -11,13 +11,15 @@ defmodule KinoTrace.Session.Drain do
   # (the producer's path has no fence: c_src/core/session_core.hpp, "Wake-up"); the
   # paced drain's timer serves for it, and a recheck of a queue already asleep arms
   # nothing. Drained events are decoded by the session's decoder module and go to its
-  # subscribers, its history and the stack guard's loop check.
+  # subscribers, its history, its latency distributions (`latency: true`) and the stack
+  # guard's loop check.
   #
-  # Works on the session's state: its `backend`, `decoder`, `history`, `pacing` and
-  # `drain_due` fields.
+  # Works on the session's state: its `backend`, `decoder`, `history`, `latency`, `pacing`
+  # and `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
   alias KinoTrace.Session.{Backend, DrainPacing, History, OwnEvents, Safeguards, Subscribers}
+  alias KinoTrace.Stats.Latency
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -177,6 +179,7 @@ defmodule KinoTrace.Session.Drain do
   defp deliver_events(state, events) do
     events = OwnEvents.drop(events)
     Subscribers.broadcast(state, {:events, events})
-    Safeguards.guard_loops(%{state | history: History.push(state.history, events)}, events)
+    latency = state.latency && Latency.add(state.latency, events)
+    Safeguards.guard_loops(%{state | history: History.push(state.history, events), latency: latency}, events)
   end
 end

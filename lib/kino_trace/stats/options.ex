@@ -20,7 +20,7 @@ defmodule KinoTrace.Stats.Options do
       ** (ArgumentError) invalid value for :time: expected a boolean, got: :yes
 
       iex> KinoTrace.Stats.Options.validate!(tiem: true)
-      ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force, :nodes
+      ** (ArgumentError) unknown option :tiem (did you mean :time?). Known options: :pids, :children, :time, :memory, :local, :force, :nodes, :latency
   """
   @spec defaults() :: keyword()
   def defaults, do: KinoTrace.Options.defaults(schema([]))
@@ -30,13 +30,29 @@ defmodule KinoTrace.Stats.Options do
   defp schema(opts) do
     calls = KinoTrace.Plan.Options.schema(opts)
     boolean = {true, KinoTrace.Options.boolean()}
-    Keyword.take(calls, [:pids, :children]) ++ [time: boolean, memory: boolean] ++ Keyword.take(calls, [:local, :force, :nodes])
+    Keyword.take(calls, [:pids, :children]) ++ [time: boolean, memory: boolean] ++
+      Keyword.take(calls, [:local, :force, :nodes]) ++ [latency: {false, KinoTrace.Options.boolean()}]
   end
 
   @doc "Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option."
   @spec validate!(term()) :: keyword()
   def validate!(opts) do
     KinoTrace.Options.validate!(opts, schema(opts))
+  end
+
+  @doc """
+  The plan of the trace that measures durations (`latency: true`, else `nil`): calls and
+  returns of the same functions in the same processes, with their distributions kept as
+  its events are decoded (`latency: true` of a trace) and nothing else (one event
+  kept, terms cut to the least).
+  """
+  @spec latency_plan(term(), keyword()) :: Kino.Trace.Plan.t() | nil
+  def latency_plan(patterns, opts) do
+    if opts[:latency] do
+      same = Keyword.take(opts, [:pids, :children, :local, :force, :nodes])
+      cut = [latency: true, history: 1, max_depth: 1, max_items: 1, max_binary: 1]
+      Kino.Trace.Plan.new!([calls: patterns], same ++ cut)
+    end
   end
 
   @doc """

@@ -27,24 +27,38 @@ defmodule KinoTrace.Stats.Server do
 
   alias Kino.Trace.Stats.Snapshot
   alias KinoTrace.Session.{Backend, Reaper}
-  alias KinoTrace.Stats.Options
+  alias KinoTrace.Stats.{Latency, Options}
 
   # `session`: this node's OTP session (nil when this node is not counted, or ended).
   # `parts`: one per node, %{node, backend, mfas, targets, ref, status}.
-  defstruct [:id, :owner_ref, :session, :patterns, :opts, :counters, :reset_at, parts: []]
+  # `latency_plan`, `latency_trace`: with `latency: true`, the trace (a `Kino.Trace`
+  # session owned by this server) whose distributions the snapshots carry.
+  defstruct [
+    :id,
+    :owner_ref,
+    :session,
+    :patterns,
+    :opts,
+    :counters,
+    :reset_at,
+    :latency_plan,
+    :latency_trace,
+    :setup_error,
+    parts: []
+  ]
 
   @typedoc "One node's functions and the processes whose calls count there, as the Plan built them."
   @type part :: Kino.Trace.Plan.counters_part()
 
   @doc false
-  @spec start(pid(), [KinoTrace.Pattern.t()], [part()], keyword()) ::
+  @spec start(pid(), [KinoTrace.Pattern.t()], [part()], keyword(), Kino.Trace.Plan.t() | nil) ::
           {:ok, pid(), pos_integer()} | {:error, term()}
-  def start(owner, patterns, parts, opts) do
-    KinoTrace.Starter.start_session(__MODULE__, {owner, patterns, parts, opts})
+  def start(owner, patterns, parts, opts, latency_plan \\ nil) do
+    KinoTrace.Starter.start_session(__MODULE__, {owner, patterns, parts, opts, latency_plan})
   end
 
   @impl true
-  def init({owner, patterns, parts, opts}) do
+  def init({owner, patterns, parts, opts, latency_plan}) do
     Process.flag(:trap_exit, true)
     KinoTrace.Internal.register(self())
 
@@ -54,7 +68,8 @@ defmodule KinoTrace.Stats.Server do
       patterns: Enum.map(patterns, &KinoTrace.Pattern.to_string/1),
       opts: opts,
       counters: Options.counters(opts),
-      reset_at: now()
+      reset_at: now(),
+      latency_plan: latency_plan
     }
 
     case start_parts(state, parts) do
@@ -70,7 +85,9 @@ defmodule KinoTrace.Stats.Server do
             do: Reaper.bif_trace()
 
           Enum.each(state.parts, &set_counters(&1, true, state.counters))
-          {:ok, state}
+          # the trace of durations starts once this server is up (KinoTrace.Starter
+          # starts it under the supervisor that is starting this one)
+          if latency_plan, do: {:ok, state, {:continue, :latency}}, else: {:ok, state}
         catch
           kind, reason ->
             destroy(state)
@@ -125,8 +142,35 @@ defmodule KinoTrace.Stats.Server do
     Backend.run(backend, for(mfa <- mfas, do: {:function, [mfa, action, counters]}))
   end
 
+  # A trace that cannot start (a process of `:pids` gone meanwhile) ends this server, and
+  # the stats session's start raises its error.
   @impl true
-  def handle_call(:await_setup, _from, state), do: {:reply, {:ok, state.id}, state}
+  def handle_continue(:latency, state) do
+    {:noreply, start_latency(state)}
+  rescue
+    e -> {:noreply, %{state | setup_error: e}}
+  end
+
+  defp start_latency(%{latency_plan: nil} = state), do: state
+
+  defp start_latency(state) do
+    %{id: id, session: pid} = KinoTrace.Launcher.start!(state.latency_plan, self())
+    %{state | latency_trace: %{id: id, session: pid}}
+  end
+
+  defp stop_latency(%{latency_trace: nil} = state), do: state
+
+  defp stop_latency(state) do
+    KinoTrace.Client.stop(state.latency_trace)
+    %{state | latency_trace: nil}
+  end
+
+  @impl true
+  def handle_call(:await_setup, _from, %{setup_error: nil} = state),
+    do: {:reply, {:ok, state.id}, state}
+
+  def handle_call(:await_setup, _from, state),
+    do: {:stop, :normal, {:error, state.setup_error}, destroy(state)}
 
   def handle_call(:snapshot, _from, state) do
     {raw, state} = read_counters(state)
@@ -135,6 +179,7 @@ defmodule KinoTrace.Stats.Server do
 
   def handle_call(:reset, _from, state) do
     {parts, _} = each_running(state, &set_counters(&1, :restart, state.counters))
+    state = state |> stop_latency() |> start_latency()
     {:reply, :ok, %{state | parts: parts, reset_at: now()}}
   end
 
@@ -152,10 +197,11 @@ defmodule KinoTrace.Stats.Server do
   end
 
   # What tests and debugging read of the server (KinoTrace.Client.internals/1): this
-  # node's OTP session, and each node's part with the agent's worker there.
+  # node's OTP session, each node's part with the agent's worker there, and the trace
+  # of durations (`latency: true`).
   def handle_call(:internals, _from, state) do
     parts = for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
-    {:reply, %{otp_session: state.session, parts: parts}, state}
+    {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace}, state}
   end
 
   def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, destroy(state)}
@@ -185,9 +231,11 @@ defmodule KinoTrace.Stats.Server do
     :ok
   end
 
-  defp destroy(%{session: nil, parts: []} = state), do: state
+  defp destroy(%{session: nil, parts: [], latency_trace: nil} = state), do: state
 
   defp destroy(state) do
+    state = stop_latency(state)
+
     if state.session do
       KinoTrace.Internal.remove_session(state.session)
       Reaper.bif_trace_ended()
@@ -244,7 +292,17 @@ defmodule KinoTrace.Stats.Server do
   defp snapshot(state, raw) do
     now = now()
 
+    # (a trace of durations that ended, its process gone, has none: the rows have nil)
+    latency =
+      with %{} = trace <- state.latency_trace do
+        case KinoTrace.Client.try_latency(trace) do
+          {:ok, %Latency{} = kept} -> Latency.report(kept)
+          _ended -> %{}
+        end
+      end
+
     Snapshot.build(raw,
+      latency: latency,
       id: state.id,
       patterns: state.patterns,
       time?: state.opts[:time],

@@ -26,7 +26,25 @@ defmodule KinoTrace.Stats.Table do
       ]
 
   Time is in microseconds of running time (see `Kino.Trace.Stats.Row`), memory in words.
-  Columns for what the session does not measure are left out.
+  With `latency: true`, P50, P99 and MAX are the calls' wall times (the distributions
+  of `Kino.Trace.Stats.Row`'s `:latency`), in microseconds. Columns for what the session
+  does not measure are left out.
+
+      iex> pid = :c.pid(0, 4242, 0)
+      iex> raw = [
+      ...>   {{Enum, :sum, 1}, %{call_time: [{pid, 4, 0, 100}]}},
+      ...>   {{Enum, :map, 2}, %{call_time: [{pid, 2, 0, 300}]}}
+      ...> ]
+      iex> latency = %{{Enum, :sum, 1} => %{p50: 1.5, p99: 12.25, max: 1500.0}}
+      iex> snapshot = Kino.Trace.Stats.Snapshot.build(raw, elapsed_us: 2_000_000, memory?: false, latency: latency)
+      iex> snapshot |> KinoTrace.Stats.Table.format() |> String.split("\\n")
+      [
+        "2 functions, 6 calls in 2.0 s",
+        "FUNCTION    CALLS  TIME µs  PER CALL   %TIME  P50 µs  P99 µs  MAX µs",
+        "Enum.map/2      2      300    150.00   75.00",
+        "Enum.sum/1      4      100     25.00   25.00    1.50    12.3    1500",
+        "TOTAL           6      400            100.00"
+      ]
 
   Options: `:limit` and `:processes`, as `Kino.Trace.Stats.print/2` documents them.
   """
@@ -62,6 +80,14 @@ defmodule KinoTrace.Stats.Table do
           {"TIME µs", :right, &int(&1.time_us)},
           {"PER CALL", :right, &float(&1.per_call_us)},
           {"%TIME", :right, &percent(&1.time_share)}
+        ],
+        else: []
+      ) ++
+      if(snapshot.latency?,
+        do: [
+          {"P50 µs", :right, &latency(&1, :p50)},
+          {"P99 µs", :right, &latency(&1, :p99)},
+          {"MAX µs", :right, &latency(&1, :max)}
         ],
         else: []
       ) ++
@@ -136,6 +162,18 @@ defmodule KinoTrace.Stats.Table do
 
   defp seconds(us) when us < 1_000_000, do: "#{Float.round(us / 1000, 1)} ms"
   defp seconds(us), do: "#{Float.round(us / 1_000_000, 1)} s"
+
+  # A wall-time figure of the row's latency distribution (`latency: true`).
+  defp latency(row, key) do
+    case Map.get(row, :latency) do
+      %{^key => us} when is_number(us) -> micros(us)
+      _ -> ""
+    end
+  end
+
+  defp micros(us) when us < 10, do: :erlang.float_to_binary(us / 1, decimals: 2)
+  defp micros(us) when us < 1000, do: :erlang.float_to_binary(us / 1, decimals: 1)
+  defp micros(us), do: Integer.to_string(round(us))
 
   defp int(nil), do: ""
   defp int(false), do: ""

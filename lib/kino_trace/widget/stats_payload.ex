@@ -22,6 +22,9 @@ defmodule KinoTrace.Widget.StatsPayload do
         }
 
   @typedoc "One function; shares are of the snapshot's totals (0.0 to 1.0)."
+  # the most histogram bars a row's latency has
+  @max_bars 24
+
   @type row :: %{
           key: String.t(),
           name: String.t(),
@@ -36,8 +39,33 @@ defmodule KinoTrace.Widget.StatsPayload do
           memory_words: non_neg_integer() | nil,
           per_call_words: float() | nil,
           memory_share: float() | nil,
+          latency: latency() | nil,
           processes: [process()],
           processes_omitted: map() | nil
+        }
+
+  @typedoc """
+  A row's latency distribution (`latency: true`), in microseconds of wall time:
+  `Kino.Trace.Stats.Row`'s `:latency` with at most #{@max_bars} histogram bars
+  (`[low_us, count]`, adjacent buckets added up), and the exceptions' `count`, `p50`,
+  `p99` and `max`.
+  """
+  @type latency :: %{
+          count: non_neg_integer(),
+          unknown: non_neg_integer(),
+          min: float() | nil,
+          p50: float() | nil,
+          p90: float() | nil,
+          p99: float() | nil,
+          p999: float() | nil,
+          max: float() | nil,
+          histogram: [[number()]],
+          exceptions: %{
+            count: non_neg_integer(),
+            p50: float() | nil,
+            p99: float() | nil,
+            max: float() | nil
+          }
         }
 
   @type t :: %{
@@ -130,9 +158,34 @@ defmodule KinoTrace.Widget.StatsPayload do
       memory_words: r.memory_words,
       per_call_words: round_to(r.per_call_words, 2),
       memory_share: round_to(r.memory_share, 4),
+      latency: latency(r.latency),
       processes: Enum.map(shown, &process(&1, r)),
       processes_omitted: omitted(hidden)
     }
+  end
+
+  defp latency(nil), do: nil
+
+  defp latency(l) do
+    l
+    |> Map.take([:count, :unknown, :min, :p50, :p90, :p99, :p999, :max])
+    |> Map.new(fn {k, v} -> {k, if(is_float(v), do: round_to(v, 3), else: v)} end)
+    |> Map.merge(%{
+      histogram: bars(l.histogram),
+      exceptions:
+        Map.new(Map.take(l.exceptions, [:count, :p50, :p99, :max]), fn {k, v} ->
+          {k, if(is_float(v), do: round_to(v, 3), else: v)}
+        end)
+    })
+  end
+
+  # At most @max_bars bars: adjacent buckets added up, each bar at its first bucket's low.
+  defp bars(buckets) do
+    size = max(1, ceil(length(buckets) / @max_bars))
+
+    for chunk <- Enum.chunk_every(buckets, size) do
+      [round_to(elem(hd(chunk), 0), 3), Enum.reduce(chunk, 0, &(elem(&1, 1) + &2))]
+    end
   end
 
   defp process(p, row) do

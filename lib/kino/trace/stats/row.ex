@@ -21,6 +21,7 @@ defmodule Kino.Trace.Stats.Row do
     memory_words: nil,
     per_call_words: nil,
     memory_share: nil,
+    latency: nil,
     processes: []
   ]
 
@@ -40,6 +41,10 @@ defmodule Kino.Trace.Stats.Row do
       measured)
     * `:time_share` - the share (0.0 to 1.0) of the snapshot's total time
     * `:memory_words`, `:per_call_words`, `:memory_share` - likewise for memory, in words
+    * `:latency` - with `latency: true`, the function's latency distribution as
+      `Kino.Trace.latency/2` gives it (`:count`, `:min`, `:p50`, `:p90`, `:p99`,
+      `:p999`, `:max` in microseconds of wall time, `:histogram`, `:exceptions`,
+      `:unknown`), `nil` without it or before a call of it returned
     * `:processes` - per-process breakdown
   """
   @type t :: %__MODULE__{
@@ -51,6 +56,7 @@ defmodule Kino.Trace.Stats.Row do
           memory_words: non_neg_integer() | nil,
           per_call_words: float() | nil,
           memory_share: float() | nil,
+          latency: map() | nil,
           processes: [process()]
         }
 

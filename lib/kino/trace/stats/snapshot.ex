@@ -33,6 +33,7 @@ defmodule Kino.Trace.Stats.Snapshot do
             elapsed_us: 0,
             time?: true,
             memory?: true,
+            latency?: false,
             calls: 0,
             time_us: nil,
             memory_words: nil,
@@ -45,6 +46,8 @@ defmodule Kino.Trace.Stats.Snapshot do
     * `:elapsed_us` - microseconds since the session started or was last reset
     * `:time?`, `:memory?` - whether time and memory are measured (otherwise the
       corresponding fields are `nil`)
+    * `:latency?` - whether latency distributions are measured (`latency: true`, see
+      `Kino.Trace.Stats.Row`)
     * `:calls`, `:time_us`, `:memory_words` - totals over all rows
     * `:rows` - one row per function called at least once
   """
@@ -55,6 +58,7 @@ defmodule Kino.Trace.Stats.Snapshot do
           elapsed_us: non_neg_integer(),
           time?: boolean(),
           memory?: boolean(),
+          latency?: boolean(),
           calls: non_neg_integer(),
           time_us: non_neg_integer() | nil,
           memory_words: non_neg_integer() | nil,
@@ -67,7 +71,9 @@ defmodule Kino.Trace.Stats.Snapshot do
   @doc """
   Builds a snapshot from `{mfa, counters}` pairs.
 
-  Options: `:time?`, `:memory?` (what is reported, default `true`), and the fields
+  Options: `:time?`, `:memory?` (what is reported, default `true`), `:latency` (the
+  distributions by function, as `Kino.Trace.latency/2` gives them; default `nil`, not
+  measured), and the fields
   `:id`, `:patterns`, `:taken_at`, `:elapsed_us` copied into the snapshot. Counters that
   are missing, `false` or `:undefined` (a function no longer traced, for example after
   a code reload) count as nothing. A function may come several times (from several
@@ -97,9 +103,12 @@ defmodule Kino.Trace.Stats.Snapshot do
     total_time = if time?, do: sum(rows, :time_us)
     total_memory = if memory?, do: sum(rows, :memory_words)
 
+    latency = opts[:latency]
+
     rows =
       rows
       |> Enum.map(&Row.put_shares(&1, total_time, total_memory))
+      |> Enum.map(&if(latency, do: %{&1 | latency: Map.get(latency, &1.mfa)}, else: &1))
       |> Enum.sort_by(&{-(&1.time_us || 0), -&1.calls, &1.mfa})
 
     %__MODULE__{
@@ -109,6 +118,7 @@ defmodule Kino.Trace.Stats.Snapshot do
       elapsed_us: Keyword.get(opts, :elapsed_us, 0),
       time?: time?,
       memory?: memory?,
+      latency?: latency != nil,
       calls: sum(rows, :calls),
       time_us: total_time,
       memory_words: total_memory,
