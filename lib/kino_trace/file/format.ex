@@ -72,11 +72,15 @@ defmodule KinoTrace.File.Format do
   def write(path, info, events, opts \\ []) do
     with {:ok, io} <- :file.open(path, [:write, :binary, :raw, :delayed_write]) do
       try do
-        :ok = :file.write(io, header_frame(info))
+        write!(io, header_frame(info))
         count = write_events(io, events, Keyword.get(opts, :batch_bytes, @batch_bytes))
-        :ok = :file.write(io, frame(@end_frame, compress(Codec.encode(%{events: count}))))
-      after
+        write!(io, frame(@end_frame, compress(Codec.encode(%{events: count}))))
+        # (a delayed write's error comes when the file closes)
         :file.close(io)
+      catch
+        {:write_error, reason} ->
+          :file.close(io)
+          {:error, reason}
       end
     end
   end
@@ -101,11 +105,17 @@ defmodule KinoTrace.File.Format do
     |> Stream.map(&encode_event/1)
     |> Stream.chunk_while({[], 0, 0}, &chunk(&1, &2, batch_bytes), &chunk_done/1)
     |> Enum.reduce(0, fn {encoded, n}, count ->
-      :ok =
-        :file.write(io, frame(@events, compress([Codec.list_head(n), encoded, Codec.encode([])])))
+      write!(io, frame(@events, compress([Codec.list_head(n), encoded, Codec.encode([])])))
 
       count + n
     end)
+  end
+
+  defp write!(io, data) do
+    case :file.write(io, data) do
+      :ok -> :ok
+      {:error, reason} -> throw({:write_error, reason})
+    end
   end
 
   defp encode_event(%Event{} = event) do

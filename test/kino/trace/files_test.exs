@@ -146,6 +146,13 @@ defmodule Kino.Trace.FilesTest do
     assert_receive {:DOWN, ^session, :process, _, _}
   end
 
+  test "a file that cannot be written is a File.Error naming it", %{dir: dir} do
+    capture = Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1]) end)
+    path = Path.join([dir, "no_such_dir", "x.ktrace"])
+    error = assert_raise File.Error, fn -> Trace.save(capture, path) end
+    assert Exception.message(error) =~ path
+  end
+
   test "an opened trace saved again is the same file's events", %{dir: dir} do
     capture =
       Trace.capture(["KinoTraceTest.Sample.Math"], fn ->
