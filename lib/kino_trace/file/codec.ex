@@ -190,7 +190,7 @@ defmodule KinoTrace.File.Codec do
 
   defp term(<<@bits, bits::32, rest::binary>> = bin, b, _d) do
     {data, rest} = take(rest, div(bits + 7, 8), bin)
-    <<value::bitstring-size(bits), _::bitstring>> = data
+    <<value::bitstring-size(^bits), _::bitstring>> = data
     {value, rest, spend(b, 1 + div(bits, 512), bin)}
   end
 
@@ -263,7 +263,7 @@ defmodule KinoTrace.File.Codec do
     do: throw({:bad, "more terms than the caps allow (max_bytes:)", bin})
 
   defp take(rest, len, _bin) when byte_size(rest) >= len do
-    <<data::binary-size(len), rest::binary>> = rest
+    <<data::binary-size(^len), rest::binary>> = rest
     {data, rest}
   end
 

@@ -50,7 +50,7 @@ defmodule KinoTrace.File.FormatFuzzTest do
   defp boundaries(bin, offset, acc) when offset >= byte_size(bin), do: Enum.reverse(acc)
 
   defp boundaries(bin, offset, acc) do
-    <<_::binary-size(offset), _type, len::32, _::binary>> = bin
+    <<_::binary-size(^offset), _type, len::32, _::binary>> = bin
     next = offset + 9 + len
     boundaries(bin, next, [next | acc])
   end
@@ -95,7 +95,7 @@ defmodule KinoTrace.File.FormatFuzzTest do
     outcomes =
       for _ <- 1..400 do
         bit = :rand.uniform(bit_size(full)) - 1
-        <<before::bitstring-size(bit), b::1, rest::bitstring>> = full
+        <<before::bitstring-size(^bit), b::1, rest::bitstring>> = full
 
         case read(<<before::bitstring, 1 - b::1, rest::bitstring>>, dir) do
           {:error, reason, offset} ->
@@ -117,7 +117,7 @@ defmodule KinoTrace.File.FormatFuzzTest do
   } do
     file = File.read!(write!(dir, "one.ktrace", sample_events(4)))
     [0, at | _] = boundaries(file)
-    <<header::binary-size(at), 2, len::32, _crc::32, body::binary-size(len), _::binary>> = file
+    <<header::binary-size(^at), 2, len::32, _crc::32, body::binary-size(len), _::binary>> = file
     plain = :zlib.uncompress(body)
     :rand.seed(:exsss, {37, 3, 2})
 
@@ -127,7 +127,7 @@ defmodule KinoTrace.File.FormatFuzzTest do
           # a byte changed
           0 ->
             at = :rand.uniform(byte_size(plain)) - 1
-            <<a::binary-size(at), _, b::binary>> = plain
+            <<a::binary-size(^at), _, b::binary>> = plain
             <<a::binary, :rand.uniform(256) - 1, b::binary>>
 
           # cut short
