@@ -208,6 +208,16 @@ defmodule Kino.Trace do
       printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
     end
 
+    if spec = KinoTrace.Plan.Options.to_spec(plan.options[:to]) do
+      try do
+        KinoTrace.File.Writer.attach(trace, spec)
+      rescue
+        e ->
+          Client.stop(trace)
+          reraise e, __STACKTRACE__
+      end
+    end
+
     trace
   end
 

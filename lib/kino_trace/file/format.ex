@@ -74,7 +74,7 @@ defmodule KinoTrace.File.Format do
       try do
         write!(io, header_frame(info))
         count = write_events(io, events, Keyword.get(opts, :batch_bytes, @batch_bytes))
-        write!(io, frame(@end_frame, compress(Codec.encode(%{events: count}))))
+        write!(io, end_frame(count))
         # (a delayed write's error comes when the file closes)
         :file.close(io)
       catch
@@ -102,14 +102,32 @@ defmodule KinoTrace.File.Format do
   @spec write_events(:file.io_device(), [Event.t()], pos_integer()) :: non_neg_integer()
   def write_events(io, events, batch_bytes) do
     events
-    |> Stream.map(&encode_event/1)
-    |> Stream.chunk_while({[], 0, 0}, &chunk(&1, &2, batch_bytes), &chunk_done/1)
-    |> Enum.reduce(0, fn {encoded, n}, count ->
-      write!(io, frame(@events, compress([Codec.list_head(n), encoded, Codec.encode([])])))
-
+    |> event_frames(batch_bytes)
+    |> Enum.reduce(0, fn {frame, n}, count ->
+      write!(io, frame)
       count + n
     end)
   end
+
+  @doc """
+  The event frames of `events`, each about `batch_bytes` (uncompressed) or one event:
+  `{frame, how many events}`, lazily.
+  """
+  @spec event_frames([Event.t()], pos_integer()) :: Enumerable.t()
+  def event_frames(events, batch_bytes) do
+    events
+    |> Stream.map(&encode_event/1)
+    |> Stream.chunk_while({[], 0, 0}, &chunk(&1, &2, batch_bytes), &chunk_done/1)
+    |> Stream.map(fn {encoded, n} ->
+      {IO.iodata_to_binary(
+         frame(@events, compress([Codec.list_head(n), encoded, Codec.encode([])]))
+       ), n}
+    end)
+  end
+
+  @doc "The end frame of a file of `count` events."
+  @spec end_frame(non_neg_integer()) :: iodata()
+  def end_frame(count), do: frame(@end_frame, compress(Codec.encode(%{events: count})))
 
   defp write!(io, data) do
     case :file.write(io, data) do

@@ -9,6 +9,7 @@ defmodule KinoTrace.File.CodecTest do
 
   doctest KinoTrace.File.Codec
   doctest KinoTrace.File.Checks
+  doctest KinoTrace.File.Writer
 
   defp round_trip(term) do
     bin = term |> Codec.encode() |> IO.iodata_to_binary()
