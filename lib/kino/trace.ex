@@ -33,7 +33,7 @@ defmodule Kino.Trace do
 
   `:pids` (whose calls), `:children`, `:return`, `:exceptions`, `:caller`, `:return_to`,
   `:local`, the limits (`:limit`, `:rate`, `:queue`, `:timeout`), the term caps
-  (`:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`), `:print`, `:force`,
+  (`:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`), `:print`, `:to` (stream to rotating trace files), `:force`,
   `:history`, `:nodes` and `:agent`: the "Options and limits" guide has them all in one
   table, each with its default and its bound.
 
