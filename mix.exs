@@ -82,12 +82,13 @@ defmodule KinoTrace.MixProject do
         "guides/other_nodes.md",
         "guides/installation.md",
         "guides/testing_with_traces.md",
+        "guides/trace_files.md",
         "CHANGELOG.md"
       ],
       groups_for_extras: [Guides: ~r{^guides/}],
       assets: %{"docs" => "docs"},
       groups_for_modules: [
-        Tracing: [Kino.Trace, Kino.Trace.Event, Kino.Trace.Cut, Kino.Trace.Plan],
+        Tracing: [Kino.Trace, Kino.Trace.Event, Kino.Trace.Cut, Kino.Trace.Plan, Kino.Trace.Foreign, Kino.Trace.FileError],
         Kinos: [Kino.Trace.Widget, Kino.Trace.StatsWidget, Kino.Trace.SmartCell],
         "Console and diagrams": [Kino.Trace.Printer, Kino.Trace.Mermaid],
         Statistics: [Kino.Trace.Stats, Kino.Trace.Stats.Snapshot, Kino.Trace.Stats.Row],

@@ -33,7 +33,7 @@ defmodule Kino.Trace do
 
   `:pids` (whose calls), `:children`, `:return`, `:exceptions`, `:caller`, `:return_to`,
   `:local`, the limits (`:limit`, `:rate`, `:queue`, `:timeout`), the term caps
-  (`:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`), `:print`, `:force`,
+  (`:max_depth`, `:max_items`, `:max_binary`, `:max_bytes`), `:print`, `:to` (stream to rotating trace files), `:force`,
   `:history`, `:nodes` and `:agent`: the "Options and limits" guide has them all in one
   table, each with its default and its bound.
 
@@ -207,6 +207,16 @@ defmodule Kino.Trace do
       false -> :ok
       true -> Kino.Trace.Printer.attach(trace)
       printer_opts -> Kino.Trace.Printer.attach(trace, printer_opts)
+    end
+
+    if spec = KinoTrace.Plan.Options.to_spec(plan.options[:to]) do
+      try do
+        KinoTrace.File.Writer.attach(trace, spec)
+      rescue
+        e ->
+          Client.stop(trace)
+          reraise e, __STACKTRACE__
+      end
     end
 
     trace
@@ -578,7 +588,8 @@ defmodule Kino.Trace do
 
   @doc """
   A live stream of the trace's events, ending when the trace stops (a trace that has
-  already ended gives an empty stream).
+  already ended gives an empty stream; one opened from a file, `open/2`, gives its
+  events).
 
   While the stream runs, the process reading it is a subscriber and is not traced by
   this trace; tracing it resumes as before when the stream ends (halted or done).
@@ -610,8 +621,15 @@ defmodule Kino.Trace do
         {ended?, ref}
       end,
       fn
+        # ended: what subscribing delivered is in the mailbox already (a trace opened
+        # from a file sends its events, then its status, before it answers)
         {true, ref} ->
-          {:halt, {true, ref}}
+          receive do
+            {:kino_trace, ^id, {:events, events}} -> {events, {true, ref}}
+            {:kino_trace, ^id, {:status, _}} -> {:halt, {true, ref}}
+          after
+            0 -> {:halt, {true, ref}}
+          end
 
         {false, ref} ->
           receive do
@@ -722,6 +740,94 @@ defmodule Kino.Trace do
   """
   @spec resume(t()) :: :ok
   def resume(%__MODULE__{} = trace), do: Client.resume(trace)
+
+  @doc """
+  Writes the trace's events and info to a trace file at `path` (replacing it), which
+  `open/2` opens here or on any other node. Takes a trace (its last events, as many as
+  its `:history` keeps; the trace goes on) or a `Kino.Trace.Capture`. Returns `:ok`;
+  raises `File.Error` when the file cannot be written. The "Trace files" guide has the
+  format.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> path = Path.join(System.tmp_dir!(), "kino_trace_doc_#{System.unique_integer([:positive])}.ktrace")
+      iex> Kino.Trace.save(capture, path)
+      :ok
+      iex> trace = Kino.Trace.open(path)
+      iex> File.rm!(path)
+      :ok
+      iex> trace |> Kino.Trace.events() |> Enum.map(&{&1.kind, &1.args, &1.return})
+      [{:call, [[1, 2]], nil}, {:return, nil, 3}]
+  """
+  @spec save(t() | Kino.Trace.Capture.t(), Path.t()) :: :ok
+  def save(trace_or_capture, path) do
+    path = IO.chardata_to_string(path)
+
+    Front.run(fn ->
+      {info, events} = contents(trace_or_capture)
+
+      case KinoTrace.File.Format.write(path, info, events) do
+        :ok ->
+          :ok
+
+        {:error, reason} ->
+          raise File.Error, reason: reason, action: "write trace file", path: path
+      end
+    end)
+  end
+
+  # (a trace's whole history: at most its :history events)
+  defp contents(%__MODULE__{} = trace), do: {Client.info(trace), Client.events(trace, 0xFFFFFFFF)}
+
+  defp contents(%Kino.Trace.Capture{} = capture),
+    do:
+      {Map.merge(capture.info, %{patterns: capture.patterns, dropped: capture.dropped}),
+       capture.events}
+
+  @doc """
+  Opens the trace file at `path` (`save/2`) and returns a trace that serves its events:
+  `events/2`, `stream/1`, `info/1`, `print/2`, `to_mermaid/2`, `mermaid/2`, the widget
+  and `Kino.Trace.Assertions` take it as they take a live trace, but it traces nothing
+  (its status is `:stopped`). The calling process owns it: it ends when its owner
+  exits, or on `stop/1`.
+
+  `info/1` tells what the trace was when saved, with `:file`: the `:path`, the `:events`
+  read, `:complete` (the file has its end frame) and `:torn_bytes` (a file cut short
+  opens: its incomplete last frame is left out and counted here).
+
+  A file is untrusted input: opening it never creates an atom (an atom this node does
+  not know stays its name, which inspects as the atom), never makes a fun or runs its
+  code (funs, and the pids of nodes this node does not know, come back as
+  `Kino.Trace.Foreign`, which inspects as they did), and stops at `max_events:` events (default 1_000_000) and
+  `max_bytes:` bytes decompressed (default 64 MB). A file it cannot open raises
+  `Kino.Trace.FileError`, naming the file and the byte offset of the fault.
+
+      iex> Kino.Trace.open("no/such.ktrace")
+      ** (Kino.Trace.FileError) cannot open the trace file no/such.ktrace: no such file or directory
+  """
+  @spec open(Path.t(), keyword()) :: t()
+  def open(path, opts \\ []) do
+    path = IO.chardata_to_string(path)
+
+    schema =
+      for {key, default} <- KinoTrace.File.Format.default_caps(),
+          do: {key, {default, KinoTrace.Options.pos_integer()}}
+
+    caps = KinoTrace.Options.validate!(opts, schema)
+    owner = self()
+
+    Front.run(fn ->
+      case KinoTrace.Replay.start(owner, {:file, path, caps}) do
+        {:ok, pid, id} ->
+          %__MODULE__{id: id, session: pid, node: node()}
+
+        {:error, %Kino.Trace.FileError{} = error} ->
+          raise error
+
+        {:error, reason} ->
+          raise RuntimeError, "kino_trace could not open #{path}: #{inspect(reason)}"
+      end
+    end)
+  end
 
   @doc """
   Prints the trace's events to the console as they arrive (see `Kino.Trace.Printer`

@@ -36,7 +36,7 @@ defmodule KinoTrace.Render do
 
   @spec format_process(Event.t()) :: iodata()
   def format_process(%Event{} = event) do
-    where = if event.node && event.node != node(), do: [to_string(event.node), " "], else: []
+    where = if event.node && event.node != node(), do: [KinoTrace.Pattern.Name.text(event.node), " "], else: []
     [where, inspect(event.pid), if(event.name, do: [" (", process_name(event.name), ")"], else: [])]
   end
 

@@ -13,6 +13,8 @@ defmodule KinoTraceTest.Project.StructureTest do
     Kino.Trace.Capture,
     Kino.Trace.Cut,
     Kino.Trace.Event,
+    Kino.Trace.FileError,
+    Kino.Trace.Foreign,
     Kino.Trace.Mermaid,
     Kino.Trace.Plan,
     Kino.Trace.Printer,

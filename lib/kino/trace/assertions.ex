@@ -126,7 +126,10 @@ defmodule Kino.Trace.Assertions do
   ## The trace
 
   The first argument is what `Kino.Trace.capture/3` returned (any struct or map with an
-  `:events` list) or a list of `Kino.Trace.Event` structs. Each assertion returns the
+  `:events` list), a list of `Kino.Trace.Event` structs, or a trace: one opened from a
+  file with `Kino.Trace.open/2`, or a live one (its events so far). A trace's
+  assertions fail, as an incomplete capture's do, when it dropped events or delivered
+  more than its history (or its file) holds. Each assertion returns the
   matching calls as structs with their `args` and `outcome`.
   """
 

@@ -29,8 +29,15 @@ defmodule KinoTrace.Assertions.Call do
           outcome: outcome()
         }
 
-  @typedoc "What the assertions accept as a trace: a capture (any struct with `:events`) or a list of events."
-  @type trace :: %{required(:events) => [Event.t()], optional(atom()) => term()} | [Event.t()]
+  @typedoc """
+  What the assertions accept as a trace: a capture (any struct with `:events`), a list of
+  events, or a `Kino.Trace` (which `KinoTrace.Assertions.Checks` reads as a capture of its
+  events before anything here sees it).
+  """
+  @type trace ::
+          %{required(:events) => [Event.t()], optional(atom()) => term()}
+          | [Event.t()]
+          | Kino.Trace.t()
 
   @doc """
   The calls in `trace`, in the order they were made, each with its outcome.

@@ -32,6 +32,7 @@ defmodule KinoTrace.Assertions.Checks do
   """
   @spec called(Call.trace(), CallPattern.t(), keyword(), Macro.t()) :: [Call.t()]
   def called(trace, %CallPattern{} = pattern, opts, expr) do
+    trace = source(trace)
     opts = validate_opts!(opts, [:times, :pid])
     times = validate_times!(Keyword.get(opts, :times))
     validate_function!(pattern)
@@ -67,6 +68,7 @@ defmodule KinoTrace.Assertions.Checks do
   @doc "Refutes any call matching `pattern`. Returns `:ok`."
   @spec not_called(Call.trace(), CallPattern.t(), keyword(), Macro.t()) :: :ok
   def not_called(trace, %CallPattern{} = pattern, opts, expr) do
+    trace = source(trace)
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     validate_traced!(trace, pattern, "refute_called")
@@ -94,6 +96,7 @@ defmodule KinoTrace.Assertions.Checks do
           Call.t()
         ]
   def returned(trace, %CallPattern{} = pattern, %ValuePattern{} = value_pattern, opts, expr) do
+    trace = source(trace)
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
 
@@ -127,6 +130,7 @@ defmodule KinoTrace.Assertions.Checks do
           Call.t()
         ]
   def raised_in(trace, %CallPattern{} = pattern, spec, opts, expr) do
+    trace = source(trace)
     opts = validate_opts!(opts, [:pid])
     validate_function!(pattern)
     spec = validate_exception_spec!(spec)
@@ -181,6 +185,7 @@ defmodule KinoTrace.Assertions.Checks do
   """
   @spec called_in_order(Call.trace(), [CallPattern.t()], keyword(), Macro.t()) :: [Call.t()]
   def called_in_order(trace, patterns, opts, expr) when is_list(patterns) do
+    trace = source(trace)
     opts = validate_opts!(opts, [:pid])
     Enum.each(patterns, &validate_function!/1)
     complete!(trace, expr)
@@ -201,14 +206,44 @@ defmodule KinoTrace.Assertions.Checks do
     end
   end
 
+  # A trace (a live one, or one opened from a file: any map with its server's pid) is
+  # asserted on as a capture of its events: its history, its patterns, what it dropped,
+  # and how many events it delivered that its history (or its file) no longer holds.
+  defp source(%{session: pid, id: _} = trace) when is_pid(pid) do
+    info = KinoTrace.Client.info(trace)
+    events = KinoTrace.Client.events(trace, 0xFFFFFFFF)
+    not_kept = max(info.delivered - length(events), 0)
+
+    %{
+      events: events,
+      patterns: info.patterns,
+      dropped: info.dropped,
+      info: info,
+      not_kept: not_kept
+    }
+  end
+
+  defp source(trace), do: trace
+
   # A capture that lost events cannot back any assertion: a call it lacks may have
   # happened (refute_called would pass), counts may be short, an order may have a gap.
   defp complete!(trace, expr) do
-    case Kino.Trace.Capture.loss_report(trace) do
+    case Kino.Trace.Capture.loss_report(trace) || history_report(trace) do
       nil -> :ok
       report -> fail(expr, report)
     end
   end
+
+  defp history_report(%{not_kept: n}) when is_integer(n) and n > 0 do
+    "The trace is incomplete: #{n} of the events it delivered are no longer in its history " <>
+      "(a trace keeps its last :history events, and a file those it kept when saved, " <>
+      "less a torn tail). No assertion on it can be trusted: a call it lacks may still " <>
+      "have happened, and counts may be short.\n\nTo assert on every event:\n\n" <>
+      "  * use Kino.Trace.capture/3, which keeps every event of its block\n" <>
+      "  * or give the trace a larger history: option"
+  end
+
+  defp history_report(_trace), do: nil
 
   # The calls to check and, when `pid:` left some out, a note saying so.
   defp calls_for(trace, opts) do

@@ -29,6 +29,8 @@ defmodule KinoTrace.Pattern.Name do
 
       iex> KinoTrace.Pattern.Name.resolve("ok")
       :ok
+      iex> KinoTrace.Pattern.Name.resolve("nil")
+      nil
       iex> KinoTrace.Pattern.Name.resolve("kino_trace_no_such_atom_1f3c")
       %KinoTrace.Pattern.Name{text: "kino_trace_no_such_atom_1f3c"}
       iex> KinoTrace.Pattern.Name.module_name(["Enum"])
@@ -41,10 +43,11 @@ defmodule KinoTrace.Pattern.Name do
   @doc "The atom named `text` when it exists, else a `Name`. Never creates an atom."
   @spec resolve(String.t()) :: atom() | t()
   def resolve(text) when is_binary(text) do
-    case existing(text) do
-      nil -> %__MODULE__{text: text}
-      atom -> atom
-    end
+    # (not through existing/1, whose nil would be taken for the atom nil's absence;
+    # caught as the BIF's error, not rescued: a trace file may hold a million names)
+    :erlang.binary_to_existing_atom(text, :utf8)
+  catch
+    :error, :badarg -> %__MODULE__{text: text}
   end
 
   @doc "Tries a `Name` again (its atom may exist by now); atoms are returned as they are."
@@ -159,4 +162,13 @@ defmodule KinoTrace.Pattern.Name do
 
   defp alias?(text), do: text =~ ~r/\A\p{Lu}[\p{L}\p{N}_]*(\.\p{Lu}[\p{L}\p{N}_]*)*\z/u
   defp quoted(text), do: inspect(text)
+end
+
+# A name stands where an atom this node does not know was (in a pattern, or in a trace
+# file's events): it inspects as that atom would.
+defimpl Inspect, for: KinoTrace.Pattern.Name do
+  def inspect(%{text: text} = name, _opts) when is_binary(text),
+    do: KinoTrace.Pattern.Name.inspect_module(name)
+
+  def inspect(name, opts), do: Inspect.Any.inspect(name, opts)
 end

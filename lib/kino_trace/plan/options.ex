@@ -58,6 +58,7 @@ defmodule KinoTrace.Plan.Options do
       max_bytes: cap(:max_bytes),
       timeout: {Limits.default(:timeout), KinoTrace.Options.bounded_pos_integer(Limits.max(:timeout), nil: true, unit: "ms")},
       print: {false, &check_print/1},
+      to: {nil, &check_to/1},
       force: {false, boolean},
       history: cap(:history),
       latency: {false, boolean},
@@ -84,6 +85,58 @@ defmodule KinoTrace.Plan.Options do
       device: {nil, {"an IO device (a pid or a registered name)", device?}},
       inspect: {[], {"a keyword list of inspect/2 options", &Keyword.keyword?/1}}
     ]
+  end
+
+  # The least a file of the :to option may hold (a header, some events, an end).
+  @min_file_bytes 4_096
+
+  @doc """
+  What the `:to` option takes in its keyword form (a path alone is `path:` with the
+  defaults), with the defaults and checks (`KinoTrace.Options`).
+  """
+  @spec to_schema() :: KinoTrace.Options.schema()
+  def to_schema do
+    [
+      path: {nil, {"a path (a string)", &is_binary/1}},
+      max_bytes: {100 * 1024 * 1024, KinoTrace.Options.pos_integer()},
+      files: {5, KinoTrace.Options.bounded_pos_integer(1_000)}
+    ]
+  end
+
+  @doc """
+  The `:to` option as `KinoTrace.File.Writer` takes it, or `nil`.
+
+      iex> KinoTrace.Plan.Options.to_spec("repo.ktrace")
+      %{path: "repo.ktrace", max_bytes: 104_857_600, files: 5}
+      iex> KinoTrace.Plan.Options.to_spec(path: "repo.ktrace", files: 2)
+      %{path: "repo.ktrace", max_bytes: 104_857_600, files: 2}
+  """
+  @spec to_spec(nil | String.t() | keyword()) :: nil | %{path: String.t(), max_bytes: pos_integer(), files: pos_integer()}
+  def to_spec(nil), do: nil
+  def to_spec(path) when is_binary(path), do: to_spec(path: path)
+  def to_spec(opts) do
+    spec = opts |> KinoTrace.Options.validate!(to_schema()) |> Map.new()
+
+    if div(spec.max_bytes, spec.files) < @min_file_bytes,
+      do: raise(ArgumentError, "to: gives each of its #{spec.files} files #{div(spec.max_bytes, spec.files)} bytes: at least #{@min_file_bytes} are needed (a larger max_bytes:, or fewer files:)")
+
+    spec
+  end
+
+  defp check_to(nil), do: :ok
+  defp check_to(path) when is_binary(path), do: :ok
+
+  defp check_to(value) do
+    if Keyword.keyword?(value) and is_binary(value[:path]) do
+      try do
+        to_spec(value)
+        :ok
+      rescue
+        e in ArgumentError -> reraise ArgumentError, "invalid value for :to: " <> e.message, __STACKTRACE__
+      end
+    else
+      {:error, "a path, or [path: path, max_bytes: bytes, files: count]"}
+    end
   end
 
   # `true`, `false`, or the printer's options, each checked as an option is (a bad one

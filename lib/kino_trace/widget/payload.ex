@@ -98,7 +98,7 @@ defmodule KinoTrace.Widget.Payload do
       id: event.id,
       kind: Atom.to_string(event.kind),
       time: event.time,
-      node: event.node && Atom.to_string(event.node),
+      node: event.node && KinoTrace.Pattern.Name.text(event.node),
       pid: event.pid && inspect(event.pid),
       name: event.name && Render.process_name(event.name),
       mfa: mfa(event.module, event.function, event.arity),

@@ -8,4 +8,6 @@ defmodule KinoTraceTest.ApiDoctestTest do
   doctest Kino.Trace
   doctest Kino.Trace.Assertions
   doctest Kino.Trace.Stats
+  doctest Kino.Trace.FileError
+  doctest Kino.Trace.Foreign
 end

@@ -121,6 +121,27 @@ defmodule KinoTrace.Widget.ControllerTest do
     assert [{:broadcast, "events", %{events: [_, _]}}] = effects
   end
 
+  test "a trace opened from a file renders its events, stopped, and pushes none twice", %{trace: trace} do
+    run(fn -> SampleApp.Cache.fetch(:users, 5) end)
+    KinoTraceTest.Helpers.trace_delivered(:all)
+    :ok = Kino.Trace.flush(trace)
+    path = Path.join(System.tmp_dir!(), "kino_trace_widget_#{System.unique_integer([:positive])}.ktrace")
+    :ok = Kino.Trace.save(trace, path)
+    opened = Kino.Trace.open(path)
+    File.rm!(path)
+
+    {controller, _} = Controller.init(opened)
+    {payload, controller} = Controller.connect(controller)
+    assert payload.status == "stopped"
+    assert "SampleApp.Cache.fetch/2" in payload.patterns
+    assert Enum.any?(payload.events, &(&1.call == "SampleApp.Cache.fetch(:users, 5)"))
+
+    # what subscribing delivered is what it already showed: its end comes, no row again
+    {_controller, sent} = drive(controller, fn sent -> Enum.any?(sent, &match?({:broadcast, "status", _}, &1)) end)
+    refute has_row?(sent, "SampleApp.Cache.fetch(:users, 5)")
+    :ok = Kino.Trace.stop(opened)
+  end
+
   test "a browser that connects later gets the recent rows", %{trace: trace} do
     run(fn -> SampleApp.Cache.fetch(:users, 3) end)
     # events that happened before the widget existed come from the trace's history
