@@ -13,7 +13,9 @@ if otp_release < 27 do
 end
 
 unless Version.match?(System.version(), ">= 1.17.0") do
-  Mix.raise("kino_trace needs Elixir 1.17 or newer (this is #{System.version()}); run scripts/setup.sh")
+  Mix.raise(
+    "kino_trace needs Elixir 1.17 or newer (this is #{System.version()}); run scripts/setup.sh"
+  )
 end
 
 Code.require_file("mix/compile.kino_trace_nif.ex", __DIR__)
@@ -37,7 +39,8 @@ defmodule KinoTrace.MixProject do
       deps: deps(),
       elixirc_paths: elixirc_paths(Mix.env()),
       erlc_paths: ["src"],
-      description: "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
+      description:
+        "Live function-call tracing for the BEAM: a Livebook widget, a console printer and ExUnit assertions",
       source_url: @source_url,
       docs: docs(),
       package: package()
@@ -88,7 +91,14 @@ defmodule KinoTrace.MixProject do
       groups_for_extras: [Guides: ~r{^guides/}],
       assets: %{"docs" => "docs"},
       groups_for_modules: [
-        Tracing: [Kino.Trace, Kino.Trace.Event, Kino.Trace.Cut, Kino.Trace.Plan, Kino.Trace.Foreign, Kino.Trace.FileError],
+        Tracing: [
+          Kino.Trace,
+          Kino.Trace.Event,
+          Kino.Trace.Cut,
+          Kino.Trace.Plan,
+          Kino.Trace.Foreign,
+          Kino.Trace.FileError
+        ],
         Kinos: [Kino.Trace.Widget, Kino.Trace.StatsWidget, Kino.Trace.SmartCell],
         "Console and diagrams": [Kino.Trace.Printer, Kino.Trace.Mermaid],
         Statistics: [Kino.Trace.Stats, Kino.Trace.Stats.Snapshot, Kino.Trace.Stats.Row],

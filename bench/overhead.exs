@@ -12,6 +12,7 @@ rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "5"))
 scale = String.to_float(System.get_env("BENCH_SCALE", "1.0"))
 
 KinoTraceBench.Report.machine() |> IO.puts()
+
 only =
   case System.get_env("BENCH_CASES", "") do
     "" -> nil

@@ -60,7 +60,9 @@ calls = String.to_integer(System.get_env("BENCH_CALLS", "2000000"))
 rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "5"))
 target = [&StatsBench.Work.f/1]
 
-IO.puts("OTP #{System.otp_release()}, #{System.schedulers_online()} schedulers, #{calls} calls x #{rounds} rounds\n")
+IO.puts(
+  "OTP #{System.otp_release()}, #{System.schedulers_online()} schedulers, #{calls} calls x #{rounds} rounds\n"
+)
 
 stats = fn opts ->
   {fn -> Kino.Trace.Stats.start(target, opts) end,

@@ -8,6 +8,7 @@ defmodule Demo.Inventory do
   use GenServer
 
   def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
+
   def init(_) do
     table = :ets.new(__MODULE__, [:named_table, :public])
     :ets.insert(table, [{"apple", 12}, {"pear", 0}, {"plum", 7}])
@@ -15,6 +16,7 @@ defmodule Demo.Inventory do
   end
 
   def stock(item), do: GenServer.call(__MODULE__, {:stock, item})
+
   def handle_call({:stock, item}, _from, table) do
     {:reply, lookup(table, item), table}
   rescue
@@ -43,7 +45,12 @@ end
 
 {:ok, _} = Demo.Inventory.start_link([])
 
-IO.puts(IO.ANSI.format([:bright, "\n== kino_trace demo: calls, returns, exceptions, across processes ==\n"]))
+IO.puts(
+  IO.ANSI.format([
+    :bright,
+    "\n== kino_trace demo: calls, returns, exceptions, across processes ==\n"
+  ])
+)
 
 trace =
   Kino.Trace.calls(
@@ -64,12 +71,24 @@ Demo.Shop.total([1, 2, 3])
 Demo.Shop.order(["kiwi"])
 Process.sleep(300)
 
-IO.puts(IO.ANSI.format([:bright, "\n== a flood, throttled: 100 000 calls, rate limited to 1 000 events/s ==\n"]))
-flood = Kino.Trace.calls(["Demo.Shop.total/1"], rate: {1_000, 1_000}, return: false, exceptions: false)
+IO.puts(
+  IO.ANSI.format([
+    :bright,
+    "\n== a flood, throttled: 100 000 calls, rate limited to 1 000 events/s ==\n"
+  ])
+)
+
+flood =
+  Kino.Trace.calls(["Demo.Shop.total/1"], rate: {1_000, 1_000}, return: false, exceptions: false)
+
 for i <- 1..100_000, do: Demo.Shop.total([i])
 Process.sleep(100)
 info = Kino.Trace.info(flood)
-IO.puts("accepted #{info.accepted}, dropped by the rate limit #{info.dropped.rate}, delivered #{info.delivered}")
+
+IO.puts(
+  "accepted #{info.accepted}, dropped by the rate limit #{info.dropped.rate}, delivered #{info.delivered}"
+)
+
 Kino.Trace.stop(flood)
 
 Kino.Trace.stop(trace)
@@ -82,7 +101,13 @@ Process.sleep(200)
 Kino.Trace.stop(messages)
 Process.sleep(100)
 
-IO.puts(IO.ANSI.format([:bright, "\n== statistics from the VM's counters: 1 000 orders of 2 items ==\n"]))
+IO.puts(
+  IO.ANSI.format([
+    :bright,
+    "\n== statistics from the VM's counters: 1 000 orders of 2 items ==\n"
+  ])
+)
+
 stats = Kino.Trace.stats(["Demo.Shop", "Demo.Inventory"])
 for _ <- 1..1_000, do: Demo.Shop.order(["apple", "kiwi"])
 Kino.Trace.print_stats(stats)

@@ -9,7 +9,15 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.Progress do
 
   @spec cmd(Path.t(), [String.t()]) :: {String.t(), non_neg_integer()}
   def cmd(exe, args) do
-    port = Port.open({:spawn_executable, exe}, [:binary, :exit_status, :stderr_to_stdout, :hide, args: args])
+    port =
+      Port.open({:spawn_executable, exe}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        :hide,
+        args: args
+      ])
+
     collect(port, [], "")
   end
 
@@ -28,9 +36,14 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.Progress do
   end
 
   defp report(line) do
-    case Regex.run(~r/^\[\s*([^\]]+)\]\s+(Building|Linking) \w+ (?:\w+ )?(?:object|module|library)\s+(\S+)/, line) do
+    case Regex.run(
+           ~r/^\[\s*([^\]]+)\]\s+(Building|Linking) \w+ (?:\w+ )?(?:object|module|library)\s+(\S+)/,
+           line
+         ) do
       [_, where, "Building", object] ->
-        file = object |> String.replace(~r/\.(o|obj)$/, "") |> String.replace(~r/^.*?(c_src\/)/, "\\1")
+        file =
+          object |> String.replace(~r/\.(o|obj)$/, "") |> String.replace(~r/^.*?(c_src\/)/, "\\1")
+
         Mix.shell().info("kino_trace:   compiling #{file} [#{where}]")
 
       [_, where, "Linking", lib] ->
@@ -94,7 +107,12 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
     cond do
       native_setting() == "off" ->
-        skip(targets, cmake_args, "KINO_TRACE_NATIVE=off was set when kino_trace was compiled", nil)
+        skip(
+          targets,
+          cmake_args,
+          "KINO_TRACE_NATIVE=off was set when kino_trace was compiled",
+          nil
+        )
 
       force? ->
         outcome(build(root, targets, cmake_args), targets, cmake_args)
@@ -286,10 +304,13 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
       download = Regex.run(~r/kino_trace: no system (.+?); using (\S+)/, out) ->
         [_, what, url] = download
-        {:missing, ["#{what} (none installed, and #{url} could not be fetched: #{last_error(out)})"]}
+
+        {:missing,
+         ["#{what} (none installed, and #{url} could not be fetched: #{last_error(out)})"]}
 
       true ->
-        {:failed, "kino_trace: `cmake` configure failed (exit #{status}) with #{Enum.join(args, " ")}:\n#{out}"}
+        {:failed,
+         "kino_trace: `cmake` configure failed (exit #{status}) with #{Enum.join(args, " ")}:\n#{out}"}
     end
   end
 
@@ -326,7 +347,8 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
   (configuring, each C++ file compiled, linking), and how long it took, on
   `Mix.shell/0`.
   """
-  @spec build(Path.t(), Path.t(), [Path.t()], [String.t()]) :: :ok | {:missing, [String.t()]} | {:failed, String.t()}
+  @spec build(Path.t(), Path.t(), [Path.t()], [String.t()]) ::
+          :ok | {:missing, [String.t()]} | {:failed, String.t()}
   def build(root, build_dir, [target | _] = targets, args) do
     File.mkdir_p!(Path.dirname(target))
     started = System.monotonic_time(:millisecond)
@@ -342,7 +364,11 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
          :ok <- compile(build_dir, targets) do
       seconds = (System.monotonic_time(:millisecond) - started) / 1000
       names = Enum.map_join(targets, ", ", &Path.basename/1)
-      Mix.shell().info("==> kino_trace: native tracer built in #{:erlang.float_to_binary(seconds, decimals: 1)} s (#{names})")
+
+      Mix.shell().info(
+        "==> kino_trace: native tracer built in #{:erlang.float_to_binary(seconds, decimals: 1)} s (#{names})"
+      )
+
       :ok
     end
   end
@@ -359,7 +385,15 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     cmake_targets = Enum.map(targets, &Path.basename(&1, lib_suffix()))
     jobs = "#{System.schedulers_online()}"
 
-    build_args = ["--build", build_dir, "--config", "Release", "--parallel", jobs, "--target" | cmake_targets]
+    build_args = [
+      "--build",
+      build_dir,
+      "--config",
+      "Release",
+      "--parallel",
+      jobs,
+      "--target" | cmake_targets
+    ]
 
     case cmd("cmake", build_args, progress: true) do
       :ok ->
@@ -370,14 +404,16 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
             :ok
 
           absent ->
-            {:failed, "kino_trace: CMake finished but #{Enum.join(absent, ", ")} was not produced"}
+            {:failed,
+             "kino_trace: CMake finished but #{Enum.join(absent, ", ")} was not produced"}
         end
 
       {:error, :enoent} ->
         {:missing, ["CMake 3.18 or newer (no cmake on PATH)"]}
 
       {:error, {status, out}} ->
-        {:failed, "kino_trace: building the native tracer failed (`cmake --build`, exit #{status}):\n#{out}"}
+        {:failed,
+         "kino_trace: building the native tracer failed (`cmake --build`, exit #{status}):\n#{out}"}
     end
   end
 
@@ -387,7 +423,10 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
         {:error, :enoent}
 
       path ->
-        run = if opts[:progress], do: &__MODULE__.Progress.cmd/2, else: &System.cmd(&1, &2, stderr_to_stdout: true)
+        run =
+          if opts[:progress],
+            do: &__MODULE__.Progress.cmd/2,
+            else: &System.cmd(&1, &2, stderr_to_stdout: true)
 
         case run.(path, args) do
           {_out, 0} -> :ok
@@ -406,7 +445,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
 
   defp outcome({:missing, items}, targets, args) do
     if native_setting() == "required" do
-      Mix.raise("kino_trace: the native tracer cannot be built (KINO_TRACE_NATIVE=required): missing #{Enum.join(items, ", ")}")
+      Mix.raise(
+        "kino_trace: the native tracer cannot be built (KINO_TRACE_NATIVE=required): missing #{Enum.join(items, ", ")}"
+      )
     end
 
     skip(targets, args, "missing #{Enum.join(items, "; ")}", install_hint())
@@ -417,7 +458,12 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
       Mix.raise(message)
     end
 
-    skip(targets, args, "its build failed (compiling kino_trace printed why)", failed_hint(message))
+    skip(
+      targets,
+      args,
+      "its build failed (compiling kino_trace printed why)",
+      failed_hint(message)
+    )
   end
 
   # kino_trace compiled as itself (its repository), not as another project's dependency.

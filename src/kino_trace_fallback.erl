@@ -92,8 +92,9 @@
 %%   nothing.</li>
 %% </ul>
 %%
-%% This module is the API; the tracer process is kino_trace_fallback_process, the limits
-%% are read by kino_trace_fallback_limits and terms cut by kino_trace_fallback_terms
+%% This module is the API; the tracer process is kino_trace_fallback_process, its gate
+%% kino_trace_fallback_gate, its events made by kino_trace_fallback_event, the limits are read by kino_trace_fallback_limits and terms
+%% cut by kino_trace_fallback_terms
 %% (shipped and removed together with it: KinoTrace.Remote.Agent).
 -module(kino_trace_fallback).
 
@@ -119,7 +120,7 @@ new_session(Owner, Limits) ->
     L = kino_trace_fallback_limits:read(Limits),
     {Pid, Id, Counters} = kino_trace_fallback_process:start(Owner, L),
     #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L),
-       gate = kino_trace_fallback_process:gate(Id)}.
+       gate = kino_trace_fallback_gate:bit(Id)}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
 -spec tracer(handle()) -> pid().
@@ -266,8 +267,8 @@ clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
     [{Head, Guards ++ [closed(H)], [{message, Off andalso {{kino_trace_off}}}]} | open_clauses(H, {Head, Guards, Body})];
 clauses(_, Clause) -> [Clause].
 
-%% A guard true while the session's gate is closed (kino_trace_fallback_process:gate/1).
-closed(#h{gate = Bit}) -> {'=/=', {'band', {get_tcw}, Bit}, 0}.
+%% A guard true while the session's gate is closed.
+closed(#h{gate = Bit}) -> kino_trace_fallback_gate:closed_guard(Bit).
 
 open_clauses(H, {Head, Guards, Body}) ->
     IsMessage = fun(Action) -> is_tuple(Action) andalso tuple_size(Action) =:= 2 andalso element(1, Action) =:= message end,

@@ -5,7 +5,7 @@
 %% reads without asking the process.
 -module(kino_trace_fallback_process).
 
--export([start/2, ix/1, gate/1]).
+-export([start/2, ix/1]).
 
 -define(TICK, 16).                 % messages between two looks at the mailbox
 -define(EVENT_BYTES, 128).         % sizeof(kino_trace::Event), checked there
@@ -19,7 +19,6 @@
 -define(LOOP_EXEMPT, exempt).
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
--define(GATE_BITS, 16).            % the trace control word's bits the gates take (its high half)
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
                limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
@@ -45,7 +44,7 @@ start(Owner, L) ->
     Id = erlang:unique_integer([positive, monotonic]),
     Counters = atomics:new(length(?KEYS), [{signed, false}]),
     {Interval, Burst} = rate(maps:get(rate, L)),
-    S = #s{owner = Owner, id = Id, gate = gate(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
+    S = #s{owner = Owner, id = Id, gate = kino_trace_fallback_gate:bit(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
            caps = kino_trace_fallback_limits:caps(L),
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
@@ -66,7 +65,7 @@ rate(_) -> {0, 0}.
 init(#s{owner = Owner, gate = Gate} = S) ->
     erlang:monitor(process, Owner),
     %% (a tracer that was killed with its gate closed left it so)
-    gate_open(Gate),
+    kino_trace_fallback_gate:open(Gate),
     loop(S).
 
 %% The guard looks at the mailbox before a message is taken from it: a message it then
@@ -82,7 +81,7 @@ loop(S) ->
     end.
 
 handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    case gated(Msg) of
+    case kino_trace_fallback_gate:gated(Msg) of
         true -> loop(gated(Msg, S));
         false when S#s.loop_modules =:= [] -> loop(offer(Msg, S));
         false -> loop(offer(Msg, loop_count(Msg, S)))
@@ -128,7 +127,7 @@ request(close, S) ->
 %% the mailbox as dropped_closed. The process then ends.
 shut(#s{counters = C, qlen = Len, qbytes = Bytes, session = Session, gate = Gate}) ->
     atomics:put(C, ix(closed), 1),
-    gate_open(Gate),
+    kino_trace_fallback_gate:open(Gate),
     atomics:sub(C, ix(bytes_queued), Bytes),
     atomics:add(C, ix(discarded), Len),
     Session =:= undefined orelse switch_off(Session),
@@ -206,7 +205,7 @@ gc(S) ->
 
 suspend(#s{session = Session, counters = C, epoch = Epoch, gate = Gate} = S) ->
     %% at once, before the switch-off (which waits for the running processes)
-    gate_close(Gate),
+    kino_trace_fallback_gate:close(Gate),
     atomics:add(C, ix(guard_trips), 1),
     T0 = erlang:monotonic_time(microsecond),
     Snapshot = case {Session, S#s.restore} of
@@ -229,45 +228,18 @@ snapshot(Session) ->
 %% The mailbox is empty: the messages dropped meanwhile are freed, then tracing goes on.
 resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id, gate = Gate} = S) ->
     S1 = gc(S),
-    gate_open(Gate),
+    kino_trace_fallback_gate:open(Gate),
     Closed orelse (Owner ! {kino_trace, Id, restore}),
     S1#s{suspended = false};
 resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate} = S) ->
     S1 = gc(S),
-    gate_open(Gate),
+    kino_trace_fallback_gate:open(Gate),
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S1#s{suspended = false}.
 
-%% --- the gate ---------------------------------------------------------------------
-
-%% @doc The bit of the node's trace control word that is this session's gate: while it is
-%% set, the call match specs of trace_args/3 send `{kino_trace_off}' (the call's MFA
-%% alone, no return action), so the VM copies neither arguments nor return values. The
-%% guard sets it the moment it trips: a `:trace' switch-off waits for the running
-%% processes, which go on calling meanwhile (one time slice: thousands of calls), while
-%% a match spec reads the word at each call. 16 bits: sessions beyond share them (a
-%% gate closed by one drops the calls of the others too, counted there as well).
--spec gate(pos_integer()) -> pos_integer().
-gate(Id) -> 1 bsl (32 - ?GATE_BITS + Id rem ?GATE_BITS).
-
-gate_close(Bit) -> tcw(fun(W) -> W bor Bit end).
-gate_open(Bit) -> tcw(fun(W) -> W band (bnot Bit) end).
-
-%% The word has no compare-and-swap, only an exchange: a change made by another session
-%% between the read and the write is written again (a few tries).
-tcw(F) -> tcw(F, erlang:system_info(trace_control_word), 8).
-
-tcw(F, Old, Tries) ->
-    case erlang:system_flag(trace_control_word, F(Old)) of
-        Old -> ok;
-        Other when Tries > 0 -> tcw(F, Other, Tries - 1);
-        _ -> ok
-    end.
+%% --- the gate (kino_trace_fallback_gate) ---------------------------------------
 
 %% A call made while the gate was closed.
-gated(Msg) ->
-    element(3, Msg) =:= call andalso tuple_size(Msg) >= 5 andalso element(5, Msg) =:= {kino_trace_off}.
-
 gated(Msg, #s{counters = C, closed = Closed} = S) ->
     atomics:add(C, ix(received), 1),
     drop(case Closed of true -> dropped_closed; false -> dropped_queue_full end, element(2, Msg), S).
@@ -379,7 +351,7 @@ admit(Msg, Who, Last, Time, #s{interval = Interval, burst = Burst, tat = Tat} = 
                      0 -> S;
                      _ -> S#s{tat = max(Tat, Now) + Interval}
                  end,
-            {Raw, Size} = event(Msg, Who, Last, Time, S#s.caps),
+            {Raw, Size} = kino_trace_fallback_event:event(Msg, Who, Last, Time, S#s.caps),
             Bytes = ?EVENT_BYTES + if Size > ?INLINE_PAYLOAD -> Size; true -> 0 end,
             case S1#s.qbytes =/= 0 andalso S1#s.qbytes + Bytes > S1#s.queue_bytes of
                 true -> drop(dropped_queue_full, Who, S1);
@@ -413,66 +385,3 @@ accept(Raw, Who, Bytes, #s{counters = C, marks = Marks, id = Id, owner = Owner, 
                           Owner ! {kino_trace, Id, ready}
                       end,
     S2.
-
-%% The raw event of a trace message: `{Tag, Who, Time, Scheduler, M, F, Arity, First,
-%% Second, 0}' and the payload's size in the NIF's format. Data elements: those after
-%% the tag, then the scheduler id when the flags ask for it (the last integer; a call
-%% has one or two data elements: its MFA and the match spec's message).
-event(Msg, Who, Last, Time, Caps) ->
-    Tag = element(3, Msg),
-    Extra = Last - 3,
-    {N, Sched} = case data_count(Tag) of
-                     call when Extra =:= 3 -> {2, element(Last, Msg)};
-                     call when Extra =:= 2 -> sched_or_data(element(Last, Msg), 1, 2);
-                     call -> {Extra, 0};
-                     other when Extra >= 2 -> sched_or_data(element(Last, Msg), Extra - 1, Extra);
-                     other -> {Extra, 0};
-                     K when Extra =:= K + 1 -> sched_or_data(element(Last, Msg), K, Extra);
-                     _ -> {Extra, 0}
-                 end,
-    Pid = if
-              is_pid(Who), node(Who) =:= node() -> Who;
-              is_port(Who), node(Who) =:= node() -> Who;
-              true -> undefined
-          end,
-    Data = fun(I) when I =< N -> {ok, element(3 + I, Msg)}; (_) -> none end,
-    Copy = fun({ok, T}, U) -> kino_trace_fallback_terms:copy(T, Caps, U); (none, U) -> {undefined, U + 9} end,
-    {Data1, Data2} = call_data(Tag, Data(1), Data(2)),
-    {{M, F, A}, First, U1} =
-        case {Data1, data_count(Tag)} of
-            {{ok, {M0, F0, Args}}, call} when is_list(Args) ->
-                {Copied, U0} = kino_trace_fallback_terms:copy_args(Args, Caps, 0),
-                {{M0, F0, length(Args)}, Copied, U0};
-            {{ok, {M0, F0, {cut, A0}}}, call} ->
-                {Cuts, U0} = kino_trace_fallback_terms:cut_args(A0, 0),
-                {{M0, F0, A0}, Cuts, U0};
-            {{ok, {M0, F0, A0}}, Kind} when Kind =:= call; Tag =:= return_from; Tag =:= exception_from; Tag =:= return_to ->
-                {{M0, F0, A0}, undefined, 9};
-            {D1, _} ->
-                {Copied, U0} = Copy(D1, 0),
-                {{undefined, undefined, 0}, Copied, U0}
-        end,
-    {Second, U2} = Copy(Data2, U1),
-    {{Tag, Pid, Time, Sched, M, F, A, First, Second, 0}, U2}.
-
-%% A call traced with `arity' and a match spec of trace_args/3: its MFA with the
-%% arguments its message carries (or `{cut, Arity}'), and the match spec's own message.
-call_data(call, {ok, {M, F, A}}, {ok, Message}) when is_integer(A), is_tuple(Message), tuple_size(Message) >= 1 ->
-    case Message of
-        {kino_trace_args, Args} when is_list(Args) -> {{ok, {M, F, Args}}, none};
-        {kino_trace_args, Args, Extra} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
-        {kino_trace_cut} -> {{ok, {M, F, {cut, A}}}, none};
-        {kino_trace_cut, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
-        _ -> {{ok, {M, F, A}}, {ok, Message}}
-    end;
-call_data(_, Data1, Data2) -> {Data1, Data2}.
-
-sched_or_data(Sched, N, _) when is_integer(Sched), Sched >= 0 -> {N, Sched};
-sched_or_data(_, _, Extra) -> {Extra, 0}.
-
-data_count(call) -> call;
-data_count(T) when T =:= return_from; T =:= exception_from; T =:= send; T =:= send_to_non_existing_process;
-                   T =:= spawn; T =:= spawned -> 2;
-data_count(T) when T =:= return_to; T =:= 'receive'; T =:= exit; T =:= link; T =:= unlink;
-                   T =:= getting_linked; T =:= getting_unlinked; T =:= register; T =:= unregister -> 1;
-data_count(_) -> other.

@@ -30,7 +30,10 @@ defmodule KinoTraceBench.Consumer do
     sessions =
       for i <- 1..2 do
         resource = Tracer.new_session(self(), limits)
-        session = :trace.session_create(:"kino_trace_bench_#{i}", {:kino_trace_tracer, resource}, [])
+
+        session =
+          :trace.session_create(:"kino_trace_bench_#{i}", {:kino_trace_tracer, resource}, [])
+
         :trace.process(session, worker, true, [:call])
         :trace.function(session, {Workload, :work, 1}, [{:_, [], [{:return_trace}]}], [:local])
         {resource, session}
@@ -92,7 +95,8 @@ defmodule KinoTraceBench.Consumer do
     receive do: ({^pid, result} -> result)
   end
 
-  defp drain_all(step, decoder), do: drain_all(step, decoder, KinoTrace.Session.History.new(10_000), 0)
+  defp drain_all(step, decoder),
+    do: drain_all(step, decoder, KinoTrace.Session.History.new(10_000), 0)
 
   defp drain_all(step, decoder, history, n) do
     case step.(decoder) do
@@ -104,7 +108,10 @@ defmodule KinoTraceBench.Consumer do
 
       {events, more, decoder} ->
         history = KinoTrace.Session.History.push(history, events)
-        if more, do: drain_all(step, decoder, history, n + length(events)), else: n + length(events)
+
+        if more,
+          do: drain_all(step, decoder, history, n + length(events)),
+          else: n + length(events)
     end
   end
 
@@ -155,7 +162,8 @@ defmodule KinoTraceBench.Consumer do
     spawn_link(fn -> count(parent, nil, 0) end)
   end
 
-  defp count(parent, n, seen) when is_integer(n) and seen >= n, do: send(parent, {:counted, self()})
+  defp count(parent, n, seen) when is_integer(n) and seen >= n,
+    do: send(parent, {:counted, self()})
 
   defp count(parent, n, seen) do
     receive do

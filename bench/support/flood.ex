@@ -16,7 +16,9 @@ defmodule KinoTraceBench.Flood do
     calls = Keyword.get(opts, :calls, 10_000_000)
     cap = Keyword.get(opts, :memory_cap, 8 * 1024 * 1024 * 1024)
 
-    IO.puts("\nFlood: #{calls} calls as fast as the workload goes, safety stop at VM memory > #{Report.mb(cap)}")
+    IO.puts(
+      "\nFlood: #{calls} calls as fast as the workload goes, safety stop at VM memory > #{Report.mb(cap)}"
+    )
 
     for kind <- [:kino, :pid_tracer] do
       r = flood(kind, calls, cap)
@@ -39,7 +41,12 @@ defmodule KinoTraceBench.Flood do
     stop = :atomics.new(1, [])
     count = :counters.new(1, [])
     me = self()
-    sampler = spawn(fn -> sample(me, ctx, stop, cap, %{vm: base, side: 0, mailbox: 0, stopped: false}) end)
+
+    sampler =
+      spawn(fn ->
+        sample(me, ctx, stop, cap, %{vm: base, side: 0, mailbox: 0, stopped: false})
+      end)
+
     ref = make_ref()
     send(worker, {:go_chunks, self(), ref, calls, @chunk, stop, count})
     {t0, t1} = receive do: ({^ref, t0, t1} -> {t0, t1})

@@ -5,7 +5,9 @@ defmodule KinoTraceBench.Report do
     model =
       case System.cmd("lscpu", [], stderr_to_stdout: true) do
         {out, 0} ->
-          out |> String.split("\n") |> Enum.find_value("?", fn line ->
+          out
+          |> String.split("\n")
+          |> Enum.find_value("?", fn line ->
             case String.split(line, ":", parts: 2) do
               ["Model name", v] -> String.trim(v)
               _ -> nil

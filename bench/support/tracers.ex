@@ -20,7 +20,9 @@ defmodule KinoTraceBench.Tracers do
   # --- the floor: a NIF tracer that discards in enabled (or accepts and copies nothing)
 
   def start(:floor, workers, _opts), do: floor_session(workers, :discard, [:call], true)
-  def start(:floor_accept, workers, opts), do: floor_session(workers, :accept, [:call], match_spec(opts))
+
+  def start(:floor_accept, workers, opts),
+    do: floor_session(workers, :accept, [:call], match_spec(opts))
 
   # --- OTP's call counters in a session (stats mode) ------------------------------------
 
@@ -47,7 +49,10 @@ defmodule KinoTraceBench.Tracers do
     Application.put_env(:kino_trace, :tracer, :fallback)
 
     try do
-      %{kind: :kino_fallback, trace: Kino.Trace.calls(@pattern, Keyword.merge([pids: workers], opts))}
+      %{
+        kind: :kino_fallback,
+        trace: Kino.Trace.calls(@pattern, Keyword.merge([pids: workers], opts))
+      }
     after
       case previous do
         {:ok, value} -> Application.put_env(:kino_trace, :tracer, value)
@@ -58,7 +63,8 @@ defmodule KinoTraceBench.Tracers do
 
   # --- kino_trace's native layer, drained by a process that throws the events away -----------
 
-  def start(:native, workers, opts), do: start({:native, KinoTrace.Session.DrainPacing.new()}, workers, opts)
+  def start(:native, workers, opts),
+    do: start({:native, KinoTrace.Session.DrainPacing.new()}, workers, opts)
 
   # the same, drained at once on every wake-up (what pacing saves)
   def start(:native_unpaced, workers, opts),
@@ -120,10 +126,17 @@ defmodule KinoTraceBench.Tracers do
     counts =
       for c <- counters, into: %{} do
         case :trace.info(s, @mfa, c) do
-          {^c, [{_pid, n}]} -> {c, n}
-          {^c, [{_pid, n, _s, _us} | _] = rows} -> {c, n + Enum.sum(for r <- tl(rows), do: elem(r, 1))}
-          {^c, n} when is_integer(n) -> {c, n}
-          {^c, other} -> {c, other}
+          {^c, [{_pid, n}]} ->
+            {c, n}
+
+          {^c, [{_pid, n, _s, _us} | _] = rows} ->
+            {c, n + Enum.sum(for r <- tl(rows), do: elem(r, 1))}
+
+          {^c, n} when is_integer(n) ->
+            {c, n}
+
+          {^c, other} ->
+            {c, other}
         end
       end
 
@@ -135,7 +148,13 @@ defmodule KinoTraceBench.Tracers do
     info = Kino.Trace.info(trace)
     wakeups = Tracer.counters(resource).wakeups
     :ok = Kino.Trace.stop(trace)
-    %{accepted: info.accepted, dropped: info.dropped |> Map.values() |> Enum.sum(), dropped_by: info.dropped, wakeups: wakeups}
+
+    %{
+      accepted: info.accepted,
+      dropped: info.dropped |> Map.values() |> Enum.sum(),
+      dropped_by: info.dropped,
+      wakeups: wakeups
+    }
   end
 
   def finish(%{kind: :kino_fallback, trace: trace}) do
@@ -143,7 +162,12 @@ defmodule KinoTraceBench.Tracers do
     info = Kino.Trace.info(trace)
     {:fallback, _why} = info.tracer
     :ok = Kino.Trace.stop(trace)
-    %{accepted: info.accepted, dropped: info.dropped |> Map.values() |> Enum.sum(), dropped_by: info.dropped}
+
+    %{
+      accepted: info.accepted,
+      dropped: info.dropped |> Map.values() |> Enum.sum(),
+      dropped_by: info.dropped
+    }
   end
 
   def finish(%{kind: :native, session: s, resource: resource, drainer: drainer}) do
@@ -230,7 +254,11 @@ defmodule KinoTraceBench.Tracers do
         end
 
         drain_all(resource)
-        native_drainer(resource, KinoTrace.Session.DrainPacing.emptied(pacing, KinoTrace.Session.DrainPacing.now()))
+
+        native_drainer(
+          resource,
+          KinoTrace.Session.DrainPacing.emptied(pacing, KinoTrace.Session.DrainPacing.now())
+        )
 
       # the drain that put the queue to sleep asked for one more (as the session does);
       # :drain_now, at the end, in case a wake-up went to a deferred drainer

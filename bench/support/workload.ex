@@ -21,7 +21,10 @@ defmodule KinoTraceBench.Workload do
   def build_arg(:bits_10mb), do: <<:binary.copy(<<200>>, 10 * 1024 * 1024)::binary, 5::3>>
   def build_arg(:fun_10mb), do: capture(:binary.copy(<<200>>, 10 * 1024 * 1024))
   def build_arg(:bignum), do: Bitwise.bsl(1, 64 * 65_535 - 1) + 12_345
-  def build_arg(:list_50_huge), do: for(i <- 1..50, do: build_arg(Enum.at([:bits_10mb, :fun_10mb, :bignum], rem(i, 3))))
+
+  def build_arg(:list_50_huge),
+    do: for(i <- 1..50, do: build_arg(Enum.at([:bits_10mb, :fun_10mb, :bignum], rem(i, 3))))
+
   def build_arg(:list_50_small), do: for(i <- 1..50, do: small(rem(i, 3)))
 
   defp small(0), do: <<:binary.copy(<<200>>, 500)::binary, 5::3>>

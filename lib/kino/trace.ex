@@ -469,7 +469,8 @@ defmodule Kino.Trace do
       "sequenceDiagram"
   """
   @spec to_mermaid(Kino.Trace.Mermaid.source(), keyword()) :: String.t()
-  def to_mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.diagram(source, opts) end)
+  def to_mermaid(source, opts \\ []),
+    do: Front.run(fn -> Kino.Trace.Mermaid.diagram(source, opts) end)
 
   @doc """
   Renders `to_mermaid/2`'s diagram with `Kino.Mermaid` (Livebook). Raises when Kino is
@@ -479,7 +480,8 @@ defmodule Kino.Trace do
       Kino.Trace.mermaid(capture, caption: "Enum.sum/1")
   """
   @spec mermaid(Kino.Trace.Mermaid.source(), keyword()) :: struct()
-  def mermaid(source, opts \\ []), do: Front.run(fn -> Kino.Trace.Mermaid.render(source, opts) end)
+  def mermaid(source, opts \\ []),
+    do: Front.run(fn -> Kino.Trace.Mermaid.render(source, opts) end)
 
   @doc """
   Stops tracing and ends the trace's session. Returns `:ok`, also when already stopped.
@@ -584,7 +586,8 @@ defmodule Kino.Trace do
       [[[2]], [[3]]]
   """
   @spec events(t(), pos_integer()) :: [Kino.Trace.Event.t()]
-  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0, do: Client.events(trace, n)
+  def events(%__MODULE__{} = trace, n \\ 1000) when is_integer(n) and n > 0,
+    do: Client.events(trace, n)
 
   @doc """
   A live stream of the trace's events, ending when the trace stops (a trace that has
@@ -633,10 +636,17 @@ defmodule Kino.Trace do
 
         {false, ref} ->
           receive do
-            {:kino_trace, ^id, {:events, events}} -> {events, {false, ref}}
-            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] -> {[], {false, ref}}
-            {:kino_trace, ^id, {:status, _ended}} -> {:halt, {true, ref}}
-            {:DOWN, ^ref, :process, _, _} -> {:halt, {true, ref}}
+            {:kino_trace, ^id, {:events, events}} ->
+              {events, {false, ref}}
+
+            {:kino_trace, ^id, {:status, status}} when status in [:running, :paused] ->
+              {[], {false, ref}}
+
+            {:kino_trace, ^id, {:status, _ended}} ->
+              {:halt, {true, ref}}
+
+            {:DOWN, ^ref, :process, _, _} ->
+              {:halt, {true, ref}}
           end
       end,
       fn {_, ref} ->

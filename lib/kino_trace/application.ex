@@ -36,7 +36,11 @@ defmodule KinoTrace.Application do
       # loaded now, not by a session's first drain: loading waits for every scheduler, so
       # a traced loop could grow its stack meanwhile, before the stack guard moves it
       # (with the protocol implementations a session's drain uses)
-      :code.ensure_modules_loaded([Enumerable.Map, Enumerable.List | Application.spec(:kino_trace, :modules) || []])
+      :code.ensure_modules_loaded([
+        Enumerable.Map,
+        Enumerable.List | Application.spec(:kino_trace, :modules) || []
+      ])
+
       # the first completion (Kino.Trace.complete/1) need not list the code path
       KinoTrace.Complete.Modules.warm_async()
       {:ok, pid}

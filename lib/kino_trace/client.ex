@@ -19,7 +19,11 @@ defmodule KinoTrace.Client do
   alias KinoTrace.{Front, Server}
   alias KinoTrace.Session.Final
 
-  @type trace :: %{required(:session) => pid(), required(:id) => term(), optional(atom()) => term()}
+  @type trace :: %{
+          required(:session) => pid(),
+          required(:id) => term(),
+          optional(atom()) => term()
+        }
 
   # How long stop/1 lets a server end by itself before killing it. A trace's session on
   # this node (KinoTrace.Session) ends at once when it takes the request, but it may be
@@ -80,7 +84,8 @@ defmodule KinoTrace.Client do
   def set_patterns(trace, patterns), do: call(trace, {:set_patterns, patterns})
 
   @doc "`set_patterns/2`, or `{:error, :ended}`."
-  @spec try_set_patterns(trace(), term()) :: {:ok, [{term(), Kino.Trace.pattern_result()}]} | {:error, :ended}
+  @spec try_set_patterns(trace(), term()) ::
+          {:ok, [{term(), Kino.Trace.pattern_result()}]} | {:error, :ended}
   def try_set_patterns(trace, patterns), do: request(trace, {:set_patterns, patterns})
 
   @doc "Pauses tracing."
@@ -160,9 +165,12 @@ defmodule KinoTrace.Client do
   # starting another waits for the VM too)
   defp stop_timeout(pid) when node(pid) == node() do
     case :erlang.process_info(pid, :dictionary) do
-      {:dictionary, dictionary} -> if session?(dictionary), do: @session_stop_timeout, else: @stop_timeout
+      {:dictionary, dictionary} ->
+        if session?(dictionary), do: @session_stop_timeout, else: @stop_timeout
+
       # (gone)
-      :undefined -> @stop_timeout
+      :undefined ->
+        @stop_timeout
     end
   end
 
@@ -199,8 +207,11 @@ defmodule KinoTrace.Client do
 
   # A request that got no reply: the server is gone (it has ended), or exits as
   # GenServer.call/3 does.
-  defp failed(reason, _pid, _request, _timeout) when reason in [:noproc, :normal], do: {:error, :ended}
-  defp failed(reason, pid, request, timeout), do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
+  defp failed(reason, _pid, _request, _timeout) when reason in [:noproc, :normal],
+    do: {:error, :ended}
+
+  defp failed(reason, pid, request, timeout),
+    do: exit({reason, {__MODULE__, :call, [pid, request, timeout]}})
 
   defp done({:ok, :ok}), do: :ok
   defp done({:error, :ended}), do: {:error, :ended}
@@ -222,7 +233,8 @@ defmodule KinoTrace.Client do
 
   @doc "`stats/2`, or `{:error, :ended}`."
   @spec try_stats(pid(), stats_request()) :: {:ok, term()} | {:error, :ended}
-  def try_stats(server, request) when request in [:snapshot, :reset, :info], do: request(server, request)
+  def try_stats(server, request) when request in [:snapshot, :reset, :info],
+    do: request(server, request)
 
   # --- a coordinator's requests to its nodes' sessions ---------------------------------
 
@@ -250,5 +262,6 @@ defmodule KinoTrace.Client do
   """
   @spec send_request(pid(), Server.request(), term(), :gen_server.request_id_collection()) ::
           :gen_server.request_id_collection()
-  def send_request(server, request, label, requests), do: :gen_server.send_request(server, request, label, requests)
+  def send_request(server, request, label, requests),
+    do: :gen_server.send_request(server, request, label, requests)
 end

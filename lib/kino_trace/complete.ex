@@ -96,7 +96,9 @@ defmodule KinoTrace.Complete do
   def complete(text, opts) when is_binary(text) do
     opts = Keyword.validate!(opts, limit: 100, node: node())
     where = opts[:node]
-    unless is_atom(where), do: raise(ArgumentError, "expected :node to be a node name, got: #{inspect(where)}")
+
+    unless is_atom(where),
+      do: raise(ArgumentError, "expected :node to be a node name, got: #{inspect(where)}")
 
     limit =
       case opts[:limit] do

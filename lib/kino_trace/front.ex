@@ -165,6 +165,7 @@ defmodule KinoTrace.Front do
   # VM, and the front would hold up every other job meanwhile (issue 36 item 2).
   defp start_worker do
     front = self()
+
     pid =
       spawn_link(fn ->
         :erlang.put(@worker, true)
@@ -225,7 +226,9 @@ defmodule KinoTrace.Front do
             kind, reason ->
               if user_error?(kind, reason, __STACKTRACE__),
                 do: {:raise, kind, reason, :user},
-                else: {:raise, kind, reason, Enum.reject(__STACKTRACE__, &(elem(&1, 0) == __MODULE__))}
+                else:
+                  {:raise, kind, reason,
+                   Enum.reject(__STACKTRACE__, &(elem(&1, 0) == __MODULE__))}
           end
 
         send(caller, {ref, result})

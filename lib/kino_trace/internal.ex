@@ -66,7 +66,9 @@ defmodule KinoTrace.Internal do
   @doc "The second half of `register/2`: every live session stops tracing `pid`."
   @spec untrace_everywhere(pid()) :: :ok
   def untrace_everywhere(pid) when is_pid(pid) do
-    if node(pid) == node() and table?(), do: untrace_in(:ets.select(@table, [{{{:session, :"$1", :_}}, [], [:"$1"]}]), pid)
+    if node(pid) == node() and table?(),
+      do: untrace_in(:ets.select(@table, [{{{:session, :"$1", :_}}, [], [:"$1"]}]), pid)
+
     :ok
   end
 
@@ -99,7 +101,8 @@ defmodule KinoTrace.Internal do
   The child spec of `child` (as a supervisor takes it) whose process is registered as
   one of kino_trace's own as soon as it has started, and again when it restarts.
   """
-  @spec child_spec_of_own(Supervisor.child_spec() | {module(), term()} | module()) :: Supervisor.child_spec()
+  @spec child_spec_of_own(Supervisor.child_spec() | {module(), term()} | module()) ::
+          Supervisor.child_spec()
   def child_spec_of_own(child) do
     spec = Supervisor.child_spec(child, [])
     %{spec | start: {__MODULE__, :start_own, [spec.start]}}
@@ -123,7 +126,9 @@ defmodule KinoTrace.Internal do
   @doc "The registered processes."
   @spec pids() :: [pid()]
   def pids do
-    if table?(), do: @table |> :ets.match({{:pid, :"$1", :_}}) |> List.flatten() |> Enum.uniq(), else: []
+    if table?(),
+      do: @table |> :ets.match({{:pid, :"$1", :_}}) |> List.flatten() |> Enum.uniq(),
+      else: []
   end
 
   defp table?, do: :ets.whereis(@table) != :undefined
@@ -150,7 +155,8 @@ defmodule KinoTrace.Internal do
   # message about it, which a trace of every process's messages would record.
   defp signal_handlers do
     for pid <- Process.list(),
-        Process.info(pid, :initial_call) == {:initial_call, {:erts_dirty_process_signal_handler, :start, 0}},
+        Process.info(pid, :initial_call) ==
+          {:initial_call, {:erts_dirty_process_signal_handler, :start, 0}},
         do: pid
   end
 

@@ -27,8 +27,11 @@ defmodule KinoTrace.Launcher do
           else: KinoTrace.Session.start(owner, plan, await)
 
       case started do
-        {:ok, pid, id} -> %{id: id, session: pid, node: node()}
-        {:error, reason} -> raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
+        {:ok, pid, id} ->
+          %{id: id, session: pid, node: node()}
+
+        {:error, reason} ->
+          raise RuntimeError, "kino_trace could not start a trace: #{inspect(reason)}"
       end
     end)
   end

@@ -72,13 +72,16 @@ defmodule KinoTrace.Options do
   """
   @spec put_defaults(schema(), keyword()) :: schema()
   def put_defaults(schema, defaults) do
-    for {key, default} <- defaults, {^key, {_default, check}} <- [List.keyfind(schema, key, 0)], do: {key, {default, check}}
+    for {key, default} <- defaults,
+        {^key, {_default, check}} <- [List.keyfind(schema, key, 0)],
+        do: {key, {default, check}}
   end
 
   @doc "Raises the `ArgumentError` of a bad value: `invalid value for :key: expected ..., got: ...`."
   @spec invalid!(atom(), String.t(), term()) :: no_return()
   def invalid!(key, expected, value) do
-    raise ArgumentError, "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
+    raise ArgumentError,
+          "invalid value for #{inspect(key)}: expected #{expected}, got: #{inspect(value)}"
   end
 
   defp check!(key, value, {expected, valid?}) do
@@ -110,11 +113,17 @@ defmodule KinoTrace.Options do
   @spec bounded_pos_integer(pos_integer(), keyword()) :: check()
   def bounded_pos_integer(max, opts \\ []) do
     unit = if opts[:unit], do: " (#{opts[:unit]})", else: ""
-    nil? = Keyword.get(opts, :nil, false)
+    nil? = Keyword.get(opts, nil, false)
 
     fn
-      nil when nil? -> :ok
-      value -> if(not pos_integer?(value), do: {:error, "a positive integer"}, else: at_most(value, max, unit))
+      nil when nil? ->
+        :ok
+
+      value ->
+        if(not pos_integer?(value),
+          do: {:error, "a positive integer"},
+          else: at_most(value, max, unit)
+        )
     end
   end
 

@@ -64,7 +64,8 @@ defmodule KinoTrace.Remote do
       iex> Enum.map(events, &{&1.id, &1.call_id})
       [{1, nil}, {2, 1}]
   """
-  @spec renumber([Kino.Trace.Event.t()], {pos_integer(), map()}) :: {[Kino.Trace.Event.t()], {pos_integer(), map()}}
+  @spec renumber([Kino.Trace.Event.t()], {pos_integer(), map()}) ::
+          {[Kino.Trace.Event.t()], {pos_integer(), map()}}
   def renumber(events, {next_id, ids}) do
     ids = if map_size(ids) > 100_000, do: %{}, else: ids
 

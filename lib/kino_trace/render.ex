@@ -17,7 +17,11 @@ defmodule KinoTrace.Render do
 
   @spec format(Event.t(), keyword()) :: iodata()
   def format(%Event{} = event, opts \\ []) do
-    time = if Keyword.get(opts, :time, true) and event.time, do: [format_time(event.time), " "], else: []
+    time =
+      if Keyword.get(opts, :time, true) and event.time,
+        do: [format_time(event.time), " "],
+        else: []
+
     indent = String.duplicate("  ", event.depth)
 
     [
@@ -36,8 +40,16 @@ defmodule KinoTrace.Render do
 
   @spec format_process(Event.t()) :: iodata()
   def format_process(%Event{} = event) do
-    where = if event.node && event.node != node(), do: [KinoTrace.Pattern.Name.text(event.node), " "], else: []
-    [where, inspect(event.pid), if(event.name, do: [" (", process_name(event.name), ")"], else: [])]
+    where =
+      if event.node && event.node != node(),
+        do: [KinoTrace.Pattern.Name.text(event.node), " "],
+        else: []
+
+    [
+      where,
+      inspect(event.pid),
+      if(event.name, do: [" (", process_name(event.name), ")"], else: [])
+    ]
   end
 
   @doc """
@@ -53,7 +65,11 @@ defmodule KinoTrace.Render do
   def process_name(name) when is_atom(name), do: inspect(name)
 
   defp body(%Event{kind: :call} = e, io, opts) do
-    caller = if e.caller, do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts), else: []
+    caller =
+      if e.caller,
+        do: colorize(["  (from ", format_caller(e.caller), ")"], :faint, opts),
+        else: []
+
     [colorize(call(e.module, e.function, e.args || [], io), :bright, opts), caller]
   end
 
@@ -62,13 +78,21 @@ defmodule KinoTrace.Render do
   end
 
   defp body(%Event{kind: :exception, exception: {class, reason}} = e, io, opts) do
-    [colorize(["!! ", banner(class, reason, io)], :red, opts), duration(e, opts), call_name(e, opts)]
+    [
+      colorize(["!! ", banner(class, reason, io)], :red, opts),
+      duration(e, opts),
+      call_name(e, opts)
+    ]
   end
 
   # No function: the process's first call returned (and the process ends).
   defp body(%Event{kind: :return_to, module: nil}, _io, _opts), do: "<- returned to (no function)"
-  defp body(%Event{kind: :return_to} = e, _io, _opts), do: ["<- returned to ", MFA.to_string(Event.mfa(e))]
-  defp body(%Event{kind: :send} = e, io, _opts), do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
+
+  defp body(%Event{kind: :return_to} = e, _io, _opts),
+    do: ["<- returned to ", MFA.to_string(Event.mfa(e))]
+
+  defp body(%Event{kind: :send} = e, io, _opts),
+    do: ["send ", inspect(e.data, io), " to ", inspect(e.peer)]
 
   defp body(%Event{kind: :send_to_non_existing} = e, io, _opts),
     do: ["send ", inspect(e.data, io), " to ", inspect(e.peer), " (no such process)"]
@@ -78,10 +102,18 @@ defmodule KinoTrace.Render do
   # A `receive ... after` that timed out (traced with `timeouts: true`): no message.
   defp body(%Event{kind: :timeout}, _io, _opts), do: "after timeout"
 
-  defp body(%Event{kind: :spawn} = e, io, _opts), do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
-  defp body(%Event{kind: :spawned} = e, io, _opts), do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
-  defp body(%Event{kind: :exit} = e, io, opts), do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)
-  defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data), do: [to_string(kind), " ", inspect(peer, io)]
+  defp body(%Event{kind: :spawn} = e, io, _opts),
+    do: ["spawn ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+
+  defp body(%Event{kind: :spawned} = e, io, _opts),
+    do: ["spawned by ", inspect(e.peer), " as ", format_spawn(e.data, io)]
+
+  defp body(%Event{kind: :exit} = e, io, opts),
+    do: colorize(["exit ", inspect(e.data, io)], :yellow, opts)
+
+  defp body(%Event{kind: kind, peer: peer} = e, io, _opts) when is_nil(e.data),
+    do: [to_string(kind), " ", inspect(peer, io)]
+
   defp body(%Event{kind: kind} = e, io, _opts), do: [to_string(kind), " ", inspect(e.data, io)]
 
   defp format_spawn({m, f, args}, io) when is_atom(m) and is_atom(f) and is_list(args),
@@ -95,7 +127,9 @@ defmodule KinoTrace.Render do
   defp call_name(_, _), do: []
 
   defp duration(%Event{duration: nil}, _opts), do: []
-  defp duration(%Event{duration: ns}, opts), do: colorize([" (", format_duration(ns), ")"], :yellow, opts)
+
+  defp duration(%Event{duration: ns}, opts),
+    do: colorize([" (", format_duration(ns), ")"], :yellow, opts)
 
   @spec format_duration(non_neg_integer()) :: String.t()
   def format_duration(ns) when ns < 1_000, do: "#{ns} ns"
@@ -106,7 +140,8 @@ defmodule KinoTrace.Render do
 
   @spec format_caller(Event.caller()) :: String.t()
   def format_caller({m, f, a, {file, line}}),
-    do: IO.iodata_to_binary([MFA.to_string({m, f, a}), " at ", file, ":", Integer.to_string(line)])
+    do:
+      IO.iodata_to_binary([MFA.to_string({m, f, a}), " at ", file, ":", Integer.to_string(line)])
 
   def format_caller({m, f, a}), do: MFA.to_string({m, f, a})
 
@@ -119,7 +154,9 @@ defmodule KinoTrace.Render do
   # Printer colours its end-of-trace line the same way.
   @spec colorize(iodata(), atom(), keyword()) :: iodata()
   def colorize(text, color, opts) do
-    if Keyword.get(opts, :colors, false), do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()], else: text
+    if Keyword.get(opts, :colors, false),
+      do: [apply(IO.ANSI, color, []), text, IO.ANSI.reset()],
+      else: text
   end
 
   # Terms within limits, for the widget's rows (KinoTrace.Widget.Payload documents the
@@ -201,7 +238,9 @@ defmodule KinoTrace.Render do
   # (by default as code/1 writes them).
   @spec call(module() | nil, atom(), [term()], keyword()) :: String.t()
   def call(module, function, args, inspect_opts \\ @code_opts),
-    do: MFA.call(module, function) <> "(" <> Enum.map_join(args, ", ", &inspect(&1, inspect_opts)) <> ")"
+    do:
+      MFA.call(module, function) <>
+        "(" <> Enum.map_join(args, ", ", &inspect(&1, inspect_opts)) <> ")"
 
   ## The widget's rows (KinoTrace.Widget.Payload): {text or nil, whether something was cut}
 
@@ -260,7 +299,8 @@ defmodule KinoTrace.Render do
   # The function a spawn runs, as a person reads it (MFA.label/1): `Mod.fun/arity`, nil
   # for data that is not a {module, function, args}.
   @spec row_spawn(Event.t()) :: String.t() | nil
-  def row_spawn(%Event{kind: kind, data: {m, f, args}}) when kind in [:spawn, :spawned] and is_atom(m) and is_atom(f) do
+  def row_spawn(%Event{kind: kind, data: {m, f, args}})
+      when kind in [:spawn, :spawned] and is_atom(m) and is_atom(f) do
     if is_list(args) and not improper?(args), do: MFA.label({m, f, length(args)})
   end
 

@@ -73,7 +73,8 @@ defmodule KinoTrace.Server do
           | {:node_down, node(), term()}
 
   @doc "Starts a server that runs `plan`, owned by `owner` (it ends when `owner` does)."
-  @callback start(owner :: pid(), plan :: Plan.t()) :: {:ok, pid(), pos_integer()} | {:error, term()}
+  @callback start(owner :: pid(), plan :: Plan.t()) ::
+              {:ok, pid(), pos_integer()} | {:error, term()}
 
   @doc "Answers one request (the server's `handle_call/3` hands every call to it)."
   @callback handle_request(request() | node_request(), GenServer.from(), state) ::

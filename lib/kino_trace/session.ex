@@ -37,9 +37,20 @@ defmodule KinoTrace.Session do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Pattern, Server}
-  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, OwnEvents, Safeguards, Setup, Subscribers}
-  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
+  alias KinoTrace.Session.{
+    Backend,
+    Drain,
+    DrainPacing,
+    History,
+    Info,
+    OwnEvents,
+    Safeguards,
+    Setup,
+    Subscribers
+  }
+
+  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   defstruct [
     :id,
@@ -184,24 +195,34 @@ defmodule KinoTrace.Session do
   end
 
   @impl KinoTrace.Server
-  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state),
+    do: {:reply, {:ok, state.id}, state}
 
-  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, Subscribers.exclude(state, pid)}
+  def handle_request(:await_setup, _from, state),
+    do: {:stop, :normal, {:error, state.setup_error}, state}
+
+  def handle_request({:exclude, pid}, _from, state),
+    do: {:reply, :ok, Subscribers.exclude(state, pid)}
 
   # A subscriber is not traced while subscribed (it is held): the flags it had are kept
   # and given back when it unsubscribes. `tag` is what its messages carry: the trace's id
   # unless the subscriber asks otherwise (a coordinator of several nodes does).
-  def handle_request({:subscribe, pid}, from, state), do: handle_request({:subscribe, pid, state.id}, from, state)
+  def handle_request({:subscribe, pid}, from, state),
+    do: handle_request({:subscribe, pid, state.id}, from, state)
+
   def handle_request({:subscribe, pid, tag}, _from, state) do
     {:reply, :ok, state |> forget_own(pid) |> Subscribers.subscribe(pid, tag)}
   end
-  def handle_request({:unsubscribe, pid}, _from, state), do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
+
+  def handle_request({:unsubscribe, pid}, _from, state),
+    do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
 
   # Not tracing `pid` (a process that consumes this trace's events elsewhere, e.g. a
   # coordinator's subscriber) until it is released.
   def handle_request({:hold, pid}, _from, state), do: {:reply, :ok, Subscribers.hold(state, pid)}
-  def handle_request({:release, pid}, _from, state), do: {:reply, :ok, Subscribers.release(state, pid)}
+
+  def handle_request({:release, pid}, _from, state),
+    do: {:reply, :ok, Subscribers.release(state, pid)}
 
   def handle_request({:events, n}, _from, state) do
     state = Drain.for_request(state)
@@ -276,7 +297,9 @@ defmodule KinoTrace.Session do
     :exit, {:agent_down, _} -> agent_gone(state, nil)
   end
 
-  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state), do: {:noreply, Drain.ready(state)}
+  defp message({:kino_trace, id, :ready}, %{tracer_id: id} = state),
+    do: {:noreply, Drain.ready(state)}
+
   defp message(:drain, state), do: {:noreply, Drain.drain(state)}
   defp message(:paced_drain, state), do: {:noreply, Drain.paced(state)}
 
@@ -317,12 +340,15 @@ defmodule KinoTrace.Session do
   # Another node's agent is gone (the node went down or disconnected): the trace ends,
   # and whoever watches this session sees why.
   defp message({:DOWN, ref, :process, _pid, reason}, %{worker_ref: ref} = state) do
-    {:stop, {:shutdown, {:agent_down, reason}}, finish(%{state | agent: :lost}, :stopped, :discard)}
+    {:stop, {:shutdown, {:agent_down, reason}},
+     finish(%{state | agent: :lost}, :stopped, :discard)}
   end
 
-  defp message({:DOWN, ref, :process, pid, _reason}, state), do: {:noreply, Subscribers.down(state, ref, pid)}
+  defp message({:DOWN, ref, :process, pid, _reason}, state),
+    do: {:noreply, Subscribers.down(state, ref, pid)}
 
-  defp message({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
+  defp message({:EXIT, _pid, reason}, state),
+    do: {:stop, reason, finish(state, :stopped, :discard)}
 
   defp message(_message, state), do: {:noreply, state}
 
@@ -347,20 +373,29 @@ defmodule KinoTrace.Session do
   # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
   # the final one.
   defp keep_final(state) do
-    KinoTrace.Session.Final.put(state.id, Info.build(%{state | status: :stopped, rate: 0.0}, Setup.patterns(state)))
+    KinoTrace.Session.Final.put(
+      state.id,
+      Info.build(%{state | status: :stopped, rate: 0.0}, Setup.patterns(state))
+    )
+
     state
   end
 
   @impl true
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
-    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, Info.build(state, Setup.patterns(state)))
+
+    if state.setup_error == nil,
+      do: KinoTrace.Session.Final.put(state.id, Info.build(state, Setup.patterns(state)))
+
     :ok
   end
 
   # Another node's trace: its agent's worker ends and this waits until that node is as
   # it was (stop/1 answers after this), or another trace of it goes on there.
-  defp release_agent(%{agent: :running} = state), do: %{state | agent: Backend.release(state.backend)}
+  defp release_agent(%{agent: :running} = state),
+    do: %{state | agent: Backend.release(state.backend)}
+
   defp release_agent(state), do: state
 
   # --- ending ---------------------------------------------------------------------------

@@ -134,7 +134,9 @@ defmodule KinoTrace.Tracer do
   """
   @spec roundtrip(term(), limits()) :: {term(), non_neg_integer()}
   def roundtrip(term, caps) do
-    if loaded?(), do: :kino_trace_tracer.roundtrip(term, caps), else: :kino_trace_fallback.roundtrip(term, caps)
+    if loaded?(),
+      do: :kino_trace_tracer.roundtrip(term, caps),
+      else: :kino_trace_fallback.roundtrip(term, caps)
   end
 
   @doc """
@@ -171,7 +173,8 @@ defmodule KinoTrace.Tracer do
   defdelegate decoder_put_names(decoder, names), to: :kino_trace_tracer
 
   @doc false
-  @spec drain_events(resource(), decoder(), pos_integer()) :: {[tuple()], more()} | {:names, [pid()]}
+  @spec drain_events(resource(), decoder(), pos_integer()) ::
+          {[tuple()], more()} | {:names, [pid()]}
   defdelegate drain_events(resource, decoder, max), to: :kino_trace_tracer
 
   @doc false
@@ -188,7 +191,8 @@ defmodule KinoTrace.Tracer do
       iex> by in [:release, :check]
       true
   """
-  @spec term_layout() :: %{name: String.t(), otp_release: pos_integer(), chosen_by: :release | :check} | nil
+  @spec term_layout() ::
+          %{name: String.t(), otp_release: pos_integer(), chosen_by: :release | :check} | nil
   def term_layout do
     if loaded?(), do: :kino_trace_tracer.term_layout()
   end

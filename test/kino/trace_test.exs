@@ -55,7 +55,12 @@ defmodule Kino.TraceTest do
       # without an arity: every arity, the private helper duplicate/3 too
       trace = Trace.calls([":lists.duplicate"], pids: self(), return: false)
       :lists.duplicate(1, :y)
-      assert Enum.map(Trace.events(trace), &{&1.arity, &1.args}) == [{2, [1, :y]}, {3, [1, :y, []]}, {3, [0, :y, [:y]]}]
+
+      assert Enum.map(Trace.events(trace), &{&1.arity, &1.args}) == [
+               {2, [1, :y]},
+               {3, [1, :y, []]},
+               {3, [0, :y, [:y]]}
+             ]
     end
 
     test "a module atom, a capture and an MFA tuple" do
@@ -66,7 +71,12 @@ defmodule Kino.TraceTest do
       Math.add(1, 1)
 
       assert calls(Trace.events(trace)) == [{:ping, [1]}, {:echo, [:hi]}, {:lookup, [:users, 1]}]
-      assert Trace.patterns(trace) == ["KinoTraceTest.Sample.Other", "#{@math}.echo/1", "#{@math}.lookup/2"]
+
+      assert Trace.patterns(trace) == [
+               "KinoTraceTest.Sample.Other",
+               "#{@math}.echo/1",
+               "#{@math}.lookup/2"
+             ]
     end
 
     test "argument patterns with literals and _ keep only the matching calls" do
@@ -118,7 +128,12 @@ defmodule Kino.TraceTest do
     end
 
     test "maps and lists in argument patterns" do
-      trace = Trace.calls(["#{@math}.echo(%{id: id}) when id > 0", "#{@math}.first([h | _]) when h == :x"], pids: self())
+      trace =
+        Trace.calls(
+          ["#{@math}.echo(%{id: id}) when id > 0", "#{@math}.first([h | _]) when h == :x"],
+          pids: self()
+        )
+
       Math.echo(%{id: 1, name: "a"})
       Math.echo(%{id: 0})
       Math.echo(%{name: "b"})
@@ -129,7 +144,12 @@ defmodule Kino.TraceTest do
     end
 
     test "two argument patterns on one function trace calls matching either" do
-      trace = Trace.calls(["#{@math}.lookup(:users, _)", "#{@math}.lookup(:posts, _)"], pids: self(), return: false)
+      trace =
+        Trace.calls(["#{@math}.lookup(:users, _)", "#{@math}.lookup(:posts, _)"],
+          pids: self(),
+          return: false
+        )
+
       Math.lookup(:users, 1)
       Math.lookup(:posts, 2)
       Math.lookup(:tags, 3)
@@ -150,7 +170,8 @@ defmodule Kino.TraceTest do
 
     test "several forms mixed in one list" do
       trace =
-        Trace.calls(["#{@math}.add/2", Other, &Math.echo/1, {Math, :fact, 1}, "#{@math}.lookup(:users, _)"],
+        Trace.calls(
+          ["#{@math}.add/2", Other, &Math.echo/1, {Math, :fact, 1}, "#{@math}.lookup(:users, _)"],
           pids: self(),
           return: false
         )
@@ -180,7 +201,10 @@ defmodule Kino.TraceTest do
       Math.echo(:from_test)
       Worker.run(worker, fn -> Math.echo(:from_worker) end)
 
-      assert [%Event{kind: :call, pid: ^worker, args: [:from_worker]}, %Event{kind: :return, pid: ^worker}] =
+      assert [
+               %Event{kind: :call, pid: ^worker, args: [:from_worker]},
+               %Event{kind: :return, pid: ^worker}
+             ] =
                Trace.events(trace)
     end
 
@@ -191,7 +215,8 @@ defmodule Kino.TraceTest do
       Worker.run(worker, fn -> Math.echo(1) end)
       Math.echo(2)
 
-      assert [%Event{pid: ^worker, name: ^name, args: [1]}, %Event{kind: :return, name: ^name}] = Trace.events(trace)
+      assert [%Event{pid: ^worker, name: ^name, args: [1]}, %Event{kind: :return, name: ^name}] =
+               Trace.events(trace)
     end
 
     test ":pids with a list of pids and names" do
@@ -226,7 +251,8 @@ defmodule Kino.TraceTest do
         events = Trace.events(trace)
 
         if children do
-          assert [{child, [:in_child]}, {worker, [:in_worker]}] == Enum.map(events, &{&1.pid, &1.args})
+          assert [{child, [:in_child]}, {worker, [:in_worker]}] ==
+                   Enum.map(events, &{&1.pid, &1.args})
         else
           assert [{worker, [:in_worker]}] == Enum.map(events, &{&1.pid, &1.args})
         end
@@ -247,7 +273,10 @@ defmodule Kino.TraceTest do
       trace = Trace.calls(["#{@math}.boom/1"], pids: self())
       assert Math.safe_boom("bad") == {:rescued, "bad"}
 
-      assert [%Event{kind: :call, args: ["bad"]}, %Event{kind: :exception, exception: {:error, %ArgumentError{message: "bad"}}}] =
+      assert [
+               %Event{kind: :call, args: ["bad"]},
+               %Event{kind: :exception, exception: {:error, %ArgumentError{message: "bad"}}}
+             ] =
                Trace.events(trace)
 
       trace = Trace.calls(["#{@math}.boom/1"], pids: self(), exceptions: false)
@@ -265,7 +294,13 @@ defmodule Kino.TraceTest do
     end
 
     test ":exceptions without :return gives exceptions but no returns" do
-      trace = Trace.calls(["#{@math}.boom/1", "#{@math}.echo/1"], pids: self(), return: false, exceptions: true)
+      trace =
+        Trace.calls(["#{@math}.boom/1", "#{@math}.echo/1"],
+          pids: self(),
+          return: false,
+          exceptions: true
+        )
+
       Math.echo(1)
       Math.safe_boom("x")
       assert [:call, :call, :exception] == Enum.map(Trace.events(trace), & &1.kind)
@@ -294,9 +329,11 @@ defmodule Kino.TraceTest do
     end
 
     test ":local false refuses a private function by name" do
-      assert_raise ArgumentError, ~r/#{@math}.hidden\/1 is private; it can only be traced with local: true/, fn ->
-        Trace.calls(["#{@math}.hidden/1"], pids: self(), local: false)
-      end
+      assert_raise ArgumentError,
+                   ~r/#{@math}.hidden\/1 is private; it can only be traced with local: true/,
+                   fn ->
+                     Trace.calls(["#{@math}.hidden/1"], pids: self(), local: false)
+                   end
     end
 
     test ":limit gives exactly that many events, then the trace ends" do
@@ -325,7 +362,14 @@ defmodule Kino.TraceTest do
     end
 
     test ":rate drops and counts what is over the rate, the trace keeps running" do
-      trace = Trace.calls([&Math.echo/1], pids: self(), rate: {4, 600_000}, return: false, exceptions: false)
+      trace =
+        Trace.calls([&Math.echo/1],
+          pids: self(),
+          rate: {4, 600_000},
+          return: false,
+          exceptions: false
+        )
+
       for i <- 1..50, do: Math.echo(i)
 
       events = Trace.events(trace)
@@ -339,7 +383,14 @@ defmodule Kino.TraceTest do
     end
 
     test ":queue caps drop and count what does not fit while the session is busy" do
-      trace = Trace.calls([&Math.echo/1], pids: self(), queue: [events: 10], return: false, exceptions: false)
+      trace =
+        Trace.calls([&Math.echo/1],
+          pids: self(),
+          queue: [events: 10],
+          return: false,
+          exceptions: false
+        )
+
       tracer = KinoTrace.Client.internals(trace).tracer
       # the session cannot drain while suspended: the queue fills up
       :sys.suspend(trace.session)
@@ -349,7 +400,9 @@ defmodule Kino.TraceTest do
         # every call has been taken or dropped before the session drains (the pure-Erlang
         # tracer is a process that may still be working through them)
         KinoTraceTest.Helpers.wait_until(fn ->
-          %{accepted: accepted, dropped_queue_full: full} = KinoTrace.Tracer.LocalTracer.counters(tracer)
+          %{accepted: accepted, dropped_queue_full: full} =
+            KinoTrace.Tracer.LocalTracer.counters(tracer)
+
           accepted + full == 30
         end)
       after
@@ -369,7 +422,14 @@ defmodule Kino.TraceTest do
     end
 
     test ":queue byte cap" do
-      trace = Trace.calls([&Math.echo/1], pids: self(), queue: [bytes: 2_000], return: false, exceptions: false)
+      trace =
+        Trace.calls([&Math.echo/1],
+          pids: self(),
+          queue: [bytes: 2_000],
+          return: false,
+          exceptions: false
+        )
+
       :sys.suspend(trace.session)
 
       try do
@@ -385,7 +445,15 @@ defmodule Kino.TraceTest do
     end
 
     test "term caps cut large terms into Kino.Trace.Cut, shown as ..." do
-      trace = Trace.calls([&Math.echo/1], pids: self(), max_items: 3, max_binary: 4, max_depth: 3, return: false)
+      trace =
+        Trace.calls([&Math.echo/1],
+          pids: self(),
+          max_items: 3,
+          max_binary: 4,
+          max_depth: 3,
+          return: false
+        )
+
       Math.echo(Enum.to_list(1..10))
       Math.echo(String.duplicate("a", 10))
       Math.echo({1, 2, 3, 4, 5})
@@ -393,7 +461,8 @@ defmodule Kino.TraceTest do
       Math.echo([[[[[:deep]]]]])
       Math.echo([1, 2])
 
-      [list, bin, tuple, map, deep, small] = Enum.map(Trace.events(trace), fn %Event{args: [arg]} -> arg end)
+      [list, bin, tuple, map, deep, small] =
+        Enum.map(Trace.events(trace), fn %Event{args: [arg]} -> arg end)
 
       assert [1, 2, 3, %Cut{kind: :items}] = list
       assert inspect(list) == "[1, 2, 3, ...]"
@@ -411,7 +480,9 @@ defmodule Kino.TraceTest do
     end
 
     test ":max_bytes caps the whole event" do
-      trace = Trace.calls([&Math.echo/1], pids: self(), max_bytes: 64, max_items: 1_000, return: false)
+      trace =
+        Trace.calls([&Math.echo/1], pids: self(), max_bytes: 64, max_items: 1_000, return: false)
+
       Math.echo(Enum.to_list(1..500))
       [%Event{args: [arg]}] = Trace.events(trace)
       assert Cut.cut?(arg)
@@ -441,11 +512,15 @@ defmodule Kino.TraceTest do
       worker = Worker.start()
       trace = Trace.calls(["Kino.Trace.Cut.cut?/1"], pids: worker, force: true)
       Worker.run(worker, fn -> Cut.cut?(:x) end)
-      assert [%Event{function: :cut?, args: [:x]}, %Event{kind: :return, return: false}] = Trace.events(trace)
+
+      assert [%Event{function: :cut?, args: [:x]}, %Event{kind: :return, return: false}] =
+               Trace.events(trace)
     end
 
     test ":history keeps only the most recent events" do
-      trace = Trace.calls([&Math.echo/1], pids: self(), history: 3, return: false, exceptions: false)
+      trace =
+        Trace.calls([&Math.echo/1], pids: self(), history: 3, return: false, exceptions: false)
+
       for i <- 1..7, do: Math.echo(i)
       assert Enum.map(Trace.events(trace), & &1.args) == [[5], [6], [7]]
       assert Trace.info(trace).delivered == 7
@@ -501,16 +576,28 @@ defmodule Kino.TraceTest do
     end
 
     test "exceptions pair with their call, also through levels that do not catch" do
-      trace = Trace.calls(["#{@math}.boom/1", "#{@math}.safe_boom/1", "#{@math}.toss/1"], pids: self())
+      trace =
+        Trace.calls(["#{@math}.boom/1", "#{@math}.safe_boom/1", "#{@math}.toss/1"], pids: self())
+
       assert Math.safe_boom("oops") == {:rescued, "oops"}
       assert catch_throw(Math.toss(:ball)) == :ball
 
       [c1, c2, ex, ret, c3, thrown] = Trace.events(trace)
       assert {c1.function, c1.depth, c2.function, c2.depth} == {:safe_boom, 0, :boom, 1}
-      assert %Event{kind: :exception, function: :boom, depth: 1, exception: {:error, %ArgumentError{}}} = ex
+
+      assert %Event{
+               kind: :exception,
+               function: :boom,
+               depth: 1,
+               exception: {:error, %ArgumentError{}}
+             } = ex
+
       assert ex.call_id == c2.id
       assert ex.duration > 0
-      assert %Event{kind: :return, function: :safe_boom, return: {:rescued, "oops"}, depth: 0} = ret
+
+      assert %Event{kind: :return, function: :safe_boom, return: {:rescued, "oops"}, depth: 0} =
+               ret
+
       assert ret.call_id == c1.id
       assert %Event{kind: :call, function: :toss, depth: 0} = c3
       assert %Event{kind: :exception, exception: {:throw, :ball}, depth: 0} = thrown
@@ -533,7 +620,10 @@ defmodule Kino.TraceTest do
         assert call.depth == r.depth
       end
 
-      assert Enum.map(Enum.filter(events, &(&1.pid == w2)), &{&1.kind, &1.depth}) == [{:call, 0}, {:return, 0}]
+      assert Enum.map(Enum.filter(events, &(&1.pid == w2)), &{&1.kind, &1.depth}) == [
+               {:call, 0},
+               {:return, 0}
+             ]
     end
   end
 
@@ -601,7 +691,12 @@ defmodule Kino.TraceTest do
       trace = Trace.calls(["#{@math}.add/2"], pids: self(), return: false)
       Math.add(1, 1)
 
-      results = Trace.set_patterns(trace, ["KinoTraceTest.Sample.Other.ping/1", "#{@math}.nope/9", "Nope.Missing"])
+      results =
+        Trace.set_patterns(trace, [
+          "KinoTraceTest.Sample.Other.ping/1",
+          "#{@math}.nope/9",
+          "Nope.Missing"
+        ])
 
       assert [
                {"KinoTraceTest.Sample.Other.ping/1", :ok},
@@ -622,7 +717,10 @@ defmodule Kino.TraceTest do
       trace = Trace.calls(["#{@math}.add/2"], pids: self(), return: false)
 
       assert [{"#{@math}.echo/1", :ok}, {"#{@math}.first(list) when length(list) > 1", :ok}] =
-               Trace.set_patterns(trace, "#{@math}.echo/1\n\n# a comment\n#{@math}.first(list) when length(list) > 1\n")
+               Trace.set_patterns(
+                 trace,
+                 "#{@math}.echo/1\n\n# a comment\n#{@math}.first(list) when length(list) > 1\n"
+               )
 
       Math.echo(1)
       Math.first([1])
@@ -693,7 +791,10 @@ defmodule Kino.TraceTest do
       assert Trace.stop(trace) == :ok
       refute Process.alive?(trace.session)
 
-      assert_raise ArgumentError, "the trace has ended (its session process is gone)", fn -> Trace.events(trace) end
+      assert_raise ArgumentError, "the trace has ended (its session process is gone)", fn ->
+        Trace.events(trace)
+      end
+
       # its final info stays
       assert %{status: :stopped, traced: false} = Trace.info(trace)
     end
@@ -701,7 +802,16 @@ defmodule Kino.TraceTest do
     test "capture/3 returns the block's events and result" do
       capture = Trace.capture(["#{@math}.fact/1"], fn -> Math.fact(2) end)
       assert capture.result == 2
-      assert Enum.map(capture.events, &{&1.kind, &1.depth}) == [call: 0, call: 1, call: 2, return: 2, return: 1, return: 0]
+
+      assert Enum.map(capture.events, &{&1.kind, &1.depth}) == [
+               call: 0,
+               call: 1,
+               call: 2,
+               return: 2,
+               return: 1,
+               return: 0
+             ]
+
       assert capture.patterns == ["#{@math}.fact/1"]
     end
 
@@ -727,5 +837,4 @@ defmodule Kino.TraceTest do
       end
     end
   end
-
 end

@@ -28,7 +28,10 @@ defmodule KinoTrace.ClientTest do
       assert_raise ArgumentError, Client.ended_message(), fn -> Kino.Trace.events(trace) end
       assert_raise ArgumentError, Client.ended_message(), fn -> Kino.Trace.pause(trace) end
       assert_raise ArgumentError, Client.ended_message(), fn -> Kino.Trace.subscribe(trace) end
-      assert_raise ArgumentError, Client.ended_message(), fn -> Client.info(%{trace | id: make_ref()}) end
+
+      assert_raise ArgumentError, Client.ended_message(), fn ->
+        Client.info(%{trace | id: make_ref()})
+      end
     end
   end
 

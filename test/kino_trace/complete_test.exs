@@ -229,7 +229,8 @@ defmodule KinoTrace.CompleteTest do
 
     # erlc writes one form (byte lengths up to OTP 27, the compact form from OTP 28): the
     # same file is rewritten in the other one, and both are read.
-    test "an atom table in either form, byte lengths or the compact one of newer compilers, is read", m do
+    test "an atom table in either form, byte lengths or the compact one of newer compilers, is read",
+         m do
       {:ok, binary} = File.read(Path.join(m.dir, m.erlang <> ".beam"))
       {:ok, name, exports} = Beam.exports(binary)
       assert name == m.erlang
@@ -254,7 +255,8 @@ defmodule KinoTrace.CompleteTest do
       cuts = chunk_ends(binary) ++ [byte_size(binary) - 1, byte_size(binary) - 3]
       assert length(cuts) > 3
 
-      for cut <- cuts, cut < byte_size(binary),
+      for cut <- cuts,
+          cut < byte_size(binary),
           do: assert(Beam.exports(binary_part(binary, 0, cut)) == :error, "cut at #{cut}")
     end
   end
@@ -268,7 +270,9 @@ defmodule KinoTrace.CompleteTest do
   end
 
   defp atom_form(<<"FOR1", _size::32, "BEAM", chunks::binary>>), do: atom_form(chunks)
-  defp atom_form(<<"AtU8", _size::32, count::signed-32, _::binary>>), do: if(count < 0, do: :compact, else: :bytes)
+
+  defp atom_form(<<"AtU8", _size::32, count::signed-32, _::binary>>),
+    do: if(count < 0, do: :compact, else: :bytes)
 
   defp atom_form(<<_id::binary-4, size::32, _::binary-size(size), rest::binary>>) do
     padding = rem(4 - rem(size, 4), 4)

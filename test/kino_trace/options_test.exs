@@ -9,17 +9,22 @@ defmodule KinoTrace.OptionsTest do
     for {validate, key, known} <- [
           {&KinoTrace.Plan.Options.validate!/1, :limit, KinoTrace.Plan.Options.defaults()},
           {&KinoTrace.Stats.Options.validate!/1, :memory, KinoTrace.Stats.Options.defaults()},
-          {&Kino.Trace.Mermaid.diagram([], &1), :last, [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]}
+          {&Kino.Trace.Mermaid.diagram([], &1), :last,
+           [max_messages: 200, calls: true, args: false, max_label: 80, last: 10_000]}
         ] do
       typo = :"#{key}x"
 
-      assert_raise ArgumentError, KinoTrace.Suggest.unknown_option(typo, Keyword.keys(known)), fn ->
-        validate.([{typo, 1}])
-      end
+      assert_raise ArgumentError,
+                   KinoTrace.Suggest.unknown_option(typo, Keyword.keys(known)),
+                   fn ->
+                     validate.([{typo, 1}])
+                   end
 
-      assert_raise ArgumentError, ~r/^invalid value for #{inspect(key)}: expected .*, got: :nope$/, fn ->
-        validate.([{key, :nope}])
-      end
+      assert_raise ArgumentError,
+                   ~r/^invalid value for #{inspect(key)}: expected .*, got: :nope$/,
+                   fn ->
+                     validate.([{key, :nope}])
+                   end
     end
   end
 

@@ -52,7 +52,11 @@ defmodule KinoTrace.PatternTest do
     defs =
       for {{m, f, a}, i} <- Enum.with_index(mfas) do
         args = Macro.generate_arguments(a, __MODULE__)
-        quote do: def(unquote(:"probe#{i}")(unquote_splicing(args)), do: unquote(m).unquote(f)(unquote_splicing(args)))
+
+        quote do:
+                def(unquote(:"probe#{i}")(unquote_splicing(args)),
+                  do: unquote(m).unquote(f)(unquote_splicing(args))
+                )
       end
 
     [{^name, beam}] = Code.compile_quoted(quote(do: defmodule(unquote(name), do: unquote(defs))))
@@ -66,7 +70,9 @@ defmodule KinoTrace.PatternTest do
 
       # the last call makes the result (elem/2's index + 1 comes first); raising a
       # badmap error is not one
-      case instructions |> Enum.flat_map(&called/1) |> Enum.reject(&match?({:erlang, :error, _}, &1)) do
+      case instructions
+           |> Enum.flat_map(&called/1)
+           |> Enum.reject(&match?({:erlang, :error, _}, &1)) do
         [] -> :no_call
         calls -> List.last(calls)
       end
@@ -74,7 +80,9 @@ defmodule KinoTrace.PatternTest do
   end
 
   # What an instruction calls: another module's function, or a BIF.
-  defp called({call, _arity, {:extfunc, m, f, a}}) when call in [:call_ext, :call_ext_only], do: [{m, f, a}]
+  defp called({call, _arity, {:extfunc, m, f, a}}) when call in [:call_ext, :call_ext_only],
+    do: [{m, f, a}]
+
   defp called({:call_ext_last, _arity, {:extfunc, m, f, a}, _frame}), do: [{m, f, a}]
   defp called({:bif, name, _fail, args, _dst}), do: [{:erlang, name, length(args)}]
   defp called({:gc_bif, name, _fail, _live, args, _dst}), do: [{:erlang, name, length(args)}]
@@ -850,17 +858,20 @@ defmodule KinoTrace.PatternTest do
           {tm, tf, ta} ->
             target = KinoTrace.Render.MFA.to_string({tm, tf, ta})
 
-            assert warning =~ "#{text} is inlined by the compiler (calls never reach it); trace #{target} instead",
+            assert warning =~
+                     "#{text} is inlined by the compiler (calls never reach it); trace #{target} instead",
                    "#{text} compiles to a call of #{target}; the warning: #{inspect(warning)}"
 
           :no_call ->
-            assert warning == "#{text} is inlined by the compiler into code that calls no function (calls never reach it)"
+            assert warning ==
+                     "#{text} is inlined by the compiler into code that calls no function (calls never reach it)"
         end
       end
 
       # Not all of them are left as they are, on any Elixir
       assert Enum.count(Enum.zip(mfas, calls), fn {mfa, made} -> mfa != made end) >= 4
     end
+
     test "BIFs that compile to VM instructions give a warning" do
       assert warnings(":erlang.+/2") == [
                ":erlang.+/2 is usually compiled to a VM instruction; only dynamic calls " <>

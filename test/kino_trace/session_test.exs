@@ -22,7 +22,11 @@ defmodule KinoTrace.SessionTest do
           receive do: (:flush -> :ok)
           :ok = Trace.flush(trace)
           {:messages, messages} = Process.info(self(), :messages)
-          send(parent, {:seen, for({:kino_trace, _, {:events, events}} <- messages, e <- events, do: e.kind)})
+
+          send(
+            parent,
+            {:seen, for({:kino_trace, _, {:events, events}} <- messages, e <- events, do: e.kind)}
+          )
         end)
 
       assert_receive :subscribed
@@ -87,7 +91,13 @@ defmodule KinoTrace.SessionTest do
         Worker.run(worker, fn -> :ets.lookup(table, :b) end)
 
         assert [
-                 %Event{kind: :call, module: :ets, function: :insert, arity: 2, args: [^table, {:b, 2}]},
+                 %Event{
+                   kind: :call,
+                   module: :ets,
+                   function: :insert,
+                   arity: 2,
+                   args: [^table, {:b, 2}]
+                 },
                  %Event{kind: :return, return: true}
                ] = Trace.events(trace),
                "pattern #{pattern}"
@@ -103,6 +113,7 @@ defmodule KinoTrace.SessionTest do
     test "neither the session, its subscribers nor a printer appear in a trace of Enum on every process" do
       {:ok, io} = StringIO.open("")
       trace = Trace.calls(["Enum"], pids: :all, return: false)
+
       subscriber =
         spawn_link(fn ->
           receive_loop = fn loop, n ->
@@ -180,7 +191,9 @@ defmodule KinoTrace.SessionTest do
       trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return: false, limit: 2)
 
       Worker.run(worker, fn ->
-        for _ <- 1..5, do: {Math.__info__(:functions), Math.module_info(), Math.module_info(:exports)}
+        for _ <- 1..5,
+            do: {Math.__info__(:functions), Math.module_info(), Math.module_info(:exports)}
+
         Math.echo(1)
         Math.echo(2)
       end)
@@ -250,7 +263,14 @@ defmodule KinoTrace.SessionTest do
       parent = self()
       worker = Worker.start()
 
-      {:ok, _} = :dbg.tracer(:process, {fn msg, acc -> send(parent, {:dbg, msg}); acc end, nil})
+      {:ok, _} =
+        :dbg.tracer(
+          :process,
+          {fn msg, acc ->
+             send(parent, {:dbg, msg})
+             acc
+           end, nil}
+        )
 
       try do
         {:ok, _} = :dbg.p(worker, [:c])
@@ -275,7 +295,10 @@ defmodule KinoTrace.SessionTest do
         trace = Trace.calls([&Math.echo/1], pids: :all, return: false)
         :dbg.stop()
         Worker.run(worker, fn -> Math.echo(:kino_only) end)
-        assert [%Event{pid: ^worker, args: [:kino_only]}] = Enum.filter(Trace.events(trace), &(&1.pid == worker))
+
+        assert [%Event{pid: ^worker, args: [:kino_only]}] =
+                 Enum.filter(Trace.events(trace), &(&1.pid == worker))
+
         refute_receive {:dbg, {:trace, _, :call, {Math, :echo, [:kino_only]}}}, 100
         Trace.stop(trace)
       after
@@ -289,5 +312,4 @@ defmodule KinoTrace.SessionTest do
     Process.exit(pid, :kill)
     await_down(pid)
   end
-
 end

@@ -58,14 +58,18 @@ defmodule KinoTrace.TracerTest do
 
   test "return values and exceptions arrive" do
     {resource, session} = start([], %{}, body: [{:exception_trace}])
-    pid = traced_process(session, fn -> {Target.echo({:ok, [1, 2]}), catch_error(Target.boom(:x))} end)
+
+    pid =
+      traced_process(session, fn -> {Target.echo({:ok, [1, 2]}), catch_error(Target.boom(:x))} end)
+
     trace_delivered(pid)
 
     assert [
              {:call, ^pid, _, _, Target, :echo, 1, [{:ok, [1, 2]}], :undefined, _},
              {:return_from, ^pid, _, _, Target, :echo, 1, :undefined, {:ok, [1, 2]}, _},
              {:call, ^pid, _, _, Target, :boom, 1, [:x], :undefined, _},
-             {:exception_from, ^pid, _, _, Target, :boom, 1, :undefined, {:error, %ArgumentError{message: "boom :x"}}, _}
+             {:exception_from, ^pid, _, _, Target, :boom, 1, :undefined,
+              {:error, %ArgumentError{message: "boom :x"}}, _}
            ] = drain_all(resource)
   end
 
@@ -154,7 +158,10 @@ defmodule KinoTrace.TracerTest do
 
   test "queue cap in bytes" do
     {resource, session} = start([], %{queue: [bytes: 20_000]})
-    pid = traced_process(session, fn -> for _ <- 1..1_000, do: Target.echo(:binary.copy("x", 400)) end)
+
+    pid =
+      traced_process(session, fn -> for _ <- 1..1_000, do: Target.echo(:binary.copy("x", 400)) end)
+
     trace_delivered(pid)
     c = Tracer.counters(resource)
     assert c.accepted > 0 and c.dropped_queue_full > 0
@@ -234,7 +241,9 @@ defmodule KinoTrace.TracerTest do
 
     procs =
       for {{_resource, session}, i} <- Enum.with_index(sessions) do
-        Task.async(fn -> traced_process(session, fn -> for _ <- 1..50, do: Target.add(i, i) end) end)
+        Task.async(fn ->
+          traced_process(session, fn -> for _ <- 1..50, do: Target.add(i, i) end)
+        end)
       end
       |> Enum.map(&Task.await/1)
 
@@ -249,7 +258,9 @@ defmodule KinoTrace.TracerTest do
 
   test "the structs the NIF builds have the keys of their defstruct" do
     table = Tracer.struct_keys()
-    assert Enum.sort(Enum.map(table, &elem(&1, 0))) == Enum.sort([Cut, ArgumentError, RuntimeError, Kino.Trace.Event])
+
+    assert Enum.sort(Enum.map(table, &elem(&1, 0))) ==
+             Enum.sort([Cut, ArgumentError, RuntimeError, Kino.Trace.Event])
 
     for {module, keys} <- table do
       assert Enum.sort([:__struct__ | keys]) == Enum.sort(Map.keys(struct(module))),
@@ -257,7 +268,9 @@ defmodule KinoTrace.TracerTest do
     end
 
     # And what it builds is that struct.
-    assert {%Cut{kind: :tuple, value: [1], size: 3}, _} = Tracer.roundtrip({1, 2, 3}, %{max_items: 1})
+    assert {%Cut{kind: :tuple, value: [1], size: 3}, _} =
+             Tracer.roundtrip({1, 2, 3}, %{max_items: 1})
+
     error = assert_raise ArgumentError, fn -> Tracer.new_session(:not_a_pid, %{}) end
     assert Map.keys(error) |> Enum.sort() == Map.keys(%ArgumentError{}) |> Enum.sort()
     # The native decoder's event tuples: the fields in defstruct order.
@@ -267,8 +280,13 @@ defmodule KinoTrace.TracerTest do
   end
 
   test "bad arguments are rejected with a message naming them" do
-    assert_raise ArgumentError, "expected the owner to be a local pid", fn -> Tracer.new_session(:not_a_pid, %{}) end
-    assert_raise ArgumentError, "expected the limits to be a map", fn -> Tracer.new_session(self(), [limit: 1]) end
+    assert_raise ArgumentError, "expected the owner to be a local pid", fn ->
+      Tracer.new_session(:not_a_pid, %{})
+    end
+
+    assert_raise ArgumentError, "expected the limits to be a map", fn ->
+      Tracer.new_session(self(), limit: 1)
+    end
 
     # The limits are named and shaped as the options are; the errors say so in their terms.
     for {limits, message} <- [
@@ -276,14 +294,22 @@ defmodule KinoTrace.TracerTest do
           {%{limit: 2 ** 64}, "invalid value for :limit: expected at most 18446744073709551615"},
           {%{max_depth: 101}, "invalid value for :max_depth: expected at most 100"},
           {%{max_items: :many}, "invalid value for :max_items: expected a non-negative integer"},
-          {%{rate: {1, :soon}}, "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
-          {%{rate: 5}, "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
-          {%{rate: {1_000_000_001, 1}}, "invalid value for :rate: expected a count of at most 1000000000"},
-          {%{rate: {1, 86_400_001}}, "invalid value for :rate: expected a period of at most 86400000 ms"},
-          {%{queue: [events: 2 ** 64]}, "invalid value for :queue: expected :events of at most 18446744073709551615"},
-          {%{queue: [bytes: 2 ** 64]}, "invalid value for :queue: expected :bytes of at most 18446744073709551615"},
-          {%{queue: [size: 1]}, "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
-          {%{queue: [{:events, 1} | :tail]}, "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
+          {%{rate: {1, :soon}},
+           "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
+          {%{rate: 5},
+           "invalid value for :rate: expected nil or {count, period_ms} with non-negative integers"},
+          {%{rate: {1_000_000_001, 1}},
+           "invalid value for :rate: expected a count of at most 1000000000"},
+          {%{rate: {1, 86_400_001}},
+           "invalid value for :rate: expected a period of at most 86400000 ms"},
+          {%{queue: [events: 2 ** 64]},
+           "invalid value for :queue: expected :events of at most 18446744073709551615"},
+          {%{queue: [bytes: 2 ** 64]},
+           "invalid value for :queue: expected :bytes of at most 18446744073709551615"},
+          {%{queue: [size: 1]},
+           "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
+          {%{queue: [{:events, 1} | :tail]},
+           "invalid value for :queue: expected a keyword list with :events and/or :bytes as non-negative integers"},
           {%{skip_returns: :yes}, "invalid value for :skip_returns: expected a boolean"}
         ] do
       assert_raise ArgumentError, message, fn -> Tracer.new_session(self(), limits) end
@@ -294,7 +320,9 @@ defmodule KinoTrace.TracerTest do
     end
 
     # A struct with these keys will do; other keys are ignored.
-    Tracer.close(Tracer.new_session(self(), %{__struct__: SomeLimits, limit: nil, rate: nil, other: :ignored}))
+    Tracer.close(
+      Tracer.new_session(self(), %{__struct__: SomeLimits, limit: nil, rate: nil, other: :ignored})
+    )
 
     resource = Tracer.new_session(self(), %{})
     assert_raise ArgumentError, fn -> Tracer.drain(resource, 0) end
@@ -307,7 +335,12 @@ defmodule KinoTrace.TracerTest do
     test "round-trips every kind of term exactly when under the caps" do
       {:ok, port} = :gen_udp.open(0)
       on_exit(fn -> :gen_udp.close(port) end)
-      remote_pid = :erlang.binary_to_term(<<131, 88, 100, 0, 9, "other@host", 1::32, 2::32, 3::32>> |> fix_node())
+
+      remote_pid =
+        :erlang.binary_to_term(
+          <<131, 88, 100, 0, 9, "other@host", 1::32, 2::32, 3::32>>
+          |> fix_node()
+        )
 
       terms = [
         self(),
@@ -368,7 +401,10 @@ defmodule KinoTrace.TracerTest do
 
     test "the byte budget bounds every event" do
       big = for i <- 1..1_000, do: {i, String.duplicate("x", 100)}
-      {copy, bytes} = Tracer.roundtrip(big, %{max_items: 10_000, max_binary: 10_000, max_bytes: 2_000})
+
+      {copy, bytes} =
+        Tracer.roundtrip(big, %{max_items: 10_000, max_binary: 10_000, max_bytes: 2_000})
+
       assert bytes < 2_000 + 200
       assert Cut.cut?(copy)
     end
@@ -395,5 +431,4 @@ defmodule KinoTrace.TracerTest do
 
   defp fix_node(<<131, 88, 100, len::16, node::binary-size(len), rest::binary>>),
     do: <<131, 88, 119, len, node::binary, rest::binary>>
-
 end

@@ -12,7 +12,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNifProgressTest do
   @root Path.expand("../..", __DIR__)
 
   setup do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_progress_#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(System.tmp_dir!(), "kino_trace_progress_#{System.unique_integer([:positive])}")
+
     shell = Mix.shell()
     Mix.shell(Mix.Shell.Process)
 
@@ -25,11 +27,19 @@ defmodule Mix.Tasks.Compile.KinoTraceNifProgressTest do
   end
 
   @tag timeout: 600_000
-  test "a build says what it builds and how long it takes, then each step, then its time", %{dir: dir} do
+  test "a build says what it builds and how long it takes, then each step, then its time", %{
+    dir: dir
+  } do
     priv = Path.join(dir, "priv")
     lib = Path.join(priv, "kino_trace_nif" <> KinoTraceNif.lib_suffix())
 
-    assert KinoTraceNif.build(@root, Path.join(dir, "cmake"), [lib], KinoTraceNif.configure_args(priv, "")) == :ok
+    assert KinoTraceNif.build(
+             @root,
+             Path.join(dir, "cmake"),
+             [lib],
+             KinoTraceNif.configure_args(priv, "")
+           ) == :ok
+
     assert File.regular?(lib)
 
     lines = shell_lines()
@@ -39,14 +49,21 @@ defmodule Mix.Tasks.Compile.KinoTraceNifProgressTest do
 
     assert hd(rest) == "kino_trace:   configuring (CMake)"
 
-    compiled = for line <- rest, [_, file] <- [Regex.run(~r/^kino_trace:   compiling (\S+) \[/, line)], do: file
+    compiled =
+      for line <- rest,
+          [_, file] <- [Regex.run(~r/^kino_trace:   compiling (\S+) \[/, line)],
+          do: file
 
     for file <- ~w(kino_trace_nif.cpp tracer_callbacks.cpp session_nifs.cpp decoder_nifs.cpp) do
-      assert "c_src/nif/" <> file in compiled, "not reported: #{file} in\n#{Enum.join(lines, "\n")}"
+      assert ("c_src/nif/" <> file) in compiled,
+             "not reported: #{file} in\n#{Enum.join(lines, "\n")}"
     end
 
     assert Enum.any?(rest, &(&1 =~ ~r/^kino_trace:   linking kino_trace_nif\.so \[/))
-    assert List.last(lines) =~ ~r/^==> kino_trace: native tracer built in \d+\.\d s \(kino_trace_nif\.so\)$/
+
+    assert List.last(lines) =~
+             ~r/^==> kino_trace: native tracer built in \d+\.\d s \(kino_trace_nif\.so\)$/
+
     # in that order: every step between the first line and the last
     assert Enum.find_index(rest, &(&1 =~ "linking")) > Enum.find_index(rest, &(&1 =~ "compiling"))
   end
@@ -57,7 +74,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNifProgressTest do
     lib = Path.join(priv, "no_such_target" <> KinoTraceNif.lib_suffix())
     build = Path.join(dir, "cmake")
 
-    assert {:failed, message} = KinoTraceNif.build(@root, build, [lib], KinoTraceNif.configure_args(priv, ""))
+    assert {:failed, message} =
+             KinoTraceNif.build(@root, build, [lib], KinoTraceNif.configure_args(priv, ""))
+
     assert message =~ "building the native tracer failed"
     assert message =~ "no_such_target"
     refute List.last(shell_lines()) =~ "built in"

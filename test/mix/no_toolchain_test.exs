@@ -49,14 +49,20 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
   """
 
   setup do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_no_toolchain_#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "kino_trace_no_toolchain_#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(dir)
     on_exit(fn -> File.rm_rf!(dir) end)
     %{dir: dir}
   end
 
   @tag timeout: 600_000
-  test "Mix.install of a clone with no cmake and no compilers warns once, and everything traces", %{dir: dir} do
+  test "Mix.install of a clone with no cmake and no compilers warns once, and everything traces",
+       %{dir: dir} do
     clone = clone!(dir)
     bin = bin_dir!(dir)
     script = Path.join(dir, "script.exs")
@@ -80,7 +86,9 @@ defmodule Mix.Tasks.Compile.KinoTraceNif.NoToolchainTest do
     assert out =~ "winget install Kitware.CMake"
     refute out =~ ~r/could not load its native tracer/
 
-    why = "kino_trace: the native tracer was not built: missing CMake 3.18 or newer (no cmake on PATH)"
+    why =
+      "kino_trace: the native tracer was not built: missing CMake 3.18 or newer (no cmake on PATH)"
+
     assert result(out, "tracer") == inspect({:fallback, why})
     assert result(out, "load_error") == inspect(why)
 

@@ -43,7 +43,8 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
     "Kino.Trace.mermaid(small)" => "needs Kino (Kino.Mermaid), which this build does not have",
     ~s|Node.connect(:"app@prod-host")| =>
       "needs a running node to connect to (agent_test.exs traces real nodes that have nothing of kino_trace)",
-    ~s|Node.connect(:"shop@10.0.0.12")| => "needs a running node to connect to (as the README's example)"
+    ~s|Node.connect(:"shop@10.0.0.12")| =>
+      "needs a running node to connect to (as the README's example)"
   }
 
   for document <- @documents, do: @external_resource(Path.join(@root, document))

@@ -45,8 +45,11 @@ defmodule KinoTraceTest.Project.ReadmeFactsTest do
     for path <- destroyers do
       name =
         case Path.extname(path) do
-          ".erl" -> path
-          ".ex" -> path |> File.read!() |> then(&Regex.run(~r/defmodule ([\w.]+)/, &1)) |> List.last()
+          ".erl" ->
+            path
+
+          ".ex" ->
+            path |> File.read!() |> then(&Regex.run(~r/defmodule ([\w.]+)/, &1)) |> List.last()
         end
 
       assert readme =~ name or readme =~ String.replace(name, "KinoTrace.Session.", ""),

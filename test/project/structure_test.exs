@@ -35,7 +35,9 @@ defmodule KinoTraceTest.Project.StructureTest do
   }
 
   test "mix docs groups the public modules, each once" do
-    grouped = Mix.Project.config()[:docs][:groups_for_modules] |> Keyword.values() |> List.flatten()
+    grouped =
+      Mix.Project.config()[:docs][:groups_for_modules] |> Keyword.values() |> List.flatten()
+
     assert Enum.sort(grouped) == Enum.sort(@public)
   end
 
@@ -72,7 +74,8 @@ defmodule KinoTraceTest.Project.StructureTest do
     refute File.read!("lib/kino_trace/widget/live.ex") =~ ~r/^\s+@moduledoc """/m
   end
 
-  defp expected_path(name), do: "lib/" <> (name |> String.split(".") |> Enum.map_join("/", &Macro.underscore/1)) <> ".ex"
+  defp expected_path(name),
+    do: "lib/" <> (name |> String.split(".") |> Enum.map_join("/", &Macro.underscore/1)) <> ".ex"
 
   # A module defined inside another one's file (a struct's helper, say) sits under it.
   defp nested?(path, name) do
@@ -156,7 +159,9 @@ defmodule KinoTraceTest.Project.StructureTest do
 
     assert unexplained == [],
            "timed sleeps with no \"# time is the subject:\" comment in the 3 lines above: #{Enum.join(unexplained, ", ")}"
-    assert length(timed) <= @max_sleeps, "#{length(timed)} timed sleeps (at most #{@max_sleeps}): #{Enum.join(timed, ", ")}"
+
+    assert length(timed) <= @max_sleeps,
+           "#{length(timed)} timed sleeps (at most #{@max_sleeps}): #{Enum.join(timed, ", ")}"
   end
 
   # What the comments in the 3 lines above a sleep say it is.

@@ -21,7 +21,9 @@ defmodule KinoTraceTest.Browser do
     File.write!(path, JSON.encode!(fixture))
 
     {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path], stderr_to_stdout: true)
+      System.cmd("node", [Path.join(@root, "test/browser/" <> script), path],
+        stderr_to_stdout: true
+      )
 
     IO.puts(output)
     assert status == 0, "browser test failed (exit #{status}):\n#{output}"

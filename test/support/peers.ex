@@ -61,7 +61,9 @@ defmodule KinoTraceTest.Peers do
       env: Keyword.get(opts, :env, [])
     }
 
-    peer_opts = if opts[:standard_io], do: Map.put(peer_opts, :connection, :standard_io), else: peer_opts
+    peer_opts =
+      if opts[:standard_io], do: Map.put(peer_opts, :connection, :standard_io), else: peer_opts
+
     peer_opts =
       case opts[:umask] do
         nil ->
@@ -70,11 +72,21 @@ defmodule KinoTraceTest.Peers do
         mask ->
           erl = Path.join([:code.root_dir(), "bin", "erl"])
           umask = Integer.to_string(mask, 8)
-          Map.put(peer_opts, :exec, {~c"/bin/sh", [~c"-c", ~c"umask #{umask} && exec \"$0\" \"$@\"", String.to_charlist(erl)]})
+
+          Map.put(
+            peer_opts,
+            :exec,
+            {~c"/bin/sh",
+             [~c"-c", ~c"umask #{umask} && exec \"$0\" \"$@\"", String.to_charlist(erl)]}
+          )
       end
+
     {:ok, peer, node} = :peer.start(peer_opts)
     if opts[:standard_io], do: true = Node.connect(node)
-    if code == :kino_trace, do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
+
+    if code == :kino_trace,
+      do: {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:kino_trace])
+
     if opts[:on_exit] != false, do: ExUnit.Callbacks.on_exit(fn -> stop_peer(peer) end)
     {peer, node}
   end
@@ -118,7 +130,11 @@ defmodule KinoTraceTest.Peers do
   @doc "What each process of `node` runs (to tell what a footprint's count differs by)."
   def process_infos(node) do
     for pid <- :erpc.call(node, :erlang, :processes, []),
-        info = :erpc.call(node, :erlang, :process_info, [pid, [:initial_call, :current_function, :registered_name]]),
+        info =
+          :erpc.call(node, :erlang, :process_info, [
+            pid,
+            [:initial_call, :current_function, :registered_name]
+          ]),
         is_list(info),
         do: {pid, info}
   end
@@ -146,7 +162,13 @@ defmodule KinoTraceTest.Peers do
     File.mkdir_p!(tmp)
     ExUnit.Callbacks.on_exit(fn -> File.rm_rf(tmp) end)
     {tmpdir, opts} = Keyword.pop(opts, :tmpdir, tmp)
-    {peer, node} = start_peer(name, Keyword.merge([code: :bare, env: [{~c"TMPDIR", String.to_charlist(tmpdir)}]], opts))
+
+    {peer, node} =
+      start_peer(
+        name,
+        Keyword.merge([code: :bare, env: [{~c"TMPDIR", String.to_charlist(tmpdir)}]], opts)
+      )
+
     # nothing of kino_trace there: a test would prove nothing otherwise
     :non_existing = :erpc.call(node, :code, :which, [KinoTrace.Session])
     load_module(node, KinoTraceTest.Remote.Echo)
@@ -194,7 +216,11 @@ defmodule KinoTraceTest.Peers do
     # the old connection still up and does nothing, and then that connection goes, so
     # the next trace found the node not connected (issue 23 item 8).
     peer_sees = fn -> node() not in :peer.call(peer, :erlang, :nodes, [:connected]) end
-    KinoTraceTest.Helpers.wait_until(peer_sees, 1_000, fn -> "the peer never saw the connection drop" end)
+
+    KinoTraceTest.Helpers.wait_until(peer_sees, 1_000, fn ->
+      "the peer never saw the connection drop"
+    end)
+
     true = :peer.call(peer, :net_kernel, :connect_node, [node()])
 
     # and this node has the new connection up as well

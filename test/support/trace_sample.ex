@@ -181,10 +181,19 @@ defmodule KinoTraceTest.Helpers do
   def await_received(pids, message, n \\ 1, timeout \\ 30_000) do
     pids = List.wrap(pids)
     :erlang.trace_pattern(:receive, [{[:_, :_, message], [], []}], [])
-    :lists.foreach(fn pid -> 1 = :erlang.trace(pid, true, [:receive, {:tracer, self()}]) end, pids)
+
+    :lists.foreach(
+      fn pid -> 1 = :erlang.trace(pid, true, [:receive, {:tracer, self()}]) end,
+      pids
+    )
 
     try do
-      :lists.foreach(fn pid -> :lists.foreach(fn _ -> await_receive(pid, message, timeout) end, :lists.seq(1, n)) end, pids)
+      :lists.foreach(
+        fn pid ->
+          :lists.foreach(fn _ -> await_receive(pid, message, timeout) end, :lists.seq(1, n))
+        end,
+        pids
+      )
     after
       :lists.foreach(
         fn pid ->
@@ -193,6 +202,7 @@ defmodule KinoTraceTest.Helpers do
         end,
         pids
       )
+
       :erlang.trace_pattern(:receive, true, [])
     end
   end
@@ -203,7 +213,10 @@ defmodule KinoTraceTest.Helpers do
     after
       timeout ->
         state = if Process.alive?(pid), do: "alive", else: "ended"
-        ExUnit.Assertions.flunk("#{inspect(pid)} (#{state}) did not receive #{inspect(message)} in #{timeout} ms")
+
+        ExUnit.Assertions.flunk(
+          "#{inspect(pid)} (#{state}) did not receive #{inspect(message)} in #{timeout} ms"
+        )
     end
   end
 
@@ -233,7 +246,9 @@ defmodule KinoTraceTest.Helpers do
         fun.(events) && events
       end,
       tries,
-      fn -> "expected events never arrived; got: #{inspect(Kino.Trace.events(trace, 10_000), limit: 30)}" end
+      fn ->
+        "expected events never arrived; got: #{inspect(Kino.Trace.events(trace, 10_000), limit: 30)}"
+      end
     )
   end
 

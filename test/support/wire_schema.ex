@@ -20,14 +20,20 @@ defmodule KinoTraceTest.WireSchema do
   @doc "Raises unless `payload` is a valid payload of the browser event `event`."
   def check_event!(event, payload) do
     case @schema["events"] do
-      %{^event => schema} -> check!(payload, schema, event)
-      events -> raise "the wire schema has no event #{inspect(event)} (it has #{inspect(Map.keys(events))})"
+      %{^event => schema} ->
+        check!(payload, schema, event)
+
+      events ->
+        raise "the wire schema has no event #{inspect(event)} (it has #{inspect(Map.keys(events))})"
     end
   end
 
   @doc "Checks each `{:broadcast | :reply, event, payload}` effect; others are skipped."
   def check_effects!(effects) do
-    for {kind, event, payload} <- effects, kind in [:broadcast, :reply], do: check_event!(event, payload)
+    for {kind, event, payload} <- effects,
+        kind in [:broadcast, :reply],
+        do: check_event!(event, payload)
+
     :ok
   end
 
@@ -35,16 +41,25 @@ defmodule KinoTraceTest.WireSchema do
     json = payload |> JSON.encode!() |> JSON.decode!()
 
     case errors(json, schema, name) do
-      [] -> :ok
-      errors -> raise ExUnit.AssertionError, "the #{name} payload does not follow assets/wire.schema.json:\n  " <> Enum.join(errors, "\n  ")
+      [] ->
+        :ok
+
+      errors ->
+        raise ExUnit.AssertionError,
+              "the #{name} payload does not follow assets/wire.schema.json:\n  " <>
+                Enum.join(errors, "\n  ")
     end
   end
 
-  defp errors(value, %{"$ref" => "#/$defs/" <> def}, path), do: errors(value, Map.fetch!(@schema["$defs"], def), path)
+  defp errors(value, %{"$ref" => "#/$defs/" <> def}, path),
+    do: errors(value, Map.fetch!(@schema["$defs"], def), path)
 
   defp errors(value, %{"anyOf" => options}, path) do
     all = Enum.map(options, &errors(value, &1, path))
-    if Enum.any?(all, &(&1 == [])), do: [], else: ["#{path}: matches none of its forms: " <> Enum.join(List.flatten(all), "; ")]
+
+    if Enum.any?(all, &(&1 == [])),
+      do: [],
+      else: ["#{path}: matches none of its forms: " <> Enum.join(List.flatten(all), "; ")]
   end
 
   defp errors(value, schema, path) do
@@ -72,7 +87,13 @@ defmodule KinoTraceTest.WireSchema do
   defp type?(value, "null"), do: is_nil(value)
 
   defp enum_errors(_value, nil, _path), do: []
-  defp enum_errors(value, enum, path), do: if(value in enum, do: [], else: ["#{path}: #{inspect(value)} is not one of #{inspect(enum)}"])
+
+  defp enum_errors(value, enum, path),
+    do:
+      if(value in enum,
+        do: [],
+        else: ["#{path}: #{inspect(value)} is not one of #{inspect(enum)}"]
+      )
 
   defp minimum_errors(value, min, path) when is_number(value) and is_number(min) and value < min,
     do: ["#{path}: #{value} is less than #{min}"]
@@ -81,7 +102,11 @@ defmodule KinoTraceTest.WireSchema do
 
   defp object_errors(value, schema, path) when is_map(value) do
     properties = Map.get(schema, "properties", %{})
-    missing = for key <- Map.get(schema, "required", []), not Map.has_key?(value, key), do: "#{path}: no #{key}"
+
+    missing =
+      for key <- Map.get(schema, "required", []),
+          not Map.has_key?(value, key),
+          do: "#{path}: no #{key}"
 
     fields =
       Enum.flat_map(value, fn {key, field} ->
@@ -99,7 +124,9 @@ defmodule KinoTraceTest.WireSchema do
   defp object_errors(_value, _schema, _path), do: []
 
   defp array_errors(value, %{"items" => items}, path) when is_list(value) do
-    value |> Enum.with_index() |> Enum.flat_map(fn {item, i} -> errors(item, items, "#{path}[#{i}]") end)
+    value
+    |> Enum.with_index()
+    |> Enum.flat_map(fn {item, i} -> errors(item, items, "#{path}[#{i}]") end)
   end
 
   defp array_errors(_value, _schema, _path), do: []

@@ -177,7 +177,9 @@ defmodule Kino.Trace.Capture do
       "  * or run it on an OTP release with the fix of erlang/otp#10349"
   end
 
-  defp bif_name({m, f, a} = mfa) when is_atom(m) and is_atom(f) and is_integer(a), do: MFA.to_string(mfa)
+  defp bif_name({m, f, a} = mfa) when is_atom(m) and is_atom(f) and is_integer(a),
+    do: MFA.to_string(mfa)
+
   defp bif_name(pattern), do: inspect(pattern)
 
   defp drop_report(capture) do
@@ -242,7 +244,10 @@ defmodule Kino.Trace.Capture do
     ]
 
   defp remedies(:no_memory, limits),
-    do: [@narrower, "or give it a smaller queue, within the memory the VM has: queue: [bytes: n]#{setting(limits, :queue)}"]
+    do: [
+      @narrower,
+      "or give it a smaller queue, within the memory the VM has: queue: [bytes: n]#{setting(limits, :queue)}"
+    ]
 
   defp remedies(reason, limits) when reason in [:max_events, :limit],
     do: [@narrower, "or raise its limit: option#{setting(limits, :limit)}"]
@@ -316,7 +321,8 @@ defmodule Kino.Trace.Capture do
 
     what =
       [calls: patterns] ++
-        if(messages?, do: [messages: targets], else: []) ++ if(processes?, do: [processes: targets], else: [])
+        if(messages?, do: [messages: targets], else: []) ++
+        if(processes?, do: [processes: targets], else: [])
 
     plan = Plan.new!(what, Keyword.put(opts, :pids, targets), @defaults)
 
@@ -365,7 +371,9 @@ defmodule Kino.Trace.Capture do
     {events, info} = collect(trace, setup.collector)
     events = Enum.filter(events, &in_block?(&1, owner, t0, t1))
     bifs = setup.bifs
-    untraced_bifs = if bifs != [] and Reaper.unwatch(setup.watch) != setup.switch_offs, do: bifs, else: []
+
+    untraced_bifs =
+      if bifs != [] and Reaper.unwatch(setup.watch) != setup.switch_offs, do: bifs, else: []
 
     %__MODULE__{
       events: events,
@@ -380,19 +388,28 @@ defmodule Kino.Trace.Capture do
     }
   end
 
-
   # The BIFs the capture traces (a pattern on every module covers them all).
   defp bifs(%Plan{calls: nil}), do: []
 
   defp bifs(%Plan{calls: calls}) do
     every = for {{:_, _, _} = target, spec} <- calls.functions.steps, spec != false, do: target
-    Enum.uniq(every ++ for({mfa, spec} <- KinoTrace.Plan.Functions.bif_steps(calls.functions), spec != false, do: mfa))
+
+    Enum.uniq(
+      every ++
+        for(
+          {mfa, spec} <- KinoTrace.Plan.Functions.bif_steps(calls.functions),
+          spec != false,
+          do: mfa
+        )
+    )
   end
 
   # What the calling process did before the block started or after it returned is
   # kino_trace's own bookkeeping (starting the trace, subscribing, collecting), not the
   # block's. Other processes' events are the block's whenever they happen.
-  defp in_block?(%{pid: pid, monotonic: t}, pid, t0, t1) when is_integer(t), do: t >= t0 and t <= t1
+  defp in_block?(%{pid: pid, monotonic: t}, pid, t0, t1) when is_integer(t),
+    do: t >= t0 and t <= t1
+
   defp in_block?(_event, _self, _t0, _t1), do: true
 
   # Whether the trace ended before the block did. At the limit the native session stops

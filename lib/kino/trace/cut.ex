@@ -79,11 +79,13 @@ defmodule Kino.Trace.Cut do
   defimpl Inspect do
     import Inspect.Algebra
 
-    def inspect(%{kind: kind, value: prefix}, opts) when kind in [:binary, :bitstring] and is_binary(prefix) do
+    def inspect(%{kind: kind, value: prefix}, opts)
+        when kind in [:binary, :bitstring] and is_binary(prefix) do
       concat([to_doc(prefix, opts), " <> ..."])
     end
 
-    def inspect(%{kind: :integer, value: lead, size: bits}, _opts) when is_integer(lead) and is_integer(bits) do
+    def inspect(%{kind: :integer, value: lead, size: bits}, _opts)
+        when is_integer(lead) and is_integer(bits) do
       sign = if lead < 0, do: "-", else: ""
       "#{sign}0x#{Integer.to_string(abs(lead), 16)}... (#{bits} bits)"
     end
@@ -101,7 +103,15 @@ defmodule Kino.Trace.Cut do
     # not its module exists on this node.
     def inspect(%{kind: :map, value: %{__struct__: module} = map}, opts) when is_atom(module) do
       fields = (map |> Map.delete(:__struct__) |> sorted()) ++ [:__kino_trace_more__]
-      container_doc("%" <> Macro.inspect_atom(:literal, module) <> "{", fields, "}", opts, &field/2, separator: ",")
+
+      container_doc(
+        "%" <> Macro.inspect_atom(:literal, module) <> "{",
+        fields,
+        "}",
+        opts,
+        &field/2,
+        separator: ","
+      )
     end
 
     def inspect(%{kind: :map, value: map}, opts) when is_map(map) do

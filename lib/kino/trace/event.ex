@@ -117,7 +117,8 @@ defmodule Kino.Trace.Event do
           | :unregister
 
   @typedoc "The function that made a call, and with `caller: :line` the file and line of the call."
-  @type caller :: {module(), atom(), arity()} | {module(), atom(), arity(), {String.t(), pos_integer()}}
+  @type caller ::
+          {module(), atom(), arity()} | {module(), atom(), arity(), {String.t(), pos_integer()}}
 
   @type t :: %__MODULE__{
           id: pos_integer() | nil,
@@ -208,4 +209,5 @@ defmodule Kino.Trace.Event do
   def mfa(%__MODULE__{module: nil}), do: nil
   def mfa(%__MODULE__{module: m, function: f, arity: a}), do: {m, f, a}
 end
+
 # Its Inspect implementation is in event/inspect.ex.

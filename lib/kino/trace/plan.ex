@@ -44,7 +44,16 @@ defmodule Kino.Trace.Plan do
   alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]
-  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}]
+  defstruct [
+    :what,
+    :options,
+    :nodes,
+    :limits,
+    calls: nil,
+    messages: nil,
+    processes: nil,
+    parts: %{}
+  ]
 
   @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
   @type targets :: [pid() | :all | :new | :existing]
@@ -109,7 +118,13 @@ defmodule Kino.Trace.Plan do
     options = Options.validate!(opts, defaults)
     Options.check_what!(options, Keyword.keys(what))
     nodes = nodes!(options[:nodes])
-    plan = %__MODULE__{what: what, options: options, nodes: nodes, limits: Options.native_limits(options)}
+
+    plan = %__MODULE__{
+      what: what,
+      options: options,
+      nodes: nodes,
+      limits: Options.native_limits(options)
+    }
 
     # Every other node's part is built (checked) before anything is traced anywhere, and
     # kept for its session (part/2).
@@ -161,7 +176,8 @@ defmodule Kino.Trace.Plan do
       true
   """
   @spec part(t(), node()) :: t()
-  def part(%__MODULE__{} = plan, node) when node == node(), do: %{plan | nodes: [node], parts: %{}}
+  def part(%__MODULE__{} = plan, node) when node == node(),
+    do: %{plan | nodes: [node], parts: %{}}
 
   def part(%__MODULE__{parts: parts} = plan, node),
     do: Map.get_lazy(parts, node, fn -> node_part!(%{plan | parts: %{}}, node, warn: false) end)
@@ -223,7 +239,11 @@ defmodule Kino.Trace.Plan do
 
   defp counters_part!(lookup, patterns, opts) do
     {patterns, warnings} =
-      Pattern.parse_all!(List.wrap(patterns), force: opts[:force], local: opts[:local], lookup: lookup)
+      Pattern.parse_all!(List.wrap(patterns),
+        force: opts[:force],
+        local: opts[:local],
+        lookup: lookup
+      )
 
     Targets.check_plain!(patterns)
     warn(warnings, lookup, true)
@@ -320,7 +340,10 @@ defmodule Kino.Trace.Plan do
   @spec process_flags(t()) :: [{targets(), [atom()]}]
   def process_flags(%__MODULE__{} = plan) do
     calls = plan.calls && {plan.calls.pids, plan.calls.flags}
-    parts = for part <- [plan.messages, plan.processes], part != nil, do: {part.targets, part.flags}
+
+    parts =
+      for part <- [plan.messages, plan.processes], part != nil, do: {part.targets, part.flags}
+
     if calls, do: [calls | parts], else: parts
   end
 
@@ -333,7 +356,9 @@ defmodule Kino.Trace.Plan do
       [force: true, local: true, max_bytes: 16384]
   """
   @spec pattern_opts(t() | keyword()) :: keyword()
-  def pattern_opts(%__MODULE__{options: options} = plan), do: [lookup: lookup(plan)] ++ pattern_opts(options)
+  def pattern_opts(%__MODULE__{options: options} = plan),
+    do: [lookup: lookup(plan)] ++ pattern_opts(options)
+
   def pattern_opts(options),
     do: [force: options[:force], local: options[:local], max_bytes: options[:max_bytes]]
 
@@ -361,7 +386,9 @@ defmodule Kino.Trace.Plan do
     calls =
       case Keyword.fetch(what, :calls) do
         {:ok, given} ->
-          {patterns, warnings} = Pattern.parse_all!(given, [lookup: lookup] ++ pattern_opts(options))
+          {patterns, warnings} =
+            Pattern.parse_all!(given, [lookup: lookup] ++ pattern_opts(options))
+
           warn(warnings, lookup, warn?)
           calls(options, patterns, Options.resolve_pids(options[:pids], lookup))
 
@@ -391,7 +418,8 @@ defmodule Kino.Trace.Plan do
       patterns: patterns,
       pids: pids,
       flags:
-        [:call, :scheduler_id] ++ if(options[:return_to], do: [:return_to], else: []) ++ children(options),
+        [:call, :scheduler_id] ++
+          if(options[:return_to], do: [:return_to], else: []) ++ children(options),
       match_flags: if(options[:local], do: [:local], else: [:global]),
       returns: returns,
       actions: actions,
@@ -431,9 +459,17 @@ defmodule Kino.Trace.Plan do
 
     import_names(options[:pattern], lookup)
 
-    case MessagePattern.compile(options[:pattern], distributed?, max_bytes: options[:max_bytes], timeouts: options[:timeouts]) do
+    case MessagePattern.compile(options[:pattern], distributed?,
+           max_bytes: options[:max_bytes],
+           timeouts: options[:timeouts]
+         ) do
       {:ok, specs} ->
-        %{targets: targets, flags: [:send, :receive, :scheduler_id] ++ children(options), specs: specs, distributed: distributed?}
+        %{
+          targets: targets,
+          flags: [:send, :receive, :scheduler_id] ++ children(options),
+          specs: specs,
+          distributed: distributed?
+        }
 
       {:error, message} ->
         raise ArgumentError, message
@@ -458,7 +494,10 @@ defmodule Kino.Trace.Plan do
   defp processes!(nil, _options, _lookup), do: nil
 
   defp processes!(targets, options, lookup),
-    do: %{targets: Options.resolve_targets!(targets, :processes, lookup), flags: [:procs, :scheduler_id] ++ children(options)}
+    do: %{
+      targets: Options.resolve_targets!(targets, :processes, lookup),
+      flags: [:procs, :scheduler_id] ++ children(options)
+    }
 
   defp children(options), do: if(options[:children], do: [:set_on_spawn], else: [])
 end

@@ -117,7 +117,8 @@ defmodule Kino.Trace.Stats do
         %__MODULE__{id: id, server: pid, node: node()}
 
       {:error, {:node, node, message}} ->
-        raise RuntimeError, "kino_trace could not start a stats session on node #{inspect(node)}: #{message}"
+        raise RuntimeError,
+              "kino_trace could not start a stats session on node #{inspect(node)}: #{message}"
 
       {:error, reason} ->
         raise RuntimeError, "kino_trace could not start a stats session: #{inspect(reason)}"

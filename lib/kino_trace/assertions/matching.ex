@@ -9,10 +9,10 @@ defmodule KinoTrace.Assertions.Matching do
   # Whether `call` is of the pattern's function and its arguments match.
   @spec matches?(CallPattern.t(), Call.t()) :: boolean
   def matches?(
-         %CallPattern{module: m, function: f, arity: a} = pattern,
-         %Call{module: m, function: f, arity: a} = call
-       ),
-       do: CallPattern.match?(pattern, call.args)
+        %CallPattern{module: m, function: f, arity: a} = pattern,
+        %Call{module: m, function: f, arity: a} = call
+      ),
+      do: CallPattern.match?(pattern, call.args)
 
   def matches?(_pattern, _call), do: false
 
@@ -32,9 +32,9 @@ defmodule KinoTrace.Assertions.Matching do
   # Whether `call` ended with an exception matching the (validated) exception spec.
   @spec exception_matches?(tuple, Call.t()) :: boolean
   def exception_matches?({:pattern, value_pattern}, %Call{
-         outcome: {:raised, class, reason},
-         args: args
-       }) do
+        outcome: {:raised, class, reason},
+        args: args
+      }) do
     ValuePattern.match?(value_pattern, args, {class, reason}) or
       (class == :error and
          ValuePattern.match?(value_pattern, args, {:error, Call.normalize(reason)}))

@@ -16,7 +16,12 @@ defmodule KinoTrace.Complete.Remote do
   def matching(node, prefix) do
     case call(node, :code, :all_available, []) do
       {:ok, available} when is_list(available) ->
-        for({name, _file, _loaded} <- available, name = to_text(name), String.starts_with?(name, prefix), do: name)
+        for(
+          {name, _file, _loaded} <- available,
+          name = to_text(name),
+          String.starts_with?(name, prefix),
+          do: name
+        )
         |> Enum.sort()
         |> Enum.dedup()
 
@@ -28,7 +33,8 @@ defmodule KinoTrace.Complete.Remote do
   @doc "The exported `{name, arity}` of the module named `name` on that node, or `[]`."
   @spec exports(node(), String.t()) :: [{String.t(), arity()}]
   def exports(node, name) do
-    with {:ok, path} when is_list(path) <- call(node, :code, :where_is_file, [String.to_charlist(name <> ".beam")]),
+    with {:ok, path} when is_list(path) <-
+           call(node, :code, :where_is_file, [String.to_charlist(name <> ".beam")]),
          {:ok, {:ok, binary}} <- call(node, :file, :read_file, [path]),
          {:ok, ^name, exports} <- KinoTrace.Complete.Beam.exports(binary) do
       exports
@@ -39,9 +45,11 @@ defmodule KinoTrace.Complete.Remote do
 
   # A module loaded there with no object file (sent with :code.load_binary/3, say).
   defp loaded_exports(node, name) do
-    with {:ok, module} when is_atom(module) <- call(node, :erlang, :binary_to_existing_atom, [name, :utf8]),
+    with {:ok, module} when is_atom(module) <-
+           call(node, :erlang, :binary_to_existing_atom, [name, :utf8]),
          {:ok, true} <- call(node, :erlang, :module_loaded, [module]),
-         {:ok, exports} when is_list(exports) <- call(node, :erlang, :get_module_info, [module, :exports]) do
+         {:ok, exports} when is_list(exports) <-
+           call(node, :erlang, :get_module_info, [module, :exports]) do
       for {function, arity} <- exports, do: {Atom.to_string(function), arity}
     else
       _ -> []

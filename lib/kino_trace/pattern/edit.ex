@@ -11,8 +11,13 @@ defmodule KinoTrace.Pattern.Edit do
   @max_pattern_bytes 4_096
   @max_edit_bytes 65_536
 
-  @spec bounds() :: %{lines: pos_integer(), pattern_bytes: pos_integer(), edit_bytes: pos_integer()}
-  def bounds, do: %{lines: @max_lines, pattern_bytes: @max_pattern_bytes, edit_bytes: @max_edit_bytes}
+  @spec bounds() :: %{
+          lines: pos_integer(),
+          pattern_bytes: pos_integer(),
+          edit_bytes: pos_integer()
+        }
+  def bounds,
+    do: %{lines: @max_lines, pattern_bytes: @max_pattern_bytes, edit_bytes: @max_edit_bytes}
 
   @doc """
   Whether one pattern's text (a call or a message pattern) is within the bytes of a
@@ -27,7 +32,9 @@ defmodule KinoTrace.Pattern.Edit do
   def check_pattern(text) when byte_size(text) <= @max_pattern_bytes, do: :ok
 
   def check_pattern(text),
-    do: {:error, "the pattern is #{byte_size(text)} bytes long, at most #{@max_pattern_bytes} bytes per pattern"}
+    do:
+      {:error,
+       "the pattern is #{byte_size(text)} bytes long, at most #{@max_pattern_bytes} bytes per pattern"}
 
   @spec check([String.t()]) :: :ok | {:error, String.t()}
   def check(lines) do

@@ -43,14 +43,18 @@ defmodule KinoTrace.Pattern.Preflight do
     staged =
       Enum.map(parsed, fn
         {:ok, %{} = pattern} ->
-          with :ok <- refuse_everything(pattern, force?), :ok <- refuse_tracer(pattern, force?), do: {:ok, pattern}
+          with :ok <- refuse_everything(pattern, force?),
+               :ok <- refuse_tracer(pattern, force?),
+               do: {:ok, pattern}
 
         {:error, message} ->
           {:error, message}
       end)
 
     staged = resolve_modules(staged, lookup)
-    facts = module_facts(lookup, for({:ok, %{module: m}} <- staged, is_atom(m) and m != :_, do: m))
+
+    facts =
+      module_facts(lookup, for({:ok, %{module: m}} <- staged, is_atom(m) and m != :_, do: m))
 
     results =
       Enum.map(staged, fn
@@ -64,7 +68,8 @@ defmodule KinoTrace.Pattern.Preflight do
       results
       |> Enum.map_reduce(@max_module_hints, fn
         {:unknown_module, wanted}, hints_left when hints_left > 0 ->
-          {{:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)}, hints_left - 1}
+          {{:error, "unknown module #{wanted}" <> module_hint(wanted, candidates)},
+           hints_left - 1}
 
         {:unknown_module, wanted}, 0 ->
           {{:error, "unknown module #{wanted}"}, 0}
@@ -155,6 +160,7 @@ defmodule KinoTrace.Pattern.Preflight do
 
   defp tracer_module?(module) do
     name = Name.inspect_module(module)
+
     name in ["Kino.Trace", "KinoTrace"] or String.starts_with?(name, "Kino.Trace.") or
       String.starts_with?(name, "KinoTrace.")
   end
@@ -244,8 +250,7 @@ defmodule KinoTrace.Pattern.Preflight do
            "it cannot be traced"}
 
       not local? and (arity == :_ or arity in all_arities) and all_arities != [] ->
-        {:error,
-         "#{Text.of(pattern)} is private; it can only be traced with local: true"}
+        {:error, "#{Text.of(pattern)} is private; it can only be traced with local: true"}
 
       arities != [] ->
         {:error,
@@ -347,7 +352,8 @@ defmodule KinoTrace.Pattern.Preflight do
   # `Code.eval_quoted/2` would, and the call it became is read. Nothing is compiled or
   # run; macros are left alone.
   defp inline_target(module, function, arity) do
-    if is_integer(arity) and Code.ensure_loaded?(module) and not macro_exported?(module, function, arity) and
+    if is_integer(arity) and Code.ensure_loaded?(module) and
+         not macro_exported?(module, function, arity) and
          function_exported?(module, function, arity) do
       case translated_call(module, function, arity) do
         {^module, ^function, ^arity} -> nil
@@ -369,7 +375,9 @@ defmodule KinoTrace.Pattern.Preflight do
     _ -> nil
   end
 
-  defp erlang_call({:call, _, {:remote, _, {:atom, _, m}, {:atom, _, f}}, args}), do: {m, f, length(args)}
+  defp erlang_call({:call, _, {:remote, _, {:atom, _, m}, {:atom, _, f}}, args}),
+    do: {m, f, length(args)}
+
   defp erlang_call({:op, _, op, _left, _right}), do: {:erlang, op, 2}
   defp erlang_call({:op, _, op, _operand}), do: {:erlang, op, 1}
   defp erlang_call({kind, _, _, _}) when kind in [:map, :record], do: :no_call
@@ -382,7 +390,6 @@ defmodule KinoTrace.Pattern.Preflight do
   end
 
   defp vm_instruction?(_module, _function, _arity), do: false
-
 
   # Preflight names "any arity" by leaving the arity out (`Enum.map`), not as `/*`.
   defp mfa_text(module, function, :_), do: MFA.to_string({module, function, nil})

@@ -99,8 +99,7 @@ defmodule KinoTrace.Pattern.Text do
       guards = if clauses == [[]], do: [], else: clauses
 
       if guards == [] and Enum.all?(head, &(&1 == :_)) do
-        {:ok,
-         %{source: source, module: module, function: function, arity: length(args)}}
+        {:ok, %{source: source, module: module, function: function, arity: length(args)}}
       else
         {:ok,
          %{
@@ -188,7 +187,6 @@ defmodule KinoTrace.Pattern.Text do
     end
   end
 
-
   @doc false
   # For patterns checked on another node: the names in argument patterns and guards
   # that are atoms there, once the modules the texts name are loaded there (the atoms
@@ -214,14 +212,21 @@ defmodule KinoTrace.Pattern.Text do
 
   defp quoted(text) do
     text = String.trim(text)
-    if text in @everything or text == "", do: :error, else: text |> normalize_wildcards() |> Quoted.parse()
+
+    if text in @everything or text == "",
+      do: :error,
+      else: text |> normalize_wildcards() |> Quoted.parse()
   end
 
   # The argument patterns and guards of a quoted pattern (the forms of from_ast/3):
   # where literal atoms are. (The function's name is resolved with the module's
   # functions, by the pre-flight check.)
   defp arguments({:when, _, [call, guard]}), do: [arguments(call), guard]
-  defp arguments({{:., _, [_module, function]}, _, args}) when is_name(function) and is_list(args), do: args
+
+  defp arguments({{:., _, [_module, function]}, _, args})
+       when is_name(function) and is_list(args),
+       do: args
+
   defp arguments(_ast), do: []
 
   # The full atom text of the module a quoted pattern names (the forms of from_ast/3),
@@ -230,8 +235,9 @@ defmodule KinoTrace.Pattern.Text do
   defp target_module_text({:/, _, [{{:., _, [module, _]}, _, []}, _]}), do: module_text(module)
   defp target_module_text({:when, _, [call, _]}), do: target_module_text(call)
 
-  defp target_module_text({{:., _, [module, function]}, _, args}) when is_name(function) and is_list(args),
-    do: module_text(module)
+  defp target_module_text({{:., _, [module, function]}, _, args})
+       when is_name(function) and is_list(args),
+       do: module_text(module)
 
   defp target_module_text(module), do: module_text(module)
 

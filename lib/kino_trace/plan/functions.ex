@@ -145,7 +145,8 @@ defmodule KinoTrace.Plan.Functions do
       end)
 
     %__MODULE__{
-      steps: for({target, spec, _} <- steps, do: {target, spec}) ++ generated_off(by_target, lookup),
+      steps:
+        for({target, spec, _} <- steps, do: {target, spec}) ++ generated_off(by_target, lookup),
       no_returns: no_returns,
       transient_returns: transient?
     }
@@ -182,7 +183,9 @@ defmodule KinoTrace.Plan.Functions do
 
     # :existing, not :all: turning a flag off for :all also clears what new processes get.
     if plan.transient_returns,
-      do: {[{:process, [:existing, true, [:silent]]} | steps], [{:process, [:existing, false, [:silent]]}]},
+      do:
+        {[{:process, [:existing, true, [:silent]]} | steps],
+         [{:process, [:existing, false, [:silent]]}]},
       else: {steps, []}
   end
 

@@ -65,7 +65,8 @@ defmodule KinoTrace.Plan.MessagePattern do
     end
   end
 
-  defp do_compile(nil, false, _opts), do: {:ok, %{send: true, recv: [{[:"$1", :_, :_], [{:"=/=", :"$1", :clock_service}], []}]}}
+  defp do_compile(nil, false, _opts),
+    do: {:ok, %{send: true, recv: [{[:"$1", :_, :_], [{:"=/=", :"$1", :clock_service}], []}]}}
 
   defp do_compile(nil, true, opts), do: do_compile("_", true, opts)
 
@@ -128,6 +129,9 @@ defmodule KinoTrace.Plan.MessagePattern do
   # from `:system` or `:clock_service` in place of a node, with no sender: local ones.
   defp recv_guard(true) do
     node = var(:__kino_node__)
-    quote do: unquote(node) != node() and unquote(node) != :system and unquote(node) != :clock_service
+
+    quote do:
+            unquote(node) != node() and unquote(node) != :system and
+              unquote(node) != :clock_service
   end
 end

@@ -43,7 +43,8 @@ defmodule KinoTrace.Plan.Nodes do
   defp check_node!(node) when is_atom(node) do
     # Hidden connections count: Livebook's runtime makes only hidden ones.
     unless node in Node.list(:connected) do
-      raise ArgumentError, "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
+      raise ArgumentError,
+            "cannot trace node #{inspect(node)}: it is not connected to #{inspect(node())}"
     end
 
     case call(node, :erlang, :system_info, [:otp_release]) do
@@ -59,7 +60,8 @@ defmodule KinoTrace.Plan.Nodes do
     end
   end
 
-  defp check_node!(other), do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
+  defp check_node!(other),
+    do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
 
   @doc "How long a call to another node may take (ms): `call/4`, `KinoTrace.Plan.Lookup`."
   @spec call_timeout() :: pos_integer()
@@ -80,7 +82,11 @@ defmodule KinoTrace.Plan.Nodes do
       case Exception.normalize(:error, reason, stack) do
         # (Its message would say whether the module is loaded here, not there.)
         %UndefinedFunctionError{module: ^m, function: ^f} ->
-          {:error, if(kino_trace?(m), do: not_loaded(), else: "#{inspect(m)}.#{f}/#{length(a)} is not defined there")}
+          {:error,
+           if(kino_trace?(m),
+             do: not_loaded(),
+             else: "#{inspect(m)}.#{f}/#{length(a)} is not defined there"
+           )}
 
         e ->
           {:error, Exception.message(e)}
@@ -92,7 +98,9 @@ defmodule KinoTrace.Plan.Nodes do
 
   defp kino_trace?(module) do
     name = Atom.to_string(module)
-    String.starts_with?(name, "Elixir.Kino.Trace.") or String.starts_with?(name, "Elixir.KinoTrace.")
+
+    String.starts_with?(name, "Elixir.Kino.Trace.") or
+      String.starts_with?(name, "Elixir.KinoTrace.")
   end
 
   defp not_loaded do

@@ -49,20 +49,28 @@ defmodule KinoTrace.Plan.Options do
       return_to: {false, boolean},
       local: {true, boolean},
       # The defaults and bounds of the limits are KinoTrace.Limits' (see cap/1).
-      limit: {Limits.default(:limit), KinoTrace.Options.bounded_pos_integer(Limits.max(:limit), nil: true)},
+      limit:
+        {Limits.default(:limit),
+         KinoTrace.Options.bounded_pos_integer(Limits.max(:limit), nil: true)},
       rate: {Limits.default(:rate_count), &check_rate/1},
-      queue: {[events: Limits.default(:queue_events), bytes: Limits.default(:queue_bytes)], &check_queue/1},
+      queue:
+        {[events: Limits.default(:queue_events), bytes: Limits.default(:queue_bytes)],
+         &check_queue/1},
       max_depth: cap(:max_depth),
       max_items: cap(:max_items),
       max_binary: cap(:max_binary),
       max_bytes: cap(:max_bytes),
-      timeout: {Limits.default(:timeout), KinoTrace.Options.bounded_pos_integer(Limits.max(:timeout), nil: true, unit: "ms")},
+      timeout:
+        {Limits.default(:timeout),
+         KinoTrace.Options.bounded_pos_integer(Limits.max(:timeout), nil: true, unit: "ms")},
       print: {false, &check_print/1},
       to: {nil, &check_to/1},
       force: {false, boolean},
       history: cap(:history),
       latency: {false, boolean},
-      pattern: {nil, {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
+      pattern:
+        {nil,
+         {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},
       timeouts: {false, boolean},
       nodes: {nil, {"a node, a list of nodes, or :all", &nodes?/1}},
       agent: {:auto, {":auto or :fallback", &(&1 in [:auto, :fallback])}},
@@ -111,14 +119,20 @@ defmodule KinoTrace.Plan.Options do
       iex> KinoTrace.Plan.Options.to_spec(path: "repo.ktrace", files: 2)
       %{path: "repo.ktrace", max_bytes: 104_857_600, files: 2}
   """
-  @spec to_spec(nil | String.t() | keyword()) :: nil | %{path: String.t(), max_bytes: pos_integer(), files: pos_integer()}
+  @spec to_spec(nil | String.t() | keyword()) ::
+          nil | %{path: String.t(), max_bytes: pos_integer(), files: pos_integer()}
   def to_spec(nil), do: nil
   def to_spec(path) when is_binary(path), do: to_spec(path: path)
+
   def to_spec(opts) do
     spec = opts |> KinoTrace.Options.validate!(to_schema()) |> Map.new()
 
     if div(spec.max_bytes, spec.files) < @min_file_bytes,
-      do: raise(ArgumentError, "to: gives each of its #{spec.files} files #{div(spec.max_bytes, spec.files)} bytes: at least #{@min_file_bytes} are needed (a larger max_bytes:, or fewer files:)")
+      do:
+        raise(
+          ArgumentError,
+          "to: gives each of its #{spec.files} files #{div(spec.max_bytes, spec.files)} bytes: at least #{@min_file_bytes} are needed (a larger max_bytes:, or fewer files:)"
+        )
 
     spec
   end
@@ -132,7 +146,8 @@ defmodule KinoTrace.Plan.Options do
         to_spec(value)
         :ok
       rescue
-        e in ArgumentError -> reraise ArgumentError, "invalid value for :to: " <> e.message, __STACKTRACE__
+        e in ArgumentError ->
+          reraise ArgumentError, "invalid value for :to: " <> e.message, __STACKTRACE__
       end
     else
       {:error, "a path, or [path: path, max_bytes: bytes, files: count]"}
@@ -149,7 +164,8 @@ defmodule KinoTrace.Plan.Options do
         KinoTrace.Options.validate!(value, print_schema())
         :ok
       rescue
-        e in ArgumentError -> reraise ArgumentError, "invalid value for :print: " <> e.message, __STACKTRACE__
+        e in ArgumentError ->
+          reraise ArgumentError, "invalid value for :print: " <> e.message, __STACKTRACE__
       end
     else
       {:error, "a boolean or printer options (colors: boolean, time: boolean)"}
@@ -162,7 +178,9 @@ defmodule KinoTrace.Plan.Options do
   """
   @spec validate!(keyword(), keyword()) :: keyword()
   def validate!(opts, defaults \\ defaults()) do
-    merged = KinoTrace.Options.validate!(opts, KinoTrace.Options.put_defaults(schema(opts), defaults))
+    merged =
+      KinoTrace.Options.validate!(opts, KinoTrace.Options.put_defaults(schema(opts), defaults))
+
     merged = Keyword.update!(merged, :queue, &Keyword.merge(defaults()[:queue], &1))
     check_return_to!(merged)
     merged
@@ -188,10 +206,22 @@ defmodule KinoTrace.Plan.Options do
   @spec check_what!(keyword(), [atom()]) :: :ok
   def check_what!(options, what) do
     if :messages not in what do
-      if options[:pattern] != nil, do: raise(ArgumentError, messages_only(:pattern, "a message pattern filters traced messages"))
+      if options[:pattern] != nil,
+        do:
+          raise(
+            ArgumentError,
+            messages_only(:pattern, "a message pattern filters traced messages")
+          )
 
       if options[:timeouts],
-        do: raise(ArgumentError, messages_only(:timeouts, "timeouts: true adds the receive ... after that timed out to traced messages"))
+        do:
+          raise(
+            ArgumentError,
+            messages_only(
+              :timeouts,
+              "timeouts: true adds the receive ... after that timed out to traced messages"
+            )
+          )
     end
 
     :ok
@@ -207,17 +237,24 @@ defmodule KinoTrace.Plan.Options do
 
   # An option that is one limit of KinoTrace.Limits: its default, and a positive integer
   # of at most its bound.
-  defp cap(name), do: {Limits.default(name), KinoTrace.Options.bounded_pos_integer(Limits.max(name))}
+  defp cap(name),
+    do: {Limits.default(name), KinoTrace.Options.bounded_pos_integer(Limits.max(name))}
 
   # The bounds' errors are worded as the tracers word theirs (c_src/nif/session_nifs.cpp,
   # src/kino_trace_fallback_limits.erl), which check them again.
   defp check_rate(nil), do: :ok
 
-  defp check_rate({count, ms}) when is_integer(count) and count > 0 and is_integer(ms) and ms > 0 do
+  defp check_rate({count, ms})
+       when is_integer(count) and count > 0 and is_integer(ms) and ms > 0 do
     cond do
-      count > Limits.max(:rate_count) -> {:error, "a count of at most #{Limits.max(:rate_count)}"}
-      ms > Limits.max(:rate_period_ms) -> {:error, "a period of at most #{Limits.max(:rate_period_ms)} ms"}
-      true -> :ok
+      count > Limits.max(:rate_count) ->
+        {:error, "a count of at most #{Limits.max(:rate_count)}"}
+
+      ms > Limits.max(:rate_period_ms) ->
+        {:error, "a period of at most #{Limits.max(:rate_period_ms)} ms"}
+
+      true ->
+        :ok
     end
   end
 
@@ -226,7 +263,8 @@ defmodule KinoTrace.Plan.Options do
   @queue_limits %{events: :queue_events, bytes: :queue_bytes}
 
   defp check_queue(value) do
-    if Keyword.keyword?(value) and Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end) do
+    if Keyword.keyword?(value) and
+         Enum.all?(value, fn {k, v} -> k in [:events, :bytes] and pos_integer?(v) end) do
       Enum.find_value(value, :ok, fn {key, v} ->
         max = Limits.max(@queue_limits[key])
         if v > max, do: {:error, "#{inspect(key)} of at most #{max}"}
@@ -237,7 +275,9 @@ defmodule KinoTrace.Plan.Options do
   end
 
   defp nodes?(value),
-    do: is_nil(value) or value == :all or is_atom(value) or (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
+    do:
+      is_nil(value) or value == :all or is_atom(value) or
+        (is_list(value) and value != [] and Enum.all?(value, &is_atom/1))
 
   # The shape of :pids; with `lookup?`, names are looked up here too. (With other
   # nodes, names are looked up for each node when its part of the plan is built.)
@@ -257,7 +297,11 @@ defmodule KinoTrace.Plan.Options do
   defp check_pids!(value, lookup?) do
     cond do
       not name?(value) ->
-        invalid!(:pids, ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names", value)
+        invalid!(
+          :pids,
+          ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), or a list of pids and names",
+          value
+        )
 
       lookup? ->
         whereis!(value)
@@ -281,7 +325,11 @@ defmodule KinoTrace.Plan.Options do
   defp pid!(_name, {:ok, pid}) when is_pid(pid), do: pid
 
   defp pid!(name, {:ok, nil}),
-    do: raise(ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}")
+    do:
+      raise(
+        ArgumentError,
+        "invalid value for :pids: no process is registered as #{inspect(name)}"
+      )
 
   defp pid!(name, {:error, %UndefinedFunctionError{} = e}) do
     raise ArgumentError,
@@ -289,7 +337,11 @@ defmodule KinoTrace.Plan.Options do
   end
 
   defp pid!(name, {:error, e}),
-    do: raise(ArgumentError, "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}")
+    do:
+      raise(
+        ArgumentError,
+        "invalid value for :pids: cannot look up #{inspect(name)}: #{Exception.message(e)}"
+      )
 
   defp pos_integer?(v), do: KinoTrace.Options.pos_integer?(v)
 
@@ -307,7 +359,9 @@ defmodule KinoTrace.Plan.Options do
   """
   @spec resolve_pids(term(), Lookup.t()) :: [pid() | :all | :new | :existing]
   def resolve_pids(value, lookup \\ Lookup.local()) do
-    names = value |> List.wrap() |> Enum.filter(&(name?(&1) and &1 not in [:all, :new, :existing]))
+    names =
+      value |> List.wrap() |> Enum.filter(&(name?(&1) and &1 not in [:all, :new, :existing]))
+
     found = if names == [], do: %{}, else: Lookup.whereis(lookup, names)
     do_resolve(value, lookup.node, found)
   end
@@ -315,7 +369,9 @@ defmodule KinoTrace.Plan.Options do
   defp do_resolve(value, _node, _found) when value in [:all, :new, :existing], do: [value]
   defp do_resolve(value, node, _found) when is_pid(value) and node(value) == node, do: [value]
   defp do_resolve(value, _node, _found) when is_pid(value), do: []
-  defp do_resolve(list, node, found) when is_list(list), do: Enum.flat_map(list, &do_resolve(&1, node, found))
+
+  defp do_resolve(list, node, found) when is_list(list),
+    do: Enum.flat_map(list, &do_resolve(&1, node, found))
 
   defp do_resolve(value, node, found) do
     # What is neither a target nor a name raises as an invalid :pids value.

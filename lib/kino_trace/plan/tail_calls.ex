@@ -77,7 +77,8 @@ defmodule KinoTrace.Plan.TailCalls do
       :unknown
   """
   @spec cycles_all([module()], scope(), KinoTrace.Plan.Lookup.t()) :: %{module() => cycles()}
-  def cycles_all(modules, scope \\ :local, lookup \\ Lookup.local()) when scope in [:local, :global] do
+  def cycles_all(modules, scope \\ :local, lookup \\ Lookup.local())
+      when scope in [:local, :global] do
     modules = Enum.uniq(modules)
     md5s = loaded_md5s(lookup, modules)
 

@@ -33,6 +33,8 @@ defmodule KinoTrace.Remote.Agent do
     :kino_trace_agent_worker,
     :kino_trace_agent_native,
     :kino_trace_fallback,
+    :kino_trace_fallback_event,
+    :kino_trace_fallback_gate,
     :kino_trace_fallback_process,
     :kino_trace_fallback_limits,
     :kino_trace_fallback_terms
@@ -74,7 +76,11 @@ defmodule KinoTrace.Remote.Agent do
     # One start at a time per traced node, from any tracing node: the lock is held on
     # that node too. Two starts at once would both ship the same modules, the second
     # load making the first copy old, and neither could be removed after.
-    :global.trans({{__MODULE__, node}, self()}, fn -> start(node, owner, id, limits, opts, 3) end, [node(), node])
+    :global.trans(
+      {{__MODULE__, node}, self()},
+      fn -> start(node, owner, id, limits, opts, 3) end,
+      [node(), node]
+    )
   end
 
   # The node's last trace may be ending meanwhile, its agent unloading itself (a call
@@ -140,7 +146,9 @@ defmodule KinoTrace.Remote.Agent do
       }
 
       case Nodes.call(node, :kino_trace_agent, :start_worker, [config]) do
-        {:ok, worker, mode} -> {:ok, worker, mode}
+        {:ok, worker, mode} ->
+          {:ok, worker, mode}
+
         {:error, message} ->
           # what was shipped for this start goes, unless a trace runs there
           Nodes.call(node, :kino_trace_agent, :release, [self()])
@@ -230,7 +238,9 @@ defmodule KinoTrace.Remote.Agent do
         {:ok, {:fallback, "agent: :fallback was given"}}
 
       not KinoTrace.Tracer.loaded?() ->
-        {:ok, {:fallback, "the native tracer is not loaded on #{node()}: #{KinoTrace.Tracer.load_error()}"}}
+        {:ok,
+         {:fallback,
+          "the native tracer is not loaded on #{node()}: #{KinoTrace.Tracer.load_error()}"}}
 
       facts.arch != here ->
         {:ok,
@@ -257,7 +267,9 @@ defmodule KinoTrace.Remote.Agent do
 
   # "2.17" as :erlang.system_info(:nif_version) gives it: {2, 17}
   defp nif_version(version) do
-    [major, minor] = version |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
+    [major, minor] =
+      version |> List.to_string() |> String.split(".") |> Enum.map(&String.to_integer/1)
+
     {major, minor}
   end
 
@@ -295,9 +307,14 @@ defmodule KinoTrace.Remote.Agent do
     ]
 
     case Nodes.call(node, :erl_eval, :exprs, [@ship_exprs, bindings]) do
-      {:value, :ok, _bindings} -> :ok
-      {:value, {:error, message}, _bindings} -> {:error, message}
-      {:error, message} -> {:error, "could not load kino_trace's agent on node #{inspect(node)}: #{message}"}
+      {:value, :ok, _bindings} ->
+        :ok
+
+      {:value, {:error, message}, _bindings} ->
+        {:error, message}
+
+      {:error, message} ->
+        {:error, "could not load kino_trace's agent on node #{inspect(node)}: #{message}"}
     end
   end
 

@@ -89,10 +89,16 @@ defmodule KinoTrace.Remote.Coordinator do
       Enum.reduce(state.plan.nodes, state, fn node, state ->
         case Remote.start(node, self(), state.plan, {state.id, node}) do
           {:ok, pid} ->
-            put_in(state.nodes[node], %{pid: pid, ref: Process.monitor(pid), status: :running, info: %{}})
+            put_in(state.nodes[node], %{
+              pid: pid,
+              ref: Process.monitor(pid),
+              status: :running,
+              info: %{}
+            })
 
           {:error, message} ->
-            raise ArgumentError, if(node == node(), do: message, else: "on node #{inspect(node)}: #{message}")
+            raise ArgumentError,
+                  if(node == node(), do: message, else: "on node #{inspect(node)}: #{message}")
         end
       end)
 
@@ -109,8 +115,11 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_call(request, from, state), do: handle_request(request, from, state)
 
   @impl KinoTrace.Server
-  def handle_request(:await_setup, _from, %{setup_error: nil} = state), do: {:reply, {:ok, state.id}, state}
-  def handle_request(:await_setup, _from, state), do: {:stop, :normal, {:error, state.setup_error}, state}
+  def handle_request(:await_setup, _from, %{setup_error: nil} = state),
+    do: {:reply, {:ok, state.id}, state}
+
+  def handle_request(:await_setup, _from, state),
+    do: {:stop, :normal, {:error, state.setup_error}, state}
 
   # Its subscribers are held (not traced) by the session of their node.
   def handle_request({:subscribe, pid}, _from, state) do
@@ -118,7 +127,9 @@ defmodule KinoTrace.Remote.Coordinator do
       {:reply, :ok, state}
     else
       state = on_node_of(state, pid, :hold)
-      {:reply, :ok, %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), state.id})}}
+
+      {:reply, :ok,
+       %{state | subscribers: Map.put(state.subscribers, pid, {Process.monitor(pid), state.id})}}
     end
   end
 
@@ -128,7 +139,8 @@ defmodule KinoTrace.Remote.Coordinator do
     {:reply, :ok, on_node_of(%{state | subscribers: subscribers}, pid, :release)}
   end
 
-  def handle_request({:exclude, pid}, _from, state), do: {:reply, :ok, on_node_of(state, pid, :exclude)}
+  def handle_request({:exclude, pid}, _from, state),
+    do: {:reply, :ok, on_node_of(state, pid, :exclude)}
 
   # Each node delivers what it has queued (bounded) before it answers, so its events
   # are in the mailbox when the answers are in; they and what is held for backlogged
@@ -138,7 +150,8 @@ defmodule KinoTrace.Remote.Coordinator do
     {:reply, History.take(state.history, n), state}
   end
 
-  def handle_request(:latency, _from, state), do: caught_up(state) |> then(&{:reply, &1.latency, &1})
+  def handle_request(:latency, _from, state),
+    do: caught_up(state) |> then(&{:reply, &1.latency, &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
@@ -175,9 +188,14 @@ defmodule KinoTrace.Remote.Coordinator do
     {_replies, state} = on_nodes(state, op)
 
     case {op, state.status} do
-      {:pause, :running} -> {:reply, :ok, broadcast(%{state | status: :paused}, {:status, :paused})}
-      {:resume, :paused} -> {:reply, :ok, broadcast(%{state | status: :running}, {:status, :running})}
-      _ -> {:reply, :ok, state}
+      {:pause, :running} ->
+        {:reply, :ok, broadcast(%{state | status: :paused}, {:status, :paused})}
+
+      {:resume, :paused} ->
+        {:reply, :ok, broadcast(%{state | status: :running}, {:status, :running})}
+
+      _ ->
+        {:reply, :ok, state}
     end
   end
 
@@ -234,7 +252,8 @@ defmodule KinoTrace.Remote.Coordinator do
 
       # a subscriber gone without unsubscribing: the session of its node lets it go too
       nil ->
-        {:noreply, on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
+        {:noreply,
+         on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
     end
   end
 
@@ -242,8 +261,11 @@ defmodule KinoTrace.Remote.Coordinator do
 
   def handle_info(message, state) do
     case :gen_server.check_response(message, state.requests, true) do
-      {reply, node, requests} -> {:noreply, info_reply(%{state | requests: requests}, node, reply)}
-      _no_request -> {:noreply, state}
+      {reply, node, requests} ->
+        {:noreply, info_reply(%{state | requests: requests}, node, reply)}
+
+      _no_request ->
+        {:noreply, state}
     end
   end
 
@@ -257,7 +279,11 @@ defmodule KinoTrace.Remote.Coordinator do
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
     state = %{state | numbering: numbering, history: History.push(state.history, events)}
-    pass_on(%{state | latency: state.latency && KinoTrace.Stats.Latency.add(state.latency, events)}, events)
+
+    pass_on(
+      %{state | latency: state.latency && KinoTrace.Stats.Latency.add(state.latency, events)},
+      events
+    )
   end
 
   # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
@@ -270,7 +296,10 @@ defmodule KinoTrace.Remote.Coordinator do
       Delivery.notify(state.subscribers, {:events, events})
       state
     else
-      put_held(%{state | held_events: state.held_events + length(events)}, :queue.in(events, state.held))
+      put_held(
+        %{state | held_events: state.held_events + length(events)},
+        :queue.in(events, state.held)
+      )
       |> relay_later()
     end
   end
@@ -306,14 +335,17 @@ defmodule KinoTrace.Remote.Coordinator do
   # Every held batch, now: before a status, and to answer a request for events or a
   # sync (the caller asked for them).
   defp release_held(state) do
-    for events <- :queue.to_list(state.held), do: Delivery.notify(state.subscribers, {:events, events})
+    for events <- :queue.to_list(state.held),
+        do: Delivery.notify(state.subscribers, {:events, events})
+
     put_held(%{state | held_events: 0}, :queue.new())
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
   defp take_delivered(%{id: id} = state) do
     receive do
-      {:kino_trace, {^id, node}, {:events, events}} -> state |> deliver(node, events) |> take_delivered()
+      {:kino_trace, {^id, node}, {:events, events}} ->
+        state |> deliver(node, events) |> take_delivered()
     after
       0 -> state
     end
@@ -357,7 +389,8 @@ defmodule KinoTrace.Remote.Coordinator do
     {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
 
     skipped =
-      for {node, %{status: :unresponsive}} <- state.nodes, not List.keymember?(replies, node, 0),
+      for {node, %{status: :unresponsive}} <- state.nodes,
+          not List.keymember?(replies, node, 0),
           do: {node, {:error, not_answering()}}
 
     {replies ++ skipped, state}
@@ -374,15 +407,32 @@ defmodule KinoTrace.Remote.Coordinator do
 
       :timeout ->
         late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
-        state = Enum.reduce(late, state, fn node, state -> put_in(state.nodes[node].status, :unresponsive) end)
+
+        state =
+          Enum.reduce(late, state, fn node, state ->
+            put_in(state.nodes[node].status, :unresponsive)
+          end)
+
         errors = for node <- late, do: {node, {:error, not_answering()}}
         {Enum.reverse(acc, errors), state}
 
       {{:reply, reply}, node, requests} ->
-        collect_replies(on_reply.(state, node, {:reply, reply}), requests, deadline, [{node, reply} | acc], on_reply)
+        collect_replies(
+          on_reply.(state, node, {:reply, reply}),
+          requests,
+          deadline,
+          [{node, reply} | acc],
+          on_reply
+        )
 
       {{:error, {reason, _server}}, node, requests} ->
-        collect_replies(state, requests, deadline, [{node, {:error, inspect(reason)}} | acc], on_reply)
+        collect_replies(
+          state,
+          requests,
+          deadline,
+          [{node, {:error, inspect(reason)}} | acc],
+          on_reply
+        )
     end
   end
 
@@ -394,16 +444,23 @@ defmodule KinoTrace.Remote.Coordinator do
     waiting = for {_id, node} <- :gen_server.reqids_to_list(state.requests), do: node
 
     requests =
-      for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in waiting, reduce: state.requests do
+      for {node, entry} <- state.nodes,
+          entry.status not in [:gone, :stopped],
+          node not in waiting,
+          reduce: state.requests do
         requests -> Client.send_request(entry.pid, :info, node, requests)
       end
 
     %{state | requests: requests}
   end
 
-  defp info_reply(state, node, {:reply, info}) when is_map(info) and is_map_key(state.nodes, node) do
+  defp info_reply(state, node, {:reply, info})
+       when is_map(info) and is_map_key(state.nodes, node) do
     entry = state.nodes[node]
-    status = if entry.status == :unresponsive, do: Map.get(info, :status, :running), else: entry.status
+
+    status =
+      if entry.status == :unresponsive, do: Map.get(info, :status, :running), else: entry.status
+
     put_in(state.nodes[node], %{entry | info: info, status: status})
   end
 
@@ -427,7 +484,9 @@ defmodule KinoTrace.Remote.Coordinator do
     {replies, state} = on_nodes(state, :stop)
     answered = for {node, :ok} <- replies, do: node
 
-    for {node, entry} <- state.nodes, entry.status not in [:gone, :stopped], node not in answered do
+    for {node, entry} <- state.nodes,
+        entry.status not in [:gone, :stopped],
+        node not in answered do
       Process.exit(entry.pid, :kill)
     end
 
@@ -442,7 +501,8 @@ defmodule KinoTrace.Remote.Coordinator do
           timeout = max(deadline - System.monotonic_time(:millisecond), 0)
 
           receive do
-            {:DOWN, ref, :process, _, _} when ref == entry.ref -> {node, %{entry | status: :stopped}}
+            {:DOWN, ref, :process, _, _} when ref == entry.ref ->
+              {node, %{entry | status: :stopped}}
           after
             timeout -> {node, %{entry | status: :stopped}}
           end

@@ -26,9 +26,15 @@ defmodule KinoTrace.Remote.Merge do
       results = for {node, results} <- per_node, do: {node, Enum.at(results, i)}
 
       case Enum.find(results, &match?({_, {:error, _}}, &1)) do
-        {node, {:error, message}} when node == node() -> {input, {:error, message}}
-        {node, {:error, message}} -> {input, {:error, "on node #{inspect(node)}: #{message}"}}
-        nil -> {input, with([{_, result} | _] <- results, do: result, else: (_ -> {:error, not_answering}))}
+        {node, {:error, message}} when node == node() ->
+          {input, {:error, message}}
+
+        {node, {:error, message}} ->
+          {input, {:error, "on node #{inspect(node)}: #{message}"}}
+
+        nil ->
+          {input,
+           with([{_, result} | _] <- results, do: result, else: (_ -> {:error, not_answering}))}
       end
     end)
   end
@@ -38,7 +44,11 @@ defmodule KinoTrace.Remote.Merge do
   @doc "The info of a trace over several nodes: the nodes' counters summed, and each node's own."
   @spec info(map()) :: map()
   def info(state) do
-    nodes = Map.new(state.nodes, fn {node, entry} -> {node, Map.put(entry.info, :status, entry.status)} end)
+    nodes =
+      Map.new(state.nodes, fn {node, entry} ->
+        {node, Map.put(entry.info, :status, entry.status)}
+      end)
+
     counted = Enum.filter(Map.values(nodes), &Map.has_key?(&1, :accepted))
     sum = fn key -> Enum.reduce(counted, 0, &(&2 + Map.get(&1, key, 0))) end
 

@@ -115,14 +115,19 @@ defmodule KinoTrace.Render.MFA do
       iex> labels[{Enum, :"-map/2-fun-0-", 3}]
       "anonymous fn/3 in Enum.map/2"
   """
-  @spec labels([{module_name(), function_name(), arity_spec()}]) :: %{optional(tuple()) => String.t()}
+  @spec labels([{module_name(), function_name(), arity_spec()}]) :: %{
+          optional(tuple()) => String.t()
+        }
   def labels(mfas) do
     mfas
     |> Enum.uniq()
     |> Enum.group_by(&label/1)
     |> Enum.flat_map(fn
-      {label, [mfa]} -> [{mfa, label}]
-      {label, alike} -> for {_m, f, _a} = mfa <- alike, do: {mfa, label <> " (" <> made_as(f) <> ")"}
+      {label, [mfa]} ->
+        [{mfa, label}]
+
+      {label, alike} ->
+        for {_m, f, _a} = mfa <- alike, do: {mfa, label <> " (" <> made_as(f) <> ")"}
     end)
     |> Map.new()
   end

@@ -52,7 +52,8 @@ defmodule KinoTrace.Server.Delivery do
     limit = Map.fetch!(@backlog, kind)
 
     Enum.any?(subscribers, fn {pid, _} ->
-      case node(pid) == node() and Process.info(pid, [:message_queue_len, {:dictionary, @held_key}]) do
+      case node(pid) == node() and
+             Process.info(pid, [:message_queue_len, {:dictionary, @held_key}]) do
         [{:message_queue_len, n}, {{:dictionary, @held_key}, held}] -> n + count(held) > limit
         _ -> false
       end

@@ -63,7 +63,14 @@ defmodule KinoTrace.Session.Backend do
     :ok = LocalTracer.attach(tracer, session)
     resource = if LocalTracer.native?(tracer), do: tracer.handle
 
-    %__MODULE__{node: node, id: tracer.id, resource: resource, tracer: tracer, session: session, mode: tracer.mode}
+    %__MODULE__{
+      node: node,
+      id: tracer.id,
+      resource: resource,
+      tracer: tracer,
+      session: session,
+      mode: tracer.mode
+    }
   end
 
   @doc """
@@ -74,7 +81,8 @@ defmodule KinoTrace.Session.Backend do
   @spec start_remote(pid(), term(), map(), node(), keyword()) :: {:ok, t()} | {:error, String.t()}
   def start_remote(owner, id, limits, node, opts) do
     with {:ok, worker, mode} <- Agent.start(node, owner, id, limits, opts) do
-      {:ok, %__MODULE__{node: node, id: id, worker: worker, session: {:agent, worker}, mode: mode}}
+      {:ok,
+       %__MODULE__{node: node, id: id, worker: worker, session: {:agent, worker}, mode: mode}}
     end
   end
 
@@ -106,7 +114,8 @@ defmodule KinoTrace.Session.Backend do
 
   @doc "Whether the trace runs on this node's native tracer (its events are drained decoded)."
   @spec native?(t()) :: boolean()
-  def native?(%__MODULE__{worker: worker, resource: resource}), do: worker == nil and resource != nil
+  def native?(%__MODULE__{worker: worker, resource: resource}),
+    do: worker == nil and resource != nil
 
   @doc "Whether the trace's OTP session is still there (not destroyed)."
   @spec tracing?(t() | nil) :: boolean()
@@ -164,7 +173,9 @@ defmodule KinoTrace.Session.Backend do
   end
 
   # The fallback tracer's sessions get its process flags and call match specs.
-  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, fun, args), do: LocalTracer.trace_args(tracer, fun, args)
+  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, fun, args),
+    do: LocalTracer.trace_args(tracer, fun, args)
+
   defp local_args(_backend, _fun, args), do: args
 
   @doc """

@@ -51,7 +51,9 @@ defmodule KinoTrace.Session.Drain do
   """
   @spec take_in(map()) :: map()
   def take_in(state) do
-    if Backend.tracing?(state.backend), do: state |> first_batch(@drain_batch) |> elem(0), else: state
+    if Backend.tracing?(state.backend),
+      do: state |> first_batch(@drain_batch) |> elem(0),
+      else: state
   end
 
   @doc "A paced drain is due (its timer ran)."
@@ -154,9 +156,14 @@ defmodule KinoTrace.Session.Drain do
 
   defp drain_deliver(state, budget) do
     case drain_batch(state, min(@drain_batch, budget)) do
-      {[], more, state} -> {state, more}
-      {events, true, state} -> state |> deliver_events(events) |> drain_deliver(budget - length(events))
-      {events, false, state} -> {deliver_events(state, events), false}
+      {[], more, state} ->
+        {state, more}
+
+      {events, true, state} ->
+        state |> deliver_events(events) |> drain_deliver(budget - length(events))
+
+      {events, false, state} ->
+        {deliver_events(state, events), false}
     end
   end
 
@@ -180,6 +187,10 @@ defmodule KinoTrace.Session.Drain do
     events = OwnEvents.drop(events)
     Subscribers.broadcast(state, {:events, events})
     latency = state.latency && Latency.add(state.latency, events)
-    Safeguards.guard_loops(%{state | history: History.push(state.history, events), latency: latency}, events)
+
+    Safeguards.guard_loops(
+      %{state | history: History.push(state.history, events), latency: latency},
+      events
+    )
   end
 end

@@ -49,10 +49,22 @@ defmodule KinoTrace.Session.History do
     if n >= history.max do
       :ets.delete_all_objects(table)
       :ets.insert(table, {seq, Enum.take(events, -history.max)})
-      %{history | size: history.max, next: seq + 1, batches: :queue.from_list([{seq, history.max}])}
+
+      %{
+        history
+        | size: history.max,
+          next: seq + 1,
+          batches: :queue.from_list([{seq, history.max}])
+      }
     else
       :ets.insert(table, {seq, events})
-      trim(%{history | size: history.size + n, next: seq + 1, batches: :queue.in({seq, n}, history.batches)})
+
+      trim(%{
+        history
+        | size: history.size + n,
+          next: seq + 1,
+          batches: :queue.in({seq, n}, history.batches)
+      })
     end
   end
 
@@ -99,7 +111,11 @@ defmodule KinoTrace.Session.History do
         end
       end)
 
-    %{history | batches: :queue.from_list(kept), size: kept |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
+    %{
+      history
+      | batches: :queue.from_list(kept),
+        size: kept |> Enum.map(&elem(&1, 1)) |> Enum.sum()
+    }
   end
 
   @doc "How many events it holds."

@@ -151,7 +151,9 @@ defmodule KinoTrace.Session.Reaper do
        {:function, [{Enum, :map, 2}, false, [:local]]},
        {:function, [{Enum, :map, 2}, false, [:global]]}]
   """
-  @spec untrace_ops([{atom(), atom(), atom() | arity()}], [:local | :global]) :: [{:function, list()}]
+  @spec untrace_ops([{atom(), atom(), atom() | arity()}], [:local | :global]) :: [
+          {:function, list()}
+        ]
   def untrace_ops(targets, flags) do
     Enum.flat_map(targets, fn {m, f, a} = target ->
       if m != :_ and bif?(m, f, a),
@@ -164,7 +166,14 @@ defmodule KinoTrace.Session.Reaper do
   defp call(request, fallback) do
     GenServer.call(__MODULE__, request, :infinity)
   catch
-    :exit, {:noproc, _} -> if is_function(fallback), do: (fallback.(); :ok), else: fallback
+    :exit, {:noproc, _} ->
+      if is_function(fallback),
+        do:
+          (
+            fallback.()
+            :ok
+          ),
+        else: fallback
   end
 
   defp cast(request, fallback) do
@@ -207,8 +216,9 @@ defmodule KinoTrace.Session.Reaper do
   @impl true
   def handle_call({:bif_trace, _pid}, _from, %{bug?: false} = state), do: {:reply, :ok, state}
 
-  def handle_call({:bif_trace, pid}, _from, %{bif_traces: traces} = state) when is_map_key(traces, pid),
-    do: {:reply, :ok, state}
+  def handle_call({:bif_trace, pid}, _from, %{bif_traces: traces} = state)
+      when is_map_key(traces, pid),
+      do: {:reply, :ok, state}
 
   # the parked sessions wait for a moment with no trace of BIFs: a new one waits too
   def handle_call({:bif_trace, pid}, from, %{gate: gate} = state) when gate != nil,
@@ -225,10 +235,13 @@ defmodule KinoTrace.Session.Reaper do
   def handle_call({:watch, owner}, _from, state) do
     state = state |> Canary.ensure() |> Canary.check()
     watch = Process.monitor(owner)
-    {:reply, {watch, state.switch_offs}, %{state | watchers: Map.put(state.watchers, watch, owner)}}
+
+    {:reply, {watch, state.switch_offs},
+     %{state | watchers: Map.put(state.watchers, watch, owner)}}
   end
 
-  def handle_call({:unwatch, watch}, _from, %{watchers: watchers} = state) when is_map_key(watchers, watch) do
+  def handle_call({:unwatch, watch}, _from, %{watchers: watchers} = state)
+      when is_map_key(watchers, watch) do
     state = Canary.check(state)
     Process.demonitor(watch, [:flush])
     {:reply, state.switch_offs, unwatched(state, watch)}
@@ -238,13 +251,17 @@ defmodule KinoTrace.Session.Reaper do
 
   @impl true
   def handle_cast({:bif_trace_ended, pid}, state), do: {:noreply, ended(state, pid)}
-  def handle_cast({:destroy, session, functions}, state), do: {:noreply, hand(state, {session, functions, :new})}
+
+  def handle_cast({:destroy, session, functions}, state),
+    do: {:noreply, hand(state, {session, functions, :new})}
 
   @impl true
   def handle_info(:turn, state), do: {:noreply, turn(state)}
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, state) do
-    state = if Map.has_key?(state.watchers, ref), do: unwatched(state, ref), else: ended(state, pid)
+    state =
+      if Map.has_key?(state.watchers, ref), do: unwatched(state, ref), else: ended(state, pid)
+
     {:noreply, state}
   end
 
@@ -284,7 +301,14 @@ defmodule KinoTrace.Session.Reaper do
 
       {{:value, item}, pending} ->
         state = deal(%{state | pending: pending}, item)
-        if :queue.is_empty(state.pending), do: done(state), else: (send(self(), :turn); state)
+
+        if :queue.is_empty(state.pending),
+          do: done(state),
+          else:
+            (
+              send(self(), :turn)
+              state
+            )
     end
   end
 
@@ -294,14 +318,18 @@ defmodule KinoTrace.Session.Reaper do
     state
   end
 
-  defp deal(%{bug?: bug?, bif_traces: traces} = state, {session, _functions, _how}) when not bug? or traces == %{} do
+  defp deal(%{bug?: bug?, bif_traces: traces} = state, {session, _functions, _how})
+       when not bug? or traces == %{} do
     destroy_now(state, session)
   end
 
   defp deal(state, {session, functions, how}) do
     if how == :new, do: quiet(session, functions)
     state = %{state | parked: [session | state.parked]}
-    if state.gate == nil and length(state.parked) > @max_parked, do: close_gate(state), else: state
+
+    if state.gate == nil and length(state.parked) > @max_parked,
+      do: close_gate(state),
+      else: state
   end
 
   # Nothing is pending any more: the callers of sync/0 are answered, and a gate forced
@@ -324,7 +352,13 @@ defmodule KinoTrace.Session.Reaper do
   # (then the parked sessions go) or @gate_ms have passed.
   defp close_gate(state) do
     ref = make_ref()
-    Process.send_after(self(), {:gate, ref}, Application.get_env(:kino_trace, :reaper_gate_ms, @gate_ms))
+
+    Process.send_after(
+      self(),
+      {:gate, ref},
+      Application.get_env(:kino_trace, :reaper_gate_ms, @gate_ms)
+    )
+
     %{state | gate: ref}
   end
 
@@ -379,14 +413,21 @@ defmodule KinoTrace.Session.Reaper do
 
       true ->
         quiet = for session <- Enum.reverse(state.parked), do: {session, [], :quiet}
-        state = %{state | parked: [], pending: :queue.join(state.pending, :queue.from_list(quiet))}
+
+        state = %{
+          state
+          | parked: [],
+            pending: :queue.join(state.pending, :queue.from_list(quiet))
+        }
+
         send(self(), :turn)
         state
     end
   end
 
-  defp open_if_clear(%{gate: ref, bif_traces: traces, parked: []} = state) when is_reference(ref) and traces == %{},
-    do: open_gate(state)
+  defp open_if_clear(%{gate: ref, bif_traces: traces, parked: []} = state)
+       when is_reference(ref) and traces == %{},
+       do: open_gate(state)
 
   defp open_if_clear(state), do: state
 
@@ -429,7 +470,12 @@ defmodule KinoTrace.Session.Reaper do
 
   def bifs({m, f, a}) do
     candidates = if is_integer(a), do: [{f, a}], else: exports(m)
-    for {ef, ea} <- candidates, f in [:_, ef], a in [:_, ea], :erlang.is_builtin(m, ef, ea), do: {m, ef, ea}
+
+    for {ef, ea} <- candidates,
+        f in [:_, ef],
+        a in [:_, ea],
+        :erlang.is_builtin(m, ef, ea),
+        do: {m, ef, ea}
   end
 
   defp exports(m) do

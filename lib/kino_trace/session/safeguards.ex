@@ -61,13 +61,17 @@ defmodule KinoTrace.Session.Safeguards do
   def prepare(state, functions, returns?) do
     StackGuard.watch(state.backend.tracer, functions, returns?)
     bifs = Functions.bif_steps(functions)
-    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)), do: Reaper.bif_trace()
+
+    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)),
+      do: Reaper.bif_trace()
+
     %{state | bifs: bifs}
   end
 
   @doc "Once the match specs of `functions` (for `patterns`) are set: the stack guard and the probes."
   @spec installed(map(), Functions.t(), [Pattern.t()]) :: map()
-  def installed(%{local?: false} = state, _functions, _patterns), do: %{state | guard: nil, probes: %{}}
+  def installed(%{local?: false} = state, _functions, _patterns),
+    do: %{state | guard: nil, probes: %{}}
 
   def installed(state, functions, patterns) do
     guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
@@ -76,7 +80,8 @@ defmodule KinoTrace.Session.Safeguards do
 
   @doc "The match specs of `targets` were removed: nothing of them to guard or re-assert."
   @spec removed(map(), list()) :: map()
-  def removed(state, targets), do: %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
+  def removed(state, targets),
+    do: %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
 
   @doc "Tracing ends: this session out of KinoTrace.Internal, the Reaper told (before the OTP session is destroyed)."
   @spec ending(map()) :: :ok
@@ -105,7 +110,11 @@ defmodule KinoTrace.Session.Safeguards do
     n = length(bifs)
     cursor = rem(state.bif_cursor, n)
     batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
-    if tracing?(state), do: Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
+
+    if tracing?(state),
+      do:
+        Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
+
     %{state | bif_cursor: cursor + length(batch)}
   end
 
@@ -123,7 +132,8 @@ defmodule KinoTrace.Session.Safeguards do
   def reloaded?(%{status: :running} = state) do
     tracing?(state) and
       Enum.any?(state.probes, fn {m, mfa} ->
-        :erlang.module_loaded(m) and Backend.trace(state.backend, :info, [mfa, :traced]) == {:traced, false}
+        :erlang.module_loaded(m) and
+          Backend.trace(state.backend, :info, [mfa, :traced]) == {:traced, false}
       end)
   end
 
@@ -218,7 +228,8 @@ defmodule KinoTrace.Session.Safeguards do
     state
   end
 
-  defp unpair(state, pids), do: %{state | decoder: Enum.reduce(pids, state.decoder, &state.decoder_module.unpair(&2, &1))}
+  defp unpair(state, pids),
+    do: %{state | decoder: Enum.reduce(pids, state.decoder, &state.decoder_module.unpair(&2, &1))}
 
   defp tracing?(state), do: Backend.tracing?(state.backend)
 end

@@ -32,8 +32,11 @@ defmodule KinoTrace.Session.Setup do
   # The tracer of a trace of another node, started there by kino_trace's agent.
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
     case Backend.start_remote(self(), state.id, plan.limits, node, agent: plan.options[:agent]) do
-      {:ok, backend} -> %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
-      {:error, message} -> raise ArgumentError, message
+      {:ok, backend} ->
+        %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
+
+      {:error, message} ->
+        raise ArgumentError, message
     end
   end
 
@@ -60,7 +63,15 @@ defmodule KinoTrace.Session.Setup do
   # calls/2 took seconds to start, issue 36 item 2): kino_trace's own processes, traced
   # for that moment, record nothing, and KinoTrace.Internal takes them out again before
   # the patterns are set (Safeguards.started/1).
-  @calls_only [:call, :return_to, :arity, :scheduler_id, :timestamp, :strict_monotonic_timestamp, :monotonic_timestamp] ++
+  @calls_only [
+                :call,
+                :return_to,
+                :arity,
+                :scheduler_id,
+                :timestamp,
+                :strict_monotonic_timestamp,
+                :monotonic_timestamp
+              ] ++
                 [:set_on_spawn, :set_on_first_spawn, :set_on_link, :set_on_first_link, :silent]
   defp calls_only?(flags), do: Enum.all?(flags, &(&1 in @calls_only))
 
@@ -76,7 +87,9 @@ defmodule KinoTrace.Session.Setup do
     # switched off again, which waits for the running process's locks (issue 36.5)
     moved = StackGuard.moved(state.guard)
 
-    for {targets, flags} <- Plan.process_flags(plan), target <- targets, not is_map_key(moved, target) do
+    for {targets, flags} <- Plan.process_flags(plan),
+        target <- targets,
+        not is_map_key(moved, target) do
       unless_gone(fn -> trace_process!(state, target, flags, moved) end)
     end
 
@@ -94,7 +107,8 @@ defmodule KinoTrace.Session.Setup do
   # flags, not ports', either way.)
   defp trace_process!(state, target, flags, skip \\ %{})
 
-  defp trace_process!(%{local?: true, backend: backend}, target, flags, skip) when target in [:all, :existing] do
+  defp trace_process!(%{local?: true, backend: backend}, target, flags, skip)
+       when target in [:all, :existing] do
     if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
     own = MapSet.new([self() | KinoTrace.Internal.pids()] ++ Map.keys(skip))
 
@@ -109,10 +123,12 @@ defmodule KinoTrace.Session.Setup do
   defp trace_process!(%{backend: backend}, target, flags, _skip) when is_pid(target) do
     Backend.trace(backend, :process, [target, true, flags])
   rescue
-    ArgumentError -> raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
+    ArgumentError ->
+      raise ArgumentError, "cannot trace #{inspect(target)}: the process is not alive"
   end
 
-  defp trace_process!(%{backend: backend}, target, flags, _skip), do: Backend.trace(backend, :process, [target, true, flags])
+  defp trace_process!(%{backend: backend}, target, flags, _skip),
+    do: Backend.trace(backend, :process, [target, true, flags])
 
   # Runs `fun`, which sets a process's flags; a process that exited meanwhile (`:trace`
   # raises ArgumentError) is skipped.
@@ -158,16 +174,22 @@ defmodule KinoTrace.Session.Setup do
   Parses `inputs` and puts the good ones in place of the plan's patterns: set in the
   trace while it runs, kept for resume while it is paused. Returns what each input gave.
   """
-  @spec set_patterns(map(), [String.t()] | String.t()) :: {[{String.t(), :ok | {:ok, [String.t()]} | {:error, String.t()}}], map()}
+  @spec set_patterns(map(), [String.t()] | String.t()) ::
+          {[{String.t(), :ok | {:ok, [String.t()]} | {:error, String.t()}}], map()}
   def set_patterns(state, inputs) do
     results = Pattern.parse_each(inputs, Plan.pattern_opts(state.plan))
     good = for {_input, {:ok, pattern, _warnings}} <- results, do: pattern
 
     state =
       cond do
-        not Backend.tracing?(state.backend) -> %{state | plan: Plan.put_patterns(state.plan, good)}
-        state.status == :paused -> %{remove_patterns(state) | plan: Plan.put_patterns(state.plan, good)}
-        true -> state |> remove_patterns() |> apply_patterns(good)
+        not Backend.tracing?(state.backend) ->
+          %{state | plan: Plan.put_patterns(state.plan, good)}
+
+        state.status == :paused ->
+          %{remove_patterns(state) | plan: Plan.put_patterns(state.plan, good)}
+
+        true ->
+          state |> remove_patterns() |> apply_patterns(good)
       end
 
     reply =

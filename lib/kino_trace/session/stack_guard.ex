@@ -99,7 +99,12 @@ defmodule KinoTrace.Session.StackGuard do
 
   def new(tracer, main, %Kino.Trace.Plan{calls: calls}) do
     if calls.returns != [] do
-      %__MODULE__{tracer: tracer, main: main, flags: calls.match_flags, call_flags: LocalTracer.flags(tracer, calls.flags)}
+      %__MODULE__{
+        tracer: tracer,
+        main: main,
+        flags: calls.match_flags,
+        call_flags: LocalTracer.flags(tracer, calls.flags)
+      }
     end
   end
 
@@ -168,7 +173,10 @@ defmodule KinoTrace.Session.StackGuard do
   end
 
   defp in_memory_modules(plan) do
-    for {{m, _f, _a}, spec} <- plan.steps, m != :_ and spec != false and no_object_file?(m), uniq: true, do: m
+    for {{m, _f, _a}, spec} <- plan.steps,
+        m != :_ and spec != false and no_object_file?(m),
+        uniq: true,
+        do: m
   end
 
   defp no_object_file?(module) do
@@ -199,7 +207,9 @@ defmodule KinoTrace.Session.StackGuard do
 
       true ->
         # the fallback switched its call flag off
-        if not LocalTracer.native?(guard.tracer), do: trace_process(guard.main, pid, true, guard.call_flags)
+        if not LocalTracer.native?(guard.tracer),
+          do: trace_process(guard.main, pid, true, guard.call_flags)
+
         LocalTracer.loop_release(guard.tracer, pid, false)
         {guard, []}
     end
@@ -344,6 +354,10 @@ defmodule KinoTrace.Session.StackGuard do
   defp apply_plan(guard) do
     {ops, after_ops} = Functions.install_ops(guard.plan, guard.flags)
     # with the tracer: the fallback's call match specs go with its call flags
-    KinoTrace.Session.Backend.run(%KinoTrace.Session.Backend{node: node(), session: guard.session, tracer: guard.tracer}, ops, after_ops)
+    KinoTrace.Session.Backend.run(
+      %KinoTrace.Session.Backend{node: node(), session: guard.session, tracer: guard.tracer},
+      ops,
+      after_ops
+    )
   end
 end

@@ -38,8 +38,15 @@ defmodule KinoTrace.Session.Subscribers do
   @spec down(map(), reference(), pid()) :: map()
   def down(state, ref, pid) do
     case state.subscribers do
-      %{^pid => {^ref, _tag}} -> %{state | subscribers: Map.delete(state.subscribers, pid), held: Map.delete(state.held, pid)}
-      _ -> state
+      %{^pid => {^ref, _tag}} ->
+        %{
+          state
+          | subscribers: Map.delete(state.subscribers, pid),
+            held: Map.delete(state.held, pid)
+        }
+
+      _ ->
+        state
     end
   end
 
@@ -49,7 +56,11 @@ defmodule KinoTrace.Session.Subscribers do
     if Map.has_key?(state.held, pid) do
       state
     else
-      flags = if tracing?(state) and node(pid) == state.backend.node, do: untrace(state.backend, pid), else: []
+      flags =
+        if tracing?(state) and node(pid) == state.backend.node,
+          do: untrace(state.backend, pid),
+          else: []
+
       %{state | held: Map.put(state.held, pid, flags)}
     end
   end
@@ -59,7 +70,8 @@ defmodule KinoTrace.Session.Subscribers do
   def release(state, pid) do
     {flags, held} = Map.pop(state.held, pid, [])
 
-    if flags != [] and tracing?(state) and Process.alive?(pid) and pid not in KinoTrace.Internal.pids() do
+    if flags != [] and tracing?(state) and Process.alive?(pid) and
+         pid not in KinoTrace.Internal.pids() do
       Backend.trace(state.backend, :process, [pid, true, flags])
     end
 
@@ -69,7 +81,9 @@ defmodule KinoTrace.Session.Subscribers do
   @doc "Stops tracing `pid`; this node's are kept out again after the fallback's restore."
   @spec exclude(map(), pid()) :: map()
   def exclude(state, pid) do
-    if tracing?(state) and node(pid) == state.backend.node, do: Backend.trace(state.backend, :process, [pid, false, [:all]])
+    if tracing?(state) and node(pid) == state.backend.node,
+      do: Backend.trace(state.backend, :process, [pid, false, [:all]])
+
     excluded = state.excluded |> Enum.filter(&Process.alive?/1) |> MapSet.new() |> MapSet.put(pid)
     %{state | excluded: if(node(pid) == node(), do: excluded, else: state.excluded)}
   end

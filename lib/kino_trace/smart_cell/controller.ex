@@ -173,12 +173,17 @@ defmodule KinoTrace.SmartCell.Controller do
 
   # Each line's result on `node`; an error there names the node when it is another one.
   defp parse_on(lines, node) do
-    opts = [lookup: KinoTrace.Plan.Lookup.new(node)] ++ Kino.Trace.Plan.pattern_opts(KinoTrace.Plan.Options.defaults())
+    opts =
+      [lookup: KinoTrace.Plan.Lookup.new(node)] ++
+        Kino.Trace.Plan.pattern_opts(KinoTrace.Plan.Options.defaults())
 
     for {input, result} <- Pattern.parse_each(lines, opts) do
       case result do
-        {:error, message} when node != node() -> {input, {:error, "on #{inspect(node)}: #{message}"}}
-        _ -> {input, result}
+        {:error, message} when node != node() ->
+          {input, {:error, "on #{inspect(node)}: #{message}"}}
+
+        _ ->
+          {input, result}
       end
     end
   rescue

@@ -30,8 +30,11 @@ defmodule KinoTrace.Stats.Options do
   defp schema(opts) do
     calls = KinoTrace.Plan.Options.schema(opts)
     boolean = {true, KinoTrace.Options.boolean()}
-    Keyword.take(calls, [:pids, :children]) ++ [time: boolean, memory: boolean] ++
-      Keyword.take(calls, [:local, :force, :nodes]) ++ [latency: {false, KinoTrace.Options.boolean()}]
+
+    Keyword.take(calls, [:pids, :children]) ++
+      [time: boolean, memory: boolean] ++
+      Keyword.take(calls, [:local, :force, :nodes]) ++
+      [latency: {false, KinoTrace.Options.boolean()}]
   end
 
   @doc "Validates `opts` and fills in the defaults. Raises `ArgumentError` naming the bad option."
@@ -74,8 +77,11 @@ defmodule KinoTrace.Stats.Options do
   @spec counters(keyword()) :: [:call_time | :call_memory]
   def counters(opts) do
     case {opts[:time], opts[:memory]} do
-      {false, false} -> [:call_time]
-      {time, memory} -> if(time, do: [:call_time], else: []) ++ if(memory, do: [:call_memory], else: [])
+      {false, false} ->
+        [:call_time]
+
+      {time, memory} ->
+        if(time, do: [:call_time], else: []) ++ if(memory, do: [:call_memory], else: [])
     end
   end
 end

@@ -105,7 +105,16 @@ defmodule KinoTrace.Stats.Server do
       case Backend.start_counters(node, state.id) do
         {:ok, backend} ->
           ref = if Backend.local?(backend), do: nil, else: Process.monitor(backend.worker)
-          part = %{node: node, backend: backend, mfas: mfas, targets: targets, ref: ref, status: :running}
+
+          part = %{
+            node: node,
+            backend: backend,
+            mfas: mfas,
+            targets: targets,
+            ref: ref,
+            status: :running
+          }
+
           session = if Backend.local?(backend), do: backend.session, else: state.session
           {:cont, {:ok, %{state | parts: state.parts ++ [part], session: session}}}
 
@@ -200,8 +209,11 @@ defmodule KinoTrace.Stats.Server do
   # node's OTP session, each node's part with the agent's worker there, and the trace
   # of durations (`latency: true`).
   def handle_call(:internals, _from, state) do
-    parts = for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
-    {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace}, state}
+    parts =
+      for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
+
+    {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace},
+     state}
   end
 
   def handle_call(:stop, _from, state), do: {:stop, :normal, :ok, destroy(state)}
@@ -215,8 +227,11 @@ defmodule KinoTrace.Stats.Server do
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state) do
     parts =
       Enum.map(state.parts, fn
-        %{ref: ^ref, backend: backend} = part -> %{part | status: :gone, backend: %{backend | session: nil}}
-        part -> part
+        %{ref: ^ref, backend: backend} = part ->
+          %{part | status: :gone, backend: %{backend | session: nil}}
+
+        part ->
+          part
       end)
 
     {:noreply, %{state | parts: parts}}
@@ -245,7 +260,11 @@ defmodule KinoTrace.Stats.Server do
     # server, or its keeper ends it.)
     parts =
       for part <- state.parts do
-        backend = if part.status == :running, do: Backend.destroy(part.backend, part.mfas), else: %{part.backend | session: nil}
+        backend =
+          if part.status == :running,
+            do: Backend.destroy(part.backend, part.mfas),
+            else: %{part.backend | session: nil}
+
         %{part | backend: backend}
       end
 

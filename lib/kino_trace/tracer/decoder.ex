@@ -119,7 +119,13 @@ defmodule KinoTrace.Tracer.Decoder do
   @spec unpair(t(), pid()) :: t()
   def unpair(%{unpaired: unpaired} = decoder, pid) do
     unpaired = if map_size(unpaired) >= @max_pids, do: %{}, else: unpaired
-    %{decoder | unpaired: Map.put(unpaired, pid, true), stacks: Map.delete(decoder.stacks, pid), callers: Map.delete(decoder.callers, pid)}
+
+    %{
+      decoder
+      | unpaired: Map.put(unpaired, pid, true),
+        stacks: Map.delete(decoder.stacks, pid),
+        callers: Map.delete(decoder.callers, pid)
+    }
   end
 
   @doc """
@@ -169,8 +175,10 @@ defmodule KinoTrace.Tracer.Decoder do
       iex> {event.node, event.name, event.time}
       {:a@host, :server, 5_001}
   """
-  @spec decode(t(), [KinoTrace.Tracer.raw_event()], KinoTrace.Session.Backend.context()) :: {[Event.t()], t()}
-  def decode(decoder, raw, nil), do: decode_batch(%{decoder | time_offset: :erlang.time_offset(:nanosecond)}, raw)
+  @spec decode(t(), [KinoTrace.Tracer.raw_event()], KinoTrace.Session.Backend.context()) ::
+          {[Event.t()], t()}
+  def decode(decoder, raw, nil),
+    do: decode_batch(%{decoder | time_offset: :erlang.time_offset(:nanosecond)}, raw)
 
   def decode(decoder, raw, %{names: names, time_offset: offset}),
     do: decode_batch(%{decoder | time_offset: offset, batch_names: names}, raw)
@@ -205,7 +213,8 @@ defmodule KinoTrace.Tracer.Decoder do
   # The process's drop mark changed since its open calls were made (`marks`, kept for
   # processes with open calls, 0 when absent): it may have lost events (a return among
   # them), so they are forgotten.
-  defp check_mark(%{marks: marks} = decoder, event, 0) when map_size(marks) == 0, do: {event, decoder}
+  defp check_mark(%{marks: marks} = decoder, event, 0) when map_size(marks) == 0,
+    do: {event, decoder}
 
   defp check_mark(%{stacks: stacks, marks: marks} = decoder, %{pid: pid} = event, mark) do
     if is_map_key(stacks, pid) and Map.get(marks, pid, 0) != mark,
@@ -228,37 +237,66 @@ defmodule KinoTrace.Tracer.Decoder do
   defp fill(:call, event, {m, f, a} = mfa, args, caller, mark, decoder) do
     pid = event.pid
     # A call opens a frame when its return is traced (the VM pushes one too).
-    framed? = not is_map_key(decoder.unpaired, pid) and not MapSet.member?(decoder.no_returns, mfa)
+    framed? =
+      not is_map_key(decoder.unpaired, pid) and not MapSet.member?(decoder.no_returns, mfa)
+
     decoder = if framed?, do: note_caller(decoder, pid), else: decoder
 
     if decoder.pairing do
       # Per process: {depth, n, frames}, frames newest first, n of them (at most
       # @max_stack); depth counts forgotten frames too, up to @max_stack.
       {depth, n, frames} = Map.get(decoder.stacks, pid, {0, 0, []})
-      event = %{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller), depth: depth}
+
+      event = %{
+        event
+        | kind: :call,
+          module: m,
+          function: f,
+          arity: a,
+          args: args,
+          caller: caller(caller),
+          depth: depth
+      }
 
       if framed? do
         frames = [{event.id, event.monotonic, mfa} | frames]
         depth = min(depth + 1, @max_stack)
-        stack = if n + 1 > @max_stack, do: {depth, @keep_frames, Enum.take(frames, @keep_frames)}, else: {depth, n + 1, frames}
+
+        stack =
+          if n + 1 > @max_stack,
+            do: {depth, @keep_frames, Enum.take(frames, @keep_frames)},
+            else: {depth, n + 1, frames}
+
         decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
         {event, put_stack(decoder, pid, stack)}
       else
         {event, decoder}
       end
     else
-      {%{event | kind: :call, module: m, function: f, arity: a, args: args, caller: caller(caller)}, decoder}
+      {%{
+         event
+         | kind: :call,
+           module: m,
+           function: f,
+           arity: a,
+           args: args,
+           caller: caller(caller)
+       }, decoder}
     end
   end
 
-  defp fill(tag, event, {m, f, a} = mfa, _first, value, _mark, decoder) when tag in [:return_from, :exception_from] do
-    {depth, n, frames} = if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, 0, []}), else: {0, 0, []}
+  defp fill(tag, event, {m, f, a} = mfa, _first, value, _mark, decoder)
+       when tag in [:return_from, :exception_from] do
+    {depth, n, frames} =
+      if decoder.pairing, do: Map.get(decoder.stacks, event.pid, {0, 0, []}), else: {0, 0, []}
 
     {call_id, duration, depth, decoder} =
       case pop_frame(frames, mfa, 0) do
         {call_id, t0, popped, rest} ->
           depth = depth - popped
-          {call_id, event.monotonic - t0, depth, put_stack(decoder, event.pid, {depth, n - popped, rest})}
+
+          {call_id, event.monotonic - t0, depth,
+           put_stack(decoder, event.pid, {depth, n - popped, rest})}
 
         nil ->
           {nil, nil, 0, decoder}
@@ -267,10 +305,30 @@ defmodule KinoTrace.Tracer.Decoder do
     event =
       case tag do
         :return_from ->
-          %{event | kind: :return, return: value, module: m, function: f, arity: a, call_id: call_id, duration: duration, depth: depth}
+          %{
+            event
+            | kind: :return,
+              return: value,
+              module: m,
+              function: f,
+              arity: a,
+              call_id: call_id,
+              duration: duration,
+              depth: depth
+          }
 
         :exception_from ->
-          %{event | kind: :exception, exception: value, module: m, function: f, arity: a, call_id: call_id, duration: duration, depth: depth}
+          %{
+            event
+            | kind: :exception,
+              exception: value,
+              module: m,
+              function: f,
+              arity: a,
+              call_id: call_id,
+              duration: duration,
+              depth: depth
+          }
       end
 
     {event, decoder}
@@ -284,25 +342,42 @@ defmodule KinoTrace.Tracer.Decoder do
   defp fill(tag, event, _mfa, first, second, _mark, decoder) do
     event =
       case tag do
-        :send -> %{event | kind: :send, data: first, peer: second}
-        :send_to_non_existing_process -> %{event | kind: :send_to_non_existing, data: first, peer: second}
-        :receive -> receive_event(event, first, second)
-        :spawn -> %{event | kind: :spawn, peer: first, data: second}
-        :spawned -> %{event | kind: :spawned, peer: first, data: second}
-        :exit -> %{event | kind: :exit, data: first}
-        kind when kind in [:link, :unlink, :getting_linked, :getting_unlinked] -> %{event | kind: kind, peer: first}
-        kind when kind in [:register, :unregister] -> %{event | kind: kind, data: first}
-        other -> %{event | kind: other, data: first, peer: undefined_to_nil(second)}
+        :send ->
+          %{event | kind: :send, data: first, peer: second}
+
+        :send_to_non_existing_process ->
+          %{event | kind: :send_to_non_existing, data: first, peer: second}
+
+        :receive ->
+          receive_event(event, first, second)
+
+        :spawn ->
+          %{event | kind: :spawn, peer: first, data: second}
+
+        :spawned ->
+          %{event | kind: :spawned, peer: first, data: second}
+
+        :exit ->
+          %{event | kind: :exit, data: first}
+
+        kind when kind in [:link, :unlink, :getting_linked, :getting_unlinked] ->
+          %{event | kind: kind, peer: first}
+
+        kind when kind in [:register, :unregister] ->
+          %{event | kind: kind, data: first}
+
+        other ->
+          %{event | kind: other, data: first, peer: undefined_to_nil(second)}
       end
 
     decoder =
       if tag == :exit,
         do: %{
-              decoder
-              | stacks: Map.delete(decoder.stacks, event.pid),
-                unpaired: Map.delete(decoder.unpaired, event.pid),
-                marks: Map.delete(decoder.marks, event.pid)
-            },
+          decoder
+          | stacks: Map.delete(decoder.stacks, event.pid),
+            unpaired: Map.delete(decoder.unpaired, event.pid),
+            marks: Map.delete(decoder.marks, event.pid)
+        },
         else: decoder
 
     {event, decoder}
@@ -361,7 +436,8 @@ defmodule KinoTrace.Tracer.Decoder do
     end
   end
 
-  defp put_stack(decoder, pid, {0, _, _}), do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
+  defp put_stack(decoder, pid, {0, _, _}),
+    do: %{decoder | stacks: Map.delete(decoder.stacks, pid)}
 
   defp put_stack(%{stacks: stacks} = decoder, pid, stack) when map_size(stacks) >= @max_pids do
     if Map.has_key?(stacks, pid),
@@ -369,10 +445,12 @@ defmodule KinoTrace.Tracer.Decoder do
       else: %{decoder | stacks: %{pid => stack}}
   end
 
-  defp put_stack(decoder, pid, stack), do: %{decoder | stacks: Map.put(decoder.stacks, pid, stack)}
+  defp put_stack(decoder, pid, stack),
+    do: %{decoder | stacks: Map.put(decoder.stacks, pid, stack)}
 
   # Names of this node's processes are looked up here; another node's come with the batch.
-  defp name_of(decoder, pid) when is_pid(pid) and node(pid) == node() and :erlang.map_get(:node, decoder) == node() do
+  defp name_of(decoder, pid)
+       when is_pid(pid) and node(pid) == node() and :erlang.map_get(:node, decoder) == node() do
     case decoder.names do
       %{^pid => name} ->
         {name, decoder}

@@ -65,7 +65,9 @@ defmodule KinoTrace.Tracer.LocalTracer do
 
   @doc "What `:trace.session_create/3` and `:trace.info(_, _, :tracer)` name as the tracer."
   @spec tracer_spec(t()) :: term()
-  def tracer_spec(%__MODULE__{mode: :native, handle: resource}), do: {:kino_trace_tracer, resource}
+  def tracer_spec(%__MODULE__{mode: :native, handle: resource}),
+    do: {:kino_trace_tracer, resource}
+
   def tracer_spec(%__MODULE__{handle: handle}), do: :kino_trace_fallback.tracer(handle)
 
   @doc """
@@ -75,7 +77,9 @@ defmodule KinoTrace.Tracer.LocalTracer do
   """
   @spec attach(t(), term()) :: :ok
   def attach(%__MODULE__{mode: :native}, _session), do: :ok
-  def attach(%__MODULE__{handle: handle}, session), do: :kino_trace_fallback.attach(handle, session, :owner)
+
+  def attach(%__MODULE__{handle: handle}, session),
+    do: :kino_trace_fallback.attach(handle, session, :owner)
 
   @doc """
   The process flags to set for `flags` in a session of this tracer (for the fallback,
@@ -93,7 +97,9 @@ defmodule KinoTrace.Tracer.LocalTracer do
   """
   @spec trace_args(t(), atom(), list()) :: list()
   def trace_args(%__MODULE__{mode: :native}, _fun, args), do: args
-  def trace_args(%__MODULE__{handle: handle}, fun, args), do: :kino_trace_fallback.trace_args(handle, fun, args)
+
+  def trace_args(%__MODULE__{handle: handle}, fun, args),
+    do: :kino_trace_fallback.trace_args(handle, fun, args)
 
   @doc "Up to `max` raw events (`KinoTrace.Tracer.drain/2`)."
   @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], Tracer.more()}
@@ -120,13 +126,19 @@ defmodule KinoTrace.Tracer.LocalTracer do
   (`KinoTrace.Session.StackGuard`).
   """
   @spec set_loop_modules(t(), [module()]) :: :ok
-  def set_loop_modules(%__MODULE__{mode: :native, handle: resource}, modules), do: Tracer.set_loop_modules(resource, modules)
-  def set_loop_modules(%__MODULE__{handle: handle}, modules), do: :kino_trace_fallback.set_loop_modules(handle, modules)
+  def set_loop_modules(%__MODULE__{mode: :native, handle: resource}, modules),
+    do: Tracer.set_loop_modules(resource, modules)
+
+  def set_loop_modules(%__MODULE__{handle: handle}, modules),
+    do: :kino_trace_fallback.set_loop_modules(handle, modules)
 
   @doc "A held process counts from 0 again (`exempt` false), or never again (true)."
   @spec loop_release(t(), pid(), boolean()) :: :ok
-  def loop_release(%__MODULE__{mode: :native, handle: resource}, pid, exempt), do: Tracer.loop_release(resource, pid, exempt)
-  def loop_release(%__MODULE__{handle: handle}, pid, exempt), do: :kino_trace_fallback.loop_release(handle, pid, exempt)
+  def loop_release(%__MODULE__{mode: :native, handle: resource}, pid, exempt),
+    do: Tracer.loop_release(resource, pid, exempt)
+
+  def loop_release(%__MODULE__{handle: handle}, pid, exempt),
+    do: :kino_trace_fallback.loop_release(handle, pid, exempt)
 
   @doc "Closes it: nothing more is accepted, what is queued is freed (counted as discarded)."
   @spec close(t()) :: :ok

@@ -112,7 +112,8 @@ defmodule KinoTrace.Tracer.NativeDecoder do
   def fields, do: @fields
 
   defp events(tuples) do
-    for unquote({:{}, [], @vars}) <- tuples, do: unquote({:%, [], [Event, {:%{}, [], Enum.zip(@fields, @vars)}]})
+    for unquote({:{}, [], @vars}) <- tuples,
+        do: unquote({:%, [], [Event, {:%{}, [], Enum.zip(@fields, @vars)}]})
   end
 
   defp put_names(ref, pids),

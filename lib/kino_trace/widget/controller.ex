@@ -154,7 +154,8 @@ defmodule KinoTrace.Widget.Controller do
     payload = %{
       patterns: controller.patterns,
       # a trace whose session was gone before the widget started: its calls' editor
-      trace: controller.what || %{calls: true, messages: nil, message_pattern: nil, processes: nil},
+      trace:
+        controller.what || %{calls: true, messages: nil, message_pattern: nil, processes: nil},
       status: to_string(controller.status),
       counters: counters,
       events: Store.rows(controller.store, controller.history),
@@ -283,7 +284,10 @@ defmodule KinoTrace.Widget.Controller do
   # The options of init/2, with their defaults and checks (KinoTrace.Options).
   defp options do
     count = KinoTrace.Options.pos_integer()
-    inspect_limit = {"a positive integer or :infinity", &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
+
+    inspect_limit =
+      {"a positive integer or :infinity",
+       &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
 
     [
       interval: {100, count},
@@ -406,7 +410,13 @@ defmodule KinoTrace.Widget.Controller do
 
         counters = Payload.counters(%{info | status: status}, controller.buffer.dropped)
         # the final info of a trace whose session is gone: it has ended
-        {counters, %{controller | last_counters: counters, last_info: info, ended?: session_gone?(controller.trace)}}
+        {counters,
+         %{
+           controller
+           | last_counters: counters,
+             last_info: info,
+             ended?: session_gone?(controller.trace)
+         }}
 
       {:error, :ended} ->
         counters(%{controller | ended?: true})
@@ -416,7 +426,8 @@ defmodule KinoTrace.Widget.Controller do
     :exit, _ -> counters(%{controller | ended?: true})
   end
 
-  defp session_gone?(%Kino.Trace{session: pid}), do: node(pid) == node() and not Process.alive?(pid)
+  defp session_gone?(%Kino.Trace{session: pid}),
+    do: node(pid) == node() and not Process.alive?(pid)
 
   defp now, do: System.monotonic_time(:millisecond)
 end

@@ -33,7 +33,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
         @impl true
         def handle_event(event, payload, ctx) do
-          {effects, controller} = unquote(controller).handle_event(ctx.assigns.controller, event, payload)
+          {effects, controller} =
+            unquote(controller).handle_event(ctx.assigns.controller, event, payload)
+
           {:noreply, KinoTrace.Widget.Live.run(effects, assign(ctx, controller: controller))}
         end
 
@@ -53,9 +55,14 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     @doc false
     def run(effects, ctx) do
       Enum.each(effects, fn
-        {:broadcast, event, payload} -> Kino.JS.Live.Context.broadcast_event(ctx, event, payload)
-        {:reply, event, payload} -> Kino.JS.Live.Context.send_event(ctx, ctx.origin, event, payload)
-        {:send_after, message, ms} -> Process.send_after(self(), message, ms)
+        {:broadcast, event, payload} ->
+          Kino.JS.Live.Context.broadcast_event(ctx, event, payload)
+
+        {:reply, event, payload} ->
+          Kino.JS.Live.Context.send_event(ctx, ctx.origin, event, payload)
+
+        {:send_after, message, ms} ->
+          Process.send_after(self(), message, ms)
       end)
 
       ctx

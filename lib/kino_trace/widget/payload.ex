@@ -206,7 +206,9 @@ defmodule KinoTrace.Widget.Payload do
       {banner, _} = Render.cap(Render.banner(class, reason), max_chars)
       banner
     end)
-    |> put_if(event.kind == :exception and event.exception != nil, :exception_raw, fn -> render.(event.exception) end)
+    |> put_if(event.kind == :exception and event.exception != nil, :exception_raw, fn ->
+      render.(event.exception)
+    end)
     |> put_if(event.data != nil, :data, fn -> render.(event.data) end)
     |> Map.put(:cut, contains_cut?([event.args, event.return, event.exception, event.data]))
   end
@@ -254,7 +256,8 @@ defmodule KinoTrace.Widget.Payload do
 
   # This node's trace, or each node's of a multi-node one.
   defp fallback(%{nodes: nodes}) when is_map(nodes) do
-    for {node, %{tracer: {:fallback, why}}} <- Enum.sort(nodes), do: %{node: to_string(node), why: why}
+    for {node, %{tracer: {:fallback, why}}} <- Enum.sort(nodes),
+        do: %{node: to_string(node), why: why}
   end
 
   defp fallback(%{tracer: {:fallback, why}}), do: [%{node: to_string(node()), why: why}]
@@ -336,7 +339,11 @@ defmodule KinoTrace.Widget.Payload do
 
   defp complete(text, nodes) do
     [first | _] = all = Enum.map(nodes, &KinoTrace.Complete.complete(text, node: &1))
-    %{first | items: all |> Enum.flat_map(& &1.items) |> Enum.uniq_by(& &1.insert) |> Enum.take(100)}
+
+    %{
+      first
+      | items: all |> Enum.flat_map(& &1.items) |> Enum.uniq_by(& &1.insert) |> Enum.take(100)
+    }
   end
 
   defp result(input, ok?, error, warning) do
@@ -365,8 +372,9 @@ defmodule KinoTrace.Widget.Payload do
   # raw message is in full/1's `:data`.
   defp render_data(%Event{data: nil}, _limits), do: {nil, false}
 
-  defp render_data(%Event{kind: kind, data: data}, limits) when kind in [:send, :send_to_non_existing, :receive],
-    do: Render.message(data, limits)
+  defp render_data(%Event{kind: kind, data: data}, limits)
+       when kind in [:send, :send_to_non_existing, :receive],
+       do: Render.message(data, limits)
 
   defp render_data(%Event{data: data}, limits), do: render_term(data, limits)
 

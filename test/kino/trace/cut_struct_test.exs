@@ -20,11 +20,15 @@ defmodule Kino.Trace.CutStructTest do
         refute Code.ensure_loaded?(KinoTraceTest.NoSuchStruct)
 
         capture =
-          Kino.Trace.capture(["KinoTraceTest.CutStruct.take/1"], fn -> CutStruct.take(struct) end, max_items: 5)
+          Kino.Trace.capture(["KinoTraceTest.CutStruct.take/1"], fn -> CutStruct.take(struct) end,
+            max_items: 5
+          )
 
         [call] = Enum.filter(capture.events, &(&1.kind == :call))
         # the tracer cut it: a map of 5 of its 13 keys, :__struct__ always among them
-        assert [%Cut{kind: :map, size: 13, value: %{__struct__: unquote(module)} = kept}] = call.args
+        assert [%Cut{kind: :map, size: 13, value: %{__struct__: unquote(module)} = kept}] =
+                 call.args
+
         assert map_size(kept) == 5
         %{capture: capture, call: call, shown: CutStruct.shown(kept)}
       end
@@ -48,12 +52,19 @@ defmodule Kino.Trace.CutStructTest do
 
       test "Mermaid", %{capture: capture, shown: shown} do
         source = Kino.Trace.to_mermaid(capture, args: true, max_label: 200)
-        assert source =~ "P1->>P1: KinoTraceTest.CutStruct.take(#{Kino.Trace.Mermaid.escape(shown)})"
+
+        assert source =~
+                 "P1->>P1: KinoTraceTest.CutStruct.take(#{Kino.Trace.Mermaid.escape(shown)})"
+
         refute source =~ "Inspect.Error"
       end
 
       test "the assertions' failure message", %{capture: capture, shown: shown} do
-        error = assert_raise ExUnit.AssertionError, fn -> assert_called(capture, CutStruct.take(:other)) end
+        error =
+          assert_raise ExUnit.AssertionError, fn ->
+            assert_called(capture, CutStruct.take(:other))
+          end
+
         message = Exception.message(error)
         assert message =~ "KinoTraceTest.CutStruct.take(#{shown})"
         refute message =~ "Inspect.Error"

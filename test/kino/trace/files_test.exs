@@ -154,12 +154,21 @@ defmodule Kino.Trace.FilesTest do
     [writer] = KinoTrace.Client.internals(trace).held
     writer_ref = Process.monitor(writer)
 
-    used = fn -> dir |> Path.join("repo.*.ktrace") |> Path.wildcard() |> Enum.map(&File.stat!(&1).size) |> Enum.sum() end
+    used = fn ->
+      dir
+      |> Path.join("repo.*.ktrace")
+      |> Path.wildcard()
+      |> Enum.map(&File.stat!(&1).size)
+      |> Enum.sum()
+    end
 
     # random payloads (zlib cannot shrink them much): many rotations
     samples =
       for round <- 1..60 do
-        Worker.run(worker, fn -> for i <- 1..20, do: Math.echo({round, i, :crypto.strong_rand_bytes(100)}) end)
+        Worker.run(worker, fn ->
+          for i <- 1..20, do: Math.echo({round, i, :crypto.strong_rand_bytes(100)})
+        end)
+
         Helpers.trace_delivered(worker)
         :ok = Trace.flush(trace)
         used.()
@@ -167,13 +176,20 @@ defmodule Kino.Trace.FilesTest do
 
     :ok = Trace.stop(trace)
     assert_receive {:DOWN, ^writer_ref, :process, _, _}, 10_000
-    assert Enum.all?(samples ++ [used.()], &(&1 <= cap)), "disk use over #{cap}: #{inspect(samples)}"
+
+    assert Enum.all?(samples ++ [used.()], &(&1 <= cap)),
+           "disk use over #{cap}: #{inspect(samples)}"
 
     # every file opens; the newest events are in the one written last
     paths = KinoTrace.File.Writer.paths(Map.new(to))
     assert Enum.all?(paths, &File.exists?/1)
     opened = for path <- paths, do: Trace.open(path)
-    calls = for trace <- opened, %{kind: :call} = event <- Trace.events(trace, 100_000), do: hd(event.args)
+
+    calls =
+      for trace <- opened,
+          %{kind: :call} = event <- Trace.events(trace, 100_000),
+          do: hd(event.args)
+
     newest = Enum.max(calls)
     # (the files hold the newest calls only: the oldest were written over)
     assert length(calls) < 60 * 20
@@ -186,7 +202,9 @@ defmodule Kino.Trace.FilesTest do
     before = Helpers.kino_sessions()
 
     assert_raise ArgumentError, ~r/to: gives each of its 4 files 1000 bytes/, fn ->
-      Trace.calls(["Enum.sum/1"], to: [path: Path.join(dir, "x.ktrace"), max_bytes: 4_000, files: 4])
+      Trace.calls(["Enum.sum/1"],
+        to: [path: Path.join(dir, "x.ktrace"), max_bytes: 4_000, files: 4]
+      )
     end
 
     assert Helpers.kino_sessions() == before

@@ -110,7 +110,11 @@ defmodule Kino.Trace.MermaidTest do
       assert caller && agent, source
 
       # the request and the reply by what they carry, not OTP's envelope (issue 39 item 8)
-      assert Enum.any?(lines, &String.starts_with?(&1, "  #{caller}->>#{agent}: call {:get, #35;Function#60;"))
+      assert Enum.any?(
+               lines,
+               &String.starts_with?(&1, "  #{caller}->>#{agent}: call {:get, #35;Function#60;")
+             )
+
       assert "  #{agent}->>#{caller}: reply 42" in lines
       refute source =~ "gen_call"
       refute source =~ "Reference"
@@ -160,13 +164,22 @@ defmodule Kino.Trace.MermaidTest do
       on_exit(fn -> Kino.Trace.stop(trace) end)
 
       AgentSample.go(caller)
-      events = await_events(trace, &(Enum.count(&1, fn e -> match?(%{kind: :receive, data: {[:alias | _], _}}, e) end) >= 2))
+
+      events =
+        await_events(
+          trace,
+          &(Enum.count(&1, fn e -> match?(%{kind: :receive, data: {[:alias | _], _}}, e) end) >= 2)
+        )
+
       source = Kino.Trace.to_mermaid(events)
       lines = String.split(source, "\n", trim: true)
       agent_id = participant(lines, ":#{name}")
       caller_id = participant(lines, inspect(caller))
       refute Enum.any?(lines, &(&1 =~ ~r/participant P\d+ as #35;Reference/)), source
-      assert length(Enum.filter(lines, &(&1 =~ ~r/^  #{agent_id}->>#{caller_id}: reply /))) == 2, source
+
+      assert length(Enum.filter(lines, &(&1 =~ ~r/^  #{agent_id}->>#{caller_id}: reply /))) == 2,
+             source
+
       refute source =~ ~r/Note over #{caller_id}: receive reply /
     end
 

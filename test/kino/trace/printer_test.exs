@@ -14,21 +14,42 @@ defmodule Kino.Trace.PrinterTest do
   defp pid, do: :c.pid(0, 42, 0)
 
   defp line(event, opts \\ []) do
-    event |> Printer.format(Keyword.merge([colors: false, time: false], opts)) |> IO.iodata_to_binary()
+    event
+    |> Printer.format(Keyword.merge([colors: false, time: false], opts))
+    |> IO.iodata_to_binary()
   end
 
-  defp call(fields), do: struct!(%Event{kind: :call, module: Enum, function: :sum, arity: 1, args: [[1, 2]], pid: pid(), time: 0}, fields)
+  defp call(fields),
+    do:
+      struct!(
+        %Event{
+          kind: :call,
+          module: Enum,
+          function: :sum,
+          arity: 1,
+          args: [[1, 2]],
+          pid: pid(),
+          time: 0
+        },
+        fields
+      )
 
   describe "format/2" do
     test "a call as Elixir code" do
       assert line(call([])) == "#PID<0.42.0> Enum.sum([1, 2])"
-      assert line(call(module: :ets, function: :insert, arity: 2, args: [:t, {:k, "v"}])) == ~S|#PID<0.42.0> :ets.insert(:t, {:k, "v"})|
+
+      assert line(call(module: :ets, function: :insert, arity: 2, args: [:t, {:k, "v"}])) ==
+               ~S|#PID<0.42.0> :ets.insert(:t, {:k, "v"})|
+
       assert line(call(function: :map, arity: 0, args: [])) == "#PID<0.42.0> Enum.map()"
     end
 
     test "odd function names are quoted like Elixir does" do
-      assert line(call(module: Kernel, function: :+, arity: 2, args: [1, 2])) == "#PID<0.42.0> Kernel.+(1, 2)"
-      assert line(call(function: :"-sum/1-fun-0-", args: [])) == ~S|#PID<0.42.0> Enum."-sum/1-fun-0-"()|
+      assert line(call(module: Kernel, function: :+, arity: 2, args: [1, 2])) ==
+               "#PID<0.42.0> Kernel.+(1, 2)"
+
+      assert line(call(function: :"-sum/1-fun-0-", args: [])) ==
+               ~S|#PID<0.42.0> Enum."-sum/1-fun-0-"()|
     end
 
     test "a registered name follows the pid" do
@@ -36,51 +57,96 @@ defmodule Kino.Trace.PrinterTest do
     end
 
     test "the caller when there is one" do
-      assert line(call(caller: {MyApp, :run, 2})) == "#PID<0.42.0> Enum.sum([1, 2])  (from MyApp.run/2)"
+      assert line(call(caller: {MyApp, :run, 2})) ==
+               "#PID<0.42.0> Enum.sum([1, 2])  (from MyApp.run/2)"
     end
 
     test "a return with its duration and function" do
-      event = %Event{kind: :return, module: Enum, function: :sum, arity: 1, return: 3, duration: 38_400, pid: pid()}
+      event = %Event{
+        kind: :return,
+        module: Enum,
+        function: :sum,
+        arity: 1,
+        return: 3,
+        duration: 38_400,
+        pid: pid()
+      }
+
       assert line(event) == "#PID<0.42.0> -> 3 (38 µs)  Enum.sum/1"
       assert line(%{event | duration: nil}) == "#PID<0.42.0> -> 3  Enum.sum/1"
     end
 
     test "exceptions: Elixir exceptions by their message, other classes by their reason" do
-      base = %Event{kind: :exception, module: M, function: :f, arity: 1, pid: pid(), duration: 1_250_000}
+      base = %Event{
+        kind: :exception,
+        module: M,
+        function: :f,
+        arity: 1,
+        pid: pid(),
+        duration: 1_250_000
+      }
 
       assert line(%{base | exception: {:error, %ArgumentError{message: "bad id"}}}) ==
                "#PID<0.42.0> !! ** (ArgumentError) bad id (1.3 ms)  M.f/1"
 
-      assert line(%{base | exception: {:throw, :ball}}) == "#PID<0.42.0> !! ** (throw) :ball (1.3 ms)  M.f/1"
-      assert line(%{base | exception: {:exit, :shutdown}}) == "#PID<0.42.0> !! ** (exit) :shutdown (1.3 ms)  M.f/1"
-      assert line(%{base | exception: {:error, :badarg}}) == "#PID<0.42.0> !! ** (ArgumentError) argument error (1.3 ms)  M.f/1"
+      assert line(%{base | exception: {:throw, :ball}}) ==
+               "#PID<0.42.0> !! ** (throw) :ball (1.3 ms)  M.f/1"
+
+      assert line(%{base | exception: {:exit, :shutdown}}) ==
+               "#PID<0.42.0> !! ** (exit) :shutdown (1.3 ms)  M.f/1"
+
+      assert line(%{base | exception: {:error, :badarg}}) ==
+               "#PID<0.42.0> !! ** (ArgumentError) argument error (1.3 ms)  M.f/1"
     end
 
     test "indented by call depth" do
       assert line(call(depth: 0)) == "#PID<0.42.0> Enum.sum([1, 2])"
       assert line(call(depth: 1)) == "#PID<0.42.0>   Enum.sum([1, 2])"
       assert line(call(depth: 3)) == "#PID<0.42.0>       Enum.sum([1, 2])"
-      ret = %Event{kind: :return, module: Enum, function: :sum, arity: 1, return: 3, pid: pid(), depth: 2}
+
+      ret = %Event{
+        kind: :return,
+        module: Enum,
+        function: :sum,
+        arity: 1,
+        return: 3,
+        pid: pid(),
+        depth: 2
+      }
+
       assert line(ret) == "#PID<0.42.0>     -> 3  Enum.sum/1"
     end
 
     test "cut terms show as ..." do
-      args = [[1, 2, 3, %Cut{kind: :items}], %Cut{kind: :binary, value: "abc", size: 100}, %Cut{kind: :tuple, value: [:ok], size: 9}]
-      assert line(call(args: args, arity: 3)) == ~S|#PID<0.42.0> Enum.sum([1, 2, 3, ...], "abc" <> ..., {:ok, ...})|
+      args = [
+        [1, 2, 3, %Cut{kind: :items}],
+        %Cut{kind: :binary, value: "abc", size: 100},
+        %Cut{kind: :tuple, value: [:ok], size: 9}
+      ]
+
+      assert line(call(args: args, arity: 3)) ==
+               ~S|#PID<0.42.0> Enum.sum([1, 2, 3, ...], "abc" <> ..., {:ok, ...})|
+
       assert line(call(args: [%{a: %Cut{kind: :depth}}])) == "#PID<0.42.0> Enum.sum(%{a: ...})"
     end
 
     test "long terms are shortened by inspect limits, which can be changed" do
       args = [Enum.to_list(1..100)]
       assert line(call(args: args)) =~ ~r/^#PID<0.42.0> Enum.sum\(\[1, 2, .*, \.\.\.\]\)$/
-      assert line(call(args: [[1, 2, 3]]), inspect: [limit: 2]) == "#PID<0.42.0> Enum.sum([1, 2, ...])"
+
+      assert line(call(args: [[1, 2, 3]]), inspect: [limit: 2]) ==
+               "#PID<0.42.0> Enum.sum([1, 2, ...])"
     end
 
     test "the time as HH:MM:SS.microseconds in local time" do
       us = System.os_time(:microsecond)
       text = line(call(time: us), time: true)
       {{_, _, _}, {h, m, s}} = :calendar.system_time_to_local_time(div(us, 1_000_000), :second)
-      expected = :io_lib.format(~c"~2..0B:~2..0B:~2..0B.~6..0B", [h, m, s, rem(us, 1_000_000)]) |> IO.iodata_to_binary()
+
+      expected =
+        :io_lib.format(~c"~2..0B:~2..0B:~2..0B.~6..0B", [h, m, s, rem(us, 1_000_000)])
+        |> IO.iodata_to_binary()
+
       assert text == expected <> " #PID<0.42.0> Enum.sum([1, 2])"
       assert text =~ ~r/^\d\d:\d\d:\d\d\.\d{6} /
     end
@@ -96,9 +162,15 @@ defmodule Kino.Trace.PrinterTest do
     test "message and process events" do
       peer = :c.pid(0, 43, 0)
       base = %Event{pid: pid()}
-      assert line(%{base | kind: :send, data: {:hi, 1}, peer: peer}) == "#PID<0.42.0> send {:hi, 1} to #PID<0.43.0>"
+
+      assert line(%{base | kind: :send, data: {:hi, 1}, peer: peer}) ==
+               "#PID<0.42.0> send {:hi, 1} to #PID<0.43.0>"
+
       assert line(%{base | kind: :receive, data: :msg}) == "#PID<0.42.0> receive :msg"
-      assert line(%{base | kind: :spawn, peer: peer, data: {M, :f, [1]}}) == "#PID<0.42.0> spawn #PID<0.43.0> as M.f(1)"
+
+      assert line(%{base | kind: :spawn, peer: peer, data: {M, :f, [1]}}) ==
+               "#PID<0.42.0> spawn #PID<0.43.0> as M.f(1)"
+
       assert line(%{base | kind: :exit, data: :normal}) == "#PID<0.42.0> exit :normal"
       assert line(%{base | kind: :link, peer: peer}) == "#PID<0.42.0> link #PID<0.43.0>"
     end
@@ -120,7 +192,13 @@ defmodule Kino.Trace.PrinterTest do
     test "print: [device: ..., colors: false] prints calls, returns and the end, indented" do
       {:ok, io} = StringIO.open("")
       worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.fact/1"], pids: worker, print: [device: io, colors: false, time: false])
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.fact/1"],
+          pids: worker,
+          print: [device: io, colors: false, time: false]
+        )
+
       Worker.run(worker, fn -> Math.fact(2) end)
       :ok = Trace.stop(trace)
       output = await_output(io, "-- trace stopped --")
@@ -135,9 +213,13 @@ defmodule Kino.Trace.PrinterTest do
                "#{w}     KinoTraceTest.Sample.Math.fact(0)"
              ]
 
-      for {line, prefix} <- Enum.zip(Enum.slice(lines, 3, 3), ["#{w}     -> 1 (", "#{w}   -> 1 (", "#{w} -> 2 ("]) do
-        assert String.starts_with?(line, prefix), "#{inspect(line)} should start with #{inspect(prefix)}"
-        assert String.replace_prefix(line, prefix, "") =~ ~r/^[\d.]+ (ns|µs|ms|s)\)  KinoTraceTest.Sample.Math.fact\/1$/
+      for {line, prefix} <-
+            Enum.zip(Enum.slice(lines, 3, 3), ["#{w}     -> 1 (", "#{w}   -> 1 (", "#{w} -> 2 ("]) do
+        assert String.starts_with?(line, prefix),
+               "#{inspect(line)} should start with #{inspect(prefix)}"
+
+        assert String.replace_prefix(line, prefix, "") =~
+                 ~r/^[\d.]+ (ns|µs|ms|s)\)  KinoTraceTest.Sample.Math.fact\/1$/
       end
 
       assert List.last(lines) == "-- trace stopped --"
@@ -156,8 +238,13 @@ defmodule Kino.Trace.PrinterTest do
       # colours depend on the terminal running the tests
       output = String.replace(output, ~r/\e\[[0-9;]*m/, "")
       assert [call, ret, ending] = String.split(output, "\n", trim: true)
-      assert call =~ ~r/^\d\d:\d\d:\d\d\.\d{6} #PID<[\d.]+> KinoTraceTest.Sample.Math.echo\(:printed\)$/
-      assert ret =~ ~r/^\d\d:\d\d:\d\d\.\d{6} #PID<[\d.]+> -> :printed \(.+\)  KinoTraceTest.Sample.Math.echo\/1$/
+
+      assert call =~
+               ~r/^\d\d:\d\d:\d\d\.\d{6} #PID<[\d.]+> KinoTraceTest.Sample.Math.echo\(:printed\)$/
+
+      assert ret =~
+               ~r/^\d\d:\d\d:\d\d\.\d{6} #PID<[\d.]+> -> :printed \(.+\)  KinoTraceTest.Sample.Math.echo\/1$/
+
       assert ending == "-- trace limit_reached --"
     end
 
@@ -172,7 +259,9 @@ defmodule Kino.Trace.PrinterTest do
       await_output(io, "echo(")
       :ok = Trace.stop(trace)
       output = await_output(io, "-- trace stopped --")
-      assert output == "#{inspect(worker)} KinoTraceTest.Sample.Math.echo([1, 2, ...])\n-- trace stopped --\n"
+
+      assert output ==
+               "#{inspect(worker)} KinoTraceTest.Sample.Math.echo([1, 2, ...])\n-- trace stopped --\n"
     end
   end
 
@@ -216,5 +305,4 @@ defmodule Kino.Trace.PrinterTest do
   end
 
   defp contents(io), do: io |> StringIO.contents() |> elem(1)
-
 end

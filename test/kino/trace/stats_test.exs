@@ -24,7 +24,6 @@ defmodule Kino.Trace.StatsTest do
         do: pid
   end
 
-
   defp session_alive?(stats) do
     weak = Stats.info(stats).session
     Enum.member?(:trace.session_info(:all), weak)
@@ -68,7 +67,12 @@ defmodule Kino.Trace.StatsTest do
 
       parent = S.worker()
       family = Stats.start([@tick], pids: parent, children: true)
-      S.run_in(parent, fn -> S.ticks(1); S.in_process(fn -> S.ticks(5) end) end)
+
+      S.run_in(parent, fn ->
+        S.ticks(1)
+        S.in_process(fn -> S.ticks(5) end)
+      end)
+
       assert %Row{calls: 6, processes: processes} = Snapshot.row(Stats.snapshot(family), @tick)
       assert length(processes) == 2
     end
@@ -91,7 +95,9 @@ defmodule Kino.Trace.StatsTest do
       assert Stats.info(all).counters == [:call_time]
       S.ticks(3)
       me = self()
-      assert %Row{calls: 3, time_us: nil, processes: [%{pid: ^me, calls: 3}]} = Snapshot.row(Stats.snapshot(all), @tick)
+
+      assert %Row{calls: 3, time_us: nil, processes: [%{pid: ^me, calls: 3}]} =
+               Snapshot.row(Stats.snapshot(all), @tick)
     end
 
     test "a module pattern counts private functions with local: true, only exported ones with local: false" do
@@ -378,7 +384,11 @@ defmodule Kino.Trace.StatsTest do
   describe "print" do
     test "prints a table of the session" do
       stats = Stats.start([@tick, {S, :alloc, 1}])
-      S.in_process(fn -> S.ticks(3); S.alloc(10) end)
+
+      S.in_process(fn ->
+        S.ticks(3)
+        S.alloc(10)
+      end)
 
       output = ExUnit.CaptureIO.capture_io(fn -> Stats.print(stats) end)
       assert output =~ ~r/^2 functions, 4 calls in /

@@ -20,7 +20,12 @@ defmodule KinoTrace.Pattern.AtomsTest do
 
   # Lines per entry point (9 of them): 112 500 in all in CI (CI=true, set by .ci/run;
   # several minutes), 11 250 otherwise (a minute or two); KINO_TRACE_ATOM_LINES sets it.
-  @lines_per_entry String.to_integer(System.get_env("KINO_TRACE_ATOM_LINES", if(System.get_env("CI"), do: "12500", else: "1250")))
+  @lines_per_entry String.to_integer(
+                     System.get_env(
+                       "KINO_TRACE_ATOM_LINES",
+                       if(System.get_env("CI"), do: "12500", else: "1250")
+                     )
+                   )
 
   # Atoms a first use may make once (a module loaded on the way, a cached name).
   @slack 5

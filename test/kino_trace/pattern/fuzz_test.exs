@@ -160,7 +160,8 @@ defmodule KinoTrace.Pattern.FuzzTest do
   ]
 
   defp pieces(text) do
-    for line <- String.split(text, "\n", trim: true), do: Code.string_to_quoted!("[#{line}]", emit_warnings: false)
+    for line <- String.split(text, "\n", trim: true),
+        do: Code.string_to_quoted!("[#{line}]", emit_warnings: false)
   end
 
   # Every subtree of the quoted forms.
@@ -190,7 +191,12 @@ defmodule KinoTrace.Pattern.FuzzTest do
 
     Enum.reduce(1..(:rand.uniform(4) - 1)//1, piece, fn _, acc ->
       n = :rand.uniform(size(acc)) - 1
-      new = if :rand.uniform(4) == 1, do: repeat(Enum.at(subtrees_in_order(acc), n)), else: Enum.random(pool)
+
+      new =
+        if :rand.uniform(4) == 1,
+          do: repeat(Enum.at(subtrees_in_order(acc), n)),
+          else: Enum.random(pool)
+
       replace(acc, n, new)
     end)
   end
@@ -366,16 +372,54 @@ defmodule KinoTrace.Pattern.FuzzTest do
   @tag timeout: 300_000
   test "literal binaries of random segments are what Elixir builds" do
     :rand.seed(:exsss, {20_261_202, 27, 1})
-    values = ["0", "1", "-1", "255", "65_537", "1.5", "-0.25", "233", "0x1F600", ~S|"a"|, ~S|"é€"|, ~S|""|]
+
+    values = [
+      "0",
+      "1",
+      "-1",
+      "255",
+      "65_537",
+      "1.5",
+      "-0.25",
+      "233",
+      "0x1F600",
+      ~S|"a"|,
+      ~S|"é€"|,
+      ~S|""|
+    ]
+
     # blanks weigh towards segments Elixir builds
     types = ["", "", "", "integer", "float", "binary", "bits", "utf8", "utf16", "utf32"]
-    extras = ["", "", "", "", "", "signed", "unsigned", "big", "little", "native", "size(0)", "size(3)", "size(16)", "size(32)", "unit(8)", "8", "4*2"]
+
+    extras = [
+      "",
+      "",
+      "",
+      "",
+      "",
+      "signed",
+      "unsigned",
+      "big",
+      "little",
+      "native",
+      "size(0)",
+      "size(3)",
+      "size(16)",
+      "size(32)",
+      "unit(8)",
+      "8",
+      "4*2"
+    ]
 
     outcomes =
       for _ <- 1..2_000 do
         segments =
           for _ <- 1..:rand.uniform(3) do
-            modifiers = [Enum.random(types), Enum.random(extras), Enum.random(extras)] |> Enum.reject(&(&1 == "")) |> Enum.uniq()
+            modifiers =
+              [Enum.random(types), Enum.random(extras), Enum.random(extras)]
+              |> Enum.reject(&(&1 == ""))
+              |> Enum.uniq()
+
             value = Enum.random(values)
             if modifiers == [], do: value, else: value <> "::" <> Enum.join(modifiers, "-")
           end
@@ -384,7 +428,9 @@ defmodule KinoTrace.Pattern.FuzzTest do
 
         elixir =
           try do
-            {{value, _}, _} = ExUnit.CaptureIO.with_io(:stderr, fn -> Code.eval_string(literal) end)
+            {{value, _}, _} =
+              ExUnit.CaptureIO.with_io(:stderr, fn -> Code.eval_string(literal) end)
+
             {:ok, value}
           rescue
             _ -> :error
@@ -400,10 +446,14 @@ defmodule KinoTrace.Pattern.FuzzTest do
             :both_refuse
 
           {{:ok, value}, {:error, message}} ->
-            flunk("#{literal}: Elixir builds #{inspect(value)}, the pattern compiler says #{message}")
+            flunk(
+              "#{literal}: Elixir builds #{inspect(value)}, the pattern compiler says #{message}"
+            )
 
           {:error, {:ok, pattern}} ->
-            flunk("#{literal}: Elixir refuses it, the pattern compiler builds #{inspect(pattern.head)}")
+            flunk(
+              "#{literal}: Elixir refuses it, the pattern compiler builds #{inspect(pattern.head)}"
+            )
         end
       end
 

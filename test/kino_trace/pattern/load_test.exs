@@ -37,14 +37,22 @@ defmodule KinoTrace.Pattern.LoadTest do
     # built as text, compiled by erlc in an OS process: neither atom exists here yet
     n = System.unique_integer([:positive])
     {mod, atom} = {"kino_trace_load_mod_#{n}", "kino_trace_load_atom_#{n}"}
-    File.write!(Path.join(dir, mod <> ".erl"), "-module(#{mod}).\n-export([f/1]).\nf(#{atom}) -> ok.\n")
+
+    File.write!(
+      Path.join(dir, mod <> ".erl"),
+      "-module(#{mod}).\n-export([f/1]).\nf(#{atom}) -> ok.\n"
+    )
+
     {_, 0} = System.cmd("erlc", ["-o", dir, Path.join(dir, mod <> ".erl")])
     Code.prepend_path(dir)
     module = String.to_atom(mod)
 
     try do
       refute :erlang.module_loaded(module)
-      assert {:ok, %Pattern{module: ^module, head: [literal]}} = Pattern.parse(":#{mod}.f(:#{atom})")
+
+      assert {:ok, %Pattern{module: ^module, head: [literal]}} =
+               Pattern.parse(":#{mod}.f(:#{atom})")
+
       assert :erlang.module_loaded(module)
       assert literal == String.to_existing_atom(atom)
     after

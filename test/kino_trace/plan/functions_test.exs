@@ -11,7 +11,10 @@ defmodule KinoTrace.Plan.FunctionsTest do
 
   # A plan without tail-call cycles anywhere, to test the covering merge alone.
   defp build(patterns, returns \\ [{:return_trace}]),
-    do: Functions.build(Enum.map(patterns, &parse!/1), returns, [], cycles: fn _ -> MapSet.new() end)
+    do:
+      Functions.build(Enum.map(patterns, &parse!/1), returns, [],
+        cycles: fn _ -> MapSet.new() end
+      )
 
   test "each target gets the clauses of every pattern that covers it, broadest first" do
     plan = build(["M.f(1)", "M", "M.f/1", "M.g(x) when x > 1", "N.h/2"])
@@ -58,7 +61,8 @@ defmodule KinoTrace.Plan.FunctionsTest do
     cycles = fn M -> MapSet.new([{:loop, 1}, {:loop, 2}]) end
     patterns = Enum.map(["M", "M.loop/1"], &parse!/1)
 
-    plan = Functions.build(patterns, [{:exception_trace}], [{:message, {:caller}}], cycles: cycles)
+    plan =
+      Functions.build(patterns, [{:exception_trace}], [{:message, {:caller}}], cycles: cycles)
 
     assert plan.steps == [
              {{M, :_, :_}, [{:_, [], [{:exception_trace}, {:message, {:caller}}]}]},
@@ -79,7 +83,10 @@ defmodule KinoTrace.Plan.FunctionsTest do
 
     # a name without arity names every arity
     by_name =
-      Functions.build([parse!({M, :loop, :_})], [{:return_trace}], [], cycles: cycles, force: true)
+      Functions.build([parse!({M, :loop, :_})], [{:return_trace}], [],
+        cycles: cycles,
+        force: true
+      )
 
     assert by_name.no_returns == MapSet.new()
   end
@@ -91,7 +98,9 @@ defmodule KinoTrace.Plan.FunctionsTest do
   end
 
   test "a module whose code is unknown is traced with returns" do
-    plan = Functions.build([parse!("M.loop/1")], [{:return_trace}], [], cycles: fn _ -> :unknown end)
+    plan =
+      Functions.build([parse!("M.loop/1")], [{:return_trace}], [], cycles: fn _ -> :unknown end)
+
     assert plan.steps == [{{M, :loop, 1}, [{:_, [], [{:return_trace}]}]}]
   end
 end

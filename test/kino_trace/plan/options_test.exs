@@ -19,7 +19,8 @@ defmodule KinoTrace.Plan.OptionsTest do
   # from a quiet VM so the before/after comparisons below see only this test.
   setup do
     wait_until(fn ->
-      kino_sessions() == [] and DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == 0
+      kino_sessions() == [] and
+        DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == 0
     end)
 
     :ok
@@ -49,40 +50,63 @@ defmodule KinoTrace.Plan.OptionsTest do
   describe "unknown options" do
     test "suggest the closest known option" do
       message =
-        assert_rejected(~r/^unknown option :limt \(did you mean :limit\?\)\. Known options: :pids, :children/, fn ->
-          calls(limt: 5)
-        end)
+        assert_rejected(
+          ~r/^unknown option :limt \(did you mean :limit\?\)\. Known options: :pids, :children/,
+          fn ->
+            calls(limt: 5)
+          end
+        )
 
       assert message =~ ":history"
 
-      assert_rejected(~r/^unknown option :childern \(did you mean :children\?\)/, fn -> calls(childern: true) end)
-      assert_rejected(~r/^unknown option :max_item \(did you mean :max_items\?\)/, fn -> calls(max_item: 3) end)
+      assert_rejected(~r/^unknown option :childern \(did you mean :children\?\)/, fn ->
+        calls(childern: true)
+      end)
+
+      assert_rejected(~r/^unknown option :max_item \(did you mean :max_items\?\)/, fn ->
+        calls(max_item: 3)
+      end)
     end
 
     test "without a close name, list the known ones only" do
-      message = assert_rejected(~r/^unknown option :zzz\. Known options: /, fn -> calls(zzz: 1) end)
+      message =
+        assert_rejected(~r/^unknown option :zzz\. Known options: /, fn -> calls(zzz: 1) end)
+
       refute message =~ "did you mean"
     end
 
     test "options must be a keyword list" do
-      assert_rejected("expected options to be a keyword list, got: [1, 2]", fn -> calls([1, 2]) end)
-      assert_rejected("expected options to be a keyword list, got: %{limit: 1}", fn -> calls(%{limit: 1}) end)
+      assert_rejected("expected options to be a keyword list, got: [1, 2]", fn ->
+        calls([1, 2])
+      end)
+
+      assert_rejected("expected options to be a keyword list, got: %{limit: 1}", fn ->
+        calls(%{limit: 1})
+      end)
     end
   end
 
   describe "wrong types" do
     test "boolean options" do
       for key <- [:children, :return, :exceptions, :return_to, :local, :force] do
-        assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: 1", fn -> calls([{key, 1}]) end)
-        assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: nil", fn -> calls([{key, nil}]) end)
+        assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: 1", fn ->
+          calls([{key, 1}])
+        end)
+
+        assert_rejected("invalid value for #{inspect(key)}: expected a boolean, got: nil", fn ->
+          calls([{key, nil}])
+        end)
       end
     end
 
     test ":caller takes true, false or :line" do
       for bad <- [1, nil, :lines, "line"] do
-        assert_rejected("invalid value for :caller: expected true, false or :line, got: #{inspect(bad)}", fn ->
-          calls(caller: bad)
-        end)
+        assert_rejected(
+          "invalid value for :caller: expected true, false or :line, got: #{inspect(bad)}",
+          fn ->
+            calls(caller: bad)
+          end
+        )
       end
 
       assert Options.validate!(caller: :line)[:caller] == :line
@@ -100,35 +124,49 @@ defmodule KinoTrace.Plan.OptionsTest do
 
     test ":limit and :timeout take positive integers" do
       for key <- [:limit, :timeout], bad <- [0, -1, 1.5, "5", :infinity] do
-        assert_rejected("invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}", fn ->
-          calls([{key, bad}])
-        end)
+        assert_rejected(
+          "invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}",
+          fn ->
+            calls([{key, bad}])
+          end
+        )
       end
     end
 
     test "term caps and :history take positive integers" do
-      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history], bad <- [0, -3, 2.0, nil] do
-        assert_rejected("invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}", fn ->
-          calls([{key, bad}])
-        end)
+      for key <- [:max_depth, :max_items, :max_binary, :max_bytes, :history],
+          bad <- [0, -3, 2.0, nil] do
+        assert_rejected(
+          "invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(bad)}",
+          fn ->
+            calls([{key, bad}])
+          end
+        )
       end
     end
 
     test "term caps and :history fit 32 bits, and say so" do
       for key <- [:max_items, :history], bad <- [0x1_0000_0000, 2 ** 64] do
-        assert_rejected("invalid value for #{inspect(key)}: expected at most 4294967295, got: #{inspect(bad)}", fn ->
-          calls([{key, bad}])
-        end)
+        assert_rejected(
+          "invalid value for #{inspect(key)}: expected at most 4294967295, got: #{inspect(bad)}",
+          fn ->
+            calls([{key, bad}])
+          end
+        )
       end
 
-      assert Options.validate!(max_items: 0xFFFF_FFFF, history: 0xFFFF_FFFF)[:max_items] == 0xFFFF_FFFF
+      assert Options.validate!(max_items: 0xFFFF_FFFF, history: 0xFFFF_FFFF)[:max_items] ==
+               0xFFFF_FFFF
     end
 
     test ":max_binary and :max_bytes are at most 1 GiB (an event's payload stays below 4 GiB), and say so" do
       for key <- [:max_binary, :max_bytes], bad <- [2 ** 30 + 1, 0x1_0000_0000, 2 ** 64] do
-        assert_rejected("invalid value for #{inspect(key)}: expected at most 1073741824, got: #{inspect(bad)}", fn ->
-          calls([{key, bad}])
-        end)
+        assert_rejected(
+          "invalid value for #{inspect(key)}: expected at most 1073741824, got: #{inspect(bad)}",
+          fn ->
+            calls([{key, bad}])
+          end
+        )
       end
 
       assert Options.validate!(max_binary: 2 ** 30, max_bytes: 2 ** 30)[:max_bytes] == 2 ** 30
@@ -136,50 +174,74 @@ defmodule KinoTrace.Plan.OptionsTest do
 
     test "too large a :limit names :limit and its range, not the tracer's own name" do
       for bad <- [2 ** 64, 2 ** 100] do
-        assert_rejected("invalid value for :limit: expected at most 18446744073709551615, got: #{inspect(bad)}", fn ->
-          calls(limit: bad)
-        end)
+        assert_rejected(
+          "invalid value for :limit: expected at most 18446744073709551615, got: #{inspect(bad)}",
+          fn ->
+            calls(limit: bad)
+          end
+        )
       end
 
       assert Options.validate!(limit: 2 ** 64 - 1)[:limit] == 2 ** 64 - 1
     end
 
     test "too large a :queue cap names :queue and the cap" do
-      assert_rejected("invalid value for :queue: expected :events of at most 18446744073709551615, got: [events: 18446744073709551616]", fn ->
-        calls(queue: [events: 2 ** 64])
-      end)
+      assert_rejected(
+        "invalid value for :queue: expected :events of at most 18446744073709551615, got: [events: 18446744073709551616]",
+        fn ->
+          calls(queue: [events: 2 ** 64])
+        end
+      )
 
-      assert_rejected("invalid value for :queue: expected :bytes of at most 18446744073709551615, got: [events: 5, bytes: 18446744073709551616]", fn ->
-        calls(queue: [events: 5, bytes: 2 ** 64])
-      end)
+      assert_rejected(
+        "invalid value for :queue: expected :bytes of at most 18446744073709551615, got: [events: 5, bytes: 18446744073709551616]",
+        fn ->
+          calls(queue: [events: 5, bytes: 2 ** 64])
+        end
+      )
     end
 
     test "too large a :timeout says its range" do
-      assert_rejected("invalid value for :timeout: expected at most 4294967295 (ms), got: 4294967296", fn ->
-        calls(timeout: 0x1_0000_0000)
-      end)
+      assert_rejected(
+        "invalid value for :timeout: expected at most 4294967295 (ms), got: 4294967296",
+        fn ->
+          calls(timeout: 0x1_0000_0000)
+        end
+      )
     end
 
     test ":max_depth is at most 100 (the tracer's term walk recurses once per level)" do
       for bad <- [101, 0x1_0000_0000] do
-        assert_rejected("invalid value for :max_depth: expected at most 100, got: #{inspect(bad)}", fn ->
-          calls(max_depth: bad)
-        end)
+        assert_rejected(
+          "invalid value for :max_depth: expected at most 100, got: #{inspect(bad)}",
+          fn ->
+            calls(max_depth: bad)
+          end
+        )
       end
     end
 
     test ":rate is bounded" do
-      assert_rejected("invalid value for :rate: expected a count of at most 1000000000, got: {1000000001, 1}", fn ->
-        calls(rate: {1_000_000_001, 1})
-      end)
+      assert_rejected(
+        "invalid value for :rate: expected a count of at most 1000000000, got: {1000000001, 1}",
+        fn ->
+          calls(rate: {1_000_000_001, 1})
+        end
+      )
 
-      assert_rejected("invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}", fn ->
-        calls(rate: {1, 86_400_001})
-      end)
+      assert_rejected(
+        "invalid value for :rate: expected a period of at most 86400000 ms, got: {1, 86400001}",
+        fn ->
+          calls(rate: {1, 86_400_001})
+        end
+      )
 
-      assert_rejected("invalid value for :rate: expected a count of at most 1000000000, got: {18446744073709551616, 1}", fn ->
-        calls(rate: {2 ** 64, 1})
-      end)
+      assert_rejected(
+        "invalid value for :rate: expected a count of at most 1000000000, got: {18446744073709551616, 1}",
+        fn ->
+          calls(rate: {2 ** 64, 1})
+        end
+      )
     end
 
     test ":rate takes {count, milliseconds}" do
@@ -221,7 +283,11 @@ defmodule KinoTrace.Plan.OptionsTest do
 
       {:ok, io} = StringIO.open("")
       trace = calls(print: [colors: false, time: false, device: io, inspect: [limit: 5]])
-      assert_raise ArgumentError, ~r/^unknown option :events\. Known options: :colors/, fn -> Trace.print(trace, events: 1) end
+
+      assert_raise ArgumentError, ~r/^unknown option :events\. Known options: :colors/, fn ->
+        Trace.print(trace, events: 1)
+      end
+
       Trace.stop(trace)
     end
 
@@ -234,8 +300,17 @@ defmodule KinoTrace.Plan.OptionsTest do
       )
 
       assert_rejected(~r/^invalid value for :timeouts: /, fn -> calls(timeouts: true) end)
-      assert_rejected(~r/^invalid value for :pattern: /, fn -> Trace.capture([@math <> ".add/2"], fn -> :ok end, pattern: "_") end)
-      trace = Trace.trace([calls: [@math <> ".add/2"], messages: self()], pattern: "{:ok, _}", timeouts: true)
+
+      assert_rejected(~r/^invalid value for :pattern: /, fn ->
+        Trace.capture([@math <> ".add/2"], fn -> :ok end, pattern: "_")
+      end)
+
+      trace =
+        Trace.trace([calls: [@math <> ".add/2"], messages: self()],
+          pattern: "{:ok, _}",
+          timeouts: true
+        )
+
       Trace.stop(trace)
     end
 
@@ -244,19 +319,35 @@ defmodule KinoTrace.Plan.OptionsTest do
         ":all, :new, :existing, a pid, a name (registered, {:global, name} or {:via, module, name}), " <>
           "or a list of pids and names"
 
-      assert_rejected("invalid value for :pids: expected #{expected}, got: \"self\"", fn -> calls(pids: "self") end)
-      assert_rejected("invalid value for :pids: expected #{expected}, got: []", fn -> calls(pids: []) end)
-      assert_rejected("invalid value for :pids: expected #{expected}, got: {1, 2}", fn -> calls(pids: [self(), {1, 2}]) end)
-
-      assert_rejected("invalid value for :pids: no process is registered as :kino_trace_no_such_name", fn ->
-        calls(pids: :kino_trace_no_such_name)
+      assert_rejected("invalid value for :pids: expected #{expected}, got: \"self\"", fn ->
+        calls(pids: "self")
       end)
 
-      assert_rejected("invalid value for :pids: no process is registered as :kino_trace_no_such_name", fn ->
-        calls(pids: [self(), :kino_trace_no_such_name])
+      assert_rejected("invalid value for :pids: expected #{expected}, got: []", fn ->
+        calls(pids: [])
       end)
 
-      assert_rejected("invalid value for :pids: :all cannot be part of a list", fn -> calls(pids: [self(), :all]) end)
+      assert_rejected("invalid value for :pids: expected #{expected}, got: {1, 2}", fn ->
+        calls(pids: [self(), {1, 2}])
+      end)
+
+      assert_rejected(
+        "invalid value for :pids: no process is registered as :kino_trace_no_such_name",
+        fn ->
+          calls(pids: :kino_trace_no_such_name)
+        end
+      )
+
+      assert_rejected(
+        "invalid value for :pids: no process is registered as :kino_trace_no_such_name",
+        fn ->
+          calls(pids: [self(), :kino_trace_no_such_name])
+        end
+      )
+
+      assert_rejected("invalid value for :pids: :all cannot be part of a list", fn ->
+        calls(pids: [self(), :all])
+      end)
     end
 
     test ":pids names a {:global, name} or {:via, module, name} that names no process" do
@@ -271,17 +362,27 @@ defmodule KinoTrace.Plan.OptionsTest do
           ] do
         message = "invalid value for :pids: no process is registered as #{inspect(name)}"
         assert_rejected(message, fn -> calls(pids: pids) end)
-        assert_rejected(message, fn -> Trace.capture([&Math.echo/1], fn -> :ok end, pids: pids) end)
+
+        assert_rejected(message, fn ->
+          Trace.capture([&Math.echo/1], fn -> :ok end, pids: pids)
+        end)
+
         assert_rejected(message, fn -> Trace.stats([&Math.echo/1], pids: pids) end)
       end
 
-      assert_rejected("invalid messages target: no process is registered as #{inspect(nobody)}", fn ->
-        Trace.messages(nobody)
-      end)
+      assert_rejected(
+        "invalid messages target: no process is registered as #{inspect(nobody)}",
+        fn ->
+          Trace.messages(nobody)
+        end
+      )
 
-      assert_rejected("invalid processes target: no process is registered as {:global, :kino_trace_nobody}", fn ->
-        Trace.processes([{:global, :kino_trace_nobody}])
-      end)
+      assert_rejected(
+        "invalid processes target: no process is registered as {:global, :kino_trace_nobody}",
+        fn ->
+          Trace.processes([{:global, :kino_trace_nobody}])
+        end
+      )
 
       assert_rejected(
         "invalid value for :pids: cannot look up {:via, KinoTraceNoSuchRegistry, :x}: " <>
@@ -303,15 +404,21 @@ defmodule KinoTrace.Plan.OptionsTest do
 
   describe "bad patterns" do
     test "a misspelled function suggests the close name" do
-      assert_rejected(~s(invalid trace pattern "Enum.mpa/2": Enum.mpa/2 is not a function; did you mean Enum.map/2?), fn ->
-        Trace.calls(["Enum.mpa/2"], pids: self())
-      end)
+      assert_rejected(
+        ~s(invalid trace pattern "Enum.mpa/2": Enum.mpa/2 is not a function; did you mean Enum.map/2?),
+        fn ->
+          Trace.calls(["Enum.mpa/2"], pids: self())
+        end
+      )
     end
 
     test "an unknown module suggests the close name" do
-      assert_rejected(~s(invalid trace pattern "Enumm": unknown module Enumm; did you mean Enum?), fn ->
-        Trace.calls(["Enumm"], pids: self())
-      end)
+      assert_rejected(
+        ~s(invalid trace pattern "Enumm": unknown module Enumm; did you mean Enum?),
+        fn ->
+          Trace.calls(["Enumm"], pids: self())
+        end
+      )
     end
 
     test "a wrong arity lists the arities there are" do
@@ -342,23 +449,35 @@ defmodule KinoTrace.Plan.OptionsTest do
     end
 
     test "everything and kino_trace itself are refused unless forced" do
-      assert_rejected(~r/^invalid trace pattern :_: refusing to trace every function in the system/, fn ->
-        Trace.calls([:_], pids: self())
-      end)
+      assert_rejected(
+        ~r/^invalid trace pattern :_: refusing to trace every function in the system/,
+        fn ->
+          Trace.calls([:_], pids: self())
+        end
+      )
 
-      assert_rejected(~r/^invalid trace pattern "\*": refusing to trace every function in the system/, fn ->
-        Trace.calls(["*"], pids: self())
-      end)
+      assert_rejected(
+        ~r/^invalid trace pattern "\*": refusing to trace every function in the system/,
+        fn ->
+          Trace.calls(["*"], pids: self())
+        end
+      )
 
-      assert_rejected(~r/^invalid trace pattern KinoTrace.Session: refusing to trace KinoTrace.Session: tracing kino_trace's own modules/, fn ->
-        Trace.calls([KinoTrace.Session], pids: self())
-      end)
+      assert_rejected(
+        ~r/^invalid trace pattern KinoTrace.Session: refusing to trace KinoTrace.Session: tracing kino_trace's own modules/,
+        fn ->
+          Trace.calls([KinoTrace.Session], pids: self())
+        end
+      )
     end
 
     test "something that is not a pattern" do
-      assert_rejected(~r/^invalid trace pattern 42: expected a string such as "Enum.map\/2", a module/, fn ->
-        Trace.calls([42], pids: self())
-      end)
+      assert_rejected(
+        ~r/^invalid trace pattern 42: expected a string such as "Enum.map\/2", a module/,
+        fn ->
+          Trace.calls([42], pids: self())
+        end
+      )
 
       assert_rejected(~r/anonymous functions cannot be traced/, fn ->
         Trace.calls([fn -> :ok end], pids: self())
@@ -368,20 +487,29 @@ defmodule KinoTrace.Plan.OptionsTest do
     end
 
     test "an improper list of patterns" do
-      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
-        Trace.calls(["Enum" | :x], pids: self())
-      end)
+      assert_rejected(
+        ~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]),
+        fn ->
+          Trace.calls(["Enum" | :x], pids: self())
+        end
+      )
 
-      assert_rejected(~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]), fn ->
-        Kino.Trace.stats(["Enum" | :x], pids: self())
-      end)
+      assert_rejected(
+        ~S(expected a list of trace patterns, got an improper list: ["Enum" | :x]),
+        fn ->
+          Kino.Trace.stats(["Enum" | :x], pids: self())
+        end
+      )
     end
 
     test "set_patterns reports an improper list, and the trace keeps running" do
       trace = Trace.calls([&Math.echo/1], pids: self())
 
       assert [{["Enum" | :x], {:error, message}}] = Trace.set_patterns(trace, ["Enum" | :x])
-      assert message == ~S(expected a proper list of patterns, got an improper list: ["Enum" | :x])
+
+      assert message ==
+               ~S(expected a proper list of patterns, got an improper list: ["Enum" | :x])
+
       assert Trace.info(trace).status == :running
       assert Trace.stop(trace) == :ok
     end
@@ -389,7 +517,9 @@ defmodule KinoTrace.Plan.OptionsTest do
     test "every bad entry is named, good ones are not" do
       message =
         assert_rejected(~r/invalid trace pattern "Enum.mpa\/2"/, fn ->
-          Trace.calls(["Enum.mpa/2", "#{@math}.add/2", "Nope.Missing", &Math.echo/1], pids: self())
+          Trace.calls(["Enum.mpa/2", "#{@math}.add/2", "Nope.Missing", &Math.echo/1],
+            pids: self()
+          )
         end)
 
       assert message =~ ~s(invalid trace pattern "Nope.Missing": unknown module Nope.Missing)
@@ -409,7 +539,8 @@ defmodule KinoTrace.Plan.OptionsTest do
           Trace.stop(trace)
         end)
 
-      assert stderr =~ "Kernel.+/2 is inlined by the compiler (calls never reach it); trace :erlang.+/2 instead"
+      assert stderr =~
+               "Kernel.+/2 is inlined by the compiler (calls never reach it); trace :erlang.+/2 instead"
     end
   end
 
@@ -432,7 +563,11 @@ defmodule KinoTrace.Plan.OptionsTest do
     end
 
     test "native limits" do
-      limits = Options.native_limits(Options.validate!(limit: 7, rate: {3, 250}, max_items: 9, queue: [bytes: 1000]))
+      limits =
+        Options.native_limits(
+          Options.validate!(limit: 7, rate: {3, 250}, max_items: 9, queue: [bytes: 1000])
+        )
+
       assert limits.limit == 7
       assert limits.rate == {3, 250}
       assert limits.max_items == 9
@@ -443,16 +578,22 @@ defmodule KinoTrace.Plan.OptionsTest do
     test "resolve_pids/1" do
       assert Options.resolve_pids(:new) == [:new]
       assert Options.resolve_pids(self()) == [self()]
-      assert Options.resolve_pids([self(), KinoTrace.SessionSupervisor]) == [self(), Process.whereis(KinoTrace.SessionSupervisor)]
+
+      assert Options.resolve_pids([self(), KinoTrace.SessionSupervisor]) == [
+               self(),
+               Process.whereis(KinoTrace.SessionSupervisor)
+             ]
     end
 
     # The smart cell resolves what a user typed: what is no target nor name is an
     # ArgumentError (was a KeyError once names were looked up all at once).
     test "resolve_pids/1 of what is neither a target nor a name" do
       for value <- [123, [self(), "worker"], {:via, "Registry", :x}] do
-        assert_raise ArgumentError, ~r/invalid value for :pids: expected :all, :new, :existing, a pid, a name/, fn ->
-          Options.resolve_pids(value)
-        end
+        assert_raise ArgumentError,
+                     ~r/invalid value for :pids: expected :all, :new, :existing, a pid, a name/,
+                     fn ->
+                       Options.resolve_pids(value)
+                     end
       end
     end
   end

@@ -75,11 +75,16 @@ defmodule KinoTrace.Plan.RemoteTest do
     trace = Kino.Trace.calls([":lists.sum/1"], nodes: [node])
     3 = :erpc.call(node, :lists, :sum, [[1, 2]])
 
-    KinoTraceTest.Helpers.await_events(trace, &Enum.any?(&1, fn e -> e.kind == :return and e.return == 3 end))
+    KinoTraceTest.Helpers.await_events(
+      trace,
+      &Enum.any?(&1, fn e -> e.kind == :return and e.return == 3 end)
+    )
+
     Kino.Trace.stop(trace)
 
     KinoTraceTest.Helpers.wait_until(fn ->
-      KinoTraceTest.Peers.kino_sessions(node) == [] and KinoTraceTest.Peers.kino_modules(node) == []
+      KinoTraceTest.Peers.kino_sessions(node) == [] and
+        KinoTraceTest.Peers.kino_modules(node) == []
     end)
   end
 

@@ -16,8 +16,16 @@ defmodule KinoTrace.Remote.AgentClusterTest do
     ensure_distribution()
   end
 
-  defp flood(node, calls) when node == node(), do: spawn(fn -> Enum.each(1..calls, &Echo.double/1) end)
-  defp flood(node, calls), do: :erpc.call(node, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
+  defp flood(node, calls) when node == node(),
+    do: spawn(fn -> Enum.each(1..calls, &Echo.double/1) end)
+
+  defp flood(node, calls),
+    do:
+      :erpc.call(node, :erlang, :spawn, [
+        :lists,
+        :foreach,
+        [&Echo.double/1, Enum.to_list(1..calls)]
+      ])
 
   defp alive?(pid), do: :erpc.call(node(pid), :erlang, :is_process_alive, [pid])
 
@@ -25,7 +33,10 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   defp received(id, counts) do
     receive do
       {:kino_trace, ^id, {:events, events}} ->
-        received(id, Enum.reduce(events, counts, fn e, acc -> Map.update(acc, e.node, 1, &(&1 + 1)) end))
+        received(
+          id,
+          Enum.reduce(events, counts, fn e, acc -> Map.update(acc, e.node, 1, &(&1 + 1)) end)
+        )
     after
       0 -> counts
     end
@@ -35,7 +46,9 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   defp received_from(id, node, counts) do
     receive do
       {:kino_trace, ^id, {:events, events}} ->
-        counts = Enum.reduce(events, counts, fn e, acc -> Map.update(acc, e.node, 1, &(&1 + 1)) end)
+        counts =
+          Enum.reduce(events, counts, fn e, acc -> Map.update(acc, e.node, 1, &(&1 + 1)) end)
+
         if Map.has_key?(counts, node), do: counts, else: received_from(id, node, counts)
     after
       30_000 -> flunk("no event from #{node} in 30 s; received per node: #{inspect(counts)}")
@@ -92,9 +105,14 @@ defmodule KinoTrace.Remote.AgentClusterTest do
         end)
       end
 
-    traces = for i <- 1..2, do: receive(do: ({:trace, ^i, trace} -> trace), after: (30_000 -> flunk("no trace")))
+    traces =
+      for i <- 1..2,
+          do: receive(do: ({:trace, ^i, trace} -> trace), after: (30_000 -> flunk("no trace")))
+
     :erpc.call(n, Echo, :double, [3])
-    for trace <- traces, do: await_events(trace, &Enum.any?(&1, fn e -> e.kind == :call and e.args == [3] end))
+
+    for trace <- traces,
+        do: await_events(trace, &Enum.any?(&1, fn e -> e.kind == :call and e.args == [3] end))
 
     Process.exit(hd(owners), :kill)
     wait_until(fn -> not Process.alive?(hd(traces).session) end)
@@ -112,7 +130,13 @@ defmodule KinoTrace.Remote.AgentClusterTest do
     test "a node with another version of #{module} is refused, and nothing is replaced or left" do
       module = unquote(module)
       {_peer, n, _} = bare_peer(:version)
-      forms = [{:attribute, 1, :module, module}, {:attribute, 1, :export, [v: 0]}, {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}]
+
+      forms = [
+        {:attribute, 1, :module, module},
+        {:attribute, 1, :export, [v: 0]},
+        {:function, 1, :v, 0, [{:clause, 1, [], [], [{:atom, 1, :theirs}]}]}
+      ]
+
       {:ok, ^module, binary} = :compile.forms(forms, [:binary])
       {:module, _} = :erpc.call(n, :code, :load_binary, [module, ~c"#{module}.beam", binary])
 
@@ -164,19 +188,28 @@ defmodule KinoTrace.Remote.AgentClusterTest do
     {_peer, n, tmp} = bare_peer(:orphan)
     {_tpeer, t} = tracing_peer(:dies, n)
     :ok = :erpc.call(t, Application, :put_env, [:kino_trace, :test_pause_after_ship, self()])
-    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [self(), ["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]])
+
+    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [
+      self(),
+      ["KinoTraceTest.Remote.Echo.double/1"],
+      [nodes: [n]]
+    ])
 
     assert_receive {:kino_trace_shipped, ^n, _starter}, 30_000
+
     assert Enum.sort(kino_modules(n)) ==
              Enum.sort([
                :kino_trace_agent,
                :kino_trace_agent_native,
                :kino_trace_agent_worker,
                :kino_trace_fallback,
+               :kino_trace_fallback_event,
+               :kino_trace_fallback_gate,
                :kino_trace_fallback_limits,
                :kino_trace_fallback_process,
                :kino_trace_fallback_terms
              ])
+
     kill_node(t)
 
     wait_until(fn -> kino_modules(n) == [] end, 500)
@@ -188,7 +221,13 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   test "kill -9 of the tracing node mid-trace leaves nothing on the traced node" do
     {_peer, n, tmp} = bare_peer(:killed)
     {_tpeer, t} = tracing_peer(:killed_tracer, n)
-    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [self(), ["KinoTraceTest.Remote.Echo.double/1"], [nodes: [n]]])
+
+    :erpc.call(t, KinoTraceTest.Peers, :spawn_tracer, [
+      self(),
+      ["KinoTraceTest.Remote.Echo.double/1"],
+      [nodes: [n]]
+    ])
+
     assert_receive {:tracing, _owner, _trace}, 30_000
     assert kino_sessions(n) != []
     # a flood running there when the tracing node dies
@@ -216,7 +255,10 @@ defmodule KinoTrace.Remote.AgentClusterTest do
     for trace <- [calls, messages] do
       events = Kino.Trace.events(trace, 10_000)
       own = Enum.filter(events, &(&1.pid in agents or &1.peer in agents))
-      assert own == [], "agents #{inspect(agents)} traced: #{inspect(Enum.take(own, 5), structs: false, limit: 12)}"
+
+      assert own == [],
+             "agents #{inspect(agents)} traced: #{inspect(Enum.take(own, 5), structs: false, limit: 12)}"
+
       # a loop would feed on itself: thousands of events a second
       assert Kino.Trace.info(trace).accepted < 500
     end
@@ -230,15 +272,22 @@ defmodule KinoTrace.Remote.AgentClusterTest do
   @otp25 "/usr/lib/erlang/bin/erl"
 
   test "a node on Erlang/OTP 25 is refused with an error naming the node and its release" do
-    assert File.exists?(@otp25), "#{@otp25} is missing: scripts/setup.sh installs Debian's erlang-base"
+    assert File.exists?(@otp25),
+           "#{@otp25} is missing: scripts/setup.sh installs Debian's erlang-base"
 
     {:ok, peer, old} =
-      :peer.start(%{name: :"otp25_#{System.unique_integer([:positive])}", host: ~c"127.0.0.1", longnames: true, exec: String.to_charlist(@otp25)})
+      :peer.start(%{
+        name: :"otp25_#{System.unique_integer([:positive])}",
+        host: ~c"127.0.0.1",
+        longnames: true,
+        exec: String.to_charlist(@otp25)
+      })
 
     on_exit(fn -> stop_peer(peer) end)
     assert :erpc.call(old, :erlang, :system_info, [:otp_release]) == ~c"25"
 
-    message = "cannot trace node #{inspect(old)}: it runs Erlang/OTP 25, and tracing it needs OTP 27 or newer"
+    message =
+      "cannot trace node #{inspect(old)}: it runs Erlang/OTP 25, and tracing it needs OTP 27 or newer"
 
     for start <- [
           fn -> Kino.Trace.calls([":lists.seq/2"], nodes: [node(), old]) end,

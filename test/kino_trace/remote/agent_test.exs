@@ -50,7 +50,13 @@ defmodule KinoTrace.Remote.AgentTest do
       send(echo, {self(), :hello})
       assert_receive {:echo, :hello}, 5_000
 
-      events = await_events(trace, &(Enum.any?(&1, fn e -> e.kind == :receive end) and Enum.any?(&1, fn e -> e.kind == :send end)))
+      events =
+        await_events(
+          trace,
+          &(Enum.any?(&1, fn e -> e.kind == :receive end) and
+              Enum.any?(&1, fn e -> e.kind == :send end))
+        )
+
       receive_event = Enum.find(events, &(&1.kind == :receive))
       assert receive_event.data == {self(), :hello}
       assert receive_event.name == :echo_server
@@ -88,7 +94,6 @@ defmodule KinoTrace.Remote.AgentTest do
       before
     end
 
-
     test "after stop/1" do
       {_peer, n, tmp} = bare_peer(:clean_stop)
       before = warmed_footprint(n, tmp)
@@ -103,7 +108,10 @@ defmodule KinoTrace.Remote.AgentTest do
 
       # stop/1 returns once the node is as it was: nothing to wait for (issue 23 item 6)
       now = footprint(n, tmp)
-      assert now == before, "modules +#{inspect(now.modules -- before.modules)}, processes #{before.processes} -> #{now.processes}"
+
+      assert now == before,
+             "modules +#{inspect(now.modules -- before.modules)}, processes #{before.processes} -> #{now.processes}"
+
       assert kino_modules(n) == []
       assert Kino.Trace.info(trace).nodes[n][:agent] == :removed
     end
@@ -136,7 +144,12 @@ defmodule KinoTrace.Remote.AgentTest do
       Kino.Trace.subscribe(trace)
       id = trace.id
       # a flood running there when the connection drops
-      :erpc.call(n, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..200_000)]])
+      :erpc.call(n, :erlang, :spawn, [
+        :lists,
+        :foreach,
+        [&Echo.double/1, Enum.to_list(1..200_000)]
+      ])
+
       assert true = :erlang.disconnect_node(n)
       assert_receive {:kino_trace, ^id, {:node_down, ^n, :noconnection}}, 10_000
 
@@ -221,7 +234,9 @@ defmodule Kino.Trace.AgentFallbackTest do
   end
 
   test "a node whose temporary directory is missing gets the fallback, and why; nothing is left" do
-    missing = Path.join(System.tmp_dir!(), "kino_trace_missing_#{System.unique_integer([:positive])}")
+    missing =
+      Path.join(System.tmp_dir!(), "kino_trace_missing_#{System.unique_integer([:positive])}")
+
     {_peer, n, _tmp} = bare_peer(:missing_tmp, tmpdir: missing)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
 
@@ -237,13 +252,24 @@ defmodule Kino.Trace.AgentFallbackTest do
 
   test "a flood on the fallback: memory stays bounded, every event is accounted for" do
     {_peer, n, _tmp} = bare_peer(:flood)
-    trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n], agent: :fallback, return: false)
+
+    trace =
+      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"],
+        nodes: [n],
+        agent: :fallback,
+        return: false
+      )
+
     calls = 300_000
     baseline = :erpc.call(n, :erlang, :memory, [:total])
 
-    flooder = :erpc.call(n, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
+    flooder =
+      :erpc.call(n, :erlang, :spawn, [:lists, :foreach, [&Echo.double/1, Enum.to_list(1..calls)]])
+
     peak =
-      observe(fn -> :erpc.call(n, :erlang, :is_process_alive, [flooder]) end, 50, fn -> :erpc.call(n, :erlang, :memory, [:total]) end)
+      observe(fn -> :erpc.call(n, :erlang, :is_process_alive, [flooder]) end, 50, fn ->
+        :erpc.call(n, :erlang, :memory, [:total])
+      end)
       |> Enum.max()
 
     # what was queued is delivered before the answer

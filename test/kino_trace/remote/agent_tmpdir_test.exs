@@ -17,7 +17,8 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
   {uid, 0} = System.cmd("id", ["-u"])
 
   if String.trim(uid) != "0" do
-    @moduletag skip: "needs root: it runs another user (uid 65534) against the agent and mounts a small tmpfs"
+    @moduletag skip:
+                 "needs root: it runs another user (uid 65534) against the agent and mounts a small tmpfs"
   end
 
   # the other user
@@ -71,7 +72,19 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
         :binary,
         :exit_status,
         {:line, 1024},
-        args: ["--reuid=#{@uid}", "--regid=#{@uid}", "--clear-groups", "perl", "-e", @racer, tmp, evil, ospid, "#{from}", "#{to}"]
+        args: [
+          "--reuid=#{@uid}",
+          "--regid=#{@uid}",
+          "--clear-groups",
+          "perl",
+          "-e",
+          @racer,
+          tmp,
+          evil,
+          ospid,
+          "#{from}",
+          "#{to}"
+        ]
       ])
 
     {:os_pid, os_pid} = Port.info(port, :os_pid)
@@ -96,12 +109,19 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
   test "another user can neither force the fallback nor plant the library, even at umask 0" do
     tmp = shared_tmp()
     {_peer, n, _} = bare_peer(:hostile, tmpdir: tmp, umask: 0)
-    assert :erpc.call(n, :os, :cmd, [~c"umask"]) |> List.to_string() |> String.trim() |> String.to_integer(8) == 0
+
+    assert :erpc.call(n, :os, :cmd, [~c"umask"])
+           |> List.to_string()
+           |> String.trim()
+           |> String.to_integer(8) == 0
 
     # the names the agent used to take: kino_trace-<its OS pid>-<erlang:unique_integer([positive])>
     ospid = :erpc.call(n, :os, :getpid, []) |> List.to_string()
     next = :erpc.call(n, :erlang, :unique_integer, [[:positive]])
-    evil_dir = Path.join(System.tmp_dir!(), "kino_trace_evil_#{System.unique_integer([:positive])}")
+
+    evil_dir =
+      Path.join(System.tmp_dir!(), "kino_trace_evil_#{System.unique_integer([:positive])}")
+
     File.mkdir_p!(evil_dir)
     File.chown!(evil_dir, @uid)
     on_exit(fn -> File.rm_rf(evil_dir) end)
@@ -110,7 +130,10 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
 
     for round <- 1..5 do
       trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
-      assert Kino.Trace.info(trace).nodes[n].tracer == :native, "round #{round}: #{inspect(Kino.Trace.info(trace).nodes[n].tracer)}"
+
+      assert Kino.Trace.info(trace).nodes[n].tracer == :native,
+             "round #{round}: #{inspect(Kino.Trace.info(trace).nodes[n].tracer)}"
+
       :erpc.call(n, Echo, :double, [round])
       await_events(trace, &Enum.any?(&1, fn e -> e.kind == :return and e.return == 2 * round end))
       Kino.Trace.stop(trace)
@@ -119,7 +142,11 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
     end
 
     got_in = planted(port)
-    IO.puts("\n  the other user planted #{length(got_in)} links in the agent's directories while they were new")
+
+    IO.puts(
+      "\n  the other user planted #{length(got_in)} links in the agent's directories while they were new"
+    )
+
     # nothing was ever written through its links, and nothing of the agent's is left
     assert File.stat!(evil).size == 0
     ours = for name <- File.ls!(tmp), File.lstat!(Path.join(tmp, name)).uid != @uid, do: name
@@ -137,12 +164,17 @@ defmodule KinoTrace.Remote.AgentTmpdirTest do
       File.rm_rf(mnt)
     end)
 
-    assert File.stat!(Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")).size > 64 * 1024
+    assert File.stat!(Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so")).size >
+             64 * 1024
+
     {_peer, n, _} = bare_peer(:full_tmp, tmpdir: mnt)
     trace = Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n])
 
     assert {:fallback, why} = Kino.Trace.info(trace).nodes[n].tracer
-    assert why =~ ~r"cannot write the native tracer to #{Regex.escape(mnt)}/kino_trace-[\w-]+ \(enospc\)"
+
+    assert why =~
+             ~r"cannot write the native tracer to #{Regex.escape(mnt)}/kino_trace-[\w-]+ \(enospc\)"
+
     assert File.ls!(mnt) == []
 
     :erpc.call(n, Echo, :double, [8])

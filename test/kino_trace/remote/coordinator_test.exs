@@ -36,7 +36,10 @@ defmodule KinoTrace.Remote.CoordinatorTest do
 
   defp events_in_mailbox(pid) do
     {:messages, messages} = Process.info(pid, :messages)
-    for {:kino_trace, _tag, {:events, events}} <- messages, reduce: 0, do: (n -> n + length(events))
+
+    for {:kino_trace, _tag, {:events, events}} <- messages,
+        reduce: 0,
+        do: (n -> n + length(events))
   end
 
   test "a backlogged subscriber: the coordinator holds its events without waiting, answers meanwhile, and its node holds back and counts" do

@@ -28,11 +28,16 @@ defmodule KinoTrace.Tracer.AliasesTest do
 
     send(sender, :go)
     assert_receive {:got, :hello}
-    events = await_events(trace, &Enum.any?(&1, fn e -> e.kind == :receive and e.data == :hello end))
+
+    events =
+      await_events(trace, &Enum.any?(&1, fn e -> e.kind == :receive and e.data == :hello end))
+
     assert [%Event{peer: ^ref}] = for(%Event{kind: :send, data: :hello} = e <- events, do: e)
 
     {resolved, _} = Aliases.resolve(Aliases.new(), events)
-    assert [%Event{pid: ^sender, peer: ^owner}] = for(%Event{kind: :send, data: :hello} = e <- resolved, do: e)
+
+    assert [%Event{pid: ^sender, peer: ^owner}] =
+             for(%Event{kind: :send, data: :hello} = e <- resolved, do: e)
 
     source = Kino.Trace.to_mermaid(events)
     refute source =~ ~r/participant P\d+ as #35;Reference/
@@ -45,13 +50,20 @@ defmodule KinoTrace.Tracer.AliasesTest do
 
     events =
       for ref <- requests,
-          do: %Event{kind: :receive, pid: caller, data: {:"$gen_call", {caller, [:alias | ref]}, :get}}
+          do: %Event{
+            kind: :receive,
+            pid: caller,
+            data: {:"$gen_call", {caller, [:alias | ref]}, :get}
+          }
 
     {_, state} = Aliases.resolve(Aliases.new(), events)
     assert map_size(state.owners) == 10_000
 
     reply = fn ref -> %Event{kind: :send, peer: ref, data: {[:alias | ref], :ok}} end
-    {[newest, oldest], _} = Aliases.resolve(state, [reply.(List.last(requests)), reply.(hd(requests))])
+
+    {[newest, oldest], _} =
+      Aliases.resolve(state, [reply.(List.last(requests)), reply.(hd(requests))])
+
     assert newest.peer == caller
     assert oldest.peer == hd(requests)
   end

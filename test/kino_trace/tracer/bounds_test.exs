@@ -19,7 +19,8 @@ defmodule KinoTrace.Tracer.BoundsTest do
   @mb10 10 * 1024 * 1024
   # The queue's caps are split between the schedulers' shards and the fallback's: a part
   # of 1 M events each, which one process filling the queue from its scheduler needs.
-  defp big_queue, do: %{queue: [events: 1_000_000 * (System.schedulers() + 1), bytes: 8 * 1024 * 1024 * 1024]}
+  defp big_queue,
+    do: %{queue: [events: 1_000_000 * (System.schedulers() + 1), bytes: 8 * 1024 * 1024 * 1024]}
 
   # The arguments, built inside the process that passes them.
   def arg(:small), do: 42
@@ -28,10 +29,18 @@ defmodule KinoTrace.Tracer.BoundsTest do
   def arg(:fun_list), do: lengther(:lists.seq(1, 1_300_000))
   # The largest integer ERTS holds (65535 64-bit digits, 512 KiB).
   def arg(:bignum), do: Bitwise.bsl(1, 64 * 65_535 - 1) + 12_345
-  def arg(:list_of_50), do: Enum.map(1..50, fn i -> arg(Enum.at([:bitstring, :fun, :bignum], rem(i, 3))) end)
+
+  def arg(:list_of_50),
+    do: Enum.map(1..50, fn i -> arg(Enum.at([:bitstring, :fun, :bignum], rem(i, 3))) end)
+
   # The same list with terms just under the caps (copied whole): what a list of 50 costs
   # when nothing in it is large.
-  def arg(:list_of_50_small), do: Enum.map(1..50, fn i -> arg(Enum.at([:small_bitstring, :small_fun, :small_bignum], rem(i, 3))) end)
+  def arg(:list_of_50_small),
+    do:
+      Enum.map(1..50, fn i ->
+        arg(Enum.at([:small_bitstring, :small_fun, :small_bignum], rem(i, 3)))
+      end)
+
   def arg(:small_bitstring), do: <<:binary.copy(<<200>>, 500)::binary, 5::3>>
   def arg(:small_fun), do: sizer(:binary.copy(<<200>>, 400))
   def arg(:small_bignum), do: Bitwise.bsl(1, 8 * 500) + 12_345
@@ -83,7 +92,10 @@ defmodule KinoTrace.Tracer.BoundsTest do
   # Waits until each of `pids` has run on (100 000 reductions more: thousands of calls).
   defp floods_run_on(pids) do
     ran = for pid <- pids, do: {pid, reductions(pid)}
-    KinoTraceTest.Helpers.wait_until(fn -> Enum.all?(ran, fn {pid, r} -> reductions(pid) > r + 100_000 end) end)
+
+    KinoTraceTest.Helpers.wait_until(fn ->
+      Enum.all?(ran, fn {pid, r} -> reductions(pid) > r + 100_000 end)
+    end)
   end
 
   defp reductions(pid), do: elem(Process.info(pid, :reductions), 1)
@@ -115,7 +127,10 @@ defmodule KinoTrace.Tracer.BoundsTest do
       assert identity.arity == 0
       assert {:new_index, identity.index} == Function.info(fun, :new_index)
       assert {:uniq, identity.uniq} == Function.info(fun, :uniq)
-      assert inspect(traced_arg(:fun)) == "#Function<#{identity.index}.#{identity.uniq}/0 in #{inspect(__MODULE__)}, ...>"
+
+      assert inspect(traced_arg(:fun)) ==
+               "#Function<#{identity.index}.#{identity.uniq}/0 in #{inspect(__MODULE__)}, ...>"
+
       assert %Cut{kind: :fun, size: 1} = traced_arg(:fun_list)
     end
 
@@ -130,13 +145,28 @@ defmodule KinoTrace.Tracer.BoundsTest do
     test "a list of 50 of them stays within the event's byte budget" do
       assert [_ | _] = args = traced_arg(:list_of_50)
       assert Cut.cut?(args)
-      kinds = args |> Enum.filter(&match?(%Cut{}, &1)) |> Enum.map(& &1.kind) |> Enum.uniq() |> Enum.sort()
+
+      kinds =
+        args
+        |> Enum.filter(&match?(%Cut{}, &1))
+        |> Enum.map(& &1.kind)
+        |> Enum.uniq()
+        |> Enum.sort()
+
       assert :bitstring in kinds and :fun in kinds and :integer in kinds
     end
 
     test "small ones are still copied exactly" do
       x = Enum.random(1..10)
-      small = [<<1, 2, 3::5>>, 2 ** 100, -(2 ** 4000), fn y -> y + x end, &Enum.map/2, <<0::4095>>]
+
+      small = [
+        <<1, 2, 3::5>>,
+        2 ** 100,
+        -(2 ** 4000),
+        fn y -> y + x end,
+        &Enum.map/2,
+        <<0::4095>>
+      ]
 
       for term <- small do
         {copy, _bytes} = Tracer.roundtrip(term, %{})
@@ -167,7 +197,9 @@ defmodule KinoTrace.Tracer.BoundsTest do
     ratios = Map.new(kinds, &{&1, median(times[&1]) / base_ns})
     report = Enum.map_join(kinds, ", ", &"#{&1} #{Float.round(ratios[&1], 2)}x")
     IO.puts("\n  per-call cost / #{base} (#{round(base_ns)} ns): #{report}")
-    for kind <- kinds, do: assert(ratios[kind] <= 3.0, "#{kind}: #{Float.round(ratios[kind], 2)}x (#{report})")
+
+    for kind <- kinds,
+        do: assert(ratios[kind] <= 3.0, "#{kind}: #{Float.round(ratios[kind], 2)}x (#{report})")
   end
 
   # Timing: left out of the sanitized run (scripts/test-nif-sanitized.sh), where the
@@ -203,8 +235,12 @@ defmodule KinoTrace.Tracer.BoundsTest do
       assert during.accepted == during.delivered + during.queued + during.discarded
 
       {close_us, :ok} = :timer.tc(fn -> Tracer.close(resource) end)
-      IO.puts("\n  under a flood: drain(1000) #{drain_us} us, counters #{counters_us} us; close with " <>
-                "#{during.queued} queued: #{div(close_us, 1000)} ms")
+
+      IO.puts(
+        "\n  under a flood: drain(1000) #{drain_us} us, counters #{counters_us} us; close with " <>
+          "#{during.queued} queued: #{div(close_us, 1000)} ms"
+      )
+
       # the floods call on after close (their reductions grow), and nothing is accepted
       floods_run_on(floods)
       c = Tracer.counters(resource)

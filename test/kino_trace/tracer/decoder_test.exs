@@ -7,7 +7,9 @@ defmodule KinoTrace.Tracer.DecoderTest do
   doctest Decoder
 
   # Raw events as KinoTrace.Tracer.drain/2 returns them.
-  defp call(pid, t, {m, f, args}, caller \\ :undefined), do: {:call, pid, t, 1, m, f, length(args), args, caller}
+  defp call(pid, t, {m, f, args}, caller \\ :undefined),
+    do: {:call, pid, t, 1, m, f, length(args), args, caller}
+
   defp ret(pid, t, {m, f, a}, value), do: {:return_from, pid, t, 1, m, f, a, :undefined, value}
   defp exc(pid, t, {m, f, a}, value), do: {:exception_from, pid, t, 1, m, f, a, :undefined, value}
 
@@ -20,8 +22,27 @@ defmodule KinoTrace.Tracer.DecoderTest do
   test "numbers events and pairs a call with its return", %{a: a} do
     [c, r] = decode([call(a, 1_000, {M, :f, [1]}), ret(a, 5_500, {M, :f, 1}, :ok)])
 
-    assert %Event{id: 1, kind: :call, pid: ^a, module: M, function: :f, arity: 1, args: [1], depth: 0} = c
-    assert %Event{id: 2, kind: :return, return: :ok, call_id: 1, duration: 4_500, depth: 0, arity: 1} = r
+    assert %Event{
+             id: 1,
+             kind: :call,
+             pid: ^a,
+             module: M,
+             function: :f,
+             arity: 1,
+             args: [1],
+             depth: 0
+           } = c
+
+    assert %Event{
+             id: 2,
+             kind: :return,
+             return: :ok,
+             call_id: 1,
+             duration: 4_500,
+             depth: 0,
+             arity: 1
+           } = r
+
     assert c.node == node()
     assert c.monotonic == 1_000
     assert c.scheduler == 1
@@ -38,7 +59,16 @@ defmodule KinoTrace.Tracer.DecoderTest do
     ]
 
     events = decode(raw)
-    assert Enum.map(events, &{&1.kind, &1.depth}) == [call: 0, call: 1, call: 2, return: 2, return: 1, return: 0]
+
+    assert Enum.map(events, &{&1.kind, &1.depth}) == [
+             call: 0,
+             call: 1,
+             call: 2,
+             return: 2,
+             return: 1,
+             return: 0
+           ]
+
     assert Enum.map(Enum.drop(events, 3), &{&1.call_id, &1.duration}) == [{3, 1}, {2, 4}, {1, 8}]
   end
 
@@ -83,7 +113,15 @@ defmodule KinoTrace.Tracer.DecoderTest do
 
   test "an exception pairs like a return and carries {class, reason}", %{a: a} do
     [c, e] = decode([call(a, 1, {M, :f, [:x]}), exc(a, 3, {M, :f, 1}, {:error, :badarg})])
-    assert %Event{kind: :exception, exception: {:error, :badarg}, call_id: id, duration: 2, depth: 0} = e
+
+    assert %Event{
+             kind: :exception,
+             exception: {:error, :badarg},
+             call_id: id,
+             duration: 2,
+             depth: 0
+           } = e
+
     assert id == c.id
   end
 
@@ -96,7 +134,8 @@ defmodule KinoTrace.Tracer.DecoderTest do
         call(a, 6, {M, :next, []})
       ])
 
-    assert [_, _, %Event{kind: :return, call_id: 1, depth: 0}, %Event{kind: :call, depth: 0}] = events
+    assert [_, _, %Event{kind: :return, call_id: 1, depth: 0}, %Event{kind: :call, depth: 0}] =
+             events
   end
 
   test "a return without its call is kept, unpaired", %{a: a} do
@@ -106,7 +145,11 @@ defmodule KinoTrace.Tracer.DecoderTest do
 
   test "the caller is kept when it is an MFA", %{a: a} do
     [c1, c2, c3] =
-      decode([call(a, 1, {M, :f, []}, {Caller, :run, 2}), call(a, 2, {M, :g, []}, true), call(a, 3, {M, :h, []}, :undefined)])
+      decode([
+        call(a, 1, {M, :f, []}, {Caller, :run, 2}),
+        call(a, 2, {M, :g, []}, true),
+        call(a, 3, {M, :h, []}, :undefined)
+      ])
 
     assert c1.caller == {Caller, :run, 2}
     assert c2.caller == nil
@@ -179,13 +222,22 @@ defmodule KinoTrace.Tracer.DecoderTest do
   end
 
   test "an exit forgets the process's open calls", %{a: a} do
-    {_, decoder} = Decoder.decode(Decoder.new(), [call(a, 1, {M, :f, []}), call(a, 2, {M, :g, []})])
-    {_, decoder} = Decoder.decode(decoder, [{:exit, a, 3, 0, :undefined, :undefined, 0, :killed, :undefined}])
+    {_, decoder} =
+      Decoder.decode(Decoder.new(), [call(a, 1, {M, :f, []}), call(a, 2, {M, :g, []})])
+
+    {_, decoder} =
+      Decoder.decode(decoder, [{:exit, a, 3, 0, :undefined, :undefined, 0, :killed, :undefined}])
+
     assert decoder.stacks == %{}
   end
 
   test "return_to has the current depth", %{a: a} do
-    [_, rt] = decode([call(a, 1, {M, :f, []}), {:return_to, a, 2, 0, M, :caller, 1, :undefined, :undefined}])
+    [_, rt] =
+      decode([
+        call(a, 1, {M, :f, []}),
+        {:return_to, a, 2, 0, M, :caller, 1, :undefined, :undefined}
+      ])
+
     assert %Event{kind: :return_to, module: M, function: :caller, arity: 1, depth: 1} = rt
   end
 
@@ -200,7 +252,12 @@ defmodule KinoTrace.Tracer.DecoderTest do
   test "calls of functions traced without returns open no frame; other calls still pair", %{a: a} do
     loop = {M, :loop, 1}
     decoder = Decoder.no_returns(Decoder.new(), MapSet.new([loop]))
-    raw = [call(a, 1, {M, :f, []})] ++ for(t <- 2..1_000, do: call(a, t, {M, :loop, [t]})) ++ [{:return_from, a, 1_001, 0, M, :f, 0, :undefined, :ok}]
+
+    raw =
+      [call(a, 1, {M, :f, []})] ++
+        for(t <- 2..1_000, do: call(a, t, {M, :loop, [t]})) ++
+        [{:return_from, a, 1_001, 0, M, :f, 0, :undefined, :ok}]
+
     {events, decoder} = Decoder.decode(decoder, raw)
 
     assert [%Event{kind: :call, depth: 0, id: f_id} | rest] = events
@@ -211,7 +268,9 @@ defmodule KinoTrace.Tracer.DecoderTest do
   end
 
   test "unpair/2 forgets a process's open calls and opens none for its later calls", %{a: a, b: b} do
-    {_, decoder} = Decoder.decode(Decoder.new(), [call(a, 1, {M, :f, []}), call(b, 2, {M, :f, []})])
+    {_, decoder} =
+      Decoder.decode(Decoder.new(), [call(a, 1, {M, :f, []}), call(b, 2, {M, :f, []})])
+
     decoder = Decoder.unpair(decoder, a)
     {events, decoder} = Decoder.decode(decoder, for(t <- 3..5, do: call(a, t, {M, :f, []})))
     assert Enum.map(events, & &1.depth) == [0, 0, 0]

@@ -40,7 +40,9 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       def arg(:map_refs), do: :lists.duplicate(1000, map(10_000))
       # 22 levels, each a list of two references to the level below: a few hundred bytes
       # on the heap, 128 MB as a message.
-      def arg(:shared), do: :lists.foldl(fn _, below -> [below, below] end, :leaf, :lists.seq(1, 22))
+      def arg(:shared),
+        do: :lists.foldl(fn _, below -> [below, below] end, :leaf, :lists.seq(1, 22))
+
       # 16 references to a 10 000-entry map: ~5 MB as a message, and nothing in it the
       # fallback's match spec finds huge; only its mailbox guard bounds these.
       def arg(:medium), do: :lists.duplicate(16, map(10_000))
@@ -195,12 +197,24 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       trace = Kino.Trace.calls([@pattern], caller: true, pids: [self()])
       # over max(4 * max_items, 200) elements, or nested deeper than max_depth + 2 (12)
       # along first elements
-      huge = [Enum.to_list(1..201), List.to_tuple(Enum.to_list(1..201)), Map.new(1..201, &{&1, &1}),
-              Enum.reduce(1..13, :leaf, &[&2, &1]), Enum.reduce(1..13, :leaf, &{&2, &1})]
+      huge = [
+        Enum.to_list(1..201),
+        List.to_tuple(Enum.to_list(1..201)),
+        Map.new(1..201, &{&1, &1}),
+        Enum.reduce(1..13, :leaf, &[&2, &1]),
+        Enum.reduce(1..13, :leaf, &{&2, &1})
+      ]
+
       # just under, an improper list, a huge binary (refcounted: the message holds a
       # reference to it)
-      small = [Enum.to_list(1..200), Enum.reduce(1..12, :leaf, &[&2, &1]), Enum.reduce(1..12, :leaf, &{&2, &1}),
-               [1 | 2], :binary.copy("x", 1_000_000)]
+      small = [
+        Enum.to_list(1..200),
+        Enum.reduce(1..12, :leaf, &[&2, &1]),
+        Enum.reduce(1..12, :leaf, &{&2, &1}),
+        [1 | 2],
+        :binary.copy("x", 1_000_000)
+      ]
+
       Enum.each(huge ++ small, &Flood.f/1)
 
       events = KinoTraceTest.Helpers.events_after(trace)
@@ -230,7 +244,13 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       :trace.function(session, {Flood, :f, 1}, [{:_, [], []}], [:local])
       parent = self()
       list = Enum.to_list(1..10_000)
-      pid = spawn(fn -> receive(do: (:go -> Enum.each(1..20, fn _ -> Flood.f(list) end))); send(parent, :called) end)
+
+      pid =
+        spawn(fn ->
+          receive(do: (:go -> Enum.each(1..20, fn _ -> Flood.f(list) end)))
+          send(parent, :called)
+        end)
+
       :trace.process(session, pid, true, :kino_trace_fallback.flags([:call]))
 
       true = :erlang.suspend_process(tracer)
@@ -284,7 +304,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
         end)
 
       :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
-      gate = :kino_trace_fallback_process.gate(:kino_trace_fallback.session_id(handle))
+      gate = :kino_trace_fallback_gate.bit(:kino_trace_fallback.session_id(handle))
 
       tcw = fn update ->
         word = :erlang.system_info(:trace_control_word)
@@ -318,9 +338,11 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     end
 
     test "a bad mailbox_bytes is refused, naming it" do
-      assert_raise ArgumentError, "invalid value for :mailbox_bytes: expected a positive integer", fn ->
-        :kino_trace_fallback.new_session(self(), %{mailbox_bytes: 0})
-      end
+      assert_raise ArgumentError,
+                   "invalid value for :mailbox_bytes: expected a positive integer",
+                   fn ->
+                     :kino_trace_fallback.new_session(self(), %{mailbox_bytes: 0})
+                   end
     end
 
     for {kind, calls} <- @floods do

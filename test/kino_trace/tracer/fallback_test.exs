@@ -414,7 +414,10 @@ defmodule KinoTrace.Tracer.FallbackTest do
     ]
 
     for term <- terms, limits <- @caps, do: same_copy(term, limits)
-    for items <- 1..2, bytes <- [9, 18, 30], do: same_copy(KinoTraceTest.CutStruct.new(), %{max_items: items, max_bytes: bytes})
+
+    for items <- 1..2,
+        bytes <- [9, 18, 30],
+        do: same_copy(KinoTraceTest.CutStruct.new(), %{max_items: items, max_bytes: bytes})
   end
 
   # Random terms (a fixed seed) with random caps.

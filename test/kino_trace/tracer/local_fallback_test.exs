@@ -50,7 +50,16 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
       assert Trace.info(Trace.calls([@math])).tracer == {:fallback, reason()}
     else
       {out, status} =
-        System.cmd("mix", ["test", "--no-compile", "--exclude", "fallback_suites", "--exclude", "native_timing" | @suites],
+        System.cmd(
+          "mix",
+          [
+            "test",
+            "--no-compile",
+            "--exclude",
+            "fallback_suites",
+            "--exclude",
+            "native_timing" | @suites
+          ],
           cd: @root,
           stderr_to_stdout: true,
           env: [
@@ -74,7 +83,11 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
     # the calls' trace messages travel to the fallback tracer as signals: a request that
     # came right after them must still see them all
     for round <- 1..300 do
-      spawn(fn -> Math.echo(round); send(parent, {:called, round}) end)
+      spawn(fn ->
+        Math.echo(round)
+        send(parent, {:called, round})
+      end)
+
       Math.echo(round)
       assert_receive {:called, ^round}
       assert Trace.info(trace).accepted == 2 * round
@@ -91,7 +104,9 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
     assert Math.double(2) == 4
     trace_delivered(self())
 
-    assert %{tracer: {:fallback, why}, fallback: %{received: 4, switched_off: 0}} = Trace.info(trace)
+    assert %{tracer: {:fallback, why}, fallback: %{received: 4, switched_off: 0}} =
+             Trace.info(trace)
+
     assert why == reason()
 
     assert [
@@ -176,8 +191,10 @@ defmodule KinoTrace.Tracer.LocalFallbackTest do
   test "bad limits are refused by the fallback's checks, in the same words" do
     Application.put_env(:kino_trace, :tracer, :fallback)
 
-    assert_raise ArgumentError, ~r/invalid value for :rate: expected a period of at most 86400000 ms/, fn ->
-      Trace.calls([@math], rate: {1, 86_400_001})
-    end
+    assert_raise ArgumentError,
+                 ~r/invalid value for :rate: expected a period of at most 86400000 ms/,
+                 fn ->
+                   Trace.calls([@math], rate: {1, 86_400_001})
+                 end
   end
 end

@@ -301,7 +301,9 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
     assert total > 60 * 600
   end
 
-  test "gives the events of KinoTrace.Tracer.Decoder without pairing (return: false)", %{pids: pids} do
+  test "gives the events of KinoTrace.Tracer.Decoder without pairing (return: false)", %{
+    pids: pids
+  } do
     for seed <- 61..80, do: compare(workload(seed, pids), pairing: false)
   end
 

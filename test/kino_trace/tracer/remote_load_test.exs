@@ -24,10 +24,16 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
     assert :erpc.call(node, :code, :which, [:elixir]) == :non_existing
 
     # The library where a remote agent would put it: a directory of its own.
-    dir = Path.join(System.tmp_dir!(), "kino_trace_remote_load_#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(System.tmp_dir!(), "kino_trace_remote_load_#{System.unique_integer([:positive])}")
+
     File.mkdir_p!(dir)
     on_exit(fn -> File.rm_rf!(dir) end)
-    File.cp!(Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so"), Path.join(dir, "kino_trace_nif.so"))
+
+    File.cp!(
+      Path.join(:code.priv_dir(:kino_trace), "kino_trace_nif.so"),
+      Path.join(dir, "kino_trace_nif.so")
+    )
 
     %{node: node, nif_path: Path.join(dir, "kino_trace_nif")}
   end
@@ -37,7 +43,10 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
     {:ok, tokens, _} = :erl_scan.string(String.to_charlist(source))
     {:ok, exprs} = :erl_parse.parse_exprs(tokens)
 
-    bindings = Enum.reduce(bindings, :erl_eval.new_bindings(), fn {k, v}, b -> :erl_eval.add_binding(k, v, b) end)
+    bindings =
+      Enum.reduce(bindings, :erl_eval.new_bindings(), fn {k, v}, b ->
+        :erl_eval.add_binding(k, v, b)
+      end)
 
     {:value, value, _} = :erpc.call(node, :erl_eval, :exprs, [exprs, bindings], 30_000)
     value
@@ -71,9 +80,13 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
   defp loaded(node), do: :erpc.call(node, :kino_trace_tracer, :loaded, [])
   defp load_error(node), do: :erpc.call(node, :kino_trace_tracer, :load_error, [])
 
-  defp kept(node, key), do: :erpc.call(node, :persistent_term, :get, [{:kino_trace_tracer, key}, :none])
+  defp kept(node, key),
+    do: :erpc.call(node, :persistent_term, :get, [{:kino_trace_tracer, key}, :none])
 
-  test "loaded from a path of its own, it traces on a node with only OTP", %{node: node, nif_path: nif_path} do
+  test "loaded from a path of its own, it traces on a node with only OTP", %{
+    node: node,
+    nif_path: nif_path
+  } do
     assert {:module, :kino_trace_tracer} = load(node, nif_path)
     assert loaded(node)
     assert load_error(node) == :undefined
@@ -110,7 +123,10 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
     assert %{accepted: 1, delivered: 1, queued: 0} = counters
   end
 
-  test "a wrong path leaves the module loaded without its NIFs, and says why", %{node: node, nif_path: nif_path} do
+  test "a wrong path leaves the module loaded without its NIFs, and says why", %{
+    node: node,
+    nif_path: nif_path
+  } do
     wrong = Path.join(Path.dirname(nif_path), "nowhere/kino_trace_nif")
     assert {:module, :kino_trace_tracer} = load(node, wrong)
     refute loaded(node)
@@ -126,7 +142,8 @@ defmodule KinoTrace.Tracer.RemoteLoadTest do
     assert {:module, :kino_trace_tracer} = load(node, nil)
     refute loaded(node)
 
-    assert load_error(node) =~ "kino_trace: could not load its native tracer from kino_trace's priv directory: "
+    assert load_error(node) =~
+             "kino_trace: could not load its native tracer from kino_trace's priv directory: "
 
     # A load that works afterwards forgets the earlier failure.
     assert {:module, :kino_trace_tracer} = load(node, nif_path)

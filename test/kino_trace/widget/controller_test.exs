@@ -121,11 +121,19 @@ defmodule KinoTrace.Widget.ControllerTest do
     assert [{:broadcast, "events", %{events: [_, _]}}] = effects
   end
 
-  test "a trace opened from a file renders its events, stopped, and pushes none twice", %{trace: trace} do
+  test "a trace opened from a file renders its events, stopped, and pushes none twice", %{
+    trace: trace
+  } do
     run(fn -> SampleApp.Cache.fetch(:users, 5) end)
     KinoTraceTest.Helpers.trace_delivered(:all)
     :ok = Kino.Trace.flush(trace)
-    path = Path.join(System.tmp_dir!(), "kino_trace_widget_#{System.unique_integer([:positive])}.ktrace")
+
+    path =
+      Path.join(
+        System.tmp_dir!(),
+        "kino_trace_widget_#{System.unique_integer([:positive])}.ktrace"
+      )
+
     :ok = Kino.Trace.save(trace, path)
     opened = Kino.Trace.open(path)
     File.rm!(path)
@@ -137,7 +145,9 @@ defmodule KinoTrace.Widget.ControllerTest do
     assert Enum.any?(payload.events, &(&1.call == "SampleApp.Cache.fetch(:users, 5)"))
 
     # what subscribing delivered is what it already showed: its end comes, no row again
-    {_controller, sent} = drive(controller, fn sent -> Enum.any?(sent, &match?({:broadcast, "status", _}, &1)) end)
+    {_controller, sent} =
+      drive(controller, fn sent -> Enum.any?(sent, &match?({:broadcast, "status", _}, &1)) end)
+
     refute has_row?(sent, "SampleApp.Cache.fetch(:users, 5)")
     :ok = Kino.Trace.stop(opened)
   end
@@ -395,17 +405,25 @@ defmodule KinoTrace.Widget.ControllerTest do
 
       {controller, _} = Controller.init(trace)
       assert AgentSample.go(caller) == [0, 1]
-      {controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "send" end) >= 2))
+
+      {controller, sent} =
+        drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "send" end) >= 2))
 
       replies = Enum.filter(rows(sent), &(&1.kind == "send"))
       assert Enum.map(replies, & &1.peer) == [inspect(caller), inspect(caller)]
       assert Enum.all?(replies, &(&1.pid == inspect(agent) and &1.data =~ ~r/^reply [01]$/))
 
       # the expanded row and a browser that connects later say the same
-      {[{:reply, "term", term}], controller} = Controller.handle_event(controller, "get_term", %{"id" => hd(replies).id})
+      {[{:reply, "term", term}], controller} =
+        Controller.handle_event(controller, "get_term", %{"id" => hd(replies).id})
+
       assert term.peer == inspect(caller)
       {connect, _} = Controller.connect(controller)
-      assert for(%{kind: "send", peer: peer} <- connect.events, do: peer) == [inspect(caller), inspect(caller)]
+
+      assert for(%{kind: "send", peer: peer} <- connect.events, do: peer) == [
+               inspect(caller),
+               inspect(caller)
+             ]
     end
 
     test "a caller traced too: its receive of the reply matches the send row" do
@@ -419,7 +437,12 @@ defmodule KinoTrace.Widget.ControllerTest do
       {controller, _} = Controller.init(trace)
       AgentSample.go(caller)
       reply? = &(&1.data =~ ~r/^reply /)
-      {_controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "receive" and reply?.(row) end) >= 2))
+
+      {_controller, sent} =
+        drive(
+          controller,
+          &(Enum.count(rows(&1), fn row -> row.kind == "receive" and reply?.(row) end) >= 2)
+        )
 
       rows = rows(sent)
       sends = for %{kind: "send"} = row <- rows, reply?.(row), do: {row.peer, row.data}
@@ -446,7 +469,9 @@ defmodule KinoTrace.Widget.ControllerTest do
         end
       end)
 
-      {controller, sent} = drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "exception" end) >= 1))
+      {controller, sent} =
+        drive(controller, &(Enum.count(rows(&1), fn row -> row.kind == "exception" end) >= 1))
+
       [call | _] = rows(sent)
 
       requests = [
@@ -472,7 +497,10 @@ defmodule KinoTrace.Widget.ControllerTest do
       {connect, controller} = Controller.connect(controller)
       WireSchema.check_connect!(connect)
       {[], controller} = Controller.handle_event(controller, "stop", %{})
-      {controller, _sent} = drive(controller, &Enum.any?(&1, fn e -> match?({:broadcast, "status", _}, e) end))
+
+      {controller, _sent} =
+        drive(controller, &Enum.any?(&1, fn e -> match?({:broadcast, "status", _}, e) end))
+
       {:ok, effects, _} = Controller.handle_info(controller, :tick)
       WireSchema.check_effects!(effects)
     end
@@ -496,20 +524,27 @@ defmodule KinoTrace.Widget.ControllerTest do
 
     test "the browser's bounds are checked options", %{trace: trace} do
       for {key, value} <- [max_entries: 0, sequence_rows: :many] do
-        assert_raise ArgumentError, "invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(value)}", fn ->
-          Controller.init(trace, [{key, value}, lifeline: false])
-        end
+        assert_raise ArgumentError,
+                     "invalid value for #{inspect(key)}: expected a positive integer, got: #{inspect(value)}",
+                     fn ->
+                       Controller.init(trace, [{key, value}, lifeline: false])
+                     end
       end
     end
 
-    test "its options are checked as the API's are: each value, and a typo gets a did-you-mean", %{trace: trace} do
-      assert_raise ArgumentError, "invalid value for :interval: expected a positive integer, got: :soon", fn ->
-        Controller.init(trace, interval: :soon, lifeline: false)
-      end
+    test "its options are checked as the API's are: each value, and a typo gets a did-you-mean",
+         %{trace: trace} do
+      assert_raise ArgumentError,
+                   "invalid value for :interval: expected a positive integer, got: :soon",
+                   fn ->
+                     Controller.init(trace, interval: :soon, lifeline: false)
+                   end
 
-      assert_raise ArgumentError, ~r/^unknown option :intervall \(did you mean :interval\?\)\. Known options: :interval, /, fn ->
-        Controller.init(trace, intervall: 50, lifeline: false)
-      end
+      assert_raise ArgumentError,
+                   ~r/^unknown option :intervall \(did you mean :interval\?\)\. Known options: :interval, /,
+                   fn ->
+                     Controller.init(trace, intervall: 50, lifeline: false)
+                   end
     end
   end
 end

@@ -33,11 +33,14 @@ defmodule KinoTrace.Widget.MessagesTest do
     me = self()
 
     cases = [
-      {fn -> Kino.Trace.calls(["Enum.sum/1"]) end, %{calls: true, messages: nil, message_pattern: nil, processes: nil}},
+      {fn -> Kino.Trace.calls(["Enum.sum/1"]) end,
+       %{calls: true, messages: nil, message_pattern: nil, processes: nil}},
       {fn -> Kino.Trace.messages([me], pattern: "{:ok, _}") end,
        %{calls: false, messages: inspect(me), message_pattern: "{:ok, _}", processes: nil}},
-      {fn -> Kino.Trace.messages(:all) end, %{calls: false, messages: ":all", message_pattern: nil, processes: nil}},
-      {fn -> Kino.Trace.processes(:new) end, %{calls: false, messages: nil, message_pattern: nil, processes: ":new"}},
+      {fn -> Kino.Trace.messages(:all) end,
+       %{calls: false, messages: ":all", message_pattern: nil, processes: nil}},
+      {fn -> Kino.Trace.processes(:new) end,
+       %{calls: false, messages: nil, message_pattern: nil, processes: ":new"}},
       {fn -> Kino.Trace.trace(calls: ["Enum.sum/1"], processes: [me]) end,
        %{calls: true, messages: nil, message_pattern: nil, processes: "#{inspect(me)}"}}
     ]

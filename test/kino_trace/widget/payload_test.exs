@@ -151,7 +151,8 @@ defmodule KinoTrace.Widget.PayloadTest do
       Task.await(task)
       :ok = Kino.Trace.flush(trace)
       # the task's calls alone: the trace is of every process, and other tests sum too
-      rows = trace |> Kino.Trace.events() |> Enum.filter(&(&1.pid == task.pid)) |> Payload.events()
+      rows =
+        trace |> Kino.Trace.events() |> Enum.filter(&(&1.pid == task.pid)) |> Payload.events()
 
       [first | _] = inner = Enum.filter(rows, &(&1.kind == "call" and &1.mfa_label != nil))
       assert length(inner) == 4
@@ -253,11 +254,19 @@ defmodule KinoTrace.Widget.PayloadTest do
     do: is_number(value) or is_boolean(value) or is_nil(value) or (is_atom(value) and false)
 
   test "a spawn's function reads as Mod.fun/arity, rendered here for the sequence tab" do
-    spawn = fn data -> Payload.event(%Event{id: 1, kind: :spawn, pid: self(), peer: self(), data: data}).spawn_mfa end
+    spawn = fn data ->
+      Payload.event(%Event{id: 1, kind: :spawn, pid: self(), peer: self(), data: data}).spawn_mfa
+    end
+
     assert spawn.({Enum, :sum, [[1, 2]]}) == "Enum.sum/1"
-    assert spawn.({KinoTraceTest.Sample, :"-pong/0-fun-0-", []}) == "anonymous fn/0 in KinoTraceTest.Sample.pong/0"
+
+    assert spawn.({KinoTraceTest.Sample, :"-pong/0-fun-0-", []}) ==
+             "anonymous fn/0 in KinoTraceTest.Sample.pong/0"
+
     assert spawn.({Enum, :sum, [1 | 2]}) == nil
     assert spawn.(:weird) == nil
-    assert Payload.event(%Event{id: 2, kind: :send, pid: self(), data: {Enum, :sum, [1]}}).spawn_mfa == nil
+
+    assert Payload.event(%Event{id: 2, kind: :send, pid: self(), data: {Enum, :sum, [1]}}).spawn_mfa ==
+             nil
   end
 end

@@ -53,7 +53,8 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
          do: shift_bits(op, ast, right, total, max_bits)
   end
 
-  defp sizes({{:., _, [_module, op]}, _, [left, right]} = ast, total, max_bits) when op in [:bsl, :bsr] do
+  defp sizes({{:., _, [_module, op]}, _, [left, right]} = ast, total, max_bits)
+       when op in [:bsl, :bsr] do
     with {:ok, total} <- sizes([left, right], total, max_bits),
          do: shift_bits(op, ast, right, total, max_bits)
   end
@@ -69,7 +70,12 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
     do: add_bits({:string, string, bit_size(string)}, total, max_bits)
 
   defp sizes(integer, total, max_bits) when is_integer(integer) and abs(integer) > @max_word,
-    do: add_bits({:integer, integer, 8 * byte_size(:binary.encode_unsigned(abs(integer)))}, total, max_bits)
+    do:
+      add_bits(
+        {:integer, integer, 8 * byte_size(:binary.encode_unsigned(abs(integer)))},
+        total,
+        max_bits
+      )
 
   defp sizes([head | tail], total, max_bits) do
     with {:ok, total} <- sizes(head, total, max_bits), do: sizes(tail, total, max_bits)
@@ -107,7 +113,10 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
         :shift -> "the shift #{Quoted.to_string(ast)} makes an integer of #{bytes} bytes or more"
       end
 
-    all = if total > bits, do: ", #{div(total + 7, 8)} bytes with the pattern's other literals", else: ""
+    all =
+      if total > bits,
+        do: ", #{div(total + 7, 8)} bytes with the pattern's other literals",
+        else: ""
 
     "#{what}#{all}: more than the trace's :max_bytes (#{max_bytes} bytes), the bound on " <>
       "what the literals of a pattern may build (pass a larger max_bytes: to allow it)"

@@ -12,7 +12,15 @@ defmodule KinoTrace.Session.Reaper.Canary do
   @spec probe() :: boolean()
   # (a process of its own calls the canary, traced in one session while another ends)
   def probe do
-    caller = spawn(fn -> receive(do: ({:call, from} -> _ = :erlang.adler32_combine(1, 1, 1); send(from, :called))) end)
+    caller =
+      spawn(fn ->
+        receive(
+          do: ({:call, from} ->
+                 _ = :erlang.adler32_combine(1, 1, 1)
+                 send(from, :called))
+        )
+      end)
+
     probe = :trace.session_create(:kino_trace_probe, self(), [])
     :trace.process(probe, caller, true, [:call])
     arm(probe)
@@ -89,5 +97,4 @@ defmodule KinoTrace.Session.Reaper.Canary do
         caller_loop()
     end
   end
-
 end

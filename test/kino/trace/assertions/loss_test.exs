@@ -203,7 +203,14 @@ defmodule Kino.Trace.Assertions.LossTest do
       # 50 events at once, then one per hour: 25 calls with their returns
       trace = echoes_then_add(1_000, rate: {50, 3_600_000})
 
-      assert trace.dropped == %{rate: 1_001 - 25, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
+      assert trace.dropped == %{
+               rate: 1_001 - 25,
+               queue_full: 0,
+               max_events: 0,
+               closed: 0,
+               no_memory: 0
+             }
+
       assert length(trace.events) == 50
 
       [error | _] = assert_every_assertion_fails(trace)

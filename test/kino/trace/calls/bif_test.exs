@@ -146,7 +146,11 @@ defmodule Kino.Trace.Calls.BifTest do
             Enum.count(1..30, fn i ->
               key = {run, task, i}
               capture = Trace.capture([":ets.insert/2"], fn -> :ets.insert(table, {key, i}) end)
-              not Enum.any?(capture.events, &match?(%Event{kind: :call, args: [_, {^key, _}]}, &1))
+
+              not Enum.any?(
+                capture.events,
+                &match?(%Event{kind: :call, args: [_, {^key, _}]}, &1)
+              )
             end)
           end)
         end)

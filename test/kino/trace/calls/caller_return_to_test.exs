@@ -37,7 +37,12 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
       worker = Worker.start()
 
       trace =
-        Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return_to: true, return: false, exceptions: false)
+        Trace.calls(["KinoTraceTest.Sample.Math"],
+          pids: worker,
+          return_to: true,
+          return: false,
+          exceptions: false
+        )
 
       # double/1 calls add/2 as a tail call: one return, into the fun below
       Worker.run(worker, fn ->
@@ -67,10 +72,14 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
       Worker.run(worker, fn -> Math.safe_boom("no") end)
 
       assert [_call, _exception, %Event{kind: :return_to, depth: 0} = back] = Trace.events(trace)
-      assert line(back) =~ ~r/^#PID<[\d.]+> <- returned to KinoTraceTest.Sample.Math.safe_boom\/1$/
+
+      assert line(back) =~
+               ~r/^#PID<[\d.]+> <- returned to KinoTraceTest.Sample.Math.safe_boom\/1$/
 
       row = Payload.event(back)
-      assert {row.kind, row.mfa, row.call} == {"return_to", "KinoTraceTest.Sample.Math.safe_boom/1", nil}
+
+      assert {row.kind, row.mfa, row.call} ==
+               {"return_to", "KinoTraceTest.Sample.Math.safe_boom/1", nil}
     end
 
     test "a process's first call returns to no function" do
@@ -102,7 +111,14 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
   describe "caller: :line" do
     test "gives the file and line each call was made from" do
       worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false)
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
+          pids: worker,
+          caller: :line,
+          return: false
+        )
+
       first = __ENV__.line + 4
       second = first + 1
 
@@ -124,7 +140,13 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
 
     test "a call from another module's function, and the caller of a BIF" do
       worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.boom/1", ":erlang.phash2/1"], pids: worker, caller: :line)
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.boom/1", ":erlang.phash2/1"],
+          pids: worker,
+          caller: :line
+        )
+
       Worker.run(worker, fn -> Math.safe_boom("no") end)
       Worker.run(worker, fn -> {:erlang.phash2(:x)} end)
       line = __ENV__.line - 1
@@ -133,7 +155,10 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
       boom_line = Enum.find_index(source, &(&1 =~ "    boom(message)")) + 1
 
       assert [
-               %Event{function: :boom, caller: {Math, :safe_boom, 1, {"test/support/trace_sample.ex", ^boom_line}}},
+               %Event{
+                 function: :boom,
+                 caller: {Math, :safe_boom, 1, {"test/support/trace_sample.ex", ^boom_line}}
+               },
                %Event{kind: :exception},
                %Event{function: :phash2, caller: {__MODULE__, _, 0, {@file_name, ^line}}},
                %Event{kind: :return}
@@ -142,21 +167,37 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
 
     test "the console and the widget show where the call was made" do
       worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false)
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
+          pids: worker,
+          caller: :line,
+          return: false
+        )
+
       Worker.run(worker, fn -> {Math.echo(:hi)} end)
       line = __ENV__.line - 1
       [event] = Trace.events(trace)
 
       where = " at #{@file_name}:#{line}"
-      assert line(event) =~ ~r/ KinoTraceTest.Sample.Math.echo\(:hi\)  \(from Kino.Trace.Calls.CallerReturnToTest.".+"\/0#{where}\)$/
-      assert Payload.event(event).caller =~ ~r/^Kino.Trace.Calls.CallerReturnToTest.".+"\/0#{where}$/
+
+      assert line(event) =~
+               ~r/ KinoTraceTest.Sample.Math.echo\(:hi\)  \(from Kino.Trace.Calls.CallerReturnToTest.".+"\/0#{where}\)$/
+
+      assert Payload.event(event).caller =~
+               ~r/^Kino.Trace.Calls.CallerReturnToTest.".+"\/0#{where}$/
     end
 
     test "a file name longer than :max_items keeps its first characters" do
       worker = Worker.start()
 
       trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: :line, return: false, max_items: 4)
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
+          pids: worker,
+          caller: :line,
+          return: false,
+          max_items: 4
+        )
 
       Worker.run(worker, fn -> {Math.echo(1)} end)
       line = __ENV__.line - 1
@@ -166,7 +207,14 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
 
     test "caller: true stays the function alone" do
       worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, caller: true, return: false)
+
+      trace =
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
+          pids: worker,
+          caller: true,
+          return: false
+        )
+
       Worker.run(worker, fn -> {Math.echo(1)} end)
       assert [%Event{caller: {__MODULE__, fun, 0}}] = Trace.events(trace)
       assert "#{fun}" =~ "-fun-"

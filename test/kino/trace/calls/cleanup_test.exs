@@ -15,7 +15,8 @@ defmodule Kino.Trace.Calls.CleanupTest do
   # for the VM to be quiet, so the counts below are this test's alone.
   setup do
     wait_until(fn ->
-      kino_sessions() == [] and DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == 0
+      kino_sessions() == [] and
+        DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == 0
     end)
 
     %{children: 0}
@@ -67,7 +68,10 @@ defmodule Kino.Trace.Calls.CleanupTest do
       assert [{:kino_trace, _}] = kino_sessions()
       ref = Process.monitor(trace.session)
       Process.exit(owner, :kill)
-      assert_receive {:DOWN, ^ref, :process, _, _}, 10_000, "cycle #{i}: the session outlived its owner"
+
+      assert_receive {:DOWN, ^ref, :process, _, _},
+                     10_000,
+                     "cycle #{i}: the session outlived its owner"
 
       assert_nothing_left(trace, resource, children)
       counters = Tracer.counters(resource)
@@ -110,7 +114,9 @@ defmodule Kino.Trace.Calls.CleanupTest do
     assert_nothing_left(trace, resource, children)
   end
 
-  test ":limit ends tracing at once; the process stays for queries until its owner exits", %{children: children} do
+  test ":limit ends tracing at once; the process stays for queries until its owner exits", %{
+    children: children
+  } do
     {worker, _} = in_worker(fn -> :ok end)
     trace = Trace.calls([&Math.echo/1], pids: worker, limit: 2)
     resource = resource(trace)
@@ -179,7 +185,9 @@ defmodule Kino.Trace.Calls.CleanupTest do
 
   # Its trace of sends was registered under the pool worker that set it up, which lives
   # on: the entry kept the OTP session alive for good (OTP 29's full suite found it).
-  test "capture/3 whose process is killed inside the block leaves no trace session", %{children: children} do
+  test "capture/3 whose process is killed inside the block leaves no trace session", %{
+    children: children
+  } do
     me = self()
 
     {pid, ref} =
@@ -195,8 +203,8 @@ defmodule Kino.Trace.Calls.CleanupTest do
     assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
     # the capture's trace session process sees its owner's exit a moment later
     wait_until(fn ->
-      kino_sessions() == [] and DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == children
+      kino_sessions() == [] and
+        DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active == children
     end)
   end
-
 end

@@ -5,8 +5,11 @@ defmodule Kino.Trace.Calls.DistributedTest do
 
   @moduletag :slow
 
-  import KinoTraceTest.Helpers, only: [await_events: 2, await_received: 3, wait_until: 1, wait_until: 2]
-  import KinoTraceTest.Peers, only: [ensure_distribution: 0, start_peer: 1, start_peer: 2, kino_sessions: 1]
+  import KinoTraceTest.Helpers,
+    only: [await_events: 2, await_received: 3, wait_until: 1, wait_until: 2]
+
+  import KinoTraceTest.Peers,
+    only: [ensure_distribution: 0, start_peer: 1, start_peer: 2, kino_sessions: 1]
 
   alias KinoTrace.Client
   alias KinoTraceTest.Remote.Echo
@@ -61,7 +64,12 @@ defmodule Kino.Trace.Calls.DistributedTest do
   test "names in pids: are looked up on each node, {:global, name} and {:via, module, name} too" do
     {_peer, n1} = start_peer(:names)
     # started from a process that ends normally, so the worker outlives it
-    :erpc.call(n1, :erlang, :spawn, [KinoTraceTest.Sample.Worker, :start, [:kino_trace_remote_worker]])
+    :erpc.call(n1, :erlang, :spawn, [
+      KinoTraceTest.Sample.Worker,
+      :start,
+      [:kino_trace_remote_worker]
+    ])
+
     wait_until(fn -> :erpc.call(n1, Process, :whereis, [:kino_trace_remote_worker]) end)
     worker = :erpc.call(n1, Process, :whereis, [:kino_trace_remote_worker])
     name = {__MODULE__, :remote_worker}
@@ -79,9 +87,14 @@ defmodule Kino.Trace.Calls.DistributedTest do
       Kino.Trace.stop(trace)
     end
 
-    assert_raise ArgumentError, ~r/no process is registered as \{:global, :kino_trace_nobody\}/, fn ->
-      Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n1], pids: {:global, :kino_trace_nobody})
-    end
+    assert_raise ArgumentError,
+                 ~r/no process is registered as \{:global, :kino_trace_nobody\}/,
+                 fn ->
+                   Kino.Trace.calls(["KinoTraceTest.Remote.Echo.double/1"],
+                     nodes: [n1],
+                     pids: {:global, :kino_trace_nobody}
+                   )
+                 end
   end
 
   test "the distributed preset catches a message between two nodes and not a local one" do
@@ -99,8 +112,17 @@ defmodule Kino.Trace.Calls.DistributedTest do
 
     events = await_events(trace, fn events -> Enum.any?(events, &(&1.kind == :receive)) end)
 
-    assert Enum.any?(events, &(&1.kind == :send and &1.pid == me and &1.peer == remote_echo and &1.data == {me, :remote_hello}))
-    assert Enum.any?(events, &(&1.kind == :receive and &1.pid == me and &1.data == {:echo, :remote_hello}))
+    assert Enum.any?(
+             events,
+             &(&1.kind == :send and &1.pid == me and &1.peer == remote_echo and
+                 &1.data == {me, :remote_hello})
+           )
+
+    assert Enum.any?(
+             events,
+             &(&1.kind == :receive and &1.pid == me and &1.data == {:echo, :remote_hello})
+           )
+
     refute Enum.any?(events, &match?({_, :local_hello}, &1.data))
     refute Enum.any?(events, &match?({:echo, :local_hello}, &1.data))
     Kino.Trace.stop(trace)
@@ -117,7 +139,11 @@ defmodule Kino.Trace.Calls.DistributedTest do
 
     events =
       await_events(trace, fn events ->
-        Enum.any?(events, &(&1.kind == :send and &1.pid == agent and match?({_, {:ok, :kino_trace_alias_state}}, &1.data)))
+        Enum.any?(
+          events,
+          &(&1.kind == :send and &1.pid == agent and
+              match?({_, {:ok, :kino_trace_alias_state}}, &1.data))
+        )
       end)
 
     reply = Enum.find(events, &(&1.kind == :send and &1.pid == agent))
@@ -138,10 +164,15 @@ defmodule Kino.Trace.Calls.DistributedTest do
 
     # A module only this node has: good here, reported as bad on the peer.
     [{local_only, _}] =
-      Code.compile_string("defmodule KinoTraceTest.Remote.LocalOnly#{System.unique_integer([:positive])} do def f(x), do: x end")
+      Code.compile_string(
+        "defmodule KinoTraceTest.Remote.LocalOnly#{System.unique_integer([:positive])} do def f(x), do: x end"
+      )
 
     assert [{_, :ok}, {_, {:error, "on node " <> message}}] =
-             Kino.Trace.set_patterns(trace, ["KinoTraceTest.Remote.Echo.double/1", "#{inspect(local_only)}.f/1"])
+             Kino.Trace.set_patterns(trace, [
+               "KinoTraceTest.Remote.Echo.double/1",
+               "#{inspect(local_only)}.f/1"
+             ])
 
     assert message =~ inspect(n1) and message =~ "unknown module"
 
@@ -188,7 +219,13 @@ defmodule Kino.Trace.Calls.DistributedTest do
     assert_receive {:kino_trace, ^id, {:node_down, ^n2, _reason}}, 10_000
 
     :erpc.call(n1, Echo, :double, [7])
-    events = await_events(trace, &Enum.any?(&1, fn e -> e.node == n1 and e.kind == :call and e.args == [7] end))
+
+    events =
+      await_events(
+        trace,
+        &Enum.any?(&1, fn e -> e.node == n1 and e.kind == :call and e.args == [7] end)
+      )
+
     assert Enum.any?(events, &(&1.node == n1))
 
     info = Kino.Trace.info(trace)
@@ -246,15 +283,18 @@ defmodule Kino.Trace.Calls.DistributedTest do
 
     # Its part of the plan is built here (Kino.Trace.Plan.node_part!/3): the pattern is
     # checked against its modules.
-    message = "on node #{inspect(bare)}: invalid trace pattern KinoTraceTest.Remote.Echo: unknown module KinoTraceTest.Remote.Echo"
+    message =
+      "on node #{inspect(bare)}: invalid trace pattern KinoTraceTest.Remote.Echo: unknown module KinoTraceTest.Remote.Echo"
 
     assert_raise ArgumentError, ~r/#{Regex.escape(message)}/, fn ->
       Kino.Trace.calls([Echo], nodes: [bare])
     end
 
-    assert_raise ArgumentError, ~r/cannot trace node :"nowhere@127.0.0.1": it is not connected/, fn ->
-      Kino.Trace.calls([Echo], nodes: [:"nowhere@127.0.0.1"])
-    end
+    assert_raise ArgumentError,
+                 ~r/cannot trace node :"nowhere@127.0.0.1": it is not connected/,
+                 fn ->
+                   Kino.Trace.calls([Echo], nodes: [:"nowhere@127.0.0.1"])
+                 end
   end
 
   test "bad patterns are checked on every node before anything is traced" do

@@ -68,7 +68,9 @@ defmodule Kino.Trace.Calls.FloodTest do
         refute Process.alive?(trace.session)
         assert gone?(handle)
 
-        IO.puts("\n  flood with #{producers} producers: events/2 #{events_ms} ms, info/1 #{info_ms} ms, stop/1 #{stop_ms} ms")
+        IO.puts(
+          "\n  flood with #{producers} producers: events/2 #{events_ms} ms, info/1 #{info_ms} ms, stop/1 #{stop_ms} ms"
+        )
       after
         stop_flood(flooders)
       end
@@ -97,7 +99,10 @@ defmodule Kino.Trace.Calls.FloodTest do
         assert_receive {:DOWN, ^ref, :process, _, _}, @bound_ms
         gone_ms = System.monotonic_time(:millisecond) - t0
         assert gone?(handle)
-        IO.puts("\n  flood with #{producers} producers: owner killed -> trace gone in #{gone_ms} ms")
+
+        IO.puts(
+          "\n  flood with #{producers} producers: owner killed -> trace gone in #{gone_ms} ms"
+        )
       after
         stop_flood(flooders)
       end
@@ -109,7 +114,13 @@ defmodule Kino.Trace.Calls.FloodTest do
     sleeper = spawn(fn -> Process.sleep(:infinity) end)
     # (the caps are split between the schedulers' shards: the caller's has room for all)
     shards = System.schedulers() + 1
-    trace = Trace.calls([&Math.echo/1], return: false, queue: [events: 200_000 * shards, bytes: 1_073_741_824 * shards])
+
+    trace =
+      Trace.calls([&Math.echo/1],
+        return: false,
+        queue: [events: 200_000 * shards, bytes: 1_073_741_824 * shards]
+      )
+
     resource = KinoTrace.Client.internals(trace).resource
     :ok = Trace.subscribe(trace, sleeper)
     # more than the session's backlog limit (64 000 events in batches), so it stops draining

@@ -57,20 +57,37 @@ defmodule Kino.Trace.Calls.HiddenNodeTest do
 
     :code.delete(module)
     :code.purge(module)
-    {:module, ^module} = :erpc.call(n, :code, :load_binary, [module, ~c"hidden_only.beam", binary])
+
+    {:module, ^module} =
+      :erpc.call(n, :code, :load_binary, [module, ~c"hidden_only.beam", binary])
+
     on_exit(fn -> :code.purge(module) end)
     refute :code.is_loaded(module)
 
     check = fn nodes ->
-      attrs = %{"patterns" => "KinoTraceTest.HiddenOnly.go/1\nEnum.mpa/2", "nodes" => nodes, "node_names" => Atom.to_string(n)}
+      attrs = %{
+        "patterns" => "KinoTraceTest.HiddenOnly.go/1\nEnum.mpa/2",
+        "nodes" => nodes,
+        "node_names" => Atom.to_string(n)
+      }
+
       KinoTrace.SmartCell.Controller.check(KinoTrace.SmartCell.Form.new(attrs)).patterns.results
     end
 
     # completion offers that node's modules and their functions, this node's none of them
     complete = fn nodes, text ->
-      controller = KinoTrace.SmartCell.Controller.init(%{"nodes" => nodes, "node_names" => Atom.to_string(n)})
+      controller =
+        KinoTrace.SmartCell.Controller.init(%{
+          "nodes" => nodes,
+          "node_names" => Atom.to_string(n)
+        })
+
       {[{:reply, "completions", reply}], _} =
-        KinoTrace.SmartCell.Controller.handle_event(controller, "complete", %{"text" => text, "seq" => 1})
+        KinoTrace.SmartCell.Controller.handle_event(controller, "complete", %{
+          "text" => text,
+          "seq" => 1
+        })
+
       Enum.map(reply.items, & &1.insert)
     end
 

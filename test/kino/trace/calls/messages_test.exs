@@ -11,7 +11,6 @@ defmodule Kino.Trace.Calls.MessagesTest do
 
   alias Kino.Trace.{Event, Printer}
 
-
   defp echo_server do
     spawn(fn ->
       receive do
@@ -71,7 +70,10 @@ defmodule Kino.Trace.Calls.MessagesTest do
       send(sleeper, :timeout)
       send(sleeper, :stop)
       assert_receive :slept
-      events = await_events(trace, &Enum.any?(&1, fn e -> e.kind == :receive and e.data == :stop end))
+
+      events =
+        await_events(trace, &Enum.any?(&1, fn e -> e.kind == :receive and e.data == :stop end))
+
       Kino.Trace.stop(trace)
 
       assert for(%Event{kind: :receive, data: data} <- events, do: data) == [:go, :timeout, :stop]
@@ -192,7 +194,12 @@ defmodule Kino.Trace.Calls.MessagesTest do
     assert :spawn in kinds and :link in kinds and :register in kinds and :unregister in kinds
 
     assert Enum.any?(events, &match?(%Event{kind: :spawn, pid: ^root, peer: ^child}, &1))
-    assert Enum.any?(events, &match?(%Event{kind: :register, pid: ^root, data: :kino_trace_lifecycle_root}, &1))
+
+    assert Enum.any?(
+             events,
+             &match?(%Event{kind: :register, pid: ^root, data: :kino_trace_lifecycle_root}, &1)
+           )
+
     assert Enum.any?(events, &match?(%Event{kind: :exit, pid: ^root, data: :root_done}, &1))
     # the child was followed (children: true): its own exit arrives too
     assert Enum.any?(events, &match?(%Event{kind: :exit, pid: ^child, data: :child_done}, &1))
@@ -202,7 +209,13 @@ defmodule Kino.Trace.Calls.MessagesTest do
 
   test "one trace combines calls, messages and process events" do
     server = echo_server()
-    trace = Kino.Trace.trace([calls: ["KinoTraceTest.MessagesHelper.work/1"], messages: [server], processes: [server]], pids: [server])
+
+    trace =
+      Kino.Trace.trace(
+        [calls: ["KinoTraceTest.MessagesHelper.work/1"], messages: [server], processes: [server]],
+        pids: [server]
+      )
+
     me = self()
 
     send(server, {me, :combined})
@@ -262,9 +275,11 @@ defmodule Kino.Trace.Calls.MessagesTest do
   end
 
   test "bad targets and patterns are named" do
-    assert_raise ArgumentError, "invalid messages target: no process is registered as :kino_trace_nobody", fn ->
-      Kino.Trace.messages(:kino_trace_nobody)
-    end
+    assert_raise ArgumentError,
+                 "invalid messages target: no process is registered as :kino_trace_nobody",
+                 fn ->
+                   Kino.Trace.messages(:kino_trace_nobody)
+                 end
 
     assert_raise ArgumentError, ~r/invalid message pattern "\{:ok": syntax error/, fn ->
       Kino.Trace.messages(:all, pattern: "{:ok")
@@ -274,6 +289,8 @@ defmodule Kino.Trace.Calls.MessagesTest do
       Kino.Trace.trace(calls_typo: ["Enum"])
     end
 
-    assert_raise ArgumentError, ~r/invalid processes target/, fn -> Kino.Trace.processes("nope") end
+    assert_raise ArgumentError, ~r/invalid processes target/, fn ->
+      Kino.Trace.processes("nope")
+    end
   end
 end

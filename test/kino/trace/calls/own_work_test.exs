@@ -55,7 +55,8 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     sink_loop()
   end
 
-  defp mfas(events, pid), do: for(%{kind: :call, pid: ^pid} = e <- events, do: {e.module, e.function, e.arity})
+  defp mfas(events, pid),
+    do: for(%{kind: :call, pid: ^pid} = e <- events, do: {e.module, e.function, e.arity})
 
   test "the API's work is not traced in the process that calls it: only the user's own calls are" do
     watch = Trace.calls(["Enum", "Keyword", "Map", "String", "Inspect.Algebra"], return: false)
@@ -64,7 +65,12 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     # every function of the API a cell or a script calls, then the user's own calls
     {caller, :ok} =
       run_in_process(fn ->
-        other = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], return: false, print: [device: device])
+        other =
+          Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
+            return: false,
+            print: [device: device]
+          )
+
         Trace.info(watch)
         Trace.events(watch, 10)
         [{_, :ok}] = Trace.set_patterns(other, ["KinoTraceTest.Sample.Math"])
@@ -119,18 +125,28 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     # (kino_trace's own that are still there: the front's workers, the servers)
     own = KinoTrace.Internal.pids()
 
-    counted = for row <- rows, p <- row.processes, p.pid == caller or p.pid in own, do: {p.pid, row.mfa, p.calls}
+    counted =
+      for row <- rows,
+          p <- row.processes,
+          p.pid == caller or p.pid in own,
+          do: {p.pid, row.mfa, p.calls}
+
     assert counted == []
   end
 
   test "a printer's formatting is not seen by another trace, in the printer or its device" do
-    watch = Trace.calls(["Inspect.Algebra", "Inspect.Opts", "String", "IO", "Enum"], return: false)
+    watch =
+      Trace.calls(["Inspect.Algebra", "Inspect.Opts", "String", "IO", "Enum"], return: false)
+
     {:ok, device} = StringIO.open("")
     printed = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], return: false)
     printer = Kino.Trace.Printer.attach(printed, device: device, colors: false)
     for i <- 1..200, do: KinoTraceTest.Sample.Math.echo({:item, i, [i]})
     Trace.flush(printed)
-    wait_until(fn -> StringIO.contents(device) |> elem(1) |> String.contains?("{:item, 200, [200]}") end)
+
+    wait_until(fn ->
+      StringIO.contents(device) |> elem(1) |> String.contains?("{:item, 200, [200]}")
+    end)
 
     events = events_after(watch)
     ref = Process.monitor(printer)
@@ -138,8 +154,14 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     # it prints the trace's end, then ends
     assert_receive {:DOWN, ^ref, :process, _, _}
     Trace.stop(watch)
-    seen = for e <- events, e.pid in [printer, device | KinoTrace.Internal.pids()], do: {e.pid, e.module, e.function}
-    assert seen == [], "#{length(seen)} calls of kino_trace's own processes: #{inspect(Enum.take(seen, 5))}"
+
+    seen =
+      for e <- events,
+          e.pid in [printer, device | KinoTrace.Internal.pids()],
+          do: {e.pid, e.module, e.function}
+
+    assert seen == [],
+           "#{length(seen)} calls of kino_trace's own processes: #{inspect(Enum.take(seen, 5))}"
   end
 
   # --- the widgets' processes (issue 23 item 2) -------------------------------------------
@@ -151,7 +173,8 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     # timers), and tells the test about each refresh.
     use GenServer
 
-    def start(controller, source, opts, test), do: GenServer.start(__MODULE__, {controller, source, opts, test})
+    def start(controller, source, opts, test),
+      do: GenServer.start(__MODULE__, {controller, source, opts, test})
 
     @impl true
     def init({controller, source, opts, test}) do
@@ -173,7 +196,8 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
       end
     end
 
-    defp run(effects), do: for({:send_after, message, ms} <- effects, do: Process.send_after(self(), message, ms))
+    defp run(effects),
+      do: for({:send_after, message, ms} <- effects, do: Process.send_after(self(), message, ms))
   end
 
   defp refreshes(pid, n) do
@@ -184,7 +208,15 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
 
   test "a stats session does not count the stats widget's process, started before or after it" do
     before = Trace.stats(["Enum"])
-    {:ok, widget} = LiveServer.start(StatsController, Trace.stats(["Enum.sum/1"]), [interval: 5, lifeline: false], self())
+
+    {:ok, widget} =
+      LiveServer.start(
+        StatsController,
+        Trace.stats(["Enum.sum/1"]),
+        [interval: 5, lifeline: false],
+        self()
+      )
+
     refreshes(widget, 20)
     later = Trace.stats(["Enum"])
     refreshes(widget, 20)
@@ -194,7 +226,10 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     for stats <- [before, later] do
       rows = Trace.stats_snapshot(stats).rows
       pids = for row <- rows, %{pid: pid} <- row.processes, uniq: true, do: pid
-      refute widget in pids, "the widget's process was counted: #{inspect(for row <- rows, p <- row.processes, p.pid == widget, do: {row.mfa, p.calls})}"
+
+      refute widget in pids,
+             "the widget's process was counted: #{inspect(for row <- rows, p <- row.processes, p.pid == widget, do: {row.mfa, p.calls})}"
+
       assert user in pids
       Trace.stop(stats)
     end
@@ -203,21 +238,40 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
   end
 
   test "with time and memory off, a stats session still leaves kino_trace's processes out" do
-    {:ok, widget} = LiveServer.start(StatsController, Trace.stats(["Enum.sum/1"]), [interval: 5, lifeline: false], self())
+    {:ok, widget} =
+      LiveServer.start(
+        StatsController,
+        Trace.stats(["Enum.sum/1"]),
+        [interval: 5, lifeline: false],
+        self()
+      )
+
     stats = Trace.stats(["Enum"], time: false, memory: false)
     refreshes(widget, 20)
     {user, _} = run_in_process(fn -> Enum.map([1, 2], & &1) end)
     rows = Trace.stats_snapshot(stats).rows
     Trace.stop(stats)
-    assert Snapshot.row(%Snapshot{rows: rows}, {Enum, :map, 2}).processes |> Enum.map(& &1.pid) |> Enum.member?(user)
-    refute widget in (for row <- rows, %{pid: pid} <- row.processes, do: pid)
+
+    assert Snapshot.row(%Snapshot{rows: rows}, {Enum, :map, 2}).processes
+           |> Enum.map(& &1.pid)
+           |> Enum.member?(user)
+
+    refute widget in for(row <- rows, %{pid: pid} <- row.processes, do: pid)
     GenServer.stop(widget)
   end
 
   @tag :slow
   test "a trace of calls does not record the trace widget's process" do
     watch = Trace.calls(["Enum.map/2", "Enum.reduce/3"], return: false)
-    {:ok, widget} = LiveServer.start(Controller, Trace.calls(["KinoTraceTest.Sample.Math.echo/1"]), [interval: 5, lifeline: false], self())
+
+    {:ok, widget} =
+      LiveServer.start(
+        Controller,
+        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"]),
+        [interval: 5, lifeline: false],
+        self()
+      )
+
     for i <- 1..50, do: spawn(fn -> KinoTraceTest.Sample.Math.echo(i) end)
     refreshes(widget, 20)
     Enum.map([1], & &1)
@@ -225,7 +279,10 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
     Trace.stop(watch)
     pids = for e <- events, uniq: true, do: e.pid
     assert self() in pids
-    refute widget in pids, "the widget's process was traced: #{inspect(for e <- events, e.pid == widget, do: {e.module, e.function})}"
+
+    refute widget in pids,
+           "the widget's process was traced: #{inspect(for e <- events, e.pid == widget, do: {e.module, e.function})}"
+
     GenServer.stop(widget)
   end
 
@@ -269,7 +326,9 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
       for i <- 1..20, do: KinoTraceTest.Sample.Math.echo(i)
       events = events_after(trace)
       Trace.stop(trace)
-      assert events == [], "#{length(events)} local messages recorded, the first: #{inspect(for e <- Enum.take(events, 3), do: {e.kind, e.pid, e.name})}"
+
+      assert events == [],
+             "#{length(events)} local messages recorded, the first: #{inspect(for e <- Enum.take(events, 3), do: {e.kind, e.pid, e.name})}"
     end
 
     Process.exit(chatter, :kill)

@@ -90,9 +90,20 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
 
   @tag :slow
   test "with two trace widgets and a stats widget open on Enum, a trace of Enum.map/2 sees only the user's calls" do
-    w1 = widget(KinoTrace.Widget.Controller, fn -> KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)
-    w2 = widget(KinoTrace.Widget.Controller, fn -> KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10) end)
-    s = widget(KinoTrace.Widget.StatsController, fn -> KinoTrace.Widget.StatsController.init(Trace.stats(["Enum"]), interval: 50) end)
+    w1 =
+      widget(KinoTrace.Widget.Controller, fn ->
+        KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10)
+      end)
+
+    w2 =
+      widget(KinoTrace.Widget.Controller, fn ->
+        KinoTrace.Widget.Controller.init(Trace.calls(["Enum"]), interval: 10)
+      end)
+
+    s =
+      widget(KinoTrace.Widget.StatsController, fn ->
+        KinoTrace.Widget.StatsController.init(Trace.stats(["Enum"]), interval: 50)
+      end)
 
     # the widgets are up (their controllers are running)
     wait_until(fn -> Enum.all?([w1, w2, s], &(&1 in KinoTrace.Internal.pids())) end)
@@ -107,7 +118,10 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
 
     events = events_after(trace)
     pids = events |> Enum.map(& &1.pid) |> Enum.uniq()
-    assert pids == [self()], "calls from #{inspect(pids -- [self()])} (kino_trace's own) were traced: #{length(events)} events"
+
+    assert pids == [self()],
+           "calls from #{inspect(pids -- [self()])} (kino_trace's own) were traced: #{length(events)} events"
+
     assert length(events) == 6
     Trace.stop(trace)
     Enum.each([w1, w2, s], &Process.exit(&1, :kill))
@@ -180,8 +194,40 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
     idle = spawn(fn -> Process.sleep(:infinity) end)
 
     patterns =
-      for m <- [Enum, String, Map, Keyword, Stream, Path, Range, Date, NaiveDateTime, DateTime, Calendar.ISO, URI, Version, Base] ++
-                 [:lists, :maps, :string, :unicode, :filename, :io_lib, :calendar, :queue, :sets, :gb_trees, :gb_sets, :dict, :orddict, :proplists, :digraph],
+      for m <-
+            [
+              Enum,
+              String,
+              Map,
+              Keyword,
+              Stream,
+              Path,
+              Range,
+              Date,
+              NaiveDateTime,
+              DateTime,
+              Calendar.ISO,
+              URI,
+              Version,
+              Base
+            ] ++
+              [
+                :lists,
+                :maps,
+                :string,
+                :unicode,
+                :filename,
+                :io_lib,
+                :calendar,
+                :queue,
+                :sets,
+                :gb_trees,
+                :gb_sets,
+                :dict,
+                :orddict,
+                :proplists,
+                :digraph
+              ],
           {f, a} <- m.module_info(:exports),
           f != :module_info,
           not String.starts_with?(Atom.to_string(f), "MACRO-"),
@@ -199,7 +245,11 @@ defmodule Kino.Trace.Calls.SelfTracingTest do
       end)
 
     # the big trace's session is starting
-    wait_until(fn -> DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active > children end, 1_000)
+    wait_until(
+      fn -> DynamicSupervisor.count_children(KinoTrace.SessionSupervisor).active > children end,
+      1_000
+    )
+
     {small_us, small} = :timer.tc(fn -> Trace.calls([&Math.echo/1], return: false) end)
     {big_us, big_trace} = Task.await(big, 60_000)
 

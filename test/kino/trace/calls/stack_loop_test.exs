@@ -104,7 +104,7 @@ defmodule Kino.Trace.Calls.StackLoopTest do
       me = self()
       pid = spawn_waiting(fn -> module.loop(0, me) end)
       trace = Trace.calls(["#{name}.loop/2"], pids: pid, return: true)
-      assert (Trace.info(trace).tracer == :native) == (unquote(tracer) == :native)
+      assert Trace.info(trace).tracer == :native == (unquote(tracer) == :native)
       cpu_hog()
 
       # the session does not run meanwhile: only the tracer can stop the growth
@@ -135,7 +135,8 @@ defmodule Kino.Trace.Calls.StackLoopTest do
       {:progress, n, words} when n >= iterations -> [words | seen]
       {:progress, _n, words} -> await_progress(iterations, [words | seen])
     after
-      60_000 -> flunk("the loop made less than #{iterations} iterations in 60 s: #{inspect(seen)}")
+      60_000 ->
+        flunk("the loop made less than #{iterations} iterations in 60 s: #{inspect(seen)}")
     end
   end
 

@@ -129,7 +129,10 @@ defmodule Kino.Trace.Calls.StackTest do
 
     # (read while paused: a flood would keep events/2 draining)
     events = Trace.events(trace, 10)
-    assert length(events) == 10 and Enum.all?(events, &(&1.kind == :call and &1.function == :bounce))
+
+    assert length(events) == 10 and
+             Enum.all?(events, &(&1.kind == :call and &1.function == :bounce))
+
     # Depth does not drift: calls without returns open no frame.
     assert Enum.all?(events, &(&1.depth == 0))
 

@@ -23,7 +23,8 @@ defmodule Kino.Trace.Capture.BifTest do
   @moduletag timeout: 120_000
   @patterns ["KinoTraceTest.BifWork.work/2", ":ets.insert/2"]
 
-  defp inserts(capture), do: Enum.count(capture.events, &match?(%Event{kind: :call, function: :insert}, &1))
+  defp inserts(capture),
+    do: Enum.count(capture.events, &match?(%Event{kind: :call, function: :insert}, &1))
 
   # Another tool: creates a trace session and ends it.
   defp end_a_session do
@@ -66,7 +67,8 @@ defmodule Kino.Trace.Capture.BifTest do
       end)
 
     results =
-      for _round <- 1..10, task <- Enum.map(1..15, fn _ -> Task.async(fn -> capture(table) end) end) do
+      for _round <- 1..10,
+          task <- Enum.map(1..15, fn _ -> Task.async(fn -> capture(table) end) end) do
         Task.await(task, 60_000)
       end
 
@@ -75,7 +77,9 @@ defmodule Kino.Trace.Capture.BifTest do
 
     # a complete capture saw all 20 calls; one that missed some says so
     lying = for {n, true, _bifs, _refuted} <- results, n != 20, do: n
-    assert lying == [], "#{length(lying)} of 150 captures said they were complete but saw fewer than 20 inserts (inserts seen => captures: #{inspect(Enum.frequencies(lying))})"
+
+    assert lying == [],
+           "#{length(lying)} of 150 captures said they were complete but saw fewer than 20 inserts (inserts seen => captures: #{inspect(Enum.frequencies(lying))})"
 
     for {n, complete?, bifs, refuted} <- results, not complete? do
       assert bifs == [{:ets, :insert, 2}] and n <= 20
@@ -115,11 +119,18 @@ defmodule Kino.Trace.Capture.BifTest do
       assert Map.get(capture, :untraced_bifs) == [{:ets, :insert, 2}]
       refute Capture.complete?(capture)
 
-      error = assert_raise ExUnit.AssertionError, fn -> refute_called capture, :ets.insert(_, {:after, _}) end
+      error =
+        assert_raise ExUnit.AssertionError, fn ->
+          refute_called capture, :ets.insert(_, {:after, _})
+        end
+
       assert error.message =~ "BIF tracing was switched off while the block ran"
       assert error.message =~ ":ets.insert/2"
       assert error.message =~ "erlang/otp#10349"
-      assert_raise ExUnit.AssertionError, fn -> assert_called capture, :ets.insert(_, {:before, _}) end
+
+      assert_raise ExUnit.AssertionError, fn ->
+        assert_called capture, :ets.insert(_, {:before, _})
+      end
     else
       # a VM with the fix: nothing was lost
       assert capture.untraced_bifs == []
@@ -153,7 +164,10 @@ defmodule Kino.Trace.Capture.BifTest do
     assert canary_sessions() == []
 
     # a capture that raises lets it go too, as does one whose owner exits
-    assert_raise RuntimeError, fn -> Kino.Trace.capture([":ets.insert/2"], fn -> raise "boom" end) end
+    assert_raise RuntimeError, fn ->
+      Kino.Trace.capture([":ets.insert/2"], fn -> raise "boom" end)
+    end
+
     assert canary_sessions() == []
 
     {pid, ref} =

@@ -114,12 +114,16 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
   # (as the browser does on Enter and then on the change event that follows).
   defp node_replies(saved) do
     {replies, _controller} =
-      Enum.flat_map_reduce([{"nodes", "some"}, {"node_names", "bad node"}], Controller.init(saved), fn {field, value}, controller ->
-        update = %{"field" => field, "value" => value}
-        {first, controller} = Controller.handle_event(controller, "update", update)
-        {again, controller} = Controller.handle_event(controller, "update", update)
-        {[{"#{field}=#{value}", %{first: wire(first), again: wire(again)}}], controller}
-      end)
+      Enum.flat_map_reduce(
+        [{"nodes", "some"}, {"node_names", "bad node"}],
+        Controller.init(saved),
+        fn {field, value}, controller ->
+          update = %{"field" => field, "value" => value}
+          {first, controller} = Controller.handle_event(controller, "update", update)
+          {again, controller} = Controller.handle_event(controller, "update", update)
+          {[{"#{field}=#{value}", %{first: wire(first), again: wire(again)}}], controller}
+        end
+      )
 
     replies = Map.new(replies)
     # the check that names the bad node comes with the first push only

@@ -70,7 +70,10 @@ defmodule Kino.Trace.Stats.RemoteTest do
       assert Stats.info(counts).counters == [:call_time]
       doubles(n, 40)
       Enum.each(1..2, &Echo.double/1)
-      assert %Snapshot{calls: 42, rows: [%Row{calls: 42, time_us: nil} = row]} = Stats.snapshot(counts)
+
+      assert %Snapshot{calls: 42, rows: [%Row{calls: 42, time_us: nil} = row]} =
+               Stats.snapshot(counts)
+
       assert calls_by_node(row) == %{node() => 2, n => 40}
       Stats.stop(counts)
       Stats.stop(stats)
@@ -129,8 +132,11 @@ defmodule Kino.Trace.Stats.RemoteTest do
   # The requests `from` sent to `to` (gen calls), as traced.
   defp receive_sends(from, to, acc \\ []) do
     receive do
-      {:trace, ^from, :send, {:"$gen_call", _, request}, ^to} -> receive_sends(from, to, [request | acc])
-      {:trace, ^from, :send, _other, _to} -> receive_sends(from, to, acc)
+      {:trace, ^from, :send, {:"$gen_call", _, request}, ^to} ->
+        receive_sends(from, to, [request | acc])
+
+      {:trace, ^from, :send, _other, _to} ->
+        receive_sends(from, to, acc)
     after
       200 -> Enum.reverse(acc)
     end
@@ -140,27 +146,35 @@ defmodule Kino.Trace.Stats.RemoteTest do
     test "a pattern is checked against that node's modules, and the error names the node" do
       {_peer, n, _tmp} = bare_peer(:preflight)
 
-      assert_raise ArgumentError, ~r/^on node #{Regex.escape(inspect(n))}: invalid trace pattern .*Echo.nope/s, fn ->
-        Stats.start(["KinoTraceTest.Remote.Echo.nope/1"], nodes: [n])
-      end
+      assert_raise ArgumentError,
+                   ~r/^on node #{Regex.escape(inspect(n))}: invalid trace pattern .*Echo.nope/s,
+                   fn ->
+                     Stats.start(["KinoTraceTest.Remote.Echo.nope/1"], nodes: [n])
+                   end
 
       # a module this node has and that one does not
-      assert_raise ArgumentError, ~r/^on node #{Regex.escape(inspect(n))}: invalid trace pattern "KinoTraceTest.StatsSample"/, fn ->
-        Stats.start(["KinoTraceTest.StatsSample"], nodes: [node(), n])
-      end
+      assert_raise ArgumentError,
+                   ~r/^on node #{Regex.escape(inspect(n))}: invalid trace pattern "KinoTraceTest.StatsSample"/,
+                   fn ->
+                     Stats.start(["KinoTraceTest.StatsSample"], nodes: [node(), n])
+                   end
 
       assert kino_modules(n) == []
       assert kino_sessions(n) == []
     end
 
     test "bad :nodes values and nodes that are not connected" do
-      assert_raise ArgumentError, ~r/^invalid value for :nodes: expected a node, a list of nodes, or :all/, fn ->
-        Stats.start([@double], nodes: "a@b")
-      end
+      assert_raise ArgumentError,
+                   ~r/^invalid value for :nodes: expected a node, a list of nodes, or :all/,
+                   fn ->
+                     Stats.start([@double], nodes: "a@b")
+                   end
 
-      assert_raise ArgumentError, ~r/cannot trace node :"nowhere@127.0.0.1": it is not connected/, fn ->
-        Stats.start([@double], nodes: [node(), :"nowhere@127.0.0.1"])
-      end
+      assert_raise ArgumentError,
+                   ~r/cannot trace node :"nowhere@127.0.0.1": it is not connected/,
+                   fn ->
+                     Stats.start([@double], nodes: [node(), :"nowhere@127.0.0.1"])
+                   end
     end
 
     test "pids: a name registered only on that node is looked up there" do
@@ -174,13 +188,17 @@ defmodule Kino.Trace.Stats.RemoteTest do
       for _ <- 1..3, do: 42 = :erpc.call(n, Agent, :get, [name, Echo, :double, []])
       doubles(n, 10)
 
-      assert %Row{calls: 3, processes: [%{pid: ^agent, calls: 3}]} = Snapshot.row(Stats.snapshot(stats), @double)
+      assert %Row{calls: 3, processes: [%{pid: ^agent, calls: 3}]} =
+               Snapshot.row(Stats.snapshot(stats), @double)
+
       Stats.stop(stats)
 
       # here, the name stands for no process
-      assert_raise ArgumentError, "invalid value for :pids: no process is registered as #{inspect(name)}", fn ->
-        Stats.start([@double], nodes: [node(), n], pids: name)
-      end
+      assert_raise ArgumentError,
+                   "invalid value for :pids: no process is registered as #{inspect(name)}",
+                   fn ->
+                     Stats.start([@double], nodes: [node(), n], pids: name)
+                   end
     end
   end
 

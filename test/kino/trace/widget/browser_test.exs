@@ -351,7 +351,9 @@ defmodule Kino.Trace.Widget.BrowserTest do
     replied = if caller_traced?, do: "receive", else: "send"
     # a reply reads by what it carries (issue 39 item 8)
     reply? = &(&1.kind == replied and &1.data =~ ~r/^reply /)
-    {controller, pushes} = Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
+
+    {controller, pushes} =
+      Browser.collect_more(controller, pushes, &(Enum.count(&1, reply?) >= 2))
 
     %{
       connect: connect,

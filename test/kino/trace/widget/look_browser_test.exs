@@ -103,7 +103,4 @@ defmodule Kino.Trace.Widget.LookBrowserTest do
     {controller, pushes} = Browser.collect(controller, pushes)
     if running?.(), do: collect_while(controller, pushes, running?), else: {controller, pushes}
   end
-
-
-
 end

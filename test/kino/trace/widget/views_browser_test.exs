@@ -15,7 +15,6 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
   @moduletag :browser
   @moduletag timeout: 300_000
 
-
   test "the widget shows what each trace has, in Chromium" do
     fixture = %{
       calls: calls_fixture(),
@@ -50,7 +49,10 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
     assert length(batches) >= 30
     assert Enum.all?(batches, &(length(&1.events) > 0))
     rate = batches |> Enum.map(& &1.counters.rate) |> Enum.max()
-    IO.puts("flood: #{length(batches)} pushes, #{Enum.sum(Enum.map(batches, &length(&1.events)))} events, up to #{round(rate)} events/s traced")
+
+    IO.puts(
+      "flood: #{length(batches)} pushes, #{Enum.sum(Enum.map(batches, &length(&1.events)))} events, up to #{round(rate)} events/s traced"
+    )
 
     Browser.run("flood.test.mjs", %{connect: connect, batches: batches, rate: rate})
   end
@@ -80,7 +82,9 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
       end)
       |> Task.await()
 
-    {_controller, batches} = collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "return" end) >= 16))
+    {_controller, batches} =
+      collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "return" end) >= 16))
+
     rows = Enum.flat_map(batches, & &1.events)
     assert Enum.all?(rows, &(&1.kind in ["call", "return", "exception"]))
     assert Enum.any?(rows, &(&1.pid == inspect(user)))
@@ -111,13 +115,22 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
     {controller, _} = Controller.init(trace, lifeline: false)
     {connect, controller} = Controller.connect(controller)
 
-    1..3 |> Enum.map(fn n -> Task.async(fn -> SampleApp.Cache.fetch(:orders, n) end) end) |> Task.await_many()
-    {controller, calls} = collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "return" end) >= 3))
+    1..3
+    |> Enum.map(fn n -> Task.async(fn -> SampleApp.Cache.fetch(:orders, n) end) end)
+    |> Task.await_many()
+
+    {controller, calls} =
+      collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "return" end) >= 3))
+
     send(user, :go)
     assert_receive :asked
 
     {_controller, messages} =
-      collect(controller, trace, &(Enum.count(&1, fn r -> r.kind == "receive" and r.pid == inspect(user) end) >= 4))
+      collect(
+        controller,
+        trace,
+        &(Enum.count(&1, fn r -> r.kind == "receive" and r.pid == inspect(user) end) >= 4)
+      )
 
     %{connect: connect, batches: calls ++ messages, user: inspect(user), server: inspect(server)}
   end
@@ -157,7 +170,11 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
     |> Task.await()
 
     {controller, batches} =
-      collect(controller, trace, &Enum.any?(&1, fn r -> r.kind == "receive" and r.data == ":stop" end))
+      collect(
+        controller,
+        trace,
+        &Enum.any?(&1, fn r -> r.kind == "receive" and r.data == ":stop" end)
+      )
 
     rows = Enum.flat_map(batches, & &1.events)
     assert Enum.count(rows, &(&1.kind == "send")) == 2
@@ -165,7 +182,10 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
     refute Enum.any?(rows, &(&1.data == ":timeout"))
 
     ids = Enum.map(Store.rows(controller.store), & &1.id)
-    {[{:reply, "mermaid", mermaid}], _} = Controller.handle_event(controller, "get_mermaid", %{"ids" => ids})
+
+    {[{:reply, "mermaid", mermaid}], _} =
+      Controller.handle_event(controller, "get_mermaid", %{"ids" => ids})
+
     refute mermaid.source =~ "timeout"
 
     %{connect: connect, batches: batches, mermaid: mermaid, worker: inspect(worker)}
@@ -217,5 +237,4 @@ defmodule Kino.Trace.Widget.ViewsBrowserTest do
       collect(controller, trace, done?, batches ++ pushed, pushes)
     end
   end
-
 end
