@@ -8,17 +8,19 @@
 # each prints its table, its core-to-core trip and issue 40's targets' values; then the
 # median and spread across the VMs, near and far states apart. The first VM runs every
 # case, the others the cases the targets need. BENCH_VMS=0 runs once in this VM instead.
-# BENCH_AB=1: the A/B of issue 40, each VM number once with the moodycamel shards and
-# once with the hand-written SpscQueue (built in _build_spsc on first use).
+# BENCH_AB=1: the A/B of issue 40, each VM number once with the default build (scheduler
+# shards on SpscQueue) and once with every shard on moodycamel's queue (built in
+# _build_moodycamel on first use).
 #
-# Environment: BENCH_ROUNDS (default 5), BENCH_SCALE (calls per run, default 1.0),
+# Environment: BENCH_ROUNDS (default 3 a VM), BENCH_SCALE (calls per run, default 1.0),
 # BENCH_CONSUMER=0 to skip the consumer case, BENCH_FLOOD=0 to skip the flood,
-# BENCH_FLOOD_CALLS (default 10_000_000), BENCH_CASES=untraced,floor,native to run only
-# those cases (their keys in bench/support/overhead.ex) in every VM.
+# BENCH_FLOOD_CALLS (default 4_000_000: three VMs stay within 15 minutes),
+# BENCH_CASES=untraced,floor,native to run only those cases (their keys in
+# bench/support/overhead.ex) in every VM.
 alias KinoTraceBench.VMs
 
 one_vm = fn ->
-  rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "5"))
+  rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "3"))
   scale = String.to_float(System.get_env("BENCH_SCALE", "1.0"))
 
   KinoTraceBench.Report.machine() |> IO.puts()
@@ -39,7 +41,7 @@ one_vm = fn ->
 
   flood =
     if System.get_env("BENCH_FLOOD", "1") != "0" do
-      calls = String.to_integer(System.get_env("BENCH_FLOOD_CALLS", "10000000"))
+      calls = String.to_integer(System.get_env("BENCH_FLOOD_CALLS", "4000000"))
 
       case KinoTraceBench.Flood.run(calls: calls) do
         [%{info: info, calls: done} | _] -> 100 * info.delivered / max(2 * done, 1)

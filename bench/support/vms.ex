@@ -9,9 +9,9 @@ defmodule KinoTraceBench.VMs do
   # median of all VMs.
   #
   # Variants (the A/B of issue 40, BENCH_AB=1): each VM number runs once per variant,
-  # alternating, so both see the same host states. "spsc" is the NIF built with the
-  # hand-written queue under the shards (-DKINO_TRACE_SHARD_QUEUE=spsc, its own build
-  # root _build_spsc).
+  # alternating, so both see the same host states. "spsc" is the default build (the
+  # scheduler shards on SpscQueue); "moodycamel" the NIF with every shard on moodycamel's
+  # queue (-DKINO_TRACE_SHARD_QUEUE=moodycamel, its own build root _build_moodycamel).
 
   alias KinoTraceBench.Targets
 
@@ -21,16 +21,16 @@ defmodule KinoTraceBench.VMs do
   @far_ns 200
 
   def variants(ab?) do
-    base = [{"moodycamel", []}]
+    base = [{"spsc", []}]
 
     if ab?,
       do:
         base ++
           [
-            {"spsc",
+            {"moodycamel",
              [
-               {"MIX_BUILD_ROOT", Path.expand("_build_spsc")},
-               {"KINO_TRACE_CMAKE_ARGS", "-DKINO_TRACE_SHARD_QUEUE=spsc"}
+               {"MIX_BUILD_ROOT", Path.expand("_build_moodycamel")},
+               {"KINO_TRACE_CMAKE_ARGS", "-DKINO_TRACE_SHARD_QUEUE=moodycamel"}
              ]}
           ],
       else: base

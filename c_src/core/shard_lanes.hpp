@@ -1,13 +1,14 @@
 // The queues under a ShardedQueue's shards (issue 40): one FIFO lane per shard, each with
 // one producer at a time and one consumer; free of erl_nif. Two implementations with one
-// interface, chosen at build time for the A/B of issue 40 (KINO_TRACE_SHARD_QUEUE in
-// CMakeLists.txt):
+// interface, and the two together (ShardLanes, at the end):
 //
 //   MoodycamelLanes  one moodycamel::ConcurrentQueue (the design card's queue) with an
 //                    explicit ProducerToken per lane: a lane's enqueue touches only that
 //                    producer's block and indices; the consumer takes a lane's items in
-//                    order with try_dequeue_bulk_from_producer. (The default.)
+//                    order with try_dequeue_bulk_from_producer.
 //   SpscLanes        one SpscQueue per lane (issue 26's hand-written queue).
+//   SchedulerLanes   SpscLanes for the scheduler shards, MoodycamelLanes for the shared
+//                    one (issue 40's A/B: the default).
 //
 // The interface, for lane i in 0 .. lanes-1:
 //   bool push(i, T&&)             producer: false when no memory (the item left intact)
@@ -139,12 +140,37 @@ class MoodycamelLanes {
   std::vector<Lane> lanes_;
 };
 
-#ifdef KINO_TRACE_SPSC_SHARDS
+// What issue 40's A/B kept (bench/RESULTS.md): the scheduler shards on SpscQueue, whose
+// producer writes only its own lines (moodycamel's consumer writes the producer's
+// indices' line with its read-modify-writes on every bulk dequeue: row 3 was 24 % slower
+// and the consumer half as fast across three VMs), and the last lane, the shared shard
+// that dirty schedulers and other threads take turns on under ShardedQueue's mutex, on
+// moodycamel's queue.
 template <class T, std::size_t kBlock, class Alloc>
-using ShardLanes = SpscLanes<T, kBlock, Alloc>;
-#else
+class SchedulerLanes {
+ public:
+  explicit SchedulerLanes(std::size_t lanes) : shared_at_(lanes - 1), spsc_(lanes - 1), shared_(1) {}
+
+  bool push(std::size_t i, T&& item) { return i < shared_at_ ? spsc_.push(i, std::move(item)) : shared_.push(0, std::move(item)); }
+  std::uint64_t pushed(std::size_t i) const { return i < shared_at_ ? spsc_.pushed(i) : shared_.pushed(0); }
+  std::size_t pop(std::size_t i, T* out, std::size_t max) {
+    return i < shared_at_ ? spsc_.pop(i, out, max) : shared_.pop(0, out, max);
+  }
+
+ private:
+  std::size_t shared_at_;
+  SpscLanes<T, kBlock, Alloc> spsc_;
+  MoodycamelLanes<T, kBlock, Alloc> shared_;
+};
+
+// KINO_TRACE_SHARD_QUEUE=moodycamel (CMake) puts every shard on moodycamel, to rerun
+// the A/B on a quieter host.
+#ifdef KINO_TRACE_MOODYCAMEL_SHARDS
 template <class T, std::size_t kBlock, class Alloc>
 using ShardLanes = MoodycamelLanes<T, kBlock, Alloc>;
+#else
+template <class T, std::size_t kBlock, class Alloc>
+using ShardLanes = SchedulerLanes<T, kBlock, Alloc>;
 #endif
 
 }  // namespace kino_trace
