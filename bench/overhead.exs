@@ -4,27 +4,64 @@
 #
 #   MIX_ENV=bench mix run bench/overhead.exs      (make bench)
 #
-# Environment: BENCH_ROUNDS (default 5), BENCH_SCALE (calls per run, default 1.0),
+# It runs in BENCH_VMS fresh VMs (default 3, one after the other: KinoTraceBench.VMs):
+# each prints its table, its core-to-core trip and issue 40's targets' values; then the
+# median and spread across the VMs, near and far states apart. The first VM runs every
+# case, the others the cases the targets need. BENCH_VMS=0 runs once in this VM instead.
+# BENCH_AB=1: the A/B of issue 40, each VM number once with the default build (scheduler
+# shards on SpscQueue) and once with every shard on moodycamel's queue (built in
+# _build_moodycamel on first use).
+#
+# Environment: BENCH_ROUNDS (default 3 a VM), BENCH_SCALE (calls per run, default 1.0),
 # BENCH_CONSUMER=0 to skip the consumer case, BENCH_FLOOD=0 to skip the flood,
-# BENCH_FLOOD_CALLS (default 10_000_000), BENCH_CASES=untraced,floor,native to run only
-# those cases (their keys in bench/support/overhead.ex).
-rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "5"))
-scale = String.to_float(System.get_env("BENCH_SCALE", "1.0"))
+# BENCH_FLOOD_CALLS (default 4_000_000: three VMs stay within 15 minutes),
+# BENCH_CASES=untraced,floor,native to run only those cases (their keys in
+# bench/support/overhead.ex) in every VM.
+alias KinoTraceBench.VMs
 
-KinoTraceBench.Report.machine() |> IO.puts()
+one_vm = fn ->
+  rounds = String.to_integer(System.get_env("BENCH_ROUNDS", "3"))
+  scale = String.to_float(System.get_env("BENCH_SCALE", "1.0"))
 
-only =
-  case System.get_env("BENCH_CASES", "") do
-    "" -> nil
-    keys -> keys |> String.split(",", trim: true) |> Enum.map(&String.to_atom(String.trim(&1)))
-  end
+  KinoTraceBench.Report.machine() |> IO.puts()
 
-KinoTraceBench.Overhead.run(rounds: rounds, scale: scale, only: only)
+  only =
+    case System.get_env("BENCH_CASES", "") do
+      "" -> nil
+      keys -> keys |> String.split(",", trim: true) |> Enum.map(&String.to_atom(String.trim(&1)))
+    end
 
-if System.get_env("BENCH_CONSUMER", "1") != "0" do
-  Code.require_file("consumer.exs", __DIR__)
+  result = KinoTraceBench.Overhead.run(rounds: rounds, scale: scale, only: only)
+
+  consumer =
+    if System.get_env("BENCH_CONSUMER", "1") != "0" do
+      calls = String.to_integer(System.get_env("BENCH_CONSUMER_CALLS", "500000"))
+      KinoTraceBench.Consumer.run(calls: calls)
+    end
+
+  flood =
+    if System.get_env("BENCH_FLOOD", "1") != "0" do
+      calls = String.to_integer(System.get_env("BENCH_FLOOD_CALLS", "4000000"))
+
+      case KinoTraceBench.Flood.run(calls: calls) do
+        [%{info: info, calls: done} | _] -> 100 * info.delivered / max(2 * done, 1)
+        _ -> nil
+      end
+    end
+
+  result = Map.merge(result, %{consumer: consumer || %{}, flood: flood})
+  VMs.print_vm(result)
+  result
 end
 
-if System.get_env("BENCH_FLOOD", "1") != "0" do
-  Code.require_file("flood.exs", __DIR__)
+case {System.get_env("BENCH_VM"), String.to_integer(System.get_env("BENCH_VMS", "3"))} do
+  {nil, vms} when vms > 0 ->
+    KinoTraceBench.Report.machine() |> IO.puts()
+    VMs.run(vms: vms, variants: VMs.variants(System.get_env("BENCH_AB", "0") == "1"))
+
+  {nil, _} ->
+    one_vm.()
+
+  {_vm, _} ->
+    one_vm.() |> VMs.emit()
 end

@@ -505,7 +505,7 @@ defmodule Mix.Tasks.Compile.KinoTraceNif do
     To get the native tracer, install CMake (3.18+) and a C++17 compiler, then \
     recompile kino_trace (`mix deps.compile kino_trace --force`, or \
     `Mix.install(..., force: true)`); {fmt} is fetched if not installed:
-      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev
+      Debian/Ubuntu: sudo apt-get install cmake make g++ libfmt-dev libconcurrentqueue-dev
       macOS:         xcode-select --install && brew install cmake
       Windows:       winget install Kitware.CMake Microsoft.VisualStudio.2022.BuildTools \
     (with the "Desktop development with C++" workload)

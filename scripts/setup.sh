@@ -34,7 +34,7 @@ apt_packages=(
   build-essential cmake pkg-config git ca-certificates xz-utils dpkg-dev
   # the native tracer is also built with clang in the tests (scripts/test-build-variants.sh)
   clang
-  libfmt-dev catch2
+  libfmt-dev libconcurrentqueue-dev catch2
   # OTP build
   autoconf m4 perl libncurses-dev libssl-dev zlib1g-dev
   # widget tests

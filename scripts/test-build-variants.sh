@@ -2,9 +2,9 @@
 # Builds the native tracer in the ways CI does not otherwise build it, each in its own
 # directory under build/, and checks each NIF loads in a real BEAM:
 #   clang    clang++ with -Werror: the NIF and the Catch2 suite (run)   build/variant-clang
-#   fetch    no system {fmt}: CMake fetches the pinned release, offline, from a local
-#            archive made of the same release's headers (Debian's libfmt-dev 9.1.0),
-#            -Werror                                                        build/variant-fetch
+#   fetch    no system {fmt} nor concurrentqueue: CMake fetches the pinned releases,
+#            offline, from local archives made of the same releases' headers (Debian's
+#            libfmt-dev 9.1.0, libconcurrentqueue-dev 1.0.3), -Werror       build/variant-fetch
 # Usage: scripts/test-build-variants.sh [clang|fetch ...] (default: both). Exits non-zero
 # if any variant fails to configure, build, pass or load.
 set -uo pipefail
@@ -65,16 +65,26 @@ variant_fetch() {
   rm -rf "$archives" && mkdir -p "$archives/fmt-9.1.0/include/fmt"
   cp /usr/include/fmt/*.h "$archives/fmt-9.1.0/include/fmt/"
   tar -C "$archives" -czf "$archives/fmt.tar.gz" fmt-9.1.0
+  # concurrentqueue's release has its headers at the top: concurrentqueue-1.0.3/*.h
+  [[ -f /usr/include/concurrentqueue/concurrentqueue.h ]] ||
+    { echo "/usr/include/concurrentqueue/concurrentqueue.h not found (apt-get install libconcurrentqueue-dev)"; return 1; }
+  mkdir -p "$archives/concurrentqueue-1.0.3" && cp /usr/include/concurrentqueue/*.h "$archives/concurrentqueue-1.0.3/"
+  tar -C "$archives" -czf "$archives/concurrentqueue.tar.gz" concurrentqueue-1.0.3
   configure_build "$dir" -DKINO_TRACE_TESTS=OFF \
     -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON \
     -DKINO_TRACE_FMT_URL="$archives/fmt.tar.gz" \
-    -DKINO_TRACE_FMT_SHA256="$(sha256sum "$archives/fmt.tar.gz" | cut -c1-64)" || return 1
+    -DKINO_TRACE_FMT_SHA256="$(sha256sum "$archives/fmt.tar.gz" | cut -c1-64)" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_concurrentqueue=ON \
+    -DKINO_TRACE_CONCURRENTQUEUE_URL="$archives/concurrentqueue.tar.gz" \
+    -DKINO_TRACE_CONCURRENTQUEUE_SHA256="$(sha256sum "$archives/concurrentqueue.tar.gz" | cut -c1-64)" || return 1
   # fetched, not the system's
   grep -q "no system {fmt}; using $archives/fmt.tar.gz" "$dir.configure.log" ||
     { cat "$dir.configure.log"; echo "the pinned archive was not used"; return 1; }
+  grep -q "no system concurrentqueue; using $archives/concurrentqueue.tar.gz" "$dir.configure.log" ||
+    { cat "$dir.configure.log"; echo "the pinned concurrentqueue archive was not used"; return 1; }
   cmake --build "$dir" --parallel "$jobs" --target kino_trace_nif || return 1
   # the NIF includes the fetched headers, never /usr/include's
-  if grep -rhs "/usr/include/fmt" "$dir/CMakeFiles" >/dev/null; then
+  if grep -rhsE "/usr/include/(fmt|concurrentqueue)" "$dir/CMakeFiles" >/dev/null; then
     echo "the build used the system's headers"; return 1
   fi
   # a wrong hash is refused

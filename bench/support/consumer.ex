@@ -12,8 +12,10 @@ defmodule KinoTraceBench.Consumer do
   def run(opts \\ []) do
     calls = opts[:calls] || @calls
     IO.puts("\nConsumer alone (#{2 * calls} call+return events queued, then delivered):")
-    for subscriber? <- [false, true], do: report(subscriber?, measure(calls, subscriber?))
+    [none, one] = for subscriber? <- [false, true], do: report(subscriber?, measure(calls, subscriber?))
     compare_decoders(calls)
+    # M events/s, for KinoTraceBench.Targets
+    %{none: none, one: one}
   end
 
   # The two decoders on the same events: two native sessions trace the same calls; one is
@@ -181,5 +183,7 @@ defmodule KinoTraceBench.Consumer do
       "  #{label}: #{delivered} events in #{div(ns, 1_000_000)} ms = #{round(per)} ns/event, " <>
         "#{Float.round(1.0e3 / per, 2)} M events/s (dropped: #{inspect(dropped)})"
     )
+
+    1.0e3 / per
   end
 end

@@ -30,8 +30,10 @@
 // clock of 1 ns resolution: their timestamps differ), and so do causally related events
 // of different processes (a send before its receive).
 //
-// How: each shard is a SpscQueue, which publishes its tail, the count of items pushed (a
-// release store after the item is in place). The consumer stages what it dequeues in a
+// How: each shard is a lane (shard_lanes.hpp: an explicit producer of one
+// moodycamel::ConcurrentQueue, or a SpscQueue), which publishes its tail, the count of
+// items pushed (a release store after the item is in place), and never hands the consumer
+// an item past the tail it read. The consumer stages what it dequeues in a
 // per-shard buffer. A refill (1) dequeues the items visible in every shard, at most
 // `per_shard` of each, then (2) reads every shard's tail and, when it is past what is
 // staged, dequeues one more item ("catch-up"). Every item staged before (2) began is
@@ -81,7 +83,7 @@
 #include <utility>
 #include <vector>
 
-#include "spsc_queue.hpp"
+#include "shard_lanes.hpp"
 
 namespace kino_trace {
 
@@ -93,24 +95,26 @@ struct ShardedQueueNoHooks {
   void after_look(std::size_t) {}
 };
 
-// kBlock and Alloc: each shard's SpscQueue's (tests pass small blocks and an allocator
-// that fails).
-template <class T, class Hooks = ShardedQueueNoHooks, std::size_t kBlock = 64, class Alloc = SpscNewDelete>
+// kBlock and Alloc: the shards' queues' blocks and memory (tests pass small blocks and an
+// allocator that fails). Lanes: the queues themselves (shard_lanes.hpp).
+template <class T, class Hooks = ShardedQueueNoHooks, std::size_t kBlock = 64, class Alloc = SpscNewDelete,
+          class Lanes = ShardLanes<T, kBlock, Alloc>>
 class ShardedQueue {
  public:
   static constexpr std::size_t kCounters = 10;
 
  private:
-  // One shard: its queue, then a line the producer writes, then one the consumer writes.
+  // One shard: a line the producer writes, then one the consumer writes (its queue is
+  // lane i of lanes_).
   struct alignas(64) Shard {
-    SpscQueue<T, kBlock, Alloc> queue;
-    alignas(64) std::int64_t last_ns = std::numeric_limits<std::int64_t>::min();
+    std::int64_t last_ns = std::numeric_limits<std::int64_t>::min();
     std::atomic<std::uint64_t> counts[kCounters] = {};
     alignas(64) std::atomic<std::uint64_t> released{0};
   };
 
  public:
-  explicit ShardedQueue(std::size_t shards) : shards_(shards + 1), staging_(shards + 1), taken_(shards + 1) {}
+  explicit ShardedQueue(std::size_t shards)
+      : lanes_(shards + 1), shards_(shards + 1), staging_(shards + 1), taken_(shards + 1) {}
   ShardedQueue(const ShardedQueue&) = delete;
   ShardedQueue& operator=(const ShardedQueue&) = delete;
 
@@ -134,7 +138,7 @@ class ShardedQueue {
     bool push(T&& item) {
       if (item.time_ns < shard_.last_ns) item.time_ns = shard_.last_ns;
       const std::int64_t t = item.time_ns;
-      if (!shard_.queue.push(std::move(item))) return false;
+      if (!q_.lanes_.push(index_, std::move(item))) return false;
       shard_.last_ns = t;
       return true;
     }
@@ -172,11 +176,11 @@ class ShardedQueue {
   // What shard `shard` holds: pushed and not yet handed out or discarded by the consumer.
   std::uint64_t held(std::size_t shard) const {
     std::uint64_t out = shards_[shard].released.load(std::memory_order_relaxed);
-    std::uint64_t in = shards_[shard].queue.pushed();
+    std::uint64_t in = lanes_.pushed(shard);
     return in > out ? in - out : 0;
   }
   // Items pushed to shard `shard`.
-  std::uint64_t pushed(std::size_t shard) const { return shards_[shard].queue.pushed(); }
+  std::uint64_t pushed(std::size_t shard) const { return lanes_.pushed(shard); }
 
   std::uint64_t total(std::size_t which) const {
     std::uint64_t sum = 0;
@@ -186,7 +190,7 @@ class ShardedQueue {
   // Items pushed, over all shards.
   std::uint64_t pushed() const {
     std::uint64_t sum = 0;
-    for (const Shard& s : shards_) sum += s.queue.pushed();
+    for (std::size_t i = 0; i < shards_.size(); ++i) sum += lanes_.pushed(i);
     return sum;
   }
   // Items of shard `shard` handed out or discarded by the consumer (for per-shard caps).
@@ -225,7 +229,7 @@ class ShardedQueue {
       if (st.unconfirmed > st.items.size()) st.unconfirmed = st.items.size();
       staged_ -= k;
       T batch[kBatch];
-      for (std::size_t got; n + k < max && (got = shards_[i].queue.pop(batch, kBatch)) != 0;) {
+      for (std::size_t got; n + k < max && (got = lanes_.pop(i, batch, kBatch)) != 0;) {
         for (std::size_t j = 0; j < got; ++j) {
           f(batch[j]);
           batch[j] = T{};
@@ -300,7 +304,7 @@ class ShardedQueue {
   static constexpr std::size_t kMerge = std::numeric_limits<std::size_t>::max();
 
   // Shard i's tail is past what the consumer has dequeued from it.
-  bool undequeued(std::size_t i) const { return shards_[i].queue.pushed() != staging_[i].dequeued; }
+  bool undequeued(std::size_t i) const { return lanes_.pushed(i) != staging_[i].dequeued; }
 
   // The one-shard path (see the header): with nothing staged, hands out up to `max` items
   // of the only shard that has any, straight from its queue. kMerge when not exactly one
@@ -316,10 +320,10 @@ class ShardedQueue {
     }
     if (only == kMerge) return kMerge;
     Staging& st = staging_[only];
-    const std::uint64_t tail = shards_[only].queue.pushed();
+    const std::uint64_t tail = lanes_.pushed(only);
     for (std::size_t j = 0; j < shards_.size(); ++j)
       if (j != only && undequeued(j)) return kMerge;
-    const std::size_t got = shards_[only].queue.pop(out, static_cast<std::size_t>(std::min<std::uint64_t>(max, tail - st.dequeued)));
+    const std::size_t got = lanes_.pop(only, out, static_cast<std::size_t>(std::min<std::uint64_t>(max, tail - st.dequeued)));
     st.dequeued += got;
     dequeued_ += got;
     note_released(only, got);
@@ -334,7 +338,7 @@ class ShardedQueue {
     while (total < max) {
       std::size_t want = max - total < kBatch ? static_cast<std::size_t>(max - total) : kBatch;
       st.items.make_room(want);
-      std::size_t got = shards_[i].queue.pop(batch, want);
+      std::size_t got = lanes_.pop(i, batch, want);
       if (got == 0) break;
       for (std::size_t j = 0; j < got; ++j) st.items.push_back(std::move(batch[j]));
       total += got;
@@ -398,6 +402,7 @@ class ShardedQueue {
     r.store(r.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 
+  Lanes lanes_;
   std::vector<Shard> shards_;
   std::mutex fallback_mutex_;
   Hooks hooks_;
