@@ -102,8 +102,8 @@ export class FlameModel {
   }
 
   /**
-   * The index range in byDepth of depth `d`'s nodes that overlap [from, to): a binary
-   * search for the first node ending after `from`, then until one starts at `to`.
+   * The index range in byDepth of depth `d`'s nodes that overlap [from, to): binary
+   * searches for the first node ending after `from` and the first starting at `to`.
    */
   row(d, from, to) {
     const start = this.rowStart[d];
@@ -116,9 +116,27 @@ export class FlameModel {
       if (this.x[j] + this.total[j] <= from) lo = mid + 1;
       else hi = mid;
     }
+    // then the first that starts at `to` or after
     let last = lo;
-    while (last < end && this.x[this.byDepth[last]] < to) last++;
+    hi = end;
+    while (last < hi) {
+      const mid = (last + hi) >> 1;
+      if (this.x[this.byDepth[mid]] < to) last = mid + 1;
+      else hi = mid;
+    }
     return [lo, last];
+  }
+
+  /** The first index in byDepth [k, hi) of a node that ends after `at` (their ends are in order). */
+  endingAfter(k, hi, at) {
+    let lo = k;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const j = this.byDepth[mid];
+      if (this.x[j] + this.total[j] <= at) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   /**

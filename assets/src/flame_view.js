@@ -1,6 +1,6 @@
 // The Flame tab: an icicle of the call trees (the root on top, callees below, a frame as
 // wide as its total time), drawn on a canvas so 100 000 stacks stay quick: each draw
-// visits only the frames in view (FlameModel.row), and skips those under half a pixel.
+// visits only the frames in view (FlameModel.row), and skips those under a pixel.
 // Click a frame to zoom on it (its callers then span the width; click one to zoom out),
 // type in the search box to highlight matching frames (with the share of time they
 // cover), hover for the numbers. Frames whose call has no known end (a tail-call loop
@@ -40,7 +40,9 @@ export class FlameView {
     this.info = h("span", { class: "kt-muted kt-flame-info", "data-testid": "flame-info" });
     this.reset = button("Reset zoom", "flame-reset", () => this.zoom(0));
     this.canvas = h("canvas", { class: "kt-flame-canvas", "data-testid": "flame-canvas" });
-    this.inner = h("div", { class: "kt-flame-inner" }, this.canvas);
+    // the hovered frame's outline, on a canvas of its own: a hover draws only that
+    this.overlay = h("canvas", { class: "kt-flame-canvas kt-flame-overlay" });
+    this.inner = h("div", { class: "kt-flame-inner" }, this.canvas, this.overlay);
     this.scroller = h("div", { class: "kt-flame-scroll" }, this.inner);
     this.tip = h("div", { class: "kt-flame-tip", hidden: "", "data-testid": "flame-tip" });
     this.empty = h("div", { class: "kt-empty", text: "No calls with a known time yet." });
@@ -53,9 +55,9 @@ export class FlameView {
       this.tip
     );
     parent.appendChild(this.el);
-    this.canvas.addEventListener("mousemove", (e) => this.onMove(e));
-    this.canvas.addEventListener("mouseleave", () => this.setHover(-1));
-    this.canvas.addEventListener("click", (e) => {
+    this.overlay.addEventListener("mousemove", (e) => this.onMove(e));
+    this.overlay.addEventListener("mouseleave", () => this.setHover(-1));
+    this.overlay.addEventListener("click", (e) => {
       const i = this.nodeAt(e);
       if (i >= 0) this.zoom(i);
     });
@@ -65,6 +67,7 @@ export class FlameView {
   /** New data from the server; the zoom and the search stay on the same frames. */
   setData(payload) {
     this.model = new FlameModel(payload);
+    this.colors = new Array(this.model.frames.length); // a frame's colour, once
     this.focus = this.model.find(this.focusPath);
     this.renderProcesses();
     this.runSearch(false);
@@ -122,14 +125,17 @@ export class FlameView {
     const height = Math.min(rows * ROW, HEIGHT);
     this.scroller.style.height = `${height}px`;
     const top = this.scroller.scrollTop;
-    this.canvas.style.top = `${top}px`;
     const scale = window.devicePixelRatio || 1;
-    if (this.canvas.width !== Math.round(width * scale) || this.canvas.height !== Math.round(height * scale)) {
-      this.canvas.width = Math.round(width * scale);
-      this.canvas.height = Math.round(height * scale);
-      this.canvas.style.width = `${width}px`;
-      this.canvas.style.height = `${height}px`;
+    for (const c of [this.canvas, this.overlay]) {
+      c.style.top = `${top}px`;
+      if (c.width !== Math.round(width * scale) || c.height !== Math.round(height * scale)) {
+        c.width = Math.round(width * scale);
+        c.height = Math.round(height * scale);
+        c.style.width = `${width}px`;
+        c.style.height = `${height}px`;
+      }
     }
+    this.view = { width, height, top, scale }; // what the overlay draws over
     const ctx = this.canvas.getContext("2d");
     if (!ctx) return;
     ctx.setTransform(scale, 0, 0, scale, 0, 0);
@@ -137,18 +143,21 @@ export class FlameView {
     ctx.font = FONT;
     ctx.textBaseline = "middle";
     const charW = ctx.measureText("m").width || 7;
-    const f = this.focus;
-    const from = m.x[f];
-    const span = m.total[f] || 1;
+    const focus = this.focus;
+    const from = m.x[focus];
+    const span = m.total[focus] || 1;
     const px = width / span;
     const first = Math.floor(top / ROW);
     const last = Math.min(m.maxDepth, Math.ceil((top + height) / ROW));
+    const colors = this.colors || [];
     const drawNode = (j, x, w, d) => {
       const y = d * ROW - top;
-      const name = m.name(j);
-      const matched = this.matches && j > 0 && this.matches.frames[m.frame[j]] === 1;
+      const f = m.frame[j];
+      const matched = this.matches && j > 0 && this.matches.frames[f] === 1;
       const noReturn = m.isNoReturn(j);
-      ctx.fillStyle = j === 0 ? "#e4e4e7" : frameColor(name, matched, noReturn);
+      if (j === 0) ctx.fillStyle = "#e4e4e7";
+      else if (matched) ctx.fillStyle = frameColor("", true, false);
+      else ctx.fillStyle = colors[f] || (colors[f] = frameColor(m.name(j), false, noReturn));
       ctx.fillRect(x, y, Math.max(w - 1, 0.5), ROW - 1);
       if (noReturn && w > 4) {
         ctx.strokeStyle = "#71717a";
@@ -156,35 +165,57 @@ export class FlameView {
         ctx.strokeRect(x + 0.5, y + 0.5, Math.max(w - 2, 0.5), ROW - 2);
         ctx.setLineDash([]);
       }
-      if (j === this.hover) {
-        ctx.strokeStyle = "#18181b";
-        ctx.strokeRect(x + 0.5, y + 0.5, Math.max(w - 2, 0.5), ROW - 2);
-      }
       const fits = Math.floor((w - 6) / charW);
       if (fits >= 3) {
+        const name = m.name(j);
         const text = name.length > fits ? `${name.slice(0, fits - 1)}…` : name;
         ctx.fillStyle = matched ? "#fff" : "#27272a";
         ctx.fillText(text, x + 3, y + ROW / 2);
       }
     };
     // the focus and its callers span the width
-    for (let j = f; j >= 0; j = m.parent[j]) {
+    for (let j = focus; j >= 0; j = m.parent[j]) {
       const d = m.depth[j];
       if (d >= first && d <= last) drawNode(j, 0, width, d);
     }
-    for (let d = Math.max(first, m.depth[f] + 1); d <= last; d++) {
+    for (let d = Math.max(first, m.depth[focus] + 1); d <= last; d++) {
       const [lo, hi] = m.row(d, from, from + span);
       for (let k = lo; k < hi; k++) {
         const j = m.byDepth[k];
         const w = m.total[j] * px;
-        if (w < 0.5) continue;
+        if (w < 1) {
+          // frames under a pixel are not drawn: skip to the next pixel's
+          const next = m.endingAfter(k + 1, hi, from + (Math.floor((m.x[j] - from) * px) + 1) / px);
+          k = next - 1;
+          continue;
+        }
         drawNode(j, (m.x[j] - from) * px, w, d);
       }
     }
+    this.drawHover();
+  }
+
+  /** The hovered frame's outline, on the overlay. */
+  drawHover() {
+    const ctx = this.overlay.getContext("2d");
+    if (!ctx || !this.view) return;
+    const { width, height, top, scale } = this.view;
+    ctx.setTransform(scale, 0, 0, scale, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    const m = this.model;
+    const i = this.hover;
+    if (i < 0 || i >= m.size) return;
+    const f = this.focus;
+    const whole = m.depth[i] <= m.depth[f];
+    const x = whole ? 0 : ((m.x[i] - m.x[f]) / (m.total[f] || 1)) * width;
+    const w = whole ? width : (m.total[i] / (m.total[f] || 1)) * width;
+    ctx.strokeStyle = "#18181b";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(x + 0.75, m.depth[i] * ROW - top + 0.75, Math.max(w - 2, 1), ROW - 2.5);
   }
 
   nodeAt(event) {
-    const rect = this.canvas.getBoundingClientRect();
+    const rect = this.overlay.getBoundingClientRect();
     const depth = Math.floor((event.clientY - rect.top + this.scroller.scrollTop) / ROW);
     return this.model.hit(this.focus, depth, (event.clientX - rect.left) / rect.width);
   }
@@ -194,8 +225,11 @@ export class FlameView {
     this.setHover(i);
     if (i < 0) return;
     const box = this.el.getBoundingClientRect();
-    this.tip.style.left = `${Math.min(event.clientX - box.left + 12, box.width - 320)}px`;
-    this.tip.style.top = `${event.clientY - box.top + 16}px`;
+    const y = event.clientY - box.top;
+    this.tip.style.left = `${Math.max(0, Math.min(event.clientX - box.left + 12, box.width - 320))}px`;
+    // below the mouse, or above it when the view ends first
+    const below = y + 16 + this.tip.offsetHeight <= box.height;
+    this.tip.style.top = `${below ? y + 16 : Math.max(0, y - 8 - this.tip.offsetHeight)}px`;
   }
 
   setHover(i) {
@@ -203,7 +237,7 @@ export class FlameView {
     this.hover = i;
     this.tip.hidden = i < 0;
     if (i >= 0) this.renderTip(i);
-    this.draw();
+    this.drawHover();
   }
 
   renderTip(i) {

@@ -8,17 +8,22 @@ import { h, svg } from "./dom.js";
 import { formatCount, formatMicros } from "./format.js";
 
 /**
- * A small histogram: one bar per [low_us, count], as tall as its count against the
- * largest; its title lists the bars. An empty distribution draws nothing.
+ * A small histogram on a log time axis: one bar per [low_us, count] at its bucket's
+ * place between the first and the last, as tall as its count against the largest; its
+ * title lists the bars. An empty distribution draws nothing.
  */
 export function histogram(bars, { width = 72, height = 16 } = {}) {
   const el = svg("svg", { class: "kt-histogram", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "data-testid": "histogram" });
   if (!bars || !bars.length) return el;
   const most = Math.max(...bars.map((b) => b[1]));
-  const w = width / bars.length;
-  bars.forEach(([, count], i) => {
+  const barW = Math.max(2, Math.min(6, width / (bars.length * 1.5)));
+  const log = (us) => Math.log(Math.max(us, 0.001));
+  const lo = log(bars[0][0]);
+  const span = log(bars[bars.length - 1][0]) - lo;
+  bars.forEach(([low, count]) => {
     const bh = Math.max(1, Math.round((count / most) * height));
-    el.appendChild(svg("rect", { x: (i * w).toFixed(2), y: height - bh, width: Math.max(w - 1, 1).toFixed(2), height: bh }));
+    const x = span > 0 ? ((log(low) - lo) / span) * (width - barW) : (width - barW) / 2;
+    el.appendChild(svg("rect", { x: x.toFixed(2), y: height - bh, width: barW.toFixed(2), height: bh }));
   });
   const title = bars.map(([low, count], i) => `≥ ${formatMicros(low)}${i === bars.length - 1 ? "" : ` < ${formatMicros(bars[i + 1][0])}`}: ${formatCount(count)}`);
   el.appendChild(svg("title", {}, title.join("\n")));

@@ -240,7 +240,7 @@ function latencySummary(l) {
     "div",
     { class: "kt-latency-summary", "data-testid": "latency-summary" },
     histogram(l.histogram, { width: 240, height: 40 }),
-    h("dl", { class: "kt-facts" }, ...figures.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { class: "kt-mono", text: v || "–" })]))
+    h("div", { class: "kt-latency-figures" }, ...figures.map(([k, v]) => h("span", {}, h("span", { class: "kt-muted", text: `${k} ` }), h("b", { class: "kt-mono", text: v || "–" }))))
   );
 }
 

@@ -17,12 +17,13 @@ defmodule KinoTrace.Widget.FlamePayload do
   #   * `omitted` - time (ns) of the stacks left out past `max_nodes` nodes
   #
   # Bounded: a node is a distinct stack prefix, so at most as many as the calls of the
-  # events (the widget keeps `keep` events), and never more than `max_nodes`.
+  # events (the widget keeps `keep` events), and never more than `max_nodes` besides the
+  # root.
 
   alias KinoTrace.Render.{CallTree, Flame}
 
   @max_processes 50
-  @default_max_nodes 50_000
+  @default_max_nodes 100_000
 
   @type t :: %{
           frames: [String.t()],
@@ -105,7 +106,7 @@ defmodule KinoTrace.Widget.FlamePayload do
   # pass `max` nodes are left out, their time counted.
   defp merge(stacks, max) do
     {tree, _count, omitted} =
-      Enum.reduce(stacks, {%{}, 1, 0}, fn {frames, value}, {tree, count, omitted} ->
+      Enum.reduce(stacks, {%{}, 0, 0}, fn {frames, value}, {tree, count, omitted} ->
         new = new_nodes(tree, frames)
 
         if count + new > max,

