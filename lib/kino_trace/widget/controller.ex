@@ -133,7 +133,8 @@ defmodule KinoTrace.Widget.Controller do
             store: store,
             seen_up_to: seen,
             aliases: aliases,
-            pairs: pairs
+            pairs: pairs,
+            latency: LatencyPayload.add(controller.latency, seed)
         }
       else
         {:error, :ended} -> %{controller | status: :stopped, ended?: true}

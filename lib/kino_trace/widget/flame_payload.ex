@@ -13,7 +13,8 @@ defmodule KinoTrace.Widget.FlamePayload do
   #     the children of a node are consecutive, by frame name
   #   * `no_return` - the indices of the frames marked `[no return]`
   #   * `processes` - the processes of the events (`pid`, `name`, `total` ns), most
-  #     time first, at most @max_processes; `process` the one shown (`nil`: all)
+  #     time first, at most @max_processes; `process` the one asked for (`nil`: all; a
+  #     process with no calls in the events has an empty tree)
   #   * `omitted` - time (ns) of the stacks left out past `max_nodes` nodes
   #
   # Bounded: a node is a distinct stack prefix, so at most as many as the calls of the
@@ -81,7 +82,7 @@ defmodule KinoTrace.Widget.FlamePayload do
       nodes: nodes,
       no_return: for({f, i} <- Enum.with_index(frames), String.ends_with?(f, no_return), do: i),
       processes: processes,
-      process: if(Enum.any?(shown), do: process),
+      process: process,
       omitted: omitted
     }
   end

@@ -104,12 +104,18 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     {just_one, _} = nodes(mine)[[@run]]
     assert just_one < run and just_one >= 8_000_000
 
-    # a pid that reads as no process of the trace, or a request that is no text: no stacks
-    # (and no atom or term is made of it)
-    for request <- [%{"process" => "#PID<0.1.0>"}, %{"process" => 12}] do
-      {[{:reply, "flame", reply}], _} = Controller.handle_event(controller, "get_flame", request)
-      WireSchema.check_event!("flame", reply)
-    end
+    # a pid that reads as no process of the trace: an empty tree; a request that is no
+    # text: all processes (and no atom or term is made of either)
+    {[{:reply, "flame", none}], _} =
+      Controller.handle_event(controller, "get_flame", %{"process" => "#PID<0.1.0>"})
+
+    WireSchema.check_event!("flame", none)
+    assert {none.process, none.nodes} == {"#PID<0.1.0>", [-1, -1, 0, 0]}
+
+    {[{:reply, "flame", odd}], _} =
+      Controller.handle_event(controller, "get_flame", %{"process" => 12})
+
+    assert {odd.process, odd.nodes} == {nil, all.nodes}
   end
 
   test "a tail-call loop traced without returns: its calls are siblings marked [no return], never a deep stack" do
@@ -129,6 +135,17 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     cut = FlamePayload.build(capture.events, nil, max_nodes: 3)
     assert div(length(cut.nodes), 4) - 1 <= 3 and cut.omitted > 0
     assert Enum.at(cut.nodes, 2) + cut.omitted == Enum.at(full.nodes, 2)
+  end
+
+  test "latency: a widget started after the calls has those of the history it shows" do
+    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.leaf/0"])
+    on_exit(fn -> Kino.Trace.stop(trace) end)
+    Task.async(fn -> for _ <- 1..3, do: Timing.leaf() end) |> Task.await()
+    {controller, _} = Controller.init(trace, lifeline: false)
+    {:ok, effects, _} = Controller.handle_info(controller, :tick)
+
+    assert [%{rows: [%{mfa: @leaf, latency: %{count: 3}}]}] =
+             for({:broadcast, "latency", p} <- effects, do: p)
   end
 
   test "latency: pushed at a tick when calls came, by function and process; nothing new, no push; clear resets" do
