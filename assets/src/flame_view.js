@@ -62,6 +62,8 @@ export class FlameView {
       if (i >= 0) this.zoom(i);
     });
     this.scroller.addEventListener("scroll", () => this.draw());
+    // a cell made wider or narrower: the frames take the new width
+    if (typeof ResizeObserver === "function") new ResizeObserver(() => this.draw()).observe(this.scroller);
   }
 
   /** New data from the server; the zoom and the search stay on the same frames. */

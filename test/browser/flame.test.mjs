@@ -138,6 +138,23 @@ await check("a process picked: its own call trees", async () => {
   await page.context().close();
 });
 
+await check("a call whose end is not in the trace: its frame is marked [no return], hatched, its own time unknown", async () => {
+  const page = await flamePage();
+  await emit(page, "flame", fixture.no_return);
+  await nextFrame(page);
+  const run = await spot(page, "KinoTraceTest.Sample.Timing.run/0 [no return]");
+  assert(run && run.width > 100, `run is ${JSON.stringify(run)}`);
+  // its callees keep their times under it: a, b and their leaves, no deeper
+  const depth = await page.evaluate(() => document.getElementById("output").__kinoTrace.flame.model.maxDepth);
+  assert(depth === 3, `depth ${depth}`);
+  assert((await pixels(page, [113, 113, 122])).match > 50, "no dashed outline drawn");
+  await page.mouse.move(run.x, run.y);
+  await page.waitForSelector('[data-testid="flame-tip"]:not([hidden])');
+  const tip = await page.textContent('[data-testid="flame-tip"]');
+  assert(tip.includes("[no return]") && tip.includes("self unknown"), `tip: ${tip}`);
+  await page.context().close();
+});
+
 await check("screenshot: the Flame tab, a search and a hover", async () => {
   const page = await flamePage({ scale: 2, height: 640 });
   await page.fill(".kt-flame-search", "leaf");

@@ -180,8 +180,7 @@ defmodule KinoTrace.Widget.Controller do
         {:kino_trace, id, {:events, events}}
       ) do
     fresh = Enum.filter(events, &((&1.id || 0) > controller.seen_up_to))
-    latency = LatencyPayload.add(controller.latency, fresh)
-    controller = %{controller | buffer: Buffer.add(controller.buffer, fresh), latency: latency}
+    controller = %{controller | buffer: Buffer.add(controller.buffer, fresh)}
     {effects, controller} = arm_flush(controller)
     {:ok, effects, controller}
   end
@@ -382,7 +381,9 @@ defmodule KinoTrace.Widget.Controller do
       {events, aliases} = Aliases.resolve(controller.aliases, events)
       # a send and its receive, a spawn and its spawned...: one rule with Mermaid's
       {rows, pairs} = Payload.paired(events, controller.limits, controller.pairs)
-      controller = %{controller | aliases: aliases, pairs: pairs}
+      # the latency columns count the events shown (within the push bounds), as the tab does
+      latency = LatencyPayload.add(controller.latency, events)
+      controller = %{controller | aliases: aliases, pairs: pairs, latency: latency}
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})
       {[{:broadcast, "events", %{events: rows, counters: counters}}], controller}

@@ -1,8 +1,10 @@
 defmodule KinoTrace.Widget.LatencyPayload do
   @moduledoc false
   # The trace widget's latency columns (its Stats tab): the distributions of the calls
-  # the widget has received (KinoTrace.Stats.Latency, by function and by function and
-  # process, nothing kept per call), and the JSON-able `"latency"` payload made of them:
+  # the widget has pushed to browsers (KinoTrace.Stats.Latency, by function and by
+  # function and process, nothing kept per call), so the work is bounded by the pushes'
+  # (at most `:max_batch` events an `:interval`) and the columns count the calls the tab
+  # counts; and the JSON-able `"latency"` payload made of them:
   #
   #   %{rows: [%{mfa, latency, processes: [%{pid, latency}], processes_omitted}],
   #     rows_omitted}

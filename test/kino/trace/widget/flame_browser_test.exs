@@ -18,6 +18,8 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
   @moduletag timeout: 300_000
 
   test "the Flame tab and the latency columns, in Chromium" do
+    # (a capture of its own, before the widget's trace of the same functions starts)
+    no_return = no_return_flame()
     trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing"])
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _} = Controller.init(trace, lifeline: false)
@@ -61,6 +63,7 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
       flame: flame,
       per_process: per_process,
       latency: latency,
+      no_return: no_return,
       big: big_flame(),
       stats: stats_fixture(),
       screenshots: %{
@@ -69,6 +72,17 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
       }
     }
     |> then(&Browser.run("flame.test.mjs", &1))
+  end
+
+  # Timing.run/0's call trees with run's return left out (a call still running): the
+  # frame `run/0 [no return]` over the calls it made.
+  defp no_return_flame do
+    capture = Kino.Trace.capture(["KinoTraceTest.Sample.Timing"], fn -> Timing.run() end)
+    open = Enum.reject(capture.events, &(&1.kind == :return and &1.function == :run))
+    payload = FlamePayload.build(open)
+    assert [frame] = Enum.map(payload.no_return, &Enum.at(payload.frames, &1))
+    assert frame == "KinoTraceTest.Sample.Timing.run/0 [no return]"
+    payload
   end
 
   # A stats session with latency: true, through the real stats controller.
