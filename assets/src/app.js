@@ -1,5 +1,5 @@
-// The trace widget: header (status, counters, controls, pattern editor), four tabs (log,
-// sequence, stats, calls) and the details of the selected item. This module wires the
+// The trace widget: header (status, counters, controls, pattern editor), five tabs (log,
+// sequence, stats, calls, flame) and the details of the selected item. This module wires the
 // parts together and runs the tabs:
 //
 //   Kino's ctx <--> Transport (transport.js): server events in, requests out
@@ -10,7 +10,7 @@
 //      |               |                  |                                       |
 //   TraceState      LogModel,          views: HeaderView, LogView, DetailView,    export.js
 //   (status,        SequenceLayout     SequenceView, StatsTable, CallTree,        (and the
-//   counters,       (the data)         the Mermaid fallback box                   clipboard)
+//   counters,       (the data)         FlameView, the Mermaid fallback box        clipboard)
 //   view pause)
 //
 // Only the Transport talks to the server; the state and the data know no DOM; the views
@@ -21,7 +21,9 @@ import { TraceState } from "./trace_state.js";
 import { HeaderView } from "./header_view.js";
 import { LogView } from "./log_view.js";
 import { DetailView } from "./detail_view.js";
-import { StatsTable } from "./stats_table.js";
+import { StatsTable, STATS_COLUMNS } from "./stats_table.js";
+import { latencyColumns, withLatency, latencyDrill } from "./latency_view.js";
+import { FlameView } from "./flame_view.js";
 import { CallTree } from "./call_tree.js";
 import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { exportData, exportText, downloadJson, copyText } from "./export.js";
@@ -33,7 +35,13 @@ const TABS = [
   ["sequence", "Sequence"],
   ["stats", "Stats"],
   ["calls", "Calls"],
+  ["flame", "Flame"],
 ];
+// The Flame tab asks the server for its data at most once in FLAME_MS while it shows.
+const FLAME_MS = 1000;
+// The Stats tab's columns: the log's figures with the server's latency distributions
+// ("latency" pushes) before the maximum.
+const TRACE_STATS_COLUMNS = STATS_COLUMNS.flatMap((col) => (col.key === "max" ? [...latencyColumns({ max: false }), col] : [col]));
 const MAX_TERMS = 200;
 // During a flood (pushes of BIG_BATCH events or more), the views are drawn at most once
 // in RENDER_MS, in an animation frame: the data take every push at once (cheap), the
@@ -70,6 +78,11 @@ export class TraceWidget {
     this.statsAt = 0;
     this.callsAt = 0;
     this.sequenceTimer = null; // a pending sequence redraw
+    this.latency = new Map(); // mfa -> the "latency" payload's row (distributions in µs)
+    this.flameProcess = null; // the process the Flame tab shows (null: all)
+    this.flameStale = true; // events came since the Flame tab's data was asked for
+    this.flameAt = -Infinity;
+    this.flameTimer = null;
 
     this.build(server.root);
     this.show(this.state.receive(data.events || []));
@@ -80,7 +93,15 @@ export class TraceWidget {
       const shown = this.state.receive(events);
       if (shown.length) this.append(shown);
       this.requestRender((events || []).length >= BIG_BATCH);
+      if (shown.length) this.requestFlame();
     });
+    server.on("latency", ({ rows }) => {
+      this.latency = new Map((rows || []).map((row) => [row.mfa, row]));
+      this.dirty.stats = true;
+      // (at most once a second: drawn now)
+      if (this.tab === "stats") this.renderTabContent(true);
+    });
+    server.on("flame", (payload) => this.flame.setData(payload));
     server.on("counters", (counters) => {
       this.state.setCounters(counters);
       this.renderStatus();
@@ -162,11 +183,21 @@ export class TraceWidget {
     });
     this.sequenceView.scroller.addEventListener("scroll", () => this.renderFollow());
     this.statsPanel = h("div", { class: "kt-panel", "data-panel": "stats", hidden: "" });
-    this.stats = new StatsTable(this.statsPanel);
+    this.stats = new StatsTable(this.statsPanel, {
+      columns: TRACE_STATS_COLUMNS,
+      detail: (row) => (this.latency.has(row.mfa) ? latencyDrill(this.latency.get(row.mfa)) : h("div", { class: "kt-muted", text: "No call of it has returned yet." })),
+    });
     this.callsPanel = h("div", { class: "kt-panel", "data-panel": "calls", hidden: "" });
     this.calls = new CallTree(this.callsPanel);
+    this.flamePanel = h("div", { class: "kt-panel", "data-panel": "flame", hidden: "" });
+    this.flame = new FlameView(this.flamePanel, {
+      onProcess: (pid) => {
+        this.flameProcess = pid;
+        this.requestFlame(true);
+      },
+    });
 
-    this.root.append(this.header.el, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.detail.el);
+    this.root.append(this.header.el, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.flamePanel, this.detail.el);
     root.appendChild(this.root);
     this.header.listen(document);
     this.showTab("log");
@@ -186,6 +217,25 @@ export class TraceWidget {
     this.model.append(events);
     this.sequence.append(events);
     this.dirty.log = this.dirty.stats = this.dirty.calls = this.dirty.sequence = true;
+    this.flameStale = true;
+  }
+
+  /**
+   * Asks the server for the Flame tab's data when it shows and events came since it last
+   * asked (or `now`), at most once in FLAME_MS; the reply ("flame") draws it.
+   */
+  requestFlame(now = false) {
+    if (this.tab !== "flame" || (!now && !this.flameStale)) return;
+    const wait = now ? 0 : FLAME_MS - (performance.now() - this.flameAt);
+    if (wait > 0) {
+      if (!this.flameTimer) this.flameTimer = setTimeout(() => ((this.flameTimer = null), this.requestFlame()), wait);
+      return;
+    }
+    clearTimeout(this.flameTimer);
+    this.flameTimer = null;
+    this.flameAt = performance.now();
+    this.flameStale = false;
+    this.server.push("get_flame", { process: this.flameProcess });
   }
 
   /**
@@ -236,6 +286,8 @@ export class TraceWidget {
     this.sequenceView.selected = null;
     this.state.clear();
     this.terms.clear();
+    this.latency = new Map();
+    this.flame.setData({ nodes: [] });
     this.selected = null;
     this.detail.el.hidden = true;
     this.model.setFilter(this.filterInput.value);
@@ -272,6 +324,7 @@ export class TraceWidget {
     this.detail.el.hidden = !this.selected || this.selectedFrom !== tab;
     this.statsPanel.hidden = tab !== "stats";
     this.callsPanel.hidden = tab !== "calls";
+    this.flamePanel.hidden = tab !== "flame";
     this.filterInput.hidden = tab !== "log";
     this.followButton.hidden = tab !== "log" && tab !== "sequence";
     this.mermaidButton.hidden = tab !== "sequence" || this.sequence.callsOnly;
@@ -280,6 +333,10 @@ export class TraceWidget {
       else this.log.list.update();
     }
     this.renderTabContent(true);
+    if (tab === "flame") {
+      this.flame.draw();
+      this.requestFlame(true);
+    }
   }
 
   renderTabContent(force = false) {
@@ -297,7 +354,7 @@ export class TraceWidget {
       }
     }
     if (this.tab === "stats" && this.dirty.stats && (force || now - this.statsAt > 250)) {
-      this.stats.render(this.model.statsRows());
+      this.stats.render(this.model.statsRows().map((row) => withLatency(row, this.latency.get(row.mfa)?.latency)));
       this.dirty.stats = false;
       this.statsAt = now;
     }

@@ -19,6 +19,20 @@ export function formatDuration(ns) {
   return `${trim(ns / 1_000_000_000)} s`;
 }
 
+/** Microseconds, with a unit (the VM counts whole µs; latency figures are in µs). */
+export function formatMicros(us) {
+  if (us == null) return "";
+  return us === 0 ? "0 µs" : formatDuration(us * 1000);
+}
+
+/** A share (0..1) as a percentage with one decimal. */
+export function formatShare(share) {
+  if (share == null) return "";
+  const pct = share * 100;
+  if (pct > 0 && pct < 0.1) return "<0.1%";
+  return `${pct.toFixed(1).replace(/\.0$/, "")}%`;
+}
+
 function trim(x) {
   if (x >= 100) return String(Math.round(x));
   if (x >= 10) return x.toFixed(1).replace(/\.0$/, "");

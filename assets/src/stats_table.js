@@ -1,7 +1,8 @@
 // A sortable per-function statistics table, shared by the calls widget's stats tab and
 // the stats widget (Kino.Trace.stats/2). What it shows is a column config:
 //
-//   { key, label, numeric, format(value, row), bar, bad(value), title, cellTitle(row), mono }
+//   { key, label, numeric, format(value, row), bar, bad(value), title, cellTitle(row), mono,
+//     render(row) -> element (the cell's content, instead of the formatted value) }
 //
 // `bar: true` draws a bar for the value relative to the column's largest value;
 // `bar: (row) => fraction` draws one for a share (0 to 1). Rows are identified by
@@ -158,6 +159,11 @@ export class StatsTable {
           bar.className = "kt-bar";
           bar.style.width = `${Math.round(fraction * 1000) / 10}%`;
           td.appendChild(bar);
+        }
+        if (col.render) {
+          td.appendChild(col.render(row));
+          tr.appendChild(td);
+          continue;
         }
         const text = document.createElement("span");
         text.textContent = value == null ? "–" : col.format ? col.format(value, row) : String(value);

@@ -4,16 +4,15 @@
 // drill-down. Payloads are KinoTrace.Widget.StatsPayload.snapshot/2 maps.
 
 import { StatsTable } from "./stats_table.js";
-import { formatDuration, formatCount } from "./format.js";
+import { formatCount, formatMicros, formatShare } from "./format.js";
+
+// (the figures' formatters live in format.js, with the others; exported here too)
+export { formatMicros, formatShare };
 import { h, button } from "./dom.js";
+import { latencyColumns, withLatency, histogram } from "./latency_view.js";
 
 const STATUS_LABELS = { running: "Running", stopped: "Stopped" };
 
-/** Microseconds, with a unit (the VM counts whole µs). */
-export function formatMicros(us) {
-  if (us == null) return "";
-  return us === 0 ? "0 µs" : formatDuration(us * 1000);
-}
 
 /** Memory in words, compactly: 0 w, 950 w, 12.5k w. */
 export function formatWords(words) {
@@ -21,13 +20,6 @@ export function formatWords(words) {
   return `${formatCount(Math.round(words))} w`;
 }
 
-/** A share (0..1) as a percentage with one decimal. */
-export function formatShare(share) {
-  if (share == null) return "";
-  const pct = share * 100;
-  if (pct > 0 && pct < 0.1) return "<0.1%";
-  return `${pct.toFixed(1).replace(/\.0$/, "")}%`;
-}
 
 /** A plain number with one or two decimals (per-call figures). */
 function formatMean(x) {
@@ -59,6 +51,7 @@ export function statsColumns(measured = { time: true, memory: true }) {
       { key: "per_call_us", label: "Per call", numeric: true, format: (us) => formatMicros(us) }
     );
   }
+  if (measured.latency) cols.push(...latencyColumns());
   if (measured.memory) {
     cols.push(
       {
@@ -151,7 +144,7 @@ export class StatsWidget {
   /** (Re)builds the table when what is measured changes, keeping sort and open rows. */
   ensureTable() {
     const measured = this.snapshot.measured || { time: true, memory: true };
-    const sig = `${measured.time}|${measured.memory}`;
+    const sig = `${measured.time}|${measured.memory}|${measured.latency}`;
     if (this.columnsFor === sig) return;
     const old = this.table;
     this.table = new StatsTable(h("div"), {
@@ -170,7 +163,7 @@ export class StatsWidget {
 
   render() {
     this.ensureTable();
-    this.table.render(this.snapshot.rows || []);
+    this.table.render((this.snapshot.rows || []).map((row) => withLatency(row, row.latency)));
     this.renderHeader();
   }
 
@@ -224,9 +217,31 @@ export class StatsWidget {
       body.appendChild(h("tr", { "data-pid": p.pid || "" }, ...cells));
     }
     table.appendChild(body);
+    const latency = row.latency ? latencySummary(row.latency) : "";
     const title = h("div", { class: "kt-drill-title" }, h("span", { class: "kt-mono", text: row.name }), row.key !== row.name ? h("span", { class: "kt-muted kt-mono kt-raw-mfa", text: ` · ${row.key}` }) : "", h("span", { class: "kt-muted", text: ` · ${rows.length} ${rows.length === 1 ? "process" : "processes"}` }));
-    return h("div", { class: "kt-drill-body" }, title, table);
+    return h("div", { class: "kt-drill-body" }, title, latency, table);
   }
+}
+
+/** A function's wall-time distribution in its drill-down: the figures and a larger histogram. */
+function latencySummary(l) {
+  const figures = [
+    ["returned", formatCount(l.count)],
+    ["min", formatMicros(l.min)],
+    ["p50", formatMicros(l.p50)],
+    ["p90", formatMicros(l.p90)],
+    ["p99", formatMicros(l.p99)],
+    ["p99.9", formatMicros(l.p999)],
+    ["max", formatMicros(l.max)],
+  ];
+  if (l.unknown) figures.push(["end unknown", formatCount(l.unknown)]);
+  if (l.exceptions && l.exceptions.count) figures.push(["raised", `${formatCount(l.exceptions.count)} (p50 ${formatMicros(l.exceptions.p50)}, max ${formatMicros(l.exceptions.max)})`]);
+  return h(
+    "div",
+    { class: "kt-latency-summary", "data-testid": "latency-summary" },
+    histogram(l.histogram, { width: 240, height: 40 }),
+    h("div", { class: "kt-latency-figures" }, ...figures.map(([k, v]) => h("span", {}, h("span", { class: "kt-muted", text: `${k} ` }), h("b", { class: "kt-mono", text: v || "–" }))))
+  );
 }
 
 function shareCell(share) {

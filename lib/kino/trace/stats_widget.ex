@@ -3,7 +3,9 @@ if Code.ensure_loaded?(Kino.JS.Live) do
     @moduledoc """
     The Livebook widget of a stats session (`Kino.Trace.stats/2`): a sortable table of
     calls, time and memory per function, refreshed about once a second, with bars for
-    each function's share of the time and a per-process drill-down.
+    each function's share of the time and a per-process drill-down. A session started
+    with `latency: true` adds p50, p99 and max wall-time columns, a small histogram per
+    function and its whole distribution in the drill-down.
 
     A `%Kino.Trace.Stats{}` renders as this widget when it is a cell's result:
 

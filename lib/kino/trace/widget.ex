@@ -1,8 +1,9 @@
 if Code.ensure_loaded?(Kino.JS.Live) do
   defmodule Kino.Trace.Widget do
     @moduledoc """
-    The Livebook widget of a trace: live log, per-function stats and call trees, with a
-    pattern editor and pause/resume, clear, stop and export controls.
+    The Livebook widget of a trace: live log, sequence diagram, per-function stats (with
+    p50, p99 and a histogram of the durations), call trees and a flame graph (the Flame
+    tab), with a pattern editor and pause/resume, clear, stop and export controls.
 
     A `%Kino.Trace{}` renders as this widget when it is a cell's result, so usually
     there is nothing to call:

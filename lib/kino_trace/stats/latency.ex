@@ -18,7 +18,7 @@ defmodule KinoTrace.Stats.Latency do
 
   @max_functions 2_000
 
-  defstruct functions: %{}, since: nil, functions_left_out: 0
+  defstruct functions: %{}, since: nil, functions_left_out: 0, by: :function
 
   @type t :: %__MODULE__{}
 
@@ -48,9 +48,16 @@ defmodule KinoTrace.Stats.Latency do
           unknown: non_neg_integer()
         }
 
-  @doc "An empty accumulator."
-  @spec new() :: t()
-  def new, do: %__MODULE__{}
+  @doc """
+  An empty accumulator. Option `by:` `:function` (default: keyed by `{m, f, a}`) or
+  `:process` (keyed by `{{m, f, a}, pid}`, the same bound on keys).
+  """
+  @spec new(keyword()) :: t()
+  def new(opts \\ []) do
+    by = Keyword.get(opts, :by, :function)
+    if by not in [:function, :process], do: raise(ArgumentError, "by: is :function or :process, got: #{inspect(by)}")
+    %__MODULE__{by: by}
+  end
 
   @doc """
   Adds a batch of events (oldest first).
@@ -74,7 +81,7 @@ defmodule KinoTrace.Stats.Latency do
   def add(acc, events), do: Enum.reduce(events, acc, &add_one/2)
 
   defp add_one(%Event{kind: :call} = e, acc) do
-    case get(acc, Event.mfa(e)) do
+    case get(acc, key(acc, e)) do
       {mfa, {calls, ended, returns, exceptions}} ->
         put(acc, mfa, {calls + 1, ended, returns, exceptions})
 
@@ -88,7 +95,7 @@ defmodule KinoTrace.Stats.Latency do
     # a call before the first event counts as a call of these events
     before = if id < acc.since, do: 1, else: 0
 
-    case get(acc, Event.mfa(e)) do
+    case get(acc, key(acc, e)) do
       {mfa, {calls, ended, returns, exceptions}} when kind == :return ->
         put(acc, mfa, {calls + before, ended + 1, Histogram.record(returns, d), exceptions})
 
@@ -101,6 +108,9 @@ defmodule KinoTrace.Stats.Latency do
   end
 
   defp add_one(_event, acc), do: acc
+
+  defp key(%{by: :function}, e), do: Event.mfa(e)
+  defp key(%{by: :process}, e), do: {Event.mfa(e), e.pid}
 
   # A function's figures `{calls, ended, returns, exceptions}` (new ones for a function
   # not seen yet), or nil for a new one past @max_functions (its events are counted).
@@ -115,8 +125,11 @@ defmodule KinoTrace.Stats.Latency do
 
   defp put(acc, mfa, figures), do: %{acc | functions: Map.put(acc.functions, mfa, figures)}
 
-  @doc "The distributions of every function seen, in microseconds, keyed by `{m, f, a}`."
-  @spec report(t()) :: %{mfa() => report()}
+  @doc """
+  The distributions of every function seen, in microseconds, keyed by `{m, f, a}` (by
+  `{{m, f, a}, pid}` for an accumulator `by: :process`).
+  """
+  @spec report(t()) :: %{(mfa() | {mfa(), pid()}) => report()}
   def report(%__MODULE__{functions: functions}) do
     Map.new(functions, fn {mfa, {calls, ended, returns, exceptions}} ->
       {mfa,

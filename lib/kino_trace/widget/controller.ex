@@ -30,13 +30,15 @@ defmodule KinoTrace.Widget.Controller do
   # `KinoTrace.Widget.Payload.pattern_results/2`), `"clear"`, and the replies `"term"`
   # (see `KinoTrace.Widget.Payload.full/2`), `"completions"` (see
   # `KinoTrace.Widget.Payload.completions/1`) and `"mermaid"` (see
-  # `KinoTrace.Widget.Payload.mermaid/1`, or `%{error: message}`).
+  # `KinoTrace.Widget.Payload.mermaid/1`, or `%{error: message}`), `"flame"`
+  # (`KinoTrace.Widget.FlamePayload`) and, at most once a tick when calls came,
+  # `"latency"` (`KinoTrace.Widget.LatencyPayload`).
   #
   # Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
   # `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
   # (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
   # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
-  # `@max_mermaid_ids` ids). A `"set_patterns"`
+  # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`). A `"set_patterns"`
   # event is bounded (`KinoTrace.Pattern.Edit.bounds/0`: so many lines, bytes per line
   # and bytes in all);
   # a larger one is refused as a whole and answered with a `"patterns"` reply whose
@@ -56,7 +58,7 @@ defmodule KinoTrace.Widget.Controller do
   alias KinoTrace.Client
   alias KinoTrace.Render.Pairs
   alias KinoTrace.Tracer.Aliases
-  alias KinoTrace.Widget.{Buffer, Lifeline, Payload, Store}
+  alias KinoTrace.Widget.{Buffer, FlamePayload, LatencyPayload, Lifeline, Payload, Store}
 
   defstruct [
     :trace,
@@ -74,7 +76,8 @@ defmodule KinoTrace.Widget.Controller do
     last_info: nil,
     ended?: false,
     aliases: Aliases.new(),
-    pairs: Pairs.new()
+    pairs: Pairs.new(),
+    latency: LatencyPayload.new()
   ]
 
   @type t :: %__MODULE__{}
@@ -130,7 +133,8 @@ defmodule KinoTrace.Widget.Controller do
             store: store,
             seen_up_to: seen,
             aliases: aliases,
-            pairs: pairs
+            pairs: pairs,
+            latency: LatencyPayload.add(controller.latency, seed)
         }
       else
         {:error, :ended} -> %{controller | status: :stopped, ended?: true}
@@ -163,7 +167,8 @@ defmodule KinoTrace.Widget.Controller do
       sequence_rows: controller.browser[:sequence_rows]
     }
 
-    {payload, controller}
+    # (its latency columns come with the next tick)
+    {payload, %{controller | latency: LatencyPayload.changed(controller.latency)}}
   end
 
   @doc """
@@ -204,8 +209,10 @@ defmodule KinoTrace.Widget.Controller do
     previous = controller.last_counters
     {counters, controller} = counters(controller)
     effects = if counters != previous, do: [{:broadcast, "counters", counters}], else: []
+    {latency, l} = LatencyPayload.tick(controller.latency)
+    controller = %{controller | latency: l}
     ticks = if controller.ended?, do: [], else: [{:send_after, :tick, @tick_ms}]
-    {:ok, effects ++ ticks, controller}
+    {:ok, effects ++ latency ++ ticks, controller}
   end
 
   def handle_info(%__MODULE__{}, _message), do: :unknown
@@ -245,7 +252,8 @@ defmodule KinoTrace.Widget.Controller do
     controller = %{
       controller
       | buffer: Buffer.clear(controller.buffer),
-        store: Store.clear(controller.store)
+        store: Store.clear(controller.store),
+        latency: LatencyPayload.new()
     }
 
     {[{:broadcast, "clear", %{}}], controller}
@@ -275,6 +283,10 @@ defmodule KinoTrace.Widget.Controller do
   def handle_event(%__MODULE__{} = controller, "get_mermaid", %{"ids" => ids})
       when is_list(ids) do
     {[{:reply, "mermaid", mermaid_reply(controller, ids)}], controller}
+  end
+
+  def handle_event(%__MODULE__{} = controller, "get_flame", request) do
+    {[{:reply, "flame", FlamePayload.reply(Store.events(controller.store, :all), request)}], controller}
   end
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
@@ -373,7 +385,9 @@ defmodule KinoTrace.Widget.Controller do
       {events, aliases} = Aliases.resolve(controller.aliases, events)
       # a send and its receive, a spawn and its spawned...: one rule with Mermaid's
       {rows, pairs} = Payload.paired(events, controller.limits, controller.pairs)
-      controller = %{controller | aliases: aliases, pairs: pairs}
+      # the latency columns count the events shown (within the push bounds), as the tab does
+      latency = LatencyPayload.add(controller.latency, events)
+      controller = %{controller | aliases: aliases, pairs: pairs, latency: latency}
       store = Store.add(controller.store, Enum.zip(rows, events))
       {counters, controller} = counters(%{controller | store: store})
       {[{:broadcast, "events", %{events: rows, counters: counters}}], controller}

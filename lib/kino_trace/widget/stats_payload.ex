@@ -73,7 +73,7 @@ defmodule KinoTrace.Widget.StatsPayload do
           patterns: [String.t()],
           taken_at: integer() | nil,
           elapsed_us: non_neg_integer(),
-          measured: %{time: boolean(), memory: boolean()},
+          measured: %{time: boolean(), memory: boolean(), latency: boolean()},
           totals: %{
             calls: non_neg_integer(),
             functions: non_neg_integer(),
@@ -121,7 +121,7 @@ defmodule KinoTrace.Widget.StatsPayload do
       patterns: s.patterns,
       taken_at: s.taken_at,
       elapsed_us: s.elapsed_us,
-      measured: %{time: s.time?, memory: s.memory?},
+      measured: %{time: s.time?, memory: s.memory?, latency: s.latency?},
       totals: %{
         calls: s.calls,
         functions: length(s.rows),
@@ -164,9 +164,14 @@ defmodule KinoTrace.Widget.StatsPayload do
     }
   end
 
-  defp latency(nil), do: nil
+  @doc """
+  A latency distribution (`Kino.Trace.latency/2`'s, in microseconds) as the tables show
+  it: see `t:latency/0`; `nil` stays `nil`.
+  """
+  @spec latency(map() | nil) :: latency() | nil
+  def latency(nil), do: nil
 
-  defp latency(l) do
+  def latency(l) do
     l
     |> Map.take([:count, :unknown, :min, :p50, :p90, :p99, :p999, :max])
     |> Map.new(fn {k, v} -> {k, if(is_float(v), do: round_to(v, 3), else: v)} end)

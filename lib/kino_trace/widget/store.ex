@@ -74,15 +74,18 @@ defmodule KinoTrace.Widget.Store do
   end
 
   @doc """
-  The kept events with these ids, in the order they were added; ids no longer kept
-  are skipped.
+  The kept events with these ids (or `:all` of them), in the order they were added;
+  ids no longer kept are skipped.
 
       iex> alias KinoTrace.Widget.Store
       iex> store = Store.add(Store.new(), [{%{id: 1}, :e1}, {%{id: 2}, :e2}, {%{id: 3}, :e3}])
       iex> Store.events(store, [3, 1, 9])
       [:e1, :e3]
   """
-  @spec events(t(), [term()]) :: [term()]
+  @spec events(t(), [term()] | :all) :: [term()]
+  def events(%__MODULE__{} = store, :all),
+    do: Enum.map(:queue.to_list(store.ids), &elem(Map.fetch!(store.entries, &1), 1))
+
   def events(%__MODULE__{} = store, ids) when is_list(ids) do
     wanted = MapSet.new(ids)
 

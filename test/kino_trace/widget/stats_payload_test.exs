@@ -90,7 +90,7 @@ defmodule KinoTrace.Widget.StatsPayloadTest do
     test "is JSON-able: only strings, numbers, booleans, nil, lists and atom-keyed maps" do
       payload = StatsPayload.snapshot(snapshot())
       assert json_able?(payload)
-      assert payload.measured == %{time: true, memory: true}
+      assert payload.measured == %{time: true, memory: true, latency: false}
 
       assert payload.totals == %{
                calls: 1013,
