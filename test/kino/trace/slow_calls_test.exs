@@ -1,0 +1,250 @@
+defmodule Kino.Trace.SlowCallsTest do
+  # Slow calls kept whole (issue 38.2): real traces on both tracers, against waits of
+  # known, distinct times (time is the subject: which call is slowest).
+  use ExUnit.Case, async: false
+
+  alias KinoTrace.Limits
+  alias KinoTraceTest.Sample.Timing
+
+  doctest KinoTrace.Stats.SlowCalls
+  doctest KinoTrace.Render.SlowCalls
+  doctest KinoTrace.Stats.Kept
+
+  @tracers [:native, :fallback]
+
+  defp tracer!(:fallback), do: KinoTraceTest.Helpers.use_fallback_tracer()
+  defp tracer!(:native), do: :ok
+
+  defp ids(events), do: Enum.map(events, &{&1.kind, &1.function})
+
+  for tracer <- @tracers do
+    test "slowest: k keeps each function's k slowest calls whole: arguments, result, duration, process, events (#{tracer})" do
+      tracer!(unquote(tracer))
+
+      trace =
+        Kino.Trace.calls(
+          ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
+          pids: self(),
+          slowest: 2
+        )
+
+      # b(n) waits n ms, then calls leaf twice: b(30) and b(20) are the slowest
+      for n <- [1, 30, 2, 20, 3], do: Timing.b(n)
+      report = Kino.Trace.slow_calls(trace)
+      :ok = Kino.Trace.stop(trace)
+
+      assert [b30, b20] = report.slowest[{Timing, :b, 1}]
+      assert {b30.args, b20.args} == {[30], [20]}
+      assert b30.result == {:return, :ok} and b30.pid == self()
+
+      assert b30.duration >= 30_000_000 and b20.duration >= 20_000_000 and
+               b30.duration > b20.duration
+
+      assert ids(b30.events) == [
+               {:call, :b},
+               {:call, :leaf},
+               {:return, :leaf},
+               {:call, :leaf},
+               {:return, :leaf},
+               {:return, :b}
+             ]
+
+      assert {hd(b30.events).id, List.last(b30.events).id} == {b30.call_id, b30.end_id}
+      assert b30.events_cut == false
+      assert length(report.slowest[{Timing, :leaf, 0}]) == 2
+      assert {report.slower_than, report.over, report.untracked} == {[], 0, 0}
+    end
+
+    test "slower_than: ms keeps every call over it, an exception too, and counts them (#{tracer})" do
+      tracer!(unquote(tracer))
+
+      trace =
+        Kino.Trace.calls(
+          ["KinoTraceTest.Sample.Timing.wait/1", "KinoTraceTest.Sample.Timing.fail/1"],
+          pids: self(),
+          slower_than: 15
+        )
+
+      for ms <- [1, 20, 2, 25], do: Timing.wait(ms)
+      catch_error(Timing.fail(18))
+      report = Kino.Trace.slow_calls(trace)
+      :ok = Kino.Trace.stop(trace)
+
+      assert [[20], [25], [18]] == Enum.map(report.slower_than, & &1.args)
+      assert {report.over, report.left_out} == {3, 0}
+      assert {:exception, {:error, %ArgumentError{}}} = List.last(report.slower_than).result
+      assert report.slowest == %{}
+    end
+
+    test "calls traced without returns (a tail-call loop) keep nothing open (#{tracer})" do
+      tracer!(unquote(tracer))
+
+      trace =
+        Kino.Trace.calls(
+          ["KinoTraceTest.Sample.Timing.looping/1", "KinoTraceTest.Sample.Timing.count_down/1"],
+          pids: self(),
+          slowest: 1
+        )
+
+      Timing.looping(1_000)
+      %{slowest: %{{Timing, :looping, 1} => [loop]}} = Kino.Trace.slow_calls(trace)
+      # the loop's 1 001 calls opened nothing, and looping's end closed it
+      assert KinoTrace.Client.internals(trace).slow_open_calls == 0
+      :ok = Kino.Trace.stop(trace)
+
+      # its events are bounded: the first ones, and its end
+      assert length(loop.events) == Limits.default(:slow_call_events) and loop.events_cut
+      assert {hd(loop.events).kind, List.last(loop.events).id} == {:call, loop.end_id}
+      assert loop.args == [1_000] and loop.result == {:return, :ok}
+    end
+  end
+
+  test "over the bound, the newest calls over the threshold are kept and the others counted" do
+    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.leaf/0"], pids: self(), slower_than: 0)
+    bound = Limits.default(:slower_than_kept)
+    for _ <- 1..(bound + 3), do: Timing.leaf()
+    report = Kino.Trace.slow_calls(trace)
+    events = Kino.Trace.events(trace, 2)
+    :ok = Kino.Trace.stop(trace)
+
+    assert {length(report.slower_than), report.over, report.left_out} == {bound, bound + 3, 3}
+    assert List.last(report.slower_than).end_id == List.last(events).id
+  end
+
+  test "a call the history no longer has keeps its arguments, without its events" do
+    trace =
+      Kino.Trace.calls(["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
+        pids: self(),
+        slowest: 1,
+        history: 3
+      )
+
+    Timing.b(2)
+    %{slowest: %{{Timing, :b, 1} => [b]}} = Kino.Trace.slow_calls(trace)
+    :ok = Kino.Trace.stop(trace)
+    assert {b.args, b.events, b.result} == {[2], nil, {:return, :ok}}
+  end
+
+  test "a trace of several nodes (its coordinator) keeps them too" do
+    plan =
+      Kino.Trace.Plan.new!([calls: ["KinoTraceTest.Sample.Timing.wait/1"]],
+        nodes: [node()],
+        pids: self(),
+        slowest: 1
+      )
+
+    {:ok, pid, id} = KinoTrace.Remote.Coordinator.start(self(), plan)
+    trace = %Kino.Trace{id: id, session: pid}
+    for ms <- [1, 4, 2], do: Timing.wait(ms)
+    assert %{slowest: %{{Timing, :wait, 1} => [slow]}} = Kino.Trace.slow_calls(trace)
+    :ok = Kino.Trace.stop(trace)
+    assert slow.args == [4] and [:call, :return] == Enum.map(slow.events, & &1.kind)
+  end
+
+  test "a capture, a list of events and a trace without the options give those of their events" do
+    capture =
+      Kino.Trace.capture(
+        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
+        fn ->
+          for n <- [1, 15, 2], do: Timing.b(n)
+        end
+      )
+
+    # b(n) takes n ms and two leaves' (1 ms each): b(15) only is over 12 ms
+    report = Kino.Trace.slow_calls(capture, slowest: 1, slower_than: 12)
+    assert [%{args: [15]} = b15] = report.slowest[{Timing, :b, 1}]
+    assert [^b15] = report.slower_than
+    assert length(b15.events) == 6 and hd(b15.events).id == b15.call_id
+
+    assert Kino.Trace.slow_calls(capture.events, slowest: 1) ==
+             Kino.Trace.slow_calls(capture, slowest: 1)
+
+    # a running trace without the options: its last events, with the given ones (5 by default)
+    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.wait/1"], pids: self())
+    for ms <- [2, 12, 22, 32, 42, 52], do: Timing.wait(ms)
+    assert %{slowest: %{{Timing, :wait, 1} => five}} = Kino.Trace.slow_calls(trace)
+    assert Enum.map(five, & &1.args) == [[52], [42], [32], [22], [12]]
+    :ok = Kino.Trace.stop(trace)
+  end
+
+  test "an opened file gives the slow calls and the latency of its events (latency/2 gave :ok)" do
+    capture =
+      Kino.Trace.capture(
+        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
+        fn ->
+          for n <- [1, 15, 2], do: Timing.b(n)
+        end
+      )
+
+    # it kept nothing since a start (KinoTrace.Replay): its events are read
+    path =
+      Path.join(System.tmp_dir!(), "slow_calls_test_#{System.unique_integer([:positive])}.ktrace")
+
+    on_exit(fn -> File.rm(path) end)
+    :ok = Kino.Trace.save(capture, path)
+    opened = Kino.Trace.open(path)
+    assert [%{args: [15]}] = Kino.Trace.slow_calls(opened, slowest: 1).slowest[{Timing, :b, 1}]
+    assert %{{Timing, :b, 1} => %{count: 3}} = Kino.Trace.latency(opened)
+    :ok = Kino.Trace.stop(opened)
+  end
+
+  test "the printer prints them: each call as code with its end, then its events" do
+    capture =
+      Kino.Trace.capture(
+        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
+        fn ->
+          Timing.b(1)
+        end
+      )
+
+    {:ok, device} = StringIO.open("")
+
+    :ok =
+      Kino.Trace.Printer.print_slow_calls(
+        Kino.Trace.slow_calls(capture, slowest: 1, slower_than: 0),
+        device: device,
+        colors: false
+      )
+
+    {_, printed} = StringIO.contents(device)
+    lines = String.split(printed, "\n", trim: true)
+
+    assert "KinoTraceTest.Sample.Timing.b/1: the 1 slowest" in lines
+
+    assert Enum.any?(
+             lines,
+             &(&1 =~ ~r/^  \S+ (µs|ms) #PID<[\d.]+> KinoTraceTest.Sample.Timing.b\(1\) -> :ok$/)
+           )
+
+    assert Enum.any?(
+             lines,
+             &(&1 =~ ~r/^    #PID<[\d.]+>   KinoTraceTest.Sample.Timing.leaf\(\)$/)
+           )
+
+    assert "3 calls over the threshold" in lines
+  end
+
+  test "bad options are refused with a clear error, before anything is traced" do
+    for {opts, message} <- [
+          {[slowest: 0], "invalid value for :slowest: expected a positive integer, got: 0"},
+          {[slowest: 101], "invalid value for :slowest: expected at most 100, got: 101"},
+          {[slower_than: -1],
+           "invalid value for :slower_than: expected a number of milliseconds (0 or more), got: -1"},
+          {[slower_than: "5"],
+           "invalid value for :slower_than: expected a number of milliseconds (0 or more), got: \"5\""}
+        ] do
+      error =
+        assert_raise ArgumentError, fn ->
+          Kino.Trace.calls(["Enum.sum/1"], [pids: self()] ++ opts)
+        end
+
+      assert error.message == message
+      error = assert_raise ArgumentError, fn -> Kino.Trace.slow_calls([], opts) end
+      assert error.message == message
+    end
+
+    assert_raise ArgumentError, ~r/expected a Kino.Trace, a Kino.Trace.Capture or a list/, fn ->
+      Kino.Trace.slow_calls(:nope)
+    end
+  end
+end
