@@ -470,20 +470,12 @@ defmodule Kino.Trace do
           last: {10_000, KinoTrace.Options.pos_integer()}
         )
 
-      with nil <- kept_slow_calls(source) do
-        KinoTrace.Stats.SlowCalls.of_events(events_of(source, opts[:last]), opts)
+      case source do
+        %__MODULE__{} -> KinoTrace.Stats.SlowCalls.of_trace(source, opts[:last], opts)
+        _ -> KinoTrace.Stats.SlowCalls.of_events(events_of(source, opts[:last]), opts)
       end
     end)
   end
-
-  defp kept_slow_calls(%__MODULE__{} = trace) do
-    case Client.slow_calls(trace) do
-      %{slowest: _} = report -> report
-      _ -> nil
-    end
-  end
-
-  defp kept_slow_calls(_source), do: nil
 
   # The distributions a trace with `latency: true` keeps since its start, or a stats
   # session's rows; nil for anything else.

@@ -256,6 +256,18 @@ defmodule KinoTrace.Stats.SlowCalls do
   def of_events(events, opts),
     do: opts |> new() |> add(events, nil) |> report() |> fill_events(events)
 
+  @doc """
+  The slow calls of a running trace: those it keeps since its start (`slowest:`,
+  `slower_than:`), else those of its last `last` events with `opts` (`of_events/2`).
+  """
+  @spec of_trace(KinoTrace.Client.trace(), pos_integer(), keyword()) :: report()
+  def of_trace(trace, last, opts) do
+    case KinoTrace.Client.slow_calls(trace) do
+      %{slowest: _} = report -> report
+      _none -> of_events(KinoTrace.Client.events(trace, last), opts)
+    end
+  end
+
   @doc "A report's calls with their events from `events` (oldest first), where it has them."
   @spec fill_events(report(), [Event.t()]) :: report()
   def fill_events(report, events) do
