@@ -25,6 +25,8 @@ defmodule KinoTrace.Stats.SlowCalls do
   alias Kino.Trace.Event
   alias KinoTrace.Limits
 
+  @max_open Limits.default(:slow_open_calls)
+
   defstruct slowest: nil,
             threshold: nil,
             open: %{},
@@ -113,24 +115,27 @@ defmodule KinoTrace.Stats.SlowCalls do
     )
   end
 
-  defp add_one(%Event{kind: :call, pid: pid, depth: depth} = e, acc, _fun) do
+  defp add_one(%Event{kind: :call, pid: pid, depth: depth} = e, %{open: open} = acc, _fun) do
     depth = depth || 0
 
-    {closed, stack} =
-      acc.open |> Map.get(pid, []) |> Enum.split_while(fn {d, _} -> d >= depth end)
+    {stack, closed} =
+      case open do
+        %{^pid => stack} -> close_deeper(stack, depth, 0)
+        _ -> {[], 0}
+      end
 
-    count = acc.open_count - length(closed)
+    count = acc.open_count - closed
 
     # past the bound, the call is not kept: its end counts it as untracked
-    if count < Limits.default(:slow_open_calls),
-      do: %{acc | open: Map.put(acc.open, pid, [{depth, e} | stack]), open_count: count + 1},
-      else: %{acc | open: put_stack(acc.open, pid, stack), open_count: count}
+    if count < @max_open,
+      do: %{acc | open: Map.put(open, pid, [{depth, e} | stack]), open_count: count + 1},
+      else: %{acc | open: put_stack(open, pid, stack), open_count: count}
   end
 
   defp add_one(%Event{kind: kind, call_id: id, duration: d} = e, acc, fun)
        when kind in [:return, :exception] and is_integer(id) and is_integer(d) do
     {call, acc} = close(acc, e.pid, id)
-    slowest? = slowest?(acc, Event.mfa(e), d)
+    slowest? = slowest?(acc, e, d)
     over? = acc.threshold != nil and d >= acc.threshold
 
     if slowest? or over? do
@@ -144,29 +149,47 @@ defmodule KinoTrace.Stats.SlowCalls do
 
   defp add_one(_event, acc, _fun), do: acc
 
+  # The open calls left when a call at `depth` comes (those at it or deeper closed), and
+  # how many were closed.
+  defp close_deeper([{d, _} | rest], depth, n) when d >= depth,
+    do: close_deeper(rest, depth, n + 1)
+
+  defp close_deeper(stack, _depth, n), do: {stack, n}
+
   # The call event `id` of `pid`'s open calls (nil when not kept: counted), and the
   # calls it made that are still open (ended without a return) closed with it.
-  defp close(acc, pid, id) do
-    stack = Map.get(acc.open, pid, [])
+  defp close(%{open: open} = acc, pid, id) do
+    case open do
+      %{^pid => [{_, %Event{id: ^id} = call} | below]} ->
+        {call, %{acc | open: put_stack(open, pid, below), open_count: acc.open_count - 1}}
 
-    case Enum.split_while(stack, fn {_, call} -> call.id != id end) do
-      {above, [{_, call} | below]} ->
-        closed = length(above) + 1
+      %{^pid => stack} ->
+        case close_to(stack, id, 1) do
+          {call, below, closed} ->
+            {call,
+             %{acc | open: put_stack(open, pid, below), open_count: acc.open_count - closed}}
 
-        {call,
-         %{acc | open: put_stack(acc.open, pid, below), open_count: acc.open_count - closed}}
+          nil ->
+            {nil, %{acc | untracked: acc.untracked + 1}}
+        end
 
-      {_all, []} ->
+      _ ->
         {nil, %{acc | untracked: acc.untracked + 1}}
     end
   end
+
+  defp close_to([{_, %Event{id: id} = call} | below], id, n), do: {call, below, n}
+  defp close_to([_ | rest], id, n), do: close_to(rest, id, n + 1)
+  defp close_to([], _id, _n), do: nil
 
   defp put_stack(open, pid, []), do: Map.delete(open, pid)
   defp put_stack(open, pid, stack), do: Map.put(open, pid, stack)
 
   defp slowest?(%{slowest: nil}, _mfa, _d), do: false
 
-  defp slowest?(%{slowest: k, top: top}, mfa, d) do
+  defp slowest?(%{slowest: k, top: top}, e, d) do
+    mfa = {e.module, e.function, e.arity}
+
     case top do
       %{^mfa => {n, [fastest | _]}} -> n < k or d > fastest.duration
       _ -> true

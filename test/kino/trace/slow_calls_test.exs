@@ -119,9 +119,9 @@ defmodule Kino.Trace.SlowCallsTest do
   end
 
   test "over the bound, the newest calls over the threshold are kept and the others counted" do
-    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.leaf/0"], pids: self(), slower_than: 0)
+    trace = Kino.Trace.calls(["Enum.sum/1"], pids: self(), slower_than: 0)
     bound = Limits.default(:slower_than_kept)
-    for _ <- 1..(bound + 3), do: Timing.leaf()
+    for i <- 1..(bound + 3), do: Enum.sum([i])
     report = Kino.Trace.slow_calls(trace)
     events = Kino.Trace.events(trace, 2)
     :ok = Kino.Trace.stop(trace)
@@ -247,6 +247,67 @@ defmodule Kino.Trace.SlowCallsTest do
            )
 
     assert "3 calls over the threshold" in lines
+  end
+
+  describe "KinoTrace.Stats.SlowCalls on events" do
+    alias Kino.Trace.Event
+    alias KinoTrace.Stats.SlowCalls
+
+    defp call(id, pid, depth),
+      do: %Event{
+        id: id,
+        kind: :call,
+        pid: pid,
+        module: M,
+        function: :f,
+        arity: 1,
+        args: [id],
+        depth: depth
+      }
+
+    defp ret(id, call_id, pid, d, extra \\ []),
+      do:
+        struct!(
+          %Event{
+            id: id,
+            kind: :return,
+            pid: pid,
+            module: M,
+            function: :f,
+            arity: 1,
+            call_id: call_id,
+            duration: d,
+            return: id
+          },
+          extra
+        )
+
+    test "events lost before an event forget the process's open calls; an end without its call keeps no arguments" do
+      pid = self()
+      acc = SlowCalls.new(slowest: 3) |> SlowCalls.add([call(1, pid, 0), call(2, pid, 1)], nil)
+      assert SlowCalls.open_calls(acc) == 2
+      # the return of call 2 comes after a loss: the open calls are forgotten
+      acc = SlowCalls.add(acc, [ret(5, 2, pid, 100, lost: true)], nil)
+      assert SlowCalls.open_calls(acc) == 0
+      %{slowest: %{{M, :f, 1} => [slow]}, untracked: 1} = SlowCalls.report(acc)
+      assert {slow.args, slow.result, slow.duration} == {nil, {:return, 5}, 100}
+    end
+
+    test "at most :slow_open_calls open calls are kept in all; the others end without arguments, counted" do
+      max = Limits.default(:slow_open_calls)
+      pid = self()
+      # one process's calls, each inside the one before
+      calls = for id <- 1..(max + 1), do: call(id, pid, id - 1)
+      acc = SlowCalls.new(slowest: 1) |> SlowCalls.add(calls, nil)
+      assert SlowCalls.open_calls(acc) == max
+      # the innermost call was not kept: its end has no arguments
+      acc = SlowCalls.add(acc, [ret(max + 2, max + 1, pid, 10_000)], nil)
+      assert %{slowest: %{{M, :f, 1} => [%{args: nil}]}, untracked: 1} = SlowCalls.report(acc)
+      # a kept one's end frees its place
+      acc = SlowCalls.add(acc, [ret(max + 3, max, pid, 20_000)], nil)
+      assert SlowCalls.open_calls(acc) == max - 1
+      assert %{slowest: %{{M, :f, 1} => [%{args: [^max]}]}} = SlowCalls.report(acc)
+    end
   end
 
   test "bad options are refused with a clear error, before anything is traced" do
