@@ -310,6 +310,26 @@ defmodule Kino.Trace.SlowCallsTest do
     end
   end
 
+  test "latency and slow calls give the tracer nothing more than return: true: the same flags, match specs and limits" do
+    # (issue 38.5: no per-call work in the traced process beyond return: true; the
+    # session does their work as it decodes, KinoTrace.Stats.Kept)
+    patterns = ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing"]
+    plain = Kino.Trace.Plan.new!([calls: patterns], pids: self(), return: true)
+
+    kept =
+      Kino.Trace.Plan.new!([calls: patterns],
+        pids: self(),
+        latency: true,
+        slowest: 5,
+        slower_than: 1
+      )
+
+    assert Map.drop(kept, [:options]) == Map.drop(plain, [:options])
+
+    assert Enum.sort(Keyword.drop(kept.options, [:latency, :slowest, :slower_than])) ==
+             Enum.sort(Keyword.drop(plain.options, [:latency, :slowest, :slower_than]))
+  end
+
   test "bad options are refused with a clear error, before anything is traced" do
     for {opts, message} <- [
           {[slowest: 0], "invalid value for :slowest: expected a positive integer, got: 0"},
