@@ -446,7 +446,9 @@ defmodule Kino.Trace do
   ends, and their arguments from the open calls it keeps (at most 100 000 in all; calls
   past that are kept without arguments and counted in `:untracked`). The calls over
   the threshold it keeps are the newest 1 000: `:over` counts every one, `:left_out`
-  those not kept. Any other source (a trace started without them, a capture, a list of
+  those not kept. It keeps the slowest of at most 2 000 functions, and the kept calls
+  hold at most 100 000 events in all (past that, a call is kept without its events,
+  `:events_cut` true). Any other source (a trace started without them, a capture, a list of
   events, an opened file) gives those of its last `last: 10_000` events, with `slowest:`
   (default 5) and `slower_than:` given here.
 

@@ -199,6 +199,15 @@ defmodule KinoTrace.Limits do
       enforced_by: ["lib/kino_trace/stats/slow_calls.ex (bound_events/1)"]
     },
     %{
+      name: :slow_kept_events,
+      option: nil,
+      default: 100_000,
+      max: nil,
+      unit: "events",
+      why: "a bound on the events the kept slow calls hold in all (past it, calls are kept without them)",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (within_budget/3)"]
+    },
+    %{
       name: :slow_open_calls,
       option: nil,
       default: 100_000,

@@ -48,6 +48,10 @@ defmodule KinoTrace.Stats.Latency do
           unknown: non_neg_integer()
         }
 
+  @doc "The most functions whose figures are kept (the others' events are counted)."
+  @spec max_functions() :: pos_integer()
+  def max_functions, do: @max_functions
+
   @doc "An empty accumulator."
   @spec new() :: t()
   def new, do: %__MODULE__{}

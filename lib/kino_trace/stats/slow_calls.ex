@@ -8,7 +8,10 @@ defmodule KinoTrace.Stats.SlowCalls do
   # A kept call has its arguments (its `:call` event), its end (the `:return` or
   # `:exception` the call pairing rule paired with it, KinoTrace.Tracer.Decoder, with its
   # duration), its process, and, when the trace still has them, its events: the call,
-  # what its process did beneath it, and its end, at most `:slow_call_events` of them.
+  # what its process did beneath it, and its end, at most `:slow_call_events` of them,
+  # and `:slow_kept_events` for all the kept calls together (past that, a call is kept
+  # without them). The slowest are kept for as many functions as have distributions
+  # (KinoTrace.Stats.Latency.max_functions/0); returns of others are passed over.
   #
   # Arguments: the end of a call does not carry them, so the open calls of each process
   # are kept (their `:call` events, innermost first, by the depths the pairing rule gave
@@ -26,6 +29,9 @@ defmodule KinoTrace.Stats.SlowCalls do
   alias KinoTrace.Limits
 
   @max_open Limits.default(:slow_open_calls)
+  @max_kept_events Limits.default(:slow_kept_events)
+  # the functions whose slowest calls are kept: as many as have distributions
+  @max_functions KinoTrace.Stats.Latency.max_functions()
 
   defstruct slowest: nil,
             threshold: nil,
@@ -36,7 +42,9 @@ defmodule KinoTrace.Stats.SlowCalls do
             over_kept: 0,
             over_count: 0,
             left_out: 0,
-            untracked: 0
+            untracked: 0,
+            # the events the kept calls hold, each placement counted
+            kept_events: 0
 
   @type t :: %__MODULE__{}
 
@@ -140,6 +148,8 @@ defmodule KinoTrace.Stats.SlowCalls do
 
     if slowest? or over? do
       slow = slow_call(call, e, fun)
+      placed = if(slowest?, do: 1, else: 0) + if(over?, do: 1, else: 0)
+      {slow, acc} = within_budget(slow, placed, acc)
       acc = if slowest?, do: put_slowest(acc, slow), else: acc
       if over?, do: put_over(acc, slow), else: acc
     else
@@ -192,16 +202,39 @@ defmodule KinoTrace.Stats.SlowCalls do
 
     case top do
       %{^mfa => {n, [fastest | _]}} -> n < k or d > fastest.duration
-      _ -> true
+      _ -> map_size(top) < @max_functions
     end
   end
+
+  # The kept calls hold at most @max_kept_events events in all: past that, a call is
+  # kept without its events (`events: nil`, `events_cut: true`).
+  defp within_budget(%{events: nil} = slow, _placed, acc), do: {slow, acc}
+
+  defp within_budget(%{events: events} = slow, placed, acc) do
+    n = length(events) * placed
+
+    if acc.kept_events + n <= @max_kept_events,
+      do: {slow, %{acc | kept_events: acc.kept_events + n}},
+      else: {%{slow | events: nil, events_cut: true}, acc}
+  end
+
+  defp forget_events(acc, %{events: events}) when is_list(events),
+    do: %{acc | kept_events: acc.kept_events - length(events)}
+
+  defp forget_events(acc, _slow), do: acc
 
   # The function's kept calls, fastest first.
   defp put_slowest(%{slowest: k, top: top} = acc, slow) do
     {n, kept} = Map.get(top, slow.mfa, {0, []})
     kept = Enum.sort_by([slow | kept], & &1.duration)
-    {n, kept} = if n + 1 > k, do: {n, tl(kept)}, else: {n + 1, kept}
-    %{acc | top: Map.put(top, slow.mfa, {n, kept})}
+
+    case kept do
+      [fastest | rest] when n + 1 > k ->
+        %{forget_events(acc, fastest) | top: Map.put(top, slow.mfa, {n, rest})}
+
+      _ ->
+        %{acc | top: Map.put(top, slow.mfa, {n + 1, kept})}
+    end
   end
 
   defp put_over(acc, slow) do
@@ -210,7 +243,8 @@ defmodule KinoTrace.Stats.SlowCalls do
     if acc.over_kept < Limits.default(:slower_than_kept) do
       %{acc | over_kept: acc.over_kept + 1}
     else
-      %{acc | over: :queue.drop(acc.over), left_out: acc.left_out + 1}
+      {{:value, oldest}, over} = :queue.out(acc.over)
+      %{forget_events(acc, oldest) | over: over, left_out: acc.left_out + 1}
     end
   end
 

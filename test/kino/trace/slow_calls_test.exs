@@ -293,6 +293,38 @@ defmodule Kino.Trace.SlowCallsTest do
       assert {slow.args, slow.result, slow.duration} == {nil, {:return, 5}, 100}
     end
 
+    test "the kept calls hold at most :slow_kept_events events in all; past it, calls are kept without them" do
+      budget = Limits.default(:slow_kept_events)
+      per_call = Limits.default(:slow_call_events)
+      pid = self()
+      tree = fn _call_id, e -> List.duplicate(e, per_call) end
+      n = div(budget, per_call) + 100
+
+      acc =
+        for i <- 1..n, reduce: SlowCalls.new(slower_than: 0) do
+          acc ->
+            SlowCalls.add(acc, [call(2 * i - 1, pid, 0), ret(2 * i, 2 * i - 1, pid, 1_000)], tree)
+        end
+
+      %{slower_than: kept} = SlowCalls.report(acc)
+      {with_events, without} = Enum.split_with(kept, &is_list(&1.events))
+      assert {length(with_events), length(without)} == {div(budget, per_call), 100}
+      assert Enum.all?(without, &(&1.events_cut and &1.args != nil))
+
+      # the calls left out past :slower_than_kept give their events' room back
+      more = Limits.default(:slower_than_kept)
+
+      acc =
+        for i <- (n + 1)..(n + more), reduce: acc do
+          acc ->
+            SlowCalls.add(acc, [call(2 * i - 1, pid, 0), ret(2 * i, 2 * i - 1, pid, 1_000)], tree)
+        end
+
+      %{slower_than: kept} = SlowCalls.report(acc)
+      held = kept |> Enum.map(&length(&1.events || [])) |> Enum.sum()
+      assert held <= budget and held > budget - 2 * per_call
+    end
+
     test "at most :slow_open_calls open calls are kept in all; the others end without arguments, counted" do
       max = Limits.default(:slow_open_calls)
       pid = self()
