@@ -329,14 +329,27 @@ defmodule KinoTrace.Stats.SlowCalls do
   @spec fill_events(report(), [Event.t()]) :: report()
   def fill_events(report, events) do
     calls = Enum.uniq(List.flatten(Map.values(report.slowest)) ++ report.slower_than)
-    wanted = Enum.group_by(calls, & &1.pid, &{&1.call_id, &1.end_id})
     first_id = match?([%Event{id: id} | _] when is_integer(id), events) && hd(events).id
 
+    # per process: {the ranges not begun yet, by their start; the ranges open}, so each
+    # event goes to the ranges open at it (nested calls), not past every range
+    ranges =
+      calls
+      |> Enum.group_by(& &1.pid, &{&1.call_id, &1.end_id})
+      |> Map.new(fn {pid, ranges} -> {pid, {Enum.sort(ranges), []}} end)
+
     # per {call_id, end_id}: the events of its process from its call to its end, newest first
-    found =
-      Enum.reduce(events, %{}, fn %Event{pid: pid, id: id} = e, found ->
-        for {from, to} <- Map.get(wanted, pid, []), id >= from and id <= to, reduce: found do
-          found -> Map.update(found, {from, to}, [e], &[e | &1])
+    {found, _ranges} =
+      Enum.reduce(events, {%{}, ranges}, fn %Event{pid: pid, id: id} = e, {found, ranges} ->
+        case ranges do
+          %{^pid => {pending, open}} ->
+            {begun, pending} = Enum.split_while(pending, fn {from, _} -> from <= id end)
+            open = for {_, to} = range <- begun ++ open, to >= id, do: range
+            found = Enum.reduce(open, found, &Map.update(&2, &1, [e], fn got -> [e | got] end))
+            {found, %{ranges | pid => {pending, open}}}
+
+          _ ->
+            {found, ranges}
         end
       end)
 

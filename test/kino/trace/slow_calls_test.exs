@@ -62,6 +62,8 @@ defmodule Kino.Trace.SlowCallsTest do
       assert {hd(b30.events).id, List.last(b30.events).id} == {b30.call_id, b30.end_id}
       assert b30.events_cut == false
       assert length(report.slowest[{Timing, :leaf, 0}]) == 2
+      # what the trace kept as it went is what its events give afterwards
+      assert Kino.Trace.slow_calls(events, slowest: 2).slowest == report.slowest
       assert {report.slower_than, report.over, report.untracked} == {[], 0, 0}
     end
 
