@@ -37,6 +37,19 @@ defmodule Kino.Trace do
   `:history`, `:nodes` and `:agent`: the "Options and limits" guide has them all in one
   table, each with its default and its bound.
 
+  ## Where the time goes
+
+  `latency/2` gives each function's latency distribution (p50, p99, ... and a histogram),
+  `flame/2` its call trees as flame graph data, and `slow_calls/2` the slowest calls
+  kept whole: arguments, result, duration, process and the events beneath each. A trace
+  started with `latency: true`, `slowest: k` or `slower_than: ms` keeps them since its
+  start; any trace, capture or list of events gives those of its events.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> %{slowest: %{{Enum, :sum, 1} => [slow]}} = Kino.Trace.slow_calls(capture)
+      iex> {slow.args, slow.result, length(slow.events)}
+      {[[1, 2]], {:return, 3}, 2}
+
   ## Safety
 
   Limits are enforced in the native tracer before the VM builds a trace message, so a
