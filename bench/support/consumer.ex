@@ -4,7 +4,14 @@ defmodule KinoTraceBench.Consumer do
   # session process is suspended (it drains nothing), then the session is resumed and
   # the drain -> decode -> pair -> history path is timed until every event is delivered:
   # with no subscriber (a {:sync, :infinity} request returns once all are in the
-  # history), and with one subscriber that counts them.
+  # history), and with one subscriber that counts them; then with no subscriber and
+  # latency distributions on (`latency: true`), and with slow calls kept too
+  # (`slowest: 5, slower_than: 1`; every call of the workload is far below 1 ms).
+  #
+  # Each row also prints what the traced worker paid per call while the session was
+  # suspended (its queue filling): the producer's side, the same code path in every row,
+  # since `latency:`, `slowest:` and `slower_than:` change nothing the tracer is given
+  # (the same flags and match specs as `return: true`; the session does their work).
   alias KinoTraceBench.Workload
 
   @calls 500_000
@@ -12,7 +19,16 @@ defmodule KinoTraceBench.Consumer do
   def run(opts \\ []) do
     calls = opts[:calls] || @calls
     IO.puts("\nConsumer alone (#{2 * calls} call+return events queued, then delivered):")
-    [none, one] = for subscriber? <- [false, true], do: report(subscriber?, measure(calls, subscriber?))
+
+    rows = [
+      {"no subscriber ", false, []},
+      {"one subscriber", true, []},
+      {"latency: true ", false, [latency: true]},
+      {"latency + slow", false, [latency: true, slowest: 5, slower_than: 1]}
+    ]
+
+    [none, one | _] =
+      for {label, subscriber?, opts} <- rows, do: report(label, measure(calls, subscriber?, opts))
     compare_decoders(calls)
     # M events/s, for KinoTraceBench.Targets
     %{none: none, one: one}
@@ -30,7 +46,7 @@ defmodule KinoTraceBench.Consumer do
     limits = %{queue: [events: queue_events(calls), bytes: 4 * 1024 * 1024 * 1024]}
 
     sessions =
-      for i <- 1..2 do
+      for i <- 1..3 do
         resource = Tracer.new_session(self(), limits)
 
         session =
@@ -46,7 +62,7 @@ defmodule KinoTraceBench.Consumer do
     receive do: ({^ref, _t0, _t1} -> :ok)
     delivered = :erlang.trace_delivered(worker)
     receive do: ({:trace_delivered, ^worker, ^delivered} -> :ok)
-    [{elixir_res, _}, {native_res, _}] = sessions
+    [{elixir_res, _}, {native_res, _}, {latency_res, _}] = sessions
 
     elixir_step = fn decoder ->
       {raw, more} = Tracer.drain(elixir_res, 100)
@@ -59,8 +75,19 @@ defmodule KinoTraceBench.Consumer do
       {events, more, decoder}
     end
 
+    # the native decoder with latency distributions built as a session builds them
+    latency_step = fn {decoder, latency} ->
+      {events, more} = NativeDecoder.drain(decoder, latency_res, 100)
+      {events, more, {decoder, KinoTrace.Stats.Latency.add(latency, events)}}
+    end
+
     elixir = timed(fn -> drain_all(elixir_step, Decoder.new()) end)
     native = timed(fn -> drain_all(native_step, NativeDecoder.new()) end)
+
+    latency =
+      timed(fn ->
+        drain_all(latency_step, {NativeDecoder.new(), KinoTrace.Stats.Latency.new()})
+      end)
 
     for {resource, session} <- sessions do
       :trace.session_destroy(session)
@@ -74,6 +101,8 @@ defmodule KinoTraceBench.Consumer do
         "#{Float.round(elem(native, 1) / elem(elixir, 1), 2)} (wall), " <>
         "#{Float.round(elem(native, 2) / max(elem(elixir, 2), 1), 2)} (CPU)"
     )
+
+    IO.puts("  native decoder + latency distributions (Stats.Latency.add): #{per(latency)}")
   end
 
   defp per({n, wall_ns, cpu_ms}) do
@@ -117,13 +146,14 @@ defmodule KinoTraceBench.Consumer do
     end
   end
 
-  def measure(calls, subscriber?) do
+  def measure(calls, subscriber?, opts \\ []) do
     worker = Workload.spawn_worker(:small)
 
     trace =
-      Kino.Trace.calls(["KinoTraceBench.Workload.work/1"],
-        pids: worker,
-        queue: [events: queue_events(calls), bytes: 4 * 1024 * 1024 * 1024]
+      Kino.Trace.calls(
+        ["KinoTraceBench.Workload.work/1"],
+        [pids: worker, queue: [events: queue_events(calls), bytes: 4 * 1024 * 1024 * 1024]] ++
+          opts
       )
 
     counter = if subscriber?, do: counter(self())
@@ -131,10 +161,11 @@ defmodule KinoTraceBench.Consumer do
     :ok = :sys.suspend(trace.session)
     ref = make_ref()
     send(worker, {:go, self(), ref, calls})
-    receive do: ({^ref, _t0, _t1} -> :ok)
+    worker_ns = receive do: ({^ref, w0, w1} -> w1 - w0)
     delivered = :erlang.trace_delivered(worker)
     receive do: ({:trace_delivered, ^worker, ^delivered} -> :ok)
 
+    :erlang.statistics(:runtime)
     t0 = System.monotonic_time(:nanosecond)
     :ok = :sys.resume(trace.session)
     :ok = GenServer.call(trace.session, {:sync, :infinity}, :infinity)
@@ -147,10 +178,18 @@ defmodule KinoTraceBench.Consumer do
     end
 
     t1 = System.monotonic_time(:nanosecond)
+    {_, cpu_ms} = :erlang.statistics(:runtime)
 
     Kino.Trace.stop(trace)
     Process.exit(worker, :kill)
-    %{ns: t1 - t0, delivered: info.delivered, dropped: info.dropped}
+
+    %{
+      ns: t1 - t0,
+      delivered: info.delivered,
+      dropped: info.dropped,
+      worker_ns_per_call: worker_ns / calls,
+      cpu_ms: cpu_ms
+    }
   end
 
   # The queue's event cap, with room for what the worker's other shards may hold back:
@@ -175,13 +214,14 @@ defmodule KinoTraceBench.Consumer do
     end
   end
 
-  defp report(subscriber?, %{ns: ns, delivered: delivered, dropped: dropped}) do
+  defp report(label, %{ns: ns, delivered: delivered, dropped: dropped} = m) do
     per = ns / max(delivered, 1)
-    label = if subscriber?, do: "one subscriber", else: "no subscriber "
 
     IO.puts(
       "  #{label}: #{delivered} events in #{div(ns, 1_000_000)} ms = #{round(per)} ns/event, " <>
-        "#{Float.round(1.0e3 / per, 2)} M events/s (dropped: #{inspect(dropped)})"
+        "#{Float.round(1.0e3 / per, 2)} M events/s; VM CPU #{round(m.cpu_ms * 1.0e6 / max(delivered, 1))} ns/event, " <>
+        "#{Float.round(delivered / max(m.cpu_ms, 1) / 1000, 2)} M events/CPU-s (dropped: #{inspect(dropped)}); " <>
+        "the traced worker #{round(m.worker_ns_per_call)} ns/call"
     )
 
     1.0e3 / per

@@ -37,6 +37,19 @@ defmodule Kino.Trace do
   `:history`, `:nodes` and `:agent`: the "Options and limits" guide has them all in one
   table, each with its default and its bound.
 
+  ## Where the time goes
+
+  `latency/2` gives each function's latency distribution (p50, p99, ... and a histogram),
+  `flame/2` its call trees as flame graph data, and `slow_calls/2` the slowest calls
+  kept whole: arguments, result, duration, process and the events beneath each. A trace
+  started with `latency: true`, `slowest: k` or `slower_than: ms` keeps them since its
+  start; any trace, capture or list of events gives those of its events.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> %{slowest: %{{Enum, :sum, 1} => [slow]}} = Kino.Trace.slow_calls(capture)
+      iex> {slow.args, slow.result, length(slow.events)}
+      {[[1, 2]], {:return, 3}, 2}
+
   ## Safety
 
   Limits are enforced in the native tracer before the VM builds a trace message, so a
@@ -426,6 +439,55 @@ defmodule Kino.Trace do
       case opts[:format] do
         :folded -> KinoTrace.Render.Flame.folded(trees, opts[:unit])
         :callgrind -> KinoTrace.Render.Flame.callgrind(trees, opts[:unit])
+      end
+    end)
+  end
+
+  @doc """
+  The slowest calls, kept whole: per function the `slowest: k` slowest (slowest first),
+  and with `slower_than: ms` every call that took at least `ms` milliseconds (oldest
+  first). Each is a map with its `:mfa`, `:pid` and `:name`, its `:args` (`nil` when the
+  trace did not have its call), its `:result` (`{:return, value}` or `{:exception,
+  {class, reason}}`), its `:duration` in nanoseconds, the `:call_id` and `:end_id` of its
+  events, and `:events`: the call, what its process did beneath it (its call tree, as
+  `flame/2`, `to_mermaid/2` and the printer take it) and its end, at most 200 of them
+  (`:events_cut` says when some beneath were left out), `nil` when the trace no longer had
+  them.
+
+  A trace started with `slowest: k` or `slower_than: ms` keeps them since its start, as
+  its events are decoded: the calls' events from its history (`:history`) when the call
+  ends, and their arguments from the open calls it keeps (at most 100 000 in all; calls
+  past that are kept without arguments and counted in `:untracked`). The calls over
+  the threshold it keeps are the newest 1 000: `:over` counts every one, `:left_out`
+  those not kept. It keeps the slowest of at most 2 000 functions, and the kept calls
+  hold at most 100 000 events in all (past that, a call is kept without its events,
+  `:events_cut` true). Any other source (a trace started without them, a capture, a list of
+  events, an opened file) gives those of its last `last: 10_000` events, with `slowest:`
+  (default 5) and `slower_than:` given here.
+
+  Print them with `Kino.Trace.Printer.print_slow_calls/2`.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) + Enum.sum([3]) end)
+      iex> %{slowest: %{{Enum, :sum, 1} => calls}} = Kino.Trace.slow_calls(capture, slowest: 2)
+      iex> calls |> Enum.map(& &1.args) |> Enum.sort()
+      [[[1, 2]], [[3]]]
+      iex> [slowest, _] = calls
+      iex> {slowest.result, Enum.map(slowest.events, & &1.kind)}
+      {{:return, 3}, [:call, :return]}
+  """
+  @spec slow_calls(Kino.Trace.Mermaid.source(), keyword()) :: KinoTrace.Stats.SlowCalls.report()
+  def slow_calls(source, opts \\ []) do
+    Front.run(fn ->
+      opts =
+        KinoTrace.Options.validate!(opts,
+          slowest: {5, KinoTrace.Options.bounded_pos_integer(KinoTrace.Limits.max(:slowest), nil: true)},
+          slower_than: {nil, {"a number of milliseconds (0 or more)", &(is_nil(&1) or (is_number(&1) and &1 >= 0))}},
+          last: {10_000, KinoTrace.Options.pos_integer()}
+        )
+
+      case source do
+        %__MODULE__{} -> KinoTrace.Stats.SlowCalls.of_trace(source, opts[:last], opts)
+        _ -> KinoTrace.Stats.SlowCalls.of_events(events_of(source, opts[:last]), opts)
       end
     end)
   end

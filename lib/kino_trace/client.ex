@@ -71,6 +71,10 @@ defmodule KinoTrace.Client do
   @spec latency(trace()) :: KinoTrace.Stats.Latency.t() | nil
   def latency(trace), do: call(trace, :latency)
 
+  @doc "The slow calls the trace keeps (`slowest:`, `slower_than:`), else `nil`."
+  @spec slow_calls(trace()) :: KinoTrace.Stats.SlowCalls.report() | nil
+  def slow_calls(trace), do: call(trace, :slow_calls)
+
   @doc "`latency/1`, or `{:error, :ended}`."
   @spec try_latency(trace()) :: {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
   def try_latency(trace), do: request(trace, :latency)

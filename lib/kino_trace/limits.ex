@@ -172,6 +172,51 @@ defmodule KinoTrace.Limits do
       enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History)"]
     },
     %{
+      name: :slowest,
+      option: :slowest,
+      default: nil,
+      max: 100,
+      unit: "calls per function",
+      why: "a bound on the slow calls kept whole, per function",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (KinoTrace.Stats.SlowCalls)"]
+    },
+    %{
+      name: :slower_than_kept,
+      option: nil,
+      default: 1_000,
+      max: nil,
+      unit: "calls",
+      why: "a bound on the calls over `slower_than:` kept whole (the newest; the others counted)",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (put_over/2)"]
+    },
+    %{
+      name: :slow_call_events,
+      option: nil,
+      default: 200,
+      max: nil,
+      unit: "events",
+      why: "a bound on the events kept with each slow call (its call tree; the rest cut)",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (bound_events/1)"]
+    },
+    %{
+      name: :slow_kept_events,
+      option: nil,
+      default: 100_000,
+      max: nil,
+      unit: "events",
+      why: "a bound on the events the kept slow calls hold in all (past it, calls are kept without them)",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (within_budget/3)"]
+    },
+    %{
+      name: :slow_open_calls,
+      option: nil,
+      default: 100_000,
+      max: nil,
+      unit: "calls",
+      why: "a bound on the open calls whose arguments are kept for slow calls, all processes together",
+      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (add_one/3)"]
+    },
+    %{
       name: :mailbox,
       option: nil,
       default: 10_000,

@@ -11,6 +11,8 @@ defmodule KinoTrace.Replay do
   #   * `{:events, n}` gives the last `n`; `{:sync, _}`, `:pause`, `:resume`, `{:exclude,
   #     pid}` and the holds are `:ok` (nothing is traced, nothing is queued);
   #   * `{:set_patterns, inputs}` refuses each input: it has nothing to trace;
+  #   * `:latency` and `:slow_calls` are nil: it keeps nothing since a start (the
+  #     functions that ask read its events);
   #   * `:info` is the recorded trace's info with status `:stopped` and, for a file,
   #     `:file` (`KinoTrace.File.Format.read/2`'s figures and the path).
   #
@@ -128,6 +130,9 @@ defmodule KinoTrace.Replay do
 
   def handle_request(:info, _from, state), do: {:reply, info(state), state}
   def handle_request(:tracer, _from, state), do: {:reply, nil, state}
+  # nothing kept since a start: latency/2 and slow_calls/2 read its events
+  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls],
+    do: {:reply, nil, state}
 
   def handle_request({:set_patterns, inputs}, _from, state) do
     {:reply,

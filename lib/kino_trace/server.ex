@@ -30,6 +30,8 @@ defmodule KinoTrace.Server do
     * `:latency` - the latency distributions since the start
       (`KinoTrace.Stats.Latency`), after delivering as `{:events, n}` does; `nil`
       without `latency: true`;
+    * `:slow_calls` - the slow calls kept (`KinoTrace.Stats.SlowCalls.report/1`), after
+      delivering as `{:events, n}` does; `nil` without `slowest:` or `slower_than:`;
     * `{:sync, cap}` - `:ok` once what is queued (at most `cap` events) is in the
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
@@ -39,7 +41,7 @@ defmodule KinoTrace.Server do
     * `:internals` - what tests and debugging read of its state, a map: a session's
       `:plan`, `:held` (pids it does not trace for its subscribers), `:resource` (the
       native session), `:otp_session` and `:worker` (another node's agent worker, else
-      `nil`); a coordinator's `:plan`, `:nodes` (node => its session's pid),
+      `nil`), `:slow_open_calls` (the open calls kept for slow calls, else `nil`); a coordinator's `:plan`, `:nodes` (node => its session's pid),
       `:waiting` (nodes asked for info that have not answered), `:held_batches` and
       `:held_events` (held for backlogged subscribers).
   """
@@ -50,6 +52,7 @@ defmodule KinoTrace.Server do
           | {:exclude, pid()}
           | {:events, pos_integer()}
           | :latency
+          | :slow_calls
           | {:sync, non_neg_integer() | :infinity}
           | :info
           | :tracer

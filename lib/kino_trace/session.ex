@@ -37,6 +37,7 @@ defmodule KinoTrace.Session do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Pattern, Server}
+  alias KinoTrace.Stats.Kept
 
   alias KinoTrace.Session.{
     Backend,
@@ -79,8 +80,9 @@ defmodule KinoTrace.Session do
     :timer,
     :started_at,
     :history,
-    # latency distributions since the start (KinoTrace.Stats.Latency), with `latency: true`
-    :latency,
+    # what it keeps since the start (KinoTrace.Stats.Kept): latency distributions with
+    # `latency: true`, slow calls with `slowest:` or `slower_than:`
+    :kept,
     status: :running,
     # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
@@ -153,7 +155,7 @@ defmodule KinoTrace.Session do
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
       history: History.new(plan.options[:history]),
-      latency: if(plan.options[:latency], do: KinoTrace.Stats.Latency.new()),
+      kept: Kept.new(plan.options),
       started_at: System.os_time(:microsecond)
     }
 
@@ -231,7 +233,12 @@ defmodule KinoTrace.Session do
 
   def handle_request(:latency, _from, state) do
     state = Drain.for_request(state)
-    {:reply, state.latency, state}
+    {:reply, Kept.latency(state.kept), state}
+  end
+
+  def handle_request(:slow_calls, _from, state) do
+    state = Drain.for_request(state)
+    {:reply, Kept.slow_calls(state.kept), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
@@ -261,7 +268,8 @@ defmodule KinoTrace.Session do
       resource: backend && backend.resource,
       tracer: backend && backend.tracer,
       otp_session: backend && backend.session,
-      worker: backend && backend.worker
+      worker: backend && backend.worker,
+      slow_open_calls: Kept.open_calls(state.kept)
     }
 
     {:reply, internals, state}

@@ -94,7 +94,8 @@ defmodule KinoTraceTest.Project.OptionsGuideTest do
                :max_binary,
                :max_bytes,
                :timeout,
-               :history
+               :history,
+               :slowest
              ])
 
     for {option, bound} <- bounded, {at, past} <- probes(option, bound) do

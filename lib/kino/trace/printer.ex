@@ -155,6 +155,28 @@ defmodule Kino.Trace.Printer do
   defdelegate format_process(event), to: Render
 
   @doc """
+  Prints `Kino.Trace.slow_calls/2`'s slow calls to `:device` (default: the group
+  leader): per function its slowest, slowest first, then the calls over the threshold,
+  each as a line (duration, process, the call as Elixir code, how it ended) followed by
+  its events as `format/2` prints them, indented by depth under the call. Options: those
+  of `format/2` (`:time` defaults to `false` here), `:device`, and `events: false` to
+  print the calls alone.
+
+      iex> capture = Kino.Trace.capture(["Enum.sum/1"], fn -> Enum.sum([1, 2]) end)
+      iex> {:ok, device} = StringIO.open("")
+      iex> Kino.Trace.Printer.print_slow_calls(Kino.Trace.slow_calls(capture), device: device)
+      :ok
+      iex> {_, printed} = StringIO.contents(device)
+      iex> printed =~ "Enum.sum/1: the 1 slowest" and printed =~ "Enum.sum([1, 2]) -> 3"
+      true
+  """
+  @spec print_slow_calls(map(), keyword()) :: :ok
+  def print_slow_calls(%{slowest: _, slower_than: _} = report, opts \\ []) do
+    {device, opts} = Keyword.pop(opts, :device, :stdio)
+    IO.write(device, KinoTrace.Render.SlowCalls.format(report, Keyword.put_new(opts, :time, false)))
+  end
+
+  @doc """
   Formats a duration in nanoseconds for people.
 
       iex> Kino.Trace.Printer.format_duration(38_400)

@@ -68,6 +68,13 @@ defmodule KinoTrace.Plan.Options do
       force: {false, boolean},
       history: cap(:history),
       latency: {false, boolean},
+      slowest:
+        {Limits.default(:slowest),
+         KinoTrace.Options.bounded_pos_integer(Limits.max(:slowest), nil: true)},
+      slower_than:
+        {nil,
+         {"a number of milliseconds (0 or more)",
+          &(is_nil(&1) or (is_number(&1) and &1 >= 0))}},
       pattern:
         {nil,
          {"a message pattern as a string, such as \"{:ok, _}\"", &(is_nil(&1) or is_binary(&1))}},

@@ -37,8 +37,8 @@ defmodule KinoTrace.Remote.Coordinator do
     :owner_ref,
     :plan,
     :history,
-    # latency distributions since the start (`latency: true`)
-    :latency,
+    # what it keeps since the start (KinoTrace.Stats.Kept: latency, slow calls)
+    :kept,
     :started_at,
     status: :running,
     # node => %{pid, ref, status, info}
@@ -75,7 +75,7 @@ defmodule KinoTrace.Remote.Coordinator do
       owner_ref: Process.monitor(owner),
       plan: plan,
       history: History.new(plan.options[:history]),
-      latency: if(plan.options[:latency], do: KinoTrace.Stats.Latency.new()),
+      kept: KinoTrace.Stats.Kept.new(plan.options),
       started_at: System.os_time(:microsecond)
     }
 
@@ -151,7 +151,10 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request(:latency, _from, state),
-    do: caught_up(state) |> then(&{:reply, &1.latency, &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.latency(&1.kept), &1})
+
+  def handle_request(:slow_calls, _from, state),
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = on_nodes(state, {:sync, cap})
@@ -278,10 +281,15 @@ defmodule KinoTrace.Remote.Coordinator do
 
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
-    state = %{state | numbering: numbering, history: History.push(state.history, events)}
+    history = History.push(state.history, events)
 
     pass_on(
-      %{state | latency: state.latency && KinoTrace.Stats.Latency.add(state.latency, events)},
+      %{
+        state
+        | numbering: numbering,
+          history: history,
+          kept: KinoTrace.Stats.Kept.add(state.kept, events, history)
+      },
       events
     )
   end

@@ -11,15 +11,15 @@ defmodule KinoTrace.Session.Drain do
   # (the producer's path has no fence: c_src/core/session_core.hpp, "Wake-up"); the
   # paced drain's timer serves for it, and a recheck of a queue already asleep arms
   # nothing. Drained events are decoded by the session's decoder module and go to its
-  # subscribers, its history, its latency distributions (`latency: true`) and the stack
-  # guard's loop check.
+  # subscribers, its history, what it keeps since the start (KinoTrace.Stats.Kept: latency
+  # distributions, slow calls) and the stack guard's loop check.
   #
-  # Works on the session's state: its `backend`, `decoder`, `history`, `latency`, `pacing`
+  # Works on the session's state: its `backend`, `decoder`, `history`, `kept`, `pacing`
   # and `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
   alias KinoTrace.Session.{Backend, DrainPacing, History, OwnEvents, Safeguards, Subscribers}
-  alias KinoTrace.Stats.Latency
+  alias KinoTrace.Stats.Kept
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
@@ -186,10 +186,10 @@ defmodule KinoTrace.Session.Drain do
   defp deliver_events(state, events) do
     events = OwnEvents.drop(events)
     Subscribers.broadcast(state, {:events, events})
-    latency = state.latency && Latency.add(state.latency, events)
+    history = History.push(state.history, events)
 
     Safeguards.guard_loops(
-      %{state | history: History.push(state.history, events), latency: latency},
+      %{state | history: history, kept: Kept.add(state.kept, events, history)},
       events
     )
   end

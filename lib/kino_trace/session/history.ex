@@ -84,6 +84,45 @@ defmodule KinoTrace.Session.History do
     |> Enum.take(-n)
   end
 
+  # The most events call_events/3 looks through.
+  @max_walk 100_000
+
+  @doc """
+  The events of a call's process from its call (`call_id`) to its end (`end_event`,
+  the newest kept), oldest first; `nil` when the history no longer holds the call (or
+  it is more than #{@max_walk} events back). For `KinoTrace.Stats.SlowCalls`.
+
+      iex> alias Kino.Trace.Event
+      iex> [p, q] = [:c.pid(0, 250, 0), :c.pid(0, 251, 0)]
+      iex> history = KinoTrace.Session.History.new(10) |> KinoTrace.Session.History.push(
+      ...>   [%Event{id: 1, pid: p}, %Event{id: 2, pid: p}, %Event{id: 3, pid: q}])
+      iex> history = KinoTrace.Session.History.push(history, [%Event{id: 4, pid: p}])
+      iex> KinoTrace.Session.History.call_events(history, 2, %Event{id: 4, pid: p}) |> Enum.map(& &1.id)
+      [2, 4]
+      iex> KinoTrace.Session.History.call_events(KinoTrace.Session.History.new(1), 2, %Event{id: 4, pid: p})
+      nil
+  """
+  @spec call_events(t(), pos_integer(), Kino.Trace.Event.t()) :: [Kino.Trace.Event.t()] | nil
+  def call_events(%__MODULE__{table: table, batches: batches}, call_id, %{id: end_id, pid: pid}) do
+    batches
+    |> :queue.to_list()
+    |> Enum.reverse()
+    |> Enum.reduce_while({[], 0}, fn {seq, count}, {acc, walked} ->
+      [{^seq, events}] = :ets.lookup(table, seq)
+      mine = for %{pid: ^pid, id: id} = e <- events, id >= call_id and id <= end_id, do: e
+
+      case events do
+        _ when walked + count > @max_walk -> {:halt, nil}
+        [%{id: first} | _] when first <= call_id -> {:halt, {:found, [mine | acc]}}
+        _ -> {:cont, {[mine | acc], walked + count}}
+      end
+    end)
+    |> case do
+      {:found, parts} -> Enum.concat(parts)
+      _ -> nil
+    end
+  end
+
   @doc """
   Leaves out the events `fun` is true of, wherever they are.
 

@@ -48,6 +48,10 @@ defmodule KinoTrace.Stats.Latency do
           unknown: non_neg_integer()
         }
 
+  @doc "The most functions whose figures are kept (the others' events are counted)."
+  @spec max_functions() :: pos_integer()
+  def max_functions, do: @max_functions
+
   @doc """
   An empty accumulator. Option `by:` `:function` (default: keyed by `{m, f, a}`) or
   `:process` (keyed by `{{m, f, a}, pid}`, the same bound on keys).
@@ -55,7 +59,10 @@ defmodule KinoTrace.Stats.Latency do
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
     by = Keyword.get(opts, :by, :function)
-    if by not in [:function, :process], do: raise(ArgumentError, "by: is :function or :process, got: #{inspect(by)}")
+
+    if by not in [:function, :process],
+      do: raise(ArgumentError, "by: is :function or :process, got: #{inspect(by)}")
+
     %__MODULE__{by: by}
   end
 
@@ -78,52 +85,60 @@ defmodule KinoTrace.Stats.Latency do
   def add(%{since: nil} = acc, [%Event{id: id} | _] = events),
     do: add(%{acc | since: id || 1}, events)
 
-  def add(acc, events), do: Enum.reduce(events, acc, &add_one/2)
+  # One pass over the batch with the figures unpacked (no accumulator rebuilt per event):
+  # it runs in the consumer for every event (bench/consumer.exs, "latency: true").
+  def add(%__MODULE__{functions: functions, since: since, functions_left_out: left_out, by: by} = acc, events) do
+    {functions, left_out} = add_events(events, functions, {since, by}, left_out)
+    %{acc | functions: functions, functions_left_out: left_out}
+  end
 
-  defp add_one(%Event{kind: :call} = e, acc) do
-    case get(acc, key(acc, e)) do
-      {mfa, {calls, ended, returns, exceptions}} ->
-        put(acc, mfa, {calls + 1, ended, returns, exceptions})
+  defp add_events([], functions, _since, left_out), do: {functions, left_out}
 
-      nil ->
-        left_out(acc)
+  defp add_events([%Event{kind: :call} = e | rest], functions, since, left_out) do
+    mfa = key(e, since)
+
+    case functions do
+      %{^mfa => {calls, ended, returns, exceptions}} ->
+        add_events(rest, %{functions | mfa => {calls + 1, ended, returns, exceptions}}, since, left_out)
+
+      _ when map_size(functions) < @max_functions ->
+        add_events(rest, Map.put(functions, mfa, {1, 0, Histogram.new(), Histogram.new()}), since, left_out)
+
+      _ ->
+        add_events(rest, functions, since, left_out + 1)
     end
   end
 
-  defp add_one(%Event{kind: kind, call_id: id, duration: d} = e, acc)
+  defp add_events([%Event{kind: kind, call_id: id, duration: d} = e | rest], functions, {first, _} = since, left_out)
        when kind in [:return, :exception] and is_integer(id) and is_integer(d) do
+    mfa = key(e, since)
     # a call before the first event counts as a call of these events
-    before = if id < acc.since, do: 1, else: 0
+    before = if id < first, do: 1, else: 0
 
-    case get(acc, key(acc, e)) do
-      {mfa, {calls, ended, returns, exceptions}} when kind == :return ->
-        put(acc, mfa, {calls + before, ended + 1, Histogram.record(returns, d), exceptions})
+    case functions do
+      %{^mfa => {calls, ended, returns, exceptions}} when kind == :return ->
+        figures = {calls + before, ended + 1, Histogram.record(returns, d), exceptions}
+        add_events(rest, %{functions | mfa => figures}, since, left_out)
 
-      {mfa, {calls, ended, returns, exceptions}} ->
-        put(acc, mfa, {calls + before, ended + 1, returns, Histogram.record(exceptions, d)})
+      %{^mfa => {calls, ended, returns, exceptions}} ->
+        figures = {calls + before, ended + 1, returns, Histogram.record(exceptions, d)}
+        add_events(rest, %{functions | mfa => figures}, since, left_out)
 
-      nil ->
-        left_out(acc)
+      _ when map_size(functions) < @max_functions ->
+        functions = Map.put(functions, mfa, {0, 0, Histogram.new(), Histogram.new()})
+        add_events([e | rest], functions, since, left_out)
+
+      _ ->
+        add_events(rest, functions, since, left_out + 1)
     end
   end
 
-  defp add_one(_event, acc), do: acc
+  defp add_events([_event | rest], functions, since, left_out), do: add_events(rest, functions, since, left_out)
 
-  defp key(%{by: :function}, e), do: Event.mfa(e)
-  defp key(%{by: :process}, e), do: {Event.mfa(e), e.pid}
-
-  # A function's figures `{calls, ended, returns, exceptions}` (new ones for a function
-  # not seen yet), or nil for a new one past @max_functions (its events are counted).
-  defp get(%{functions: functions}, mfa) when is_map_key(functions, mfa),
-    do: {mfa, :erlang.map_get(mfa, functions)}
-
-  defp get(%{functions: functions}, mfa) do
-    if map_size(functions) < @max_functions, do: {mfa, {0, 0, Histogram.new(), Histogram.new()}}
-  end
-
-  defp left_out(acc), do: %{acc | functions_left_out: acc.functions_left_out + 1}
-
-  defp put(acc, mfa, figures), do: %{acc | functions: Map.put(acc.functions, mfa, figures)}
+  # The key of an event's figures: its function's {m, f, a}, with its pid when `by: :process`.
+  defp key(%Event{module: nil}, _since), do: nil
+  defp key(%Event{module: m, function: f, arity: a}, {_, :function}), do: {m, f, a}
+  defp key(%Event{module: m, function: f, arity: a, pid: pid}, {_, :process}), do: {{m, f, a}, pid}
 
   @doc """
   The distributions of every function seen, in microseconds, keyed by `{m, f, a}` (by

@@ -368,6 +368,60 @@ defmodule Kino.Trace.LatencyTest do
       {capture.info.tracer, frames, counts}
     end
 
+    test "tracing the same calls at once, beside a CPU hog, they agree: counts, percentiles, folded stacks, slow calls" do
+      # Both tracers see one stream of calls (two sessions on the same process): counts
+      # and stacks are equal, and each duration differs only by where each tracer read
+      # its clock (microseconds against the waits' milliseconds).
+      patterns = ["KinoTraceTest.Sample.Timing"]
+      opts = [pids: self(), latency: true, slowest: 1]
+      native = Kino.Trace.calls(patterns, opts)
+      KinoTraceTest.Helpers.use_fallback_tracer()
+      fallback = Kino.Trace.calls(patterns, opts)
+
+      assert {Kino.Trace.info(native).tracer, elem(Kino.Trace.info(fallback).tracer, 0)} ==
+               {:native, :fallback}
+
+      hog = spawn(fn -> spin(0) end)
+
+      try do
+        for ms <- [1, 5, 20, 3], do: Timing.wait(ms)
+        Timing.run()
+        catch_error(Timing.fail(2))
+        Timing.looping(5)
+      after
+        Process.exit(hog, :kill)
+      end
+
+      [n, f] = for t <- [native, fallback], do: Kino.Trace.latency(t)
+      assert Map.keys(n) == Map.keys(f)
+
+      for {mfa, nl} <- n, fl = f[mfa] do
+        assert {nl.count, nl.unknown, nl.exceptions.count} ==
+                 {fl.count, fl.unknown, fl.exceptions.count},
+               inspect(mfa)
+
+        for key <- [:min, :p50, :p90, :p99, :max], nl[key] != nil do
+          assert abs(nl[key] - fl[key]) <= 2 * @err * nl[key] + 1_000,
+                 "#{inspect(mfa)} #{key}: native #{nl[key]} µs, fallback #{fl[key]} µs"
+        end
+      end
+
+      assert n[{Timing, :wait, 1}].count == 4
+
+      [nf, ff] = for t <- [native, fallback], do: t |> Kino.Trace.flame() |> parse()
+      assert Enum.sort(Map.keys(nf)) == Enum.sort(Map.keys(ff))
+
+      [ns, fs] = for t <- [native, fallback], do: Kino.Trace.slow_calls(t).slowest
+      assert Map.keys(ns) == Map.keys(fs)
+      assert [%{args: [20]}] = ns[{Timing, :wait, 1}]
+      assert [%{args: [20]}] = fs[{Timing, :wait, 1}]
+
+      for t <- [native, fallback], do: :ok = Kino.Trace.stop(t)
+    end
+
+    # the CPU hog beside the workload: it spins until killed
+    defp spin(n), do: spin(n + 1)
+
     test "agree on the same workload's folded frames and counts" do
       {:native, frames, counts} = shape()
       KinoTraceTest.Helpers.use_fallback_tracer()
