@@ -37,7 +37,7 @@ defmodule KinoTrace.Session do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Pattern, Server}
-  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, OwnEvents, Safeguards, Setup, Subscribers}
+  alias KinoTrace.Session.{Backend, Drain, DrainPacing, History, Info, OwnEvents, Recorder, Safeguards, Setup, Subscribers}
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
 
@@ -70,6 +70,9 @@ defmodule KinoTrace.Session do
     :history,
     # latency distributions since the start (KinoTrace.Stats.Latency), with `latency: true`
     :latency,
+    # a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder): then the
+    # history is its ring
+    :recorder,
     status: :running,
     # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
@@ -141,7 +144,9 @@ defmodule KinoTrace.Session do
           do: NativeDecoder.new(pairing: plan.options[:return]),
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
-      history: History.new(plan.options[:history]),
+      history:
+        if(plan.record, do: Recorder.ring(plan.record), else: History.new(plan.options[:history])),
+      recorder: Recorder.new(plan.record),
       latency: if(plan.options[:latency], do: KinoTrace.Stats.Latency.new()),
       started_at: System.os_time(:microsecond)
     }
@@ -208,6 +213,14 @@ defmodule KinoTrace.Session do
     {:reply, History.take(state.history, n), state}
   end
 
+  # A recorder's snapshot now (Kino.Trace.snapshot/1), of what is queued too (capped).
+  def handle_request(:snapshot, _from, state) do
+    {reply, state} = state |> Drain.for_request() |> Recorder.snapshot()
+    {:reply, reply, state}
+  end
+
+  def handle_request(:snapshots, _from, state), do: {:reply, Recorder.snapshots(state), state}
+
   def handle_request(:latency, _from, state) do
     state = Drain.for_request(state)
     {:reply, state.latency, state}
@@ -222,7 +235,7 @@ defmodule KinoTrace.Session do
   # every event traced before the request, as the native tracer's do)
   def handle_request(:info, _from, state) do
     state = Drain.take_in(state)
-    {:reply, Info.build(state, Setup.patterns(state)), state}
+    {:reply, info(state), state}
   end
 
   # What this node's OTP session names as its tracer (KinoTrace.Capture.Sends asks);
@@ -286,6 +299,10 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
+  # A recorder's after-window of milliseconds ended.
+  defp message({:kino_trace_record_after, ref}, state),
+    do: {:noreply, Recorder.window_ended(state, ref)}
+
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
@@ -347,16 +364,18 @@ defmodule KinoTrace.Session do
   # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
   # the final one.
   defp keep_final(state) do
-    KinoTrace.Session.Final.put(state.id, Info.build(%{state | status: :stopped, rate: 0.0}, Setup.patterns(state)))
+    KinoTrace.Session.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
     state
   end
 
   @impl true
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
-    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, Info.build(state, Setup.patterns(state)))
+    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, info(state))
     :ok
   end
+
+  defp info(state), do: state |> Info.build(Setup.patterns(state)) |> Recorder.put_info(state)
 
   # Another node's trace: its agent's worker ends and this waits until that node is as
   # it was (stop/1 answers after this), or another trace of it goes on there.

@@ -29,6 +29,8 @@ defmodule Kino.Trace.Plan do
       above are this node's, and are `nil` when this node is not among them (another
       node's part is `node_part!/3`, built here);
     * `:parts` - each other node's part, built here by `new!/3` (`part/2`);
+    * `:record` - a recorder's ring, snapshots and triggers (`Kino.Trace.record/2`),
+      or `nil`;
     * `:what` and `:options` - what was asked for, validated: the user's options with
       the defaults, and no internal key.
 
@@ -44,7 +46,7 @@ defmodule Kino.Trace.Plan do
   alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]
-  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}]
+  defstruct [:what, :options, :nodes, :limits, calls: nil, messages: nil, processes: nil, parts: %{}, record: nil]
 
   @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
   @type targets :: [pid() | :all | :new | :existing]
@@ -84,7 +86,8 @@ defmodule Kino.Trace.Plan do
           calls: calls() | nil,
           messages: messages() | nil,
           processes: processes() | nil,
-          parts: %{node() => t()}
+          parts: %{node() => t()},
+          record: KinoTrace.Plan.Record.t() | nil
         }
 
   @what [:calls, :messages, :processes]

@@ -18,7 +18,17 @@ defmodule KinoTrace.Session.Drain do
   # and `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.{Backend, DrainPacing, History, OwnEvents, Safeguards, Subscribers}
+
+  alias KinoTrace.Session.{
+    Backend,
+    DrainPacing,
+    History,
+    OwnEvents,
+    Recorder,
+    Safeguards,
+    Subscribers
+  }
+
   alias KinoTrace.Stats.Latency
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
@@ -176,10 +186,13 @@ defmodule KinoTrace.Session.Drain do
   defp recheck(events, :recheck, state), do: {events, false, paced_after(state, @recheck_ms)}
   defp recheck(events, more, state), do: {events, more, state}
 
-  defp deliver_events(state, events) do
-    events = OwnEvents.drop(events)
+  defp deliver_events(state, all) do
+    events = OwnEvents.drop(all)
     Subscribers.broadcast(state, {:events, events})
     latency = state.latency && Latency.add(state.latency, events)
-    Safeguards.guard_loops(%{state | history: History.push(state.history, events), latency: latency}, events)
+    state = %{state | history: History.push(state.history, events), latency: latency}
+    # (a recorder: its triggers and after-window; own events left out are counted)
+    state = Recorder.delivered(state, events, if(state.recorder, do: length(all) - length(events), else: 0))
+    Safeguards.guard_loops(state, events)
   end
 end

@@ -1,0 +1,287 @@
+defmodule KinoTrace.Session.Recorder do
+  @moduledoc false
+  # A recorder's part of a session (`Kino.Trace.record/2`): the session's history is its
+  # ring (`KinoTrace.Session.History` bounded by `events:` and `bytes:`, counting what it
+  # overwrites), kept where every backend's events are decoded, so the native tracer,
+  # the fallback and the same code hold it. This part adds:
+  #
+  #   * snapshots: the ring's events frozen (copied) into a `KinoTrace.Replay` owned by the
+  #     session, so a snapshot is a trace value every front end takes and ends with the
+  #     recorder; at most `snapshots:` of them and `snapshot_bytes:` in all, the oldest
+  #     ended first (counted in `dropped`);
+  #   * triggers (`KinoTrace.Plan.Record`): checked on every delivered batch; the first
+  #     event that fires one freezes the ring up to it, then the `after:` window (events
+  #     or ms, at most the ring's bounds) is added, then the snapshot is made. A trigger
+  #     that fires while a window is open counts in `fired` and takes no other snapshot;
+  #   * the open calls of each process (with triggers): a trigger's snapshot has the
+  #     calls that led to it in its process even when the ring overwrote them (at most
+  #     @stack_depth per process, @stack_pids processes: beyond, the oldest are forgotten);
+  #   * counters for `Kino.Trace.info/1`'s `:recorder`: what the ring keeps and overwrote,
+  #     own events left out (`KinoTrace.Session.OwnEvents`), so that
+  #     accepted == kept + overwritten + own + queued + discarded.
+  #
+  # Works on the session's state: its `recorder` and `history` fields.
+
+  alias KinoTrace.Plan.Record
+  alias KinoTrace.Session.{History, Info, Setup}
+
+  defstruct [
+    :config,
+    # newest first: %{pid, id, bytes, events, trigger, taken_at, trigger_us}
+    snapshots: [],
+    snapshot_bytes: 0,
+    dropped: 0,
+    fired: %{exception: 0, slower_than: 0, match: 0},
+    taken: 0,
+    own: 0,
+    # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
+    pending: nil,
+    # pid => open call events, innermost first
+    stacks: %{}
+  ]
+
+  @stack_depth 32
+  @stack_pids 1_000
+
+  @type t :: %__MODULE__{}
+
+  @doc "A recorder for the plan's `:record` (`KinoTrace.Plan.Record.t/0`), or nil."
+  @spec new(Record.t() | nil) :: t() | nil
+  def new(nil), do: nil
+  def new(config), do: %__MODULE__{config: config}
+
+  @doc "The ring a recorder's session keeps as its history."
+  @spec ring(Record.t()) :: History.t()
+  def ring(config), do: History.new(config.events, config.bytes)
+
+  @doc """
+  After a batch was delivered and pushed into the ring (`own`: how many of kino_trace's
+  own events were left out of it): the after-window, the open calls and the triggers.
+  """
+  @spec delivered(map(), [Kino.Trace.Event.t()], non_neg_integer()) :: map()
+  def delivered(%{recorder: nil} = state, _events, _own), do: state
+
+  def delivered(%{recorder: rec} = state, events, own) do
+    scan(%{state | recorder: %{rec | own: rec.own + own}}, events, length(events))
+  end
+
+  # `left`: how many events of the batch are at the ring's newest end from here on.
+  defp scan(state, [], _left), do: state
+
+  defp scan(%{recorder: %{pending: pending}} = state, events, _left) when pending != nil do
+    {state, rest} = feed(state, events)
+    scan(state, rest, length(rest))
+  end
+
+  defp scan(%{recorder: %{config: %{on: []}}} = state, _events, _left), do: state
+
+  defp scan(%{recorder: rec} = state, [event | rest], left) do
+    case Record.fires(rec.config.on, event) do
+      nil ->
+        scan(%{state | recorder: track(rec, event)}, rest, left - 1)
+
+      trigger ->
+        rec = %{rec | fired: Map.update!(rec.fired, trigger, &(&1 + 1))}
+        frozen = freeze(state.history, rec, left - 1, event.pid)
+        state = open(%{state | recorder: track(rec, event)}, frozen, trigger, event)
+        scan(state, rest, left - 1)
+    end
+  end
+
+  # The ring's events up to the trigger (the `after` newest are the batch's, after it),
+  # with its process's open calls the ring no longer holds, oldest first.
+  defp freeze(history, rec, after_count, pid) do
+    events = History.take(history, History.size(history))
+    events = Enum.take(events, length(events) - after_count)
+    first = match?([_ | _], events) && hd(events).id
+
+    missing =
+      for event <- Enum.reverse(Map.get(rec.stacks, pid, [])),
+          first == false or event.id < first,
+          do: event
+
+    missing ++ events
+  end
+
+  # Keeps each process's open calls: a call is pushed, its return or exception pops it
+  # (and any left above it); lost events forget what was open.
+  defp track(rec, %{kind: :call, pid: pid} = event) do
+    stacks =
+      if map_size(rec.stacks) >= @stack_pids and not Map.has_key?(rec.stacks, pid),
+        do: %{},
+        else: rec.stacks
+
+    stack = if event.lost, do: [], else: Map.get(stacks, pid, [])
+    %{rec | stacks: Map.put(stacks, pid, Enum.take([event | stack], @stack_depth))}
+  end
+
+  defp track(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
+    case rec.stacks do
+      %{^pid => stack} ->
+        case Enum.drop_while(stack, &(&1.id != call_id)) do
+          [_call | []] -> %{rec | stacks: Map.delete(rec.stacks, pid)}
+          [_call | outer] -> %{rec | stacks: Map.put(rec.stacks, pid, outer)}
+          [] -> rec
+        end
+
+      _ ->
+        rec
+    end
+  end
+
+  defp track(rec, _event), do: rec
+
+  defp open(%{recorder: rec} = state, frozen, trigger, event) do
+    window = %{
+      frozen: frozen,
+      tail: [],
+      bytes: 0,
+      trigger: trigger,
+      event: event,
+      timer: nil,
+      left: nil
+    }
+
+    case rec.config.after do
+      {_, 0} ->
+        finish(%{state | recorder: %{rec | pending: window}})
+
+      {:events, n} ->
+        %{state | recorder: %{rec | pending: %{window | left: n}}}
+
+      {:ms, ms} ->
+        ref = make_ref()
+        timer = Process.send_after(self(), {:kino_trace_record_after, ref}, ms)
+
+        %{
+          state
+          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: {timer, ref}}}
+        }
+    end
+  end
+
+  # The window's events, up to its count and the ring's bytes; the rest of the batch is
+  # scanned for triggers again.
+  defp feed(%{recorder: %{pending: window} = rec} = state, events) do
+    {taken, rest} = Enum.split(events, window.left)
+    bytes = window.bytes + Enum.reduce(taken, 0, &(History.bytes_of(&1) + &2))
+    rec = Enum.reduce(taken, rec, &track(&2, &1))
+
+    window = %{
+      window
+      | tail: Enum.reverse(taken, window.tail),
+        left: window.left - length(taken),
+        bytes: bytes
+    }
+
+    state = %{state | recorder: %{rec | pending: window}}
+
+    if window.left == 0 or bytes >= rec.config.bytes,
+      do: {finish(state), rest},
+      else: {state, rest}
+  end
+
+  @doc "The after-window of `ms` ended (its timer's message)."
+  @spec window_ended(map(), reference()) :: map()
+  def window_ended(%{recorder: %{pending: %{timer: {_, ref}}}} = state, ref), do: finish(state)
+  def window_ended(state, _ref), do: state
+
+  # Makes the pending snapshot.
+  defp finish(%{recorder: %{pending: window} = rec} = state) do
+    with {timer, _ref} <- window.timer, do: Process.cancel_timer(timer)
+    state = %{state | recorder: %{rec | pending: nil}}
+    events = window.frozen ++ Enum.reverse(window.tail)
+
+    take(state, events, %{
+      trigger: window.trigger,
+      event: window.event.id,
+      pid: window.event.pid,
+      trigger_time: window.event.time
+    })
+  end
+
+  @doc """
+  Takes a snapshot now (`Kino.Trace.snapshot/1`): the ring's events. Returns `{{pid,
+  id}, state}`, or `{{:error, reason}, state}`.
+  """
+  @spec snapshot(map()) :: {{pid(), pos_integer()} | {:error, term()}, map()}
+  def snapshot(%{recorder: nil} = state), do: {{:error, :not_a_recorder}, state}
+
+  def snapshot(state) do
+    events = History.take(state.history, History.size(state.history))
+    state = take(state, events, %{trigger: :manual, event: nil, pid: nil, trigger_time: nil})
+    %{pid: pid, id: id} = hd(state.recorder.snapshots)
+    {{pid, id}, state}
+  end
+
+  defp take(%{recorder: rec} = state, events, trigger) do
+    bytes = Enum.reduce(events, 0, &(History.bytes_of(&1) + &2))
+    taken_at = System.os_time(:microsecond)
+    snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
+    info = state |> Info.build(Setup.patterns(state)) |> Map.put(:snapshot, snapshot)
+    # (its events are given once it runs, not as the supervisor's start argument)
+    {:ok, pid, id} = KinoTrace.Replay.start(self(), {:events, info, :put})
+    :ok = GenServer.call(pid, {:put_events, events}, :infinity)
+    entry = Map.merge(snapshot, %{pid: pid, id: id})
+
+    rec = %{
+      rec
+      | snapshots: [entry | rec.snapshots],
+        snapshot_bytes: rec.snapshot_bytes + bytes,
+        taken: rec.taken + 1
+    }
+
+    %{state | recorder: evict(rec)}
+  end
+
+  # The oldest snapshots go while over the count or the bytes (the newest always stays).
+  defp evict(%{snapshots: snapshots, config: config} = rec) when length(snapshots) > 1 do
+    if length(snapshots) > config.snapshots or rec.snapshot_bytes > config.snapshot_bytes do
+      oldest = List.last(snapshots)
+      KinoTrace.Client.stop(oldest.pid)
+
+      evict(%{
+        rec
+        | snapshots: List.delete_at(snapshots, -1),
+          snapshot_bytes: rec.snapshot_bytes - oldest.bytes,
+          dropped: rec.dropped + 1
+      })
+    else
+      rec
+    end
+  end
+
+  defp evict(rec), do: rec
+
+  @doc "The snapshots kept, newest first: `{pid, id, figures}` each."
+  @spec snapshots(map()) :: [map()]
+  def snapshots(%{recorder: nil}), do: []
+  def snapshots(%{recorder: rec}), do: rec.snapshots
+
+  @doc "`info` with the recorder's figures under `:recorder` (nothing for another trace)."
+  @spec put_info(map(), map()) :: map()
+  def put_info(info, %{recorder: nil}), do: info
+
+  def put_info(info, %{recorder: rec, history: history}) do
+    Map.put(info, :recorder, %{
+      events: rec.config.events,
+      bytes: rec.config.bytes,
+      kept: History.size(history),
+      kept_bytes: History.bytes(history),
+      memory: History.memory(history),
+      overwritten: History.overwritten(history),
+      own: rec.own,
+      triggers: Enum.map(rec.config.on, &trigger_text/1),
+      after: rec.config.after,
+      fired: rec.fired,
+      recording_after: rec.pending != nil,
+      snapshots: length(rec.snapshots),
+      snapshot_bytes: rec.snapshot_bytes,
+      snapshots_taken: rec.taken,
+      snapshots_dropped: rec.dropped
+    })
+  end
+
+  defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
+  defp trigger_text(trigger), do: trigger
+end

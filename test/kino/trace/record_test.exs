@@ -1,0 +1,264 @@
+defmodule Kino.Trace.RecordTest do
+  # The flight recorder (issue 37 items 1 and 2): Kino.Trace.record/2 keeps the newest
+  # events in bounded memory on both tracers, counts what it overwrote with exact
+  # accounting, leaves nothing behind; snapshots freeze its ring into trace values that
+  # every front end takes, bounded in number and bytes.
+  use ExUnit.Case, async: false
+  use Kino.Trace.Assertions
+
+  alias Kino.Trace
+  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.Sample.{Math, Worker}
+
+  @tracers [:native, :fallback]
+
+  defp tracer(:native), do: :ok
+  defp tracer(:fallback), do: Helpers.use_fallback_tracer()
+
+  # accepted == kept + overwritten + own + queued + discarded, each counted
+  defp assert_accounted(info) do
+    r = info.recorder
+
+    assert info.accepted == r.kept + r.overwritten + r.own + info.queued + info.discarded,
+           inspect(info, pretty: true)
+  end
+
+  defp calls(worker, range), do: Worker.run(worker, fn -> for n <- range, do: Math.double(n) end)
+
+  for tracer <- @tracers do
+    describe "#{tracer} tracer" do
+      setup do
+        tracer(unquote(tracer))
+        worker = Worker.start()
+        on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
+        %{worker: worker}
+      end
+
+      test "keeps the newest events, counts the overwritten ones, accounting exact", %{
+        worker: worker
+      } do
+        rec =
+          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
+            pids: worker,
+            return: false,
+            events: 10
+          )
+
+        assert Trace.info(rec).tracer ==
+                 if(unquote(tracer) == :native, do: :native, else: Trace.info(rec).tracer)
+
+        calls(worker, 1..25)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+
+        assert rec |> Trace.events(100) |> Enum.map(& &1.args) == Enum.map(16..25, &[&1])
+        info = Trace.info(rec)
+        assert %{kept: 10, overwritten: 15} = info.recorder
+        assert info.accepted == 25
+        assert_accounted(info)
+        Trace.stop(rec)
+      end
+
+      test "bytes: bounds the ring by its events' size", %{worker: worker} do
+        one = KinoTrace.Session.History.bytes_of(%Trace.Event{kind: :call, args: [1]})
+
+        rec =
+          Trace.record(["KinoTraceTest.Sample.Math.echo/1"],
+            pids: worker,
+            return: false,
+            bytes: 20 * one
+          )
+
+        Worker.run(worker, fn -> for n <- 1..200, do: Math.echo(String.duplicate("x", n)) end)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+
+        info = Trace.info(rec)
+        assert info.recorder.kept_bytes <= 20 * one
+        assert info.recorder.kept > 0 and info.recorder.overwritten > 0
+        assert_accounted(info)
+        # the newest are kept
+        assert List.last(Trace.events(rec, 1)).args == [String.duplicate("x", 200)]
+        Trace.stop(rec)
+      end
+
+      test "snapshots freeze the ring into trace values every front end takes", %{worker: worker} do
+        rec = Trace.record(["KinoTraceTest.Sample.Math"], pids: worker, events: 100)
+        calls(worker, 1..2)
+        snap = Trace.snapshot(rec)
+        calls(worker, 3..4)
+        :ok = Trace.flush(rec)
+
+        # frozen: what came later is not in it
+        events = Trace.events(snap)
+
+        assert Enum.filter(events, &(&1.kind == :call and &1.function == :double))
+               |> Enum.map(& &1.args) == [[1], [2]]
+
+        assert Trace.info(snap).status == :stopped
+        assert Trace.info(snap).snapshot.trigger == :manual
+        assert_called(snap, KinoTraceTest.Sample.Math.double(2))
+        assert Trace.stream(snap) |> Enum.to_list() == events
+        assert Trace.to_mermaid(snap) =~ "sequenceDiagram"
+        {:ok, device} = StringIO.open("")
+        Trace.print(snap, device: device, colors: false)
+        Helpers.wait_until(fn -> elem(StringIO.contents(device), 1) =~ "trace stopped" end)
+        assert elem(StringIO.contents(device), 1) =~ "KinoTraceTest.Sample.Math.double(2)"
+        assert Trace.snapshots(rec) == [snap]
+        Trace.stop(rec)
+      end
+
+      test "nothing is left after stop/1, nor when the owner dies", %{worker: worker} do
+        rec = Trace.record(["KinoTraceTest.Sample.Math.double/1"], pids: worker)
+        calls(worker, 1..3)
+        snap = Trace.snapshot(rec)
+        session = rec.session
+        refs = for pid <- [session, snap.session], do: Process.monitor(pid)
+        :ok = Trace.stop(rec)
+        for ref <- refs, do: assert_receive({:DOWN, ^ref, :process, _, _}, 5_000)
+        assert Trace.info(rec).status == :stopped
+
+        # an owner that dies takes its recorder and its snapshots
+        test = self()
+
+        {owner, owner_ref} =
+          spawn_monitor(fn ->
+            rec = Trace.record(["KinoTraceTest.Sample.Math.double/1"], pids: worker)
+            calls(worker, 1..3)
+            snap = Trace.snapshot(rec)
+            send(test, {:started, rec, snap})
+            receive do: (:die -> :ok)
+          end)
+
+        assert_receive {:started, rec2, snap2}, 10_000
+        refs = for pid <- [rec2.session, snap2.session], do: Process.monitor(pid)
+        send(owner, :die)
+        assert_receive {:DOWN, ^owner_ref, :process, _, _}
+        for ref <- refs, do: assert_receive({:DOWN, ^ref, :process, _, _}, 5_000)
+        assert Trace.info(rec2).status == :stopped
+        assert Trace.info(rec2).traced == false
+      end
+
+      test "snapshots are bounded in number and bytes: the oldest go first, counted", %{
+        worker: worker
+      } do
+        rec =
+          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
+            pids: worker,
+            return: false,
+            snapshots: 2
+          )
+
+        snaps =
+          for n <- 1..4 do
+            calls(worker, n..n)
+            Trace.snapshot(rec)
+          end
+
+        [s1, s2, s3, s4] = snaps
+        assert Trace.snapshots(rec) == [s4, s3]
+        for s <- [s1, s2], do: refute(Process.alive?(s.session))
+
+        assert %{snapshots: 2, snapshots_taken: 4, snapshots_dropped: 2} =
+                 Trace.info(rec).recorder
+
+        # bytes: one snapshot's worth of bytes keeps the newest only
+        bytes = Trace.info(s4).snapshot.bytes
+
+        rec2 =
+          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
+            pids: worker,
+            return: false,
+            snapshot_bytes: bytes + 1
+          )
+
+        calls(worker, 1..4)
+        [_, t2] = for _ <- 1..2, do: Trace.snapshot(rec2)
+        assert Trace.snapshots(rec2) == [t2]
+        assert Trace.info(rec2).recorder.snapshots_dropped == 1
+        Trace.stop(rec)
+        Trace.stop(rec2)
+      end
+    end
+  end
+
+  test "memory stays flat under a flood of calls (native tracer: 1_000_000 calls)" do
+    flood(1_000_000, 2 * 1024 * 1024)
+  end
+
+  test "memory stays flat under a flood of calls (fallback tracer: 200_000 calls)" do
+    Helpers.use_fallback_tracer()
+    flood(200_000, 256 * 1024)
+  end
+
+  # Floods the recorder from two processes, sampling the session's memory (its heap and
+  # its ring) as the flood goes: it never goes beyond the ring's bytes and a bounded
+  # session heap, and it does not grow from the first quarter to the end.
+  defp flood(calls, ring) do
+    rec =
+      Trace.record(["KinoTraceTest.Sample.Math.add/2"], pids: :new, events: 50_000, bytes: ring)
+
+    memory = fn ->
+      Trace.info(rec).recorder.memory + elem(Process.info(rec.session, :memory), 1)
+    end
+
+    test = self()
+    per = div(calls, 2)
+
+    workers =
+      for _ <- 1..2 do
+        spawn_link(fn ->
+          for q <- 1..4 do
+            for n <- 1..div(per, 4), do: Math.add(n, q)
+            send(test, {:quarter, self(), q})
+          end
+        end)
+      end
+
+    samples =
+      for q <- 1..4 do
+        for w <- workers, do: assert_receive({:quarter, ^w, ^q}, 120_000)
+        memory.()
+      end
+
+    :ok = Trace.flush(rec)
+    info = Trace.info(rec)
+    assert_accounted(info)
+    assert info.recorder.kept_bytes <= ring
+    assert info.recorder.overwritten > 0
+    # the ring's bytes and a bounded session heap (decoding a batch, the state)
+    assert Enum.max(samples) < ring * 2 + 32 * 1024 * 1024, inspect(samples)
+    [first | _] = samples
+    assert List.last(samples) <= first * 2 + 8 * 1024 * 1024, inspect(samples)
+    Trace.stop(rec)
+  end
+
+  test "bad options are clear errors, before anything is traced" do
+    assert_raise ArgumentError, ~r/invalid value for :events: expected a positive integer/, fn ->
+      Trace.record(["Enum.sum/1"], events: 0)
+    end
+
+    assert_raise ArgumentError, ~r/invalid value for :on: unknown trigger :crash/, fn ->
+      Trace.record(["Enum.sum/1"], on: [crash: true])
+    end
+
+    assert_raise ArgumentError, ~r/slower_than: needs the calls' returns traced/, fn ->
+      Trace.record(["Enum.sum/1"], on: [slower_than: 5], return: false)
+    end
+
+    assert_raise ArgumentError, ~r/invalid value for :on: match: .*Enum.smu/, fn ->
+      Trace.record(["Enum.sum/1"], on: [match: "Enum.smu(x)"])
+    end
+
+    assert_raise ArgumentError, ~r/invalid value for :after/, fn ->
+      Trace.record(["Enum.sum/1"], after: {1, :hours})
+    end
+
+    assert_raise ArgumentError, ~r/:history/, fn -> Trace.record(["Enum.sum/1"], history: 5) end
+
+    assert_raise ArgumentError, ~r/is not a recorder/, fn ->
+      trace = Trace.calls(["Enum.sum/1"], pids: self())
+      Trace.snapshot(trace)
+    end
+  end
+end
