@@ -165,7 +165,7 @@ defmodule KinoTrace.Session.Recorder do
   defp feed(%{recorder: %{pending: window} = rec} = state, events) do
     {taken, rest} = Enum.split(events, window.left)
     bytes = window.bytes + Enum.reduce(taken, 0, &(History.bytes_of(&1) + &2))
-    rec = Enum.reduce(taken, rec, &track(&2, &1))
+    rec = Enum.reduce(taken, rec, &(&2 |> track(&1) |> count_fired(&1)))
 
     window = %{
       window
@@ -179,6 +179,16 @@ defmodule KinoTrace.Session.Recorder do
     if window.left == 0 or bytes >= rec.config.bytes,
       do: {finish(state), rest},
       else: {state, rest}
+  end
+
+  # (a trigger inside a window counts, and takes no snapshot of its own)
+  defp count_fired(%{config: %{on: []}} = rec, _event), do: rec
+
+  defp count_fired(rec, event) do
+    case Record.fires(rec.config.on, event) do
+      nil -> rec
+      trigger -> %{rec | fired: Map.update!(rec.fired, trigger, &(&1 + 1))}
+    end
   end
 
   @doc "The after-window of `ms` ended (its timer's message)."

@@ -1,3 +1,21 @@
+defmodule KinoTraceTest.RecordOrders do
+  @moduledoc false
+  # What the trigger tests trace: nested calls that may raise, a slow one, and calls
+  # with arguments to match.
+  def handle(f), do: {:ok, process(f)}
+  def process(f), do: f.()
+  def fail(reason), do: raise(ArgumentError, reason)
+  def place(order), do: {:placed, order}
+  def noise(n), do: n
+
+  def slow(ms) do
+    receive do
+    after
+      ms -> :done
+    end
+  end
+end
+
 defmodule Kino.Trace.RecordTest do
   # The flight recorder (issue 37 items 1 and 2): Kino.Trace.record/2 keeps the newest
   # events in bounded memory on both tracers, counts what it overwrote with exact
@@ -261,4 +279,159 @@ defmodule Kino.Trace.RecordTest do
       Trace.snapshot(trace)
     end
   end
+
+  alias KinoTraceTest.RecordOrders, as: Orders
+
+  describe "triggers" do
+    for tracer <- @tracers do
+      @tag tracer: tracer
+      test "exception: a snapshot with the calls that led to it, even those the ring overwrote (#{tracer})",
+           %{tracer: tracer} do
+        tracer(tracer)
+        {a, b} = {Worker.start(), Worker.start()}
+        test = self()
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: [a, b],
+            events: 20,
+            on: [exception: true],
+            after: 2
+          )
+
+        task =
+          Task.async(fn ->
+            Worker.run(a, fn ->
+              try do
+                Orders.handle(fn ->
+                  send(test, :inside)
+                  receive do: (:go -> Orders.fail("no stock"))
+                end)
+              rescue
+                e -> e
+              end
+            end)
+          end)
+
+        assert_receive :inside
+        # the ring overwrites the handle/process calls with b's noise
+        Worker.run(b, fn -> for n <- 1..100, do: Orders.noise(n) end)
+        Helpers.trace_delivered(b)
+        :ok = Trace.flush(rec)
+        assert Trace.info(rec).recorder.overwritten > 0
+        send(a_pid_of(task, a), :go)
+        assert %ArgumentError{} = Task.await(task)
+        Helpers.trace_delivered(a)
+        :ok = Trace.flush(rec)
+
+        assert [snap] = Trace.snapshots(rec)
+        info = Trace.info(snap)
+        assert %{trigger: :exception, pid: ^a} = info.snapshot
+        events = Trace.events(snap, 1000)
+        mine = for e <- events, e.pid == a, do: {e.kind, e.function}
+
+        assert mine == [
+                 {:call, :handle},
+                 {:call, :process},
+                 {:call, :fail},
+                 {:exception, :fail},
+                 {:exception, :process},
+                 {:exception, :handle}
+               ]
+
+        # the after-window: 2 events after the trigger
+        [trigger] = for e <- events, e.id == info.snapshot.event, do: e
+        assert length(Enum.drop_while(events, &(&1 != trigger))) == 3
+        assert Trace.info(rec).recorder.fired.exception >= 1
+        # the assertions take it, and say it is incomplete: the ring overwrote events
+        error =
+          assert_raise ExUnit.AssertionError, fn ->
+            assert_raised_in(snap, KinoTraceTest.RecordOrders.fail("no stock"), ArgumentError)
+          end
+
+        assert error.message =~ "The trace is incomplete"
+        # measured: from the traced exception to the snapshot
+        assert info.snapshot.taken_at - info.snapshot.trigger_time < 5_000_000
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
+      test "slower_than: and match: fire on the calls they name only (#{tracer})", %{
+        tracer: tracer
+      } do
+        tracer(tracer)
+        worker = Worker.start()
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: worker,
+            on: [
+              slower_than: 20,
+              match: "KinoTraceTest.RecordOrders.place(%{total: t}) when t > 1000"
+            ]
+          )
+
+        Worker.run(worker, fn ->
+          Orders.slow(0)
+          Orders.place(%{total: 10})
+        end)
+
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        assert Trace.snapshots(rec) == []
+
+        Worker.run(worker, fn -> Orders.place(%{total: 5000}) end)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        assert [match] = Trace.snapshots(rec)
+        assert Trace.info(match).snapshot.trigger == :match
+        assert List.last(Trace.events(match)).args == [%{total: 5000}]
+
+        Worker.run(worker, fn -> Orders.slow(40) end)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        assert [slow, ^match] = Trace.snapshots(rec)
+        assert Trace.info(slow).snapshot.trigger == :slower_than
+        assert %{kind: :return, function: :slow} = List.last(Trace.events(slow))
+        assert %{match: 1, slower_than: 1, exception: 0} = Trace.info(rec).recorder.fired
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
+      test "after: {ms, :ms} records the window, then the snapshot is there (#{tracer})", %{
+        tracer: tracer
+      } do
+        tracer(tracer)
+        worker = Worker.start()
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: worker,
+            return: false,
+            on: [match: "KinoTraceTest.RecordOrders.place(:now)"],
+            after: {200, :ms}
+          )
+
+        Worker.run(worker, fn -> Orders.noise(1) && Orders.place(:now) && Orders.noise(2) end)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        assert Trace.info(rec).recorder.recording_after
+        # a trigger while the window is open counts, and takes no other snapshot
+        Worker.run(worker, fn -> Orders.place(:now) && Orders.noise(3) end)
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+
+        [snap] =
+          Helpers.wait_until(fn -> match?([_], Trace.snapshots(rec)) && Trace.snapshots(rec) end)
+
+        assert Enum.map(Trace.events(snap), & &1.args) == [[1], [:now], [2], [:now], [3]]
+        assert %{match: 2} = Trace.info(rec).recorder.fired
+        refute Trace.info(rec).recorder.recording_after
+        Trace.stop(rec)
+      end
+    end
+  end
+
+  # (the worker runs the task's function: the message goes to the worker)
+  defp a_pid_of(_task, worker), do: worker
 end
