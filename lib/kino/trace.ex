@@ -213,7 +213,8 @@ defmodule Kino.Trace do
     * `snapshots: 8`, `snapshot_bytes: 268_435_456` - the snapshots kept: beyond
       either, the oldest is ended (counted);
     * `on:` - the triggers, each taking a snapshot: `exception: true` (an exception raised
-      out of a traced call), `slower_than: ms` (a traced call that took longer),
+      out of a traced call: once, where it is raised, not again as it goes up through
+      the traced calls of its process), `slower_than: ms` (a traced call that took longer),
       `match: "MyApp.Orders.place(%{total: t}) when t > 1000"` (a call that matches a
       pattern, in the syntax of `calls/2`'s patterns);
     * `after:` - what a triggered snapshot records after its trigger: `n` events (or

@@ -13,6 +13,8 @@ defmodule KinoTrace.Session.Recorder do
   #     event that fires one freezes the ring up to it, then the `after:` window (events
   #     or ms, at most the ring's bounds) is added, then the snapshot is made. A trigger
   #     that fires while a window is open counts in `fired` and takes no other snapshot;
+  #   * an exception fires once, where it is raised: as it goes up through more traced
+  #     calls of its process (their exception events) it fires nothing again;
   #   * the open calls of each process (with triggers): a trigger's snapshot has the
   #     calls that led to it in its process even when the ring overwrote them (at most
   #     @stack_depth per process, @stack_pids processes: beyond, the oldest are forgotten);
@@ -37,7 +39,10 @@ defmodule KinoTrace.Session.Recorder do
     # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
     pending: nil,
     # pid => open call events, innermost first
-    stacks: %{}
+    stacks: %{},
+    # processes whose last event was an exception: the same exception going up through
+    # more traced calls fires no trigger again
+    raising: MapSet.new()
   ]
 
   @stack_depth 32
@@ -76,7 +81,7 @@ defmodule KinoTrace.Session.Recorder do
   defp scan(%{recorder: %{config: %{on: []}}} = state, _events, _left), do: state
 
   defp scan(%{recorder: rec} = state, [event | rest], left) do
-    case Record.fires(rec.config.on, event) do
+    case fires(rec, event) do
       nil ->
         scan(%{state | recorder: track(rec, event)}, rest, left - 1)
 
@@ -103,9 +108,27 @@ defmodule KinoTrace.Session.Recorder do
     missing ++ events
   end
 
+  defp fires(rec, event) do
+    case Record.fires(rec.config.on, event) do
+      :exception -> if not MapSet.member?(rec.raising, event.pid), do: :exception
+      trigger -> trigger
+    end
+  end
+
   # Keeps each process's open calls: a call is pushed, its return or exception pops it
   # (and any left above it); lost events forget what was open.
-  defp track(rec, %{kind: :call, pid: pid} = event) do
+  defp track(rec, event), do: rec |> raising(event) |> stack(event)
+
+  defp raising(%{raising: raising} = rec, %{kind: :exception, pid: pid}) do
+    raising = if MapSet.size(raising) >= @stack_pids, do: MapSet.new(), else: raising
+    %{rec | raising: MapSet.put(raising, pid)}
+  end
+
+  defp raising(%{raising: raising} = rec, %{pid: pid}) do
+    if MapSet.member?(raising, pid), do: %{rec | raising: MapSet.delete(raising, pid)}, else: rec
+  end
+
+  defp stack(rec, %{kind: :call, pid: pid} = event) do
     stacks =
       if map_size(rec.stacks) >= @stack_pids and not Map.has_key?(rec.stacks, pid),
         do: %{},
@@ -115,7 +138,7 @@ defmodule KinoTrace.Session.Recorder do
     %{rec | stacks: Map.put(stacks, pid, Enum.take([event | stack], @stack_depth))}
   end
 
-  defp track(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
+  defp stack(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
     case rec.stacks do
       %{^pid => stack} ->
         case Enum.drop_while(stack, &(&1.id != call_id)) do
@@ -129,7 +152,7 @@ defmodule KinoTrace.Session.Recorder do
     end
   end
 
-  defp track(rec, _event), do: rec
+  defp stack(rec, _event), do: rec
 
   defp open(%{recorder: rec} = state, frozen, trigger, event) do
     window = %{
@@ -165,7 +188,7 @@ defmodule KinoTrace.Session.Recorder do
   defp feed(%{recorder: %{pending: window} = rec} = state, events) do
     {taken, rest} = Enum.split(events, window.left)
     bytes = window.bytes + Enum.reduce(taken, 0, &(History.bytes_of(&1) + &2))
-    rec = Enum.reduce(taken, rec, &(&2 |> track(&1) |> count_fired(&1)))
+    rec = Enum.reduce(taken, rec, &(&2 |> count_fired(&1) |> track(&1)))
 
     window = %{
       window
@@ -185,7 +208,7 @@ defmodule KinoTrace.Session.Recorder do
   defp count_fired(%{config: %{on: []}} = rec, _event), do: rec
 
   defp count_fired(rec, event) do
-    case Record.fires(rec.config.on, event) do
+    case fires(rec, event) do
       nil -> rec
       trigger -> %{rec | fired: Map.update!(rec.fired, trigger, &(&1 + 1))}
     end

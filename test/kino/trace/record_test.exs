@@ -342,7 +342,8 @@ defmodule Kino.Trace.RecordTest do
         # the after-window: 2 events after the trigger
         [trigger] = for e <- events, e.id == info.snapshot.event, do: e
         assert length(Enum.drop_while(events, &(&1 != trigger))) == 3
-        assert Trace.info(rec).recorder.fired.exception >= 1
+        # it went up through 3 traced calls, and fired once
+        assert Trace.info(rec).recorder.fired.exception == 1
         # the assertions take it, and say it is incomplete: the ring overwrote events
         error =
           assert_raise ExUnit.AssertionError, fn ->
@@ -352,6 +353,36 @@ defmodule Kino.Trace.RecordTest do
         assert error.message =~ "The trace is incomplete"
         # measured: from the traced exception to the snapshot
         assert info.snapshot.taken_at - info.snapshot.trigger_time < 5_000_000
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
+      test "an exception fires once, not again as it goes up through traced calls (#{tracer})", %{
+        tracer: tracer
+      } do
+        tracer(tracer)
+        worker = Worker.start()
+        rec = Trace.record(["KinoTraceTest.RecordOrders"], pids: worker, on: [exception: true])
+
+        for _ <- 1..2 do
+          Worker.run(worker, fn ->
+            try do
+              Orders.handle(fn -> Orders.fail("no stock") end)
+            rescue
+              e -> e
+            end
+          end)
+        end
+
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        assert [second, first] = Trace.snapshots(rec)
+        assert Trace.info(rec).recorder.fired.exception == 2
+
+        for snap <- [first, second] do
+          assert %{kind: :exception, function: :fail} = List.last(Trace.events(snap))
+        end
+
         Trace.stop(rec)
       end
 
