@@ -219,7 +219,10 @@ defmodule KinoTrace.Session do
     {:reply, reply, state}
   end
 
-  def handle_request(:snapshots, _from, state), do: {:reply, Recorder.snapshots(state), state}
+  def handle_request(:snapshots, _from, state) do
+    {snapshots, state} = Recorder.snapshots(state)
+    {:reply, snapshots, state}
+  end
 
   def handle_request(:latency, _from, state) do
     state = Drain.for_request(state)
@@ -234,7 +237,8 @@ defmodule KinoTrace.Session do
   # (this node's fallback tracer first takes in its mailbox: its counters then count
   # every event traced before the request, as the native tracer's do)
   def handle_request(:info, _from, state) do
-    state = Drain.take_in(state)
+    # (a recorder's snapshots stopped by hand are gone from its figures)
+    {_snapshots, state} = state |> Drain.take_in() |> Recorder.snapshots()
     {:reply, info(state), state}
   end
 
@@ -337,7 +341,13 @@ defmodule KinoTrace.Session do
     {:stop, {:shutdown, {:agent_down, reason}}, finish(%{state | agent: :lost}, :stopped, :discard)}
   end
 
-  defp message({:DOWN, ref, :process, pid, _reason}, state), do: {:noreply, Subscribers.down(state, ref, pid)}
+  # (a recorder's snapshot stopped by hand leaves its list)
+  defp message({:DOWN, ref, :process, pid, _reason}, state) do
+    case Recorder.snapshot_down(state, ref) do
+      {:ok, state} -> {:noreply, state}
+      :not_mine -> {:noreply, Subscribers.down(state, ref, pid)}
+    end
+  end
 
   defp message({:EXIT, _pid, reason}, state), do: {:stop, reason, finish(state, :stopped, :discard)}
 

@@ -35,6 +35,8 @@ defmodule KinoTrace.Session.Recorder do
     dropped: 0,
     fired: %{exception: 0, slower_than: 0, match: 0},
     taken: 0,
+    # snapshots that could not be made (their replay did not start)
+    failed: 0,
     own: 0,
     # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
     pending: nil,
@@ -253,24 +255,51 @@ defmodule KinoTrace.Session.Recorder do
     snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
     info = state |> Info.build(Setup.patterns(state)) |> Map.put(:snapshot, snapshot)
     # (its events are given once it runs, not as the supervisor's start argument)
-    {:ok, pid, id} = KinoTrace.Replay.start(self(), {:events, info, :put})
-    :ok = GenServer.call(pid, {:put_events, events}, :infinity)
-    entry = Map.merge(snapshot, %{pid: pid, id: id})
+    with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
+         {:ok, :ok} <- KinoTrace.Client.request(pid, {:put_events, events}, :infinity) do
+      # (a snapshot stopped by hand leaves the list: snapshot_down/2)
+      entry = Map.merge(snapshot, %{pid: pid, id: id, ref: Process.monitor(pid)})
 
-    rec = %{
-      rec
-      | snapshots: [entry | rec.snapshots],
-        snapshot_bytes: rec.snapshot_bytes + bytes,
-        taken: rec.taken + 1
-    }
+      rec = %{
+        rec
+        | snapshots: [entry | rec.snapshots],
+          snapshot_bytes: rec.snapshot_bytes + bytes,
+          taken: rec.taken + 1
+      }
 
-    %{state | recorder: evict(rec)}
+      %{state | recorder: evict(rec)}
+    else
+      # (the replay could not start, or ended at once: the snapshot is lost, and counted)
+      _ -> %{state | recorder: %{rec | failed: rec.failed + 1}}
+    end
   end
+
+  @doc """
+  A process the session monitors went down: when it is one of the snapshots (stopped by
+  hand), it leaves the list. `:not_mine` for any other.
+  """
+  @spec snapshot_down(map(), reference()) :: {:ok, map()} | :not_mine
+  def snapshot_down(%{recorder: %__MODULE__{snapshots: snapshots} = rec} = state, ref) do
+    case Enum.split_with(snapshots, &(&1.ref == ref)) do
+      {[gone], kept} ->
+        {:ok,
+         %{
+           state
+           | recorder: %{rec | snapshots: kept, snapshot_bytes: rec.snapshot_bytes - gone.bytes}
+         }}
+
+      _ ->
+        :not_mine
+    end
+  end
+
+  def snapshot_down(_state, _ref), do: :not_mine
 
   # The oldest snapshots go while over the count or the bytes (the newest always stays).
   defp evict(%{snapshots: snapshots, config: config} = rec) when length(snapshots) > 1 do
     if length(snapshots) > config.snapshots or rec.snapshot_bytes > config.snapshot_bytes do
       oldest = List.last(snapshots)
+      Process.demonitor(oldest.ref, [:flush])
       KinoTrace.Client.stop(oldest.pid)
 
       evict(%{
@@ -286,10 +315,27 @@ defmodule KinoTrace.Session.Recorder do
 
   defp evict(rec), do: rec
 
-  @doc "The snapshots kept, newest first: `{pid, id, figures}` each."
-  @spec snapshots(map()) :: [map()]
-  def snapshots(%{recorder: nil}), do: []
-  def snapshots(%{recorder: rec}), do: rec.snapshots
+  @doc """
+  The snapshots kept, newest first (`%{pid, id, ...figures}` each), and the state without
+  those that have ended (stopped by hand: their monitor's message may still be on its way).
+  """
+  @spec snapshots(map()) :: {[map()], map()}
+  def snapshots(%{recorder: nil} = state), do: {[], state}
+
+  def snapshots(%{recorder: rec} = state) do
+    state =
+      Enum.reduce(rec.snapshots, state, fn snapshot, state ->
+        if Process.alive?(snapshot.pid) do
+          state
+        else
+          Process.demonitor(snapshot.ref, [:flush])
+          {:ok, state} = snapshot_down(state, snapshot.ref)
+          state
+        end
+      end)
+
+    {state.recorder.snapshots, state}
+  end
 
   @doc "`info` with the recorder's figures under `:recorder` (nothing for another trace)."
   @spec put_info(map(), map()) :: map()
@@ -311,7 +357,8 @@ defmodule KinoTrace.Session.Recorder do
       snapshots: length(rec.snapshots),
       snapshot_bytes: rec.snapshot_bytes,
       snapshots_taken: rec.taken,
-      snapshots_dropped: rec.dropped
+      snapshots_dropped: rec.dropped,
+      snapshots_failed: rec.failed
     })
   end
 

@@ -180,6 +180,11 @@ defmodule Kino.Trace.RecordTest do
         assert %{snapshots: 2, snapshots_taken: 4, snapshots_dropped: 2} =
                  Trace.info(rec).recorder
 
+        # one stopped by hand leaves the list
+        :ok = Trace.stop(s3)
+        assert Trace.snapshots(rec) == [s4]
+        assert Trace.info(rec).recorder.snapshots == 1
+
         # bytes: one snapshot's worth of bytes keeps the newest only
         bytes = Trace.info(s4).snapshot.bytes
 
