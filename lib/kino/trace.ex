@@ -216,7 +216,9 @@ defmodule Kino.Trace do
       out of a traced call: once, where it is raised, not again as it goes up through
       the traced calls of its process), `slower_than: ms` (a traced call that took longer),
       `match: "MyApp.Orders.place(%{total: t}) when t > 1000"` (a call that matches a
-      pattern, in the syntax of `calls/2`'s patterns);
+      pattern, in the syntax of `calls/2`'s patterns), `message: "{:error, _}"` (a
+      message sent or received that matches a message pattern, as `messages/2`'s
+      `:pattern` takes it);
     * `after:` - what a triggered snapshot records after its trigger: `n` events (or
       `{n, :events}`) or `{ms, :ms}`; none by default.
 
@@ -267,7 +269,8 @@ defmodule Kino.Trace do
               "invalid value for :nodes: record/2 records on this node only (other nodes are not supported yet)"
             )
 
-        start(%{plan | record: KinoTrace.Plan.Record.new!(record_opts, plan.options)}, owner)
+        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
+        start(%{plan | record: record}, owner)
       end)
     end)
   end

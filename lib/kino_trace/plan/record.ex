@@ -10,7 +10,8 @@ defmodule KinoTrace.Plan.Record do
   #   * `on:` - the triggers: `exception: true` (an exception raised out of a traced
   #     call), `slower_than: ms` (a call that returned, or raised, after more than `ms`),
   #     `match: "Mod.fun(args) when guard"` (a call that matches a pattern in the
-  #     patterns' syntax);
+  #     patterns' syntax); `message: "{:error, _}"` (a message sent or received that
+  #     matches a message pattern, as the `:pattern` option takes it);
   #   * `after:` - what a triggered snapshot records after its trigger: `n` (or `{n,
   #     :events}`) events, or `{ms, :ms}` milliseconds; `0` (none) by default.
   #
@@ -23,6 +24,7 @@ defmodule KinoTrace.Plan.Record do
           {:exception, true}
           | {:slower_than, pos_integer()}
           | {:match, {String.t(), mfa(), term()}}
+          | {:message, {String.t(), term()}}
 
   @type t :: %{
           events: pos_integer(),
@@ -77,9 +79,9 @@ defmodule KinoTrace.Plan.Record do
       ** (ArgumentError) invalid value for :on: slower_than: needs the calls' returns traced (return: true)
   """
   @spec new!(keyword(), keyword()) :: t()
-  def new!(opts, trace_options) do
+  def new!(opts, trace_options, what \\ [:calls]) do
     opts = opts |> Options.validate!(schema()) |> Map.new()
-    on = Enum.map(opts.on, &trigger!(&1, trace_options))
+    on = Enum.map(opts.on, &trigger!(&1, Keyword.put(trace_options, :what, what)))
 
     after_ =
       case opts.after do
@@ -134,19 +136,39 @@ defmodule KinoTrace.Plan.Record do
     end
   end
 
-  defp trigger!({key, value}, _options) when key in [:exception, :slower_than, :match] do
+  defp trigger!({:message, text}, options) when is_binary(text) do
+    if :messages not in options[:what],
+      do: invalid!("message: needs messages traced (Kino.Trace.trace/2's messages:)")
+
+    case KinoTrace.Plan.MessagePattern.compile(text, false, max_bytes: options[:max_bytes]) do
+      {:ok, %{send: send}} when is_list(send) ->
+        # (the send match spec matches [receiver, message]; its actions become `true`)
+        {:message,
+         {text,
+          :ets.match_spec_compile(for {head, guards, _} <- send, do: {head, guards, [true]})}}
+
+      {:error, message} ->
+        invalid!("message: " <> message)
+    end
+  end
+
+  defp trigger!({key, value}, _options)
+       when key in [:exception, :slower_than, :match, :message] do
     expected =
       %{
         exception: "true",
         slower_than: "a positive number of milliseconds",
-        match: "a call pattern as a string"
+        match: "a call pattern as a string",
+        message: "a message pattern as a string"
       }[key]
 
     invalid!("#{key}: expected #{expected}, got: #{inspect(value)}")
   end
 
   defp trigger!({key, _value}, _options) do
-    invalid!("unknown trigger #{inspect(key)} (known: :exception, :slower_than, :match)")
+    invalid!(
+      "unknown trigger #{inspect(key)} (known: :exception, :slower_than, :match, :message)"
+    )
   end
 
   defp invalid!(message), do: raise(ArgumentError, "invalid value for :on: " <> message)
@@ -159,7 +181,8 @@ defmodule KinoTrace.Plan.Record do
       iex> KinoTrace.Plan.Record.fires([{:slower_than, 1}], %Kino.Trace.Event{kind: :return, duration: 500_000})
       nil
   """
-  @spec fires([trigger()], Kino.Trace.Event.t()) :: :exception | :slower_than | :match | nil
+  @spec fires([trigger()], Kino.Trace.Event.t()) ::
+          :exception | :slower_than | :match | :message | nil
   def fires(triggers, event), do: Enum.find_value(triggers, &fire(&1, event))
 
   defp fire({:exception, true}, %{kind: :exception}), do: :exception
@@ -178,6 +201,11 @@ defmodule KinoTrace.Plan.Record do
        when (m == :_ or m == em) and (f == :_ or f == ef) and (a == :_ or a == ea) and
               is_list(args) do
     if :ets.match_spec_run([args], spec) != [], do: :match
+  end
+
+  defp fire({:message, {_text, spec}}, %{kind: kind, pid: pid, peer: peer, data: message})
+       when kind in [:send, :send_to_non_existing, :receive] do
+    if :ets.match_spec_run([[peer || pid, message]], spec) != [], do: :message
   end
 
   defp fire(_trigger, _event), do: nil

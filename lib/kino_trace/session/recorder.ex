@@ -33,7 +33,7 @@ defmodule KinoTrace.Session.Recorder do
     snapshots: [],
     snapshot_bytes: 0,
     dropped: 0,
-    fired: %{exception: 0, slower_than: 0, match: 0},
+    fired: %{exception: 0, slower_than: 0, match: 0, message: 0},
     taken: 0,
     # snapshots that could not be made (their replay did not start)
     failed: 0,
@@ -363,5 +363,6 @@ defmodule KinoTrace.Session.Recorder do
   end
 
   defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
+  defp trigger_text({:message, {text, _spec}}), do: {:message, text}
   defp trigger_text(trigger), do: trigger
 end

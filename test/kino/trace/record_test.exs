@@ -273,6 +273,10 @@ defmodule Kino.Trace.RecordTest do
       Trace.record(["Enum.sum/1"], on: [match: "Enum.smu(x)"])
     end
 
+    assert_raise ArgumentError, ~r/message: needs messages traced/, fn ->
+      Trace.record(["Enum.sum/1"], on: [message: "{:error, _}"])
+    end
+
     assert_raise ArgumentError, ~r/invalid value for :after/, fn ->
       Trace.record(["Enum.sum/1"], after: {1, :hours})
     end
@@ -430,6 +434,37 @@ defmodule Kino.Trace.RecordTest do
         assert Trace.info(slow).snapshot.trigger == :slower_than
         assert %{kind: :return, function: :slow} = List.last(Trace.events(slow))
         assert %{match: 1, slower_than: 1, exception: 0} = Trace.info(rec).recorder.fired
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
+      test "message: fires on a message that matches, sent or received (#{tracer})", %{
+        tracer: tracer
+      } do
+        tracer(tracer)
+        worker = Worker.start()
+
+        rec =
+          Trace.record([calls: ["KinoTraceTest.RecordOrders"], messages: [worker]],
+            pids: worker,
+            on: [message: "{:error, reason} when is_atom(reason)"]
+          )
+
+        Worker.run(worker, fn ->
+          send(self(), {:error, "text"})
+          receive do: ({:error, _} -> :ok)
+          Orders.noise(1)
+          send(self(), {:error, :timeout})
+          receive do: ({:error, _} -> :ok)
+        end)
+
+        Helpers.trace_delivered(worker)
+        :ok = Trace.flush(rec)
+        # its send, then its receive (the worker sent it to itself)
+        assert [received, sent] = Trace.snapshots(rec)
+        assert %{kind: :send, data: {:error, :timeout}} = List.last(Trace.events(sent))
+        assert %{kind: :receive, data: {:error, :timeout}} = List.last(Trace.events(received))
+        assert %{message: 2} = Trace.info(rec).recorder.fired
         Trace.stop(rec)
       end
 
