@@ -418,7 +418,7 @@ defmodule KinoTrace.Session do
     backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
-    state = if mode == :deliver, do: Drain.catch_up(state, :infinity), else: state
+    state = if mode == :deliver, do: state |> Drain.catch_up(:infinity) |> Recorder.ended(), else: state
     Backend.close(state.backend)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})

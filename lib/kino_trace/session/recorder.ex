@@ -216,6 +216,14 @@ defmodule KinoTrace.Session.Recorder do
     end
   end
 
+  @doc """
+  Tracing ended at the trace's `:limit` or `:timeout` (its last events delivered): an
+  open after-window ends with what it has, so its snapshot is made.
+  """
+  @spec ended(map()) :: map()
+  def ended(%{recorder: %{pending: window}} = state) when window != nil, do: finish(state)
+  def ended(state), do: state
+
   @doc "The after-window of `ms` ended (its timer's message)."
   @spec window_ended(map(), reference()) :: map()
   def window_ended(%{recorder: %{pending: %{timer: {_, ref}}}} = state, ref), do: finish(state)

@@ -469,6 +469,36 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
+      test "an after-window of events still open when the trace reaches its limit ends there (#{tracer})",
+           %{
+             tracer: tracer
+           } do
+        tracer(tracer)
+        worker = Worker.start()
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: worker,
+            return: false,
+            limit: 3,
+            on: [match: "KinoTraceTest.RecordOrders.place(:now)"],
+            after: 100
+          )
+
+        id = rec.id
+        :ok = Trace.subscribe(rec)
+
+        Worker.run(worker, fn ->
+          Orders.noise(1) && Orders.place(:now) && Orders.noise(2) && Orders.noise(3)
+        end)
+
+        assert_receive {:kino_trace, ^id, {:status, :limit_reached}}, 5_000
+        assert [snap] = Trace.snapshots(rec)
+        assert Enum.map(Trace.events(snap), & &1.args) == [[1], [:now], [2]]
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
       test "after: {ms, :ms} records the window, then the snapshot is there (#{tracer})", %{
         tracer: tracer
       } do
