@@ -18,6 +18,10 @@ defmodule Kino.Trace do
       capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end)
       capture.events
 
+      # left running: the newest events, frozen into a snapshot when an exception is raised
+      rec = Kino.Trace.record(["MyApp.Orders"], on: [exception: true])
+      [snapshot | _] = Kino.Trace.snapshots(rec)
+
   ## Patterns
 
   Mixed freely in one list: `"Mod"`, `"Mod.fun"`, `"Mod.fun/2"`, `"Mod.fun/*"`,
