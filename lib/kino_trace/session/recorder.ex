@@ -17,7 +17,8 @@ defmodule KinoTrace.Session.Recorder do
   #     calls of its process (their exception events) it fires nothing again;
   #   * the open calls of each process (with triggers): a trigger's snapshot has the
   #     calls that led to it in its process even when the ring overwrote them (at most
-  #     @stack_depth per process, @stack_pids processes: beyond, the oldest are forgotten);
+  #     @stack_depth per process, @stack_pids processes, and a quarter of the ring's
+  #     bytes in all: beyond, the oldest are forgotten);
   #   * counters for `Kino.Trace.info/1`'s `:recorder`: what the ring keeps and overwrote,
   #     own events left out (`KinoTrace.Session.OwnEvents`), so that
   #     accepted == kept + overwritten + own + queued + discarded.
@@ -40,8 +41,9 @@ defmodule KinoTrace.Session.Recorder do
     own: 0,
     # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
     pending: nil,
-    # pid => open call events, innermost first
+    # pid => open call events with their bytes, innermost first; their bytes in all
     stacks: %{},
+    stack_bytes: 0,
     # processes whose last event was an exception: the same exception going up through
     # more traced calls fires no trigger again
     raising: MapSet.new()
@@ -103,7 +105,7 @@ defmodule KinoTrace.Session.Recorder do
     first = match?([_ | _], events) && hd(events).id
 
     missing =
-      for event <- Enum.reverse(Map.get(rec.stacks, pid, [])),
+      for {event, _bytes} <- Enum.reverse(Map.get(rec.stacks, pid, [])),
           first == false or event.id < first,
           do: event
 
@@ -131,30 +133,42 @@ defmodule KinoTrace.Session.Recorder do
   end
 
   defp stack(rec, %{kind: :call, pid: pid} = event) do
-    stacks =
+    rec =
       if map_size(rec.stacks) >= @stack_pids and not Map.has_key?(rec.stacks, pid),
-        do: %{},
-        else: rec.stacks
+        do: %{rec | stacks: %{}, stack_bytes: 0},
+        else: rec
 
-    stack = if event.lost, do: [], else: Map.get(stacks, pid, [])
-    %{rec | stacks: Map.put(stacks, pid, Enum.take([event | stack], @stack_depth))}
+    old = Map.get(rec.stacks, pid, [])
+    {kept, gone} = if event.lost, do: {[], old}, else: Enum.split(old, @stack_depth - 1)
+    bytes = History.bytes_of(event)
+    stack_bytes = rec.stack_bytes + bytes - sum_bytes(gone)
+
+    # beyond their bytes' bound, every process's open calls are forgotten
+    if stack_bytes > div(rec.config.bytes, 4),
+      do: %{rec | stacks: %{}, stack_bytes: 0},
+      else: %{
+        rec
+        | stacks: Map.put(rec.stacks, pid, [{event, bytes} | kept]),
+          stack_bytes: stack_bytes
+      }
   end
 
   defp stack(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
-    case rec.stacks do
-      %{^pid => stack} ->
-        case Enum.drop_while(stack, &(&1.id != call_id)) do
-          [_call | []] -> %{rec | stacks: Map.delete(rec.stacks, pid)}
-          [_call | outer] -> %{rec | stacks: Map.put(rec.stacks, pid, outer)}
-          [] -> rec
-        end
+    with %{^pid => stack} <- rec.stacks,
+         {inner, [{%{id: ^call_id}, _} = call | outer]} <-
+           Enum.split_while(stack, fn {e, _} -> e.id != call_id end) do
+      stacks =
+        if outer == [], do: Map.delete(rec.stacks, pid), else: Map.put(rec.stacks, pid, outer)
 
-      _ ->
-        rec
+      %{rec | stacks: stacks, stack_bytes: rec.stack_bytes - sum_bytes([call | inner])}
+    else
+      _ -> rec
     end
   end
 
   defp stack(rec, _event), do: rec
+
+  defp sum_bytes(entries), do: Enum.reduce(entries, 0, fn {_event, bytes}, sum -> sum + bytes end)
 
   defp open(%{recorder: rec} = state, frozen, trigger, event) do
     window = %{
@@ -355,6 +369,7 @@ defmodule KinoTrace.Session.Recorder do
       bytes: rec.config.bytes,
       kept: History.size(history),
       kept_bytes: History.bytes(history),
+      open_calls_bytes: rec.stack_bytes,
       memory: History.memory(history),
       overwritten: History.overwritten(history),
       own: rec.own,

@@ -499,6 +499,41 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
+      test "the open calls kept for triggers stay within a quarter of the ring's bytes (#{tracer})",
+           %{tracer: tracer} do
+        tracer(tracer)
+        test = self()
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: :new,
+            bytes: 100_000,
+            on: [exception: true]
+          )
+
+        # 300 processes, each inside two calls that have not returned
+        pids =
+          for _ <- 1..300 do
+            spawn_link(fn ->
+              Orders.handle(fn ->
+                send(test, {:inside, self()})
+                receive do: (:go -> :ok)
+              end)
+            end)
+          end
+
+        for pid <- pids, do: assert_receive({:inside, ^pid}, 5_000)
+        for pid <- pids, do: Helpers.trace_delivered(pid)
+        :ok = Trace.flush(rec)
+        info = Trace.info(rec)
+        assert info.accepted >= 600
+        assert info.recorder.open_calls_bytes > 0
+        assert info.recorder.open_calls_bytes <= div(100_000, 4)
+        for pid <- pids, do: send(pid, :go)
+        Trace.stop(rec)
+      end
+
+      @tag tracer: tracer
       test "after: {ms, :ms} records the window, then the snapshot is there (#{tracer})", %{
         tracer: tracer
       } do
