@@ -76,7 +76,8 @@ defmodule Kino.Trace do
   @typedoc """
   What `info/1` returns: the status and counters of a trace. A trace of several nodes
   has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
-  that went away, `:unresponsive` for one that does not answer). `:tracer` says what
+  that went away, `:unresponsive` for one that does not answer). A recorder
+  (`record/2`) has `:recorder`, a snapshot `:snapshot` (see `snapshots/1`). `:tracer` says what
   traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
   node's agent falls back to (see the "Other nodes" guide); then `:fallback` has the trace
   messages it `received` (each accepted or dropped) and how often its mailbox guard
@@ -102,7 +103,9 @@ defmodule Kino.Trace do
           required(:reapplied) => non_neg_integer(),
           optional(:tracer) => :native | {:fallback, String.t()},
           optional(:fallback) => %{received: non_neg_integer(), switched_off: non_neg_integer()},
-          optional(:nodes) => %{node() => map()}
+          optional(:nodes) => %{node() => map()},
+          optional(:recorder) => map(),
+          optional(:snapshot) => map()
         }
 
   @typedoc "The result of `set_patterns/2` for each entry."
