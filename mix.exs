@@ -86,6 +86,7 @@ defmodule KinoTrace.MixProject do
         "guides/installation.md",
         "guides/testing_with_traces.md",
         "guides/trace_files.md",
+        "guides/post_mortem.md",
         "CHANGELOG.md"
       ],
       groups_for_extras: [Guides: ~r{^guides/}],

@@ -20,6 +20,7 @@ defmodule KinoTraceBench.Overhead do
       {:floor_return, "2r 2b, calls and their returns", :floor_accept, [return: true], :small,
        n.(200_000)},
       {:kino, "3  kino_trace accepts (API)", :kino, accept, :small, n.(200_000)},
+      {:kino_record, "3r kino_trace recorder accepts (API)", :kino_record, accept, :small, n.(200_000)},
       {:native, "3n kino_trace accepts (native layer)", :native, accept, :small, n.(200_000)},
       {:native_unpaced, "3u the same, drained on every wake-up", :native_unpaced, accept, :small, n.(200_000)},
       {:native_deferred, "3x the same, drained after the loop", :native_deferred, accept, :small, n.(200_000)},
@@ -169,6 +170,7 @@ defmodule KinoTraceBench.Overhead do
     check.("accepted event / floor (3n native), <= 1.8", x.(:native, :floor), &(&1 <= 1.8))
     check.("accepted event / floor (3 API), <= 1.8", x.(:kino, :floor), &(&1 <= 1.8))
     check.("accepted event / floor (3 API), <= 2.2 (issue 26)", x.(:kino, :floor), &(&1 <= 2.2))
+    check.("recorder / calls/2, accepted (3r / 3 API), <= 1.1", x.(:kino_record, :kino), &(&1 <= 1.1))
     check.("pid tracer / accepted (7 / 3n), >= 2", x.(:pid_tracer, :native), &(&1 >= 2))
     check.("pid tracer / accepted (7 / 3 API), >= 1.6", x.(:pid_tracer, :kino), &(&1 >= 1.6))
     check.("return: true / floor (6), <= 3.5", x.(:kino_return, :floor), &(&1 <= 3.5))

@@ -42,6 +42,13 @@ defmodule KinoTraceBench.Tracers do
     %{kind: :kino, trace: trace, resource: KinoTrace.Client.internals(trace).resource}
   end
 
+  # a flight recorder (Kino.Trace.record/2): the same path in the traced process
+  def start(:kino_record, workers, opts) do
+    opts = Keyword.merge([pids: workers], opts)
+    trace = Kino.Trace.record(@pattern, opts)
+    %{kind: :kino, trace: trace, resource: KinoTrace.Client.internals(trace).resource}
+  end
+
   # --- kino_trace on its pure-Erlang tracer (where the native one cannot build) ---------------
 
   def start(:kino_fallback, workers, opts) do

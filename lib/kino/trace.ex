@@ -18,6 +18,10 @@ defmodule Kino.Trace do
       capture = Kino.Trace.capture(["MyApp.Cache.fetch/2"], fn -> MyApp.run() end)
       capture.events
 
+      # left running: the newest events, frozen into a snapshot when an exception is raised
+      rec = Kino.Trace.record(["MyApp.Orders"], on: [exception: true])
+      [snapshot | _] = Kino.Trace.snapshots(rec)
+
   ## Patterns
 
   Mixed freely in one list: `"Mod"`, `"Mod.fun"`, `"Mod.fun/2"`, `"Mod.fun/*"`,
@@ -85,7 +89,8 @@ defmodule Kino.Trace do
   @typedoc """
   What `info/1` returns: the status and counters of a trace. A trace of several nodes
   has the sums, and `:nodes` with each node's own info and status (`:gone` for a node
-  that went away, `:unresponsive` for one that does not answer). `:tracer` says what
+  that went away, `:unresponsive` for one that does not answer). A recorder
+  (`record/2`) has `:recorder`, a snapshot `:snapshot` (see `snapshots/1`). `:tracer` says what
   traces a node: `:native`, or `{:fallback, why}` for the pure-Erlang tracer another
   node's agent falls back to (see the "Other nodes" guide); then `:fallback` has the trace
   messages it `received` (each accepted or dropped) and how often its mailbox guard
@@ -111,7 +116,9 @@ defmodule Kino.Trace do
           required(:reapplied) => non_neg_integer(),
           optional(:tracer) => :native | {:fallback, String.t()},
           optional(:fallback) => %{received: non_neg_integer(), switched_off: non_neg_integer()},
-          optional(:nodes) => %{node() => map()}
+          optional(:nodes) => %{node() => map()},
+          optional(:recorder) => map(),
+          optional(:snapshot) => map()
         }
 
   @typedoc "The result of `set_patterns/2` for each entry."
@@ -209,11 +216,136 @@ defmodule Kino.Trace do
     # KinoTrace.Front; at high priority, as a session sets up: with the traced functions
     # hot, checking the patterns waited behind them for seconds, issue 36 item 2)
     owner = self()
-    Front.run(fn -> KinoTrace.Server.urgent(fn -> start(what, opts, owner) end) end)
+    Front.run(fn -> KinoTrace.Server.urgent(fn -> start(Plan.new!(what, opts), owner) end) end)
   end
 
-  defp start(what, opts, owner) do
-    plan = Plan.new!(what, opts)
+  @doc """
+  Starts a flight recorder: a trace of `what` that keeps its *newest* events in bounded
+  memory, made to be left running, and freezes them into snapshots when a trigger fires
+  or on `snapshot/1`. The "Post-mortem tracing" guide shows it at work.
+
+  `what` is what `calls/2` takes (patterns), or what `trace/2` takes (`[calls: ...,
+  messages: ..., processes: ...]`). Options are those of `calls/2` (`:history` aside:
+  the ring is the history) and:
+
+    * `events: 100_000`, `bytes: 67_108_864` - the ring: at most this many events and
+      bytes (each event's size in memory); older events are overwritten, and counted;
+    * `snapshots: 8`, `snapshot_bytes: 268_435_456` - the snapshots kept: beyond
+      either, the oldest is ended (counted);
+    * `on:` - the triggers, each taking a snapshot: `exception: true` (an exception raised
+      out of a traced call: once, where it is raised, not again as it goes up through
+      the traced calls of its process), `slower_than: ms` (a traced call that took longer),
+      `match: "MyApp.Orders.place(%{total: t}) when t > 1000"` (a call that matches a
+      pattern, in the syntax of `calls/2`'s patterns), `message: "{:error, _}"` (a
+      message sent or received that matches a message pattern, as `messages/2`'s
+      `:pattern` takes it);
+    * `after:` - what a triggered snapshot records after its trigger: `n` events (or
+      `{n, :events}`) or `{ms, :ms}`; none by default.
+
+  A triggered snapshot holds what the ring held up to the trigger, the calls still open
+  in the triggering process that led to it (even those the ring overwrote), then the
+  `:after` window. While a window is open, other triggers count in `info/1` but take no
+  other snapshot.
+
+  `info/1` has the recorder's figures under `:recorder`: `:kept` (and `:kept_bytes`),
+  `:overwritten`, `:own` (events of kino_trace's own processes left out), so that
+  `accepted == kept + overwritten + own + queued + discarded`; `:fired` per trigger,
+  `:snapshots`, `:snapshots_taken` and `:snapshots_dropped`. Recording on other nodes
+  (`:nodes`) is not supported yet.
+
+      iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self(), events: 4, return: false)
+      iex> for n <- 1..6, do: Enum.sum([n])
+      [1, 2, 3, 4, 5, 6]
+      iex> snapshot = Kino.Trace.snapshot(rec)
+      iex> snapshot |> Kino.Trace.events() |> Enum.map(& &1.args)
+      [[[3]], [[4]], [[5]], [[6]]]
+      iex> Kino.Trace.info(rec).recorder.overwritten
+      2
+      iex> Kino.Trace.stop(rec)
+      :ok
+  """
+  @spec record(term(), keyword()) :: t()
+  def record(what, opts \\ []) do
+    owner = self()
+    what = if Keyword.keyword?(what) and what != [], do: what, else: [calls: what]
+
+    Front.run(fn ->
+      KinoTrace.Server.urgent(fn ->
+        {record_opts, trace_opts} = Keyword.split(opts, KinoTrace.Plan.Record.keys())
+
+        if Keyword.has_key?(trace_opts, :history),
+          do:
+            raise(
+              ArgumentError,
+              "invalid option :history for record/2: the ring is its history (events: and bytes:)"
+            )
+
+        plan = Plan.new!(what, trace_opts)
+
+        if Plan.remote?(plan),
+          do:
+            raise(
+              ArgumentError,
+              "invalid value for :nodes: record/2 records on this node only (other nodes are not supported yet)"
+            )
+
+        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
+        start(%{plan | record: record}, owner)
+      end)
+    end)
+  end
+
+  @doc """
+  Takes a snapshot of a recorder (`record/2`) now: its ring's events, frozen, as a trace
+  that every front end takes (`events/2`, `stream/1`, `print/2`, `to_mermaid/2`, the
+  widget, `save/2`, the assertions). It lives until it is stopped, the recorder ends, or
+  newer snapshots push it out (see `snapshots/1`). Raises `ArgumentError` for a trace
+  that is not a recorder.
+
+      iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self())
+      iex> Enum.sum([1, 2])
+      3
+      iex> snapshot = Kino.Trace.snapshot(rec)
+      iex> snapshot |> Kino.Trace.events() |> Enum.map(& &1.kind)
+      [:call, :return]
+      iex> Kino.Trace.snapshots(rec) == [snapshot]
+      true
+  """
+  @spec snapshot(t()) :: t()
+  def snapshot(%__MODULE__{} = recorder) do
+    case Client.call(recorder, :snapshot) do
+      {pid, id} when is_pid(pid) ->
+        %__MODULE__{id: id, session: pid, node: node()}
+
+      _ ->
+        raise ArgumentError,
+              "#{inspect(recorder)} is not a recorder: start one with Kino.Trace.record/2"
+    end
+  end
+
+  @doc """
+  A recorder's snapshots, newest first (triggered or taken with `snapshot/1`); each is a
+  trace, whose `info/1` has `:snapshot`: its `:trigger` (`:exception`, `:slower_than`,
+  `:match` or `:manual`), the triggering event's `:event` id and `:pid`, `:trigger_time`
+  (the event's time) and `:taken_at` (system microseconds), its `:events` and `:bytes`.
+
+      iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self())
+      iex> Kino.Trace.snapshots(rec)
+      []
+  """
+  @spec snapshots(t()) :: [t()]
+  def snapshots(%__MODULE__{} = recorder) do
+    case Client.call(recorder, :snapshots) do
+      list when is_list(list) ->
+        for %{pid: pid, id: id} <- list, do: %__MODULE__{id: id, session: pid, node: node()}
+
+      _ ->
+        raise ArgumentError,
+              "#{inspect(recorder)} is not a recorder: start one with Kino.Trace.record/2"
+    end
+  end
+
+  defp start(plan, owner) do
     trace = run(plan, owner)
 
     case plan.options[:print] do

@@ -22,8 +22,10 @@ defmodule KinoTrace.Limits do
   # `max_events`, which `Kino.Trace.info/1` shows).
   #
   #   * `option`: where the user gives it: an option, or `{option, part}` for a part of
-  #     one (`rate: {count, ms}`, `queue: [events: n, bytes: n]`); nil for a bound of the
-  #     fallback tracer's own that no option sets;
+  #     one (`rate: {count, ms}`, `queue: [events: n, bytes: n]`); `{:record, option}`
+  #     for an option of `Kino.Trace.record/2` only (`events:`, `bytes:`...,
+  #     `KinoTrace.Plan.Record`); nil for a bound of the fallback tracer's own that no
+  #     option sets;
   #   * `default`: nil for "none" (the tracers read nil, or 0, as none);
   #   * `capture`: the default of `Kino.Trace.capture/3`, where it differs (a capture
   #     keeps every event of its block, up to a larger limit; its queue holds as many
@@ -215,6 +217,42 @@ defmodule KinoTrace.Limits do
       unit: "calls",
       why: "a bound on the open calls whose arguments are kept for slow calls, all processes together",
       enforced_by: ["lib/kino_trace/stats/slow_calls.ex (add_one/3)"]
+    },
+    %{
+      name: :record_events,
+      option: {:record, :events},
+      default: 100_000,
+      max: @u32,
+      unit: "events",
+      why: "a bound on a recorder's ring (Kino.Trace.record/2) kept in memory",
+      enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History: overwritten)"]
+    },
+    %{
+      name: :record_bytes,
+      option: {:record, :bytes},
+      default: 64 * 1024 * 1024,
+      max: @u64,
+      unit: "bytes",
+      why: "the ring counts its bytes in 64 bits",
+      enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History: overwritten)"]
+    },
+    %{
+      name: :snapshots,
+      option: {:record, :snapshots},
+      default: 8,
+      max: 1_000,
+      unit: "snapshots",
+      why: "each snapshot is a process holding its events",
+      enforced_by: ["lib/kino_trace/session/recorder.ex (KinoTrace.Session.Recorder: dropped)"]
+    },
+    %{
+      name: :snapshot_bytes,
+      option: {:record, :snapshot_bytes},
+      default: 256 * 1024 * 1024,
+      max: @u64,
+      unit: "bytes",
+      why: "the snapshots' bytes are counted in 64 bits",
+      enforced_by: ["lib/kino_trace/session/recorder.ex (KinoTrace.Session.Recorder: dropped)"]
     },
     %{
       name: :mailbox,

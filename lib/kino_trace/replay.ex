@@ -14,7 +14,10 @@ defmodule KinoTrace.Replay do
   #   * `:latency` and `:slow_calls` are nil: it keeps nothing since a start (the
   #     functions that ask read its events);
   #   * `:info` is the recorded trace's info with status `:stopped` and, for a file,
-  #     `:file` (`KinoTrace.File.Format.read/2`'s figures and the path).
+  #     `:file` (`KinoTrace.File.Format.read/2`'s figures and the path);
+  #   * `{:put_events, events}`, once, for a source `{:events, info, :put}`: a recorder's
+  #     snapshot (`KinoTrace.Session.Recorder`) gives its events so, not as the start's
+  #     argument, which the supervisor would keep with the child's spec.
   #
   # It ends when its owner does, or on `stop/1` (which frees its events; `info/1` then
   # answers what it was, through `KinoTrace.Session.Final`). Its events are kept in a
@@ -30,7 +33,7 @@ defmodule KinoTrace.Replay do
   defstruct [:id, :owner_ref, :source, :history, :info, :error, count: 0, subscribers: %{}]
 
   @typedoc "What it serves: a trace file (read with caps), or events and their trace's info."
-  @type source :: {:file, Path.t(), keyword()} | {:events, map(), [Kino.Trace.Event.t()]}
+  @type source :: {:file, Path.t(), keyword()} | {:events, map(), [Kino.Trace.Event.t()] | :put}
 
   # How many events one message to a subscriber carries.
   @batch 1_000
@@ -74,6 +77,7 @@ defmodule KinoTrace.Replay do
     end
   end
 
+  defp load({:events, info, :put}), do: {:ok, Map.put(info, :awaiting_events, true), []}
   defp load({:events, info, events}), do: {:ok, info, events}
 
   defp load({:file, path, caps}) do
@@ -123,6 +127,12 @@ defmodule KinoTrace.Replay do
     {ref, subscribers} = Map.pop(state.subscribers, pid)
     if ref, do: Process.demonitor(ref, [:flush])
     {:reply, :ok, %{state | subscribers: subscribers}}
+  end
+
+  def handle_request({:put_events, events}, _from, %{info: %{awaiting_events: true}} = state) do
+    history = History.new(max(length(events), 1)) |> History.push(events)
+    info = Map.delete(state.info, :awaiting_events)
+    {:reply, :ok, %{state | history: history, count: length(events), info: info}}
   end
 
   def handle_request({:events, n}, _from, state),

@@ -46,6 +46,7 @@ defmodule KinoTrace.Session do
     History,
     Info,
     OwnEvents,
+    Recorder,
     Safeguards,
     Setup,
     Subscribers
@@ -83,6 +84,9 @@ defmodule KinoTrace.Session do
     # what it keeps since the start (KinoTrace.Stats.Kept): latency distributions with
     # `latency: true`, slow calls with `slowest:` or `slower_than:`
     :kept,
+    # a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder): then the
+    # history is its ring
+    :recorder,
     status: :running,
     # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
@@ -154,7 +158,9 @@ defmodule KinoTrace.Session do
           do: NativeDecoder.new(pairing: plan.options[:return]),
           else: Decoder.new(pairing: plan.options[:return], node: node)
         ),
-      history: History.new(plan.options[:history]),
+      history:
+        if(plan.record, do: Recorder.ring(plan.record), else: History.new(plan.options[:history])),
+      recorder: Recorder.new(plan.record),
       kept: Kept.new(plan.options),
       started_at: System.os_time(:microsecond)
     }
@@ -231,6 +237,17 @@ defmodule KinoTrace.Session do
     {:reply, History.take(state.history, n), state}
   end
 
+  # A recorder's snapshot now (Kino.Trace.snapshot/1), of what is queued too (capped).
+  def handle_request(:snapshot, _from, state) do
+    {reply, state} = state |> Drain.for_request() |> Recorder.snapshot()
+    {:reply, reply, state}
+  end
+
+  def handle_request(:snapshots, _from, state) do
+    {snapshots, state} = Recorder.snapshots(state)
+    {:reply, snapshots, state}
+  end
+
   def handle_request(:latency, _from, state) do
     state = Drain.for_request(state)
     {:reply, Kept.latency(state.kept), state}
@@ -249,8 +266,9 @@ defmodule KinoTrace.Session do
   # (this node's fallback tracer first takes in its mailbox: its counters then count
   # every event traced before the request, as the native tracer's do)
   def handle_request(:info, _from, state) do
-    state = Drain.take_in(state)
-    {:reply, Info.build(state, Setup.patterns(state)), state}
+    # (a recorder's snapshots stopped by hand are gone from its figures)
+    {_snapshots, state} = state |> Drain.take_in() |> Recorder.snapshots()
+    {:reply, info(state), state}
   end
 
   # What this node's OTP session names as its tracer (KinoTrace.Capture.Sends asks);
@@ -317,6 +335,10 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
+  # A recorder's after-window of milliseconds ended.
+  defp message({:kino_trace_record_after, ref}, state),
+    do: {:noreply, Recorder.window_ended(state, ref)}
+
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
@@ -352,8 +374,13 @@ defmodule KinoTrace.Session do
      finish(%{state | agent: :lost}, :stopped, :discard)}
   end
 
-  defp message({:DOWN, ref, :process, pid, _reason}, state),
-    do: {:noreply, Subscribers.down(state, ref, pid)}
+  # (a recorder's snapshot stopped by hand leaves its list)
+  defp message({:DOWN, ref, :process, pid, _reason}, state) do
+    case Recorder.snapshot_down(state, ref) do
+      {:ok, state} -> {:noreply, state}
+      :not_mine -> {:noreply, Subscribers.down(state, ref, pid)}
+    end
+  end
 
   defp message({:EXIT, _pid, reason}, state),
     do: {:stop, reason, finish(state, :stopped, :discard)}
@@ -381,10 +408,7 @@ defmodule KinoTrace.Session do
   # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
   # the final one.
   defp keep_final(state) do
-    KinoTrace.Session.Final.put(
-      state.id,
-      Info.build(%{state | status: :stopped, rate: 0.0}, Setup.patterns(state))
-    )
+    KinoTrace.Session.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
 
     state
   end
@@ -393,11 +417,12 @@ defmodule KinoTrace.Session do
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
 
-    if state.setup_error == nil,
-      do: KinoTrace.Session.Final.put(state.id, Info.build(state, Setup.patterns(state)))
+    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, info(state))
 
     :ok
   end
+
+  defp info(state), do: state |> Info.build(Setup.patterns(state)) |> Recorder.put_info(state)
 
   # Another node's trace: its agent's worker ends and this waits until that node is as
   # it was (stop/1 answers after this), or another trace of it goes on there.
@@ -432,7 +457,7 @@ defmodule KinoTrace.Session do
     backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
-    state = if mode == :deliver, do: Drain.catch_up(state, :infinity), else: state
+    state = if mode == :deliver, do: state |> Drain.catch_up(:infinity) |> Recorder.ended(), else: state
     Backend.close(state.backend)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})

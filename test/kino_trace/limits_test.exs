@@ -56,7 +56,8 @@ defmodule KinoTrace.LimitsTest do
   test "the options' defaults and bounds are the table's, worded as the tracers word them" do
     defaults = Options.defaults()
 
-    for %{option: option, default: default, max: max} <- Limits.table(), option != nil do
+    for %{option: option, default: default, max: max} <- Limits.table(),
+        option != nil and not match?({:record, _}, option) do
       case option do
         {:queue, part} -> assert defaults[:queue][part] == default
         {:rate, _part} -> assert defaults[:rate] == nil and default == nil
@@ -72,6 +73,26 @@ defmodule KinoTrace.LimitsTest do
       assert error.message =~ "invalid value for #{inspect(key)}: expected", error.message
       assert error.message =~ "at most #{max}", error.message
       assert error.message =~ "got: #{inspect(past)}", error.message
+    end
+  end
+
+  test "a recorder's options (Kino.Trace.record/2) take the table's defaults and bounds" do
+    schema = KinoTrace.Plan.Record.schema()
+    defaults = KinoTrace.Options.defaults(schema)
+    rows = for %{option: {:record, option}} = row <- Limits.table(), do: {option, row}
+    assert Keyword.keys(rows) == [:events, :bytes, :snapshots, :snapshot_bytes]
+
+    for {option, %{default: default, max: max}} <- rows do
+      assert defaults[option] == default
+      assert KinoTrace.Options.validate!([{option, max}], schema)[option] == max
+
+      error =
+        assert_raise ArgumentError, fn ->
+          KinoTrace.Options.validate!([{option, max + 1}], schema)
+        end
+
+      assert error.message =~ "invalid value for #{inspect(option)}: expected", error.message
+      assert error.message =~ "at most #{max}", error.message
     end
   end
 

@@ -42,7 +42,7 @@ defmodule KinoTraceTest.Project.OptionsGuideTest do
     rows = rows()
 
     for {option, limits} <- Enum.group_by(KinoTrace.Limits.table(), &option_of/1),
-        option != nil do
+        option != nil and not match?({:record, _}, option) do
       assert {default, cell} = rows[option], "#{option} has no row in the guide"
       maxima = limits |> Enum.map(& &1.max) |> Enum.dedup()
 
@@ -68,6 +68,7 @@ defmodule KinoTraceTest.Project.OptionsGuideTest do
     end
   end
 
+  defp option_of(%{option: {:record, _} = option}), do: option
   defp option_of(%{option: {option, _part}}), do: option
   defp option_of(%{option: option}), do: option
 
@@ -104,6 +105,33 @@ defmodule KinoTraceTest.Project.OptionsGuideTest do
       error = assert_raise ArgumentError, fn -> Options.validate!([{option, past}]) end
       assert error.message =~ "invalid value for #{inspect(option)}: expected", error.message
       assert error.message =~ "at most", error.message
+    end
+  end
+
+  test "the recorder's table has one row per option of record/2, with the code's default and the table's bound" do
+    rows =
+      for [_, option, default, bound] <-
+            Regex.scan(~r/^\| `(\w+):` \| `([^`]+)` \|([^|]*)\|/m, File.read!(@guide)),
+          into: %{},
+          do: {String.to_existing_atom(option), {default, bound}}
+
+    schema = KinoTrace.Plan.Record.schema()
+    assert Enum.sort(Map.keys(rows)) == Enum.sort(Keyword.keys(schema))
+    defaults = KinoTrace.Options.defaults(schema)
+
+    maxima =
+      for %{option: {:record, option}, max: max} <- KinoTrace.Limits.table(),
+          into: %{},
+          do: {option, max}
+
+    for {option, {default, cell}} <- rows do
+      {value, []} = Code.eval_string(default)
+
+      assert value == defaults[option],
+             "#{option}: the guide says #{default}, the code #{inspect(defaults[option])}"
+
+      assert integers(cell) == List.wrap(maxima[option]),
+             "#{option}: the guide says at most #{cell}"
     end
   end
 end

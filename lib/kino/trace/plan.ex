@@ -29,6 +29,8 @@ defmodule Kino.Trace.Plan do
       above are this node's, and are `nil` when this node is not among them (another
       node's part is `node_part!/3`, built here);
     * `:parts` - each other node's part, built here by `new!/3` (`part/2`);
+    * `:record` - a recorder's ring, snapshots and triggers (`Kino.Trace.record/2`),
+      or `nil`;
     * `:what` and `:options` - what was asked for, validated: the user's options with
       the defaults, and no internal key.
 
@@ -52,7 +54,8 @@ defmodule Kino.Trace.Plan do
     calls: nil,
     messages: nil,
     processes: nil,
-    parts: %{}
+    parts: %{},
+    record: nil
   ]
 
   @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
@@ -93,7 +96,8 @@ defmodule Kino.Trace.Plan do
           calls: calls() | nil,
           messages: messages() | nil,
           processes: processes() | nil,
-          parts: %{node() => t()}
+          parts: %{node() => t()},
+          record: KinoTrace.Plan.Record.t() | nil
         }
 
   @what [:calls, :messages, :processes]

@@ -18,7 +18,17 @@ defmodule KinoTrace.Session.Drain do
   # and `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.{Backend, DrainPacing, History, OwnEvents, Safeguards, Subscribers}
+
+  alias KinoTrace.Session.{
+    Backend,
+    DrainPacing,
+    History,
+    OwnEvents,
+    Recorder,
+    Safeguards,
+    Subscribers
+  }
+
   alias KinoTrace.Stats.Kept
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
@@ -183,14 +193,19 @@ defmodule KinoTrace.Session.Drain do
   defp recheck(events, :recheck, state), do: {events, false, paced_after(state, @recheck_ms)}
   defp recheck(events, more, state), do: {events, more, state}
 
-  defp deliver_events(state, events) do
-    events = OwnEvents.drop(events)
+  defp deliver_events(state, all) do
+    events = OwnEvents.drop(all)
     Subscribers.broadcast(state, {:events, events})
     history = History.push(state.history, events)
+    state = %{state | history: history, kept: Kept.add(state.kept, events, history)}
+    # (a recorder: its triggers and after-window; own events left out are counted)
+    state =
+      Recorder.delivered(
+        state,
+        events,
+        if(state.recorder, do: length(all) - length(events), else: 0)
+      )
 
-    Safeguards.guard_loops(
-      %{state | history: history, kept: Kept.add(state.kept, events, history)},
-      events
-    )
+    Safeguards.guard_loops(state, events)
   end
 end

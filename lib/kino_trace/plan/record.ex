@@ -1,0 +1,212 @@
+defmodule KinoTrace.Plan.Record do
+  @moduledoc false
+  # The options of a recorder (`Kino.Trace.record/2`) besides those of the trace it runs,
+  # checked before anything is traced, into what a session's recorder
+  # (`KinoTrace.Session.Recorder`) runs: the plan's `:record`.
+  #
+  #   * `events:`, `bytes:` - the ring's bounds (the newest events kept);
+  #   * `snapshots:`, `snapshot_bytes:` - how many snapshots are kept, and their bytes in
+  #     all (the oldest go first);
+  #   * `on:` - the triggers: `exception: true` (an exception raised out of a traced
+  #     call), `slower_than: ms` (a call that returned, or raised, after more than `ms`),
+  #     `match: "Mod.fun(args) when guard"` (a call that matches a pattern in the
+  #     patterns' syntax); `message: "{:error, _}"` (a message sent or received that
+  #     matches a message pattern, as the `:pattern` option takes it);
+  #   * `after:` - what a triggered snapshot records after its trigger: `n` (or `{n,
+  #     :events}`) events, or `{ms, :ms}` milliseconds; `0` (none) by default.
+  #
+  # The defaults and bounds of the first four are KinoTrace.Limits' (`{:record, _}` rows).
+
+  alias KinoTrace.{Limits, Options, Pattern}
+
+  @typedoc "A trigger, compiled: a call pattern's MFA and compiled match spec."
+  @type trigger ::
+          {:exception, true}
+          | {:slower_than, pos_integer()}
+          | {:match, {String.t(), mfa(), term()}}
+          | {:message, {String.t(), term()}}
+
+  @type t :: %{
+          events: pos_integer(),
+          bytes: pos_integer(),
+          snapshots: pos_integer(),
+          snapshot_bytes: pos_integer(),
+          on: [trigger()],
+          after: {:events | :ms, non_neg_integer()}
+        }
+
+  @keys [:events, :bytes, :snapshots, :snapshot_bytes, :on, :after]
+
+  @doc "The options that are a recorder's (not the trace's)."
+  @spec keys() :: [atom()]
+  def keys, do: @keys
+
+  @doc """
+  The options with their defaults and checks (`KinoTrace.Options`).
+
+      iex> KinoTrace.Options.defaults(KinoTrace.Plan.Record.schema())[:events]
+      100000
+  """
+  @spec schema() :: Options.schema()
+  def schema do
+    [
+      events: cap(:record_events),
+      bytes: cap(:record_bytes),
+      snapshots: cap(:snapshots),
+      snapshot_bytes: cap(:snapshot_bytes),
+      on:
+        {[],
+         {"a keyword list of triggers: exception: true, slower_than: ms, match: \"Mod.fun(args)\"",
+          &Keyword.keyword?/1}},
+      after: {0, &check_after/1}
+    ]
+  end
+
+  defp cap(name), do: {Limits.default(name), Options.bounded_pos_integer(Limits.max(name))}
+
+  defp check_after(n) when is_integer(n) and n >= 0, do: :ok
+  defp check_after({n, unit}) when is_integer(n) and n >= 0 and unit in [:events, :ms], do: :ok
+  defp check_after(_), do: {:error, "a number of events, {n, :events} or {milliseconds, :ms}"}
+
+  @doc """
+  Checks a recorder's options against the trace's (`trace_options`, validated: the
+  triggers need what they look at traced) and compiles the triggers. Raises
+  `ArgumentError` naming the bad option.
+
+      iex> KinoTrace.Plan.Record.new!([after: {50, :ms}], KinoTrace.Plan.Options.validate!([])).after
+      {:ms, 50}
+      iex> KinoTrace.Plan.Record.new!([on: [slower_than: 10]], KinoTrace.Plan.Options.validate!(return: false))
+      ** (ArgumentError) invalid value for :on: slower_than: needs the calls' returns traced (return: true)
+  """
+  @spec new!(keyword(), keyword()) :: t()
+  def new!(opts, trace_options, what \\ [:calls]) do
+    opts = opts |> Options.validate!(schema()) |> Map.new()
+    on = Enum.map(opts.on, &trigger!(&1, Keyword.put(trace_options, :what, what)))
+
+    after_ =
+      case opts.after do
+        n when is_integer(n) -> {:events, n}
+        {n, unit} -> {unit, n}
+      end
+
+    case after_ do
+      {:events, n} when n > opts.events ->
+        raise ArgumentError,
+              "invalid value for :after: at most the ring's #{opts.events} events (events:), got: #{n}"
+
+      {:ms, n} when n > 4_294_967_295 ->
+        raise ArgumentError, "invalid value for :after: at most 4294967295 ms, got: #{n}"
+
+      _ ->
+        :ok
+    end
+
+    %{opts | on: on} |> Map.put(:after, after_)
+  end
+
+  defp trigger!({:exception, true}, options) do
+    if options[:exceptions] || options[:return],
+      do: {:exception, true},
+      else: invalid!("exception: true needs exceptions traced (exceptions: true)")
+  end
+
+  defp trigger!({:exception, false} = trigger, _options), do: trigger
+
+  defp trigger!({:slower_than, ms}, options) when is_integer(ms) and ms > 0 do
+    if options[:return],
+      do: {:slower_than, ms},
+      else: invalid!("slower_than: needs the calls' returns traced (return: true)")
+  end
+
+  defp trigger!({:match, text}, _options) when is_binary(text) do
+    parsed =
+      try do
+        Pattern.parse_all!([text])
+      rescue
+        e in ArgumentError -> invalid!("match: " <> Exception.message(e))
+      end
+
+    case parsed do
+      {[pattern], _warnings} ->
+        spec = :ets.match_spec_compile(Pattern.match_spec(pattern, [true]))
+        {:match, {text, Pattern.mfa(pattern), spec}}
+
+      _ ->
+        invalid!("match: expected one call pattern, got: #{inspect(text)}")
+    end
+  end
+
+  defp trigger!({:message, text}, options) when is_binary(text) do
+    if :messages not in options[:what],
+      do: invalid!("message: needs messages traced (Kino.Trace.trace/2's messages:)")
+
+    case KinoTrace.Plan.MessagePattern.compile(text, false, max_bytes: options[:max_bytes]) do
+      {:ok, %{send: send}} when is_list(send) ->
+        # (the send match spec matches [receiver, message]; its actions become `true`)
+        {:message,
+         {text,
+          :ets.match_spec_compile(for {head, guards, _} <- send, do: {head, guards, [true]})}}
+
+      {:error, message} ->
+        invalid!("message: " <> message)
+    end
+  end
+
+  defp trigger!({key, value}, _options)
+       when key in [:exception, :slower_than, :match, :message] do
+    expected =
+      %{
+        exception: "true",
+        slower_than: "a positive number of milliseconds",
+        match: "a call pattern as a string",
+        message: "a message pattern as a string"
+      }[key]
+
+    invalid!("#{key}: expected #{expected}, got: #{inspect(value)}")
+  end
+
+  defp trigger!({key, _value}, _options) do
+    invalid!(
+      "unknown trigger #{inspect(key)} (known: :exception, :slower_than, :match, :message)"
+    )
+  end
+
+  defp invalid!(message), do: raise(ArgumentError, "invalid value for :on: " <> message)
+
+  @doc """
+  The name of the trigger `event` fires among `triggers`, or nil.
+
+      iex> KinoTrace.Plan.Record.fires([{:exception, true}], %Kino.Trace.Event{kind: :exception})
+      :exception
+      iex> KinoTrace.Plan.Record.fires([{:slower_than, 1}], %Kino.Trace.Event{kind: :return, duration: 500_000})
+      nil
+  """
+  @spec fires([trigger()], Kino.Trace.Event.t()) ::
+          :exception | :slower_than | :match | :message | nil
+  def fires(triggers, event), do: Enum.find_value(triggers, &fire(&1, event))
+
+  defp fire({:exception, true}, %{kind: :exception}), do: :exception
+
+  defp fire({:slower_than, ms}, %{kind: kind, duration: ns})
+       when kind in [:return, :exception] and is_integer(ns),
+       do: if(ns > ms * 1_000_000, do: :slower_than)
+
+  defp fire({:match, {_text, {m, f, a}, spec}}, %{
+         kind: :call,
+         module: em,
+         function: ef,
+         arity: ea,
+         args: args
+       })
+       when (m == :_ or m == em) and (f == :_ or f == ef) and (a == :_ or a == ea) and
+              is_list(args) do
+    if :ets.match_spec_run([args], spec) != [], do: :match
+  end
+
+  defp fire({:message, {_text, spec}}, %{kind: kind, pid: pid, peer: peer, data: message})
+       when kind in [:send, :send_to_non_existing, :receive] do
+    if :ets.match_spec_run([[peer || pid, message]], spec) != [], do: :message
+  end
+
+  defp fire(_trigger, _event), do: nil
+end

@@ -1,0 +1,391 @@
+defmodule KinoTrace.Session.Recorder do
+  @moduledoc false
+  # A recorder's part of a session (`Kino.Trace.record/2`): the session's history is its
+  # ring (`KinoTrace.Session.History` bounded by `events:` and `bytes:`, counting what it
+  # overwrites), kept where every backend's events are decoded, so the native tracer,
+  # the fallback and the same code hold it. This part adds:
+  #
+  #   * snapshots: the ring's events frozen (copied) into a `KinoTrace.Replay` owned by the
+  #     session, so a snapshot is a trace value every front end takes and ends with the
+  #     recorder; at most `snapshots:` of them and `snapshot_bytes:` in all, the oldest
+  #     ended first (counted in `dropped`);
+  #   * triggers (`KinoTrace.Plan.Record`): checked on every delivered batch; the first
+  #     event that fires one freezes the ring up to it, then the `after:` window (events
+  #     or ms, at most the ring's bounds) is added, then the snapshot is made. A trigger
+  #     that fires while a window is open counts in `fired` and takes no other snapshot;
+  #   * an exception fires once, where it is raised: as it goes up through more traced
+  #     calls of its process (their exception events) it fires nothing again;
+  #   * the open calls of each process (with triggers): a trigger's snapshot has the
+  #     calls that led to it in its process even when the ring overwrote them (at most
+  #     @stack_depth per process, @stack_pids processes, and a quarter of the ring's
+  #     bytes in all: beyond, the oldest are forgotten);
+  #   * counters for `Kino.Trace.info/1`'s `:recorder`: what the ring keeps and overwrote,
+  #     own events left out (`KinoTrace.Session.OwnEvents`), so that
+  #     accepted == kept + overwritten + own + queued + discarded.
+  #
+  # Works on the session's state: its `recorder` and `history` fields.
+
+  alias KinoTrace.Plan.Record
+  alias KinoTrace.Session.{History, Info, Setup}
+
+  defstruct [
+    :config,
+    # newest first: %{pid, id, bytes, events, trigger, taken_at, trigger_us}
+    snapshots: [],
+    snapshot_bytes: 0,
+    dropped: 0,
+    fired: %{exception: 0, slower_than: 0, match: 0, message: 0},
+    taken: 0,
+    # snapshots that could not be made (their replay did not start)
+    failed: 0,
+    own: 0,
+    # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
+    pending: nil,
+    # pid => open call events with their bytes, innermost first; their bytes in all
+    stacks: %{},
+    stack_bytes: 0,
+    # processes whose last event was an exception: the same exception going up through
+    # more traced calls fires no trigger again
+    raising: MapSet.new()
+  ]
+
+  @stack_depth 32
+  @stack_pids 1_000
+
+  @type t :: %__MODULE__{}
+
+  @doc "A recorder for the plan's `:record` (`KinoTrace.Plan.Record.t/0`), or nil."
+  @spec new(Record.t() | nil) :: t() | nil
+  def new(nil), do: nil
+  def new(config), do: %__MODULE__{config: config}
+
+  @doc "The ring a recorder's session keeps as its history."
+  @spec ring(Record.t()) :: History.t()
+  def ring(config), do: History.new(config.events, config.bytes)
+
+  @doc """
+  After a batch was delivered and pushed into the ring (`own`: how many of kino_trace's
+  own events were left out of it): the after-window, the open calls and the triggers.
+  """
+  @spec delivered(map(), [Kino.Trace.Event.t()], non_neg_integer()) :: map()
+  def delivered(%{recorder: nil} = state, _events, _own), do: state
+
+  def delivered(%{recorder: rec} = state, events, own) do
+    scan(%{state | recorder: %{rec | own: rec.own + own}}, events, length(events))
+  end
+
+  # `left`: how many events of the batch are at the ring's newest end from here on.
+  defp scan(state, [], _left), do: state
+
+  defp scan(%{recorder: %{pending: pending}} = state, events, _left) when pending != nil do
+    {state, rest} = feed(state, events)
+    scan(state, rest, length(rest))
+  end
+
+  defp scan(%{recorder: %{config: %{on: []}}} = state, _events, _left), do: state
+
+  defp scan(%{recorder: rec} = state, [event | rest], left) do
+    case fires(rec, event) do
+      nil ->
+        scan(%{state | recorder: track(rec, event)}, rest, left - 1)
+
+      trigger ->
+        rec = %{rec | fired: Map.update!(rec.fired, trigger, &(&1 + 1))}
+        frozen = freeze(state.history, rec, left - 1, event.pid)
+        state = open(%{state | recorder: track(rec, event)}, frozen, trigger, event)
+        scan(state, rest, left - 1)
+    end
+  end
+
+  # The ring's events up to the trigger (the `after` newest are the batch's, after it),
+  # with its process's open calls the ring no longer holds, oldest first.
+  defp freeze(history, rec, after_count, pid) do
+    events = History.take(history, History.size(history))
+    events = Enum.take(events, length(events) - after_count)
+    first = match?([_ | _], events) && hd(events).id
+
+    missing =
+      for {event, _bytes} <- Enum.reverse(Map.get(rec.stacks, pid, [])),
+          first == false or event.id < first,
+          do: event
+
+    missing ++ events
+  end
+
+  defp fires(rec, event) do
+    case Record.fires(rec.config.on, event) do
+      :exception -> if not MapSet.member?(rec.raising, event.pid), do: :exception
+      trigger -> trigger
+    end
+  end
+
+  # Keeps each process's open calls: a call is pushed, its return or exception pops it
+  # (and any left above it); lost events forget what was open.
+  defp track(rec, event), do: rec |> raising(event) |> stack(event)
+
+  defp raising(%{raising: raising} = rec, %{kind: :exception, pid: pid}) do
+    raising = if MapSet.size(raising) >= @stack_pids, do: MapSet.new(), else: raising
+    %{rec | raising: MapSet.put(raising, pid)}
+  end
+
+  defp raising(%{raising: raising} = rec, %{pid: pid}) do
+    if MapSet.member?(raising, pid), do: %{rec | raising: MapSet.delete(raising, pid)}, else: rec
+  end
+
+  defp stack(rec, %{kind: :call, pid: pid} = event) do
+    rec =
+      if map_size(rec.stacks) >= @stack_pids and not Map.has_key?(rec.stacks, pid),
+        do: %{rec | stacks: %{}, stack_bytes: 0},
+        else: rec
+
+    old = Map.get(rec.stacks, pid, [])
+    {kept, gone} = if event.lost, do: {[], old}, else: Enum.split(old, @stack_depth - 1)
+    bytes = History.bytes_of(event)
+    stack_bytes = rec.stack_bytes + bytes - sum_bytes(gone)
+
+    # beyond their bytes' bound, every process's open calls are forgotten
+    if stack_bytes > div(rec.config.bytes, 4),
+      do: %{rec | stacks: %{}, stack_bytes: 0},
+      else: %{
+        rec
+        | stacks: Map.put(rec.stacks, pid, [{event, bytes} | kept]),
+          stack_bytes: stack_bytes
+      }
+  end
+
+  defp stack(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
+    with %{^pid => stack} <- rec.stacks,
+         {inner, [{%{id: ^call_id}, _} = call | outer]} <-
+           Enum.split_while(stack, fn {e, _} -> e.id != call_id end) do
+      stacks =
+        if outer == [], do: Map.delete(rec.stacks, pid), else: Map.put(rec.stacks, pid, outer)
+
+      %{rec | stacks: stacks, stack_bytes: rec.stack_bytes - sum_bytes([call | inner])}
+    else
+      _ -> rec
+    end
+  end
+
+  defp stack(rec, _event), do: rec
+
+  defp sum_bytes(entries), do: Enum.reduce(entries, 0, fn {_event, bytes}, sum -> sum + bytes end)
+
+  defp open(%{recorder: rec} = state, frozen, trigger, event) do
+    window = %{
+      frozen: frozen,
+      tail: [],
+      bytes: 0,
+      trigger: trigger,
+      event: event,
+      timer: nil,
+      left: nil
+    }
+
+    case rec.config.after do
+      {_, 0} ->
+        finish(%{state | recorder: %{rec | pending: window}})
+
+      {:events, n} ->
+        %{state | recorder: %{rec | pending: %{window | left: n}}}
+
+      {:ms, ms} ->
+        ref = make_ref()
+        timer = Process.send_after(self(), {:kino_trace_record_after, ref}, ms)
+
+        %{
+          state
+          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: {timer, ref}}}
+        }
+    end
+  end
+
+  # The window's events, up to its count and the ring's bytes; the rest of the batch is
+  # scanned for triggers again.
+  defp feed(%{recorder: %{pending: window} = rec} = state, events) do
+    {taken, rest} = Enum.split(events, window.left)
+    bytes = window.bytes + Enum.reduce(taken, 0, &(History.bytes_of(&1) + &2))
+    rec = Enum.reduce(taken, rec, &(&2 |> count_fired(&1) |> track(&1)))
+
+    window = %{
+      window
+      | tail: Enum.reverse(taken, window.tail),
+        left: window.left - length(taken),
+        bytes: bytes
+    }
+
+    state = %{state | recorder: %{rec | pending: window}}
+
+    if window.left == 0 or bytes >= rec.config.bytes,
+      do: {finish(state), rest},
+      else: {state, rest}
+  end
+
+  # (a trigger inside a window counts, and takes no snapshot of its own)
+  defp count_fired(%{config: %{on: []}} = rec, _event), do: rec
+
+  defp count_fired(rec, event) do
+    case fires(rec, event) do
+      nil -> rec
+      trigger -> %{rec | fired: Map.update!(rec.fired, trigger, &(&1 + 1))}
+    end
+  end
+
+  @doc """
+  Tracing ended at the trace's `:limit` or `:timeout` (its last events delivered): an
+  open after-window ends with what it has, so its snapshot is made.
+  """
+  @spec ended(map()) :: map()
+  def ended(%{recorder: %{pending: window}} = state) when window != nil, do: finish(state)
+  def ended(state), do: state
+
+  @doc "The after-window of `ms` ended (its timer's message)."
+  @spec window_ended(map(), reference()) :: map()
+  def window_ended(%{recorder: %{pending: %{timer: {_, ref}}}} = state, ref), do: finish(state)
+  def window_ended(state, _ref), do: state
+
+  # Makes the pending snapshot.
+  defp finish(%{recorder: %{pending: window} = rec} = state) do
+    with {timer, _ref} <- window.timer, do: Process.cancel_timer(timer)
+    state = %{state | recorder: %{rec | pending: nil}}
+    events = window.frozen ++ Enum.reverse(window.tail)
+
+    take(state, events, %{
+      trigger: window.trigger,
+      event: window.event.id,
+      pid: window.event.pid,
+      trigger_time: window.event.time
+    })
+  end
+
+  @doc """
+  Takes a snapshot now (`Kino.Trace.snapshot/1`): the ring's events. Returns `{{pid,
+  id}, state}`, or `{{:error, reason}, state}`.
+  """
+  @spec snapshot(map()) :: {{pid(), pos_integer()} | {:error, term()}, map()}
+  def snapshot(%{recorder: nil} = state), do: {{:error, :not_a_recorder}, state}
+
+  def snapshot(state) do
+    events = History.take(state.history, History.size(state.history))
+    state = take(state, events, %{trigger: :manual, event: nil, pid: nil, trigger_time: nil})
+    %{pid: pid, id: id} = hd(state.recorder.snapshots)
+    {{pid, id}, state}
+  end
+
+  defp take(%{recorder: rec} = state, events, trigger) do
+    bytes = Enum.reduce(events, 0, &(History.bytes_of(&1) + &2))
+    taken_at = System.os_time(:microsecond)
+    snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
+    info = state |> Info.build(Setup.patterns(state)) |> Map.put(:snapshot, snapshot)
+    # (its events are given once it runs, not as the supervisor's start argument)
+    with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
+         {:ok, :ok} <- KinoTrace.Client.request(pid, {:put_events, events}, :infinity) do
+      # (a snapshot stopped by hand leaves the list: snapshot_down/2)
+      entry = Map.merge(snapshot, %{pid: pid, id: id, ref: Process.monitor(pid)})
+
+      rec = %{
+        rec
+        | snapshots: [entry | rec.snapshots],
+          snapshot_bytes: rec.snapshot_bytes + bytes,
+          taken: rec.taken + 1
+      }
+
+      %{state | recorder: evict(rec)}
+    else
+      # (the replay could not start, or ended at once: the snapshot is lost, and counted)
+      _ -> %{state | recorder: %{rec | failed: rec.failed + 1}}
+    end
+  end
+
+  @doc """
+  A process the session monitors went down: when it is one of the snapshots (stopped by
+  hand), it leaves the list. `:not_mine` for any other.
+  """
+  @spec snapshot_down(map(), reference()) :: {:ok, map()} | :not_mine
+  def snapshot_down(%{recorder: %__MODULE__{snapshots: snapshots} = rec} = state, ref) do
+    case Enum.split_with(snapshots, &(&1.ref == ref)) do
+      {[gone], kept} ->
+        {:ok,
+         %{
+           state
+           | recorder: %{rec | snapshots: kept, snapshot_bytes: rec.snapshot_bytes - gone.bytes}
+         }}
+
+      _ ->
+        :not_mine
+    end
+  end
+
+  def snapshot_down(_state, _ref), do: :not_mine
+
+  # The oldest snapshots go while over the count or the bytes (the newest always stays).
+  defp evict(%{snapshots: snapshots, config: config} = rec) when length(snapshots) > 1 do
+    if length(snapshots) > config.snapshots or rec.snapshot_bytes > config.snapshot_bytes do
+      oldest = List.last(snapshots)
+      Process.demonitor(oldest.ref, [:flush])
+      KinoTrace.Client.stop(oldest.pid)
+
+      evict(%{
+        rec
+        | snapshots: List.delete_at(snapshots, -1),
+          snapshot_bytes: rec.snapshot_bytes - oldest.bytes,
+          dropped: rec.dropped + 1
+      })
+    else
+      rec
+    end
+  end
+
+  defp evict(rec), do: rec
+
+  @doc """
+  The snapshots kept, newest first (`%{pid, id, ...figures}` each), and the state without
+  those that have ended (stopped by hand: their monitor's message may still be on its way).
+  """
+  @spec snapshots(map()) :: {[map()], map()}
+  def snapshots(%{recorder: nil} = state), do: {[], state}
+
+  def snapshots(%{recorder: rec} = state) do
+    state =
+      Enum.reduce(rec.snapshots, state, fn snapshot, state ->
+        if Process.alive?(snapshot.pid) do
+          state
+        else
+          Process.demonitor(snapshot.ref, [:flush])
+          {:ok, state} = snapshot_down(state, snapshot.ref)
+          state
+        end
+      end)
+
+    {state.recorder.snapshots, state}
+  end
+
+  @doc "`info` with the recorder's figures under `:recorder` (nothing for another trace)."
+  @spec put_info(map(), map()) :: map()
+  def put_info(info, %{recorder: nil}), do: info
+
+  def put_info(info, %{recorder: rec, history: history}) do
+    Map.put(info, :recorder, %{
+      events: rec.config.events,
+      bytes: rec.config.bytes,
+      kept: History.size(history),
+      kept_bytes: History.bytes(history),
+      open_calls_bytes: rec.stack_bytes,
+      memory: History.memory(history),
+      overwritten: History.overwritten(history),
+      own: rec.own,
+      triggers: Enum.map(rec.config.on, &trigger_text/1),
+      after: rec.config.after,
+      fired: rec.fired,
+      recording_after: rec.pending != nil,
+      snapshots: length(rec.snapshots),
+      snapshot_bytes: rec.snapshot_bytes,
+      snapshots_taken: rec.taken,
+      snapshots_dropped: rec.dropped,
+      snapshots_failed: rec.failed
+    })
+  end
+
+  defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
+  defp trigger_text({:message, {text, _spec}}), do: {:message, text}
+  defp trigger_text(trigger), do: trigger
+end
