@@ -54,45 +54,55 @@ defmodule KinoTrace.Session do
 
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
+  @typedoc """
+  A session's state. Its fields that need a word:
+
+    * `tracer_id`: the id the tracer's messages carry (`{:kino_trace, tracer_id, :ready}`…):
+      the native session's (which is also the trace's id), the fallback's, or for another
+      node's trace the trace's id (that node's agent puts it on its tracer's messages);
+    * `local?`, `decoder_module`: the one choice between this node and another, made in
+      init/1: whether the trace is this node's (only then do the local safeguards run:
+      kino_trace's own processes kept out, BIF re-assert, reload re-apply, stack guard),
+      and the module that decodes its events (NativeDecoder for this node's native
+      tracer, Decoder for the raw events of the fallback and of another node);
+    * `backend`: where the trace runs (KinoTrace.Session.Backend), nil until set up on
+      another node; `worker_ref` monitors that node's agent worker; `agent` is `:running`,
+      then what ending the trace left there (KinoTrace.Remote.Agent.stop/1: `:removed`,
+      `:kept`, or `:lost` when the node was gone);
+    * `kept`: what it keeps since the start (KinoTrace.Stats.Kept): latency distributions
+      with `latency: true`, slow calls with `slowest:` or `slower_than:`;
+    * `recorder`: a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder),
+      whose ring is then the history;
+    * `subscribers`: pid => `{monitor, tag}`, events go to pid as `{:kino_trace, tag, ...}`;
+    * `held`: pid => the trace flags it had before it was held (not traced while subscribed);
+    * `excluded`: pids given to exclude/2 (alive ones), kept out again after the
+      fallback's restore;
+    * `counters`: the tracer's last counters, what info/1 tells once another node's agent
+      is gone;
+    * `drain_due`: a paced drain is due (its timer runs).
+  """
+  @type t :: %__MODULE__{}
+
   defstruct [
     :id,
-    # the id the tracer's messages carry ({:kino_trace, tracer_id, :ready}...): the
-    # native session's (which is also the trace's id), the fallback's, or for another
-    # node's trace the trace's id (that node's agent puts it on its tracer's messages)
     :tracer_id,
     :owner,
     :owner_ref,
-    # the one choice between this node and another, made in init/1: whether the trace
-    # is this node's (only then do the local safeguards run: kino_trace's own processes
-    # kept out, BIF re-assert, reload re-apply, stack guard), and the module that decodes
-    # its events (NativeDecoder for this node's native tracer, Decoder for the raw
-    # events of the fallback and of another node)
     :local?,
     :decoder_module,
-    # where the trace runs (KinoTrace.Session.Backend): nil until set up on another node
     :backend,
-    # the monitor of that node's agent worker
     :worker_ref,
-    # that node's agent: :running, then what ending the trace left there
-    # (KinoTrace.Remote.Agent.stop/1: :removed, :kept, or :lost when the node was gone)
     :agent,
     :plan,
     :decoder,
     :timer,
     :started_at,
     :history,
-    # what it keeps since the start (KinoTrace.Stats.Kept): latency distributions with
-    # `latency: true`, slow calls with `slowest:` or `slower_than:`
     :kept,
-    # a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder): then the
-    # history is its ring
     :recorder,
     status: :running,
-    # pid => {monitor, tag}: events go to pid as {:kino_trace, tag, ...}
     subscribers: %{},
-    # pid => the trace flags it had before it was held (not traced while subscribed)
     held: %{},
-    # pids given to exclude/2 (alive ones): kept out again after the fallback's restore
     excluded: MapSet.new(),
     rate: 0.0,
     rate_sample: {0, 0},
@@ -102,10 +112,8 @@ defmodule KinoTrace.Session do
     guard: nil,
     bifs: [],
     bif_cursor: 0,
-    # the tracer's last counters: what info/1 tells once another node's agent is gone
     counters: nil,
     pacing: DrainPacing.new(),
-    # a paced drain is due (its timer runs)
     drain_due: false
   ]
 
@@ -248,14 +256,10 @@ defmodule KinoTrace.Session do
     {:reply, snapshots, state}
   end
 
-  def handle_request(:latency, _from, state) do
+  # (Kept.latency/1, Kept.slow_calls/1)
+  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls] do
     state = Drain.for_request(state)
-    {:reply, Kept.latency(state.kept), state}
-  end
-
-  def handle_request(:slow_calls, _from, state) do
-    state = Drain.for_request(state)
-    {:reply, Kept.slow_calls(state.kept), state}
+    {:reply, apply(Kept, kept, [state.kept]), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
@@ -457,7 +461,9 @@ defmodule KinoTrace.Session do
     backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes
-    state = if mode == :deliver, do: state |> Drain.catch_up(:infinity) |> Recorder.ended(), else: state
+    state =
+      if mode == :deliver, do: state |> Drain.catch_up(:infinity) |> Recorder.ended(), else: state
+
     Backend.close(state.backend)
     if state.timer, do: Process.cancel_timer(state.timer)
     broadcast_status(%{state | status: status, rate: 0.0})

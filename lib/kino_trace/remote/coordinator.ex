@@ -23,12 +23,10 @@ defmodule KinoTrace.Remote.Coordinator do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Client, Remote, Server}
-  alias KinoTrace.Remote.Merge
+  alias KinoTrace.Remote.{Merge, Nodes}
   alias KinoTrace.Server.Delivery
   alias KinoTrace.Session.History
 
-  # The longest any request waits for the nodes, in all.
-  @remote_timeout 2_000
   # How soon batches held for a backlogged subscriber are offered again.
   @relay_ms 5
 
@@ -102,7 +100,7 @@ defmodule KinoTrace.Remote.Coordinator do
         end
       end)
 
-    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    {_replies, state} = Nodes.on_nodes(state, :info, &Nodes.info_reply/3)
     Process.send_after(self(), :tick, Server.tick_ms())
     {:noreply, state}
   rescue
@@ -157,12 +155,12 @@ defmodule KinoTrace.Remote.Coordinator do
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
-    {_replies, state} = on_nodes(state, {:sync, cap})
+    {_replies, state} = Nodes.on_nodes(state, {:sync, cap})
     {:reply, :ok, state |> take_delivered() |> release_held()}
   end
 
   def handle_request(:info, _from, state) do
-    {_replies, state} = on_nodes(state, :info, &info_reply/3)
+    {_replies, state} = Nodes.on_nodes(state, :info, &Nodes.info_reply/3)
     {:reply, Merge.info(state), state}
   end
 
@@ -183,12 +181,12 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request({:set_patterns, inputs}, _from, state) do
-    {replies, state} = on_nodes(state, {:set_patterns, inputs})
-    {:reply, Merge.results(inputs, state.plan.nodes, replies, not_answering()), state}
+    {replies, state} = Nodes.on_nodes(state, {:set_patterns, inputs})
+    {:reply, Merge.results(inputs, state.plan.nodes, replies, Nodes.not_answering()), state}
   end
 
   def handle_request(op, _from, state) when op in [:pause, :resume] do
-    {_replies, state} = on_nodes(state, op)
+    {_replies, state} = Nodes.on_nodes(state, op)
 
     case {op, state.status} do
       {:pause, :running} ->
@@ -206,7 +204,7 @@ defmodule KinoTrace.Remote.Coordinator do
 
   # Each node has delivered what it had queued (bounded), and that is sent on.
   defp caught_up(state) do
-    {_replies, state} = on_nodes(state, {:sync, Server.max_sync_drain()})
+    {_replies, state} = Nodes.on_nodes(state, {:sync, Server.max_sync_drain()})
     state |> take_delivered() |> release_held()
   end
 
@@ -214,7 +212,7 @@ defmodule KinoTrace.Remote.Coordinator do
     case Map.get(state.nodes, node(pid)) do
       %{status: status} = entry when status not in [:gone, :stopped] ->
         # a session answers these at once (no draining)
-        Client.on_pid(entry.pid, op, pid, @remote_timeout)
+        Client.on_pid(entry.pid, op, pid, Nodes.timeout())
         state
 
       _ ->
@@ -238,7 +236,7 @@ defmodule KinoTrace.Remote.Coordinator do
 
   def handle_info(:tick, state) do
     Process.send_after(self(), :tick, Server.tick_ms())
-    {:noreply, ask_info(state)}
+    {:noreply, Nodes.ask_info(state)}
   end
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, %{owner_ref: ref} = state) do
@@ -265,7 +263,7 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_info(message, state) do
     case :gen_server.check_response(message, state.requests, true) do
       {reply, node, requests} ->
-        {:noreply, info_reply(%{state | requests: requests}, node, reply)}
+        {:noreply, Nodes.info_reply(%{state | requests: requests}, node, reply)}
 
       _no_request ->
         {:noreply, state}
@@ -380,100 +378,6 @@ defmodule KinoTrace.Remote.Coordinator do
 
   defp maybe_ended(state), do: state
 
-  # --- asking the nodes ----------------------------------------------------------------------
-
-  defp answering?(%{status: status}), do: status not in [:gone, :stopped, :unresponsive]
-
-  # Asks every answering node's session the same; returns [{node, reply}], with
-  # {:error, message} for a node that did not answer in time (then marked :unresponsive).
-  # `on_reply` may fold each reply into the state.
-  defp on_nodes(state, request, on_reply \\ fn state, _node, _reply -> state end) do
-    asked =
-      for {node, entry} <- state.nodes, answering?(entry), reduce: :gen_server.reqids_new() do
-        requests -> Client.send_request(entry.pid, request, node, requests)
-      end
-
-    deadline = System.monotonic_time(:millisecond) + @remote_timeout
-    {replies, state} = collect_replies(state, asked, deadline, [], on_reply)
-
-    skipped =
-      for {node, %{status: :unresponsive}} <- state.nodes,
-          not List.keymember?(replies, node, 0),
-          do: {node, {:error, not_answering()}}
-
-    {replies ++ skipped, state}
-  end
-
-  defp not_answering, do: "the node is not answering (no reply within #{@remote_timeout} ms)"
-
-  defp collect_replies(state, requests, deadline, acc, on_reply) do
-    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
-
-    case :gen_server.receive_response(requests, timeout, true) do
-      :no_request ->
-        {Enum.reverse(acc), state}
-
-      :timeout ->
-        late = for {_id, node} <- :gen_server.reqids_to_list(requests), do: node
-
-        state =
-          Enum.reduce(late, state, fn node, state ->
-            put_in(state.nodes[node].status, :unresponsive)
-          end)
-
-        errors = for node <- late, do: {node, {:error, not_answering()}}
-        {Enum.reverse(acc, errors), state}
-
-      {{:reply, reply}, node, requests} ->
-        collect_replies(
-          on_reply.(state, node, {:reply, reply}),
-          requests,
-          deadline,
-          [{node, reply} | acc],
-          on_reply
-        )
-
-      {{:error, {reason, _server}}, node, requests} ->
-        collect_replies(
-          state,
-          requests,
-          deadline,
-          [{node, {:error, inspect(reason)}} | acc],
-          on_reply
-        )
-    end
-  end
-
-  # On every tick, every node that is not gone is asked for its counters without
-  # waiting; the reply (handle_info/2) also marks an unresponsive node answering. A node
-  # that has not answered the last request is not asked again: a hung node holds one
-  # request, not one more per tick.
-  defp ask_info(state) do
-    waiting = for {_id, node} <- :gen_server.reqids_to_list(state.requests), do: node
-
-    requests =
-      for {node, entry} <- state.nodes,
-          entry.status not in [:gone, :stopped],
-          node not in waiting,
-          reduce: state.requests do
-        requests -> Client.send_request(entry.pid, :info, node, requests)
-      end
-
-    %{state | requests: requests}
-  end
-
-  defp info_reply(state, node, {:reply, info})
-       when is_map(info) and is_map_key(state.nodes, node) do
-    entry = state.nodes[node]
-
-    status =
-      if entry.status == :unresponsive, do: Map.get(info, :status, :running), else: entry.status
-
-    put_in(state.nodes[node], %{entry | info: info, status: status})
-  end
-
-  defp info_reply(state, _node, _reply), do: state
-
   # --- ending --------------------------------------------------------------------------------
 
   defp finish(state) do
@@ -489,7 +393,7 @@ defmodule KinoTrace.Remote.Coordinator do
   defp stop_nodes(%{nodes: nodes} = state) when nodes == %{}, do: state
 
   defp stop_nodes(state) do
-    {replies, state} = on_nodes(state, :stop)
+    {replies, state} = Nodes.on_nodes(state, :stop)
     answered = for {node, :ok} <- replies, do: node
 
     for {node, entry} <- state.nodes,
@@ -498,7 +402,7 @@ defmodule KinoTrace.Remote.Coordinator do
       Process.exit(entry.pid, :kill)
     end
 
-    deadline = System.monotonic_time(:millisecond) + @remote_timeout
+    deadline = System.monotonic_time(:millisecond) + Nodes.timeout()
 
     nodes =
       Map.new(state.nodes, fn
