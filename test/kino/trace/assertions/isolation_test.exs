@@ -14,7 +14,10 @@ defmodule Kino.Trace.AssertionsIsolationTest.Shared do
   alias SampleApp.Shared
 
   @calls 200
-  @timeout 30_000
+  # Long: the other module starts when ExUnit has a free slot for it (max_cases), which
+  # the other async modules may hold for tens of seconds on a loaded 2-core machine
+  # (30 s was once too short in a full run); it only delays a real failure.
+  @timeout 180_000
 
   def calls, do: @calls
 
@@ -47,6 +50,9 @@ defmodule Kino.Trace.AssertionsIsolationTest.A do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
 
+  # (the rendezvous may wait up to Shared's @timeout)
+  @moduletag timeout: 300_000
+
   alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
   alias SampleApp.Shared
 
@@ -65,6 +71,9 @@ end
 defmodule Kino.Trace.AssertionsIsolationTest.B do
   use ExUnit.Case, async: true
   use Kino.Trace.Assertions
+
+  # (the rendezvous may wait up to Shared's @timeout)
+  @moduletag timeout: 300_000
 
   alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
   alias SampleApp.Shared
