@@ -485,66 +485,6 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       assert Bitwise.bsr(:erlang.system_info(:trace_control_word), gate) |> Bitwise.band(15) == 0
     end
 
-    # Issue 36 item 1, by construction: with the tracer process not running at all (here
-    # suspended), ten calls that return a 1 M-element list (16 MB as a message) and
-    # whose argument looks huge (it meters the session's returns) put at most the
-    # credit's worth of return values in its mailbox; the other calls send their
-    # arguments (cut) and no return frame, and their returns are counted as dropped.
-    test "with the tracer not running, at most the credit's worth of return values wait for it" do
-      handle = :kino_trace_fallback.new_session(self(), %{})
-      tracer = :kino_trace_fallback.tracer(handle)
-      session = :trace.session_create(:fallback_memory_test, tracer, [])
-      on_exit(fn -> :trace.session_destroy(session) end)
-      :ok = :kino_trace_fallback.attach(handle, session, :owner)
-
-      [mfa, spec, flags] =
-        :kino_trace_fallback.trace_args(handle, :function, [
-          {Flood, :echo, 1},
-          [{:_, [], [{:return_trace}]}],
-          [:local]
-        ])
-
-      :trace.function(session, mfa, spec, flags)
-      parent = self()
-
-      caller =
-        spawn(fn ->
-          list = Flood.arg(:long_list)
-          receive(do: (:go -> :ok))
-          for _ <- 1..10, do: Flood.echo(list)
-          send(parent, :called)
-        end)
-
-      :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
-      true = :erlang.suspend_process(tracer)
-      send(caller, :go)
-      assert_receive :called, 30_000
-      KinoTraceTest.Helpers.trace_delivered(caller)
-      {:memory, held} = Process.info(tracer, :memory)
-      true = :erlang.resume_process(tracer)
-      # a request is answered after the messages before it
-      :ok = :kino_trace_fallback.attach(handle, session, :owner)
-      credit = :kino_trace_fallback_gate.credit()
-
-      assert held < (credit + 1) * 16 * 1024 * 1024,
-             "the tracer's mailbox held #{div(held, 1024 * 1024)} MiB"
-
-      {events, false} = :kino_trace_fallback.drain(handle, 100)
-      returns = for e <- events, elem(e, 0) == :return_from, do: e
-      assert length(for e <- events, elem(e, 0) == :call, do: e) == 10
-      assert length(returns) == credit
-
-      assert %{accepted: accepted, dropped_queue_full: dropped} =
-               :kino_trace_fallback.counters(handle)
-
-      assert {accepted, dropped} == {10 + credit, 10 - credit}
-      assert %{received: 20} = :kino_trace_fallback.info(handle)
-      :kino_trace_fallback.close(handle)
-      # nothing left behind: the session's slot of the trace control word is 0 again
-      slot = :kino_trace_fallback_gate.slot(:kino_trace_fallback.session_id(handle))
-      assert Bitwise.bsr(:erlang.system_info(:trace_control_word), slot) |> Bitwise.band(15) == 0
-    end
-
     test "a bad mailbox_bytes is refused, naming it" do
       assert_raise ArgumentError,
                    "invalid value for :mailbox_bytes: expected a positive integer",
