@@ -42,31 +42,24 @@
 %%   mailbox goes on growing; so the bound is soft: the flood test (2 cores shared with
 %%   other work) sees up to ~4 times `mailbox' with 10 000 at times. A single message
 %%   can exceed the bound: the guard sees it only once the VM has built it.</li>
-%% <li>The gate and the return credit (kino_trace_fallback_gate): a slot of the node's
-%%   trace control word for each session (4 bits of its high half; sessions beyond 4
-%%   share them), read by the call match specs of trace_args/3 at each call. The
-%%   switch-off waits for the running callers, which go on calling meanwhile (up to a
-%%   time slice of calls, each copying its arguments or return value whole); a closed
-%%   gate takes effect at the next call: the call sends its MFA alone
+%% <li>The gate: a bit of the node's trace control word for each session (its high 16
+%%   bits; sessions beyond 16 share them), read by the call match specs of trace_args/3
+%%   at each call. The switch-off waits for the running callers, which go on calling
+%%   meanwhile (up to a time slice of calls, each copying its arguments or return value
+%%   whole); a closed gate takes effect at the next call: the call sends its MFA alone
 %%   (`{kino_trace_off}'), with no return action, and is counted as `dropped_queue_full'.
-%%   The gate opens again with the flags; close/1 and a new tracer open it too.</li>
+%%   The gate opens again with the flags; close/1 and a new tracer open it too. A user's
+%%   own match specs that set the trace control word's high bits close gates.</li>
 %% <li>Huge arguments: sessions set up through trace_args/3 trace calls with `arity'
 %%   and match specs that send the arguments only when guards do not find them huge (a
 %%   long list, a large tuple or map, a deep nesting), so the VM never builds those
 %%   messages; such a call's arguments are cuts (`bytes'). The guards look at the first
-%%   levels only: what they let through is bounded by the mailbox guard.</li>
-%% <li>Return values: looked at by no match spec, the VM copies them whole into each
-%%   `return_from' and `exception_from' message (also for a trace without returns that
-%%   traces exceptions: the tracer then drops the returns, `skip_returns'). Return
-%%   frames are credit once the session is metered: a call's return action takes one,
-%%   the tracer gives it back when the return comes; a call without credit sends its
-%%   arguments (tags `kino_trace_args_noret', `kino_trace_cut_noret') and no return
-%%   frame, and its return is counted as `dropped_queue_full' (with `skip_returns', its
-%%   process is marked only). At most 4 return values per session are then in flight,
-%%   whatever the callers do and whether the tracer runs or not. Metered: from a call
-%%   whose arguments look huge (by the match spec itself), or once the tracer sees a
-%%   return of more than 1 MB or a mailbox of more than 8 MB; until then a function
-%%   with small arguments returning huge values is bounded by the mailbox guard alone
+%%   levels only: what they let through is bounded by the mailbox guard. Return and
+%%   exception values are looked at by no match spec: the VM copies them whole into each
+%%   `return_from' and `exception_from' message, also for a trace without returns that
+%%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
+%%   `skip_returns'). A function returning a huge term in a sustained loop is bounded by
+%%   the mailbox guard and its gate alone, which act only when the tracer gets to run
 %%   (issue 36).</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
@@ -127,7 +120,7 @@ new_session(Owner, Limits) ->
     L = kino_trace_fallback_limits:read(Limits),
     {Pid, Id, Counters} = kino_trace_fallback_process:start(Owner, L),
     #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L),
-       gate = kino_trace_fallback_gate:slot(Id)}.
+       gate = kino_trace_fallback_gate:bit(Id)}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
 -spec tracer(handle()) -> pid().
@@ -263,33 +256,21 @@ match_spec(H, Spec) when Spec =:= true; Spec =:= [] -> match_spec(H, [{'_', [], 
 match_spec(H, [_ | _] = Spec) -> lists:append([clauses(H, Clause) || Clause <- Spec]);
 match_spec(_, Spec) -> Spec.
 
-%% A clause becomes a clause for the closed gate (its guards and the gate closed: the MFA
-%% alone, no action), then its open clauses: with a return action (`return_trace',
-%% `exception_trace'), those that take a credit for it (kino_trace_fallback_gate), then
-%% those without it, for a call made without credit.
+%% A clause becomes a clause for the closed gate (its guards and the gate's bit set: the
+%% MFA alone, no action), a clause per argument looked at (its guards and one that finds
+%% that argument huge: the cut message), then the clause itself sending the arguments.
 clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
     Off = case [M || {message, M} <- Body] of
               [_ | _] = Messages -> lists:last(Messages) =/= false;
               [] -> true
           end,
-    Closed = {Head, Guards ++ [kino_trace_fallback_gate:closed_guard(H#h.gate)], [{message, Off andalso {{kino_trace_off}}}]},
-    case lists:partition(fun(A) -> A =:= {return_trace} orelse A =:= {exception_trace} end, Body) of
-        {[], _} ->
-            [Closed | open_clauses(H, {Head, Guards, Body}, {kino_trace_cut, kino_trace_args}, {[], []})];
-        {_, Others} ->
-            Gate = H#h.gate,
-            Credit = {Head, Guards ++ [kino_trace_fallback_gate:credit_guard(Gate)], Body},
-            Takes = {[kino_trace_fallback_gate:take(Gate, huge)], [kino_trace_fallback_gate:take(Gate, plain)]},
-            [Closed | open_clauses(H, Credit, {kino_trace_cut_ret, kino_trace_args_ret}, Takes)] ++
-                open_clauses(H, {Head, Guards, Others}, {kino_trace_cut_noret, kino_trace_args_noret}, {[], []})
-    end;
+    [{Head, Guards ++ [closed(H)], [{message, Off andalso {{kino_trace_off}}}]} | open_clauses(H, {Head, Guards, Body})];
 clauses(_, Clause) -> [Clause].
 
-%% A clause per argument looked at (its guards and one that finds that argument huge:
-%% the cut message), then the clause itself sending the arguments, with the tags `Tags'
-%% and the credit actions `Takes' (kino_trace_fallback_gate:take/2: a call whose
-%% arguments look huge meters the session's returns at once).
-open_clauses(H, {Head, Guards, Body}, {CutTag, ArgsTag}, {TakeHuge, TakeArgs}) ->
+%% A guard true while the session's gate is closed.
+closed(#h{gate = Bit}) -> kino_trace_fallback_gate:closed_guard(Bit).
+
+open_clauses(H, {Head, Guards, Body}) ->
     IsMessage = fun(Action) -> is_tuple(Action) andalso tuple_size(Action) =:= 2 andalso element(1, Action) =:= message end,
     {Messages, Actions} = lists:partition(IsMessage, Body),
     Extra = case Messages of
@@ -302,18 +283,18 @@ open_clauses(H, {Head, Guards, Body}, {CutTag, ArgsTag}, {TakeHuge, TakeArgs}) -
             end,
     case Extra of
         false ->
-            %% the clause sends no message: the VM copies no arguments
-            [{Head, Guards, Body ++ TakeArgs}];
+            %% the clause sends no message: the VM copies nothing
+            [{Head, Guards, Body}];
         _ ->
             Positions = case Head of
                             [_ | _] -> min(length(Head), ?ARG_POSITIONS);
                             [] -> 0;
                             _ -> ?ARG_POSITIONS
                         end,
-            Cut = {message, {list_to_tuple([CutTag | Extra])}},
-            Args = {message, {list_to_tuple([ArgsTag, '$_' | Extra])}},
-            [{Head, Guards ++ [huge(H, I)], Actions ++ TakeHuge ++ [Cut]} || I <- lists:seq(1, Positions)] ++
-                [{Head, Guards, Actions ++ TakeArgs ++ [Args]}]
+            Cut = {message, {list_to_tuple([kino_trace_cut | Extra])}},
+            Args = {message, {list_to_tuple([kino_trace_args, '$_' | Extra])}},
+            [{Head, Guards ++ [huge(H, I)], Actions ++ [Cut]} || I <- lists:seq(1, Positions)] ++
+                [{Head, Guards, Actions ++ [Args]}]
     end.
 
 %% A guard true when the call has an I-th argument and it looks huge. `length/1' comes

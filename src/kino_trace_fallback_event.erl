@@ -52,20 +52,14 @@ event(Msg, Who, Last, Time, Caps) ->
 %% A call traced with `arity' and a match spec of trace_args/3: its MFA with the
 %% arguments its message carries (or `{cut, Arity}'), and the match spec's own message.
 call_data(call, {ok, {M, F, A}}, {ok, Message}) when is_integer(A), is_tuple(Message), tuple_size(Message) >= 1 ->
-    case {tag(element(1, Message)), Message} of
-        {args, {_, Args}} when is_list(Args) -> {{ok, {M, F, Args}}, none};
-        {args, {_, Args, Extra}} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
-        {cut, {_}} -> {{ok, {M, F, {cut, A}}}, none};
-        {cut, {_, Extra}} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
+    case Message of
+        {kino_trace_args, Args} when is_list(Args) -> {{ok, {M, F, Args}}, none};
+        {kino_trace_args, Args, Extra} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
+        {kino_trace_cut} -> {{ok, {M, F, {cut, A}}}, none};
+        {kino_trace_cut, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
         _ -> {{ok, {M, F, A}}, {ok, Message}}
     end;
 call_data(_, Data1, Data2) -> {Data1, Data2}.
-
-%% The tags of kino_trace_fallback:trace_args/3's messages (with a return frame that took
-%% credit, without one for want of credit, or with no return action).
-tag(T) when T =:= kino_trace_args; T =:= kino_trace_args_ret; T =:= kino_trace_args_noret -> args;
-tag(T) when T =:= kino_trace_cut; T =:= kino_trace_cut_ret; T =:= kino_trace_cut_noret -> cut;
-tag(_) -> other.
 
 sched_or_data(Sched, N, _) when is_integer(Sched), Sched >= 0 -> {N, Sched};
 sched_or_data(_, _, Extra) -> {Extra, 0}.

@@ -19,10 +19,6 @@
 -define(LOOP_EXEMPT, exempt).
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
--define(RELEASE_MS, 200).          % quiet time after which credit still taken is given back
--define(GARBAGE, 1048576).         % bytes of returns taken in before the heap is collected
--define(BIG_RETURN, 1048576).      % a return value this big meters the session's returns,
--define(BIG_MAILBOX, 8388608).     % and so does a mailbox of this many bytes
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
                limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
@@ -30,7 +26,7 @@
 -record(s, {owner, id, gate, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
             closed = false, session, suspended = false, tick = ?TICK, restore = snapshot,
-            loop_modules = [], loop = #{}, open = 0, opened = #{}, metered = false, heap_at = 0}).
+            loop_modules = [], loop = #{}}).
 
 %% @doc The index in the counters' atomics array of each counter.
 -spec ix(atom()) -> pos_integer().
@@ -48,14 +44,12 @@ start(Owner, L) ->
     Id = erlang:unique_integer([positive, monotonic]),
     Counters = atomics:new(length(?KEYS), [{signed, false}]),
     {Interval, Burst} = rate(maps:get(rate, L)),
-    S = #s{owner = Owner, id = Id, gate = kino_trace_fallback_gate:slot(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
+    S = #s{owner = Owner, id = Id, gate = kino_trace_fallback_gate:bit(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
            caps = kino_trace_fallback_limits:caps(L),
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
            queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L),
            mailbox_bytes = maps:get(mailbox_bytes, L), checked = erlang:monotonic_time(nanosecond) - ?CHECK_NS},
-    %% loaded first: else the process would wait for the code server at its first event
-    [{module, M} = code:ensure_loaded(M) || M <- [kino_trace_fallback_gate, kino_trace_fallback_event, kino_trace_fallback_terms]],
     Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}, {priority, high}]),
     {Pid, Id, Counters}.
 
@@ -71,17 +65,14 @@ rate(_) -> {0, 0}.
 init(#s{owner = Owner, gate = Gate} = S) ->
     erlang:monitor(process, Owner),
     %% (a tracer that was killed with its gate closed left it so)
-    kino_trace_fallback_gate:open(Gate, 0, false),
+    kino_trace_fallback_gate:open(Gate),
     loop(S).
 
 %% The guard looks at the mailbox before a message is taken from it: a message it then
 %% drops is never held while the process runs (a garbage collection would copy it).
 loop(#s{suspended = false} = S0) ->
     case guard(S0) of
-        #s{suspended = false} = S ->
-            receive Msg -> handle(Msg, S)
-            after 0 -> idle(S)
-            end;
+        #s{suspended = false} = S -> receive Msg -> handle(Msg, S) end;
         S -> loop(S)
     end;
 loop(S) ->
@@ -90,11 +81,10 @@ loop(S) ->
     end.
 
 handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
-    case kino_trace_fallback_gate:frame(Msg) of
-        off -> loop(gated(Msg, S));
-        noret -> loop(offer(Msg, noret(Msg, S)));
-        Frame when S#s.loop_modules =:= [] -> loop(credit(Frame, Msg, offer(Msg, S)));
-        Frame -> loop(credit(Frame, Msg, offer(Msg, loop_count(Msg, S))))
+    case kino_trace_fallback_gate:gated(Msg) of
+        true -> loop(gated(Msg, S));
+        false when S#s.loop_modules =:= [] -> loop(offer(Msg, S));
+        false -> loop(offer(Msg, loop_count(Msg, S)))
     end;
 handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
     case request(Request, S) of
@@ -137,7 +127,7 @@ request(close, S) ->
 %% the mailbox as dropped_closed. The process then ends.
 shut(#s{counters = C, qlen = Len, qbytes = Bytes, session = Session, gate = Gate}) ->
     atomics:put(C, ix(closed), 1),
-    kino_trace_fallback_gate:open(Gate, 0, false),
+    kino_trace_fallback_gate:open(Gate),
     atomics:sub(C, ix(bytes_queued), Bytes),
     atomics:add(C, ix(discarded), Len),
     Session =:= undefined orelse switch_off(Session),
@@ -178,7 +168,7 @@ guard(S) -> S.
 %% `mailbox_bytes' bytes, and frees the messages already handled.
 check(#s{mailbox = Max, mailbox_bytes = MaxBytes} = S) ->
     {Len, Bytes, Heap} = measure(S#s.counters),
-    S1 = collect(Heap, meter(Bytes > ?BIG_MAILBOX, S)),
+    S1 = collect(Heap, S),
     case Len > Max orelse Bytes > MaxBytes of
         true -> suspend(S1);
         false -> S1
@@ -208,12 +198,10 @@ collect(Heap, #s{heap_after_gc = After, mailbox_bytes = MaxBytes} = S) when Heap
     gc(S);
 collect(_, S) -> S.
 
-gc(S) -> gc(S, major).
-
-gc(S, Type) ->
-    erlang:garbage_collect(self(), [{type, Type}]),
+gc(S) ->
+    erlang:garbage_collect(),
     {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
-    S#s{heap_after_gc = Words * erlang:system_info(wordsize), heap_at = Words * erlang:system_info(wordsize)}.
+    S#s{heap_after_gc = Words * erlang:system_info(wordsize)}.
 
 suspend(#s{session = Session, counters = C, epoch = Epoch, gate = Gate} = S) ->
     %% at once, before the switch-off (which waits for the running processes)
@@ -240,67 +228,16 @@ snapshot(Session) ->
 %% The mailbox is empty: the messages dropped meanwhile are freed, then tracing goes on.
 resume(#s{suspended = owner, closed = Closed, owner = Owner, id = Id, gate = Gate} = S) ->
     S1 = gc(S),
-    kino_trace_fallback_gate:open(Gate, S#s.open, S#s.metered),
+    kino_trace_fallback_gate:open(Gate),
     Closed orelse (Owner ! {kino_trace, Id, restore}),
     S1#s{suspended = false};
 resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate} = S) ->
     S1 = gc(S),
-    kino_trace_fallback_gate:open(Gate, S#s.open, S#s.metered),
+    kino_trace_fallback_gate:open(Gate),
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S1#s{suspended = false}.
 
-%% --- the gate and the return credit (kino_trace_fallback_gate) --------------------
-
-%% The mailbox is empty: every call that took credit has been seen (but those on their
-%% way), so a metered slot is set from the open ones (undoing a lost update). An ended
-%% process's credit comes back after ?RELEASE_MS of quiet; a live one holds its own.
-idle(#s{gate = Gate, open = Open, closed = Closed, metered = Metered} = S) ->
-    Closed orelse not Metered orelse kino_trace_fallback_gate:open(Gate, Open, true),
-    receive Msg -> handle(Msg, S)
-    after release(Open) ->
-        {Opened, Open1} = kino_trace_fallback_gate:alive({S#s.opened, Open}),
-        loop(S#s{opened = Opened, open = Open1})
-    end.
-
-release(0) -> infinity;
-release(_) -> ?RELEASE_MS.
-
-%% A call took credit (its return frame is in flight), or a return gives it back once
-%% its message is freed (it stays on the heap until a collection: one runs past ?GARBAGE).
-credit(ret, Msg, S) -> opened(Msg, 1, S);
-credit(huge, Msg, S) -> meter(true, opened(Msg, 1, S));
-credit(back, Msg, #s{gate = Gate, heap_after_gc = After, heap_at = At} = S) ->
-    {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
-    Heap = Words * erlang:system_info(wordsize),
-    S1 = meter(Heap - At > ?BIG_RETURN, (opened(Msg, -1, S))#s{heap_at = Heap}),
-    S2 = case Heap - After > ?GARBAGE of
-             true -> gc(S1, minor);
-             false -> S1
-         end,
-    kino_trace_fallback_gate:refill(Gate),
-    S2;
-credit(none, _, S) -> S.
-
-opened(Msg, Step, #s{opened = Opened, open = Open} = S) ->
-    {Opened1, Open1} = kino_trace_fallback_gate:held(element(2, Msg), Step, {Opened, Open}),
-    S#s{opened = Opened1, open = Open1}.
-
-%% From a big return (the heap grew by ?BIG_RETURN since the last) or mailbox on, the
-%% session's returns are metered.
-meter(true, #s{metered = false, gate = Gate, open = Open, closed = Closed, suspended = false} = S) ->
-    Closed orelse kino_trace_fallback_gate:open(Gate, Open, true),
-    S#s{metered = true};
-meter(true, S) -> S#s{metered = true};
-meter(false, S) -> S.
-
-%% A call made without credit: no return frame. Its return is counted as dropped (every
-%% call then counts one), or, when returns are skipped, its process is marked.
-noret(Msg, #s{skip_returns = true, marks = Marks} = S) ->
-    atomics:add(Marks, erlang:phash2(element(2, Msg), ?MARK_SLOTS) + 1, 1),
-    S;
-noret(Msg, #s{counters = C} = S) ->
-    atomics:add(C, ix(received), 1),
-    drop(dropped_queue_full, element(2, Msg), S).
+%% --- the gate (kino_trace_fallback_gate) ---------------------------------------
 
 %% A call made while the gate was closed.
 gated(Msg, #s{counters = C, closed = Closed} = S) ->
