@@ -11,6 +11,8 @@
 
 -export([run/5]).
 
+-include("kino_trace_raw_event.hrl").
+
 -define(TRACER, kino_trace_tracer).
 -define(FALLBACK, kino_trace_fallback).
 -define(TRACE_FUNS, [process, function, send, recv, info]).
@@ -185,7 +187,7 @@ untrace(Session, Pids) ->
 
 %% The registered names of the processes of a batch, for the tracing node.
 names(Raw) ->
-    Pids = lists:usort([element(2, Event) || Event <- Raw, is_pid(element(2, Event))]),
+    Pids = lists:usort([Pid || Event <- Raw, Pid <- [element(#kino_trace_raw_event.pid, Event)], is_pid(Pid)]),
     maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
 
 name(Pid) ->
