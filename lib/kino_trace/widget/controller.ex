@@ -107,7 +107,7 @@ defmodule KinoTrace.Widget.Controller do
     controller = %__MODULE__{
       trace: trace,
       buffer: Buffer.new(Keyword.take(opts, [:interval, :max_batch, :max_pending])),
-      store: Store.new(max_events: opts[:keep]),
+      store: Store.new(capacity: opts[:keep]),
       limits: Keyword.take(opts, [:limit, :printable_limit, :max_chars]),
       history: min(opts[:history], opts[:keep]),
       browser: Keyword.take(opts, [:max_entries, :sequence_rows])
@@ -269,7 +269,7 @@ defmodule KinoTrace.Widget.Controller do
           %{
             id: id,
             error:
-              "this event is no longer kept (the widget keeps the last #{controller.store.max_events})"
+              "this event is no longer kept (the widget keeps the last #{controller.store.capacity})"
           }
       end
 
@@ -286,7 +286,8 @@ defmodule KinoTrace.Widget.Controller do
   end
 
   def handle_event(%__MODULE__{} = controller, "get_flame", request) do
-    {[{:reply, "flame", FlamePayload.reply(Store.events(controller.store, :all), request)}], controller}
+    {[{:reply, "flame", FlamePayload.reply(Store.events(controller.store, :all), request)}],
+     controller}
   end
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
@@ -301,19 +302,18 @@ defmodule KinoTrace.Widget.Controller do
       {"a positive integer or :infinity",
        &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
 
-    [
-      interval: {100, count},
-      max_batch: {1_000, count},
-      max_pending: {10_000, count},
-      keep: {10_000, count},
-      history: {5_000, count},
-      limit: {20, inspect_limit},
-      printable_limit: {120, inspect_limit},
-      max_chars: {400, count},
-      max_entries: {200_000, count},
-      sequence_rows: {4_000, count},
-      lifeline: {true, KinoTrace.Options.boolean()}
-    ]
+    # the buffer's options are its own; keep: is the store's capacity
+    Buffer.options() ++
+      [
+        keep: Keyword.fetch!(Store.options(), :capacity),
+        history: {5_000, count},
+        limit: {20, inspect_limit},
+        printable_limit: {120, inspect_limit},
+        max_chars: {400, count},
+        max_entries: {200_000, count},
+        sequence_rows: {4_000, count},
+        lifeline: {true, KinoTrace.Options.boolean()}
+      ]
   end
 
   defp set_patterns(controller, lines) do
@@ -339,7 +339,7 @@ defmodule KinoTrace.Widget.Controller do
       [] ->
         %{
           error:
-            "these events are no longer kept (the widget keeps the last #{controller.store.max_events})"
+            "these events are no longer kept (the widget keeps the last #{controller.store.capacity})"
         }
 
       events ->
