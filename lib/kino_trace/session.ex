@@ -350,7 +350,7 @@ defmodule KinoTrace.Session do
     {:noreply, state}
   end
 
-  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Session.Reaper).
+  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Session.BifWorkaround).
   defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
 
   defp message(:tick, state) do

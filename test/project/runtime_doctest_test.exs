@@ -6,4 +6,5 @@ defmodule KinoTraceTest.Project.RuntimeDoctestTest do
   doctest KinoTrace.Internal
   doctest KinoTrace.Session.Final
   doctest KinoTrace.Session.Reaper
+  doctest KinoTrace.Session.BifWorkaround
 end

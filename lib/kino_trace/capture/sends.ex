@@ -26,7 +26,7 @@ defmodule KinoTrace.Capture.Sends do
   # of their first message.
 
   alias KinoTrace.Internal
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Session.BifWorkaround
   alias KinoTrace.Tracer.LocalTracer
 
   @max_sends 100_000
@@ -106,13 +106,13 @@ defmodule KinoTrace.Capture.Sends do
   end
 
   @doc """
-  Ends the trace of sends: destroys its session (through `KinoTrace.Session.Reaper`, like every
-  trace session) and frees its queue.
+  Ends the trace of sends: destroys its session (through
+  `KinoTrace.Session.BifWorkaround.destroy/2`, like every trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok
   def stop(%__MODULE__{session: session, tracer: tracer}) do
     Internal.remove_session(session)
-    Reaper.destroy(session)
+    BifWorkaround.destroy(session)
     LocalTracer.close(tracer)
   end
 

@@ -23,7 +23,7 @@ defmodule KinoTrace.Session.Backend do
 
   alias KinoTrace.Tracer
   alias KinoTrace.Remote.Agent
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Session.BifWorkaround
   alias KinoTrace.Tracer.LocalTracer
 
   defstruct [:node, :id, :resource, :tracer, :session, :worker, mode: :native]
@@ -212,14 +212,14 @@ defmodule KinoTrace.Session.Backend do
   end
 
   @doc """
-  Destroys the trace's OTP session (here through `KinoTrace.Session.Reaper`, with the given
-  function patterns, see there). What the tracer queued before stays to be drained.
+  Destroys the trace's OTP session (here through `KinoTrace.Session.BifWorkaround.destroy/2`,
+  with the given function patterns, see there). What the tracer queued before stays to be drained.
   """
   @spec destroy(t(), list()) :: t()
   def destroy(%__MODULE__{session: nil} = backend, _functions), do: backend
 
   def destroy(%__MODULE__{worker: nil, session: session} = backend, functions) do
-    Reaper.destroy(session, functions)
+    BifWorkaround.destroy(session, functions)
     %{backend | session: nil}
   end
 

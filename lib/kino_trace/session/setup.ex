@@ -13,7 +13,7 @@ defmodule KinoTrace.Session.Setup do
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, Reaper, Safeguards, StackGuard, Subscribers}
+  alias KinoTrace.Session.{Backend, BifWorkaround, Safeguards, StackGuard, Subscribers}
 
   @doc """
   Sets the trace up: another node's tracer first (raises `ArgumentError` when it cannot
@@ -149,7 +149,7 @@ defmodule KinoTrace.Session.Setup do
 
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
-    # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
+    # the BIF work-around (erlang/otp#10349) and the stack guard are this node's
     state = Safeguards.prepare(state, functions, calls.returns != [])
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
@@ -166,7 +166,7 @@ defmodule KinoTrace.Session.Setup do
   def remove_patterns(state) do
     targets = Functions.targets(patterns(state))
     # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
-    Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
+    Backend.run(state.backend, BifWorkaround.untrace_ops(targets, state.plan.calls.match_flags))
     Safeguards.removed(state, targets)
   end
 

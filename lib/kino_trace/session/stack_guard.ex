@@ -38,6 +38,7 @@ defmodule KinoTrace.Session.StackGuard do
   # recursion).
 
   alias KinoTrace.Plan.Functions
+  alias KinoTrace.Session.BifWorkaround
   alias KinoTrace.Tracer.LocalTracer
 
   @interval 200
@@ -225,8 +226,8 @@ defmodule KinoTrace.Session.StackGuard do
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    # (a BIF's pattern is not cleared: see KinoTrace.Session.Reaper.untrace_ops/2)
-    ops = KinoTrace.Session.Reaper.untrace_ops(targets, guard.flags)
+    # (a BIF's pattern is not cleared: see KinoTrace.Session.BifWorkaround.untrace_ops/2)
+    ops = BifWorkaround.untrace_ops(targets, guard.flags)
     KinoTrace.Session.Backend.run(%KinoTrace.Session.Backend{node: node(), session: session}, ops)
     guard
   end
@@ -318,7 +319,7 @@ defmodule KinoTrace.Session.StackGuard do
   @spec stop(t() | nil) :: t() | nil
   def stop(%__MODULE__{session: session} = guard) when session != nil do
     targets = if guard.plan, do: Enum.map(guard.plan.steps, &elem(&1, 0)), else: []
-    KinoTrace.Session.Reaper.destroy(session, targets)
+    BifWorkaround.destroy(session, targets)
     %{guard | session: nil}
   end
 

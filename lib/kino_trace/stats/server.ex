@@ -26,7 +26,7 @@ defmodule KinoTrace.Stats.Server do
   use GenServer
 
   alias Kino.Trace.Stats.Snapshot
-  alias KinoTrace.Session.{Backend, Reaper}
+  alias KinoTrace.Session.{Backend, BifWorkaround}
   alias KinoTrace.Stats.{Latency, Options}
 
   # `session`: this node's OTP session (nil when this node is not counted, or ended).
@@ -81,8 +81,7 @@ defmodule KinoTrace.Stats.Server do
           # kino_trace's own processes (sessions, printers, widgets) are never counted
           if local, do: KinoTrace.Internal.add_session(local.backend.session)
 
-          if local && Enum.any?(local.mfas, fn {m, f, a} -> Reaper.bif?(m, f, a) end),
-            do: Reaper.bif_trace()
+          if local, do: BifWorkaround.check_in(local.mfas)
 
           Enum.each(state.parts, &set_counters(&1, true, state.counters))
           # the trace of durations starts once this server is up (KinoTrace.Starter
@@ -253,7 +252,7 @@ defmodule KinoTrace.Stats.Server do
 
     if state.session do
       KinoTrace.Internal.remove_session(state.session)
-      Reaper.bif_trace_ended()
+      BifWorkaround.check_out()
     end
 
     # (An agent that did not answer is not waited for again: its worker ends with this
