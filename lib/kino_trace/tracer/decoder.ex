@@ -261,46 +261,36 @@ defmodule KinoTrace.Tracer.Decoder do
 
     decoder = if framed?, do: note_caller(decoder, pid), else: decoder
 
-    if decoder.pairing do
-      # Per process: {depth, n, frames}, frames newest first, n of them (at most
-      # @max_stack); depth counts forgotten frames too, up to @max_stack.
-      {depth, n, frames} = Map.get(decoder.stacks, pid, {0, 0, []})
+    # Per process: {depth, n, frames}, frames newest first, n of them (at most
+    # @max_stack); depth counts forgotten frames too, up to @max_stack. Without pairing
+    # every call is at depth 0.
+    {depth, n, frames} =
+      if decoder.pairing, do: Map.get(decoder.stacks, pid, {0, 0, []}), else: {0, 0, []}
 
-      event = %{
-        event
-        | kind: :call,
-          module: m,
-          function: f,
-          arity: a,
-          args: args,
-          caller: caller(caller),
-          depth: depth
-      }
+    event = %{
+      event
+      | kind: :call,
+        module: m,
+        function: f,
+        arity: a,
+        args: args,
+        caller: caller(caller),
+        depth: depth
+    }
 
-      if framed? do
-        frames = [{event.id, event.monotonic, mfa} | frames]
-        depth = min(depth + 1, @max_stack)
+    if decoder.pairing and framed? do
+      frames = [{event.id, event.monotonic, mfa} | frames]
+      depth = min(depth + 1, @max_stack)
 
-        stack =
-          if n + 1 > @max_stack,
-            do: {depth, @keep_frames, Enum.take(frames, @keep_frames)},
-            else: {depth, n + 1, frames}
+      stack =
+        if n + 1 > @max_stack,
+          do: {depth, @keep_frames, Enum.take(frames, @keep_frames)},
+          else: {depth, n + 1, frames}
 
-        decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
-        {event, put_stack(decoder, pid, stack)}
-      else
-        {event, decoder}
-      end
+      decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
+      {event, put_stack(decoder, pid, stack)}
     else
-      {%{
-         event
-         | kind: :call,
-           module: m,
-           function: f,
-           arity: a,
-           args: args,
-           caller: caller(caller)
-       }, decoder}
+      {event, decoder}
     end
   end
 
