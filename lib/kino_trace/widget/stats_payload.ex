@@ -50,23 +50,16 @@ defmodule KinoTrace.Widget.StatsPayload do
   (`[low_us, count]`, adjacent buckets added up), and the exceptions' `count`, `p50`,
   `p99` and `max`.
   """
-  @type latency :: %{
-          count: non_neg_integer(),
-          unknown: non_neg_integer(),
-          min: float() | nil,
-          p50: float() | nil,
-          p90: float() | nil,
-          p99: float() | nil,
-          p999: float() | nil,
-          max: float() | nil,
-          histogram: [[number()]],
-          exceptions: %{
-            count: non_neg_integer(),
-            p50: float() | nil,
-            p99: float() | nil,
-            max: float() | nil
-          }
-        }
+  @type latency ::
+          KinoTrace.Stats.Latency.report(
+            [[number()]],
+            %{
+              count: non_neg_integer(),
+              p50: float() | nil,
+              p99: float() | nil,
+              max: float() | nil
+            }
+          )
 
   @type t :: %{
           id: pos_integer() | nil,
