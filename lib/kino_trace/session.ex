@@ -256,10 +256,16 @@ defmodule KinoTrace.Session do
     {:reply, snapshots, state}
   end
 
-  # (Kept.latency/1, Kept.slow_calls/1)
   def handle_request(kept, _from, state) when kept in [:latency, :slow_calls] do
     state = Drain.for_request(state)
-    {:reply, apply(Kept, kept, [state.kept]), state}
+
+    reply =
+      case kept do
+        :latency -> Kept.latency(state.kept)
+        :slow_calls -> Kept.slow_calls(state.kept)
+      end
+
+    {:reply, reply, state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
