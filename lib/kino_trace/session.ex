@@ -258,13 +258,7 @@ defmodule KinoTrace.Session do
 
   def handle_request(kept, _from, state) when kept in [:latency, :slow_calls] do
     state = Drain.for_request(state)
-
-    reply =
-      case kept do
-        :latency -> Kept.latency(state.kept)
-        :slow_calls -> Kept.slow_calls(state.kept)
-      end
-
+    reply = if kept == :latency, do: Kept.latency(state.kept), else: Kept.slow_calls(state.kept)
     {:reply, reply, state}
   end
 
