@@ -75,6 +75,18 @@ defmodule KinoTrace.Client do
   @spec slow_calls(trace()) :: KinoTrace.Stats.SlowCalls.report() | nil
   def slow_calls(trace), do: call(trace, :slow_calls)
 
+  @doc "`slow_calls/1`, or `{:error, :ended}`."
+  @spec try_slow_calls(trace()) ::
+          {:ok, KinoTrace.Stats.SlowCalls.report() | nil} | {:error, :ended}
+  def try_slow_calls(trace), do: request(trace, :slow_calls)
+
+  @doc """
+  How many slow calls the trace keeps per function (`slowest:`, `slower_than:`; `nil`
+  when it keeps none), or `{:error, :ended}`.
+  """
+  @spec try_slow_counts(trace()) :: {:ok, %{mfa() => pos_integer()} | nil} | {:error, :ended}
+  def try_slow_counts(trace), do: request(trace, :slow_counts)
+
   @doc "`latency/1`, or `{:error, :ended}`."
   @spec try_latency(trace()) :: {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
   def try_latency(trace), do: request(trace, :latency)

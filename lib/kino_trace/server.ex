@@ -32,6 +32,8 @@ defmodule KinoTrace.Server do
       without `latency: true`;
     * `:slow_calls` - the slow calls kept (`KinoTrace.Stats.SlowCalls.report/1`), after
       delivering as `{:events, n}` does; `nil` without `slowest:` or `slower_than:`;
+    * `:slow_counts` - how many slow calls it keeps per function
+      (`KinoTrace.Stats.Kept.slow_counts/1`), likewise;
     * `{:sync, cap}` - `:ok` once what is queued (at most `cap` events) is in the
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
@@ -53,6 +55,7 @@ defmodule KinoTrace.Server do
           | {:events, pos_integer()}
           | :latency
           | :slow_calls
+          | :slow_counts
           | {:sync, non_neg_integer() | :infinity}
           | :info
           | :tracer

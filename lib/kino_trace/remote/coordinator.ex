@@ -154,6 +154,9 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_request(:slow_calls, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
 
+  def handle_request(:slow_counts, _from, state),
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_counts(&1.kept), &1})
+
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, cap})
     {:reply, :ok, state |> take_delivered() |> release_held()}

@@ -47,6 +47,13 @@ defmodule KinoTrace.Stats.Kept do
   @spec slow_calls(t()) :: SlowCalls.report() | nil
   def slow_calls(kept), do: kept && kept.slow && SlowCalls.report(kept.slow)
 
+  @doc """
+  How many slow calls it keeps per function (`KinoTrace.Stats.SlowCalls.counts/1`: a
+  small map, where `slow_calls/1` holds every kept call whole), or `nil`.
+  """
+  @spec slow_counts(t()) :: %{mfa() => pos_integer()} | nil
+  def slow_counts(kept), do: kept && kept.slow && SlowCalls.counts(SlowCalls.report(kept.slow))
+
   @doc "How many open calls the slow calls keep, or `nil`."
   @spec open_calls(t()) :: non_neg_integer() | nil
   def open_calls(kept), do: kept && kept.slow && SlowCalls.open_calls(kept.slow)
