@@ -256,8 +256,9 @@ defmodule KinoTrace.Session do
     {:reply, snapshots, state}
   end
 
-  # (Kept.latency/1, Kept.slow_calls/1, Kept.slow_counts/1)
-  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls, :slow_counts] do
+  # (Kept.latency/1, Kept.latency_processes/1, Kept.slow_calls/1, Kept.slow_counts/1)
+  def handle_request(kept, _from, state)
+      when kept in [:latency, :latency_processes, :slow_calls, :slow_counts] do
     state = Drain.for_request(state)
     {:reply, apply(Kept, kept, [state.kept]), state}
   end

@@ -151,6 +151,11 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_request(:latency, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.latency(&1.kept), &1})
 
+  def handle_request(:latency_processes, _from, state),
+    do:
+      caught_up(state)
+      |> then(&{:reply, KinoTrace.Stats.Kept.latency_processes(&1.kept), &1})
+
   def handle_request(:slow_calls, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
 
