@@ -221,8 +221,12 @@ defmodule KinoTrace.Widget.Controller do
     {counters, controller} = counters(controller)
     effects = if counters != previous, do: [{:broadcast, "counters", counters}], else: []
 
-    {latency, l} =
-      LatencyPayload.tick(controller.latency, fn -> [slow: slow_counts(controller)] end)
+    # (the count of slow calls the trace keeps, for the Stats tab's links)
+    slow = fn ->
+      [slow: unless(controller.ended?, do: SlowPayload.kept_counts(controller.trace))]
+    end
+
+    {latency, l} = LatencyPayload.tick(controller.latency, slow)
 
     controller = %{controller | latency: l}
     ticks = if controller.ended?, do: [], else: [{:send_after, :tick, @tick_ms}]
@@ -306,7 +310,8 @@ defmodule KinoTrace.Widget.Controller do
 
   def handle_event(%__MODULE__{} = controller, "get_slow_calls", request) do
     events = fn -> Store.events(controller.store, :all) end
-    reply = SlowPayload.reply(kept_slow_calls(controller), events, request, controller.limits)
+    kept = unless controller.ended?, do: SlowPayload.kept(controller.trace)
+    reply = SlowPayload.reply(kept, events, request, controller.limits)
     {[{:reply, "slow_calls", reply}], controller}
   end
 
@@ -459,30 +464,6 @@ defmodule KinoTrace.Widget.Controller do
   catch
     # its server did not answer in time
     :exit, _ -> counters(%{controller | ended?: true})
-  end
-
-  # The slow calls the trace keeps (`slowest:`, `slower_than:`), their counts by key:
-  # nil when it keeps none or has ended (the widget's own events are then searched).
-  defp slow_counts(%{ended?: true}), do: nil
-
-  defp slow_counts(controller) do
-    case Client.try_slow_counts(controller.trace) do
-      {:ok, %{} = counts} -> SlowPayload.keyed(counts)
-      _ -> nil
-    end
-  catch
-    :exit, _ -> nil
-  end
-
-  defp kept_slow_calls(%{ended?: true}), do: nil
-
-  defp kept_slow_calls(controller) do
-    case Client.try_slow_calls(controller.trace) do
-      {:ok, %{} = report} -> report
-      _ -> nil
-    end
-  catch
-    :exit, _ -> nil
   end
 
   defp session_gone?(%Kino.Trace{session: pid}),

@@ -116,6 +116,32 @@ defmodule KinoTrace.Widget.SlowPayload do
   def counts(report), do: report |> SlowCalls.counts() |> keyed()
 
   @doc """
+  The slow calls a running trace keeps (`slowest:`, `slower_than:`), `nil` when it
+  keeps none or has ended.
+  """
+  @spec kept(KinoTrace.Client.trace()) :: SlowCalls.report() | nil
+  def kept(trace), do: ask(&KinoTrace.Client.try_slow_calls/1, trace)
+
+  @doc """
+  How many slow calls a running trace keeps per function, by key (`keyed/1`), `nil`
+  when it keeps none or has ended.
+  """
+  @spec kept_counts(KinoTrace.Client.trace()) :: %{String.t() => pos_integer()} | nil
+  def kept_counts(trace) do
+    with %{} = counts <- ask(&KinoTrace.Client.try_slow_counts/1, trace), do: keyed(counts)
+  end
+
+  defp ask(request, trace) do
+    case request.(trace) do
+      {:ok, %{} = answer} -> answer
+      _none_or_ended -> nil
+    end
+  catch
+    # (its server did not answer in time)
+    :exit, _ -> nil
+  end
+
+  @doc """
   Counts by function (`KinoTrace.Stats.SlowCalls.counts/1`) by key (`"Mod.fun/arity"`).
 
       iex> KinoTrace.Widget.SlowPayload.keyed(%{{Enum, :sum, 1} => 2})
