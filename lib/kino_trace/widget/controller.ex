@@ -223,7 +223,7 @@ defmodule KinoTrace.Widget.Controller do
 
     # (the count of slow calls the trace keeps, for the Stats tab's links)
     slow = fn ->
-      [slow: unless(controller.ended?, do: SlowPayload.kept_counts(controller.trace))]
+      [slow: if(not controller.ended?, do: SlowPayload.kept_counts(controller.trace))]
     end
 
     {latency, l} = LatencyPayload.tick(controller.latency, slow)
@@ -310,7 +310,7 @@ defmodule KinoTrace.Widget.Controller do
 
   def handle_event(%__MODULE__{} = controller, "get_slow_calls", request) do
     events = fn -> Store.events(controller.store, :all) end
-    kept = unless controller.ended?, do: SlowPayload.kept(controller.trace)
+    kept = if not controller.ended?, do: SlowPayload.kept(controller.trace)
     reply = SlowPayload.reply(kept, events, request, controller.limits)
     {[{:reply, "slow_calls", reply}], controller}
   end
