@@ -256,10 +256,10 @@ defmodule KinoTrace.Session do
     {:reply, snapshots, state}
   end
 
-  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls] do
+  def handle_request(kept, _from, state)
+      when kept in [:latency, :latency_processes, :slow_calls, :slow_counts] do
     state = Drain.for_request(state)
-    reply = if kept == :latency, do: Kept.latency(state.kept), else: Kept.slow_calls(state.kept)
-    {:reply, reply, state}
+    {:reply, kept_reply(kept, state.kept), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
@@ -317,6 +317,11 @@ defmodule KinoTrace.Session do
   def handle_request(:stop, _from, state) do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
+
+  defp kept_reply(:latency, kept), do: Kept.latency(kept)
+  defp kept_reply(:latency_processes, kept), do: Kept.latency_processes(kept)
+  defp kept_reply(:slow_calls, kept), do: Kept.slow_calls(kept)
+  defp kept_reply(:slow_counts, kept), do: Kept.slow_counts(kept)
 
   # --- native wake-ups and timers -----------------------------------------------------
 

@@ -151,8 +151,16 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_request(:latency, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.latency(&1.kept), &1})
 
+  def handle_request(:latency_processes, _from, state),
+    do:
+      caught_up(state)
+      |> then(&{:reply, KinoTrace.Stats.Kept.latency_processes(&1.kept), &1})
+
   def handle_request(:slow_calls, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
+
+  def handle_request(:slow_counts, _from, state),
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_counts(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, cap})

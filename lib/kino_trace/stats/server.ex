@@ -311,16 +311,14 @@ defmodule KinoTrace.Stats.Server do
     now = now()
 
     # (a trace of durations that ended, its process gone, has none: the rows have nil)
-    latency =
-      with %{} = trace <- state.latency_trace do
-        case KinoTrace.Client.try_latency(trace) do
-          {:ok, %Latency{} = kept} -> Latency.report(kept)
-          _ended -> %{}
-        end
-      end
+    latency = state.latency_trace && kept_latency(state.latency_trace, :try_latency)
+
+    processes =
+      state.latency_trace && kept_latency(state.latency_trace, :try_latency_processes)
 
     Snapshot.build(raw,
       latency: latency,
+      latency_processes: processes,
       id: state.id,
       patterns: state.patterns,
       time?: state.opts[:time],
@@ -328,6 +326,15 @@ defmodule KinoTrace.Stats.Server do
       taken_at: System.os_time(:microsecond),
       elapsed_us: System.convert_time_unit(now - state.reset_at, :native, :microsecond)
     )
+  end
+
+  # A report of what the trace of durations keeps (by function, or by function and
+  # process), %{} once it has ended.
+  defp kept_latency(trace, ask) do
+    case apply(KinoTrace.Client, ask, [trace]) do
+      {:ok, %Latency{} = kept} -> Latency.report(kept)
+      _ended -> %{}
+    end
   end
 
   defp now, do: System.monotonic_time()
