@@ -240,7 +240,8 @@ defmodule Kino.Trace do
       message sent or received that matches a message pattern, as `messages/2`'s
       `:pattern` takes it);
     * `after:` - what a triggered snapshot records after its trigger: `n` events (or
-      `{n, :events}`) or `{ms, :ms}`; none by default.
+      `{n, :events}`; when fewer come, the window ends 5 s after its trigger with those
+      that came) or `{ms, :ms}`; none by default.
 
   A triggered snapshot holds what the ring held up to the trigger, the calls still open
   in the triggering process that led to it (even those the ring overwrote), then the

@@ -339,9 +339,10 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
-  # A recorder's after-window of milliseconds ended.
+  # A recorder's after-window's time ended (its milliseconds, or a window of events'
+  # bound): what was queued until then goes in first.
   defp message({:kino_trace_record_after, ref}, state),
-    do: {:noreply, Recorder.window_ended(state, ref)}
+    do: {:noreply, state |> Drain.for_request() |> Recorder.window_ended(ref)}
 
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.

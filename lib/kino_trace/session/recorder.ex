@@ -11,7 +11,8 @@ defmodule KinoTrace.Session.Recorder do
   #     ended first (counted in `dropped`);
   #   * triggers (`KinoTrace.Plan.Record`): checked on every delivered batch; the first
   #     event that fires one freezes the ring up to it, then the `after:` window (events
-  #     or ms, at most the ring's bounds) is added, then the snapshot is made. A trigger
+  #     or ms, at most the ring's bounds; a window of events ends at the latest
+  #     @events_window_ms after it opened) is added, then the snapshot is made. A trigger
   #     that fires while a window is open counts in `fired` and takes no other snapshot;
   #   * an exception fires once, where it is raised: as it goes up through more traced
   #     calls of its process (their exception events) it fires nothing again;
@@ -51,6 +52,10 @@ defmodule KinoTrace.Session.Recorder do
 
   @stack_depth 32
   @stack_pids 1_000
+  # an after-window of n events ends at the latest this long after its trigger, with the
+  # events it has: after a crash that ends the triggering process, or on a trace that
+  # goes quiet, they may never come (the docs of Kino.Trace.record/2 and the guide say 5 s)
+  @events_window_ms 5_000
 
   @type t :: %__MODULE__{}
 
@@ -185,18 +190,24 @@ defmodule KinoTrace.Session.Recorder do
       {_, 0} ->
         finish(%{state | recorder: %{rec | pending: window}})
 
+      # (n events, or what came within @events_window_ms: the events may never come)
       {:events, n} ->
-        %{state | recorder: %{rec | pending: %{window | left: n}}}
-
-      {:ms, ms} ->
-        ref = make_ref()
-        timer = Process.send_after(self(), {:kino_trace_record_after, ref}, ms)
-
         %{
           state
-          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: {timer, ref}}}
+          | recorder: %{rec | pending: %{window | left: n, timer: timer(@events_window_ms)}}
+        }
+
+      {:ms, ms} ->
+        %{
+          state
+          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: timer(ms)}}
         }
     end
+  end
+
+  defp timer(ms) do
+    ref = make_ref()
+    {Process.send_after(self(), {:kino_trace_record_after, ref}, ms), ref}
   end
 
   # The window's events, up to its count and the ring's bytes; the rest of the batch is
@@ -238,7 +249,10 @@ defmodule KinoTrace.Session.Recorder do
   def ended(%{recorder: %{pending: window}} = state) when window != nil, do: finish(state)
   def ended(state), do: state
 
-  @doc "The after-window of `ms` ended (its timer's message)."
+  @doc """
+  The after-window's time ended (its timer's message: its `ms`, or the bound of a window
+  of events, @events_window_ms). The session delivers what is queued first.
+  """
   @spec window_ended(map(), reference()) :: map()
   def window_ended(%{recorder: %{pending: %{timer: {_, ref}}}} = state, ref), do: finish(state)
   def window_ended(state, _ref), do: state
