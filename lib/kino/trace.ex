@@ -251,8 +251,12 @@ defmodule Kino.Trace do
   `info/1` has the recorder's figures under `:recorder`: `:kept` (and `:kept_bytes`),
   `:overwritten`, `:own` (events of kino_trace's own processes left out), so that
   `accepted == kept + overwritten + own + queued + discarded`; `:fired` per trigger,
-  `:snapshots`, `:snapshots_taken` and `:snapshots_dropped`. Recording on other nodes
-  (`:nodes`) is not supported yet.
+  `:snapshots`, `:snapshots_taken` and `:snapshots_dropped`.
+
+  With `nodes:`, each node keeps its own ring, bounded there (another node's is kept by
+  kino_trace's agent there, and nothing of it comes to this node until a snapshot asks):
+  `snapshot/1` fetches every node's ring and merges them by time into one snapshot.
+  Triggers (`on:`) are not supported there yet.
 
       iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self(), events: 4, return: false)
       iex> for n <- 1..6, do: Enum.sum([n])
@@ -282,15 +286,15 @@ defmodule Kino.Trace do
             )
 
         plan = Plan.new!(what, trace_opts)
+        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
 
-        if Plan.remote?(plan),
+        if Plan.remote?(plan) and record.on != [],
           do:
             raise(
               ArgumentError,
-              "invalid value for :nodes: record/2 records on this node only (other nodes are not supported yet)"
+              "invalid value for :on: a recorder of other nodes (nodes:) takes snapshots with snapshot/1 only (triggers there are not supported yet)"
             )
 
-        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
         start(%{plan | record: record}, owner)
       end)
     end)

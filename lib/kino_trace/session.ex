@@ -251,6 +251,10 @@ defmodule KinoTrace.Session do
     {:reply, reply, state}
   end
 
+  # A recorder's ring, for a snapshot of a recorder of several nodes.
+  def handle_request(:ring, _from, state),
+    do: state |> Drain.for_request() |> then(&{:reply, Recorder.ring_events(&1), &1})
+
   def handle_request(:snapshots, _from, state) do
     {snapshots, state} = Recorder.snapshots(state)
     {:reply, snapshots, state}
@@ -339,8 +343,7 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
-  # A recorder's after-window's time ended (its milliseconds, or a window of events'
-  # bound): what was queued until then goes in first.
+  # A recorder's after-window's time ended: what was queued until then goes in first.
   defp message({:kino_trace_record_after, ref}, state),
     do: {:noreply, state |> Drain.for_request() |> Recorder.window_ended(ref)}
 

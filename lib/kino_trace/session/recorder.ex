@@ -285,11 +285,54 @@ defmodule KinoTrace.Session.Recorder do
     {{pid, id}, state}
   end
 
-  defp take(%{recorder: rec} = state, events, trigger) do
+  @doc """
+  The ring's events, oldest first, for a snapshot of a recorder of several nodes
+  (`KinoTrace.Remote.Coordinator`): `{events, figures}`. Another node's ring is kept
+  there by its agent's worker, fetched now and decoded from the decoder's first state
+  (each snapshot decodes its ring whole).
+  """
+  @spec ring_events(map()) :: {[Kino.Trace.Event.t()], map()} | {:error, :not_a_recorder}
+  def ring_events(%{recorder: nil}), do: {:error, :not_a_recorder}
+
+  def ring_events(%{local?: false, backend: backend, decoder: decoder}) when backend != nil do
+    {raw, context, figures} = KinoTrace.Session.Backend.ring(backend)
+    {events, _decoder} = KinoTrace.Tracer.Decoder.decode(decoder, raw, context)
+    {events, figures}
+  end
+
+  def ring_events(%{history: history}),
+    do: {History.take(history, History.size(history)), ring_figures(history)}
+
+  @doc """
+  Takes a snapshot now of `events` (oldest first), a trace whose `info/1` is `info` with
+  the snapshot's figures: a recorder of several nodes (`KinoTrace.Remote.Coordinator`,
+  whose state has a `recorder` field too) gives its nodes' rings merged. Returns as
+  `snapshot/1` does.
+  """
+  @spec snapshot_of(map(), [Kino.Trace.Event.t()], map()) ::
+          {{pid(), pos_integer()} | {:error, term()}, map()}
+  def snapshot_of(%{recorder: nil} = state, _events, _info),
+    do: {{:error, :not_a_recorder}, state}
+
+  def snapshot_of(state, events, info) do
+    trigger = %{trigger: :manual, event: nil, pid: nil, trigger_time: nil}
+    taken = state.recorder.taken
+    state = put_snapshot(state, events, trigger, info)
+
+    case state.recorder do
+      %{taken: ^taken} -> {{:error, :failed}, state}
+      %{snapshots: [%{pid: pid, id: id} | _]} -> {{pid, id}, state}
+    end
+  end
+
+  defp take(state, events, trigger),
+    do: put_snapshot(state, events, trigger, Info.build(state, Setup.patterns(state)))
+
+  defp put_snapshot(%{recorder: rec} = state, events, trigger, info) do
     bytes = Enum.reduce(events, 0, &(History.bytes_of(&1) + &2))
     taken_at = System.os_time(:microsecond)
     snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
-    info = state |> Info.build(Setup.patterns(state)) |> Map.put(:snapshot, snapshot)
+    info = Map.put(info, :snapshot, snapshot)
     # (its events are given once it runs, not as the supervisor's start argument)
     with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
          {:ok, :ok} <- KinoTrace.Client.request(pid, {:put_events, events}, :infinity) do
@@ -377,26 +420,39 @@ defmodule KinoTrace.Session.Recorder do
   @spec put_info(map(), map()) :: map()
   def put_info(info, %{recorder: nil}), do: info
 
-  def put_info(info, %{recorder: rec, history: history}) do
-    Map.put(info, :recorder, %{
-      events: rec.config.events,
-      bytes: rec.config.bytes,
+  def put_info(info, %{recorder: rec} = state) do
+    # (another node's ring is kept there: its figures came with its counters)
+    {ring, info} = Map.pop(info, :ring)
+
+    Map.put(
+      info,
+      :recorder,
+      %{
+        events: rec.config.events,
+        bytes: rec.config.bytes,
+        open_calls_bytes: rec.stack_bytes,
+        own: rec.own,
+        triggers: Enum.map(rec.config.on, &trigger_text/1),
+        after: rec.config.after,
+        fired: rec.fired,
+        recording_after: rec.pending != nil,
+        snapshots: length(rec.snapshots),
+        snapshot_bytes: rec.snapshot_bytes,
+        snapshots_taken: rec.taken,
+        snapshots_dropped: rec.dropped,
+        snapshots_failed: rec.failed
+      }
+      |> Map.merge(ring || ring_figures(state.history))
+    )
+  end
+
+  defp ring_figures(history) do
+    %{
       kept: History.size(history),
       kept_bytes: History.bytes(history),
-      open_calls_bytes: rec.stack_bytes,
       memory: History.memory(history),
-      overwritten: History.overwritten(history),
-      own: rec.own,
-      triggers: Enum.map(rec.config.on, &trigger_text/1),
-      after: rec.config.after,
-      fired: rec.fired,
-      recording_after: rec.pending != nil,
-      snapshots: length(rec.snapshots),
-      snapshot_bytes: rec.snapshot_bytes,
-      snapshots_taken: rec.taken,
-      snapshots_dropped: rec.dropped,
-      snapshots_failed: rec.failed
-    })
+      overwritten: History.overwritten(history)
+    }
   end
 
   defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
