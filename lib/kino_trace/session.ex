@@ -251,6 +251,10 @@ defmodule KinoTrace.Session do
     {:reply, reply, state}
   end
 
+  # A recorder's ring, for a snapshot of a recorder of several nodes.
+  def handle_request(:ring, _from, state),
+    do: state |> Drain.for_request() |> then(&{:reply, Recorder.ring_events(&1), &1})
+
   def handle_request(:snapshots, _from, state) do
     {snapshots, state} = Recorder.snapshots(state)
     {:reply, snapshots, state}
@@ -344,9 +348,9 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
-  # A recorder's after-window of milliseconds ended.
+  # A recorder's after-window's time ended: what was queued until then goes in first.
   defp message({:kino_trace_record_after, ref}, state),
-    do: {:noreply, Recorder.window_ended(state, ref)}
+    do: {:noreply, state |> Drain.for_request() |> Recorder.window_ended(ref)}
 
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.

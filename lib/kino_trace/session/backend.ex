@@ -194,6 +194,17 @@ defmodule KinoTrace.Session.Backend do
     {raw, more, %{names: names, time_offset: offset}}
   end
 
+  @doc """
+  A recorder's ring kept on another node by its agent's worker (what its tracer queued
+  goes in first): `{raw_events, context, figures}`, oldest first, with the ring's
+  `kept`, `kept_bytes` and `overwritten`.
+  """
+  @spec ring(t()) :: {[Tracer.raw_event()], context(), map()}
+  def ring(%__MODULE__{worker: worker}) when worker != nil do
+    {raw, names, offset, figures} = call!(worker, :ring)
+    {raw, %{names: names, time_offset: offset}, figures}
+  end
+
   @doc "The tracer's counters (see `KinoTrace.Tracer.counters/1`); the last known ones once the agent is gone."
   @spec counters(t()) :: map()
   def counters(%__MODULE__{worker: nil, tracer: tracer}), do: LocalTracer.counters(tracer)

@@ -31,7 +31,13 @@ defmodule KinoTrace.Session.Setup do
 
   # The tracer of a trace of another node, started there by kino_trace's agent.
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
-    case Backend.start_remote(self(), state.id, plan.limits, node, agent: plan.options[:agent]) do
+    # (a recorder's ring stays on that node: its agent's worker keeps it)
+    ring = plan.record && %{events: plan.record.events, bytes: plan.record.bytes}
+
+    case Backend.start_remote(self(), state.id, plan.limits, node,
+           agent: plan.options[:agent],
+           ring: ring
+         ) do
       {:ok, backend} ->
         %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
 
