@@ -121,6 +121,12 @@ defmodule Kino.Trace.Stats.RemoteTest do
       assert Stats.info(stats).functions > 100
 
       [%{worker: worker}] = KinoTrace.Client.internals(stats.server).parts
+      # The first snapshot's request, the first with these functions' names to that node,
+      # was at times missing from the send trace below (its reply and the reset's request
+      # were there; on this machine and in CI, OTP 27 and 29): the requests counted are
+      # those of a second snapshot and reset.
+      Stats.snapshot(stats)
+      :ok = Stats.reset(stats)
       counter = :trace.session_create(:stats_remote_test, self(), [])
       on_exit(fn -> :trace.session_destroy(counter) end)
       :trace.process(counter, stats.server, true, [:send])
