@@ -4,8 +4,12 @@
 // read-modify-write and nothing the consumer writes per item. Blocks come from
 // `Alloc::allocate` (by default the aligned operator new (std::nothrow); tests pass one
 // that fails)
-// and go back to the producer through one cached spare block, so a steady flow
-// allocates nothing. Every synchronisation is an acquire/release pair on an
+// and go back to the producer through a ring of up to kSpares emptied blocks, so a
+// steady flow allocates nothing, and neither does a queue that a paced consumer lets
+// grow to a few dozen blocks between its drains (issue 40: with one spare, every drain
+// freed those blocks, the allocator gave their pages back to the system, and the
+// producer, the traced process, paid a page fault per 4 KiB of events when it touched
+// them again). Every synchronisation is an acquire/release pair on an
 // atomic (no fences), which TSan checks as written.
 //
 // "Single producer" means one thread at a time: threads that take turns under a mutex
@@ -69,15 +73,23 @@ class SpscQueue {
       if (b != &stub_) free_block(static_cast<Block*>(b));
       b = next;
     }
-    free_block(spare_.load(std::memory_order_relaxed));
+    for (auto& spare : spares_) free_block(spare.load(std::memory_order_relaxed));
   }
+
+  // How many emptied blocks the consumer keeps for the producer at most: 64 blocks of 64
+  // events, about 2 ms of one scheduler's events at the floor's pace, which covers the
+  // 1 ms a session waits between drains (KinoTrace.Session.DrainPacing). Retained per
+  // queue, up to 64 x sizeof(Block) (about 0.5 MiB for 128-byte events), and only once
+  // the queue has held that many blocks at a time.
+  static constexpr std::size_t kSpares = 64;
 
   // Producer. False when no block could be allocated: `item` is then left intact.
   bool push(T&& item) {
     if (tail_index_ == kBlock) {
-      Block* b = spare_.load(std::memory_order_acquire);
+      Block* b = spares_[take_at_].load(std::memory_order_acquire);
       if (b) {
-        spare_.store(nullptr, std::memory_order_relaxed);
+        spares_[take_at_].store(nullptr, std::memory_order_relaxed);
+        take_at_ = (take_at_ + 1) % kSpares;
         b->next.store(nullptr, std::memory_order_relaxed);
       } else {
         b = new_block();
@@ -112,6 +124,7 @@ class SpscQueue {
       item->~T();
     }
     popped_ += n;
+    reserve_ahead();
     return n;
   }
 
@@ -127,15 +140,16 @@ class SpscQueue {
   };
 
   // The slot kAhead places after the next one to be written, in this block or the spare.
-  // Reading spare_ here races with nothing: only this producer clears it, and a block the
-  // consumer has stored there is its own from then on (an acquire load, as in push()).
+  // Reading the next spare here races with nothing: only this producer clears a slot, and
+  // a block the consumer has stored there is its own from then on (an acquire load, as in
+  // push()).
   static constexpr std::size_t kAhead = 2;
   void prefetch_ahead() {
     const std::size_t at = tail_index_ + kAhead - 1;
     Block* b = static_cast<Block*>(tail_);
     std::size_t i = at;
     if (at >= kBlock) {
-      b = spare_.load(std::memory_order_acquire);
+      b = spares_[take_at_].load(std::memory_order_acquire);
       if (!b) return;
       i = at - kBlock;
       if (i >= kBlock) return;
@@ -156,12 +170,35 @@ class SpscQueue {
     Alloc::deallocate(b, alignof(Block));
   }
 
-  // The consumer hands an emptied block back as the spare if there is none (the producer
-  // only ever clears it, the consumer only ever fills it: each sees the other's store
-  // before it acts), else frees it.
+  // Consumer: while the producer is ahead by whole blocks, fills the spares' ring's empty
+  // slots with new blocks, up to one per block of that backlog, their pages touched here
+  // (issue 40). A producer that outpaces its consumer needs new memory for its queue;
+  // allocated by the producer, its first touch of each page was a page fault in the
+  // traced process (about 7 us each on the benchmark's host, an event's worth every 32
+  // events). Here the consumer pays it, between its drains. Bounded: the ring holds at
+  // most kSpares blocks, and only while there is a backlog of that many.
+  void reserve_ahead() {
+    const std::uint64_t backlog = pushed_.load(std::memory_order_acquire) - popped_;
+    std::uint64_t want = std::min<std::uint64_t>(backlog / kBlock, kSpares);
+    for (; want > 0 && spares_[give_at_].load(std::memory_order_acquire) == nullptr; --want) {
+      Block* b = new_block();
+      if (!b) return;
+      volatile unsigned char* bytes = b->storage;
+      for (std::size_t at = 0; at < sizeof(b->storage); at += 4096) bytes[at] = 0;
+      spares_[give_at_].store(b, std::memory_order_release);
+      give_at_ = (give_at_ + 1) % kSpares;
+    }
+  }
+
+  // The consumer hands an emptied block back in the next slot of the spares' ring if that
+  // slot is empty, else frees it. The ring is a single-producer single-consumer ring of
+  // slots, each empty when null: the consumer fills slots in order and only null ones,
+  // the producer empties them in order and only full ones, so neither passes the other
+  // (each sees the other's store to a slot before it acts on that slot).
   void recycle(Block* b) {
-    if (spare_.load(std::memory_order_acquire) == nullptr) {
-      spare_.store(b, std::memory_order_release);
+    if (spares_[give_at_].load(std::memory_order_acquire) == nullptr) {
+      spares_[give_at_].store(b, std::memory_order_release);
+      give_at_ = (give_at_ + 1) % kSpares;
     } else {
       free_block(b);
     }
@@ -171,11 +208,13 @@ class SpscQueue {
   Link* tail_ = &stub_;
   std::size_t tail_index_ = kBlock;
   std::atomic<std::uint64_t> pushed_{0};
+  std::size_t take_at_ = 0;  // the next spare to take
   // The consumer's line.
   alignas(64) Link* head_ = &stub_;
   std::size_t head_index_ = kBlock;
   std::uint64_t popped_ = 0;
-  alignas(64) std::atomic<Block*> spare_{nullptr};
+  std::size_t give_at_ = 0;  // the next slot to give a spare to
+  alignas(64) std::atomic<Block*> spares_[kSpares]{};
   Link stub_;  // written once, by the first push
 };
 

@@ -2,7 +2,9 @@
 // at destruction freed (ASan), and one producer against one consumer (TSan).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -60,4 +62,88 @@ TEST_CASE("SpscQueue: one producer, one consumer, nothing lost or reordered", "[
   producer.join();
   CHECK(ok);
   CHECK(q.pushed() == kItems);
+}
+
+namespace {
+// Counts the blocks the queue allocates and frees, and those allocated while `producing`.
+struct CountingAlloc {
+  static inline std::size_t allocated = 0;
+  static inline std::size_t freed = 0;
+  static inline std::size_t by_producer = 0;
+  static inline bool producing = false;
+  static void* allocate(std::size_t size, std::size_t align) {
+    ++allocated;
+    if (producing) ++by_producer;
+    return std::aligned_alloc(align, size);
+  }
+  static void deallocate(void* p, std::size_t) {
+    ++freed;
+    std::free(p);
+  }
+};
+using CountedQueue = SpscQueue<std::uint64_t, 4, CountingAlloc>;
+
+struct Counted {
+  CountedQueue q;
+  std::uint64_t next_in = 0, next_out = 0;
+  Counted() { CountingAlloc::allocated = CountingAlloc::freed = CountingAlloc::by_producer = 0; }
+  void push(std::size_t items) {
+    CountingAlloc::producing = true;
+    for (std::size_t i = 0; i < items; ++i) REQUIRE(q.push(std::uint64_t{next_in++}));
+    CountingAlloc::producing = false;
+  }
+  // pops up to `items` (all by default), checking the order
+  void pop(std::size_t items = SIZE_MAX) {
+    std::uint64_t buf[8];
+    for (std::size_t n; items > 0 && (n = q.pop(buf, std::min<std::size_t>(8, items))) != 0; items -= n)
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(buf[i] == next_out++);
+  }
+};
+}  // namespace
+
+// Issue 40: a paced consumer lets the queue grow by tens of blocks between drains. With one
+// spare block, each drain freed the rest, and the producer (the traced process) allocated
+// them again, touching pages the allocator had given back: a page fault per 4 KiB.
+TEST_CASE("SpscQueue: a queue drained after growing many blocks keeps them for the producer", "[spsc][alloc]") {
+  {
+    Counted c;
+    const std::size_t depth = 4 * (CountedQueue::kSpares / 2);  // half the spares' worth of blocks
+    c.push(depth);
+    c.pop();
+    for (int round = 0; round < 10; ++round) {
+      CountingAlloc::by_producer = 0;
+      c.push(depth);
+      CHECK(CountingAlloc::by_producer == 0);  // the blocks come back
+      c.pop();
+    }
+    // deeper than the spares hold: the rest are freed, nothing is lost or reordered
+    c.push(4 * CountedQueue::kSpares * 3);
+    c.pop();
+    CHECK(c.next_out == c.next_in);
+    CHECK(CountingAlloc::freed > 0);
+    CHECK(CountingAlloc::allocated - CountingAlloc::freed <= CountedQueue::kSpares + 2);  // bounded
+  }
+  CHECK(CountingAlloc::freed == CountingAlloc::allocated);  // the spares too, at destruction
+}
+
+// Issue 40: a producer ahead of its consumer needs new blocks; the consumer allocates them
+// (and touches their pages) at its pops, so the producer does not.
+TEST_CASE("SpscQueue: the consumer prepares blocks for a producer ahead of it", "[spsc][alloc]") {
+  {
+    Counted c;
+    c.push(4 * 20);  // 20 blocks ahead
+    CHECK(CountingAlloc::by_producer >= 20);
+    c.pop(1);  // the consumer sees the backlog
+    CountingAlloc::by_producer = 0;
+    c.push(4 * 19);  // that many blocks more: prepared
+    CHECK(CountingAlloc::by_producer == 0);
+    c.pop();
+    // with no backlog, nothing is prepared: an idle queue holds no new blocks
+    const std::size_t before = CountingAlloc::allocated;
+    c.push(2);
+    c.pop();
+    CHECK(CountingAlloc::allocated == before);
+    CHECK(c.next_out == c.next_in);
+  }
+  CHECK(CountingAlloc::freed == CountingAlloc::allocated);
 }
