@@ -176,21 +176,22 @@ defmodule Kino.Trace.Assertions.LossTest do
           @patterns,
           fn ->
             Math.echo(1)
-            # time is the subject: the block outlasts the capture's timeout
-            Process.sleep(300)
+            # time is the subject: the block outlasts the capture's timeout, which must
+            # leave the block time to make its first call on a loaded machine (50 ms did not)
+            Process.sleep(1_500)
             Math.add(1, 2)
           end,
-          timeout: 50
+          timeout: 300
         )
 
       assert trace.truncated == :timeout
       assert [%{function: :echo}, %{function: :echo}] = trace.events
 
       [error | _] = assert_every_assertion_fails(trace)
-      assert error.message =~ "at its timeout of 50 ms"
+      assert error.message =~ "at its timeout of 300 ms"
 
       assert error.message =~
-               "raise the timeout: option of Kino.Trace.capture/3 (now timeout: 50)"
+               "raise the timeout: option of Kino.Trace.capture/3 (now timeout: 300)"
     end
 
     test "a timeout the block did not reach is no loss" do
