@@ -34,7 +34,7 @@ defmodule KinoTrace.Widget.Controller do
   # (`KinoTrace.Widget.FlamePayload`), `"slow_calls"` (`KinoTrace.Widget.SlowPayload.reply/4`)
   # and, at most once a tick when calls came, `"latency"`
   # (`KinoTrace.Widget.LatencyPayload`, with the trace's slow-call counts); a recorder's
-  # panel (`KinoTrace.Widget.RecorderPayload`), `"recorder"` when it changed.
+  # panel (`KinoTrace.Widget.RecorderPayload`), `"recorder"` when it changed or a browser came.
   #
   # Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
   # `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
@@ -42,7 +42,7 @@ defmodule KinoTrace.Widget.Controller do
   # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
   # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`),
   # `"get_slow_calls"` (`%{"mfa" => "Mod.fun/arity"}`: a Stats tab row's slow calls),
-  # a recorder panel's (`KinoTrace.Widget.RecorderPayload.reply/4`). A `"set_patterns"`
+  # `"open_snapshot"`, `"get_snapshot_file"` (`KinoTrace.Widget.RecorderPayload.reply/4`). A `"set_patterns"`
   # event is bounded (`KinoTrace.Pattern.Edit.bounds/0`: so many lines, bytes per line
   # and bytes in all); a larger one is refused as a whole and answered with a `"patterns"` reply whose
   # `error` says why (see `KinoTrace.Widget.Payload.pattern_error/2`).
@@ -180,8 +180,8 @@ defmodule KinoTrace.Widget.Controller do
       sequence_rows: controller.browser[:sequence_rows]
     }
 
-    # (its latency columns come with the next tick)
-    {payload, %{controller | latency: LatencyPayload.changed(controller.latency)}}
+    # (its latency columns and a recorder's panel come with the next tick)
+    {payload, %{controller | latency: LatencyPayload.changed(controller.latency), recorder: nil}}
   end
 
   @doc """

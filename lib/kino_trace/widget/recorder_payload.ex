@@ -6,8 +6,8 @@ defmodule KinoTrace.Widget.RecorderPayload do
   #   * `panel/2` - the ring (kept of its capacity, in events and bytes; overwritten),
   #     the triggers armed and how often each fired, and the frozen snapshots, newest
   #     first (time, trigger, events, bytes). The controller broadcasts it as
-  #     `"recorder"` when it changed (checked once a tick, from the info it asks anyway)
-  #     and replies it to a browser's `"get_recorder"`.
+  #     `"recorder"` when it changed or a browser connected (checked once a tick, from
+  #     the info it asks anyway).
   #   * `snapshot_events/3` - the reply to `"open_snapshot"` (`%{"id" => id}`): a
   #     snapshot's events as the log's rows (`KinoTrace.Widget.Payload.events/2`).
   #   * `snapshot_file/2` - the reply to `"get_snapshot_file"` (`%{"id" => id}`): the
@@ -137,8 +137,7 @@ defmodule KinoTrace.Widget.RecorderPayload do
   end
 
   @doc """
-  The reply to a browser's `"get_recorder"` (`"recorder"`, the panel, none for a trace
-  that is not a recorder), `"open_snapshot"` (`"snapshot"`, `snapshot_events/3`) or
+  The reply to a browser's `"open_snapshot"` (`"snapshot"`, `snapshot_events/3`) or
   `"get_snapshot_file"` (`"snapshot_file"`, `snapshot_file/2`), as the controller's
   effects; none for any other event (the controller hands it every event it does not
   know).
@@ -146,13 +145,6 @@ defmodule KinoTrace.Widget.RecorderPayload do
   @spec reply(String.t(), term(), KinoTrace.Client.trace(), Payload.limits()) :: [
           {:reply, String.t(), map()}
         ]
-  def reply("get_recorder", _request, trace, _limits) do
-    case of_trace(trace) do
-      nil -> []
-      panel -> [{:reply, "recorder", panel}]
-    end
-  end
-
   def reply("open_snapshot", request, trace, limits),
     do: [{:reply, "snapshot", snapshot_events(trace, request, limits)}]
 

@@ -97,8 +97,10 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       assert snap.id == id
       assert n == length(Trace.events(snap))
 
-      # a browser connecting later asks for it
-      {[{:reply, "recorder", ^panel}], controller} = reply(controller, "get_recorder", %{})
+      # a browser connecting later has it with the next tick
+      {payload, controller} = Controller.connect(controller)
+      WireSchema.check_connect!(payload)
+      {[^panel], controller} = tick(controller)
 
       # opened: its events as the log's rows
       {[{:reply, "snapshot", opened}], controller} =
@@ -164,7 +166,8 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
     trace = Trace.calls(["Enum.sum/1"], pids: self())
     {controller, _} = Controller.init(trace, lifeline: false)
     {[], controller} = tick(controller)
-    {[], _} = reply(controller, "get_recorder", %{})
+    {_payload, controller} = Controller.connect(controller)
+    {[], _} = tick(controller)
     assert RecorderPayload.of_trace(trace) == nil
     Trace.stop(trace)
   end
