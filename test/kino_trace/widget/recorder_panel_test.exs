@@ -1,12 +1,3 @@
-defmodule KinoTraceTest.PanelOrders do
-  @moduledoc false
-  # What the recorder panel's test traces: nested calls that raise, and noise.
-  def handle(f), do: {:ok, process(f)}
-  def process(f), do: f.()
-  def fail(reason), do: raise(ArgumentError, reason)
-  def noise(n), do: n
-end
-
 defmodule KinoTrace.Widget.RecorderPanelTest do
   # The trace widget's recorder panel (issue 37 item 5), on the Elixir side: a real
   # recorder through the real controller, every payload checked against the wire's
