@@ -97,7 +97,7 @@ export class RecorderPanel {
     const events = reply.events || [];
     this.view.hidden = false;
     this.view.replaceChildren(
-      h("div", { class: "kt-drill-title" }, h("span", { text: `Snapshot ${reply.id}: ${formatCount(events.length)} events` }), button("Close", "close-snapshot", () => this.closeSnapshot(), "kt-button")),
+      h("div", { class: "kt-drill-title" }, h("span", { text: `Snapshot ${reply.id}: ${formatCount(events.length)} events${reply.omitted ? ` (the newest; ${formatCount(reply.omitted)} older in its file)` : ""}` }), button("Close", "close-snapshot", () => this.closeSnapshot(), "kt-button")),
       renderList(slowCallTree(events)),
       h("pre", { class: "kt-mono kt-recorder-rows", "data-testid": "recorder-rows", text: events.map(entryLine).join("\n") })
     );

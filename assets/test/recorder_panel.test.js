@@ -55,6 +55,7 @@ describe("RecorderPanel", () => {
     expect(p.view.textContent).toMatch(/loading/);
     p.showSnapshot({ id: 7, events: [row(1, "call", { call: "M.f(1)" }), row(2, "return", { call_id: 1, result: ":ok" })] });
     expect(p.view.textContent).toMatch(/Snapshot 7: 2 events/);
+    expect(p.view.textContent).not.toMatch(/older/);
     expect(p.view.querySelector("[data-testid=recorder-rows]").textContent).toMatch(/M\.f\(1\)/);
     // a reply for another snapshot than the one open is ignored
     p.showSnapshot({ id: 8, events: [] });
@@ -68,6 +69,8 @@ describe("RecorderPanel", () => {
     const p = new RecorderPanel(document.createElement("div"), { onOpen: () => {}, onDownload: () => {} });
     p.render(panel());
     p.el.querySelector("[data-action=open-snapshot]").click();
+    p.showSnapshot({ id: 7, events: [row(9, "call")], omitted: 4000 });
+    expect(p.view.textContent).toMatch(/Snapshot 7: 1 events \(the newest; 4k older in its file\)/);
     p.showSnapshot({ id: 7, error: "this snapshot is no longer kept" });
     expect(p.error.hidden).toBe(false);
     expect(p.error.textContent).toBe("this snapshot is no longer kept");

@@ -9,7 +9,8 @@ defmodule KinoTrace.Widget.RecorderPayload do
   #     `"recorder"` when it changed or a browser connected (checked once a tick, from
   #     the info it asks anyway).
   #   * `snapshot_events/3` - the reply to `"open_snapshot"` (`%{"id" => id}`): a
-  #     snapshot's events as the log's rows (`KinoTrace.Widget.Payload.events/2`).
+  #     snapshot's events as the log's rows (`KinoTrace.Widget.Payload.events/2`), at
+  #     most @max_rows, the newest.
   #   * `snapshot_file/2` - the reply to `"get_snapshot_file"` (`%{"id" => id}`): the
   #     snapshot's trace file, the bytes `Kino.Trace.save/2` writes (it writes them),
   #     base64, at most @max_file_bytes (a larger one is an error saying to save it).
@@ -19,6 +20,8 @@ defmodule KinoTrace.Widget.RecorderPayload do
 
   alias KinoTrace.Widget.Payload
 
+  # the most events of a snapshot a browser is sent to show (its file has them all)
+  @max_rows 5_000
   # the largest trace file a browser is sent to download
   @max_file_bytes 32 * 1024 * 1024
 
@@ -78,10 +81,8 @@ defmodule KinoTrace.Widget.RecorderPayload do
   """
   @spec of_trace(KinoTrace.Client.trace()) :: panel() | nil
   def of_trace(trace) do
-    with {:ok, %{recorder: _} = info} <- KinoTrace.Client.try_info(trace),
-         {:ok, list} when is_list(list) <- KinoTrace.Client.request(trace, :snapshots) do
-      panel(info, list)
-    else
+    case KinoTrace.Client.try_info(trace) do
+      {:ok, %{recorder: _} = info} -> with_snapshots(trace, info)
       _ -> nil
     end
   catch
@@ -89,15 +90,26 @@ defmodule KinoTrace.Widget.RecorderPayload do
     :exit, _ -> nil
   end
 
+  # the panel of a recorder whose info is `info`: its snapshots asked of it
+  defp with_snapshots(trace, info) do
+    case KinoTrace.Client.request(trace, :snapshots) do
+      {:ok, list} when is_list(list) -> panel(info, list)
+      _ -> nil
+    end
+  catch
+    :exit, _ -> nil
+  end
+
   @doc """
   Once a tick, of the widget's controller (its `trace`, its `last_info` and the panel
   it last sent, `recorder`): the `"recorder"` broadcast when the panel changed, and the
-  panel. Nothing is asked of a trace that is not a recorder.
+  panel. Nothing is asked of a trace that is not a recorder; of a recorder, its
+  snapshots (its figures are in the info the controller asked this tick).
   """
   @spec tick(%{recorder: panel() | nil, last_info: map() | nil, trace: KinoTrace.Client.trace()}) ::
           {[{:broadcast, String.t(), panel()}], panel() | nil}
-  def tick(%{recorder: previous, last_info: %{recorder: _}, trace: trace}) do
-    case of_trace(trace) do
+  def tick(%{recorder: previous, last_info: %{recorder: _} = info, trace: trace}) do
+    case with_snapshots(trace, info) do
       nil -> {[], previous}
       ^previous -> {[], previous}
       panel -> {[{:broadcast, "recorder", panel}], panel}
@@ -108,13 +120,17 @@ defmodule KinoTrace.Widget.RecorderPayload do
 
   @doc """
   The events of the snapshot `request` names (`%{"id" => id}`) as the log's rows:
-  `%{id: id, events: rows}`, or `%{id: id, error: message}`.
+  `%{id: id, events: rows, omitted: n}` (its newest #{@max_rows} events, the older
+  counted), or `%{id: id, error: message}`.
   """
   @spec snapshot_events(KinoTrace.Client.trace(), term(), Payload.limits()) :: map()
   def snapshot_events(recorder, request, limits \\ []) do
     with {:ok, snapshot} <- find(recorder, request),
          {:ok, events} <- KinoTrace.Client.try_events(snapshot, 0xFFFFFFFF) do
-      %{id: snapshot.id, events: Payload.events(events, limits)}
+      # (the newest @max_rows)
+      shown = Enum.take(events, -@max_rows)
+      omitted = length(events) - length(shown)
+      %{id: snapshot.id, events: Payload.events(shown, limits), omitted: omitted}
     else
       {:error, message} when is_binary(message) -> %{id: id_of(request), error: message}
       {:error, :ended} -> %{id: id_of(request), error: gone()}

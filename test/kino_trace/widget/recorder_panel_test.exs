@@ -98,6 +98,7 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
         reply(controller, "open_snapshot", %{"id" => id})
 
       assert opened.id == id
+      assert opened.omitted == 0
       assert length(opened.events) == n
       assert %{kind: "exception"} = List.last(opened.events)
 
@@ -151,6 +152,29 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       # nothing left behind in the temporary directory
       assert Path.wildcard(Path.join(System.tmp_dir!(), "kino_trace_widget_*.ktrace")) == []
     end
+  end
+
+  test "a large snapshot opens with its newest events, the older counted" do
+    worker = Worker.start()
+    on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
+
+    rec =
+      Trace.record(["KinoTraceTest.PanelOrders.noise/1"],
+        pids: worker,
+        return: false,
+        events: 7_000
+      )
+
+    Worker.run(worker, fn -> for n <- 1..6_000, do: Orders.noise(n) end)
+    Helpers.trace_delivered(worker)
+    :ok = Trace.flush(rec)
+    snap = Trace.snapshot(rec)
+    {controller, _} = Controller.init(rec, lifeline: false)
+
+    {[{:reply, "snapshot", opened}], _} = reply(controller, "open_snapshot", %{"id" => snap.id})
+    assert length(opened.events) == 5_000 and opened.omitted == 1_000
+    assert List.last(opened.events).call =~ "noise(6000)"
+    Trace.stop(rec)
   end
 
   test "a trace that is not a recorder has no panel, and asks nothing" do
