@@ -104,15 +104,26 @@ defmodule KinoTrace.Widget.RecorderPayload do
   Once a tick, of the widget's controller (its `trace`, its `last_info` and the panel
   it last sent, `recorder`): the `"recorder"` broadcast when the panel changed, and the
   panel. Nothing is asked of a trace that is not a recorder; of a recorder, its
-  snapshots (its figures are in the info the controller asked this tick).
+  snapshots (its figures are in the info the controller asked this tick). A recorder
+  that has ended has no snapshot left (they end with it).
   """
   @spec tick(%{recorder: panel() | nil, last_info: map() | nil, trace: KinoTrace.Client.trace()}) ::
           {[{:broadcast, String.t(), panel()}], panel() | nil}
   def tick(%{recorder: previous, last_info: %{recorder: _} = info, trace: trace}) do
     case with_snapshots(trace, info) do
-      nil -> {[], previous}
-      ^previous -> {[], previous}
-      panel -> {[{:broadcast, "recorder", panel}], panel}
+      # the recorder has ended, and its snapshots with it: its last figures, no snapshot
+      nil when previous != nil and previous.snapshots != [] ->
+        panel = %{previous | snapshots: []}
+        {[{:broadcast, "recorder", panel}], panel}
+
+      nil ->
+        {[], previous}
+
+      ^previous ->
+        {[], previous}
+
+      panel ->
+        {[{:broadcast, "recorder", panel}], panel}
     end
   end
 

@@ -147,7 +147,12 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       assert after_stop.snapshots == []
       {[{:reply, "snapshot", %{error: _}}], _} = reply(controller, "open_snapshot", %{"id" => id})
 
+      # the recorder ended: its snapshots with it, and the panel says so
+      manual = Trace.snapshot(rec)
+      {[%{snapshots: [%{id: manual_id, trigger: "manual"}]}], controller} = tick(controller)
+      assert manual_id == manual.id
       Trace.stop(rec)
+      {[%{snapshots: []}], controller} = tick(controller)
       {[], _controller} = tick(controller)
       # nothing left behind in the temporary directory
       assert Path.wildcard(Path.join(System.tmp_dir!(), "kino_trace_widget_*.ktrace")) == []
