@@ -32,6 +32,9 @@ await check("a click opens the snapshot's events, as the controller answered", a
   await page.waitForSelector('[data-testid="recorder-rows"]');
   const pushed = await page.evaluate(() => window.harness.pushedEvents("open_snapshot"));
   assert(pushed.length === 1 && pushed[0].payload.id === id, `pushed: ${JSON.stringify(pushed)}`);
+  mkdirSync(path.dirname(fixture.screenshot), { recursive: true });
+  await page.locator("#output").screenshot({ path: fixture.screenshot });
+  console.log(`  screenshot: ${fixture.screenshot}`);
   const rows = await page.textContent('[data-testid="recorder-rows"]');
   assert(rows.includes("PanelOrders.fail") && rows.split("\n").length === fixture.snapshot.events.length, `the rows: ${rows}`);
 });

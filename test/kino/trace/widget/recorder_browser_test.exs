@@ -61,7 +61,8 @@ defmodule Kino.Trace.Widget.RecorderBrowserTest do
       panel: panel,
       snapshot: snapshot,
       file: file,
-      download_out: download
+      download_out: download,
+      screenshot: Path.join(Browser.screenshot_dir(), "screenshot-recorder.png")
     })
 
     # the file the browser saved opens as the snapshot
