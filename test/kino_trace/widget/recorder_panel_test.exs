@@ -15,6 +15,8 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
 
   @moduletag timeout: 60_000
 
+  doctest KinoTrace.Widget.RecorderPayload
+
   defp tracer(:native), do: :ok
   defp tracer(:fallback), do: Helpers.use_fallback_tracer()
 
