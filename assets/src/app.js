@@ -28,6 +28,7 @@ import { SlowCallsView, slowColumn } from "./slow_calls_view.js";
 import { CallTree } from "./call_tree.js";
 import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { exportData, exportText, downloadJson, copyText } from "./export.js";
+import { RecorderPanel } from "./recorder_panel.js";
 import { h, button } from "./dom.js";
 import { formatCount } from "./format.js";
 
@@ -104,6 +105,10 @@ export class TraceWidget {
     });
     server.on("flame", (payload) => this.flame.setData(payload));
     server.on("slow_calls", (payload) => this.slowCalls.render(payload));
+    // a recorder's panel (recorder_panel.js): pushed at the first tick, then when it changes
+    server.on("recorder", (payload) => this.recorder.render(payload));
+    server.on("snapshot", (reply) => this.recorder.showSnapshot(reply));
+    server.on("snapshot_file", (reply) => this.recorder.download(reply));
     server.on("counters", (counters) => {
       this.state.setCounters(counters);
       this.renderStatus();
@@ -200,7 +205,11 @@ export class TraceWidget {
       },
     });
 
-    this.root.append(this.header.el, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.flamePanel, this.detail.el);
+    this.recorder = new RecorderPanel(null, {
+      onOpen: (id) => this.server.push("open_snapshot", { id }),
+      onDownload: (id) => this.server.push("get_snapshot_file", { id }),
+    });
+    this.root.append(this.header.el, this.recorder.el, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.flamePanel, this.detail.el);
     root.appendChild(this.root);
     this.header.listen(document);
     this.showTab("log");

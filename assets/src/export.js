@@ -1,5 +1,6 @@
 // The trace widget's export: the log as JSON (with the status, patterns and counters) or
-// as text, one line per entry; a download and a copy to the clipboard.
+// as text, one line per entry; a download and a copy to the clipboard; a trace file's
+// bytes as a download (a recorder's snapshot).
 
 import { h } from "./dom.js";
 import { entryLine } from "./format.js";
@@ -22,9 +23,25 @@ export function exportText(entries) {
 
 /** Offers `data` as a JSON file download. */
 export function downloadJson(data) {
-  const blob = new Blob([JSON.stringify(data, null, 2)], { type: "application/json" });
+  offer(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }), `trace-${Date.now()}.json`);
+}
+
+/** The bytes of base64 `data`. */
+export function decodeBase64(data) {
+  const text = atob(data);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
+/** Offers the bytes of base64 `data` (a trace file, as Kino.Trace.save/2 writes it) as a download named `name`. */
+export function downloadBytes(data, name) {
+  offer(new Blob([decodeBase64(data)], { type: "application/octet-stream" }), name);
+}
+
+function offer(blob, name) {
   const url = URL.createObjectURL(blob);
-  const a = h("a", { href: url, download: `trace-${Date.now()}.json` });
+  const a = h("a", { href: url, download: name });
   document.body.appendChild(a);
   a.click();
   a.remove();

@@ -33,17 +33,18 @@ defmodule KinoTrace.Widget.Controller do
   # `KinoTrace.Widget.Payload.mermaid/1`, or `%{error: message}`), `"flame"`
   # (`KinoTrace.Widget.FlamePayload`), `"slow_calls"` (`KinoTrace.Widget.SlowPayload.reply/4`)
   # and, at most once a tick when calls came, `"latency"`
-  # (`KinoTrace.Widget.LatencyPayload`, with the trace's slow-call counts).
+  # (`KinoTrace.Widget.LatencyPayload`, with the trace's slow-call counts); a recorder's
+  # panel (`KinoTrace.Widget.RecorderPayload`), `"recorder"` when it changed or a browser came.
   #
   # Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
   # `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
   # (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
   # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
   # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`),
-  # `"get_slow_calls"` (`%{"mfa" => "Mod.fun/arity"}`: a Stats tab row's slow calls). A `"set_patterns"`
+  # `"get_slow_calls"` (`%{"mfa" => "Mod.fun/arity"}`: a Stats tab row's slow calls),
+  # `"open_snapshot"`, `"get_snapshot_file"` (`KinoTrace.Widget.RecorderPayload.reply/4`). A `"set_patterns"`
   # event is bounded (`KinoTrace.Pattern.Edit.bounds/0`: so many lines, bytes per line
-  # and bytes in all);
-  # a larger one is refused as a whole and answered with a `"patterns"` reply whose
+  # and bytes in all); a larger one is refused as a whole and answered with a `"patterns"` reply whose
   # `error` says why (see `KinoTrace.Widget.Payload.pattern_error/2`).
   #
   # ## Examples
@@ -88,7 +89,8 @@ defmodule KinoTrace.Widget.Controller do
     ended?: false,
     aliases: Aliases.new(),
     pairs: Pairs.new(),
-    latency: LatencyPayload.new()
+    latency: LatencyPayload.new(),
+    recorder: nil
   ]
 
   @type t :: %__MODULE__{}
@@ -178,8 +180,8 @@ defmodule KinoTrace.Widget.Controller do
       sequence_rows: controller.browser[:sequence_rows]
     }
 
-    # (its latency columns come with the next tick)
-    {payload, %{controller | latency: LatencyPayload.changed(controller.latency)}}
+    # (its latency columns and a recorder's panel come with the next tick)
+    {payload, %{controller | latency: LatencyPayload.changed(controller.latency), recorder: nil}}
   end
 
   @doc """
@@ -227,10 +229,11 @@ defmodule KinoTrace.Widget.Controller do
     end
 
     {latency, l} = LatencyPayload.tick(controller.latency, slow)
+    {recorder, r} = KinoTrace.Widget.RecorderPayload.tick(controller)
 
-    controller = %{controller | latency: l}
+    controller = %{controller | latency: l, recorder: r}
     ticks = if controller.ended?, do: [], else: [{:send_after, :tick, @tick_ms}]
-    {:ok, effects ++ latency ++ ticks, controller}
+    {:ok, effects ++ latency ++ recorder ++ ticks, controller}
   end
 
   def handle_info(%__MODULE__{}, _message), do: :unknown
@@ -315,7 +318,8 @@ defmodule KinoTrace.Widget.Controller do
     {[{:reply, "slow_calls", reply}], controller}
   end
 
-  def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
+  def handle_event(%__MODULE__{} = c, event, request),
+    do: {KinoTrace.Widget.RecorderPayload.reply(event, request, c.trace, c.limits), c}
 
   ## Internals
 
