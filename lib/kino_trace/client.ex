@@ -17,7 +17,7 @@ defmodule KinoTrace.Client do
   # raise.
 
   alias KinoTrace.{Front, Server}
-  alias KinoTrace.Session.Final
+  alias KinoTrace.Client.Final
 
   @type trace :: %{
           required(:session) => pid(),
@@ -31,7 +31,7 @@ defmodule KinoTrace.Client do
   # which waits for the code modification permission, one at a time VM-wide: with traced
   # functions hot and other traces starting and ending, for seconds. It is killed sooner,
   # so that stop/1 returns within 2 s (issue 36 item 2); its OTP session goes with it, and
-  # info/1 tells what it kept (KinoTrace.Session.Final). Another server (a coordinator of
+  # info/1 tells what it kept (KinoTrace.Client.Final). Another server (a coordinator of
   # other nodes) is waited for longer: it waits for those nodes to be as they were.
   @stop_timeout 5_000
   @session_stop_timeout 1_200
@@ -68,15 +68,15 @@ defmodule KinoTrace.Client do
   def events(trace, n), do: call(trace, {:events, n})
 
   @doc "The trace's latency distributions since the start (`latency: true`), else `nil`."
-  @spec latency(trace()) :: KinoTrace.Stats.Latency.t() | nil
+  @spec latency(trace()) :: KinoTrace.Latency.t() | nil
   def latency(trace), do: call(trace, :latency)
 
   @doc "The slow calls the trace keeps (`slowest:`, `slower_than:`), else `nil`."
-  @spec slow_calls(trace()) :: KinoTrace.Stats.SlowCalls.report() | nil
+  @spec slow_calls(trace()) :: KinoTrace.Latency.SlowCalls.report() | nil
   def slow_calls(trace), do: call(trace, :slow_calls)
 
   @doc "`latency/1`, or `{:error, :ended}`."
-  @spec try_latency(trace()) :: {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
+  @spec try_latency(trace()) :: {:ok, KinoTrace.Latency.t() | nil} | {:error, :ended}
   def try_latency(trace), do: request(trace, :latency)
 
   @doc "`events/2`, or `{:error, :ended}`."
@@ -121,7 +121,7 @@ defmodule KinoTrace.Client do
 
   @doc """
   The trace's info; once its server is gone, the info it left when it ended
-  (`KinoTrace.Session.Final`).
+  (`KinoTrace.Client.Final`).
   """
   @spec info(trace()) :: Kino.Trace.info()
   def info(trace), do: unwrap(try_info(trace), @trace_ended)

@@ -35,8 +35,8 @@ defmodule KinoTrace.Complete do
   # compared as text, and a module's atom is only looked up when it already exists.
 
   alias KinoTrace.Complete.Modules
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Base.MFA
 
   # Text longer than this is not a pattern's head being typed.
   @max_bytes 4_096

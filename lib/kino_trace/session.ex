@@ -36,14 +36,12 @@ defmodule KinoTrace.Session do
   @behaviour KinoTrace.Server
 
   alias Kino.Trace.Plan
-  alias KinoTrace.{Pattern, Server}
-  alias KinoTrace.Stats.Kept
+  alias KinoTrace.{Backend, History, Pattern, Server}
+  alias KinoTrace.Latency.Kept
 
   alias KinoTrace.Session.{
-    Backend,
     Drain,
     DrainPacing,
-    History,
     Info,
     OwnEvents,
     Recorder,
@@ -65,11 +63,11 @@ defmodule KinoTrace.Session do
       kino_trace's own processes kept out, BIF re-assert, reload re-apply, stack guard),
       and the module that decodes its events (NativeDecoder for this node's native
       tracer, Decoder for the raw events of the fallback and of another node);
-    * `backend`: where the trace runs (KinoTrace.Session.Backend), nil until set up on
+    * `backend`: where the trace runs (KinoTrace.Backend), nil until set up on
       another node; `worker_ref` monitors that node's agent worker; `agent` is `:running`,
-      then what ending the trace left there (KinoTrace.Remote.Agent.stop/1: `:removed`,
+      then what ending the trace left there (KinoTrace.Agent.stop/1: `:removed`,
       `:kept`, or `:lost` when the node was gone);
-    * `kept`: what it keeps since the start (KinoTrace.Stats.Kept): latency distributions
+    * `kept`: what it keeps since the start (KinoTrace.Latency.Kept): latency distributions
       with `latency: true`, slow calls with `slowest:` or `slower_than:`;
     * `recorder`: a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder),
       whose ring is then the history;
@@ -146,7 +144,7 @@ defmodule KinoTrace.Session do
     backend = if local?, do: Backend.start(self(), plan.limits, node)
     native? = local? and Backend.native?(backend)
     # The native tracer's ids count from 1; any other trace's come from the same range
-    # as another node's, so no two traces here share one (KinoTrace.Session.Final keeps them).
+    # as another node's, so no two traces here share one (KinoTrace.Client.Final keeps them).
     id = if(native?, do: backend.id, else: Server.new_id())
 
     state = %__MODULE__{
@@ -201,7 +199,7 @@ defmodule KinoTrace.Session do
   # native queue to become empty (producers may keep it full forever), only for what was
   # queued when the request came, capped.
 
-  # Another node's agent may be gone at any request (KinoTrace.Session.Backend exits with
+  # Another node's agent may be gone at any request (KinoTrace.Backend exits with
   # {:agent_down, worker}): the trace then ends, as when its monitor says so.
   @impl true
   def handle_call(request, from, state) do
@@ -350,7 +348,7 @@ defmodule KinoTrace.Session do
     {:noreply, state}
   end
 
-  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Session.Reaper).
+  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Backend.Reaper).
   defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
 
   defp message(:tick, state) do
@@ -412,7 +410,7 @@ defmodule KinoTrace.Session do
   # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
   # the final one.
   defp keep_final(state) do
-    KinoTrace.Session.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
+    KinoTrace.Client.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
 
     state
   end
@@ -421,7 +419,7 @@ defmodule KinoTrace.Session do
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
 
-    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, info(state))
+    if state.setup_error == nil, do: KinoTrace.Client.Final.put(state.id, info(state))
 
     :ok
   end

@@ -4,6 +4,6 @@ defmodule KinoTraceTest.Project.RuntimeDoctestTest do
   use ExUnit.Case, async: false
 
   doctest KinoTrace.Internal
-  doctest KinoTrace.Session.Final
-  doctest KinoTrace.Session.Reaper
+  doctest KinoTrace.Client.Final
+  doctest KinoTrace.Backend.Reaper
 end

@@ -53,8 +53,8 @@ defmodule Kino.Trace.Capture do
   alias KinoTrace.Capture.{Collector, Sends}
   alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Backend.Reaper
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   # A capture's own defaults of the limits are KinoTrace.Limits' (its `capture` column).

@@ -42,7 +42,8 @@ defmodule Kino.Trace.Plan do
   """
 
   alias KinoTrace.Pattern
-  alias KinoTrace.Plan.{Functions, Lookup, MessagePattern, Options}
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Plan.{Functions, MessagePattern, Options}
   alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]

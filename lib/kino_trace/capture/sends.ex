@@ -26,7 +26,7 @@ defmodule KinoTrace.Capture.Sends do
   # of their first message.
 
   alias KinoTrace.Internal
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Backend.Reaper
   alias KinoTrace.Tracer.LocalTracer
 
   @max_sends 100_000
@@ -106,7 +106,7 @@ defmodule KinoTrace.Capture.Sends do
   end
 
   @doc """
-  Ends the trace of sends: destroys its session (through `KinoTrace.Session.Reaper`, like every
+  Ends the trace of sends: destroys its session (through `KinoTrace.Backend.Reaper`, like every
   trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok

@@ -25,7 +25,7 @@ defmodule KinoTrace.Remote.Coordinator do
   alias KinoTrace.{Client, Remote, Server}
   alias KinoTrace.Remote.{Merge, Nodes}
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.History
+  alias KinoTrace.History
 
   # How soon batches held for a backlogged subscriber are offered again.
   @relay_ms 5
@@ -35,7 +35,7 @@ defmodule KinoTrace.Remote.Coordinator do
     :owner_ref,
     :plan,
     :history,
-    # what it keeps since the start (KinoTrace.Stats.Kept: latency, slow calls)
+    # what it keeps since the start (KinoTrace.Latency.Kept: latency, slow calls)
     :kept,
     :started_at,
     status: :running,
@@ -73,7 +73,7 @@ defmodule KinoTrace.Remote.Coordinator do
       owner_ref: Process.monitor(owner),
       plan: plan,
       history: History.new(plan.options[:history]),
-      kept: KinoTrace.Stats.Kept.new(plan.options),
+      kept: KinoTrace.Latency.Kept.new(plan.options),
       started_at: System.os_time(:microsecond)
     }
 
@@ -149,10 +149,10 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request(:latency, _from, state),
-    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.latency(&1.kept), &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.latency(&1.kept), &1})
 
   def handle_request(:slow_calls, _from, state),
-    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.slow_calls(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, cap})
@@ -273,7 +273,7 @@ defmodule KinoTrace.Remote.Coordinator do
   @impl true
   def terminate(_reason, state) do
     state = finish(state)
-    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, Merge.info(state))
+    if state.setup_error == nil, do: KinoTrace.Client.Final.put(state.id, Merge.info(state))
     :ok
   end
 
@@ -286,7 +286,7 @@ defmodule KinoTrace.Remote.Coordinator do
         state
         | numbering: numbering,
           history: history,
-          kept: KinoTrace.Stats.Kept.add(state.kept, events, history)
+          kept: KinoTrace.Latency.Kept.add(state.kept, events, history)
       },
       events
     )

@@ -11,7 +11,7 @@ defmodule KinoTrace.Session.Drain do
   # (the producer's path has no fence: c_src/core/session_core.hpp, "Wake-up"); the
   # paced drain's timer serves for it, and a recheck of a queue already asleep arms
   # nothing. Drained events are decoded by the session's decoder module and go to its
-  # subscribers, its history, what it keeps since the start (KinoTrace.Stats.Kept: latency
+  # subscribers, its history, what it keeps since the start (KinoTrace.Latency.Kept: latency
   # distributions, slow calls) and the stack guard's loop check.
   #
   # Works on the session's state: its `backend`, `decoder`, `history`, `kept`, `pacing`
@@ -19,17 +19,10 @@ defmodule KinoTrace.Session.Drain do
 
   alias KinoTrace.Server.Delivery
 
-  alias KinoTrace.Session.{
-    Backend,
-    DrainPacing,
-    History,
-    OwnEvents,
-    Recorder,
-    Safeguards,
-    Subscribers
-  }
+  alias KinoTrace.{Backend, History}
+  alias KinoTrace.Session.{DrainPacing, OwnEvents, Recorder, Safeguards, Subscribers}
 
-  alias KinoTrace.Stats.Kept
+  alias KinoTrace.Latency.Kept
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the

@@ -1,7 +1,7 @@
 defmodule KinoTrace.Session.Recorder do
   @moduledoc false
   # A recorder's part of a session (`Kino.Trace.record/2`): the session's history is its
-  # ring (`KinoTrace.Session.History` bounded by `events:` and `bytes:`, counting what it
+  # ring (`KinoTrace.History` bounded by `events:` and `bytes:`, counting what it
   # overwrites), kept where every backend's events are decoded, so the native tracer,
   # the fallback and the same code hold it. This part adds:
   #
@@ -26,7 +26,8 @@ defmodule KinoTrace.Session.Recorder do
   # Works on the session's state: its `recorder` and `history` fields.
 
   alias KinoTrace.Plan.Record
-  alias KinoTrace.Session.{History, Info, Setup}
+  alias KinoTrace.History
+  alias KinoTrace.Session.{Info, Setup}
 
   defstruct [
     :config,

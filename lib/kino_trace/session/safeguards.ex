@@ -6,7 +6,7 @@ defmodule KinoTrace.Session.Safeguards do
   #
   #   * keeping this session and kino_trace's own processes out of the trace
   #     (KinoTrace.Internal);
-  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Session.Reaper): the
+  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Backend.Reaper): the
   #     trace's BIF patterns, set again in turn on every tick;
   #   * the reload re-apply: one probe per traced module, which tells when a reload
   #     dropped the module's patterns;
@@ -17,7 +17,9 @@ defmodule KinoTrace.Session.Safeguards do
 
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, Reaper, StackGuard}
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Session.StackGuard
   alias KinoTrace.Tracer.LocalTracer
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
@@ -93,7 +95,7 @@ defmodule KinoTrace.Session.Safeguards do
     Reaper.bif_trace_ended()
   end
 
-  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Session.Reaper) ---------------------------
+  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Backend.Reaper) ---------------------------
 
   @doc "Sets `count` of the BIF patterns again, in turn (#{@bifs_per_tick} on a tick)."
   @spec reassert_bifs(map(), non_neg_integer()) :: map()

@@ -13,7 +13,9 @@ defmodule KinoTrace.Session.Setup do
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, Reaper, Safeguards, StackGuard, Subscribers}
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Session.{Safeguards, StackGuard, Subscribers}
 
   @doc """
   Sets the trace up: another node's tracer first (raises `ArgumentError` when it cannot

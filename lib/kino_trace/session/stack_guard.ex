@@ -225,9 +225,9 @@ defmodule KinoTrace.Session.StackGuard do
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    # (a BIF's pattern is not cleared: see KinoTrace.Session.Reaper.untrace_ops/2)
-    ops = KinoTrace.Session.Reaper.untrace_ops(targets, guard.flags)
-    KinoTrace.Session.Backend.run(%KinoTrace.Session.Backend{node: node(), session: session}, ops)
+    # (a BIF's pattern is not cleared: see KinoTrace.Backend.Reaper.untrace_ops/2)
+    ops = KinoTrace.Backend.Reaper.untrace_ops(targets, guard.flags)
+    KinoTrace.Backend.run(%KinoTrace.Backend{node: node(), session: session}, ops)
     guard
   end
 
@@ -318,7 +318,7 @@ defmodule KinoTrace.Session.StackGuard do
   @spec stop(t() | nil) :: t() | nil
   def stop(%__MODULE__{session: session} = guard) when session != nil do
     targets = if guard.plan, do: Enum.map(guard.plan.steps, &elem(&1, 0)), else: []
-    KinoTrace.Session.Reaper.destroy(session, targets)
+    KinoTrace.Backend.Reaper.destroy(session, targets)
     %{guard | session: nil}
   end
 
@@ -354,8 +354,8 @@ defmodule KinoTrace.Session.StackGuard do
   defp apply_plan(guard) do
     {ops, after_ops} = Functions.install_ops(guard.plan, guard.flags)
     # with the tracer: the fallback's call match specs go with its call flags
-    KinoTrace.Session.Backend.run(
-      %KinoTrace.Session.Backend{node: node(), session: guard.session, tracer: guard.tracer},
+    KinoTrace.Backend.run(
+      %KinoTrace.Backend{node: node(), session: guard.session, tracer: guard.tracer},
       ops,
       after_ops
     )

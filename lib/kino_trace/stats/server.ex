@@ -2,7 +2,7 @@ defmodule KinoTrace.Stats.Server do
   @moduledoc false
   # The process behind one stats session: it runs, on this node, one OTP `:trace` session
   # with the VM's call counters (`call_time`, `call_memory`) on the
-  # session's functions for each node counted (`KinoTrace.Session.Backend.start_counters/2`):
+  # session's functions for each node counted (`KinoTrace.Backend.start_counters/2`):
   # this node's directly, another node's through a worker of kino_trace's agent there,
   # so that node needs no kino_trace.
   #
@@ -26,8 +26,10 @@ defmodule KinoTrace.Stats.Server do
   use GenServer
 
   alias Kino.Trace.Stats.Snapshot
-  alias KinoTrace.Session.{Backend, Reaper}
-  alias KinoTrace.Stats.{Latency, Options}
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Latency
+  alias KinoTrace.Stats.Options
 
   # `session`: this node's OTP session (nil when this node is not counted, or ended).
   # `parts`: one per node, %{node, backend, mfas, targets, ref, status}.
@@ -81,8 +83,9 @@ defmodule KinoTrace.Stats.Server do
           # kino_trace's own processes (sessions, printers, widgets) are never counted
           if local, do: KinoTrace.Internal.add_session(local.backend.session)
 
-          if local && Enum.any?(local.mfas, fn {m, f, a} -> Reaper.bif?(m, f, a) end),
-            do: Reaper.bif_trace()
+          if local &&
+               Enum.any?(local.mfas, fn {m, f, a} -> KinoTrace.Base.Bifs.bif?(m, f, a) end),
+             do: Reaper.bif_trace()
 
           Enum.each(state.parts, &set_counters(&1, true, state.counters))
           # the trace of durations starts once this server is up (KinoTrace.Starter

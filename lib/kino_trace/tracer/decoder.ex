@@ -165,7 +165,7 @@ defmodule KinoTrace.Tracer.Decoder do
 
   @doc """
   Decodes a batch of raw events traced on another node, with that node's `context`
-  (`KinoTrace.Session.Backend.drain/2`): the registered names of the batch's processes and
+  (`KinoTrace.Backend.drain/2`): the registered names of the batch's processes and
   the node's time offset, so times are that node's system time.
 
       iex> pid = :c.pid(0, 250, 0)
@@ -175,7 +175,7 @@ defmodule KinoTrace.Tracer.Decoder do
       iex> {event.node, event.name, event.time}
       {:a@host, :server, 5_001}
   """
-  @spec decode(t(), [KinoTrace.Tracer.raw_event()], KinoTrace.Session.Backend.context()) ::
+  @spec decode(t(), [KinoTrace.Tracer.raw_event()], KinoTrace.Backend.context()) ::
           {[Event.t()], t()}
   def decode(decoder, raw, nil),
     do: decode_batch(%{decoder | time_offset: :erlang.time_offset(:nanosecond)}, raw)

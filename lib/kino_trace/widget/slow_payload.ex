@@ -7,12 +7,12 @@ defmodule KinoTrace.Widget.SlowPayload do
   # tree, `nil` when the trace no longer had them). Nothing here needs Kino.
   #
   # The widget's controller calls `for_function/3` with the trace's slow calls
-  # (`KinoTrace.Stats.SlowCalls.of_trace(trace, 10_000, slowest: 5)`) and the row's key
+  # (`KinoTrace.Latency.SlowCalls.of_trace(trace, 10_000, slowest: 5)`) and the row's key
   # (its `mfa`, `"Mod.fun/arity"`, as KinoTrace.Widget.Payload.event/2 names it), and
   # `counts/1` for the number of slow calls to show as each row's link.
 
   alias Kino.Trace.Event
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
   alias KinoTrace.Widget.Payload
 
   @typedoc "One slow call."
@@ -29,7 +29,7 @@ defmodule KinoTrace.Widget.SlowPayload do
 
   @doc """
   The slow calls of the function `key` (`"Mod.fun/arity"`) in `report` (as
-  `Kino.Trace.slow_calls/2` and `KinoTrace.Stats.SlowCalls.of_trace/3` give it): its
+  `Kino.Trace.slow_calls/2` and `KinoTrace.Latency.SlowCalls.of_trace/3` give it): its
   slowest, slowest first, and those over the threshold, oldest first, with the figures
   of the whole trace (`over`, `left_out`). `limits` are `KinoTrace.Widget.Payload.event/2`'s.
 
@@ -40,7 +40,7 @@ defmodule KinoTrace.Widget.SlowPayload do
       iex> {slow.call.call, slow.end.result, length(slow.events)}
       {"Enum.sum([1, 2])", "3", 2}
   """
-  @spec for_function(KinoTrace.Stats.SlowCalls.report(), String.t(), Payload.limits()) :: map()
+  @spec for_function(KinoTrace.Latency.SlowCalls.report(), String.t(), Payload.limits()) :: map()
   def for_function(report, key, limits \\ []) when is_binary(key) do
     mine? = fn mfa -> MFA.to_string(mfa) == key end
 
@@ -64,7 +64,7 @@ defmodule KinoTrace.Widget.SlowPayload do
       iex> KinoTrace.Widget.SlowPayload.counts(Kino.Trace.slow_calls(capture))
       %{"Enum.sum/1" => 1}
   """
-  @spec counts(KinoTrace.Stats.SlowCalls.report()) :: %{String.t() => pos_integer()}
+  @spec counts(KinoTrace.Latency.SlowCalls.report()) :: %{String.t() => pos_integer()}
   def counts(report) do
     (List.flatten(Map.values(report.slowest)) ++ report.slower_than)
     |> Enum.uniq_by(& &1.end_id)

@@ -114,7 +114,7 @@ defmodule KinoTrace.Widget.StatsPayload do
     {shown, hidden} = Enum.split(s.rows, Keyword.get(opts, :rows, 500))
     max_processes = Keyword.get(opts, :processes, 20)
     # two functions the compiler made in one function are told apart (issue 39 item 10)
-    names = KinoTrace.Render.MFA.labels(Enum.map(shown, & &1.mfa))
+    names = KinoTrace.Base.MFA.labels(Enum.map(shown, & &1.mfa))
 
     %{
       id: s.id,

@@ -1,13 +1,14 @@
-defmodule KinoTrace.Stats.Kept do
+defmodule KinoTrace.Latency.Kept do
   @moduledoc false
   # What a trace keeps since its start as its events are decoded, for the functions that
   # ask a running trace (KinoTrace.Session and KinoTrace.Remote.Coordinator keep one each):
-  # its latency distributions (`latency: true`, KinoTrace.Stats.Latency) and its slow calls
-  # (`slowest:`, `slower_than:`, KinoTrace.Stats.SlowCalls, their events from the trace's
+  # its latency distributions (`latency: true`, KinoTrace.Latency) and its slow calls
+  # (`slowest:`, `slower_than:`, KinoTrace.Latency.SlowCalls, their events from the trace's
   # history). `nil` when the trace keeps neither.
 
-  alias KinoTrace.Session.History
-  alias KinoTrace.Stats.{Latency, SlowCalls}
+  alias KinoTrace.History
+  alias KinoTrace.Latency
+  alias KinoTrace.Latency.SlowCalls
 
   defstruct [:latency, :slow]
 
@@ -16,9 +17,9 @@ defmodule KinoTrace.Stats.Kept do
   @doc """
   What a trace with these options keeps (`nil`: nothing).
 
-      iex> KinoTrace.Stats.Kept.new(latency: false)
+      iex> KinoTrace.Latency.Kept.new(latency: false)
       nil
-      iex> KinoTrace.Stats.Kept.new(latency: true) |> KinoTrace.Stats.Kept.slow_calls()
+      iex> KinoTrace.Latency.Kept.new(latency: true) |> KinoTrace.Latency.Kept.slow_calls()
       nil
   """
   @spec new(keyword()) :: t()
@@ -39,11 +40,11 @@ defmodule KinoTrace.Stats.Kept do
     }
   end
 
-  @doc "The latency distributions (`KinoTrace.Stats.Latency`), or `nil`."
+  @doc "The latency distributions (`KinoTrace.Latency`), or `nil`."
   @spec latency(t()) :: Latency.t() | nil
   def latency(kept), do: kept && kept.latency
 
-  @doc "The slow calls (`KinoTrace.Stats.SlowCalls.report/1`), or `nil`."
+  @doc "The slow calls (`KinoTrace.Latency.SlowCalls.report/1`), or `nil`."
   @spec slow_calls(t()) :: SlowCalls.report() | nil
   def slow_calls(kept), do: kept && kept.slow && SlowCalls.report(kept.slow)
 

@@ -1,8 +1,8 @@
-defmodule KinoTrace.Session.Backend do
+defmodule KinoTrace.Backend do
   @moduledoc false
   # Where a `KinoTrace.Session`'s trace runs: on this node, with the native tracer (or the
   # pure-Erlang one where the native one is not loaded, `KinoTrace.Tracer.LocalTracer`), or on
-  # another node, through kino_trace's agent there (`KinoTrace.Remote.Agent`).
+  # another node, through kino_trace's agent there (`KinoTrace.Agent`).
   #
   # The session is the same in both cases (decoding, pairing, history and subscribers stay
   # on this node); only these calls differ:
@@ -22,8 +22,8 @@ defmodule KinoTrace.Session.Backend do
   # however many calls they carry.
 
   alias KinoTrace.Tracer
-  alias KinoTrace.Remote.Agent
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Agent
+  alias KinoTrace.Backend.Reaper
   alias KinoTrace.Tracer.LocalTracer
 
   defstruct [:node, :id, :resource, :tracer, :session, :worker, mode: :native]
@@ -49,11 +49,11 @@ defmodule KinoTrace.Session.Backend do
 
   ## Examples
 
-      iex> backend = KinoTrace.Session.Backend.start(self(), %{limit: 5}, node())
-      iex> {KinoTrace.Session.Backend.local?(backend), KinoTrace.Session.Backend.counters(backend).accepted}
+      iex> backend = KinoTrace.Backend.start(self(), %{limit: 5}, node())
+      iex> {KinoTrace.Backend.local?(backend), KinoTrace.Backend.counters(backend).accepted}
       {true, 0}
-      iex> KinoTrace.Session.Backend.destroy(backend, [])
-      iex> KinoTrace.Session.Backend.close(backend)
+      iex> KinoTrace.Backend.destroy(backend, [])
+      iex> KinoTrace.Backend.close(backend)
       :ok
   """
   @spec start(pid(), map(), node(), LocalTracer.mode()) :: t()
@@ -75,7 +75,7 @@ defmodule KinoTrace.Session.Backend do
 
   @doc """
   Starts the trace's tracer on `node` through its agent: `owner` gets the tracer's
-  messages as `{:kino_trace, id, message}`. `opts` as `KinoTrace.Remote.Agent.start/5` takes.
+  messages as `{:kino_trace, id, message}`. `opts` as `KinoTrace.Agent.start/5` takes.
   Returns `{:ok, backend}` or `{:error, message}`.
   """
   @spec start_remote(pid(), term(), map(), node(), keyword()) :: {:ok, t()} | {:error, String.t()}
@@ -91,13 +91,13 @@ defmodule KinoTrace.Session.Backend do
   `call_memory`) only, owned by the calling process, whose messages carry `id`: on this
   node a session whose tracer is the caller (no function is call-traced in it, so it
   never gets a message), on another node a worker of kino_trace's agent in counters
-  mode (`KinoTrace.Remote.Agent.start/5`), which ends when the caller does or the connection
+  mode (`KinoTrace.Agent.start/5`), which ends when the caller does or the connection
   drops. Returns `{:ok, backend}` or `{:error, message}`.
 
-      iex> {:ok, backend} = KinoTrace.Session.Backend.start_counters(node(), 1)
-      iex> KinoTrace.Session.Backend.run(backend, [{:function, [{:lists, :seq, 2}, true, [:call_count]]}])
-      iex> [{:ok, {:call_count, 0}}] = KinoTrace.Session.Backend.trace_many(backend, [{:info, [{:lists, :seq, 2}, :call_count]}])
-      iex> KinoTrace.Session.Backend.destroy(backend, []).session
+      iex> {:ok, backend} = KinoTrace.Backend.start_counters(node(), 1)
+      iex> KinoTrace.Backend.run(backend, [{:function, [{:lists, :seq, 2}, true, [:call_count]]}])
+      iex> [{:ok, {:call_count, 0}}] = KinoTrace.Backend.trace_many(backend, [{:info, [{:lists, :seq, 2}, :call_count]}])
+      iex> KinoTrace.Backend.destroy(backend, []).session
       nil
   """
   @spec start_counters(node(), term()) :: {:ok, t()} | {:error, String.t()}
@@ -212,7 +212,7 @@ defmodule KinoTrace.Session.Backend do
   end
 
   @doc """
-  Destroys the trace's OTP session (here through `KinoTrace.Session.Reaper`, with the given
+  Destroys the trace's OTP session (here through `KinoTrace.Backend.Reaper`, with the given
   function patterns, see there). What the tracer queued before stays to be drained.
   """
   @spec destroy(t(), list()) :: t()
@@ -230,7 +230,7 @@ defmodule KinoTrace.Session.Backend do
 
   @doc """
   Ends the trace's agent worker on another node and waits until that node is as it was
-  (`KinoTrace.Remote.Agent.stop/1`: `:removed`, `:kept` or `:lost`); `nil` for this node's.
+  (`KinoTrace.Agent.stop/1`: `:removed`, `:kept` or `:lost`); `nil` for this node's.
   Call it after `close/1` and `destroy/2`.
   """
   @spec release(t()) :: Agent.release() | nil
