@@ -1,90 +1,91 @@
 defmodule KinoTrace.Backend do
   @moduledoc false
-  # Where a `KinoTrace.Session`'s trace runs: on this node, with the native tracer (or the
-  # pure-Erlang one where the native one is not loaded, `KinoTrace.Tracer.LocalTracer`), or on
-  # another node, through kino_trace's agent there (`KinoTrace.Agent`).
+  # Where a trace runs: one struct per mode, each the module of this behaviour that
+  # implements it. Every struct has the `node` it traces, the `id` its tracer's messages
+  # carry and the OTP `session` (nil once destroyed).
   #
-  # The session is the same in both cases (decoding, pairing, history and subscribers stay
-  # on this node); only these calls differ:
+  #   * `KinoTrace.Backend.Native`: this node's native tracer (`:kino_trace_tracer`), its
+  #     events drained decoded by the NIF (`KinoTrace.Tracer.NativeDecoder`);
+  #   * `KinoTrace.Backend.Fallback`: this node's pure-Erlang tracer
+  #     (`:kino_trace_fallback`), where the native one is not loaded (not built, or it
+  #     refused to load: `KinoTrace.Tracer.load_error/0` says why) or the application
+  #     environment says `config :kino_trace, tracer: :fallback`; its raw events are
+  #     decoded here (`KinoTrace.Tracer.Decoder`);
+  #   * `KinoTrace.Backend.Remote`: another node's tracer, run by kino_trace's agent
+  #     there (`KinoTrace.Agent`); its raw events are decoded here, with that node's
+  #     names and time offset;
+  #   * `KinoTrace.Backend.Counters`: an OTP session for the VM's call counters only
+  #     (`Kino.Trace.Stats`), no tracer (on another node, a `Remote` in counters mode).
   #
-  #   * `trace/3` runs `:trace.fun(session, args...)` on the trace's OTP session, here or
-  #     in the agent's worker, and raises as `:trace` does;
-  #   * `run/3` runs a list of such calls in order, then `after` ones in any case;
-  #   * another node's events are drained raw (`drain/2`), with what decoding them needs
-  #     there: the registered names of their processes and that node's time offset (this
-  #     node's are drained decoded, from `resource`, by `KinoTrace.Tracer.NativeDecoder`, and
-  #     raw from the fallback tracer when this node runs it);
-  #   * `counters/1`, `close/1` and `destroy/2`.
-  #
-  # A backend from `start_counters/2` (`Kino.Trace.Stats`) has an OTP session for the
-  # VM's call counters only, and no tracer: it takes `trace/3`, `run/3`, `trace_many/2`
-  # and `destroy/2`. On another node, `trace_many/2` and `run/3` are one round trip each,
-  # however many calls they carry.
+  # The mode is chosen once, when the backend starts (`start/4`, `start_remote/5`,
+  # `start_counters/2`); every other function here dispatches on the struct. The session
+  # is the same for every mode: it calls `trace/3`, `run/3`, `drain/2` (decoded events
+  # of every mode) and the rest, and runs this node's safeguards (its own processes kept
+  # out, the BIF re-assert, the reload probes, the stack guard, the fallback's restore)
+  # where `safeguards?/1` says the backend supports them. The functions marked "this
+  # node's tracer" are those of `Native` and `Fallback` only.
 
+  alias Kino.Trace.Event
+  alias KinoTrace.Backend.{Counters, Fallback, Native, Remote}
   alias KinoTrace.Tracer
-  alias KinoTrace.Agent
-  alias KinoTrace.Backend.Reaper
-  alias KinoTrace.Tracer.LocalTracer
 
-  defstruct [:node, :id, :resource, :tracer, :session, :worker, mode: :native]
+  @type t :: Native.t() | Fallback.t() | Remote.t() | Counters.t()
+  @typedoc "A backend of this node's tracer."
+  @type local :: Native.t() | Fallback.t()
+  @typedoc "What `mode/1` tells: the tracer (and why the fallback), or `:counters`."
+  @type mode :: :native | {:fallback, String.t()} | :counters
+  @type result :: {:ok, term()} | {:error, {atom(), term()}}
 
-  @type t :: %__MODULE__{
-          node: node(),
-          id: term(),
-          resource: Tracer.resource() | nil,
-          tracer: LocalTracer.t() | nil,
-          session: term() | nil,
-          worker: pid() | nil,
-          mode: Agent.mode() | :counters
-        }
-
-  @typedoc "What decoding another node's batch needs: that node's names and time offset (`nil`: this node's)."
-  @type context :: nil | %{names: %{pid() => atom() | nil}, time_offset: integer()}
+  # --- starting (the one choice of a mode) -------------------------------------------
 
   @doc """
   Starts the trace's tracer on this node: a tracer session owned by `owner` with
-  `limits`, and an OTP trace session with that tracer: the native one, or the fallback
-  where the native one is not loaded (`mode` says which, as `KinoTrace.Tracer.LocalTracer`
-  decides). Raises `ArgumentError` for limits the tracer refuses.
+  `limits`, an OTP trace session with it, attached (the fallback's mailbox guard switches
+  that session's flags off, and asks the owner to set them again). The native tracer,
+  or the fallback (`local_module/0`). `opts`: `pairing:` as `KinoTrace.Tracer.Decoder.new/1`.
+  Raises `ArgumentError` for limits the tracer refuses.
 
   ## Examples
 
       iex> backend = KinoTrace.Backend.start(self(), %{limit: 5}, node())
-      iex> {KinoTrace.Backend.local?(backend), KinoTrace.Backend.counters(backend).accepted}
+      iex> {KinoTrace.Backend.safeguards?(backend), KinoTrace.Backend.counters(backend).accepted}
       {true, 0}
-      iex> KinoTrace.Backend.destroy(backend, [])
+      iex> KinoTrace.Backend.destroy(backend, []).session
+      nil
       iex> KinoTrace.Backend.close(backend)
       :ok
   """
-  @spec start(pid(), map(), node(), LocalTracer.mode()) :: t()
-  def start(owner, limits, node, mode \\ LocalTracer.mode()) when node == node() do
-    tracer = LocalTracer.new(owner, limits, mode)
-    session = LocalTracer.session_create(tracer)
-    :ok = LocalTracer.attach(tracer, session)
-    resource = if LocalTracer.native?(tracer), do: tracer.handle
+  @spec start(pid(), map(), node(), keyword()) :: local()
+  def start(owner, limits, node, opts \\ []) when node == node() do
+    module = local_module()
+    backend = module.new(owner, limits, opts)
+    :ok = module.attach(backend)
+    backend
+  end
 
-    %__MODULE__{
-      node: node,
-      id: tracer.id,
-      resource: resource,
-      tracer: tracer,
-      session: session,
-      mode: tracer.mode
-    }
+  @doc """
+  A tracer session of this node's tracer with an OTP session of its own, not attached
+  (the capture of sends): as `start/4` otherwise.
+  """
+  @spec new_local(pid(), map(), keyword()) :: local()
+  def new_local(owner, limits, opts \\ []), do: local_module().new(owner, limits, opts)
+
+  @doc "The backend module a trace of this node starts with now."
+  @spec local_module() :: Native | Fallback
+  def local_module do
+    if Application.get_env(:kino_trace, :tracer, :auto) != :fallback and Tracer.loaded?(),
+      do: Native,
+      else: Fallback
   end
 
   @doc """
   Starts the trace's tracer on `node` through its agent: `owner` gets the tracer's
-  messages as `{:kino_trace, id, message}`. `opts` as `KinoTrace.Agent.start/5` takes.
-  Returns `{:ok, backend}` or `{:error, message}`.
+  messages as `{:kino_trace, id, message}`. `opts` as `KinoTrace.Agent.start/5` takes,
+  and `pairing:`. Returns `{:ok, backend}` or `{:error, message}`.
   """
-  @spec start_remote(pid(), term(), map(), node(), keyword()) :: {:ok, t()} | {:error, String.t()}
-  def start_remote(owner, id, limits, node, opts) do
-    with {:ok, worker, mode} <- Agent.start(node, owner, id, limits, opts) do
-      {:ok,
-       %__MODULE__{node: node, id: id, worker: worker, session: {:agent, worker}, mode: mode}}
-    end
-  end
+  @spec start_remote(pid(), term(), map(), node(), keyword()) ::
+          {:ok, Remote.t()} | {:error, String.t()}
+  def start_remote(owner, id, limits, node, opts), do: Remote.start(owner, id, limits, node, opts)
 
   @doc """
   Starts an OTP trace session for the VM's call counters (`call_count`, `call_time`,
@@ -100,149 +101,146 @@ defmodule KinoTrace.Backend do
       iex> KinoTrace.Backend.destroy(backend, []).session
       nil
   """
-  @spec start_counters(node(), term()) :: {:ok, t()} | {:error, String.t()}
-  def start_counters(node, id) when node == node() do
-    session = :trace.session_create(:kino_trace_stats, self(), [])
-    {:ok, %__MODULE__{node: node, id: id, session: session, mode: :counters}}
-  end
+  @spec start_counters(node(), term()) :: {:ok, Counters.t() | Remote.t()} | {:error, String.t()}
+  def start_counters(node, id) when node == node(), do: {:ok, Counters.new(id)}
+  def start_counters(node, id), do: Remote.start(self(), id, %{}, node, counters: true)
 
-  def start_counters(node, id), do: start_remote(self(), id, %{}, node, counters: true)
-
-  @doc "Whether the trace runs on this node."
-  @spec local?(t()) :: boolean()
-  def local?(%__MODULE__{worker: worker}), do: worker == nil
-
-  @doc "Whether the trace runs on this node's native tracer (its events are drained decoded)."
-  @spec native?(t()) :: boolean()
-  def native?(%__MODULE__{worker: worker, resource: resource}),
-    do: worker == nil and resource != nil
+  # --- every mode ----------------------------------------------------------------------
 
   @doc "Whether the trace's OTP session is still there (not destroyed)."
   @spec tracing?(t() | nil) :: boolean()
-  def tracing?(%__MODULE__{session: session}), do: session != nil
+  def tracing?(%{session: session}), do: session != nil
   # (another node's trace before its agent started the tracer there, or when it could not)
   def tracing?(nil), do: false
 
   @doc "Runs `:trace.fun(session, args...)` on the trace's session; raises as `:trace` does."
   @spec trace(t(), atom(), list()) :: term()
-  def trace(%__MODULE__{worker: nil, session: session} = backend, fun, args),
-    do: apply(:trace, fun, [session | local_args(backend, fun, args)])
-
-  def trace(%__MODULE__{worker: worker}, fun, args) do
-    case call!(worker, {:trace, fun, args}) do
-      {:ok, result} -> result
-      {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
-    end
-  end
+  def trace(%module{} = backend, fun, args), do: module.trace(backend, fun, args)
 
   @doc """
   Runs each `{fun, args}` (as `trace/3` takes them) on the trace's session and returns
   each one's result, `{:ok, result}` or `{:error, {kind, reason}}` when it raised: on
   another node in one round trip.
   """
-  @spec trace_many(t(), [{atom(), list()}]) :: [{:ok, term()} | {:error, {atom(), term()}}]
-  def trace_many(%__MODULE__{worker: nil, session: session} = backend, calls) do
-    for {fun, args} <- calls do
-      try do
-        {:ok, apply(:trace, fun, [session | local_args(backend, fun, args)])}
-      catch
-        kind, reason -> {:error, {kind, reason}}
-      end
-    end
-  end
-
-  def trace_many(%__MODULE__{worker: worker}, calls) do
-    call!(worker, {:trace_many, calls})
-  end
+  @spec trace_many(t(), [{atom(), list()}]) :: [result()]
+  def trace_many(%module{} = backend, calls), do: module.trace_many(backend, calls)
 
   @doc "Runs `ops` (`{fun, args}` as `trace/3` takes them) in order, then `after` in any case."
   @spec run(t(), [{atom(), list()}], [{atom(), list()}]) :: :ok
-  def run(backend, ops, after_ops \\ [])
-
-  def run(%__MODULE__{worker: nil} = backend, ops, after_ops) do
-    Enum.each(ops, fn {fun, args} -> trace(backend, fun, args) end)
-  after
-    Enum.each(after_ops, fn {fun, args} -> trace(backend, fun, args) end)
-  end
-
-  def run(%__MODULE__{worker: worker}, ops, after_ops) do
-    case call!(worker, {:trace_all, ops, after_ops}) do
-      :ok -> :ok
-      {:error, {kind, reason}} -> :erlang.raise(kind, reason, [])
-    end
-  end
-
-  # The fallback tracer's sessions get its process flags and call match specs.
-  defp local_args(%__MODULE__{tracer: %LocalTracer{} = tracer}, fun, args),
-    do: LocalTracer.trace_args(tracer, fun, args)
-
-  defp local_args(_backend, _fun, args), do: args
+  def run(%module{} = backend, ops, after_ops \\ []), do: module.run(backend, ops, after_ops)
 
   @doc """
-  Takes up to `max` raw events from another node's tracer, or this node's fallback
-  tracer: `{events, more, context}` (`nil`: this node's; `more` as `t:KinoTrace.Tracer.more/0`). (This node's native session
-  drains its `resource` decoded, with `KinoTrace.Tracer.NativeDecoder`.)
+  Takes up to `max` events, decoded (this node's native tracer's in the NIF, the others'
+  here): `{events, more, backend}` (`more` as `t:KinoTrace.Tracer.more/0`).
   """
-  @spec drain(t(), pos_integer()) :: {[Tracer.raw_event()], Tracer.more(), context()}
-  def drain(%__MODULE__{worker: nil, resource: nil, tracer: tracer}, max) when tracer != nil do
-    {raw, more} = LocalTracer.drain(tracer, max)
-    {raw, more, nil}
-  end
-
-  def drain(%__MODULE__{worker: worker}, max) when worker != nil do
-    {raw, more, names, offset} = call!(worker, {:drain, max})
-    {raw, more, %{names: names, time_offset: offset}}
-  end
+  @spec drain(t(), pos_integer()) :: {[Event.t()], Tracer.more(), t()}
+  def drain(%module{} = backend, max), do: module.drain(backend, max)
 
   @doc "The tracer's counters (see `KinoTrace.Tracer.counters/1`); the last known ones once the agent is gone."
   @spec counters(t()) :: map()
-  def counters(%__MODULE__{worker: nil, tracer: tracer}), do: LocalTracer.counters(tracer)
-
-  def counters(%__MODULE__{worker: worker}) do
-    %{} = call!(worker, :counters)
-  end
+  def counters(%module{} = backend), do: module.counters(backend)
 
   @doc "Closes the tracer's session: nothing more is accepted, what is queued is freed."
   @spec close(t()) :: :ok
-  def close(%__MODULE__{worker: nil, tracer: tracer}), do: LocalTracer.close(tracer)
-
-  def close(%__MODULE__{worker: worker}) do
-    Agent.call(worker, :close)
-    :ok
-  end
+  def close(%module{} = backend), do: module.close(backend)
 
   @doc """
   Destroys the trace's OTP session (here through `KinoTrace.Backend.Reaper`, with the given
   function patterns, see there). What the tracer queued before stays to be drained.
   """
   @spec destroy(t(), list()) :: t()
-  def destroy(%__MODULE__{session: nil} = backend, _functions), do: backend
-
-  def destroy(%__MODULE__{worker: nil, session: session} = backend, functions) do
-    Reaper.destroy(session, functions)
-    %{backend | session: nil}
-  end
-
-  def destroy(%__MODULE__{worker: worker} = backend, _functions) do
-    Agent.call(worker, :destroy)
-    %{backend | session: nil}
-  end
+  def destroy(%{session: nil} = backend, _functions), do: backend
+  def destroy(%module{} = backend, functions), do: module.destroy(backend, functions)
 
   @doc """
   Ends the trace's agent worker on another node and waits until that node is as it was
   (`KinoTrace.Agent.stop/1`: `:removed`, `:kept` or `:lost`); `nil` for this node's.
   Call it after `close/1` and `destroy/2`.
   """
-  @spec release(t()) :: Agent.release() | nil
-  def release(%__MODULE__{worker: nil}), do: nil
-  def release(%__MODULE__{worker: worker}), do: Agent.stop(worker)
+  @spec release(t()) :: KinoTrace.Agent.release() | nil
+  def release(%module{} = backend), do: module.release(backend)
 
-  # The worker's answer to `request`; exits `{:agent_down, worker}` when the worker or its
-  # node is gone (the session turns that exit into marking the node gone).
-  defp call!(worker, request) do
-    case Agent.call(worker, request) do
-      {:error, :agent_down} -> exit({:agent_down, worker})
-      reply -> reply
-    end
+  @doc "The tracer it runs (and why the fallback), as `Kino.Trace.info/1` tells it."
+  @spec mode(t()) :: mode()
+  def mode(%module{} = backend), do: module.mode(backend)
+
+  @doc """
+  Whether this node's safeguards run for it (`KinoTrace.Session.Safeguards`): it traces
+  this node (another node's agent runs its own there).
+  """
+  @spec safeguards?(t()) :: boolean()
+  def safeguards?(%module{} = backend), do: module.safeguards?(backend)
+
+  @doc """
+  Whether events traced before now may still be on their way to the tracer (this node's
+  fallback tracer is a process: a request first waits for the VM to deliver them).
+  """
+  @spec in_flight?(t()) :: boolean()
+  def in_flight?(%module{} = backend), do: module.in_flight?(backend)
+
+  @doc "The id a trace on it takes (the native tracer's ids are the traces'); nil: one of `KinoTrace.Server.new_id/0`."
+  @spec trace_id(t() | nil) :: pos_integer() | nil
+  def trace_id(nil), do: nil
+  def trace_id(%module{} = backend), do: module.trace_id(backend)
+
+  @doc "What `:trace.session_create/3` and `:trace.info(_, _, :tracer)` name as the tracer (nil: another node's)."
+  @spec tracer_spec(t()) :: term()
+  def tracer_spec(%module{} = backend), do: module.tracer_spec(backend)
+
+  # --- decoding, for the stack guard ------------------------------------------------------
+
+  @doc "Functions traced without their returns (`KinoTrace.Tracer.Decoder.no_returns/2`)."
+  @spec no_returns(t(), MapSet.t(mfa())) :: t()
+  def no_returns(%{decoder: %decoder{} = state} = backend, mfas),
+    do: %{backend | decoder: decoder.no_returns(state, mfas)}
+
+  @doc "Forgets `pid`'s open calls (`KinoTrace.Tracer.Decoder.unpair/2`)."
+  @spec unpair(t(), pid()) :: t()
+  def unpair(%{decoder: %decoder{} = state} = backend, pid),
+    do: %{backend | decoder: decoder.unpair(state, pid)}
+
+  @doc "The processes with open calls since the last time (`KinoTrace.Tracer.Decoder.take_callers/1`)."
+  @spec take_callers(t()) :: {[pid()], t()}
+  def take_callers(%{decoder: %decoder{} = state} = backend) do
+    {callers, state} = decoder.take_callers(state)
+    {callers, %{backend | decoder: state}}
   end
+
+  # --- this node's tracer -------------------------------------------------------------------
+
+  @doc """
+  The process flags to set for `flags` in a session of this node's tracer (for the
+  fallback, with `:call`, its call match specs must come from `trace/3` or `run/3`).
+  """
+  @spec flags(local(), [atom()]) :: [atom()]
+  def flags(%module{} = backend, flags), do: module.flags(backend, flags)
+
+  @doc "A new OTP trace session with this node's tracer (the stack guard's)."
+  @spec session_create(local()) :: term()
+  def session_create(backend), do: :trace.session_create(:kino_trace, tracer_spec(backend), [])
+
+  @doc """
+  Has the tracer count, in the traced processes' own trace callbacks (native) or as its
+  process receives their messages (fallback), each process's open calls of `modules`
+  (`[]`: off): a process with too many is held (the native tracer discards its calls, so
+  no return-trace frame is pushed; the fallback switches its call flag off in the
+  attached session) and the owner gets `{:kino_trace, id, {:loop, pid, mfa}}`
+  (`KinoTrace.Session.StackGuard`).
+  """
+  @spec set_loop_modules(local(), [module()]) :: :ok
+  def set_loop_modules(%module{} = backend, modules),
+    do: module.set_loop_modules(backend, modules)
+
+  @doc "A held process counts from 0 again (`exempt` false), or never again (true)."
+  @spec loop_release(local(), pid(), boolean()) :: :ok
+  def loop_release(%module{} = backend, pid, exempt),
+    do: module.loop_release(backend, pid, exempt)
+
+  @doc """
+  A held process goes on as it was, traced with `call_flags` in `session` (the fallback
+  switched its call flag off there), counting from 0 again.
+  """
+  @spec loop_resume(local(), term(), pid(), [atom()]) :: :ok
+  def loop_resume(%module{} = backend, session, pid, call_flags),
+    do: module.loop_resume(backend, session, pid, call_flags)
 end

@@ -69,7 +69,7 @@ defmodule KinoTrace.Session.Info do
       stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers),
       reapplied: state.reapplied,
-      tracer: if(state.backend, do: state.backend.mode, else: :native)
+      tracer: if(state.backend, do: Backend.mode(state.backend), else: :native)
     }
     |> put_fallback(c)
     |> put_agent(state.agent)

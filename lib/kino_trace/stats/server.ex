@@ -107,7 +107,9 @@ defmodule KinoTrace.Stats.Server do
     Enum.reduce_while(parts, {:ok, state}, fn {node, _patterns, mfas, targets}, {:ok, state} ->
       case Backend.start_counters(node, state.id) do
         {:ok, backend} ->
-          ref = if Backend.local?(backend), do: nil, else: Process.monitor(backend.worker)
+          # (this node's counters are safeguarded here, another node's by its agent)
+          local? = Backend.safeguards?(backend)
+          ref = if local?, do: nil, else: Process.monitor(backend.worker)
 
           part = %{
             node: node,
@@ -118,7 +120,7 @@ defmodule KinoTrace.Stats.Server do
             status: :running
           }
 
-          session = if Backend.local?(backend), do: backend.session, else: state.session
+          session = if local?, do: backend.session, else: state.session
           {:cont, {:ok, %{state | parts: state.parts ++ [part], session: session}}}
 
         {:error, message} ->
@@ -128,7 +130,7 @@ defmodule KinoTrace.Stats.Server do
     end)
   end
 
-  defp local_part(state), do: Enum.find(state.parts, &Backend.local?(&1.backend))
+  defp local_part(state), do: Enum.find(state.parts, &Backend.safeguards?(&1.backend))
 
   # call_time and call_memory count only in processes with the `call` flag in this
   # session (which is why call_count, which counts everywhere, is never used). With no
@@ -138,7 +140,7 @@ defmodule KinoTrace.Stats.Server do
   defp set_process_flags(%{backend: backend, targets: targets}, opts) do
     flags = [:call] ++ if(opts[:children], do: [:set_on_spawn], else: [])
     ops = for target <- targets, do: {:process, [target, true, flags]}
-    own = if Backend.local?(backend), do: [{:process, [self(), false, [:all]]}], else: []
+    own = if Backend.safeguards?(backend), do: [{:process, [self(), false, [:all]]}], else: []
     results = Backend.trace_many(backend, ops ++ own)
 
     # a process that has exited since the options were checked
@@ -213,7 +215,8 @@ defmodule KinoTrace.Stats.Server do
   # of durations (`latency: true`).
   def handle_call(:internals, _from, state) do
     parts =
-      for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
+      for part <- state.parts,
+          do: %{node: part.node, worker: part.backend && Map.get(part.backend, :worker)}
 
     {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace},
      state}
