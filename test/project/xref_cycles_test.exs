@@ -76,6 +76,10 @@ defmodule KinoTraceTest.Project.XrefCyclesTest do
            "parts of lib/kino_trace/ not placed in @order (place each in its layer): " <>
              inspect(Enum.sort(engine -- @order))
 
+    # (and the graph was read: every part placed is one xref names)
+    assert Enum.sort(@order -- engine) == [],
+           "parts in @order that xref does not name: " <> inspect(Enum.sort(@order -- engine))
+
     rank = @order |> Enum.with_index() |> Map.new()
 
     upward =
