@@ -7,9 +7,18 @@
 %% events (decoded on the tracing node). It monitors that local session: when it ends,
 %% or the connection drops, the worker destroys the trace session and ends. No agent
 %% process is ever traced by its session.
+%%
+%% A recorder's worker (config key ring => #{events, bytes}) keeps the ring here: on
+%% its tracer's wake-ups it drains the tracer itself into a ring of the newest raw
+%% events, bounded in events and bytes (each event's size in memory), the older ones
+%% overwritten and counted, and answers ring requests with the ring's events (the local
+%% session decodes them for a snapshot). Nothing of the trace leaves this node until
+%% a snapshot asks.
 -module(kino_trace_agent_worker).
 
 -export([run/5]).
+
+-include("kino_trace_raw_event.hrl").
 
 -define(TRACER, kino_trace_tracer).
 -define(FALLBACK, kino_trace_fallback).
@@ -28,8 +37,16 @@
     agents = [] :: [pid()],
     %% the process flags set in this session, newest first: what the fallback's mailbox
     %% guard has the worker set again after it switched tracing off
-    flags = [] :: [list()]
+    flags = [] :: [list()],
+    %% a recorder's ring, or undefined (the local session drains the tracer)
+    ring :: map() | undefined
 }).
+
+%% raw events drained into the ring per wake-up, before the mailbox is looked at again
+-define(RING_FILL, 2000).
+%% at most this many before a request is answered (what is queued now, bounded: under a
+%% flood the tracer's queue never empties)
+-define(REQUEST_FILL, 100000).
 
 %% A worker is a plain process, not a gen_server: its first act is to leave the other
 %% traces of this node (a trace of every new process, or of gen_server's functions,
@@ -52,7 +69,8 @@ run(Keeper, Config, Mode, Agents, Sessions) ->
         end,
     Session = trace:session_create(kino_trace, Tracer, []),
     State0 = #worker{owner = Owner, owner_ref = erlang:monitor(process, Owner), id = Id,
-                     module = Module, handle = Handle, session = Session, mode = Mode},
+                     module = Module, handle = Handle, session = Session, mode = Mode,
+                     ring = new_ring(maps:get(ring, Config, undefined))},
     Own = [self() | tracer_pids(State0)],
     [untrace(Other, Own) || Other <- Sessions],
     case Module of
@@ -74,6 +92,11 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
         {kino_trace, _TracerId, restore} ->
             restore(State),
             worker_loop(State);
+        %% a recorder's ring takes in what its tracer queued
+        {kino_trace, _NativeId, ready} when State#worker.ring =/= undefined ->
+            worker_loop(fill(State, ?RING_FILL));
+        ring_fill ->
+            worker_loop(fill(State, ?RING_FILL));
         %% the tracer's wake-ups go on to the local session, under its id
         {kino_trace, _NativeId, Message} ->
             Owner ! {kino_trace, Id, Message},
@@ -101,9 +124,25 @@ request({trace_all, Ops, After}, State) ->
         after run_ops(State, After)
         end,
     {Result, State};
+%% (a recorder's tracer is drained into its ring, here)
+request({drain, _Max}, #worker{ring = Ring} = State) when Ring =/= undefined ->
+    {{[], false, #{}, erlang:time_offset(nanosecond)}, State};
 request({drain, Max}, #worker{module = M, handle = H} = State) ->
     {Raw, More} = M:drain(H, Max),
     {{Raw, More, names(Raw), erlang:time_offset(nanosecond)}, State};
+request(ring, #worker{ring = undefined} = State) ->
+    {{error, not_a_recorder}, State};
+request(ring, State0) ->
+    %% (what is queued now goes in first)
+    State = fill(State0, ?REQUEST_FILL),
+    #{queue := Q} = Ring = State#worker.ring,
+    Raw = [Event || {_Bytes, Event} <- queue:to_list(Q)],
+    {{Raw, names(Raw), erlang:time_offset(nanosecond), figures(Ring)}, State};
+%% a recorder's counters have its ring's figures
+request(counters, #worker{ring = Ring} = State0) when Ring =/= undefined ->
+    State = fill(State0, ?REQUEST_FILL),
+    {Counters, _} = request(counters, State#worker{ring = undefined}),
+    {maps:put(ring, figures(State#worker.ring), Counters), State};
 request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
     %% and what only the fallback knows: what it received, how often it switched off
     {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
@@ -183,9 +222,58 @@ untrace(Session, Pids) ->
     _ = [kino_trace_agent:quiet(fun() -> trace:process(Session, Pid, false, [all]) end) || Pid <- Pids, is_pid(Pid)],
     ok.
 
+%% --- a recorder's ring ----------------------------------------------------------------
+
+new_ring(undefined) ->
+    undefined;
+new_ring(#{events := Events, bytes := Bytes}) ->
+    #{max_events => Events, max_bytes => Bytes, queue => queue:new(), size => 0, bytes => 0,
+      overwritten => 0}.
+
+%% Drains the tracer into the ring, Budget events at most (then a ring_fill message goes
+%% on, so requests are answered meanwhile); a drain that put the native queue to sleep is
+%% followed by one more a moment later (kino_trace_tracer:more()).
+fill(#worker{ring = undefined} = State, _Budget) ->
+    State;
+fill(#worker{module = none} = State, _Budget) ->
+    State;
+fill(State, Budget) when is_integer(Budget), Budget =< 0 ->
+    self() ! ring_fill,
+    State;
+fill(#worker{module = M, handle = H, ring = Ring} = State, Budget) ->
+    {Raw, More} = M:drain(H, 500),
+    Next = State#worker{ring = push(Raw, Ring)},
+    case More of
+        true -> fill(Next, Budget - length(Raw));
+        recheck -> erlang:send_after(1, self(), ring_fill), Next;
+        _ -> Next
+    end.
+
+%% (memory: the events' and, per event, the queue's cons cell and {Bytes, Event} tuple)
+figures(#{size := Size, bytes := Bytes, overwritten := Overwritten}) ->
+    #{kept => Size, kept_bytes => Bytes, overwritten => Overwritten,
+      memory => Bytes + Size * 5 * erlang:system_info(wordsize)}.
+
+push([], Ring) ->
+    Ring;
+push([Event | Rest], #{queue := Q, size := Size, bytes := Bytes} = Ring) ->
+    B = erts_debug:flat_size(Event) * erlang:system_info(wordsize),
+    push(Rest, overwrite(Ring#{queue := queue:in({B, Event}, Q), size := Size + 1,
+                               bytes := Bytes + B})).
+
+%% The oldest events go while the ring is over its bounds (the newest always stays).
+overwrite(#{size := Size, bytes := Bytes, max_events := MaxEvents, max_bytes := MaxBytes,
+            queue := Q, overwritten := Overwritten} = Ring)
+  when Size > 1, Size > MaxEvents orelse Bytes > MaxBytes ->
+    {{value, {B, _Event}}, Rest} = queue:out(Q),
+    overwrite(Ring#{queue := Rest, size := Size - 1, bytes := Bytes - B,
+                    overwritten := Overwritten + 1});
+overwrite(Ring) ->
+    Ring.
+
 %% The registered names of the processes of a batch, for the tracing node.
 names(Raw) ->
-    Pids = lists:usort([element(2, Event) || Event <- Raw, is_pid(element(2, Event))]),
+    Pids = lists:usort([Pid || Event <- Raw, Pid <- [element(#kino_trace_raw_event.pid, Event)], is_pid(Pid)]),
     maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
 
 name(Pid) ->

@@ -5,8 +5,10 @@
 
 -export([event/5]).
 
-%% @doc The raw event of a trace message: `{Tag, Who, Time, Scheduler, M, F, Arity, First,
-%% Second, 0}' and the payload's size in the NIF's format. `Last' is the index of the
+-include("kino_trace_raw_event.hrl").
+
+%% @doc The raw event of a trace message (kino_trace_raw_event.hrl, its mark 0) and the
+%% payload's size in the NIF's format. `Last' is the index of the
 %% message's last data element, `Time' its time (ns), `Caps' the session's caps.
 %% Data elements: those after the tag, then the scheduler id when the flags ask for it
 %% (the last integer; a call has one or two data elements: its MFA and the match spec's
@@ -47,7 +49,9 @@ event(Msg, Who, Last, Time, Caps) ->
                 {{undefined, undefined, 0}, Copied, U0}
         end,
     {Second, U2} = Copy(Data2, U1),
-    {{Tag, Pid, Time, Sched, M, F, A, First, Second, 0}, U2}.
+    Raw = #kino_trace_raw_event{pid = Pid, time = Time, scheduler = Sched, module = M, function = F,
+                                arity = A, first = First, second = Second, mark = 0},
+    {setelement(1, Raw, Tag), U2}.
 
 %% A call traced with `arity' and a match spec of trace_args/3: its MFA with the
 %% arguments its message carries (or `{cut, Arity}'), and the match spec's own message.

@@ -7,6 +7,8 @@
 
 -export([start/2, ix/1]).
 
+-include("kino_trace_raw_event.hrl").
+
 -define(TICK, 16).                 % messages between two looks at the mailbox
 -define(EVENT_BYTES, 128).         % sizeof(kino_trace::Event), checked there
 -define(INLINE_PAYLOAD, 64).       % its inline payload buffer
@@ -369,7 +371,7 @@ accept(Raw, Who, Bytes, #s{counters = C, marks = Marks, id = Id, owner = Owner, 
     atomics:add(C, ix(bytes_queued), Bytes),
     atomics:add(C, ix(accepted), 1),
     Accepted = S#s.accepted + 1,
-    S1 = S#s{q = queue:in({setelement(10, Raw, Mark), Bytes}, S#s.q), qlen = Len + 1, qbytes = S#s.qbytes + Bytes,
+    S1 = S#s{q = queue:in({setelement(#kino_trace_raw_event.mark, Raw, Mark), Bytes}, S#s.q), qlen = Len + 1, qbytes = S#s.qbytes + Bytes,
              accepted = Accepted},
     S2 = case Accepted =:= S#s.limit of
              true ->

@@ -45,7 +45,8 @@
 -type resource() :: reference().
 -type tracee() :: pid() | port() | undefined.
 %% {Tag, Pid | Port | undefined, MonotonicNs, Scheduler, M | undefined, F | undefined,
-%%  Arity, First, Second, DropMark} (KinoTrace.Tracer.Decoder reads them).
+%%  Arity, First, Second, DropMark}: the record of kino_trace_raw_event.hrl, its tag in the
+%% name slot (KinoTrace.Tracer.Decoder reads them).
 -type raw_event() :: {atom(), tracee(), integer(), non_neg_integer(), module() | undefined,
                       atom() | undefined, non_neg_integer(), term(), term(), non_neg_integer()}.
 %% A native decoder: the call pairing of one trace (KinoTrace.Tracer.NativeDecoder).

@@ -24,6 +24,7 @@ import { DetailView } from "./detail_view.js";
 import { StatsTable, STATS_COLUMNS } from "./stats_table.js";
 import { latencyColumns, withLatency, latencyDrill } from "./latency_view.js";
 import { FlameView } from "./flame_view.js";
+import { SlowCallsView, slowColumn } from "./slow_calls_view.js";
 import { CallTree } from "./call_tree.js";
 import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { exportData, exportText, downloadJson, copyText } from "./export.js";
@@ -102,6 +103,7 @@ export class TraceWidget {
       if (this.tab === "stats") this.renderTabContent(true);
     });
     server.on("flame", (payload) => this.flame.setData(payload));
+    server.on("slow_calls", (payload) => this.slowCalls.render(payload));
     server.on("counters", (counters) => {
       this.state.setCounters(counters);
       this.renderStatus();
@@ -184,9 +186,10 @@ export class TraceWidget {
     this.sequenceView.scroller.addEventListener("scroll", () => this.renderFollow());
     this.statsPanel = h("div", { class: "kt-panel", "data-panel": "stats", hidden: "" });
     this.stats = new StatsTable(this.statsPanel, {
-      columns: TRACE_STATS_COLUMNS,
+      columns: [...TRACE_STATS_COLUMNS, slowColumn((mfa) => this.showSlowCalls(mfa))],
       detail: (row) => (this.latency.has(row.mfa) ? latencyDrill(this.latency.get(row.mfa)) : h("div", { class: "kt-muted", text: "No call of it has returned yet." })),
     });
+    this.slowCalls = new SlowCallsView(this.statsPanel);
     this.callsPanel = h("div", { class: "kt-panel", "data-panel": "calls", hidden: "" });
     this.calls = new CallTree(this.callsPanel);
     this.flamePanel = h("div", { class: "kt-panel", "data-panel": "flame", hidden: "" });
@@ -311,6 +314,12 @@ export class TraceWidget {
     this.header.render(this.state);
   }
 
+  /** Asks for a function's slow calls (the Stats tab's "Slowest" link); the reply draws them. */
+  showSlowCalls(mfa) {
+    this.slowCalls.loading(mfa);
+    this.server.push("get_slow_calls", { mfa });
+  }
+
   // --- tabs -------------------------------------------------------------------------
 
   showTab(tab) {
@@ -354,7 +363,12 @@ export class TraceWidget {
       }
     }
     if (this.tab === "stats" && this.dirty.stats && (force || now - this.statsAt > 250)) {
-      this.stats.render(this.model.statsRows().map((row) => withLatency(row, this.latency.get(row.mfa)?.latency)));
+      this.stats.render(
+        this.model.statsRows().map((row) => {
+          const latency = this.latency.get(row.mfa);
+          return { ...withLatency(row, latency?.latency), slow: latency ? latency.slow : null };
+        })
+      );
       this.dirty.stats = false;
       this.statsAt = now;
     }

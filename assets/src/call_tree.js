@@ -99,7 +99,8 @@ export function latestCalls(roots, max = SHOWN_PER_PROCESS) {
   }
 }
 
-function renderList(roots) {
+/** A list of call trees ({entry, children} nodes, as LogModel.callTrees gives them). */
+export function renderList(roots) {
   const { shown, hidden } = latestCalls(roots);
   const list = document.createElement("ul");
   list.className = "kt-tree-list";

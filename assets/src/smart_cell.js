@@ -21,6 +21,7 @@ export const MODE_FIELDS = {
   messages: ["processes", "match", "limits", "nodes"],
   processes: ["processes", "limits", "nodes"],
   stats: ["patterns", "processes", "nodes"],
+  record: ["patterns", "processes", "flags", "triggers", "ring", "limits", "nodes"],
 };
 
 export const MODE_LABELS = {
@@ -28,6 +29,7 @@ export const MODE_LABELS = {
   messages: "Messages",
   processes: "Processes",
   stats: "Stats",
+  record: "Record",
 };
 
 /** The choices of "processes" in a mode ("distributed" is a messages preset). */
@@ -147,6 +149,30 @@ export class TraceCellForm {
       "Record",
       null,
       h("div", { class: "kt-sc-inline" }, this.checkbox("return", "return values"), this.checkbox("exceptions", "exceptions"), this.checkbox("caller", "caller"))
+    );
+
+    // a recorder's triggers and ring (Kino.Trace.record/2)
+    this.parts.triggers = this.row(
+      "Snapshot on",
+      null,
+      h(
+        "div",
+        { class: "kt-sc-inline" },
+        this.checkbox("on_exception", "an exception"),
+        this.labelled("a call slower than", this.number("slower_than", "none"), "ms"),
+        this.labelled("a call matching", this.text("on_match", "MyApp.Orders.place(%{total: t}) when t > 1000", "kt-sc-wide kt-mono"), "")
+      ),
+      "on_match"
+    );
+    this.parts.ring = this.row(
+      "Keep",
+      "the newest events in memory; a trigger freezes them into a snapshot",
+      h(
+        "div",
+        { class: "kt-sc-inline" },
+        this.labelled("the newest", this.number("ring_events", "100000"), "events"),
+        this.labelled("then", this.number("after", "0"), "events after a trigger")
+      )
     );
 
     // limits and timeout
@@ -309,7 +335,7 @@ export class TraceCellForm {
         this.editor.showResults(check.patterns);
       }
     }
-    for (const key of ["processes", "nodes", "match"]) this.showFieldError(key, check[key], "check");
+    for (const key of ["processes", "nodes", "match", "on_match"]) this.showFieldError(key, check[key], "check");
   }
 
   /**

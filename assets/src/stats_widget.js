@@ -1,7 +1,9 @@
 // The stats widget (Kino.Trace.stats/2): calls, time and memory per function from the
 // VM's own counters, refreshed by the server about once a second. The table is the
 // shared StatsTable with the columns below; clicking a function opens its per-process
-// drill-down. Payloads are KinoTrace.Widget.StatsPayload.snapshot/2 maps.
+// drill-down (with `latency: true`, each process's p50, p99, max and histogram; at most
+// the server's `processes` of them, the rest summed in one line). Payloads are
+// KinoTrace.Widget.StatsPayload.snapshot/2 maps.
 
 import { StatsTable } from "./stats_table.js";
 import { formatCount, formatMicros, formatShare } from "./format.js";
@@ -203,8 +205,9 @@ export class StatsWidget {
     const head = ["Process", "Calls"];
     if (measured.time) head.push("Time", "Share of time");
     if (measured.memory) head.push("Memory", "Share of memory");
+    if (measured.latency) head.push("p50", "p99", "Max", "Distribution");
     const table = h("table", { class: "kt-subtable", "data-testid": "drill" });
-    const tr = h("tr", {}, ...head.map((text, i) => h("th", { class: i ? "kt-num" : "", text })));
+    const tr = h("tr", {}, ...head.map((text, i) => h("th", { class: i && text !== "Distribution" ? "kt-num" : "", text })));
     table.appendChild(h("thead", {}, tr));
     const body = h("tbody");
     for (const p of rows) {
@@ -214,6 +217,7 @@ export class StatsWidget {
       ];
       if (measured.time) cells.push(h("td", { class: "kt-num", text: formatMicros(p.time_us) }), shareCell(p.time_share));
       if (measured.memory) cells.push(h("td", { class: "kt-num", text: formatWords(p.memory_words) }), shareCell(p.memory_share));
+      if (measured.latency) cells.push(...latencyCells(p.latency));
       body.appendChild(h("tr", { "data-pid": p.pid || "" }, ...cells));
     }
     table.appendChild(body);
@@ -242,6 +246,12 @@ function latencySummary(l) {
     histogram(l.histogram, { width: 240, height: 40 }),
     h("div", { class: "kt-latency-figures" }, ...figures.map(([k, v]) => h("span", {}, h("span", { class: "kt-muted", text: `${k} ` }), h("b", { class: "kt-mono", text: v || "–" }))))
   );
+}
+
+/** A process's wall-time figures in the drill-down: p50, p99, max and its histogram ("–" without). */
+function latencyCells(l) {
+  const figure = (us) => h("td", { class: "kt-num", text: l && us != null ? formatMicros(us) : "–" });
+  return [figure(l && l.p50), figure(l && l.p99), figure(l && l.max), h("td", { "data-testid": "process-histogram" }, histogram(l && l.histogram))];
 }
 
 function shareCell(share) {

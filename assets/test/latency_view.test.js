@@ -55,7 +55,7 @@ describe("the trace widget's Stats and Flame tabs", () => {
     w.$('[data-tab="stats"]').click();
     w.emit("latency", { rows: [{ mfa: "M.f/1", latency: dist(), processes: [{ pid: "#PID<0.1.0>", latency: dist() }], processes_omitted: 0 }], rows_omitted: 0 });
     const heads = [...w.root.querySelectorAll(".kt-stats th")].map((th) => th.textContent);
-    expect(heads).toEqual(["Function", "Calls", "Total", "Mean", "p50", "p99", "Distribution", "Max", "Exceptions"]);
+    expect(heads).toEqual(["Function", "Calls", "Total", "Mean", "p50", "p99", "Distribution", "Max", "Exceptions", "Slowest"]);
     const cells = [...w.root.querySelectorAll(".kt-stats tbody tr td")].map((td) => td.textContent);
     expect(cells.slice(4, 6)).toEqual(["1 ms", "2 ms"]);
     w.$(".kt-stats tbody tr").click();

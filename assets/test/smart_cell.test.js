@@ -60,7 +60,7 @@ describe("smart cell form", () => {
     expect(shows("calls", "flags")).toBe(true);
     expect(shows("stats", "limits")).toBe(false);
     expect(shows("stats", "nodes")).toBe(true);
-    expect(Object.keys(MODE_FIELDS)).toEqual(["calls", "messages", "processes", "stats"]);
+    expect(Object.keys(MODE_FIELDS)).toEqual(["calls", "messages", "processes", "stats", "record"]);
 
     const { server, $$ } = open();
     expect(visibleRows($$)).toEqual(["Patterns", "Processes", "Record", "Stop or drop", "Nodes"]);
@@ -70,6 +70,33 @@ describe("smart cell form", () => {
     expect(visibleRows($$)).toEqual(["Processes", "Stop or drop", "Nodes"]);
     server.emit("update", { mode: "stats" });
     expect(visibleRows($$)).toEqual(["Patterns", "Processes", "Nodes"]);
+    server.emit("update", { mode: "record" });
+    expect(visibleRows($$)).toEqual(["Patterns", "Processes", "Record", "Snapshot on", "Keep", "Stop or drop", "Nodes"]);
+  });
+
+  it("Record mode: its triggers and ring are fields, pushed as updates, checked by the server", () => {
+    const { server, $ } = open({ mode: "record", on_exception: false, slower_than: null, on_match: "", ring_events: null, after: null }, null);
+    const onException = $('input[data-field="on_exception"]');
+    onException.checked = true;
+    onException.dispatchEvent(new Event("change"));
+    for (const [field, value] of [["slower_than", "200"], ["on_match", "Enum.smu(x)"], ["ring_events", "5000"], ["after", "10"]]) {
+      const input = $(`input[data-field="${field}"]`);
+      input.value = value;
+      input.dispatchEvent(new Event("change"));
+    }
+    expect(server.pushed.map((p) => p.payload)).toEqual([
+      { field: "on_exception", value: true },
+      { field: "slower_than", value: "200" },
+      { field: "on_match", value: "Enum.smu(x)" },
+      { field: "ring_events", value: "5000" },
+      { field: "after", value: "10" },
+    ]);
+    server.emit("check", { patterns: null, processes: null, nodes: null, match: null, on_match: "did you mean Enum.sum/1?" });
+    const error = $('[data-error="on_match"]');
+    expect(error.hidden).toBe(false);
+    expect(error.textContent).toContain("did you mean Enum.sum/1?");
+    server.emit("check", { patterns: null, processes: null, nodes: null, match: null, on_match: null });
+    expect(error.hidden).toBe(true);
   });
 
   it("'messages between nodes' is a messages preset; elsewhere it shows as all processes", () => {

@@ -81,6 +81,27 @@ describe("stats widget", () => {
     expect(ctx.root.querySelector(".kt-stats-patterns").textContent).toContain(":ets.lookup/2");
   });
 
+  it("latency: true: each process of the drill-down has its p50, p99, max and histogram; the rest summed", () => {
+    const ctx = fakeCtx();
+    const dist = (p50, count) => ({ count, unknown: 0, min: p50, p50, p90: p50, p99: 2 * p50, p999: 2 * p50, max: 3 * p50, histogram: [[p50, count]], exceptions: { count: 0, p50: null, p99: null, max: null } });
+    const get = { ...rows[0], latency: dist(100, 1000) };
+    get.processes = [{ ...get.processes[0], latency: dist(1000, 600) }, { ...get.processes[1], latency: null }];
+    get.processes_omitted = { count: 7, calls: 70, time_us: 500, memory_words: 5 };
+    new StatsWidget(new Transport(ctx), { status: "running", snapshot: snapshot([get], { measured: { time: true, memory: true, latency: true } }) });
+    ctx.root.querySelector('tr[data-key="MyApp.Repo.get/2"] td').click();
+    const drill = ctx.root.querySelector('[data-testid="drill"]');
+    const heads = [...drill.querySelectorAll("th")].map((th) => th.textContent);
+    expect(heads.slice(-4)).toEqual(["p50", "p99", "Max", "Distribution"]);
+    const cells = (tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent);
+    const [one, two, rest] = drill.querySelectorAll(":scope > tbody > tr");
+    expect(cells(one).slice(-4, -1)).toEqual(["1 ms", "2 ms", "3 ms"]);
+    expect(one.querySelectorAll('[data-testid="process-histogram"] rect').length).toBe(1);
+    // a process none of whose calls returned yet, and the processes not shown
+    expect(cells(two).slice(-4, -1)).toEqual(["–", "–", "–"]);
+    expect(cells(rest)[0]).toBe("7 more processes");
+    expect(cells(rest).slice(-4, -1)).toEqual(["–", "–", "–"]);
+  });
+
   it("a row click opens its per-process drill-down, which stays open across updates", () => {
     const ctx = fakeCtx();
     new StatsWidget(new Transport(ctx), { status: "running", snapshot: snapshot(rows) });

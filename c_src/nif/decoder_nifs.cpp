@@ -28,6 +28,7 @@
 #include "drain_loop.hpp"
 #include "erts_layout.hpp"
 #include "nifs.hpp"
+#include "raw_event.hpp"
 #include "session.hpp"
 #include "structs.hpp"
 #include "tags.hpp"
@@ -318,28 +319,37 @@ ERL_NIF_TERM decode_pending(ErlNifEnv* env, Decoder& d) {
   return enif_make_list_from_array(env, events.data(), static_cast<unsigned>(events.size()));
 }
 
-// A raw tuple of drain/2 (9 or 10 elements) as a Raw; false when it is not one.
+// A raw tuple of drain/2 as a Raw (its elements where the record of
+// src/kino_trace_raw_event.hrl puts them, raw_event.hpp; without the last, the mark, it
+// has mark 0); false when it is not one.
 bool read_raw(ErlNifEnv* env, ERL_NIF_TERM t, Raw& r) {
+  namespace rf = kt::raw_event;
+  static_assert(rf::kSize == 10 && rf::kMark == rf::kSize - 1,
+                "the raw event's record changed: read its new fields here and set them in event_tuple");
   int n = 0;
   const ERL_NIF_TERM* e = nullptr;
-  if (!enif_get_tuple(env, t, &n, &e) || (n != 9 && n != 10)) return false;
+  if (!enif_get_tuple(env, t, &n, &e) || (n != int{rf::kSize} && n != int{rf::kSize} - 1)) return false;
   ErlNifSInt64 time = 0;
   ErlNifUInt64 arity = 0, mark = 0;
-  if (!enif_is_atom(env, e[0]) || !enif_get_int64(env, e[2], &time) || !enif_get_uint64(env, e[6], &arity)) return false;
+  if (!enif_is_atom(env, e[rf::kTag]) || !enif_get_int64(env, e[rf::kTime], &time) ||
+      !enif_get_uint64(env, e[rf::kArity], &arity))
+    return false;
   // Words kept by the pairing must be immediates: local pids and ports, atoms.
-  if (!kt::erts::is_immediate(e[1]) || !enif_is_atom(env, e[4]) || !enif_is_atom(env, e[5])) return false;
-  if (n == 10 && !enif_get_uint64(env, e[9], &mark)) return false;
-  r.kind = kind_of(e[0]);
-  r.tag = e[0];
-  r.pid = e[1];
+  if (!kt::erts::is_immediate(e[rf::kPid]) || !enif_is_atom(env, e[rf::kModule]) ||
+      !enif_is_atom(env, e[rf::kFunction]))
+    return false;
+  if (n == int{rf::kSize} && !enif_get_uint64(env, e[rf::kMark], &mark)) return false;
+  r.kind = kind_of(e[rf::kTag]);
+  r.tag = e[rf::kTag];
+  r.pid = e[rf::kPid];
   r.time_ns = time;
-  r.scheduler = e[3];
-  r.module = e[4];
-  r.function = e[5];
-  r.arity = e[6];
+  r.scheduler = e[rf::kScheduler];
+  r.module = e[rf::kModule];
+  r.function = e[rf::kFunction];
+  r.arity = e[rf::kArity];
   r.arity_value = arity;
-  r.first = e[7];
-  r.second = e[8];
+  r.first = e[rf::kFirst];
+  r.second = e[rf::kSecond];
   r.mark = mark;
   return true;
 }

@@ -13,6 +13,7 @@
 #include "atoms.hpp"
 #include "drain_loop.hpp"
 #include "nifs.hpp"
+#include "raw_event.hpp"
 #include "session.hpp"
 #include "structs.hpp"
 #include "term_codec.hpp"
@@ -179,24 +180,25 @@ ERL_NIF_TERM session_id(ErlNifEnv* env, int, const ERL_NIF_TERM argv[]) {
 
 namespace {
 
+// The raw event of `e`, its elements where the record of src/kino_trace_raw_event.hrl puts
+// them (raw_event.hpp, generated from it).
 ERL_NIF_TERM event_tuple(ErlNifEnv* env, kt::Event& e) {
+  namespace rf = kt::raw_event;
+  static_assert(rf::kSize == 10, "the raw event's record changed: set its new fields here and in read_raw");
   EnifBuilder builder{env};
   kt::TermDecoder<EnifBuilder> decoder(builder, e.payload.data(), e.payload.size());
-  ERL_NIF_TERM first = decoder.decode();
-  ERL_NIF_TERM second = decoder.at_end() ? atoms.undefined : decoder.decode();
-  ERL_NIF_TERM items[] = {
-      static_cast<ERL_NIF_TERM>(e.tag),
-      static_cast<ERL_NIF_TERM>(e.pid),
-      enif_make_int64(env, e.time_ns),
-      enif_make_uint(env, e.scheduler),
-      e.module ? static_cast<ERL_NIF_TERM>(e.module) : atoms.undefined,
-      e.function ? static_cast<ERL_NIF_TERM>(e.function) : atoms.undefined,
-      enif_make_uint(env, e.arity),
-      first,
-      second,
-      enif_make_uint64(env, e.drops),
-  };
-  return enif_make_tuple_from_array(env, items, 10);
+  ERL_NIF_TERM items[rf::kSize];
+  items[rf::kTag] = static_cast<ERL_NIF_TERM>(e.tag);
+  items[rf::kPid] = static_cast<ERL_NIF_TERM>(e.pid);
+  items[rf::kTime] = enif_make_int64(env, e.time_ns);
+  items[rf::kScheduler] = enif_make_uint(env, e.scheduler);
+  items[rf::kModule] = e.module ? static_cast<ERL_NIF_TERM>(e.module) : atoms.undefined;
+  items[rf::kFunction] = e.function ? static_cast<ERL_NIF_TERM>(e.function) : atoms.undefined;
+  items[rf::kArity] = enif_make_uint(env, e.arity);
+  items[rf::kFirst] = decoder.decode();
+  items[rf::kSecond] = decoder.at_end() ? atoms.undefined : decoder.decode();
+  items[rf::kMark] = enif_make_uint64(env, e.drops);
+  return enif_make_tuple_from_array(env, items, rf::kSize);
 }
 
 }  // namespace

@@ -240,7 +240,8 @@ defmodule Kino.Trace do
       message sent or received that matches a message pattern, as `messages/2`'s
       `:pattern` takes it);
     * `after:` - what a triggered snapshot records after its trigger: `n` events (or
-      `{n, :events}`) or `{ms, :ms}`; none by default.
+      `{n, :events}`; when fewer come, the window ends 5 s after its trigger with those
+      that came) or `{ms, :ms}`; none by default.
 
   A triggered snapshot holds what the ring held up to the trigger, the calls still open
   in the triggering process that led to it (even those the ring overwrote), then the
@@ -250,8 +251,12 @@ defmodule Kino.Trace do
   `info/1` has the recorder's figures under `:recorder`: `:kept` (and `:kept_bytes`),
   `:overwritten`, `:own` (events of kino_trace's own processes left out), so that
   `accepted == kept + overwritten + own + queued + discarded`; `:fired` per trigger,
-  `:snapshots`, `:snapshots_taken` and `:snapshots_dropped`. Recording on other nodes
-  (`:nodes`) is not supported yet.
+  `:snapshots`, `:snapshots_taken` and `:snapshots_dropped`.
+
+  With `nodes:`, each node keeps its own ring, bounded there (another node's is kept by
+  kino_trace's agent there, and nothing of it comes to this node until a snapshot asks):
+  `snapshot/1` fetches every node's ring and merges them by time into one snapshot.
+  Triggers (`on:`) are not supported there yet.
 
       iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self(), events: 4, return: false)
       iex> for n <- 1..6, do: Enum.sum([n])
@@ -281,15 +286,15 @@ defmodule Kino.Trace do
             )
 
         plan = Plan.new!(what, trace_opts)
+        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
 
-        if Plan.remote?(plan),
+        if Plan.remote?(plan) and record.on != [],
           do:
             raise(
               ArgumentError,
-              "invalid value for :nodes: record/2 records on this node only (other nodes are not supported yet)"
+              "invalid value for :on: a recorder of other nodes (nodes:) takes snapshots with snapshot/1 only (triggers there are not supported yet)"
             )
 
-        record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
         start(%{plan | record: record}, owner)
       end)
     end)

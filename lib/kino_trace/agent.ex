@@ -68,7 +68,8 @@ defmodule KinoTrace.Agent do
   Starts a worker on `node` for the session `owner` (a local process), whose messages
   carry `id`, with the tracer `limits`. `opts`: `agent: :auto | :fallback`, and
   `counters: true` for a session of the VM's call counters only (`Kino.Trace.Stats`:
-  no tracer, no events). Returns `{:ok, worker, mode}` or `{:error, message}`.
+  no tracer, no events), `ring: %{events: n, bytes: n}` for a recorder's (the worker
+  keeps its ring there: `kino_trace_agent_worker`). Returns `{:ok, worker, mode}` or `{:error, message}`.
   """
   @spec start(node(), pid(), term(), map(), keyword()) ::
           {:ok, pid(), mode() | :counters} | {:error, String.t()}
@@ -144,6 +145,8 @@ defmodule KinoTrace.Agent do
         native: native,
         counters: opts[:counters] == true
       }
+
+      config = if ring = opts[:ring], do: Map.put(config, :ring, ring), else: config
 
       case Nodes.call(node, :kino_trace_agent, :start_worker, [config]) do
         {:ok, worker, mode} ->

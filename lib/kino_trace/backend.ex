@@ -136,6 +136,14 @@ defmodule KinoTrace.Backend do
   @spec drain(t(), pos_integer()) :: {[Event.t()], Tracer.more(), t()}
   def drain(%module{} = backend, max), do: module.drain(backend, max)
 
+  @doc """
+  A recorder's ring kept on another node by its agent's worker (what its tracer queued
+  goes in first): `{events, figures}`, decoded, oldest first, with the ring's `kept`,
+  `kept_bytes` and `overwritten`.
+  """
+  @spec ring(Remote.t()) :: {[Event.t()], map()}
+  def ring(%Remote{} = backend), do: Remote.ring(backend)
+
   @doc "The tracer's counters (see `KinoTrace.Tracer.counters/1`); the last known ones once the agent is gone."
   @spec counters(t()) :: map()
   def counters(%module{} = backend), do: module.counters(backend)
@@ -145,7 +153,7 @@ defmodule KinoTrace.Backend do
   def close(%module{} = backend), do: module.close(backend)
 
   @doc """
-  Destroys the trace's OTP session (here through `KinoTrace.Backend.Reaper`, with the given
+  Destroys the trace's OTP session (here through `KinoTrace.Backend.BifWorkaround.destroy/2`, with the given
   function patterns, see there). What the tracer queued before stays to be drained.
   """
   @spec destroy(t(), list()) :: t()

@@ -75,6 +75,27 @@ defmodule KinoTrace.Client do
   @spec slow_calls(trace()) :: KinoTrace.Latency.SlowCalls.report() | nil
   def slow_calls(trace), do: call(trace, :slow_calls)
 
+  @doc """
+  The trace's latency distributions per function and process (a stats session's trace
+  of durations: KinoTrace.Latency.Kept.latency_processes/1), else `nil`; or
+  `{:error, :ended}`.
+  """
+  @spec try_latency_processes(trace()) ::
+          {:ok, KinoTrace.Latency.t() | nil} | {:error, :ended}
+  def try_latency_processes(trace), do: request(trace, :latency_processes)
+
+  @doc "`slow_calls/1`, or `{:error, :ended}`."
+  @spec try_slow_calls(trace()) ::
+          {:ok, KinoTrace.Latency.SlowCalls.report() | nil} | {:error, :ended}
+  def try_slow_calls(trace), do: request(trace, :slow_calls)
+
+  @doc """
+  How many slow calls the trace keeps per function (`slowest:`, `slower_than:`; `nil`
+  when it keeps none), or `{:error, :ended}`.
+  """
+  @spec try_slow_counts(trace()) :: {:ok, %{mfa() => pos_integer()} | nil} | {:error, :ended}
+  def try_slow_counts(trace), do: request(trace, :slow_counts)
+
   @doc "`latency/1`, or `{:error, :ended}`."
   @spec try_latency(trace()) :: {:ok, KinoTrace.Latency.t() | nil} | {:error, :ended}
   def try_latency(trace), do: request(trace, :latency)

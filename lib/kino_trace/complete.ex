@@ -37,6 +37,7 @@ defmodule KinoTrace.Complete do
   alias KinoTrace.Complete.Modules
   alias KinoTrace.Base.Name
   alias KinoTrace.Base.MFA
+  alias KinoTrace.Options
 
   # Text longer than this is not a pattern's head being typed.
   @max_bytes 4_096
@@ -63,7 +64,7 @@ defmodule KinoTrace.Complete do
       has none
 
   Text that is not valid UTF-8, or longer than #{@max_bytes} bytes, has no completions.
-  Anything but a string raises an `ArgumentError`.
+  Anything but a string, or a bad option, raises an `ArgumentError`.
 
   ## Examples
 
@@ -94,21 +95,9 @@ defmodule KinoTrace.Complete do
   def complete(text, opts \\ [])
 
   def complete(text, opts) when is_binary(text) do
-    opts = Keyword.validate!(opts, limit: 100, node: node())
+    opts = Options.validate!(opts, options())
     where = opts[:node]
-
-    unless is_atom(where),
-      do: raise(ArgumentError, "expected :node to be a node name, got: #{inspect(where)}")
-
-    limit =
-      case opts[:limit] do
-        limit when is_integer(limit) and limit >= 0 ->
-          limit
-
-        other ->
-          raise ArgumentError,
-                "expected :limit to be a non-negative integer, got: #{inspect(other)}"
-      end
+    limit = opts[:limit]
 
     if byte_size(text) <= @max_bytes and String.valid?(text) do
       line = text |> String.split(["\r\n", "\n"]) |> List.last() |> String.trim_leading()
@@ -122,6 +111,11 @@ defmodule KinoTrace.Complete do
   def complete(text, _opts) do
     raise ArgumentError, "expected the text of a pattern line (a string), got: #{inspect(text)}"
   end
+
+  # The options of complete/2 (`KinoTrace.Options`): a bad one raises an ArgumentError
+  # naming it. The default node is this one, known at run time.
+  defp options,
+    do: [limit: {100, Options.non_neg_integer()}, node: {node(), {"a node name", &is_atom/1}}]
 
   # Items that would change nothing are no suggestion.
   defp useful(items, prefix) do

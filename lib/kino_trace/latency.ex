@@ -35,7 +35,14 @@ defmodule KinoTrace.Latency do
         }
 
   @typedoc "A function's distributions: of its returns, its `:exceptions`, and its `:unknown` calls."
-  @type report :: %{
+  @type report :: report([{float(), pos_integer()}], distribution())
+
+  @typedoc """
+  A report whose histogram is `bars` and whose exceptions are `exceptions`: `report/0`,
+  and the widget's coarser form of it (`KinoTrace.Widget.StatsPayload.latency/0`). Its
+  first fields are a distribution's.
+  """
+  @type report(bars, exceptions) :: %{
           count: non_neg_integer(),
           min: float() | nil,
           p50: float() | nil,
@@ -43,8 +50,8 @@ defmodule KinoTrace.Latency do
           p99: float() | nil,
           p999: float() | nil,
           max: float() | nil,
-          histogram: [{float(), pos_integer()}],
-          exceptions: distribution(),
+          histogram: bars,
+          exceptions: exceptions,
           unknown: non_neg_integer()
         }
 
@@ -87,7 +94,11 @@ defmodule KinoTrace.Latency do
 
   # One pass over the batch with the figures unpacked (no accumulator rebuilt per event):
   # it runs in the consumer for every event (bench/consumer.exs, "latency: true").
-  def add(%__MODULE__{functions: functions, since: since, functions_left_out: left_out, by: by} = acc, events) do
+  def add(
+        %__MODULE__{functions: functions, since: since, functions_left_out: left_out, by: by} =
+          acc,
+        events
+      ) do
     {functions, left_out} = add_events(events, functions, {since, by}, left_out)
     %{acc | functions: functions, functions_left_out: left_out}
   end
@@ -99,17 +110,32 @@ defmodule KinoTrace.Latency do
 
     case functions do
       %{^mfa => {calls, ended, returns, exceptions}} ->
-        add_events(rest, %{functions | mfa => {calls + 1, ended, returns, exceptions}}, since, left_out)
+        add_events(
+          rest,
+          %{functions | mfa => {calls + 1, ended, returns, exceptions}},
+          since,
+          left_out
+        )
 
       _ when map_size(functions) < @max_functions ->
-        add_events(rest, Map.put(functions, mfa, {1, 0, Histogram.new(), Histogram.new()}), since, left_out)
+        add_events(
+          rest,
+          Map.put(functions, mfa, {1, 0, Histogram.new(), Histogram.new()}),
+          since,
+          left_out
+        )
 
       _ ->
         add_events(rest, functions, since, left_out + 1)
     end
   end
 
-  defp add_events([%Event{kind: kind, call_id: id, duration: d} = e | rest], functions, {first, _} = since, left_out)
+  defp add_events(
+         [%Event{kind: kind, call_id: id, duration: d} = e | rest],
+         functions,
+         {first, _} = since,
+         left_out
+       )
        when kind in [:return, :exception] and is_integer(id) and is_integer(d) do
     mfa = key(e, since)
     # a call before the first event counts as a call of these events
@@ -133,12 +159,15 @@ defmodule KinoTrace.Latency do
     end
   end
 
-  defp add_events([_event | rest], functions, since, left_out), do: add_events(rest, functions, since, left_out)
+  defp add_events([_event | rest], functions, since, left_out),
+    do: add_events(rest, functions, since, left_out)
 
   # The key of an event's figures: its function's {m, f, a}, with its pid when `by: :process`.
   defp key(%Event{module: nil}, _since), do: nil
   defp key(%Event{module: m, function: f, arity: a}, {_, :function}), do: {m, f, a}
-  defp key(%Event{module: m, function: f, arity: a, pid: pid}, {_, :process}), do: {{m, f, a}, pid}
+
+  defp key(%Event{module: m, function: f, arity: a, pid: pid}, {_, :process}),
+    do: {{m, f, a}, pid}
 
   @doc """
   The distributions of every function seen, in microseconds, keyed by `{m, f, a}` (by

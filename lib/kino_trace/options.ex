@@ -2,7 +2,9 @@ defmodule KinoTrace.Options do
   @moduledoc false
   # The one validator of kino_trace's options: those of `Kino.Trace.calls/2` and
   # `Kino.Trace.capture/3` (`KinoTrace.Plan.Options`), of `Kino.Trace.Stats.start/2`
-  # (`KinoTrace.Stats.Options`), of `Kino.Trace.Mermaid` and of the widgets' controllers.
+  # (`KinoTrace.Stats.Options`), of `Kino.Trace.Mermaid`, of `Kino.Trace.complete/2`
+  # (`KinoTrace.Complete`) and of the widgets' controllers and their parts
+  # (`KinoTrace.Widget.Buffer`, `KinoTrace.Widget.Store`).
   #
   # Each of them declares a schema, a keyword list of `option: {default, check}`, and
   # validates with `validate!/2`: options that are not a keyword list, an unknown option
@@ -104,6 +106,10 @@ defmodule KinoTrace.Options do
   @doc "A positive integer."
   @spec pos_integer() :: check()
   def pos_integer, do: {"a positive integer", &pos_integer?/1}
+
+  @doc "A non-negative integer."
+  @spec non_neg_integer() :: check()
+  def non_neg_integer, do: {"a non-negative integer", &(is_integer(&1) and &1 >= 0)}
 
   @doc "A positive integer, or `nil`."
   @spec optional_pos_integer() :: check()

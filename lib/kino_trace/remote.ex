@@ -37,7 +37,8 @@ defmodule KinoTrace.Remote do
   @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}
   def start(node, coordinator, %Plan{} = plan, tag) do
     {_what, options} = Plan.for_node(plan, history: 1)
-    node_plan = %{Plan.part(plan, node) | options: options}
+    # (a recorder's: each node keeps its ring, KinoTrace.Remote.Coordinator snapshots them)
+    node_plan = %{Plan.part(plan, node) | options: options, record: plan.record}
 
     case Session.start(coordinator, node_plan) do
       {:ok, pid, _id} ->

@@ -142,8 +142,9 @@ defmodule KinoTrace.Replay do
   def handle_request(:info, _from, state), do: {:reply, info(state), state}
   def handle_request(:tracer, _from, state), do: {:reply, nil, state}
   # nothing kept since a start: latency/2 and slow_calls/2 read its events
-  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls],
-    do: {:reply, nil, state}
+  def handle_request(kept, _from, state)
+      when kept in [:latency, :latency_processes, :slow_calls, :slow_counts],
+      do: {:reply, nil, state}
 
   def handle_request({:set_patterns, inputs}, _from, state) do
     {:reply,

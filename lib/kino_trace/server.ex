@@ -32,6 +32,10 @@ defmodule KinoTrace.Server do
       without `latency: true`;
     * `:slow_calls` - the slow calls kept (`KinoTrace.Latency.SlowCalls.report/1`), after
       delivering as `{:events, n}` does; `nil` without `slowest:` or `slower_than:`;
+    * `:latency_processes` - the distributions per function and process
+      (`KinoTrace.Latency.Kept.latency_processes/1`), likewise;
+    * `:slow_counts` - how many slow calls it keeps per function
+      (`KinoTrace.Latency.Kept.slow_counts/1`), likewise;
     * `{:sync, cap}` - `:ok` once what is queued (at most `cap` events) is in the
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
@@ -52,7 +56,9 @@ defmodule KinoTrace.Server do
           | {:exclude, pid()}
           | {:events, pos_integer()}
           | :latency
+          | :latency_processes
           | :slow_calls
+          | :slow_counts
           | {:sync, non_neg_integer() | :infinity}
           | :info
           | :tracer

@@ -232,15 +232,19 @@ defmodule KinoTrace.Session do
     {:reply, reply, state}
   end
 
+  # A recorder's ring, for a snapshot of a recorder of several nodes.
+  def handle_request(:ring, _from, state),
+    do: state |> Drain.for_request() |> then(&{:reply, Recorder.ring_events(&1), &1})
+
   def handle_request(:snapshots, _from, state) do
     {snapshots, state} = Recorder.snapshots(state)
     {:reply, snapshots, state}
   end
 
-  # (Kept.latency/1, Kept.slow_calls/1)
-  def handle_request(kept, _from, state) when kept in [:latency, :slow_calls] do
+  def handle_request(kept, _from, state)
+      when kept in [:latency, :latency_processes, :slow_calls, :slow_counts] do
     state = Drain.for_request(state)
-    {:reply, apply(Kept, kept, [state.kept]), state}
+    {:reply, kept_reply(kept, state.kept), state}
   end
 
   # Delivers what is queued now to the subscribers, then answers: a subscriber that asks
@@ -298,6 +302,11 @@ defmodule KinoTrace.Session do
     {:stop, :normal, :ok, finish(state, :stopped, :discard)}
   end
 
+  defp kept_reply(:latency, kept), do: Kept.latency(kept)
+  defp kept_reply(:latency_processes, kept), do: Kept.latency_processes(kept)
+  defp kept_reply(:slow_calls, kept), do: Kept.slow_calls(kept)
+  defp kept_reply(:slow_counts, kept), do: Kept.slow_counts(kept)
+
   # --- native wake-ups and timers -----------------------------------------------------
 
   @impl true
@@ -319,9 +328,9 @@ defmodule KinoTrace.Session do
 
   defp message(:timeout, state), do: {:noreply, finish(state, :timeout, :deliver)}
 
-  # A recorder's after-window of milliseconds ended.
+  # A recorder's after-window's time ended: what was queued until then goes in first.
   defp message({:kino_trace_record_after, ref}, state),
-    do: {:noreply, Recorder.window_ended(state, ref)}
+    do: {:noreply, state |> Drain.for_request() |> Recorder.window_ended(ref)}
 
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
@@ -330,7 +339,7 @@ defmodule KinoTrace.Session do
     {:noreply, state}
   end
 
-  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Backend.Reaper).
+  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Backend.BifWorkaround).
   defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
 
   defp message(:tick, state) do

@@ -31,7 +31,10 @@ defmodule KinoTrace.Tracer do
   @typedoc "A native session: the tracer state given to `:trace.session_create/3`."
   @opaque resource :: reference()
 
-  @typedoc "A raw event as `drain/2` returns it."
+  @typedoc """
+  A raw event as `drain/2` returns it: the record of src/kino_trace_raw_event.hrl, its
+  tag in the name slot (`KinoTrace.Tracer.RawEvent` reads it).
+  """
   @type raw_event ::
           {tag :: atom(), pid() | port() | :undefined, monotonic_ns :: integer(),
            scheduler :: non_neg_integer(), module() | :undefined, atom() | :undefined,

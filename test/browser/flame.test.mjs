@@ -4,7 +4,8 @@
 // process picked; with 100 000 distinct stacks each interaction's work stays under
 // 100 ms (medians asserted; the delay of the next frame printed, and held to a generous
 // bound as frames come late on a loaded machine); the latency columns of the trace widget's
-// Stats tab and of the stats widget, with their drill-downs.
+// Stats tab and of the stats widget, with their drill-downs (each process's
+// distribution); the Stats tab's links to the slow calls the trace keeps.
 //
 //   node test/browser/flame.test.mjs PAYLOADS.json
 
@@ -252,6 +253,62 @@ await check("the trace widget's Stats tab: p50, p99 and a histogram per function
   await row.locator("td").first().click();
   const drill = await page.textContent('[data-testid="latency-drill"]');
   for (const p of leaf.processes) assert(drill.includes(p.pid), `drill: ${drill}`);
+  await page.context().close();
+});
+
+await check("the Stats tab links to the slow calls: a row's count, its slowest calls whole, their call trees", async () => {
+  const page = await open(fixture.connect, { scale: 2, height: 900 });
+  for (const batch of fixture.batches) await emit(page, "events", batch);
+  await page.evaluate((replies) => window.harness.respond("get_slow_calls", (p) => [["slow_calls", replies[p.mfa]]]), fixture.slow_calls);
+  await page.click('[data-tab="stats"]');
+  await emit(page, "latency", fixture.latency);
+  await nextFrame(page);
+  const link = page.locator(`[data-panel="stats"] tr[data-key="${B}"] [data-action="slow-calls"]`);
+  const b = fixture.latency.rows.find((r) => r.mfa === B);
+  assert((await link.textContent()) === String(b.slow), `link ${await link.textContent()}, the trace keeps ${b.slow}`);
+  await link.click();
+  const asked = await page.evaluate(() => window.harness.pushedEvents("get_slow_calls").map((p) => p.payload));
+  assert(JSON.stringify(asked) === JSON.stringify([{ mfa: B }]), `asked ${JSON.stringify(asked)}`);
+  await page.waitForSelector('[data-testid="slow-calls"] .kt-slow-call');
+  // (the link opens the slow calls, not the row's drill-down)
+  assert((await page.locator('[data-testid="latency-drill"]').count()) === 0, "the drill-down opened too");
+  const reply = fixture.slow_calls[B];
+  const lines = await page.$$eval('[data-testid="slow-calls"] .kt-slow-line', (els) => els.map((e) => e.textContent));
+  assert(lines.length === reply.slowest.length, `${lines.length} calls shown, ${reply.slowest.length} sent`);
+  reply.slowest.forEach((c, i) => {
+    for (const part of [formatDuration(c.duration), c.call.call, `-> ${c.end.result}`]) assert(lines[i].includes(part), `call ${i}: ${lines[i]} lacks ${part}`);
+  });
+  // its call tree: b over its two leaves, each with its duration
+  await page.locator('[data-testid="slow-calls"] .kt-slow-tree > summary').first().click();
+  const tree = await page.$$eval('[data-testid="slow-calls"] .kt-slow-tree .kt-call', (els) => els.map((e) => e.textContent));
+  assert(JSON.stringify(tree) === JSON.stringify(["KinoTraceTest.Sample.Timing.b(1)", "KinoTraceTest.Sample.Timing.leaf()", "KinoTraceTest.Sample.Timing.leaf()"]), `tree ${tree}`);
+  await page.locator('[data-testid="slow-calls"]').scrollIntoViewIfNeeded();
+  await shoot(page, fixture.screenshots.slow_calls);
+  await page.click('[data-action="close-slow-calls"]');
+  assert(await page.locator('[data-testid="slow-calls"]').isHidden(), "still shown after Close");
+  await page.context().close();
+});
+
+await check("the stats widget's drill-down: each process's p50, p99, max and histogram", async () => {
+  const S = fixture.stats;
+  const page = await open(S.connect, { bundle: "stats-build" });
+  await emit(page, "snapshot", S.update);
+  await nextFrame(page);
+  const wait = S.update.snapshot.rows.find((r) => r.function === "wait");
+  await page.locator(`tr[data-key="${wait.key}"] td`).first().click();
+  const drill = page.locator('[data-testid="drill"]');
+  const heads = await drill.locator("th").allTextContents();
+  for (const h of ["p50", "p99", "Max", "Distribution"]) assert(heads.includes(h), `drill headers: ${heads.join(", ")}`);
+  assert(wait.processes.length === 2, `${wait.processes.length} processes`);
+  for (const p of wait.processes) {
+    const tr = drill.locator(`tbody tr[data-pid="${p.pid}"]`);
+    const cells = await tr.locator("td").allTextContents();
+    for (const key of ["p50", "p99"]) {
+      const want = formatDuration(p.latency[key] * 1000);
+      assert(cells[heads.indexOf(key)] === want, `${p.pid} ${key} ${cells[heads.indexOf(key)]}, expected ${want}`);
+    }
+    assert((await tr.locator('[data-testid="process-histogram"] rect').count()) >= 1, `${p.pid}: no histogram bars`);
+  }
   await page.context().close();
 });
 

@@ -19,9 +19,11 @@
 // Issue 39 item 12 adds the tail: every switch (p95), and the gaps between animation
 // frames during the flood (p99 and max), with the long tasks Chromium reports. The issue's
 // target, on a quiet machine with a CPU hog beside the BEAM, is p95 under 100 ms for
-// every interaction and p99 under 100 ms for frame gaps: asserted as such with
-// KINO_TRACE_QUIET_MACHINE=1; on a shared machine only printed (see TARGET_MS).
+// every interaction and p99 under 100 ms for frame gaps. The flood runs twice, the second
+// time with a busy process beside the browser; both are asserted as such with
+// KINO_TRACE_QUIET_MACHINE=1, and on a shared machine only printed (see TARGET_MS).
 
+import { spawn } from "node:child_process";
 import { assert, openWidget, emit, nextFrame, setup } from "./support.mjs";
 
 const RATIO = 8;
@@ -92,14 +94,8 @@ async function installReplay(page) {
 
 console.log(`flood: ${fixture.batches.length} real pushes, up to ${Math.round(fixture.rate)} events/s traced`);
 
-await check(`switching tabs during a flood: each tab's median switch within ${RATIO}x an idle switch; the tail measured`, async () => {
-  // the reference: an empty widget, nothing arriving
-  const idlePage = await openWidget(browser, base, fixture.connect, { width: 1000, height: 800, errors, external });
-  const idle = await switchTimes(idlePage);
-  const idleSwitches = Object.values(idle.times).flat();
-  const reference = median(idleSwitches);
-  await idlePage.context().close();
-
+// One flooded widget's tab switches and frame gaps, with `hog` running meanwhile (or not).
+async function floodRun(hog) {
   const page = await openWidget(browser, base, fixture.connect, { width: 1000, height: 800, errors, external });
   await installReplay(page);
   // a flood that has gone on for a while: 150 pushes held (150 000 events)
@@ -109,22 +105,45 @@ await check(`switching tabs during a flood: each tab's median switch within ${RA
   await nextFrame(page);
   const held = await page.evaluate(() => document.getElementById("output").__kinoTrace.model.size);
   assert(held >= 50_000, `only ${held} entries held`);
-  await page.evaluate(() => (window.flood = setInterval(() => window.harness.emit("events", window.nextBatch()), 50)));
-  const flood = await switchTimes(page);
-  const arrived = await page.evaluate(() => (clearInterval(window.flood), document.getElementById("output").__kinoTrace.model.received));
-  await page.context().close();
+  const hogProcess = hog ? spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }) : null;
+  try {
+    await page.evaluate(() => (window.flood = setInterval(() => window.harness.emit("events", window.nextBatch()), 50)));
+    const flood = await switchTimes(page);
+    const arrived = await page.evaluate(() => (clearInterval(window.flood), document.getElementById("output").__kinoTrace.model.received));
+    return { ...flood, held, arrived };
+  } finally {
+    if (hogProcess) hogProcess.kill("SIGKILL");
+    await page.context().close();
+  }
+}
 
+await check(`switching tabs during a flood: each tab's median switch within ${RATIO}x an idle switch; the tail measured`, async () => {
+  // the reference: an empty widget, nothing arriving
+  const idlePage = await openWidget(browser, base, fixture.connect, { width: 1000, height: 800, errors, external });
+  const idle = await switchTimes(idlePage);
+  const idleSwitches = Object.values(idle.times).flat();
+  const reference = median(idleSwitches);
+  await idlePage.context().close();
+
+  const flood = await floodRun(false);
   const switches = Object.values(flood.times).flat();
   console.log(`  idle switch (reference): median ${reference} ms of ${JSON.stringify(idle.times)}`);
   console.log(`  idle: switches ${summary(idleSwitches)}; frame gaps ${summary(idle.gaps)}`);
-  console.log(`  during the flood (${held} entries held, ${arrived} events in all): ${JSON.stringify(flood.times)}`);
+  console.log(`  during the flood (${flood.held} entries held, ${flood.arrived} events in all): ${JSON.stringify(flood.times)}`);
   console.log(`  flood: switches ${summary(switches)}; frame gaps ${summary(flood.gaps)}`);
   console.log(`  flood: ${flood.longTasks.length} long tasks: ${flood.longTasks.length ? summary(flood.longTasks) : "none"}`);
   const slow = TABS.filter((tab) => median(flood.times[tab]) > RATIO * reference).map((tab) => `${tab}: median ${median(flood.times[tab])} ms`);
   assert(slow.length === 0, `slower than ${RATIO} x ${reference} ms: ${slow.join(", ")}`);
+
+  // Issue 39 item 12's condition: the same flood with a CPU hog (a busy process) beside.
+  const hogged = await floodRun(true);
+  const hoggedSwitches = Object.values(hogged.times).flat();
+  console.log(`  flood with a CPU hog beside: switches ${summary(hoggedSwitches)}; frame gaps ${summary(hogged.gaps)}; ${hogged.longTasks.length} long tasks`);
   if (QUIET) {
-    assert(quantile(switches, 0.95) < TARGET_MS, `switches during the flood: ${summary(switches)}`);
-    assert(quantile(flood.gaps, 0.99) < TARGET_MS, `frame gaps during the flood: ${summary(flood.gaps)}`);
+    for (const [what, run, all] of [["", flood, switches], [" with a CPU hog", hogged, hoggedSwitches]]) {
+      assert(quantile(all, 0.95) < TARGET_MS, `switches during the flood${what}: ${summary(all)}`);
+      assert(quantile(run.gaps, 0.99) < TARGET_MS, `frame gaps during the flood${what}: ${summary(run.gaps)}`);
+    }
   }
 });
 

@@ -188,6 +188,20 @@ defmodule KinoTrace.CompleteTest do
 
       assert_raise ArgumentError, ~r/:limit/, fn -> Complete.complete("Enum.", limit: -1) end
     end
+
+    # Its options go through KinoTrace.Options, as every front end's (issue 35).
+    test "bad options raise the ArgumentError every front end raises, naming the option" do
+      for {opts, message} <- [
+            {[limit: -1], "invalid value for :limit: expected a non-negative integer, got: -1"},
+            {[node: "a@b"], ~s(invalid value for :node: expected a node name, got: "a@b")},
+            {[limt: 5],
+             "unknown option :limt (did you mean :limit?). Known options: :limit, :node"},
+            {:bad, "expected options to be a keyword list, got: :bad"}
+          ] do
+        assert_raise ArgumentError, message, fn -> Complete.complete("Enum.", opts) end
+        assert_raise ArgumentError, message, fn -> Kino.Trace.complete("Enum.", opts) end
+      end
+    end
   end
 
   describe "modules only on the code path" do

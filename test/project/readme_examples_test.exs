@@ -44,7 +44,9 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
     ~s|Node.connect(:"app@prod-host")| =>
       "needs a running node to connect to (agent_test.exs traces real nodes that have nothing of kino_trace)",
     ~s|Node.connect(:"shop@10.0.0.12")| =>
-      "needs a running node to connect to (as the README's example)"
+      "needs a running node to connect to (as the README's example)",
+    ~s|nodes: [:"app@host"], events: 10_000| =>
+      "needs a running node to record (record_nodes_test.exs records real nodes that have nothing of kino_trace)"
   }
 
   for document <- @documents, do: @external_resource(Path.join(@root, document))

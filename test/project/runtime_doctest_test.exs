@@ -6,4 +6,5 @@ defmodule KinoTraceTest.Project.RuntimeDoctestTest do
   doctest KinoTrace.Internal
   doctest KinoTrace.Client.Final
   doctest KinoTrace.Backend.Reaper
+  doctest KinoTrace.Backend.BifWorkaround
 end

@@ -53,8 +53,8 @@ defmodule Kino.Trace.Capture do
   alias KinoTrace.Capture.{Collector, Sends}
   alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
+  alias KinoTrace.Backend.BifWorkaround
   alias KinoTrace.Base.MFA
-  alias KinoTrace.Backend.Reaper
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   # A capture's own defaults of the limits are KinoTrace.Limits' (its `capture` column).
@@ -330,9 +330,9 @@ defmodule Kino.Trace.Capture do
     collector = Collector.start(owner)
     started = System.monotonic_time(:nanosecond)
     # BIF tracing watched from before the BIF patterns are set to after the block's
-    # calls were delivered (see Reaper)
-    bifs = bifs(plan)
-    {watch, switch_offs} = if bifs != [], do: Reaper.watch(owner), else: {nil, 0}
+    # calls were delivered (see KinoTrace.Backend.BifWorkaround)
+    bifs = if plan.calls, do: BifWorkaround.covered(plan.calls.functions), else: []
+    {watch, switch_offs} = if bifs != [], do: BifWorkaround.watch(owner), else: {nil, 0}
 
     {trace, sends} =
       try do
@@ -342,7 +342,7 @@ defmodule Kino.Trace.Capture do
       rescue
         e ->
           Collector.stop(collector)
-          Reaper.unwatch(watch)
+          BifWorkaround.unwatch(watch)
           reraise e, __STACKTRACE__
       end
 
@@ -360,7 +360,7 @@ defmodule Kino.Trace.Capture do
   end
 
   defp stop(%{trace: trace, sends: sends, collector: collector, watch: watch}) do
-    Reaper.unwatch(watch)
+    BifWorkaround.unwatch(watch)
     Sends.stop(sends)
     Client.stop(trace)
     Collector.stop(collector)
@@ -373,7 +373,9 @@ defmodule Kino.Trace.Capture do
     bifs = setup.bifs
 
     untraced_bifs =
-      if bifs != [] and Reaper.unwatch(setup.watch) != setup.switch_offs, do: bifs, else: []
+      if bifs != [] and BifWorkaround.unwatch(setup.watch) != setup.switch_offs,
+        do: bifs,
+        else: []
 
     %__MODULE__{
       events: events,
@@ -386,22 +388,6 @@ defmodule Kino.Trace.Capture do
       untraced_receivers: Sends.untraced(setup.sends, trace),
       untraced_bifs: untraced_bifs
     }
-  end
-
-  # The BIFs the capture traces (a pattern on every module covers them all).
-  defp bifs(%Plan{calls: nil}), do: []
-
-  defp bifs(%Plan{calls: calls}) do
-    every = for {{:_, _, _} = target, spec} <- calls.functions.steps, spec != false, do: target
-
-    Enum.uniq(
-      every ++
-        for(
-          {mfa, spec} <- KinoTrace.Plan.Functions.bif_steps(calls.functions),
-          spec != false,
-          do: mfa
-        )
-    )
   end
 
   # What the calling process did before the block started or after it returned is

@@ -2,9 +2,9 @@ defmodule KinoTrace.Backend.Local do
   @moduledoc false
   # What the backends of this node (`KinoTrace.Backend.Native`, `Fallback`, `Counters`)
   # share: their OTP trace session is here, called with the arguments the backend's
-  # tracer takes (its `trace_args/3`), and destroyed through `KinoTrace.Backend.Reaper`.
+  # tracer takes (its `trace_args/3`), and destroyed through `KinoTrace.Backend.BifWorkaround.destroy/2`.
 
-  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Backend.BifWorkaround
 
   @doc "`:trace.fun(session, args...)` on the backend's session."
   @spec trace(struct(), atom(), list()) :: term()
@@ -31,10 +31,10 @@ defmodule KinoTrace.Backend.Local do
     Enum.each(after_ops, fn {fun, args} -> trace(backend, fun, args) end)
   end
 
-  @doc "Destroys the backend's session through the reaper (see there)."
+  @doc "Destroys the backend's session through the BIF work-around's facade (see there)."
   @spec destroy(struct(), list()) :: struct()
   def destroy(%{session: session} = backend, functions) do
-    Reaper.destroy(session, functions)
+    BifWorkaround.destroy(session, functions)
     %{backend | session: nil}
   end
 end

@@ -73,6 +73,14 @@ defmodule KinoTrace.Backend.Remote do
     {events, more, %{backend | decoder: decoder}}
   end
 
+  @doc "The ring its worker keeps (a recorder's), decoded: `{events, figures}` (see `KinoTrace.Backend.ring/1`)."
+  @spec ring(t()) :: {[Kino.Trace.Event.t()], map()}
+  def ring(%__MODULE__{worker: worker, decoder: decoder}) do
+    {raw, names, offset, figures} = call!(worker, :ring)
+    {events, _decoder} = Decoder.decode(decoder, raw, %{names: names, time_offset: offset})
+    {events, figures}
+  end
+
   @impl true
   def counters(%__MODULE__{worker: worker}), do: %{} = call!(worker, :counters)
 

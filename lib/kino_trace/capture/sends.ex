@@ -27,7 +27,7 @@ defmodule KinoTrace.Capture.Sends do
 
   alias Kino.Trace.Event
   alias KinoTrace.{Backend, Internal}
-  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Backend.BifWorkaround
 
   @max_sends 100_000
   @max_listed 5
@@ -106,13 +106,13 @@ defmodule KinoTrace.Capture.Sends do
   end
 
   @doc """
-  Ends the trace of sends: destroys its session (through `KinoTrace.Backend.Reaper`, like every
-  trace session) and frees its queue.
+  Ends the trace of sends: destroys its session (through
+  `KinoTrace.Backend.BifWorkaround.destroy/2`, like every trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok
   def stop(%__MODULE__{session: session, backend: backend}) do
     Internal.remove_session(session)
-    Reaper.destroy(session)
+    BifWorkaround.destroy(session)
     Backend.close(backend)
   end
 

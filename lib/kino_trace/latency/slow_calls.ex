@@ -295,6 +295,21 @@ defmodule KinoTrace.Latency.SlowCalls do
   end
 
   @doc """
+  How many slow calls a report keeps per function: its slowest and those over the
+  threshold, each call once.
+
+      iex> call = %{mfa: {M, :f, 0}, end_id: 2}
+      iex> KinoTrace.Latency.SlowCalls.counts(%{slowest: %{{M, :f, 0} => [call]}, slower_than: [call]})
+      %{{M, :f, 0} => 1}
+  """
+  @spec counts(%{slowest: %{mfa() => [map()]}, slower_than: [map()]}) :: %{mfa() => pos_integer()}
+  def counts(report) do
+    (List.flatten(Map.values(report.slowest)) ++ report.slower_than)
+    |> Enum.uniq_by(& &1.end_id)
+    |> Enum.frequencies_by(& &1.mfa)
+  end
+
+  @doc """
   The slow calls of a list of events (oldest first), with their events from the list.
 
       iex> alias Kino.Trace.Event

@@ -222,7 +222,7 @@ defmodule KinoTrace.Plan.Functions do
   @doc """
   The BIFs the plan traces, each with the match spec it ends up with, in the form
   `:trace.function/4` takes. Setting them again switches their tracing back on after
-  OTP 27.3 switched it off (erlang/otp#10349, see `KinoTrace.Backend.Reaper`). A step on every
+  OTP 27.3 switched it off (erlang/otp#10349, see `KinoTrace.Backend.BifWorkaround`). A step on every
   module (`{:_, :_, :_}`) is left out.
 
       iex> {:ok, ets} = KinoTrace.Pattern.parse(":ets.insert/2")

@@ -17,15 +17,19 @@ defmodule KinoTrace.Remote.Coordinator do
   # answers one of the info requests sent on every tick; its last known counters stay in
   # `info/1`. Stopping kills a session that does not answer, so nothing of the trace is
   # left on any node.
+  #
+  # A recorder of several nodes (`Kino.Trace.record/2` with `nodes:`): each node keeps
+  # its ring; its snapshots (`KinoTrace.Remote.Recording`) are this process's.
 
   use GenServer
   @behaviour KinoTrace.Server
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Client, Remote, Server}
-  alias KinoTrace.Remote.{Merge, Nodes}
+  alias KinoTrace.Remote.{Merge, Nodes, Recording}
   alias KinoTrace.Server.Delivery
   alias KinoTrace.History
+  alias KinoTrace.Session.Recorder
 
   # How soon batches held for a backlogged subscriber are offered again.
   @relay_ms 5
@@ -38,6 +42,8 @@ defmodule KinoTrace.Remote.Coordinator do
     # what it keeps since the start (KinoTrace.Latency.Kept: latency, slow calls)
     :kept,
     :started_at,
+    # a recorder's snapshots (KinoTrace.Session.Recorder), or nil
+    :recorder,
     status: :running,
     # node => %{pid, ref, status, info}
     nodes: %{},
@@ -74,6 +80,7 @@ defmodule KinoTrace.Remote.Coordinator do
       plan: plan,
       history: History.new(plan.options[:history]),
       kept: KinoTrace.Latency.Kept.new(plan.options),
+      recorder: Recorder.new(plan.record),
       started_at: System.os_time(:microsecond)
     }
 
@@ -151,8 +158,16 @@ defmodule KinoTrace.Remote.Coordinator do
   def handle_request(:latency, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.latency(&1.kept), &1})
 
+  def handle_request(:latency_processes, _from, state),
+    do:
+      caught_up(state)
+      |> then(&{:reply, KinoTrace.Latency.Kept.latency_processes(&1.kept), &1})
+
   def handle_request(:slow_calls, _from, state),
     do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.slow_calls(&1.kept), &1})
+
+  def handle_request(:slow_counts, _from, state),
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.slow_counts(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, cap})
@@ -161,7 +176,20 @@ defmodule KinoTrace.Remote.Coordinator do
 
   def handle_request(:info, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, :info, &Nodes.info_reply/3)
-    {:reply, Merge.info(state), state}
+    # (a recorder's snapshots stopped by hand are gone from its figures)
+    {_snapshots, state} = Recorder.snapshots(state)
+    {:reply, Recording.info(state), state}
+  end
+
+  # A recorder's snapshot now: every node's ring (KinoTrace.Remote.Recording).
+  def handle_request(:snapshot, _from, state) do
+    {reply, state} = Recording.snapshot(state)
+    {:reply, reply, state}
+  end
+
+  def handle_request(:snapshots, _from, state) do
+    {snapshots, state} = Recorder.snapshots(state)
+    {:reply, snapshots, state}
   end
 
   # (a trace of several nodes has no OTP session on this node of its own)
@@ -244,17 +272,9 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_info({:DOWN, ref, :process, pid, reason}, state) do
-    case Enum.find(state.nodes, fn {_node, entry} -> entry.ref == ref end) do
-      {node, _entry} ->
-        # a session of another node ends when that node's agent is gone: say why
-        reason = with {:shutdown, {:agent_down, why}} <- reason, do: why
-        state = broadcast(state, {:node_down, node, reason})
-        {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
-
-      # a subscriber gone without unsubscribing: the session of its node lets it go too
-      nil ->
-        {:noreply,
-         on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
+    case Recorder.snapshot_down(state, ref) do
+      {:ok, state} -> {:noreply, state}
+      :not_mine -> node_or_subscriber_down(state, ref, pid, reason)
     end
   end
 
@@ -270,10 +290,28 @@ defmodule KinoTrace.Remote.Coordinator do
     end
   end
 
+  defp node_or_subscriber_down(state, ref, pid, reason) do
+    case Enum.find(state.nodes, fn {_node, entry} -> entry.ref == ref end) do
+      {node, _entry} ->
+        # a session of another node ends when that node's agent is gone: say why
+        reason = with {:shutdown, {:agent_down, why}} <- reason, do: why
+        state = broadcast(state, {:node_down, node, reason})
+        {:noreply, maybe_ended(put_in(state.nodes[node].status, :gone))}
+
+      # a subscriber gone without unsubscribing: the session of its node lets it go too
+      nil ->
+        {:noreply,
+         on_node_of(%{state | subscribers: Map.delete(state.subscribers, pid)}, pid, :release)}
+    end
+  end
+
   @impl true
   def terminate(_reason, state) do
     state = finish(state)
-    if state.setup_error == nil, do: KinoTrace.Client.Final.put(state.id, Merge.info(state))
+
+    if state.setup_error == nil,
+      do: KinoTrace.Client.Final.put(state.id, Recording.info(state))
+
     :ok
   end
 

@@ -73,7 +73,13 @@ defmodule KinoTrace.Session.Info do
     }
     |> put_fallback(c)
     |> put_agent(state.agent)
+    |> put_ring(c)
   end
+
+  # A recorder's ring kept on another node by its agent: its figures (for
+  # KinoTrace.Session.Recorder.put_info/2).
+  defp put_ring(info, %{ring: figures}), do: Map.put(info, :ring, figures)
+  defp put_ring(info, _counters), do: info
 
   # The fallback tracer of another node also tells the trace messages it received and
   # how often its mailbox guard switched tracing off (calls meanwhile were not traced).

@@ -11,7 +11,8 @@ defmodule KinoTrace.Session.Recorder do
   #     ended first (counted in `dropped`);
   #   * triggers (`KinoTrace.Plan.Record`): checked on every delivered batch; the first
   #     event that fires one freezes the ring up to it, then the `after:` window (events
-  #     or ms, at most the ring's bounds) is added, then the snapshot is made. A trigger
+  #     or ms, at most the ring's bounds; a window of events ends at the latest
+  #     @events_window_ms after it opened) is added, then the snapshot is made. A trigger
   #     that fires while a window is open counts in `fired` and takes no other snapshot;
   #   * an exception fires once, where it is raised: as it goes up through more traced
   #     calls of its process (their exception events) it fires nothing again;
@@ -52,6 +53,10 @@ defmodule KinoTrace.Session.Recorder do
 
   @stack_depth 32
   @stack_pids 1_000
+  # an after-window of n events ends at the latest this long after its trigger, with the
+  # events it has: after a crash that ends the triggering process, or on a trace that
+  # goes quiet, they may never come (the docs of Kino.Trace.record/2 and the guide say 5 s)
+  @events_window_ms 5_000
 
   @type t :: %__MODULE__{}
 
@@ -186,18 +191,24 @@ defmodule KinoTrace.Session.Recorder do
       {_, 0} ->
         finish(%{state | recorder: %{rec | pending: window}})
 
+      # (n events, or what came within @events_window_ms: the events may never come)
       {:events, n} ->
-        %{state | recorder: %{rec | pending: %{window | left: n}}}
-
-      {:ms, ms} ->
-        ref = make_ref()
-        timer = Process.send_after(self(), {:kino_trace_record_after, ref}, ms)
-
         %{
           state
-          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: {timer, ref}}}
+          | recorder: %{rec | pending: %{window | left: n, timer: timer(@events_window_ms)}}
+        }
+
+      {:ms, ms} ->
+        %{
+          state
+          | recorder: %{rec | pending: %{window | left: rec.config.events, timer: timer(ms)}}
         }
     end
+  end
+
+  defp timer(ms) do
+    ref = make_ref()
+    {Process.send_after(self(), {:kino_trace_record_after, ref}, ms), ref}
   end
 
   # The window's events, up to its count and the ring's bytes; the rest of the batch is
@@ -239,7 +250,10 @@ defmodule KinoTrace.Session.Recorder do
   def ended(%{recorder: %{pending: window}} = state) when window != nil, do: finish(state)
   def ended(state), do: state
 
-  @doc "The after-window of `ms` ended (its timer's message)."
+  @doc """
+  The after-window's time ended (its timer's message: its `ms`, or the bound of a window
+  of events, @events_window_ms). The session delivers what is queued first.
+  """
   @spec window_ended(map(), reference()) :: map()
   def window_ended(%{recorder: %{pending: %{timer: {_, ref}}}} = state, ref), do: finish(state)
   def window_ended(state, _ref), do: state
@@ -272,11 +286,51 @@ defmodule KinoTrace.Session.Recorder do
     {{pid, id}, state}
   end
 
-  defp take(%{recorder: rec} = state, events, trigger) do
+  @doc """
+  The ring's events, oldest first, for a snapshot of a recorder of several nodes
+  (`KinoTrace.Remote.Coordinator`): `{events, figures}`. Another node's ring is kept
+  there by its agent's worker, fetched now and decoded from the decoder's first state
+  (each snapshot decodes its ring whole).
+  """
+  @spec ring_events(map()) :: {[Kino.Trace.Event.t()], map()} | {:error, :not_a_recorder}
+  def ring_events(%{recorder: nil}), do: {:error, :not_a_recorder}
+
+  def ring_events(%{backend: %KinoTrace.Backend.Remote{} = backend}),
+    do: KinoTrace.Backend.ring(backend)
+
+  def ring_events(%{history: history}),
+    do: {History.take(history, History.size(history)), ring_figures(history)}
+
+  @doc """
+  Takes a snapshot now of `events` (oldest first), a trace whose `info/1` is `info` with
+  the snapshot's figures: a recorder of several nodes (`KinoTrace.Remote.Coordinator`,
+  whose state has a `recorder` field too) gives its nodes' rings merged. Returns as
+  `snapshot/1` does.
+  """
+  @spec snapshot_of(map(), [Kino.Trace.Event.t()], map()) ::
+          {{pid(), pos_integer()} | {:error, term()}, map()}
+  def snapshot_of(%{recorder: nil} = state, _events, _info),
+    do: {{:error, :not_a_recorder}, state}
+
+  def snapshot_of(state, events, info) do
+    trigger = %{trigger: :manual, event: nil, pid: nil, trigger_time: nil}
+    taken = state.recorder.taken
+    state = put_snapshot(state, events, trigger, info)
+
+    case state.recorder do
+      %{taken: ^taken} -> {{:error, :failed}, state}
+      %{snapshots: [%{pid: pid, id: id} | _]} -> {{pid, id}, state}
+    end
+  end
+
+  defp take(state, events, trigger),
+    do: put_snapshot(state, events, trigger, Info.build(state, Setup.patterns(state)))
+
+  defp put_snapshot(%{recorder: rec} = state, events, trigger, info) do
     bytes = Enum.reduce(events, 0, &(History.bytes_of(&1) + &2))
     taken_at = System.os_time(:microsecond)
     snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
-    info = state |> Info.build(Setup.patterns(state)) |> Map.put(:snapshot, snapshot)
+    info = Map.put(info, :snapshot, snapshot)
     # (its events are given once it runs, not as the supervisor's start argument)
     with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
          {:ok, :ok} <- KinoTrace.Client.request(pid, {:put_events, events}, :infinity) do
@@ -364,26 +418,39 @@ defmodule KinoTrace.Session.Recorder do
   @spec put_info(map(), map()) :: map()
   def put_info(info, %{recorder: nil}), do: info
 
-  def put_info(info, %{recorder: rec, history: history}) do
-    Map.put(info, :recorder, %{
-      events: rec.config.events,
-      bytes: rec.config.bytes,
+  def put_info(info, %{recorder: rec} = state) do
+    # (another node's ring is kept there: its figures came with its counters)
+    {ring, info} = Map.pop(info, :ring)
+
+    Map.put(
+      info,
+      :recorder,
+      %{
+        events: rec.config.events,
+        bytes: rec.config.bytes,
+        open_calls_bytes: rec.stack_bytes,
+        own: rec.own,
+        triggers: Enum.map(rec.config.on, &trigger_text/1),
+        after: rec.config.after,
+        fired: rec.fired,
+        recording_after: rec.pending != nil,
+        snapshots: length(rec.snapshots),
+        snapshot_bytes: rec.snapshot_bytes,
+        snapshots_taken: rec.taken,
+        snapshots_dropped: rec.dropped,
+        snapshots_failed: rec.failed
+      }
+      |> Map.merge(ring || ring_figures(state.history))
+    )
+  end
+
+  defp ring_figures(history) do
+    %{
       kept: History.size(history),
       kept_bytes: History.bytes(history),
-      open_calls_bytes: rec.stack_bytes,
       memory: History.memory(history),
-      overwritten: History.overwritten(history),
-      own: rec.own,
-      triggers: Enum.map(rec.config.on, &trigger_text/1),
-      after: rec.config.after,
-      fired: rec.fired,
-      recording_after: rec.pending != nil,
-      snapshots: length(rec.snapshots),
-      snapshot_bytes: rec.snapshot_bytes,
-      snapshots_taken: rec.taken,
-      snapshots_dropped: rec.dropped,
-      snapshots_failed: rec.failed
-    })
+      overwritten: History.overwritten(history)
+    }
   end
 
   defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}

@@ -6,8 +6,8 @@ defmodule KinoTrace.Session.Safeguards do
   #
   #   * keeping this session and kino_trace's own processes out of the trace
   #     (KinoTrace.Internal);
-  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Backend.Reaper): the
-  #     trace's BIF patterns, set again in turn on every tick;
+  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Backend.BifWorkaround):
+  #     the trace's BIF patterns, set again in turn on every tick;
   #   * the reload re-apply: one probe per traced module, which tells when a reload
   #     dropped the module's patterns;
   #   * the stack guard (KinoTrace.Session.StackGuard): started with the patterns, sampling on
@@ -18,7 +18,7 @@ defmodule KinoTrace.Session.Safeguards do
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Backend
-  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Backend.BifWorkaround
   alias KinoTrace.Session.StackGuard
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
@@ -53,9 +53,8 @@ defmodule KinoTrace.Session.Safeguards do
   end
 
   @doc """
-  Before the match specs of `functions` are set: the BIF patterns to re-assert, the
-  Reaper checked in before any BIF pattern is set (a step on every module covers BIFs
-  too), and the tracer's loop guard watching the modules with no object file when the
+  Before the match specs of `functions` are set: the BIF patterns to re-assert, checked
+  in before any BIF pattern is set (`KinoTrace.Backend.BifWorkaround.check_in/1`), and the tracer's loop guard watching the modules with no object file when the
   trace has return actions (`returns?`, see `KinoTrace.Session.StackGuard.watch/3`).
   """
   @spec prepare(map(), Functions.t(), boolean()) :: map()
@@ -67,12 +66,7 @@ defmodule KinoTrace.Session.Safeguards do
 
   defp do_prepare(state, functions, returns?) do
     StackGuard.watch(state.backend, functions, returns?)
-    bifs = Functions.bif_steps(functions)
-
-    if bifs != [] or Enum.any?(functions.steps, &match?({{:_, _, _}, _}, &1)),
-      do: Reaper.bif_trace()
-
-    %{state | bifs: bifs}
+    %{state | bifs: BifWorkaround.check_in(functions)}
   end
 
   @doc "Once the match specs of `functions` (for `patterns`) are set: the stack guard and the probes."
@@ -91,42 +85,44 @@ defmodule KinoTrace.Session.Safeguards do
   def removed(state, targets),
     do: %{state | guard: StackGuard.clear(state.guard, targets), bifs: []}
 
-  @doc "Tracing ends: this session out of KinoTrace.Internal, the Reaper told (before the OTP session is destroyed)."
+  @doc "Tracing ends: this session out of KinoTrace.Internal, checked out of the BIF work-around (before the OTP session is destroyed)."
   @spec ending(map()) :: :ok
   def ending(state) do
     if Backend.safeguards?(state.backend) do
       KinoTrace.Internal.remove_session(state.backend.session)
-      # through the reaper: destroying a session must not switch off other traces of BIFs
-      Reaper.bif_trace_ended()
+      # destroying a session must not switch off other traces of BIFs
+      BifWorkaround.check_out()
     end
 
     :ok
   end
 
-  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Backend.Reaper) ---------------------------
+  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Backend.BifWorkaround) ---------------
 
   @doc "Sets `count` of the BIF patterns again, in turn (#{@bifs_per_tick} on a tick)."
   @spec reassert_bifs(map(), non_neg_integer()) :: map()
   def reassert_bifs(state, count \\ @bifs_per_tick)
 
   def reassert_bifs(%{status: :running, bifs: [_ | _] = bifs} = state, count) do
-    if Reaper.bif_bug?(), do: reassert(state, bifs, count), else: state
+    case BifWorkaround.reassert_batch(bifs, state.bif_cursor, count) do
+      nil ->
+        state
+
+      {batch, cursor} ->
+        flags = state.plan.calls.match_flags
+
+        if tracing?(state),
+          do:
+            Backend.run(
+              state.backend,
+              for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]})
+            )
+
+        %{state | bif_cursor: cursor}
+    end
   end
 
   def reassert_bifs(state, _count), do: state
-
-  defp reassert(state, bifs, count) do
-    flags = state.plan.calls.match_flags
-    n = length(bifs)
-    cursor = rem(state.bif_cursor, n)
-    batch = bifs |> Stream.cycle() |> Stream.drop(cursor) |> Enum.take(min(count, n))
-
-    if tracing?(state),
-      do:
-        Backend.run(state.backend, for({mfa, spec} <- batch, do: {:function, [mfa, spec, flags]}))
-
-    %{state | bif_cursor: cursor + length(batch)}
-  end
 
   @doc "Sets every BIF pattern again (another kino_trace session cleared one)."
   @spec reassert_all_bifs(map()) :: map()

@@ -14,7 +14,7 @@ defmodule KinoTrace.Session.Setup do
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Backend
-  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Backend.BifWorkaround
   alias KinoTrace.Session.{Safeguards, StackGuard, Subscribers}
 
   @doc """
@@ -33,7 +33,9 @@ defmodule KinoTrace.Session.Setup do
 
   # The tracer of a trace of another node, started there by kino_trace's agent.
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
-    opts = [agent: plan.options[:agent], pairing: plan.options[:return]]
+    # (a recorder's ring stays on that node: its agent's worker keeps it)
+    ring = plan.record && %{events: plan.record.events, bytes: plan.record.bytes}
+    opts = [agent: plan.options[:agent], ring: ring, pairing: plan.options[:return]]
 
     case Backend.start_remote(self(), state.id, plan.limits, node, opts) do
       {:ok, backend} ->
@@ -159,7 +161,7 @@ defmodule KinoTrace.Session.Setup do
 
   defp install(state, %Plan{calls: calls} = plan) do
     functions = calls.functions
-    # the Reaper's work-around (erlang/otp#10349) and the stack guard are this node's
+    # the BIF work-around (erlang/otp#10349) and the stack guard are this node's
     state = Safeguards.prepare(state, functions, calls.returns != [])
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
@@ -176,7 +178,7 @@ defmodule KinoTrace.Session.Setup do
   def remove_patterns(state) do
     targets = Functions.targets(patterns(state))
     # a BIF's pattern is never cleared: that switches it off in every session (erlang/otp#10349)
-    Backend.run(state.backend, Reaper.untrace_ops(targets, state.plan.calls.match_flags))
+    Backend.run(state.backend, BifWorkaround.untrace_ops(targets, state.plan.calls.match_flags))
     Safeguards.removed(state, targets)
   end
 

@@ -39,6 +39,7 @@ defmodule KinoTrace.Session.StackGuard do
 
   alias KinoTrace.Plan.Functions
   alias KinoTrace.Backend
+  alias KinoTrace.Backend.BifWorkaround
 
   @interval 200
   @rises 3
@@ -216,8 +217,8 @@ defmodule KinoTrace.Session.StackGuard do
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    # (a BIF's pattern is not cleared: see KinoTrace.Backend.Reaper.untrace_ops/2)
-    ops = KinoTrace.Backend.Reaper.untrace_ops(targets, guard.flags)
+    # (a BIF's pattern is not cleared: see KinoTrace.Backend.BifWorkaround.untrace_ops/2)
+    ops = BifWorkaround.untrace_ops(targets, guard.flags)
     Enum.each(ops, fn {fun, args} -> apply(:trace, fun, [session | args]) end)
     guard
   end
@@ -309,7 +310,7 @@ defmodule KinoTrace.Session.StackGuard do
   @spec stop(t() | nil) :: t() | nil
   def stop(%__MODULE__{session: session} = guard) when session != nil do
     targets = if guard.plan, do: Enum.map(guard.plan.steps, &elem(&1, 0)), else: []
-    KinoTrace.Backend.Reaper.destroy(session, targets)
+    BifWorkaround.destroy(session, targets)
     %{guard | session: nil}
   end
 

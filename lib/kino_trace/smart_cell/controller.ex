@@ -34,7 +34,7 @@ defmodule KinoTrace.SmartCell.Controller do
   @type effect :: {:broadcast, String.t(), map()} | {:reply, String.t(), map()}
 
   # Fields whose check depends on others: a change of any of these checks again.
-  @checked ~w(mode patterns processes targets nodes node_names match)
+  @checked ~w(mode patterns processes targets nodes node_names match on_match)
 
   @doc """
   The controller of a cell with saved `attrs` (`%{}` or `nil` for a new cell), in the
@@ -111,7 +111,8 @@ defmodule KinoTrace.SmartCell.Controller do
 
     * `:patterns` - per pattern line, as the widget's pattern editor shows them
       (`KinoTrace.Widget.Payload.pattern_results/2`), or `nil` when the mode has none;
-    * `:processes`, `:nodes`, `:match` - a message for a field that is wrong, else `nil`.
+    * `:processes`, `:nodes`, `:match`, `:on_match` - a message for a field that is
+      wrong, else `nil`.
 
   Processes are looked up here only for a trace of this node alone (on other nodes
   they are names there).
@@ -126,7 +127,8 @@ defmodule KinoTrace.SmartCell.Controller do
       patterns: check_patterns(form),
       processes: check_processes(form),
       nodes: check_nodes(form),
-      match: check_match(form)
+      match: check_match(form),
+      on_match: check_on_match(form)
     }
   end
 
@@ -235,6 +237,20 @@ defmodule KinoTrace.SmartCell.Controller do
   end
 
   defp check_match(_form), do: nil
+
+  # The match trigger of a recorder, as record/2 checks it.
+  defp check_on_match(%{"mode" => "record", "on_match" => text}) do
+    with text when text != "" <- String.trim(text) do
+      KinoTrace.Plan.Record.new!([on: [match: text]], KinoTrace.Plan.Options.validate!([]))
+      nil
+    else
+      _ -> nil
+    end
+  rescue
+    e in ArgumentError -> e.message
+  end
+
+  defp check_on_match(_form), do: nil
 
   # The patterns' bounds are the widget's (one home): over them, the text is refused.
   defp bound("patterns", text) when is_binary(text),

@@ -9,7 +9,7 @@ defmodule KinoTrace.SmartCell.Form do
   #
   # | field             | values                                                      | default   |
   # | ----------------- | ----------------------------------------------------------- | --------- |
-  # | `"mode"`          | `"calls"`, `"messages"`, `"processes"`, `"stats"`           | `"calls"` |
+  # | `"mode"`          | `"calls"`, `"messages"`, `"processes"`, `"stats"`, `"record"` | `"calls"` |
   # | `"patterns"`      | text, one pattern per line (calls and stats)                | `""`      |
   # | `"processes"`     | `"all"`, `"new"`, `"existing"`, `"some"`, `"distributed"`   | `"all"`   |
   # | `"targets"`       | text: names and pids, comma-separated (with `"some"`)       | `""`      |
@@ -23,6 +23,14 @@ defmodule KinoTrace.SmartCell.Form do
   # | `"nodes"`         | `"local"`, `"all"`, `"some"`                                | `"local"` |
   # | `"node_names"`    | text: node names, comma-separated (with `"some"`)           | `""`      |
   # | `"timeout"`       | positive integer (ms) or `nil`                              | `nil`     |
+  # | `"ring_events"`   | positive integer or `nil`: the recorder's ring (record)     | `nil`     |
+  # | `"on_exception"`  | boolean: the exception trigger (record)                     | `false`   |
+  # | `"slower_than"`   | positive integer (ms) or `nil`: the slow-call trigger       | `nil`     |
+  # | `"on_match"`      | text: a call pattern, the match trigger (record)            | `""`      |
+  # | `"after"`         | positive integer or `nil`: events after a trigger (record)  | `nil`     |
+  #
+  # `"record"` is a flight recorder (`Kino.Trace.record/2`) of the calls the patterns
+  # name, with the calls' fields and its triggers as fields.
   #
   # `"distributed"` (every message that crosses to or from another node) is for messages
   # only. The defaults are those of `KinoTrace.Plan.Options.defaults/0`: a form left as it is
@@ -31,7 +39,7 @@ defmodule KinoTrace.SmartCell.Form do
   @typedoc "The form: every field of the table above, by its string name."
   @type t :: %{String.t() => String.t() | boolean() | pos_integer() | nil}
 
-  @modes ~w(calls messages processes stats)
+  @modes ~w(calls messages processes stats record)
   @processes ~w(all new existing some distributed)
   @nodes ~w(local all some)
 
@@ -53,7 +61,12 @@ defmodule KinoTrace.SmartCell.Form do
     "rate_period" => 1_000,
     "nodes" => "local",
     "node_names" => "",
-    "timeout" => nil
+    "timeout" => nil,
+    "ring_events" => nil,
+    "on_exception" => false,
+    "slower_than" => nil,
+    "on_match" => "",
+    "after" => nil
   }
 
   @doc """
@@ -68,7 +81,7 @@ defmodule KinoTrace.SmartCell.Form do
       iex> form["limit"]
       1000
       iex> KinoTrace.SmartCell.Form.put(form, "mode", "everything")
-      {:error, "mode: expected one of calls, messages, processes, stats, got: \\"everything\\""}
+      {:error, "mode: expected one of calls, messages, processes, stats, record, got: \\"everything\\""}
   """
   @spec defaults() :: t()
   def defaults, do: @defaults
@@ -118,9 +131,16 @@ defmodule KinoTrace.SmartCell.Form do
 
   def put(_form, field, _value), do: {:error, "unknown field #{inspect(field)}"}
 
-  @doc "The attrs to save: the form itself (JSON-friendly)."
+  # (saved only when set: the attrs of a cell saved before they existed stay the same)
+  @record_fields ~w(ring_events on_exception slower_than on_match after)
+
+  @doc "The attrs to save: the form itself (JSON-friendly), a recorder's fields when set."
   @spec to_attrs(t()) :: map()
-  def to_attrs(form), do: Map.take(form, fields())
+  def to_attrs(form) do
+    form
+    |> Map.take(fields())
+    |> Map.reject(fn {field, value} -> field in @record_fields and value == @defaults[field] end)
+  end
 
   ## Casting
 
@@ -128,16 +148,17 @@ defmodule KinoTrace.SmartCell.Form do
   defp cast("processes", value), do: one_of("processes", value, @processes)
   defp cast("nodes", value), do: one_of("nodes", value, @nodes)
 
-  defp cast(field, value) when field in ~w(return exceptions caller) do
+  defp cast(field, value) when field in ~w(return exceptions caller on_exception) do
     if is_boolean(value), do: {:ok, value}, else: invalid(field, "true or false", value)
   end
 
-  defp cast(field, value) when field in ~w(limit rate_count timeout),
-    do: count(field, value, true)
+  defp cast(field, value)
+       when field in ~w(limit rate_count timeout ring_events slower_than after),
+       do: count(field, value, true)
 
   defp cast("rate_period", value), do: count("rate_period", value, false)
 
-  defp cast(field, value) when field in ~w(patterns targets match node_names) do
+  defp cast(field, value) when field in ~w(patterns targets match node_names on_match) do
     cond do
       not is_binary(value) ->
         invalid(field, "a text", value)

@@ -29,6 +29,9 @@ defmodule KinoTrace.SmartCell.Source do
       iex> KinoTrace.SmartCell.Source.to_source(%{"mode" => "stats", "patterns" => "Enum\\n# off\\n:ets"})
       ~S|Kino.Trace.stats(["Enum", ":ets"])|
 
+      iex> KinoTrace.SmartCell.Source.to_source(%{"mode" => "record", "patterns" => "MyApp.Orders", "on_exception" => true, "after" => 100})
+      ~S|Kino.Trace.record(["MyApp.Orders"], on: [exception: true], after: 100)|
+
   A text field that does not read (see `KinoTrace.SmartCell.Names`) is written as a
   `raise` with the reason, so evaluating the cell says what is wrong:
 
@@ -74,6 +77,25 @@ defmodule KinoTrace.SmartCell.Source do
         ] ++ limits(form) ++ [nodes: nodes, timeout: form["timeout"]]
 
       {:ok, {:calls, [patterns(form)], compact(opts)}}
+    end
+  end
+
+  # A flight recorder: the calls' options, its ring and its triggers.
+  defp call(%{"mode" => "record"} = form) do
+    with {:ok, {:calls, args, opts}} <- call(%{form | "mode" => "calls"}) do
+      match = String.trim(form["on_match"])
+
+      on =
+        compact(
+          exception: form["on_exception"] || nil,
+          slower_than: form["slower_than"],
+          match: if(match != "", do: match)
+        )
+
+      record =
+        compact(events: form["ring_events"], on: if(on != [], do: on), after: form["after"])
+
+      {:ok, {:record, args, record ++ opts}}
     end
   end
 

@@ -46,15 +46,17 @@ defmodule KinoTrace.Stats.Options do
   @doc """
   The plan of the trace that measures durations (`latency: true`, else `nil`): calls and
   returns of the same functions in the same processes, with their distributions kept as
-  its events are decoded (`latency: true` of a trace) and nothing else (one event
-  kept, terms cut to the least).
+  its events are decoded (`latency: true` of a trace), also per process (for the
+  widget's drill-down: `latency_by_process: true`, put in the plan's options here, no
+  option of a trace), and nothing else (one event kept, terms cut to the least).
   """
   @spec latency_plan(term(), keyword()) :: Kino.Trace.Plan.t() | nil
   def latency_plan(patterns, opts) do
     if opts[:latency] do
       same = Keyword.take(opts, [:pids, :children, :local, :force, :nodes])
       cut = [latency: true, history: 1, max_depth: 1, max_items: 1, max_binary: 1]
-      Kino.Trace.Plan.new!([calls: patterns], same ++ cut)
+      plan = Kino.Trace.Plan.new!([calls: patterns], same ++ cut)
+      %{plan | options: Keyword.put(plan.options, :latency_by_process, true)}
     end
   end
 

@@ -27,7 +27,7 @@ defmodule KinoTrace.Stats.Server do
 
   alias Kino.Trace.Stats.Snapshot
   alias KinoTrace.Backend
-  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Backend.BifWorkaround
   alias KinoTrace.Latency
   alias KinoTrace.Stats.Options
 
@@ -83,9 +83,7 @@ defmodule KinoTrace.Stats.Server do
           # kino_trace's own processes (sessions, printers, widgets) are never counted
           if local, do: KinoTrace.Internal.add_session(local.backend.session)
 
-          if local &&
-               Enum.any?(local.mfas, fn {m, f, a} -> KinoTrace.Base.Bifs.bif?(m, f, a) end),
-             do: Reaper.bif_trace()
+          if local, do: BifWorkaround.check_in(local.mfas)
 
           Enum.each(state.parts, &set_counters(&1, true, state.counters))
           # the trace of durations starts once this server is up (KinoTrace.Starter
@@ -259,7 +257,7 @@ defmodule KinoTrace.Stats.Server do
 
     if state.session do
       KinoTrace.Internal.remove_session(state.session)
-      Reaper.bif_trace_ended()
+      BifWorkaround.check_out()
     end
 
     # (An agent that did not answer is not waited for again: its worker ends with this
@@ -318,16 +316,14 @@ defmodule KinoTrace.Stats.Server do
     now = now()
 
     # (a trace of durations that ended, its process gone, has none: the rows have nil)
-    latency =
-      with %{} = trace <- state.latency_trace do
-        case KinoTrace.Client.try_latency(trace) do
-          {:ok, %Latency{} = kept} -> Latency.report(kept)
-          _ended -> %{}
-        end
-      end
+    latency = state.latency_trace && kept_latency(state.latency_trace, :try_latency)
+
+    processes =
+      state.latency_trace && kept_latency(state.latency_trace, :try_latency_processes)
 
     Snapshot.build(raw,
       latency: latency,
+      latency_processes: processes,
       id: state.id,
       patterns: state.patterns,
       time?: state.opts[:time],
@@ -335,6 +331,15 @@ defmodule KinoTrace.Stats.Server do
       taken_at: System.os_time(:microsecond),
       elapsed_us: System.convert_time_unit(now - state.reset_at, :native, :microsecond)
     )
+  end
+
+  # A report of what the trace of durations keeps (by function, or by function and
+  # process), %{} once it has ended.
+  defp kept_latency(trace, ask) do
+    case apply(KinoTrace.Client, ask, [trace]) do
+      {:ok, %Latency{} = kept} -> Latency.report(kept)
+      _ended -> %{}
+    end
   end
 
   defp now, do: System.monotonic_time()

@@ -44,7 +44,10 @@ defmodule KinoTrace.Tracer.Decoder do
   #   8. **`pairing: false`** (a trace without return values): no frames, every event at
   #      depth 0; callers are still noted.
 
+  import KinoTrace.Tracer.RawEvent, only: [raw_event: 2]
+
   alias Kino.Trace.Event
+  alias KinoTrace.Tracer.RawEvent
 
   # Open calls kept per process (deeper ones are forgotten), and processes tracked.
   @max_stack 512
@@ -146,9 +149,9 @@ defmodule KinoTrace.Tracer.Decoder do
   def take_callers(decoder), do: {Map.keys(decoder.callers), %{decoder | callers: %{}}}
 
   @doc """
-  Decodes a batch of raw events. They come in admission order (each process's events
-  in its own order) and are ordered by timestamp within the batch. A raw event without
-  a drop mark (9 elements) has mark 0.
+  Decodes a batch of raw events (`KinoTrace.Tracer.RawEvent`). They come in admission
+  order (each process's events in its own order) and are ordered by timestamp within the
+  batch. A raw event without a drop mark (9 elements) has mark 0.
 
   A process whose drop mark changed may have lost events: its open calls are forgotten.
 
@@ -186,16 +189,29 @@ defmodule KinoTrace.Tracer.Decoder do
   def decode(decoder, raw, %{names: names, time_offset: offset}),
     do: decode_batch(%{decoder | time_offset: offset, batch_names: names}, raw)
 
+  @time RawEvent.position(:time)
+  @size RawEvent.size()
+
   defp decode_batch(decoder, raw) do
     # Events already come in each process's order; the stable sort by timestamp (which
     # keeps that order) only interleaves the processes of a batch by time.
-    Enum.map_reduce(:lists.keysort(3, raw), decoder, &decode_one/2)
+    Enum.map_reduce(:lists.keysort(@time, raw), decoder, &decode_one/2)
   end
 
-  defp decode_one({tag, pid, mono, sched, m, f, a, first, second}, decoder),
-    do: decode_one({tag, pid, mono, sched, m, f, a, first, second, 0}, decoder)
-
-  defp decode_one({tag, pid, mono, sched, m, f, a, first, second, mark}, decoder) do
+  defp decode_one(
+         raw_event(tag,
+           pid: pid,
+           time: mono,
+           scheduler: sched,
+           module: m,
+           function: f,
+           arity: a,
+           first: first,
+           second: second,
+           mark: mark
+         ),
+         decoder
+       ) do
     {name, decoder} = name_of(decoder, pid)
 
     event = %Event{
@@ -212,6 +228,9 @@ defmodule KinoTrace.Tracer.Decoder do
     {event, decoder} = check_mark(decoder, event, mark)
     fill(tag, event, {undefined_to_nil(m), undefined_to_nil(f), a}, first, second, mark, decoder)
   end
+
+  defp decode_one(raw, decoder) when tuple_size(raw) == @size - 1,
+    do: decode_one(RawEvent.complete(raw), decoder)
 
   # The process's drop mark changed since its open calls were made (`marks`, kept for
   # processes with open calls, 0 when absent): it may have lost events (a return among
@@ -245,46 +264,36 @@ defmodule KinoTrace.Tracer.Decoder do
 
     decoder = if framed?, do: note_caller(decoder, pid), else: decoder
 
-    if decoder.pairing do
-      # Per process: {depth, n, frames}, frames newest first, n of them (at most
-      # @max_stack); depth counts forgotten frames too, up to @max_stack.
-      {depth, n, frames} = Map.get(decoder.stacks, pid, {0, 0, []})
+    # Per process: {depth, n, frames}, frames newest first, n of them (at most
+    # @max_stack); depth counts forgotten frames too, up to @max_stack. Without pairing
+    # every call is at depth 0.
+    {depth, n, frames} =
+      if decoder.pairing, do: Map.get(decoder.stacks, pid, {0, 0, []}), else: {0, 0, []}
 
-      event = %{
-        event
-        | kind: :call,
-          module: m,
-          function: f,
-          arity: a,
-          args: args,
-          caller: caller(caller),
-          depth: depth
-      }
+    event = %{
+      event
+      | kind: :call,
+        module: m,
+        function: f,
+        arity: a,
+        args: args,
+        caller: caller(caller),
+        depth: depth
+    }
 
-      if framed? do
-        frames = [{event.id, event.monotonic, mfa} | frames]
-        depth = min(depth + 1, @max_stack)
+    if decoder.pairing and framed? do
+      frames = [{event.id, event.monotonic, mfa} | frames]
+      depth = min(depth + 1, @max_stack)
 
-        stack =
-          if n + 1 > @max_stack,
-            do: {depth, @keep_frames, Enum.take(frames, @keep_frames)},
-            else: {depth, n + 1, frames}
+      stack =
+        if n + 1 > @max_stack,
+          do: {depth, @keep_frames, Enum.take(frames, @keep_frames)},
+          else: {depth, n + 1, frames}
 
-        decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
-        {event, put_stack(decoder, pid, stack)}
-      else
-        {event, decoder}
-      end
+      decoder = if n == 0, do: put_mark(decoder, pid, mark), else: decoder
+      {event, put_stack(decoder, pid, stack)}
     else
-      {%{
-         event
-         | kind: :call,
-           module: m,
-           function: f,
-           arity: a,
-           args: args,
-           caller: caller(caller)
-       }, decoder}
+      {event, decoder}
     end
   end
 

@@ -11,6 +11,8 @@ defmodule KinoTrace.Widget.Buffer do
   # It is a plain data structure: the caller keeps the time (`System.monotonic_time/1`
   # in milliseconds) and arms its own timer for `due_in/2` milliseconds.
 
+  alias KinoTrace.Options
+
   @enforce_keys [:interval, :max_batch, :max_pending]
   defstruct [
     :interval,
@@ -35,9 +37,9 @@ defmodule KinoTrace.Widget.Buffer do
   @doc """
   A new, empty buffer.
 
-  Options: `:interval` (ms between pushes, default 100, so at most 10 pushes a second),
-  `:max_batch` (events per push, default 1 000), `:max_pending` (events held, default
-  10 000).
+  Options (`options/0`): `:interval` (ms between pushes, default 100, so at most 10
+  pushes a second), `:max_batch` (events per push, default 1 000), `:max_pending`
+  (events held, default 10 000). A bad option raises an `ArgumentError` naming it.
 
   ## Examples
 
@@ -59,8 +61,20 @@ defmodule KinoTrace.Widget.Buffer do
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
-    opts = Keyword.validate!(opts, interval: 100, max_batch: 1_000, max_pending: 10_000)
+    opts = Options.validate!(opts, options())
     struct!(__MODULE__, opts)
+  end
+
+  @doc """
+  The options of `new/1`, their defaults and checks (`KinoTrace.Options`).
+
+      iex> KinoTrace.Widget.Buffer.new(max_batch: 0)
+      ** (ArgumentError) invalid value for :max_batch: expected a positive integer, got: 0
+  """
+  @spec options() :: Options.schema()
+  def options do
+    count = Options.pos_integer()
+    [interval: {100, count}, max_batch: {1_000, count}, max_pending: {10_000, count}]
   end
 
   @doc "Adds events (in order) to the buffer, dropping the oldest beyond `:max_pending`."

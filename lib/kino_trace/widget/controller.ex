@@ -31,14 +31,16 @@ defmodule KinoTrace.Widget.Controller do
   # (see `KinoTrace.Widget.Payload.full/2`), `"completions"` (see
   # `KinoTrace.Widget.Payload.completions/1`) and `"mermaid"` (see
   # `KinoTrace.Widget.Payload.mermaid/1`, or `%{error: message}`), `"flame"`
-  # (`KinoTrace.Widget.FlamePayload`) and, at most once a tick when calls came,
-  # `"latency"` (`KinoTrace.Widget.LatencyPayload`).
+  # (`KinoTrace.Widget.FlamePayload`), `"slow_calls"` (`KinoTrace.Widget.SlowPayload.reply/4`)
+  # and, at most once a tick when calls came, `"latency"`
+  # (`KinoTrace.Widget.LatencyPayload`, with the trace's slow-call counts).
   #
   # Events from the browser: `"set_patterns"` (`%{"patterns" => [line]}`), `"pause"`,
   # `"resume"`, `"stop"`, `"clear"`, `"get_term"` (`%{"id" => id}`), `"complete"`
   # (`%{"text" => line_up_to_the_cursor, "seq" => n}`), `"get_mermaid"`
   # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
-  # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`). A `"set_patterns"`
+  # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`),
+  # `"get_slow_calls"` (`%{"mfa" => "Mod.fun/arity"}`: a Stats tab row's slow calls). A `"set_patterns"`
   # event is bounded (`KinoTrace.Pattern.Edit.bounds/0`: so many lines, bytes per line
   # and bytes in all);
   # a larger one is refused as a whole and answered with a `"patterns"` reply whose
@@ -58,7 +60,16 @@ defmodule KinoTrace.Widget.Controller do
   alias KinoTrace.Client
   alias KinoTrace.Render.Pairs
   alias KinoTrace.Tracer.Aliases
-  alias KinoTrace.Widget.{Buffer, FlamePayload, LatencyPayload, Lifeline, Payload, Store}
+
+  alias KinoTrace.Widget.{
+    Buffer,
+    FlamePayload,
+    LatencyPayload,
+    Lifeline,
+    Payload,
+    SlowPayload,
+    Store
+  }
 
   defstruct [
     :trace,
@@ -107,7 +118,7 @@ defmodule KinoTrace.Widget.Controller do
     controller = %__MODULE__{
       trace: trace,
       buffer: Buffer.new(Keyword.take(opts, [:interval, :max_batch, :max_pending])),
-      store: Store.new(max_events: opts[:keep]),
+      store: Store.new(capacity: opts[:keep]),
       limits: Keyword.take(opts, [:limit, :printable_limit, :max_chars]),
       history: min(opts[:history], opts[:keep]),
       browser: Keyword.take(opts, [:max_entries, :sequence_rows])
@@ -209,7 +220,14 @@ defmodule KinoTrace.Widget.Controller do
     previous = controller.last_counters
     {counters, controller} = counters(controller)
     effects = if counters != previous, do: [{:broadcast, "counters", counters}], else: []
-    {latency, l} = LatencyPayload.tick(controller.latency)
+
+    # (the count of slow calls the trace keeps, for the Stats tab's links)
+    slow = fn ->
+      [slow: if(not controller.ended?, do: SlowPayload.kept_counts(controller.trace))]
+    end
+
+    {latency, l} = LatencyPayload.tick(controller.latency, slow)
+
     controller = %{controller | latency: l}
     ticks = if controller.ended?, do: [], else: [{:send_after, :tick, @tick_ms}]
     {:ok, effects ++ latency ++ ticks, controller}
@@ -269,7 +287,7 @@ defmodule KinoTrace.Widget.Controller do
           %{
             id: id,
             error:
-              "this event is no longer kept (the widget keeps the last #{controller.store.max_events})"
+              "this event is no longer kept (the widget keeps the last #{controller.store.capacity})"
           }
       end
 
@@ -286,7 +304,15 @@ defmodule KinoTrace.Widget.Controller do
   end
 
   def handle_event(%__MODULE__{} = controller, "get_flame", request) do
-    {[{:reply, "flame", FlamePayload.reply(Store.events(controller.store, :all), request)}], controller}
+    {[{:reply, "flame", FlamePayload.reply(Store.events(controller.store, :all), request)}],
+     controller}
+  end
+
+  def handle_event(%__MODULE__{} = controller, "get_slow_calls", request) do
+    events = fn -> Store.events(controller.store, :all) end
+    kept = if not controller.ended?, do: SlowPayload.kept(controller.trace)
+    reply = SlowPayload.reply(kept, events, request, controller.limits)
+    {[{:reply, "slow_calls", reply}], controller}
   end
 
   def handle_event(%__MODULE__{} = controller, _event, _payload), do: {[], controller}
@@ -301,19 +327,18 @@ defmodule KinoTrace.Widget.Controller do
       {"a positive integer or :infinity",
        &(&1 == :infinity or KinoTrace.Options.pos_integer?(&1))}
 
-    [
-      interval: {100, count},
-      max_batch: {1_000, count},
-      max_pending: {10_000, count},
-      keep: {10_000, count},
-      history: {5_000, count},
-      limit: {20, inspect_limit},
-      printable_limit: {120, inspect_limit},
-      max_chars: {400, count},
-      max_entries: {200_000, count},
-      sequence_rows: {4_000, count},
-      lifeline: {true, KinoTrace.Options.boolean()}
-    ]
+    # the buffer's options are its own; keep: is the store's capacity
+    Buffer.options() ++
+      [
+        keep: Keyword.fetch!(Store.options(), :capacity),
+        history: {5_000, count},
+        limit: {20, inspect_limit},
+        printable_limit: {120, inspect_limit},
+        max_chars: {400, count},
+        max_entries: {200_000, count},
+        sequence_rows: {4_000, count},
+        lifeline: {true, KinoTrace.Options.boolean()}
+      ]
   end
 
   defp set_patterns(controller, lines) do
@@ -339,7 +364,7 @@ defmodule KinoTrace.Widget.Controller do
       [] ->
         %{
           error:
-            "these events are no longer kept (the widget keeps the last #{controller.store.max_events})"
+            "these events are no longer kept (the widget keeps the last #{controller.store.capacity})"
         }
 
       events ->

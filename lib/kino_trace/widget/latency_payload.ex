@@ -6,8 +6,13 @@ defmodule KinoTrace.Widget.LatencyPayload do
   # (at most `:max_batch` events an `:interval`) and the columns count the calls the tab
   # counts; and the JSON-able `"latency"` payload made of them:
   #
-  #   %{rows: [%{mfa, latency, processes: [%{pid, latency}], processes_omitted}],
+  #   %{rows: [%{mfa, latency, processes: [%{pid, latency}], processes_omitted, slow}],
   #     rows_omitted}
+  #
+  # `slow`: how many slow calls of the function the trace keeps (`slowest:`,
+  # `slower_than:`; KinoTrace.Widget.SlowPayload.keyed/1), the count its Stats tab row
+  # links to; `nil` when the trace keeps none (the link then finds them in the events
+  # the widget keeps).
   #
   # `mfa` reads as the log rows' (`Mod.fun/1`), `latency` as
   # `KinoTrace.Widget.StatsPayload.latency/1` makes it (µs, at most 24 histogram bars).
@@ -44,13 +49,16 @@ defmodule KinoTrace.Widget.LatencyPayload do
 
   @doc """
   The widget's tick: `{[{:broadcast, "latency", payload}], l}` when calls came since the
-  last one (or `changed/1` asked for it), else `{[], l}`.
+  last one (or `changed/1` asked for it), else `{[], l}`. `opts_fun` gives the
+  payload's options (`payload/2`), called only for a push.
   """
-  @spec tick(t()) :: {[{:broadcast, String.t(), map()}], t()}
-  def tick(%__MODULE__{changed?: true} = l),
-    do: {[{:broadcast, "latency", payload(l)}], %{l | changed?: false}}
+  @spec tick(t(), (-> keyword())) :: {[{:broadcast, String.t(), map()}], t()}
+  def tick(l, opts_fun \\ fn -> [] end)
 
-  def tick(%__MODULE__{} = l), do: {[], l}
+  def tick(%__MODULE__{changed?: true} = l, opts_fun),
+    do: {[{:broadcast, "latency", payload(l, opts_fun.())}], %{l | changed?: false}}
+
+  def tick(%__MODULE__{} = l, _opts_fun), do: {[], l}
 
   @doc "Asks for a payload at the next tick (a browser connected)."
   @spec changed(t()) :: t()
@@ -69,11 +77,16 @@ defmodule KinoTrace.Widget.LatencyPayload do
       iex> %{rows: [row]} = LatencyPayload.new() |> LatencyPayload.add(events) |> LatencyPayload.payload()
       iex> {row.mfa, row.latency.p50, Enum.map(row.processes, &{&1.pid, &1.latency.count})}
       {"M.f/0", 5.0, [{"#PID<0.250.0>", 1}]}
+
+  Options: `:rows` (default 500) and `:processes` (default 20), the bounds; `:slow`,
+  the trace's slow-call counts by key (`KinoTrace.Widget.SlowPayload.keyed/1`; default
+  `nil`, it keeps none).
   """
   @spec payload(t(), keyword()) :: map()
   def payload(%__MODULE__{} = l, opts \\ []) do
     max_rows = Keyword.get(opts, :rows, 500)
     max_processes = Keyword.get(opts, :processes, 20)
+    slow = Keyword.get(opts, :slow)
 
     by_process =
       l.processes
@@ -95,8 +108,11 @@ defmodule KinoTrace.Widget.LatencyPayload do
             |> Enum.sort_by(fn {pid, r} -> {-(r.count + r.exceptions.count + r.unknown), pid} end)
             |> Enum.split(max_processes)
 
+          key = MFA.to_string(mfa)
+
           %{
-            mfa: MFA.to_string(mfa),
+            mfa: key,
+            slow: slow && Map.get(slow, key, 0),
             latency: StatsPayload.latency(report),
             processes:
               for({pid, r} <- procs, do: %{pid: inspect(pid), latency: StatsPayload.latency(r)}),

@@ -10,7 +10,11 @@ defmodule KinoTrace.Widget.StatsPayload do
 
   alias Kino.Trace.Stats.{Row, Snapshot}
 
-  @typedoc "One process in a row's drill-down; shares are of the row's totals."
+  @typedoc """
+  One process in a row's drill-down; shares are of the row's totals. `latency`: its
+  calls' distribution (`t:latency/0`) when the session measures it (`latency: true`),
+  else `nil`.
+  """
   @type process :: %{
           pid: String.t(),
           name: String.t() | nil,
@@ -18,7 +22,8 @@ defmodule KinoTrace.Widget.StatsPayload do
           time_us: non_neg_integer() | nil,
           time_share: float() | nil,
           memory_words: non_neg_integer() | nil,
-          memory_share: float() | nil
+          memory_share: float() | nil,
+          latency: latency() | nil
         }
 
   @typedoc "One function; shares are of the snapshot's totals (0.0 to 1.0)."
@@ -50,23 +55,16 @@ defmodule KinoTrace.Widget.StatsPayload do
   (`[low_us, count]`, adjacent buckets added up), and the exceptions' `count`, `p50`,
   `p99` and `max`.
   """
-  @type latency :: %{
-          count: non_neg_integer(),
-          unknown: non_neg_integer(),
-          min: float() | nil,
-          p50: float() | nil,
-          p90: float() | nil,
-          p99: float() | nil,
-          p999: float() | nil,
-          max: float() | nil,
-          histogram: [[number()]],
-          exceptions: %{
-            count: non_neg_integer(),
-            p50: float() | nil,
-            p99: float() | nil,
-            max: float() | nil
-          }
-        }
+  @type latency ::
+          KinoTrace.Latency.report(
+            [[number()]],
+            %{
+              count: non_neg_integer(),
+              p50: float() | nil,
+              p99: float() | nil,
+              max: float() | nil
+            }
+          )
 
   @type t :: %{
           id: pos_integer() | nil,
@@ -101,7 +99,7 @@ defmodule KinoTrace.Widget.StatsPayload do
       iex> {top.key, top.calls, top.time_us, top.per_call_us, top.time_share}
       {"Enum.map/2", 2, 300, 150.0, 0.75}
       iex> hd(top.processes)
-      %{pid: "#PID<0.4242.0>", name: nil, calls: 2, time_us: 300, time_share: 1.0, memory_words: 8, memory_share: 1.0}
+      %{pid: "#PID<0.4242.0>", name: nil, calls: 2, time_us: 300, time_share: 1.0, memory_words: 8, memory_share: 1.0, latency: nil}
 
   Options:
 
@@ -201,7 +199,8 @@ defmodule KinoTrace.Widget.StatsPayload do
       time_us: p.time_us,
       time_share: share(p.time_us, row.time_us),
       memory_words: p.memory_words,
-      memory_share: share(p.memory_words, row.memory_words)
+      memory_share: share(p.memory_words, row.memory_words),
+      latency: latency(p[:latency])
     }
   end
 

@@ -4,24 +4,29 @@ defmodule KinoTrace.Widget.Store do
   # browser that (re)connects, and the events themselves, so a row's full terms can be
   # rendered when the user expands it.
   #
-  # At most `:max_events` events are kept (default 10 000); older ones are forgotten.
+  # At most `:capacity` events are kept (default 10 000, the widget's `keep:`); older
+  # ones are forgotten. (Not `:max_events`, which names a trace's limit of events.)
 
-  defstruct max_events: 10_000, ids: :queue.new(), entries: %{}, size: 0
+  alias KinoTrace.Options
+
+  @enforce_keys [:capacity]
+  defstruct [:capacity, ids: :queue.new(), entries: %{}, size: 0]
 
   @type t :: %__MODULE__{
-          max_events: pos_integer(),
+          capacity: pos_integer(),
           ids: :queue.queue(),
           entries: %{optional(term()) => {map(), term()}},
           size: non_neg_integer()
         }
 
   @doc """
-  A new, empty store. Option: `:max_events` (default 10 000).
+  A new, empty store. Option: `:capacity`, the events kept (default 10 000). A bad
+  option raises an `ArgumentError` naming it.
 
   ## Examples
 
       iex> alias KinoTrace.Widget.Store
-      iex> store = Store.new(max_events: 2)
+      iex> store = Store.new(capacity: 2)
       iex> store = Store.add(store, [{%{id: 1}, :e1}, {%{id: 2}, :e2}, {%{id: 3}, :e3}])
       iex> Store.rows(store)
       [%{id: 2}, %{id: 3}]
@@ -32,9 +37,18 @@ defmodule KinoTrace.Widget.Store do
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
-    opts = Keyword.validate!(opts, max_events: 10_000)
-    %__MODULE__{max_events: opts[:max_events]}
+    opts = Options.validate!(opts, options())
+    %__MODULE__{capacity: opts[:capacity]}
   end
+
+  @doc """
+  The options of `new/1`, their defaults and checks (`KinoTrace.Options`).
+
+      iex> KinoTrace.Widget.Store.new(capacity: 0)
+      ** (ArgumentError) invalid value for :capacity: expected a positive integer, got: 0
+  """
+  @spec options() :: Options.schema()
+  def options, do: [capacity: {10_000, Options.pos_integer()}]
 
   @doc "Adds `{row, event}` pairs, oldest first; each row has an `:id` (a known id is skipped)."
   @spec add(t(), [{map(), term()}]) :: t()
@@ -96,9 +110,9 @@ defmodule KinoTrace.Widget.Store do
 
   @doc "Forgets everything (the widget's clear button)."
   @spec clear(t()) :: t()
-  def clear(%__MODULE__{} = store), do: new(max_events: store.max_events)
+  def clear(%__MODULE__{} = store), do: new(capacity: store.capacity)
 
-  defp trim(%{size: size, max_events: max} = store) when size <= max, do: store
+  defp trim(%{size: size, capacity: max} = store) when size <= max, do: store
 
   defp trim(store) do
     {{:value, id}, ids} = :queue.out(store.ids)

@@ -498,6 +498,46 @@ defmodule Kino.Trace.RecordTest do
         Trace.stop(rec)
       end
 
+      @tag tracer: tracer, capture_log: true
+      test "an after-window of events closes when they never come: the process died (#{tracer})",
+           %{tracer: tracer} do
+        tracer(tracer)
+
+        pid =
+          spawn(fn ->
+            receive do: (:go -> Orders.handle(fn -> Orders.fail("crashed") end))
+          end)
+
+        ref = Process.monitor(pid)
+
+        rec =
+          Trace.record(["KinoTraceTest.RecordOrders"],
+            pids: pid,
+            on: [exception: true],
+            after: 50
+          )
+
+        send(pid, :go)
+        assert_receive {:DOWN, ^ref, :process, ^pid, {%ArgumentError{}, _}}, 5_000
+        :ok = Trace.flush(rec)
+
+        # nothing more is traced: the window freezes anyway, 5 s after its trigger
+        [snap] =
+          Helpers.wait_until(
+            fn -> match?([_], Trace.snapshots(rec)) && Trace.snapshots(rec) end,
+            3_000,
+            fn -> "no snapshot: #{inspect(Trace.info(rec).recorder)}" end
+          )
+
+        info = Trace.info(snap).snapshot
+        assert %{trigger: :exception, pid: ^pid} = info
+        assert %{kind: :exception, function: :handle} = List.last(Trace.events(snap))
+        refute Trace.info(rec).recorder.recording_after
+        # (generous: the bound plus a loaded machine's delays)
+        assert info.taken_at - info.trigger_time < 30_000_000
+        Trace.stop(rec)
+      end
+
       @tag tracer: tracer
       test "the open calls kept for triggers stay within a quarter of the ring's bytes (#{tracer})",
            %{tracer: tracer} do

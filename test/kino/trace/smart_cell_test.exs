@@ -221,6 +221,64 @@ defmodule Kino.Trace.SmartCellTest do
       end
     end
 
+    test "record: a recorder of the patterns with its ring and triggers; it runs as the form says" do
+      attrs = %{
+        "mode" => "record",
+        "patterns" => "KinoTraceTest.Sample.Math",
+        "processes" => "some",
+        "targets" => ":kino_trace_sc_named",
+        "ring_events" => 5_000,
+        "on_exception" => true,
+        "slower_than" => 200,
+        "on_match" => "KinoTraceTest.Sample.Math.double(n) when n > 1000",
+        "after" => 10
+      }
+
+      code = source(attrs)
+
+      assert code ==
+               Enum.join(
+                 [
+                   ~S|Kino.Trace.record(["KinoTraceTest.Sample.Math"],|,
+                   ~S|  events: 5_000,|,
+                   ~S|  on: [|,
+                   ~S|    exception: true,|,
+                   ~S|    slower_than: 200,|,
+                   ~S|    match: "KinoTraceTest.Sample.Math.double(n) when n > 1000"|,
+                   ~S|  ],|,
+                   ~S|  after: 10,|,
+                   ~S|  pids: :kino_trace_sc_named|,
+                   ~S|)|
+                 ],
+                 "\n"
+               )
+
+      rec = evaluate(code)
+
+      try do
+        r = Kino.Trace.info(rec).recorder
+        assert {r.events, r.after} == {5_000, {:events, 10}}
+
+        assert r.triggers == [
+                 exception: true,
+                 slower_than: 200,
+                 match: "KinoTraceTest.Sample.Math.double(n) when n > 1000"
+               ]
+
+        assert plan(rec).options[:pids] == :kino_trace_sc_named
+      after
+        Kino.Trace.stop(rec)
+      end
+
+      # left as they are, the record fields add nothing; the calls' options are written
+      assert source(%{"mode" => "record", "patterns" => "Enum.sum/1", "return" => false}) ==
+               ~S|Kino.Trace.record(["Enum.sum/1"], return: false)|
+
+      # and the calls mode writes none of them
+      assert source(Map.put(attrs, "mode", "calls")) =~ ~r/^Kino.Trace.calls\(/
+      refute source(Map.put(attrs, "mode", "calls")) =~ "on:"
+    end
+
     test "patterns are strings, escaped; argument patterns and guards are kept as written" do
       lines = [~S|Map.get(_, "a\"b")|, "Enum.map(list, _) when length(list) > 100"]
       code = source(%{"patterns" => Enum.join(lines, "\n")})
@@ -448,7 +506,12 @@ defmodule Kino.Trace.SmartCellTest do
           "rate_period" => 3,
           "nodes" => "some",
           "node_names" => "a@b, c@d",
-          "timeout" => 4
+          "timeout" => 4,
+          "ring_events" => 5,
+          "on_exception" => true,
+          "slower_than" => 6,
+          "on_match" => "Enum.sum(_)",
+          "after" => 7
         }
       ]
 
@@ -645,6 +708,14 @@ defmodule Kino.Trace.SmartCellTest do
                "invalid message pattern"
 
       assert check.(%{"mode" => "calls", "match" => "{:ok,"}).match == nil
+
+      # a recorder's match trigger, as record/2 checks it
+      assert check.(%{"mode" => "record", "on_match" => "Enum.sum(list)"}).on_match == nil
+
+      assert check.(%{"mode" => "record", "on_match" => "Enum.smu(list)"}).on_match =~
+               "did you mean Enum.sum/1"
+
+      assert check.(%{"mode" => "calls", "on_match" => "Enum.smu(list)"}).on_match == nil
       assert check.(%{"mode" => "messages"}).patterns == nil
     end
 

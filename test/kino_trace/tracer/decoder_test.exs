@@ -5,6 +5,7 @@ defmodule KinoTrace.Tracer.DecoderTest do
   alias KinoTrace.Tracer.Decoder
 
   doctest Decoder
+  doctest KinoTrace.Tracer.RawEvent
 
   # Raw events as KinoTrace.Tracer.drain/2 returns them.
   defp call(pid, t, {m, f, args}, caller \\ :undefined),

@@ -6,6 +6,9 @@ defmodule KinoTrace.Tracer.FallbackTest do
 
   alias KinoTrace.Tracer
   alias KinoTrace.Tracer.Decoder
+  alias KinoTrace.Tracer.RawEvent
+
+  import KinoTrace.Tracer.RawEvent, only: [raw_event: 2]
 
   import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1, wait_until: 1]
 
@@ -160,6 +163,97 @@ defmodule KinoTrace.Tracer.FallbackTest do
       assert received_all?(s.handle)
     end
   end
+
+  # The raw event's one definition (issue 35): the record of src/kino_trace_raw_event.hrl,
+  # which the fallback builds and Elixir reads (KinoTrace.Tracer.RawEvent), and whose
+  # field positions the NIF's builder takes from c_src/core/raw_event.hpp.
+  test "both tracers' raw events of a call, a return, an exception and messages are the record's" do
+    s = sessions(%{})
+    peer = spawn(fn -> Process.sleep(:infinity) end)
+    on_exit(fn -> Process.exit(peer, :kill) end)
+
+    pid =
+      traced(s, fn ->
+        Work.f(:x)
+        catch_error(Work.g(:y))
+        send(peer, {:hello, [1, 2]})
+        send(self(), :to_self)
+        receive(do: (:to_self -> :ok))
+      end)
+
+    types = record_types()
+    assert Keyword.keys(types) == Keyword.keys(RawEvent.fields())
+
+    for {tracer, raw} <- [native: native_events(s), fallback: fallback_events(s)] do
+      # the same arity and the same type in each field
+      for event <- raw do
+        assert tuple_size(event) == RawEvent.size(), "#{tracer}: #{inspect(event)}"
+        assert is_atom(elem(event, 0))
+
+        for {{field, type}, value} <- Enum.zip(types, event |> Tuple.to_list() |> tl()) do
+          assert of_type?(value, type),
+                 "#{tracer}: #{field} is #{inspect(value)} in #{inspect(event)}"
+        end
+      end
+
+      # the same field order: each event's fields, by the record's names
+      assert [
+               raw_event(:call,
+                 pid: ^pid,
+                 module: Work,
+                 function: :f,
+                 arity: 1,
+                 first: [:x],
+                 second: caller
+               ),
+               raw_event(:return_from,
+                 pid: ^pid,
+                 module: Work,
+                 function: :f,
+                 arity: 1,
+                 first: :undefined,
+                 second: {:ok, :x}
+               ),
+               raw_event(:call, pid: ^pid, module: Work, function: :g, first: [:y]),
+               raw_event(:exception_from,
+                 pid: ^pid,
+                 module: Work,
+                 function: :g,
+                 arity: 1,
+                 second: {:error, %ArgumentError{}}
+               )
+             ] = Enum.filter(raw, &(elem(&1, 0) in [:call, :return_from, :exception_from])),
+             "#{tracer}: #{inspect(raw)}"
+
+      assert {__MODULE__, _, _} = caller
+      assert Enum.any?(raw, &match?(raw_event(:send, first: {:hello, [1, 2]}, second: ^peer), &1))
+      assert Enum.any?(raw, &match?(raw_event(:receive, pid: ^pid, first: :to_self), &1))
+      times = Enum.map(raw, &elem(&1, RawEvent.position(:time) - 1))
+      assert times == Enum.sort(times) and Enum.all?(raw, &match?(raw_event(_, mark: 0), &1))
+    end
+  end
+
+  # Each field's declared type in the record.
+  defp record_types do
+    hrl = Path.expand("../../../src/kino_trace_raw_event.hrl", __DIR__)
+    {:ok, forms} = :epp.parse_file(String.to_charlist(hrl), [])
+
+    [fields] =
+      for {:attribute, _, :record, {:kino_trace_raw_event, fields}} <- forms, do: fields
+
+    for {:typed_record_field, {:record_field, _, {:atom, _, name}, _default}, type} <- fields,
+        do: {name, type}
+  end
+
+  # Whether `value` is of the (simple) type the record declares.
+  defp of_type?(value, {:type, _, :union, types}), do: Enum.any?(types, &of_type?(value, &1))
+  defp of_type?(value, {:atom, _, atom}), do: value === atom
+  defp of_type?(value, {:type, _, :pid, []}), do: is_pid(value)
+  defp of_type?(value, {:type, _, :port, []}), do: is_port(value)
+  defp of_type?(value, {:type, _, :integer, []}), do: is_integer(value)
+  defp of_type?(value, {:type, _, :non_neg_integer, []}), do: is_integer(value) and value >= 0
+  defp of_type?(value, {:type, _, type, []}) when type in [:atom, :module], do: is_atom(value)
+  defp of_type?(_value, {:type, _, :term, []}), do: true
 
   test "the owner is told when the queue becomes non-empty and when the limit is reached" do
     s = sessions(%{limit: 5})

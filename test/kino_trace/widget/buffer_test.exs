@@ -42,7 +42,7 @@ defmodule KinoTrace.Widget.BufferTest do
   end
 
   test "the store forgets the oldest and ignores ids it has" do
-    store = Store.new(max_events: 3)
+    store = Store.new(capacity: 3)
     store = Store.add(store, for(i <- 1..5, do: {%{id: i}, {:event, i}}))
     store = Store.add(store, [{%{id: 5}, :again}])
 
@@ -50,5 +50,25 @@ defmodule KinoTrace.Widget.BufferTest do
     assert Store.fetch(store, 5) == {:ok, {:event, 5}}
     assert Store.fetch(store, 2) == :error
     assert Store.rows(Store.clear(store)) == []
+  end
+
+  # Their options go through KinoTrace.Options, as every front end's (issue 35); the
+  # store's size is `capacity:` (`max_events:` names a trace's limit of events).
+  test "bad options raise an ArgumentError naming the option" do
+    for {new, opts, message} <- [
+          {&Buffer.new/1, [max_batch: 0],
+           "invalid value for :max_batch: expected a positive integer, got: 0"},
+          {&Buffer.new/1, [interval: :soon],
+           "invalid value for :interval: expected a positive integer, got: :soon"},
+          {&Buffer.new/1, [max_pendin: 5],
+           "unknown option :max_pendin (did you mean :max_pending?). Known options: :interval, :max_batch, :max_pending"},
+          {&Store.new/1, [capacity: -1],
+           "invalid value for :capacity: expected a positive integer, got: -1"},
+          {&Store.new/1, [max_events: 5], "unknown option :max_events. Known options: :capacity"}
+        ] do
+      assert_raise ArgumentError, message, fn -> new.(opts) end
+    end
+
+    assert Store.new().capacity == 10_000
   end
 end

@@ -136,7 +136,8 @@ defmodule KinoTrace.Widget.StatsPayloadTest do
                time_us: 1_010_000,
                time_share: 0.9712,
                memory_words: 800,
-               memory_share: 0.4
+               memory_share: 0.4,
+               latency: nil
              }
 
       assert a.memory_share == 0.6

@@ -25,13 +25,17 @@ defmodule Kino.Trace.Stats.Row do
     processes: []
   ]
 
-  @typedoc "One process's part of a function's figures."
+  @typedoc """
+  One process's part of a function's figures; with `latency: true`, `:latency` is its
+  calls' distribution (as the row's, `nil` before one of them returned).
+  """
   @type process :: %{
-          pid: pid(),
-          name: atom() | nil,
-          calls: non_neg_integer(),
-          time_us: non_neg_integer() | nil,
-          memory_words: non_neg_integer() | nil
+          required(:pid) => pid(),
+          required(:name) => atom() | nil,
+          required(:calls) => non_neg_integer(),
+          required(:time_us) => non_neg_integer() | nil,
+          required(:memory_words) => non_neg_integer() | nil,
+          optional(:latency) => map() | nil
         }
 
   @typedoc """

@@ -73,7 +73,8 @@ defmodule Kino.Trace.Stats.Snapshot do
 
   Options: `:time?`, `:memory?` (what is reported, default `true`), `:latency` (the
   distributions by function, as `Kino.Trace.latency/2` gives them; default `nil`, not
-  measured), and the fields
+  measured), `:latency_processes` (the same keyed by `{mfa, pid}`: each process of a row
+  gets its `:latency`, `nil` when it has none; default `nil`), and the fields
   `:id`, `:patterns`, `:taken_at`, `:elapsed_us` copied into the snapshot. Counters that
   are missing, `false` or `:undefined` (a function no longer traced, for example after
   a code reload) count as nothing. A function may come several times (from several
@@ -104,11 +105,12 @@ defmodule Kino.Trace.Stats.Snapshot do
     total_memory = if memory?, do: sum(rows, :memory_words)
 
     latency = opts[:latency]
+    by_process = opts[:latency_processes]
 
     rows =
       rows
       |> Enum.map(&Row.put_shares(&1, total_time, total_memory))
-      |> Enum.map(&if(latency, do: %{&1 | latency: Map.get(latency, &1.mfa)}, else: &1))
+      |> Enum.map(&if(latency, do: put_latency(&1, latency, by_process), else: &1))
       |> Enum.sort_by(&{-(&1.time_us || 0), -&1.calls, &1.mfa})
 
     %__MODULE__{
@@ -127,6 +129,15 @@ defmodule Kino.Trace.Stats.Snapshot do
   end
 
   defp sum(rows, key), do: Enum.reduce(rows, 0, &(Map.fetch!(&1, key) + &2))
+
+  defp put_latency(row, latency, nil), do: %{row | latency: Map.get(latency, row.mfa)}
+
+  defp put_latency(row, latency, by_process) do
+    processes =
+      Enum.map(row.processes, &Map.put(&1, :latency, Map.get(by_process, {row.mfa, &1.pid})))
+
+    %{row | latency: Map.get(latency, row.mfa), processes: processes}
+  end
 
   # One {mfa, counters} per function, in the order of their first appearance.
   defp merge_same(raw) do

@@ -81,6 +81,40 @@ defmodule Kino.Trace.Stats.LatencyTest do
     end
   end
 
+  for tracer <- [:native, :fallback] do
+    test "each process of a row carries its own distribution; the payload bounds the processes and counts the rest (#{tracer} tracer)" do
+      if unquote(tracer) == :fallback, do: KinoTraceTest.Helpers.use_fallback_tracer()
+      stats = Stats.start(["KinoTraceTest.Sample.Timing.wait/1"], pids: :new, latency: true)
+
+      [quick, slow] =
+        for waits <- [List.duplicate(1, 5), [8, 8]] do
+          Task.async(fn ->
+            Enum.each(waits, &Timing.wait/1)
+            self()
+          end)
+        end
+        |> Task.await_many()
+
+      row = Stats.Snapshot.row(Stats.snapshot(stats), {Timing, :wait, 1})
+      assert %{count: 7} = row.latency
+      by_pid = Map.new(row.processes, &{&1.pid, &1.latency})
+      assert %{count: 5, unknown: 0} = by_pid[quick]
+      assert %{count: 2, unknown: 0} = by_pid[slow]
+      # (lower bounds only: a loaded machine makes waits longer, never shorter)
+      assert by_pid[quick].min >= 1000 * (1 - @err) and by_pid[slow].min >= 8000 * (1 - @err)
+
+      # the widget's drill-down: at most `processes` of them (most running time first),
+      # each with its distribution, the rest counted
+      payload = KinoTrace.Widget.StatsPayload.snapshot(Stats.snapshot(stats), processes: 1)
+      [wait] = payload.rows
+      assert [%{pid: shown, calls: calls, latency: %{count: count}}] = wait.processes
+      assert {shown, count} in [{inspect(quick), 5}, {inspect(slow), 2}] and calls == count
+      assert %{count: 1, calls: other} = wait.processes_omitted
+      assert calls + other == 7
+      :ok = Stats.stop(stats)
+    end
+  end
+
   test "without latency: true, no distributions and no columns" do
     stats = Stats.start(["KinoTraceTest.Sample.Timing.leaf/0"], pids: self())
     Timing.leaf()

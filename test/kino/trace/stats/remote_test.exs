@@ -79,6 +79,29 @@ defmodule Kino.Trace.Stats.RemoteTest do
       Stats.stop(stats)
     end
 
+    test "latency: true with nodes: each node's processes have their own distribution (issue 38)" do
+      {_peer, n, _tmp} = bare_peer(:latency)
+      stats = Stats.start([@double], nodes: [node(), n], pids: :all, latency: true)
+
+      doubles(n, 50)
+      Enum.each(1..20, &Echo.double/1)
+
+      # (the trace of durations delivers what is queued before it answers)
+      wait_until(fn ->
+        match?(%{count: 70}, Snapshot.row(Stats.snapshot(stats), @double).latency)
+      end)
+
+      row = Snapshot.row(Stats.snapshot(stats), @double)
+
+      counts =
+        row.processes
+        |> Enum.filter(& &1.latency)
+        |> Map.new(&{node(&1.pid), &1.latency.count})
+
+      assert counts == %{node() => 20, n => 50}
+      Stats.stop(stats)
+    end
+
     test "reset sets the other node's counters back to zero" do
       {_peer, n, _tmp} = bare_peer(:reset)
       stats = Stats.start(["KinoTraceTest.Remote.Echo"], nodes: n)
@@ -98,6 +121,12 @@ defmodule Kino.Trace.Stats.RemoteTest do
       assert Stats.info(stats).functions > 100
 
       [%{worker: worker}] = KinoTrace.Client.internals(stats.server).parts
+      # The first snapshot's request, the first with these functions' names to that node,
+      # was at times missing from the send trace below (its reply and the reset's request
+      # were there; on this machine and in CI, OTP 27 and 29): the requests counted are
+      # those of a second snapshot and reset.
+      Stats.snapshot(stats)
+      :ok = Stats.reset(stats)
       counter = :trace.session_create(:stats_remote_test, self(), [])
       on_exit(fn -> :trace.session_destroy(counter) end)
       :trace.process(counter, stats.server, true, [:send])

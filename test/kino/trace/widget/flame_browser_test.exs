@@ -1,8 +1,9 @@
 defmodule Kino.Trace.Widget.FlameBrowserTest do
   # Issue 38 in headless Chromium: the Flame tab (renders, zoom on click, search
   # highlight, hover numbers, a process picked, 100 000 distinct stacks under 100 ms an
-  # interaction) and the latency columns of the trace widget's Stats tab and of the
-  # stats widget. Payloads are made by the real controllers from real traces (the 100 000
+  # interaction) and the latency columns of the trace widget's Stats tab (with its links
+  # to the slow calls the trace keeps, `slowest: 3`) and of the stats widget (with each
+  # process's distribution in its drill-down). Payloads are made by the real controllers from real traces (the 100 000
   # stacks by the real KinoTrace.Widget.FlamePayload from events of that shape);
   # test/browser/flame.test.mjs drives the widgets on them.
   #
@@ -20,7 +21,7 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
   test "the Flame tab and the latency columns, in Chromium" do
     # (a capture of its own, before the widget's trace of the same functions starts)
     no_return = no_return_flame()
-    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing"])
+    trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing"], slowest: 3)
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _} = Controller.init(trace, lifeline: false)
     {connect, controller} = Controller.connect(controller)
@@ -57,18 +58,34 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
     {:ok, effects, _} = Controller.handle_info(controller, :tick)
     [latency] = for {:broadcast, "latency", payload} <- effects, do: payload
 
+    # the slow calls each Stats tab row links to, as the controller answers them
+    slow_calls =
+      Map.new(latency.rows, fn %{mfa: mfa} ->
+        {[{:reply, "slow_calls", reply}], _} =
+          Controller.handle_event(controller, "get_slow_calls", %{"mfa" => mfa})
+
+        {mfa, reply}
+      end)
+
+    # b/1 ran 4 times (1 + 3 runs): its 3 slowest kept, each with its leaves beneath it
+    b = latency.rows |> Enum.find(&(&1.mfa == "KinoTraceTest.Sample.Timing.b/1"))
+    assert b.slow == 3
+    assert [%{events: [_, _, _, _, _, _]} | _] = slow_calls[b.mfa].slowest
+
     %{
       connect: connect,
       batches: for({:broadcast, "events", payload} <- pushes, do: payload),
       flame: flame,
       per_process: per_process,
       latency: latency,
+      slow_calls: slow_calls,
       no_return: no_return,
       big: big_flame(),
       stats: stats_fixture(),
       screenshots: %{
         flame: Path.join(Browser.screenshot_dir(), "screenshot-flame.png"),
-        latency: Path.join(Browser.screenshot_dir(), "screenshot-latency.png")
+        latency: Path.join(Browser.screenshot_dir(), "screenshot-latency.png"),
+        slow_calls: Path.join(Browser.screenshot_dir(), "screenshot-slow-calls.png")
       }
     }
     |> then(&Browser.run("flame.test.mjs", &1))
@@ -108,6 +125,8 @@ defmodule Kino.Trace.Widget.FlameBrowserTest do
 
     wait = Enum.find(update.snapshot.rows, &(&1.function == "wait"))
     assert %{count: 28, unknown: 0} = wait.latency
+    # each process's own distribution, for the drill-down
+    assert wait.processes |> Enum.map(& &1.latency.count) |> Enum.sort() == [10, 18]
     %{connect: connect, update: update}
   end
 
