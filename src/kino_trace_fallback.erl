@@ -95,7 +95,7 @@
 %% This module is the API; the tracer process is kino_trace_fallback_process, its gate
 %% kino_trace_fallback_gate, its events made by kino_trace_fallback_event, the limits are read by kino_trace_fallback_limits and terms
 %% cut by kino_trace_fallback_terms
-%% (shipped and removed together with it: KinoTrace.Remote.Agent).
+%% (shipped and removed together with it: KinoTrace.Agent).
 -module(kino_trace_fallback).
 
 -export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,

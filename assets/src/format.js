@@ -55,7 +55,7 @@ export function formatRate(rate) {
 
 /**
  * The function of an event as a person reads it: `mfa_label` when the server sent one (a
- * function the compiler made reads `anonymous fn/2 in Enum.sum/1`, by KinoTrace.Render.MFA's
+ * function the compiler made reads `anonymous fn/2 in Enum.sum/1`, by KinoTrace.Base.MFA's
  * rule), else the raw `Module.function/arity`.
  */
 export function functionLabel(entry) {

@@ -127,7 +127,7 @@ function createRow() {
 }
 
 // "Mod.Sub.fun(args)" -> ["Mod.Sub.", "fun", "(args)", ""]; a function the compiler made,
-// "anonymous fn(args) in Enum.reduce/3" (KinoTrace.Render.MFA.label_call/3) ->
+// "anonymous fn(args) in Enum.reduce/3" (KinoTrace.Base.MFA.label_call/3) ->
 // ["", "anonymous fn", "(args)", " in Enum.reduce/3"]: what identifies it stays whole, its
 // arguments give way as any call's do. Any other text that names no module's function is
 // all "arguments".

@@ -78,7 +78,7 @@ defmodule KinoTraceBench.Consumer do
     # the native decoder with latency distributions built as a session builds them
     latency_step = fn {decoder, latency} ->
       {events, more} = NativeDecoder.drain(decoder, latency_res, 100)
-      {events, more, {decoder, KinoTrace.Stats.Latency.add(latency, events)}}
+      {events, more, {decoder, KinoTrace.Latency.add(latency, events)}}
     end
 
     elixir = timed(fn -> drain_all(elixir_step, Decoder.new()) end)
@@ -86,7 +86,7 @@ defmodule KinoTraceBench.Consumer do
 
     latency =
       timed(fn ->
-        drain_all(latency_step, {NativeDecoder.new(), KinoTrace.Stats.Latency.new()})
+        drain_all(latency_step, {NativeDecoder.new(), KinoTrace.Latency.new()})
       end)
 
     for {resource, session} <- sessions do
@@ -102,7 +102,7 @@ defmodule KinoTraceBench.Consumer do
         "#{Float.round(elem(native, 2) / max(elem(elixir, 2), 1), 2)} (CPU)"
     )
 
-    IO.puts("  native decoder + latency distributions (Stats.Latency.add): #{per(latency)}")
+    IO.puts("  native decoder + latency distributions (Latency.add): #{per(latency)}")
   end
 
   defp per({n, wall_ns, cpu_ms}) do
@@ -127,7 +127,7 @@ defmodule KinoTraceBench.Consumer do
   end
 
   defp drain_all(step, decoder),
-    do: drain_all(step, decoder, KinoTrace.Session.History.new(10_000), 0)
+    do: drain_all(step, decoder, KinoTrace.History.new(10_000), 0)
 
   defp drain_all(step, decoder, history, n) do
     case step.(decoder) do
@@ -138,7 +138,7 @@ defmodule KinoTraceBench.Consumer do
         drain_all(step, decoder, history, n)
 
       {events, more, decoder} ->
-        history = KinoTrace.Session.History.push(history, events)
+        history = KinoTrace.History.push(history, events)
 
         if more,
           do: drain_all(step, decoder, history, n + length(events)),

@@ -524,9 +524,9 @@ defmodule Kino.Trace do
       opts = KinoTrace.Options.validate!(opts, last: {10_000, KinoTrace.Options.pos_integer()})
 
       with nil <- kept_latency(source) do
-        KinoTrace.Stats.Latency.new()
-        |> KinoTrace.Stats.Latency.add(events_of(source, opts[:last]))
-        |> KinoTrace.Stats.Latency.report()
+        KinoTrace.Latency.new()
+        |> KinoTrace.Latency.add(events_of(source, opts[:last]))
+        |> KinoTrace.Latency.report()
       end
     end)
   end
@@ -612,7 +612,7 @@ defmodule Kino.Trace do
       iex> {slowest.result, Enum.map(slowest.events, & &1.kind)}
       {{:return, 3}, [:call, :return]}
   """
-  @spec slow_calls(Kino.Trace.Mermaid.source(), keyword()) :: KinoTrace.Stats.SlowCalls.report()
+  @spec slow_calls(Kino.Trace.Mermaid.source(), keyword()) :: KinoTrace.Latency.SlowCalls.report()
   def slow_calls(source, opts \\ []) do
     Front.run(fn ->
       opts =
@@ -623,8 +623,8 @@ defmodule Kino.Trace do
         )
 
       case source do
-        %__MODULE__{} -> KinoTrace.Stats.SlowCalls.of_trace(source, opts[:last], opts)
-        _ -> KinoTrace.Stats.SlowCalls.of_events(events_of(source, opts[:last]), opts)
+        %__MODULE__{} -> KinoTrace.Latency.SlowCalls.of_trace(source, opts[:last], opts)
+        _ -> KinoTrace.Latency.SlowCalls.of_events(events_of(source, opts[:last]), opts)
       end
     end)
   end
@@ -632,8 +632,8 @@ defmodule Kino.Trace do
   # The distributions a trace with `latency: true` keeps since its start, or a stats
   # session's rows; nil for anything else.
   defp kept_latency(%__MODULE__{} = trace) do
-    with %KinoTrace.Stats.Latency{} = kept <- Client.latency(trace),
-         do: KinoTrace.Stats.Latency.report(kept)
+    with %KinoTrace.Latency{} = kept <- Client.latency(trace),
+         do: KinoTrace.Latency.report(kept)
   end
 
   defp kept_latency(%Kino.Trace.Stats{} = stats) do

@@ -21,8 +21,8 @@ defmodule KinoTrace.Application do
       | Enum.map(
           [
             KinoTrace.Front,
-            KinoTrace.Session.Final,
-            KinoTrace.Session.Reaper,
+            KinoTrace.Client.Final,
+            KinoTrace.Backend.Reaper,
             {DynamicSupervisor, name: KinoTrace.SessionSupervisor, strategy: :one_for_one}
           ],
           &KinoTrace.Internal.child_spec_of_own/1

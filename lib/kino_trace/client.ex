@@ -17,7 +17,7 @@ defmodule KinoTrace.Client do
   # raise.
 
   alias KinoTrace.{Front, Server}
-  alias KinoTrace.Session.Final
+  alias KinoTrace.Client.Final
 
   @type trace :: %{
           required(:session) => pid(),
@@ -31,7 +31,7 @@ defmodule KinoTrace.Client do
   # which waits for the code modification permission, one at a time VM-wide: with traced
   # functions hot and other traces starting and ending, for seconds. It is killed sooner,
   # so that stop/1 returns within 2 s (issue 36 item 2); its OTP session goes with it, and
-  # info/1 tells what it kept (KinoTrace.Session.Final). Another server (a coordinator of
+  # info/1 tells what it kept (KinoTrace.Client.Final). Another server (a coordinator of
   # other nodes) is waited for longer: it waits for those nodes to be as they were.
   @stop_timeout 5_000
   @session_stop_timeout 1_200
@@ -68,25 +68,25 @@ defmodule KinoTrace.Client do
   def events(trace, n), do: call(trace, {:events, n})
 
   @doc "The trace's latency distributions since the start (`latency: true`), else `nil`."
-  @spec latency(trace()) :: KinoTrace.Stats.Latency.t() | nil
+  @spec latency(trace()) :: KinoTrace.Latency.t() | nil
   def latency(trace), do: call(trace, :latency)
 
   @doc "The slow calls the trace keeps (`slowest:`, `slower_than:`), else `nil`."
-  @spec slow_calls(trace()) :: KinoTrace.Stats.SlowCalls.report() | nil
+  @spec slow_calls(trace()) :: KinoTrace.Latency.SlowCalls.report() | nil
   def slow_calls(trace), do: call(trace, :slow_calls)
 
   @doc """
   The trace's latency distributions per function and process (a stats session's trace
-  of durations: KinoTrace.Stats.Kept.latency_processes/1), else `nil`; or
+  of durations: KinoTrace.Latency.Kept.latency_processes/1), else `nil`; or
   `{:error, :ended}`.
   """
   @spec try_latency_processes(trace()) ::
-          {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
+          {:ok, KinoTrace.Latency.t() | nil} | {:error, :ended}
   def try_latency_processes(trace), do: request(trace, :latency_processes)
 
   @doc "`slow_calls/1`, or `{:error, :ended}`."
   @spec try_slow_calls(trace()) ::
-          {:ok, KinoTrace.Stats.SlowCalls.report() | nil} | {:error, :ended}
+          {:ok, KinoTrace.Latency.SlowCalls.report() | nil} | {:error, :ended}
   def try_slow_calls(trace), do: request(trace, :slow_calls)
 
   @doc """
@@ -97,7 +97,7 @@ defmodule KinoTrace.Client do
   def try_slow_counts(trace), do: request(trace, :slow_counts)
 
   @doc "`latency/1`, or `{:error, :ended}`."
-  @spec try_latency(trace()) :: {:ok, KinoTrace.Stats.Latency.t() | nil} | {:error, :ended}
+  @spec try_latency(trace()) :: {:ok, KinoTrace.Latency.t() | nil} | {:error, :ended}
   def try_latency(trace), do: request(trace, :latency)
 
   @doc "`events/2`, or `{:error, :ended}`."
@@ -142,7 +142,7 @@ defmodule KinoTrace.Client do
 
   @doc """
   The trace's info; once its server is gone, the info it left when it ended
-  (`KinoTrace.Session.Final`).
+  (`KinoTrace.Client.Final`).
   """
   @spec info(trace()) :: Kino.Trace.info()
   def info(trace), do: unwrap(try_info(trace), @trace_ended)

@@ -35,9 +35,9 @@ defmodule KinoTrace.Complete do
   # compared as text, and a module's atom is only looked up when it already exists.
 
   alias KinoTrace.Complete.Modules
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Base.MFA
   alias KinoTrace.Options
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Render.MFA
 
   # Text longer than this is not a pattern's head being typed.
   @max_bytes 4_096

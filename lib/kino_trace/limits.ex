@@ -171,7 +171,7 @@ defmodule KinoTrace.Limits do
       unit: "events",
       capture: 1,
       why: "a bound on the history kept in memory",
-      enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History)"]
+      enforced_by: ["lib/kino_trace/history.ex (KinoTrace.History)"]
     },
     %{
       name: :slowest,
@@ -180,7 +180,7 @@ defmodule KinoTrace.Limits do
       max: 100,
       unit: "calls per function",
       why: "a bound on the slow calls kept whole, per function",
-      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (KinoTrace.Stats.SlowCalls)"]
+      enforced_by: ["lib/kino_trace/latency/slow_calls.ex (KinoTrace.Latency.SlowCalls)"]
     },
     %{
       name: :slower_than_kept,
@@ -189,7 +189,7 @@ defmodule KinoTrace.Limits do
       max: nil,
       unit: "calls",
       why: "a bound on the calls over `slower_than:` kept whole (the newest; the others counted)",
-      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (put_over/2)"]
+      enforced_by: ["lib/kino_trace/latency/slow_calls.ex (put_over/2)"]
     },
     %{
       name: :slow_call_events,
@@ -198,7 +198,7 @@ defmodule KinoTrace.Limits do
       max: nil,
       unit: "events",
       why: "a bound on the events kept with each slow call (its call tree; the rest cut)",
-      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (bound_events/1)"]
+      enforced_by: ["lib/kino_trace/latency/slow_calls.ex (bound_events/1)"]
     },
     %{
       name: :slow_kept_events,
@@ -207,7 +207,7 @@ defmodule KinoTrace.Limits do
       max: nil,
       unit: "events",
       why: "a bound on the events the kept slow calls hold in all (past it, calls are kept without them)",
-      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (within_budget/3)"]
+      enforced_by: ["lib/kino_trace/latency/slow_calls.ex (within_budget/3)"]
     },
     %{
       name: :slow_open_calls,
@@ -216,7 +216,7 @@ defmodule KinoTrace.Limits do
       max: nil,
       unit: "calls",
       why: "a bound on the open calls whose arguments are kept for slow calls, all processes together",
-      enforced_by: ["lib/kino_trace/stats/slow_calls.ex (add_one/3)"]
+      enforced_by: ["lib/kino_trace/latency/slow_calls.ex (add_one/3)"]
     },
     %{
       name: :record_events,
@@ -225,7 +225,7 @@ defmodule KinoTrace.Limits do
       max: @u32,
       unit: "events",
       why: "a bound on a recorder's ring (Kino.Trace.record/2) kept in memory",
-      enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History: overwritten)"]
+      enforced_by: ["lib/kino_trace/history.ex (KinoTrace.History: overwritten)"]
     },
     %{
       name: :record_bytes,
@@ -234,7 +234,7 @@ defmodule KinoTrace.Limits do
       max: @u64,
       unit: "bytes",
       why: "the ring counts its bytes in 64 bits",
-      enforced_by: ["lib/kino_trace/session/history.ex (KinoTrace.Session.History: overwritten)"]
+      enforced_by: ["lib/kino_trace/history.ex (KinoTrace.History: overwritten)"]
     },
     %{
       name: :snapshots,

@@ -8,12 +8,12 @@ defmodule KinoTrace.Options do
   #
   # Each of them declares a schema, a keyword list of `option: {default, check}`, and
   # validates with `validate!/2`: options that are not a keyword list, an unknown option
-  # (with its "did you mean", `KinoTrace.Suggest`) and a bad value raise
+  # (with its "did you mean", `KinoTrace.Base.Suggest`) and a bad value raise
   # `ArgumentError` worded the same way everywhere, in the order the options were given.
   # What depends on several options at once (`:return_to` needs `local: true`, the
   # native tracer's bounds) stays with the options it concerns.
 
-  alias KinoTrace.Suggest
+  alias KinoTrace.Base.Suggest
 
   @typedoc """
   How an option's value is checked:

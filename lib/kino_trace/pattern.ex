@@ -18,8 +18,9 @@ defmodule KinoTrace.Pattern do
   # arity, it is not a macro, and the pattern does not trace everything or the
   # tracer itself. `parse_each/2` and `parse_all!/2` do both.
 
-  alias KinoTrace.Pattern.{Edit, Name, Preflight, Text}
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.{Edit, Preflight, Text}
+  alias KinoTrace.Base.Lookup
 
   defstruct [:source, :module, :function, :arity, head: :_, guards: [], call_text: nil]
 
@@ -29,7 +30,7 @@ defmodule KinoTrace.Pattern do
     * `:source` - what the user wrote
     * `:module`, `:function`, `:arity` - the trace target; `:_` is a wildcard. A
       module or function named in text that does not exist as an atom is a
-      `KinoTrace.Pattern.Name` until `check/2` resolves it (or reports it)
+      `KinoTrace.Base.Name` until `check/2` resolves it (or reports it)
     * `:head` - the match spec head: a list with one pattern per argument, or
       `:_` for any arguments
     * `:guards` - the match spec guards of each clause, one list per `when` (`[]`
@@ -52,7 +53,7 @@ defmodule KinoTrace.Pattern do
   @type check_opts :: [
           local: boolean,
           force: boolean,
-          lookup: KinoTrace.Plan.Lookup.t(),
+          lookup: KinoTrace.Base.Lookup.t(),
           max_bytes: pos_integer
         ]
 
@@ -130,7 +131,7 @@ defmodule KinoTrace.Pattern do
 
   ## Atoms
 
-  Pattern text never creates atoms (see `KinoTrace.Pattern.Name` and
+  Pattern text never creates atoms (see `KinoTrace.Base.Name` and
   guides/patterns.md): a literal atom that does not exist yet is an error.
 
       iex> KinoTrace.Pattern.parse("Map.get(_, :kino_trace_no_such_atom_3e9a)")
@@ -187,7 +188,7 @@ defmodule KinoTrace.Pattern do
       function, kino_trace's own modules, and macro expansion functions.
       Defaults to `false`.
     * `:lookup` - where modules and their functions are looked up
-      (`KinoTrace.Plan.Lookup`): this node by default, or the node the pattern
+      (`KinoTrace.Base.Lookup`): this node by default, or the node the pattern
       is for, which needs no kino_trace. Suggestions come from that node's
       modules and functions.
     * `:max_bytes` - the most the literals of a pattern may build, in bytes

@@ -8,7 +8,7 @@ defmodule KinoTrace.Remote do
   # patterns and the same limits per node, and subscribes to each. This node's session
   # traces here; another node's part of the plan is built here against that node's
   # modules and names (`Kino.Trace.Plan.node_part!/3`) and traced there by kino_trace's
-  # agent, shipped to that node for the trace and removed after (`KinoTrace.Remote.Agent`):
+  # agent, shipped to that node for the trace and removed after (`KinoTrace.Agent`):
   # the other nodes need nothing of kino_trace. Decoding, pairing and history happen
   # here, off the traced nodes.
   #
@@ -31,7 +31,7 @@ defmodule KinoTrace.Remote do
   Starts the session of `node` for the multi-node `plan`, owned by `coordinator` and
   subscribed by it with `tag`. Every session runs on this node: this node's traces here;
   another node's part of the plan is built here and traced there by kino_trace's agent
-  (`KinoTrace.Remote.Agent`), which that node needs nothing for. Returns `{:ok, pid}` or
+  (`KinoTrace.Agent`), which that node needs nothing for. Returns `{:ok, pid}` or
   `{:error, message}`.
   """
   @spec start(node(), pid(), Plan.t(), term()) :: {:ok, pid()} | {:error, String.t()}

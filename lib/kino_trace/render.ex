@@ -8,7 +8,7 @@ defmodule KinoTrace.Render do
   # and KinoTrace.Assertions.Format.
 
   alias Kino.Trace.{Cut, Event}
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
 
   @inspect_opts [limit: 20, printable_limit: 200, width: :infinity]
 
@@ -42,7 +42,7 @@ defmodule KinoTrace.Render do
   def format_process(%Event{} = event) do
     where =
       if event.node && event.node != node(),
-        do: [KinoTrace.Pattern.Name.text(event.node), " "],
+        do: [KinoTrace.Base.Name.text(event.node), " "],
         else: []
 
     [

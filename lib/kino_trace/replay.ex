@@ -20,15 +20,16 @@ defmodule KinoTrace.Replay do
   #     argument, which the supervisor would keep with the child's spec.
   #
   # It ends when its owner does, or on `stop/1` (which frees its events; `info/1` then
-  # answers what it was, through `KinoTrace.Session.Final`). Its events are kept in a
-  # `KinoTrace.Session.History` (off its heap).
+  # answers what it was, through `KinoTrace.Client.Final`). Its events are kept in a
+  # `KinoTrace.History` (off its heap).
 
   use GenServer
   @behaviour KinoTrace.Server
 
   alias KinoTrace.{Server, Starter}
   alias KinoTrace.File.Format
-  alias KinoTrace.Session.{Final, History}
+  alias KinoTrace.Client.Final
+  alias KinoTrace.History
 
   defstruct [:id, :owner_ref, :source, :history, :info, :error, count: 0, subscribers: %{}]
 

@@ -28,14 +28,14 @@ defmodule KinoTrace.Server do
     * `{:events, n}` - the last `n` events of the history, after delivering (a bounded
       part of) what is queued;
     * `:latency` - the latency distributions since the start
-      (`KinoTrace.Stats.Latency`), after delivering as `{:events, n}` does; `nil`
+      (`KinoTrace.Latency`), after delivering as `{:events, n}` does; `nil`
       without `latency: true`;
-    * `:slow_calls` - the slow calls kept (`KinoTrace.Stats.SlowCalls.report/1`), after
+    * `:slow_calls` - the slow calls kept (`KinoTrace.Latency.SlowCalls.report/1`), after
       delivering as `{:events, n}` does; `nil` without `slowest:` or `slower_than:`;
     * `:latency_processes` - the distributions per function and process
-      (`KinoTrace.Stats.Kept.latency_processes/1`), likewise;
+      (`KinoTrace.Latency.Kept.latency_processes/1`), likewise;
     * `:slow_counts` - how many slow calls it keeps per function
-      (`KinoTrace.Stats.Kept.slow_counts/1`), likewise;
+      (`KinoTrace.Latency.Kept.slow_counts/1`), likewise;
     * `{:sync, cap}` - `:ok` once what is queued (at most `cap` events) is in the
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
@@ -92,7 +92,7 @@ defmodule KinoTrace.Server do
 
   # Trace ids: the native tracer numbers its own sessions from 1; every other trace (a
   # fallback's, another node's, a coordinator's) takes one from here, far above them, and
-  # unique on this node, so no two traces share an id (KinoTrace.Session.Final keeps infos by id).
+  # unique on this node, so no two traces share an id (KinoTrace.Client.Final keeps infos by id).
   @id_base Bitwise.bsl(1, 40)
 
   @doc "A trace id for a trace the native tracer does not number."

@@ -8,13 +8,13 @@ defmodule KinoTrace.Session do
   #
   #   * creates the native session (the plan's limits live there) and the OTP trace
   #     session with the native tracer (`:kino_trace_tracer`) as its tracer, then sets the plan's process flags
-  #     and match specs (where the native tracer is not loaded, the pure-Erlang one,
-  #     `KinoTrace.Tracer.LocalTracer`);
+  #     and match specs (where the native tracer is not loaded, the pure-Erlang one:
+  #     `KinoTrace.Backend`, one struct per mode, chosen once);
   #   * drains the native queue when woken (one message when the queue goes from empty to
   #     non-empty; paced by `KinoTrace.Session.DrainPacing`, so a steady stream is drained about
   #     once a millisecond rather than event by event), its events decoded natively
   #     (`KinoTrace.Tracer.NativeDecoder`; the fallback's and another node's by
-  #     `KinoTrace.Tracer.Decoder`), and hands them in batches to its subscribers and to a
+  #     `KinoTrace.Tracer.Decoder`, in their backends), and hands them in batches to its subscribers and to a
   #     bounded history;
   #   * monitors its owner: when the owner exits, or on `Kino.Trace.stop/1`, the session
   #     destroys the trace and closes the native session, so nothing of it remains.
@@ -36,14 +36,12 @@ defmodule KinoTrace.Session do
   @behaviour KinoTrace.Server
 
   alias Kino.Trace.Plan
-  alias KinoTrace.{Pattern, Server}
-  alias KinoTrace.Stats.Kept
+  alias KinoTrace.{Backend, History, Pattern, Server}
+  alias KinoTrace.Latency.Kept
 
   alias KinoTrace.Session.{
-    Backend,
     Drain,
     DrainPacing,
-    History,
     Info,
     OwnEvents,
     Recorder,
@@ -52,24 +50,19 @@ defmodule KinoTrace.Session do
     Subscribers
   }
 
-  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
-
   @typedoc """
   A session's state. Its fields that need a word:
 
     * `tracer_id`: the id the tracer's messages carry (`{:kino_trace, tracer_id, :ready}`…):
       the native session's (which is also the trace's id), the fallback's, or for another
       node's trace the trace's id (that node's agent puts it on its tracer's messages);
-    * `local?`, `decoder_module`: the one choice between this node and another, made in
-      init/1: whether the trace is this node's (only then do the local safeguards run:
-      kino_trace's own processes kept out, BIF re-assert, reload re-apply, stack guard),
-      and the module that decodes its events (NativeDecoder for this node's native
-      tracer, Decoder for the raw events of the fallback and of another node);
-    * `backend`: where the trace runs (KinoTrace.Session.Backend), nil until set up on
-      another node; `worker_ref` monitors that node's agent worker; `agent` is `:running`,
-      then what ending the trace left there (KinoTrace.Remote.Agent.stop/1: `:removed`,
+    * `backend`: where the trace runs and how its events are decoded (KinoTrace.Backend:
+      one struct per mode, chosen once: in init/1 for this node, by Session.Setup for
+      another node; this node's safeguards run where `Backend.safeguards?/1` says so),
+      nil until set up on another node; `worker_ref` monitors that node's agent worker; `agent` is `:running`,
+      then what ending the trace left there (KinoTrace.Agent.stop/1: `:removed`,
       `:kept`, or `:lost` when the node was gone);
-    * `kept`: what it keeps since the start (KinoTrace.Stats.Kept): latency distributions
+    * `kept`: what it keeps since the start (KinoTrace.Latency.Kept): latency distributions
       with `latency: true`, slow calls with `slowest:` or `slower_than:`;
     * `recorder`: a recorder's part (Kino.Trace.record/2; KinoTrace.Session.Recorder),
       whose ring is then the history;
@@ -88,13 +81,10 @@ defmodule KinoTrace.Session do
     :tracer_id,
     :owner,
     :owner_ref,
-    :local?,
-    :decoder_module,
     :backend,
     :worker_ref,
     :agent,
     :plan,
-    :decoder,
     :timer,
     :started_at,
     :history,
@@ -141,13 +131,14 @@ defmodule KinoTrace.Session do
     # supervisor, so every other start, for one `:trace` call per live session
     KinoTrace.Internal.mark(self())
     [node] = plan.nodes
-    local? = node == node()
     # Another node's tracer is started by its agent in handle_continue (it takes round trips).
-    backend = if local?, do: Backend.start(self(), plan.limits, node)
-    native? = local? and Backend.native?(backend)
+    backend =
+      if node == node(),
+        do: Backend.start(self(), plan.limits, node, pairing: plan.options[:return])
+
     # The native tracer's ids count from 1; any other trace's come from the same range
-    # as another node's, so no two traces here share one (KinoTrace.Session.Final keeps them).
-    id = if(native?, do: backend.id, else: Server.new_id())
+    # as another node's, so no two traces here share one (KinoTrace.Client.Final keeps them).
+    id = Backend.trace_id(backend) || Server.new_id()
 
     state = %__MODULE__{
       id: id,
@@ -155,17 +146,7 @@ defmodule KinoTrace.Session do
       owner: owner,
       owner_ref: Process.monitor(owner),
       backend: backend,
-      local?: local?,
       plan: plan,
-      # this node's native tracer's events are decoded natively as they are drained;
-      # the fallback's come raw, and another node's raw from its agent, with that node's
-      # names and time offset
-      decoder_module: if(native?, do: NativeDecoder, else: Decoder),
-      decoder:
-        if(native?,
-          do: NativeDecoder.new(pairing: plan.options[:return]),
-          else: Decoder.new(pairing: plan.options[:return], node: node)
-        ),
       history:
         if(plan.record, do: Recorder.ring(plan.record), else: History.new(plan.options[:history])),
       recorder: Recorder.new(plan.record),
@@ -201,7 +182,7 @@ defmodule KinoTrace.Session do
   # native queue to become empty (producers may keep it full forever), only for what was
   # queued when the request came, capped.
 
-  # Another node's agent may be gone at any request (KinoTrace.Session.Backend exits with
+  # Another node's agent may be gone at any request (KinoTrace.Backend exits with
   # {:agent_down, worker}): the trace then ends, as when its monitor says so.
   @impl true
   def handle_call(request, from, state) do
@@ -282,8 +263,7 @@ defmodule KinoTrace.Session do
   # What this node's OTP session names as its tracer (KinoTrace.Capture.Sends asks);
   # nil for another node's trace.
   def handle_request(:tracer, _from, state) do
-    tracer = state.backend && state.backend.tracer
-    {:reply, tracer && KinoTrace.Tracer.LocalTracer.tracer_spec(tracer), state}
+    {:reply, state.backend && Backend.tracer_spec(state.backend), state}
   end
 
   # What tests and debugging read of the session (KinoTrace.Client.internals/1).
@@ -291,10 +271,10 @@ defmodule KinoTrace.Session do
     internals = %{
       plan: state.plan,
       held: Map.keys(state.held),
-      resource: backend && backend.resource,
-      tracer: backend && backend.tracer,
+      backend: backend,
+      resource: backend && Map.get(backend, :resource),
       otp_session: backend && backend.session,
-      worker: backend && backend.worker,
+      worker: backend && Map.get(backend, :worker),
       slow_open_calls: Kept.open_calls(state.kept)
     }
 
@@ -355,11 +335,11 @@ defmodule KinoTrace.Session do
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
-    if tracing?(state) and state.local?, do: Setup.restore(state)
+    if tracing?(state) and Backend.safeguards?(state.backend), do: Setup.restore(state)
     {:noreply, state}
   end
 
-  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Session.BifWorkaround).
+  # Another kino_trace session cleared a BIF pattern (see KinoTrace.Backend.BifWorkaround).
   defp message(:reassert_bifs, state), do: {:noreply, Safeguards.reassert_all_bifs(state)}
 
   defp message(:tick, state) do
@@ -369,7 +349,7 @@ defmodule KinoTrace.Session do
   end
 
   # This node's tracer holds a process that looped (KinoTrace.Session.StackGuard.held/3).
-  defp message({:kino_trace, id, {:loop, pid, mfa}}, %{tracer_id: id, local?: true} = state) do
+  defp message({:kino_trace, id, {:loop, pid, mfa}}, %{tracer_id: id} = state) do
     {:noreply, Safeguards.loop_held(state, pid, mfa)}
   end
 
@@ -421,7 +401,7 @@ defmodule KinoTrace.Session do
   # that does not answer in time): the trace as it is now, as ended. terminate/2 puts
   # the final one.
   defp keep_final(state) do
-    KinoTrace.Session.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
+    KinoTrace.Client.Final.put(state.id, info(%{state | status: :stopped, rate: 0.0}))
 
     state
   end
@@ -430,7 +410,7 @@ defmodule KinoTrace.Session do
   def terminate(_reason, state) do
     state = state |> finish(:stopped, :discard) |> release_agent()
 
-    if state.setup_error == nil, do: KinoTrace.Session.Final.put(state.id, info(state))
+    if state.setup_error == nil, do: KinoTrace.Client.Final.put(state.id, info(state))
 
     :ok
   end

@@ -391,7 +391,7 @@ defmodule Kino.TraceTest do
           exceptions: false
         )
 
-      tracer = KinoTrace.Client.internals(trace).tracer
+      backend = KinoTrace.Client.internals(trace).backend
       # the session cannot drain while suspended: the queue fills up
       :sys.suspend(trace.session)
 
@@ -401,7 +401,7 @@ defmodule Kino.TraceTest do
         # tracer is a process that may still be working through them)
         KinoTraceTest.Helpers.wait_until(fn ->
           %{accepted: accepted, dropped_queue_full: full} =
-            KinoTrace.Tracer.LocalTracer.counters(tracer)
+            KinoTrace.Backend.counters(backend)
 
           accepted + full == 30
         end)

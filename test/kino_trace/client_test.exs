@@ -19,7 +19,7 @@ defmodule KinoTrace.ClientTest do
       assert Client.try_resume(trace) == {:error, :ended}
       assert Client.request(trace, :tracer) == {:error, :ended}
       # the info it left when it ended; none for a trace that left none (an id no trace
-      # has: Session.Final's doctest keeps one for -1)
+      # has: Client.Final's doctest keeps one for -1)
       assert {:ok, %{status: :stopped}} = Client.try_info(trace)
       assert Client.try_info(%{trace | id: make_ref()}) == {:error, :ended}
     end

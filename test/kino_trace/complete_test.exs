@@ -8,7 +8,7 @@ defmodule KinoTrace.CompleteTest do
 
   alias KinoTrace.Complete
   alias KinoTrace.Complete.Beam
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Base.Name
   import Bitwise, only: [<<<: 2, >>>: 2]
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 

@@ -15,7 +15,7 @@ defmodule KinoTrace.OptionsTest do
       typo = :"#{key}x"
 
       assert_raise ArgumentError,
-                   KinoTrace.Suggest.unknown_option(typo, Keyword.keys(known)),
+                   KinoTrace.Base.Suggest.unknown_option(typo, Keyword.keys(known)),
                    fn ->
                      validate.([{typo, 1}])
                    end

@@ -848,7 +848,7 @@ defmodule KinoTrace.PatternTest do
       calls = compiled_calls(mfas)
 
       for {mfa, made} <- Enum.zip(mfas, calls) do
-        text = KinoTrace.Render.MFA.to_string(mfa)
+        text = KinoTrace.Base.MFA.to_string(mfa)
         warning = Enum.find(warnings(text), &(&1 =~ "inlined"))
 
         case made do
@@ -856,7 +856,7 @@ defmodule KinoTrace.PatternTest do
             assert warning == nil, "#{text} is called as it is, yet: #{warning}"
 
           {tm, tf, ta} ->
-            target = KinoTrace.Render.MFA.to_string({tm, tf, ta})
+            target = KinoTrace.Base.MFA.to_string({tm, tf, ta})
 
             assert warning =~
                      "#{text} is inlined by the compiler (calls never reach it); trace #{target} instead",

@@ -4,7 +4,7 @@ defmodule KinoTraceTest.Project.RuntimeDoctestTest do
   use ExUnit.Case, async: false
 
   doctest KinoTrace.Internal
-  doctest KinoTrace.Session.Final
-  doctest KinoTrace.Session.Reaper
-  doctest KinoTrace.Session.BifWorkaround
+  doctest KinoTrace.Client.Final
+  doctest KinoTrace.Backend.Reaper
+  doctest KinoTrace.Backend.BifWorkaround
 end

@@ -257,7 +257,7 @@ defmodule KinoTraceTest.Helpers do
   every session handed to it so far (ended traces hand theirs over and return).
   """
   def kino_sessions do
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
     for {:kino_trace, _} = s <- :trace.session_info(:all), do: s
   end
 

@@ -53,8 +53,8 @@ defmodule Kino.Trace.Capture do
   alias KinoTrace.Capture.{Collector, Sends}
   alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Session.BifWorkaround
+  alias KinoTrace.Backend.BifWorkaround
+  alias KinoTrace.Base.MFA
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
   # A capture's own defaults of the limits are KinoTrace.Limits' (its `capture` column).
@@ -330,7 +330,7 @@ defmodule Kino.Trace.Capture do
     collector = Collector.start(owner)
     started = System.monotonic_time(:nanosecond)
     # BIF tracing watched from before the BIF patterns are set to after the block's
-    # calls were delivered (see KinoTrace.Session.BifWorkaround)
+    # calls were delivered (see KinoTrace.Backend.BifWorkaround)
     bifs = if plan.calls, do: BifWorkaround.covered(plan.calls.functions), else: []
     {watch, switch_offs} = if bifs != [], do: BifWorkaround.watch(owner), else: {nil, 0}
 

@@ -5,44 +5,45 @@ defmodule Kino.Trace.Plan do
   `new!/3` is the one way to build it: `Kino.Trace.calls/2` and the other entry points,
   `Kino.Trace.capture/3` and each node of a multi-node trace call it, and a
   session runs a plan and nothing else. A bad pattern, target or
-  option raises `ArgumentError` here, naming it.
+  option raises `ArgumentError` here, naming it; `check/2` tells the same without
+  raising, and `summary/1` what a plan traces.
 
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], return: false, exceptions: false, limit: 10)
-      iex> {Enum.map(plan.calls.patterns, &KinoTrace.Pattern.to_string/1), plan.calls.pids, plan.calls.flags}
-      {["Enum.sum/1"], [:all], [:call, :scheduler_id]}
-      iex> plan.calls.functions.steps
-      [{{Enum, :sum, 1}, [{:_, [], []}]}]
-      iex> plan.limits.limit
-      10
-      iex> plan.nodes == [node()]
-      true
+      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], return: false, limit: 10)
+      iex> Kino.Trace.Plan.summary(plan)
+      %{calls: true, messages: nil, message_pattern: nil, processes: nil}
+      iex> Kino.Trace.Plan.check([calls: ["Enum.sum/1"]], limit: 0)
+      {:error, "invalid value for :limit: expected a positive integer, got: 0"}
 
-  A plan holds:
-
-    * `:calls` - the parsed patterns, whose processes (`pids`, resolved) with which
-      flags, and the match specs to set (covering patterns merged, loops without
-      returns), or `nil`;
-    * `:messages` - targets, flags and the send and receive match specs, or `nil`;
-    * `:processes` - targets and flags, or `nil`;
-    * `:limits` - what the native tracer enforces, under the options' own names;
-    * `:nodes` - the nodes it traces (this one alone for a local trace); the parts
-      above are this node's, and are `nil` when this node is not among them (another
-      node's part is `node_part!/3`, built here);
-    * `:parts` - each other node's part, built here by `new!/3` (`part/2`);
-    * `:record` - a recorder's ring, snapshots and triggers (`Kino.Trace.record/2`),
-      or `nil`;
-    * `:what` and `:options` - what was asked for, validated: the user's options with
-      the defaults, and no internal key.
-
-  A message trace:
-
-      iex> plan = Kino.Trace.Plan.new!([messages: self()], pattern: "{:ok, _}")
-      iex> {plan.calls, plan.messages.targets == [self()], plan.messages.flags}
-      {nil, true, [:send, :receive, :scheduler_id]}
+  A plan is opaque: it holds the parsed patterns with the match specs to set, the
+  processes traced and their flags, the message specs, the tracer's limits, the nodes it
+  traces (each other node's part built and checked on this node, before anything is
+  traced anywhere), a recorder's ring and triggers (`Kino.Trace.record/2`), and what was
+  asked for with the options validated.
   """
 
+  # What a plan holds (the engine reads these fields; nothing outside kino_trace does):
+  #
+  #   * `:calls` - the parsed patterns, whose processes (`pids`, resolved) with which
+  #     flags, and the match specs to set (covering patterns merged, loops without
+  #     returns), or `nil`;
+  #   * `:messages` - targets, flags and the send and receive match specs, or `nil`;
+  #   * `:processes` - targets and flags, or `nil`;
+  #   * `:limits` - what the native tracer enforces, under the options' own names;
+  #   * `:nodes` - the nodes it traces (this one alone for a local trace); the parts
+  #     above are this node's, and are `nil` when this node is not among them (another
+  #     node's part is `node_part!/3`, built here);
+  #   * `:parts` - each other node's part, built here by `new!/3` (`part/2`);
+  #   * `:record` - a recorder's ring, snapshots and triggers (`Kino.Trace.record/2`),
+  #     or `nil`;
+  #   * `:what` and `:options` - what was asked for, validated: the user's options with
+  #     the defaults, and no internal key.
+  #
+  # Only `new!/3`, `check/2` and `summary/1` are public; the rest is the engine's
+  # (`@doc false`, their examples in test/kino/trace/plan_test.exs).
+
   alias KinoTrace.Pattern
-  alias KinoTrace.Plan.{Functions, Lookup, MessagePattern, Options}
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Plan.{Functions, MessagePattern, Options}
   alias KinoTrace.Stats.Targets
 
   @enforce_keys [:what, :options, :nodes, :limits]
@@ -58,47 +59,47 @@ defmodule Kino.Trace.Plan do
     record: nil
   ]
 
-  @typedoc "Whose events: `:all`, `:new`, `:existing` or pids (names are resolved)."
+  # Whose events: `:all`, `:new`, `:existing` or pids (names are resolved).
+  @typedoc false
   @type targets :: [pid() | :all | :new | :existing]
 
-  @typedoc """
-  Calls: `patterns` as parsed; `pids` traced with `flags`; `returns` and `actions`, the
-  action parts of every match spec clause; `functions`, the match specs to set, with
-  `match_flags` (`[:local]` or `[:global]`).
-  """
-  @type calls :: %{
-          patterns: [Pattern.t()],
-          pids: targets(),
-          flags: [atom()],
-          match_flags: [:local | :global],
-          returns: list(),
-          actions: list(),
-          functions: Functions.t()
-        }
+  # Calls: `patterns` as parsed; `pids` traced with `flags`; `returns` and `actions`, the
+  # action parts of every match spec clause; `functions`, the match specs to set, with
+  # `match_flags` (`[:local]` or `[:global]`).
+  @typep calls :: %{
+           patterns: [Pattern.t()],
+           pids: targets(),
+           flags: [atom()],
+           match_flags: [:local | :global],
+           returns: list(),
+           actions: list(),
+           functions: Functions.t()
+         }
 
-  @type messages :: %{
-          targets: targets(),
-          flags: [atom()],
-          specs: MessagePattern.specs(),
-          distributed: boolean()
-        }
+  @typep messages :: %{
+           targets: targets(),
+           flags: [atom()],
+           specs: MessagePattern.specs(),
+           distributed: boolean()
+         }
 
-  @type processes :: %{targets: targets(), flags: [atom()]}
+  @typep processes :: %{targets: targets(), flags: [atom()]}
 
-  @typedoc "The native tracer's limits (see the \"Options and limits\" guide)."
-  @type limits :: %{atom() => term()}
+  # The native tracer's limits (see the "Options and limits" guide).
+  @typep limits :: %{atom() => term()}
 
-  @type t :: %__MODULE__{
-          what: keyword(),
-          options: keyword(),
-          nodes: [node()],
-          limits: limits(),
-          calls: calls() | nil,
-          messages: messages() | nil,
-          processes: processes() | nil,
-          parts: %{node() => t()},
-          record: KinoTrace.Plan.Record.t() | nil
-        }
+  @typedoc "A checked plan of one trace (`new!/3`)."
+  @opaque t :: %__MODULE__{
+            what: keyword(),
+            options: keyword(),
+            nodes: [node()],
+            limits: limits(),
+            calls: calls() | nil,
+            messages: messages() | nil,
+            processes: processes() | nil,
+            parts: %{node() => t()},
+            record: KinoTrace.Plan.Record.t() | nil
+          }
 
   @what [:calls, :messages, :processes]
 
@@ -171,14 +172,9 @@ defmodule Kino.Trace.Plan do
   defp targets_text(targets) when is_list(targets), do: Enum.map_join(targets, ", ", &inspect/1)
   defp targets_text(target), do: inspect(target)
 
-  @doc """
-  The plan as `node`, one of the plan's nodes, runs it: this node's part is the plan
-  itself, another node's the part `new!/3` built (`node_part!/3`), not built again.
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
-      iex> Kino.Trace.Plan.part(plan, node()) == %{plan | nodes: [node()]}
-      true
-  """
+  # The plan as `node`, one of the plan's nodes, runs it: this node's part is the plan
+  # itself, another node's the part `new!/3` built (`node_part!/3`), not built again.
+  @doc false
   @spec part(t(), node()) :: t()
   def part(%__MODULE__{} = plan, node) when node == node(),
     do: %{plan | nodes: [node], parts: %{}}
@@ -186,27 +182,21 @@ defmodule Kino.Trace.Plan do
   def part(%__MODULE__{parts: parts} = plan, node),
     do: Map.get_lazy(parts, node, fn -> node_part!(%{plan | parts: %{}}, node, warn: false) end)
 
-  @doc """
-  The plan as `node` runs it, built on this node: the same `what`, `options` and
-  `limits`, `nodes: [node]`, and its calls, messages and processes parts resolved
-  against `node`. Patterns are checked against the modules of `node` (loaded there as
-  a trace of them would), names (`pids:`, message and process targets) are looked up
-  there and tail-call cycles read there, with plain OTP calls:
-  `node` needs neither kino_trace nor Elixir, only to be connected.
-
-  Raises `ArgumentError` as `new!/3` does, naming the node (`on node :"a@host": ...`),
-  with "did you mean" suggestions from that node's modules and functions; also when
-  the node goes away or does not answer meanwhile. For `node()` it is this node's
-  part of `new!/3` (no node named).
-
-  Options: `:warn` (default `true`) prints the warnings of the patterns with
-  `IO.warn/2`, naming the node.
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 10)
-      iex> part = Kino.Trace.Plan.node_part!(plan, node())
-      iex> {part.nodes == [node()], part.calls.functions == plan.calls.functions, part.limits == plan.limits}
-      {true, true, true}
-  """
+  # The plan as `node` runs it, built on this node: the same `what`, `options` and
+  # `limits`, `nodes: [node]`, and its calls, messages and processes parts resolved
+  # against `node`. Patterns are checked against the modules of `node` (loaded there as
+  # a trace of them would), names (`pids:`, message and process targets) are looked up
+  # there and tail-call cycles read there, with plain OTP calls:
+  # `node` needs neither kino_trace nor Elixir, only to be connected.
+  #
+  # Raises `ArgumentError` as `new!/3` does, naming the node (`on node :"a@host": ...`),
+  # with "did you mean" suggestions from that node's modules and functions; also when
+  # the node goes away or does not answer meanwhile. For `node()` it is this node's
+  # part of `new!/3` (no node named).
+  #
+  # Options: `:warn` (default `true`) prints the warnings of the patterns with
+  # `IO.warn/2`, naming the node.
+  @doc false
   @spec node_part!(t(), node(), keyword()) :: t()
   def node_part!(%__MODULE__{} = plan, node, opts \\ []) when is_atom(node) do
     warn? = Keyword.get(opts, :warn, true)
@@ -215,27 +205,21 @@ defmodule Kino.Trace.Plan do
     on_node!(node, &part!(plan, &1, warn?))
   end
 
-  @typedoc """
-  One node's part of a stats session (`Kino.Trace.Stats`): the node, its patterns as
-  parsed, the exact functions they name there (the VM's counters are read one function
-  at a time) and whose calls are counted there.
-  """
+  # One node's part of a stats session (`Kino.Trace.Stats`): the node, its patterns as
+  # parsed, the exact functions they name there (the VM's counters are read one function
+  # at a time) and whose calls are counted there.
+  @typedoc false
   @type counters_part :: {node(), [Pattern.t()], [mfa()], targets()}
 
-  @doc """
-  The parts of a stats session counting calls of `patterns` with `opts`, its validated
-  options (those of `Kino.Trace.Stats.start/2`): one per node of `opts[:nodes]` (this one when
-  `nil`), every node checked before anything is counted anywhere.
-
-  A node's part is checked as a trace's (`node_part!/3`, the same code): its patterns
-  against its modules, with warnings and errors naming it; plain patterns only (the
-  counters count every call), expanded to the functions of
-  its loaded code; the names of `:pids` looked up there.
-
-      iex> [{node, [_pattern], mfas, pids}] = Kino.Trace.Plan.counters_parts!(["Enum.sum/1"], pids: :all, local: true, force: false)
-      iex> {node == node(), mfas, pids}
-      {true, [{Enum, :sum, 1}], [:all]}
-  """
+  # The parts of a stats session counting calls of `patterns` with `opts`, its validated
+  # options (those of `Kino.Trace.Stats.start/2`): one per node of `opts[:nodes]` (this one when
+  # `nil`), every node checked before anything is counted anywhere.
+  #
+  # A node's part is checked as a trace's (`node_part!/3`, the same code): its patterns
+  # against its modules, with warnings and errors naming it; plain patterns only (the
+  # counters count every call), expanded to the functions of
+  # its loaded code; the names of `:pids` looked up there.
+  @doc false
   @spec counters_parts!(term(), keyword()) :: [counters_part()]
   def counters_parts!(patterns, opts) do
     for node <- nodes!(opts[:nodes]), do: on_node!(node, &counters_part!(&1, patterns, opts))
@@ -284,39 +268,23 @@ defmodule Kino.Trace.Plan do
     e in ArgumentError -> {:error, Exception.message(e)}
   end
 
-  @doc """
-  What one node of a multi-node plan builds its own plan from (`new!/3` there): the same
-  `what` and options, with `nodes` and `print` unset and `overrides` applied (a node's
-  session keeps a small history when its events are collected elsewhere).
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], limit: 5)
-      iex> {what, options} = Kino.Trace.Plan.for_node(plan, history: 1)
-      iex> {what, options[:limit], options[:history], options[:nodes]}
-      {[calls: ["Enum.sum/1"]], 5, 1, nil}
-  """
+  # What one node of a multi-node plan builds its own plan from (`new!/3` there): the same
+  # `what` and options, with `nodes` and `print` unset and `overrides` applied (a node's
+  # session keeps a small history when its events are collected elsewhere).
+  @doc false
   @spec for_node(t(), keyword()) :: {keyword(), keyword()}
   def for_node(%__MODULE__{what: what, options: options}, overrides \\ []) do
     {what, Keyword.merge(options, [nodes: nil, print: false] ++ overrides)}
   end
 
-  @doc """
-  Whether the plan traces other nodes than this one.
-
-      iex> Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], []) |> Kino.Trace.Plan.remote?()
-      false
-  """
+  # Whether the plan traces other nodes than this one.
+  @doc false
   @spec remote?(t()) :: boolean()
   def remote?(%__MODULE__{nodes: nodes}), do: nodes != [node()]
 
-  @doc """
-  The plan with `patterns` (parsed) as its calls: the match specs are built again.
-  A plan without calls gets patterns that no process is traced for, as before.
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], [])
-      iex> {:ok, pattern} = KinoTrace.Pattern.parse("Enum.map/2")
-      iex> Kino.Trace.Plan.put_patterns(plan, [pattern]).calls.patterns |> Enum.map(& &1.source)
-      ["Enum.map/2"]
-  """
+  # The plan with `patterns` (parsed) as its calls: the match specs are built again.
+  # A plan without calls gets patterns that no process is traced for, as before.
+  @doc false
   @spec put_patterns(t(), [Pattern.t()]) :: t()
   def put_patterns(%__MODULE__{calls: nil} = plan, patterns) do
     put_patterns(%{plan | calls: calls(plan.options, [], [])}, patterns)
@@ -333,14 +301,9 @@ defmodule Kino.Trace.Plan do
     %{plan | calls: %{calls | patterns: patterns, functions: functions}}
   end
 
-  @doc """
-  Whose events the plan traces, with which process flags: `{targets, flags}` for its
-  calls, messages and processes, those it has.
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"], processes: self()], pids: :new)
-      iex> Kino.Trace.Plan.process_flags(plan) == [{[:new], [:call, :scheduler_id]}, {[self()], [:procs, :scheduler_id]}]
-      true
-  """
+  # Whose events the plan traces, with which process flags: `{targets, flags}` for its
+  # calls, messages and processes, those it has.
+  @doc false
   @spec process_flags(t()) :: [{targets(), [atom()]}]
   def process_flags(%__MODULE__{} = plan) do
     calls = plan.calls && {plan.calls.pids, plan.calls.flags}
@@ -351,14 +314,9 @@ defmodule Kino.Trace.Plan do
     if calls, do: [calls | parts], else: parts
   end
 
-  @doc """
-  The options the pattern parser takes for this plan (for
-  another node's part, `node_part!/3`, they look modules up on that node).
-
-      iex> plan = Kino.Trace.Plan.new!([calls: ["Enum.sum/1"]], force: true)
-      iex> plan |> Kino.Trace.Plan.pattern_opts() |> Keyword.take([:force, :local, :max_bytes])
-      [force: true, local: true, max_bytes: 16384]
-  """
+  # The options the pattern parser takes for this plan (for
+  # another node's part, `node_part!/3`, they look modules up on that node).
+  @doc false
   @spec pattern_opts(t() | keyword()) :: keyword()
   def pattern_opts(%__MODULE__{options: options} = plan),
     do: [lookup: lookup(plan)] ++ pattern_opts(options)

@@ -150,7 +150,7 @@ defmodule KinoTrace.Assertions.CallPattern do
   defp split_guard(expr), do: {expr, nil}
 
   defp any_args(%{module: module, function: fun, arity: arity}) do
-    source = KinoTrace.Render.MFA.to_string({module, fun, arity})
+    source = KinoTrace.Base.MFA.to_string({module, fun, arity})
 
     quote do
       %KinoTrace.Assertions.CallPattern{

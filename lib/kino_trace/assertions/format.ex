@@ -2,11 +2,11 @@ defmodule KinoTrace.Assertions.Format do
   @moduledoc false
   # Builds the text of assertion failure messages: calls written as Elixir code, lists of
   # calls, the traced functions, and the calls closest by name to one that never happened.
-  # Functions are written by `KinoTrace.Render.MFA`.
+  # Functions are written by `KinoTrace.Base.MFA`.
 
   alias KinoTrace.Assertions.Call
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Suggest
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Base.Suggest
 
   @max_listed 10
 
@@ -72,7 +72,7 @@ defmodule KinoTrace.Assertions.Format do
   @doc """
   The traced functions closest by name to `{module, function, arity}`, best first: the same
   function with another arity, then functions of the same module with a similar name
-  (close by `KinoTrace.Suggest`'s rule, the closest first), then the same function name
+  (close by `KinoTrace.Base.Suggest`'s rule, the closest first), then the same function name
   in another module.
 
   ## Examples

@@ -8,7 +8,7 @@ defmodule KinoTrace.Assertions.Messages do
   import KinoTrace.Assertions.Matching, only: [matches?: 2]
 
   alias KinoTrace.Assertions.{Call, CallPattern, Coverage, Format}
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
 
   # "Expected a call matching ... but": what was called instead, and the notes that
   # explain why the call may be missing.

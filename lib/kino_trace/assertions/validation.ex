@@ -5,8 +5,8 @@ defmodule KinoTrace.Assertions.Validation do
   # refutation that could never fail. Each raises ArgumentError saying so.
 
   alias KinoTrace.Assertions.{Call, CallPattern, Coverage, ValuePattern}
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Suggest
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Base.Suggest
 
   # `opts` when a keyword list of only the `allowed` keys; else raises ArgumentError.
   @spec validate_opts!(term, [atom]) :: keyword

@@ -25,9 +25,9 @@ defmodule KinoTrace.Capture.Sends do
   # (`{:global, name}` for global names) when they have one, else by pid, in the order
   # of their first message.
 
-  alias KinoTrace.Internal
-  alias KinoTrace.Session.BifWorkaround
-  alias KinoTrace.Tracer.LocalTracer
+  alias Kino.Trace.Event
+  alias KinoTrace.{Backend, Internal}
+  alias KinoTrace.Backend.BifWorkaround
 
   @max_sends 100_000
   @max_listed 5
@@ -36,11 +36,11 @@ defmodule KinoTrace.Capture.Sends do
   # Each send keeps its receiver and the message's first element at most (~40 bytes).
   @caps %{max_depth: 1, max_items: 1, max_binary: 1, max_bytes: 128}
 
-  @enforce_keys [:session, :tracer]
-  defstruct [:session, :tracer]
+  @enforce_keys [:session, :backend]
+  defstruct [:session, :backend]
 
   @typedoc "The trace of a capture's sends."
-  @opaque t :: %__MODULE__{session: term(), tracer: LocalTracer.t()}
+  @opaque t :: %__MODULE__{session: term(), backend: Backend.local()}
 
   @typedoc "A process the block sent messages to: its registered name, else its pid."
   @type receiver :: atom() | {:global, term()} | pid()
@@ -71,9 +71,9 @@ defmodule KinoTrace.Capture.Sends do
     limits = Map.put(@caps, :queue, events: @max_sends, bytes: 64 * @max_sends)
     # the tracer this node runs (native, or the fallback: not attached, its mailbox
     # guard drops and counts until its mailbox is empty, which only shortens the hint)
-    tracer = LocalTracer.new(owner, limits)
-    session = LocalTracer.session_create(tracer)
-    flags = LocalTracer.flags(tracer, if(children?, do: [:send, :set_on_spawn], else: [:send]))
+    backend = Backend.new_local(owner, limits, pairing: false)
+    session = backend.session
+    flags = Backend.flags(backend, if(children?, do: [:send, :set_on_spawn], else: [:send]))
 
     for target <- targets, is_pid(target) do
       try do
@@ -89,7 +89,7 @@ defmodule KinoTrace.Capture.Sends do
     # caller (a pool worker that lives on): should the block's process be killed before
     # stop/1, the entry goes, and the session with the last reference to its handle.
     Internal.add_session(session, block)
-    %__MODULE__{session: session, tracer: tracer}
+    %__MODULE__{session: session, backend: backend}
   end
 
   # [To, Message]: a pid of this node or a registered name, not a target, not I/O.
@@ -107,13 +107,13 @@ defmodule KinoTrace.Capture.Sends do
 
   @doc """
   Ends the trace of sends: destroys its session (through
-  `KinoTrace.Session.BifWorkaround.destroy/2`, like every trace session) and frees its queue.
+  `KinoTrace.Backend.BifWorkaround.destroy/2`, like every trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok
-  def stop(%__MODULE__{session: session, tracer: tracer}) do
+  def stop(%__MODULE__{session: session, backend: backend}) do
     Internal.remove_session(session)
     BifWorkaround.destroy(session)
-    LocalTracer.close(tracer)
+    Backend.close(backend)
   end
 
   @doc """
@@ -123,11 +123,11 @@ defmodule KinoTrace.Capture.Sends do
   (`:erlang.trace_delivered/1`), while `capture` still runs.
   """
   @spec untraced(t(), KinoTrace.Client.trace()) :: [receiver()]
-  def untraced(%__MODULE__{tracer: tracer}, capture) do
+  def untraced(%__MODULE__{backend: backend}, capture) do
     internal = MapSet.new(Internal.pids())
     capture_tracer = KinoTrace.Client.tracer(capture)
 
-    tracer
+    backend
     |> receivers({MapSet.new(), []})
     |> Enum.flat_map(fn
       pid when is_pid(pid) -> [pid]
@@ -141,14 +141,13 @@ defmodule KinoTrace.Capture.Sends do
     |> Enum.map(&name/1)
   end
 
-  # The distinct receivers in the order of their first message. Raw send events are
-  # {:send, sender, time, scheduler, _, _, _, message, receiver, drop_mark}.
-  defp receivers(tracer, {seen, order}) do
-    {raw, more?} = LocalTracer.drain(tracer, 10_000)
+  # The distinct receivers in the order of their first message (a send's `peer`).
+  defp receivers(backend, {seen, order}) do
+    {events, more?, backend} = Backend.drain(backend, 10_000)
 
     acc =
-      Enum.reduce(raw, {seen, order}, fn
-        {:send, _, _, _, _, _, _, _, to, _}, {seen, order} when is_pid(to) or is_atom(to) ->
+      Enum.reduce(events, {seen, order}, fn
+        %Event{kind: :send, peer: to}, {seen, order} when is_pid(to) or is_atom(to) ->
           if MapSet.member?(seen, to),
             do: {seen, order},
             else: {MapSet.put(seen, to), [to | order]}
@@ -157,7 +156,7 @@ defmodule KinoTrace.Capture.Sends do
           acc
       end)
 
-    if more?, do: receivers(tracer, acc), else: acc |> elem(1) |> Enum.reverse()
+    if more?, do: receivers(backend, acc), else: acc |> elem(1) |> Enum.reverse()
   end
 
   # The runtime's own processes: code loading, logging, I/O and the test runner talk to

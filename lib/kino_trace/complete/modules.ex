@@ -120,7 +120,7 @@ defmodule KinoTrace.Complete.Modules do
 
   # The module's atom when it exists and the module is loaded. Never makes an atom.
   defp loaded(name) do
-    module = KinoTrace.Pattern.Name.existing(name)
+    module = KinoTrace.Base.Name.existing(name)
     if module && :erlang.module_loaded(module), do: module
   end
 

@@ -68,7 +68,7 @@ defmodule KinoTrace.File.Checks do
   defp pos_int?(i), do: is_integer(i) and i > 0
 
   # an atom, or one this node does not know
-  defp name?(%KinoTrace.Pattern.Name{text: text}), do: is_binary(text)
+  defp name?(%KinoTrace.Base.Name{text: text}), do: is_binary(text)
   defp name?(a), do: is_atom(a)
 
   defp process?(p),

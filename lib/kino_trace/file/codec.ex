@@ -4,7 +4,7 @@ defmodule KinoTrace.File.Codec do
   #
   # A file is untrusted input, so this is kino_trace's own encoding and not the external
   # term format: decoding never creates an atom (a name this node does not know comes
-  # back as a `KinoTrace.Pattern.Name`, as in a pattern), never makes a fun (funs are kept as their printed
+  # back as a `KinoTrace.Base.Name`, as in a pattern), never makes a fun (funs are kept as their printed
   # form), and stays within a budget of items and a nesting depth, so the memory a
   # decoded term takes is bounded by the bytes it came from. Pids, ports and references
   # of a node this node knows by name come back as real ones, built by
@@ -16,7 +16,7 @@ defmodule KinoTrace.File.Codec do
 
   import Bitwise
 
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Base.Name
 
   @nil_tag 0
   @int 1
@@ -140,7 +140,7 @@ defmodule KinoTrace.File.Codec do
       iex> KinoTrace.File.Codec.decode(<<4, 0, 0, 0, 11, "kt_no_such_", 4, 0, 0, 0, 2, "ok">> <> "", 10)
       {:error, "7 bytes after the term", 16}
       iex> KinoTrace.File.Codec.decode(<<4, 0, 0, 0, 11, "kt_no_such_">>, 10)
-      {:ok, %KinoTrace.Pattern.Name{text: "kt_no_such_"}, 9}
+      {:ok, %KinoTrace.Base.Name{text: "kt_no_such_"}, 9}
       iex> KinoTrace.File.Codec.decode(<<7, 255, 255, 255, 255>>, 10)
       {:error, "a list of 4294967295 elements in 0 bytes", 0}
   """
@@ -284,7 +284,7 @@ defmodule KinoTrace.File.Codec do
     do: throw({:bad, "an identifier's text cut short or too long", bin})
 
   # Never creates an atom: an atom this node does not know stays a name
-  # (`KinoTrace.Pattern.Name`, as in a pattern).
+  # (`KinoTrace.Base.Name`, as in a pattern).
   defp existing_atom(name, bin) do
     case Name.resolve(name) do
       atom when is_atom(atom) ->

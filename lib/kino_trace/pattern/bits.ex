@@ -11,7 +11,8 @@ defmodule KinoTrace.Pattern.Bits do
   # `native`, `size(n)`, `unit(n)`, `n` (a size) and `n*m` (size and unit), all literal.
   # What Elixir would refuse is an error here too, naming the segment.
 
-  alias KinoTrace.Pattern.{Name, Quoted}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
 
   @types %{
     integer: :integer,
@@ -121,7 +122,7 @@ defmodule KinoTrace.Pattern.Bits do
     end
   end
 
-  # A word that is no atom yet (`KinoTrace.Pattern.Name`) is no modifier either.
+  # A word that is no atom yet (`KinoTrace.Base.Name`) is no modifier either.
   defp modifiers({%Name{text: text}, _, context}, _mods, segment, ast) when is_atom(context),
     do: invalid(ast, "unknown modifier #{text} in #{Quoted.to_string(segment)}")
 

@@ -18,7 +18,7 @@ defmodule KinoTrace.Pattern.MatchSpec do
   # `:"$gen_call"`, are plain atoms.
   #
   # The quoted forms come from `KinoTrace.Pattern.Quoted`: names that are not
-  # atoms are `KinoTrace.Pattern.Name`s. A variable may have such a name; a
+  # atoms are `KinoTrace.Base.Name`s. A variable may have such a name; a
   # literal atom may not (no term can contain an atom that does not exist).
   #
   # This module is the entry point and puts a spec together; three compilers do the
@@ -55,7 +55,7 @@ defmodule KinoTrace.Pattern.MatchSpec do
   def max_bytes(opts) do
     case Keyword.get(opts, :max_bytes) do
       bytes when is_integer(bytes) and bytes > 0 -> bytes
-      _ -> Keyword.fetch!(KinoTrace.Plan.Options.defaults(), :max_bytes)
+      _ -> KinoTrace.Limits.default(:max_bytes)
     end
   end
 

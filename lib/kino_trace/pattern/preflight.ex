@@ -5,14 +5,15 @@ defmodule KinoTrace.Pattern.Preflight do
   # it is not inlined away by the compiler, and the pattern does not trace
   # everything or kino_trace itself (unless forced).
   #
-  # Names that were not atoms when the pattern was parsed (`Pattern.Name`) are
+  # Names that were not atoms when the pattern was parsed (`Base.Name`) are
   # resolved here, after the module is loaded; no other atom is created.
 
   alias KinoTrace.Pattern
-  alias KinoTrace.Pattern.{Name, Text}
-  alias KinoTrace.Plan.Lookup
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Suggest
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Text
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Base.Suggest
 
   # A suggestion compares a name with every module of the code path (thousands): only
   # the first unknown modules of a batch get one, only for names a typo of a module's
@@ -29,7 +30,7 @@ defmodule KinoTrace.Pattern.Preflight do
   # Checks every parsed pattern (`{:ok, pattern}`; errors pass through), in order.
   # An `{:ok, pattern, warnings}` result has the pattern's names resolved to atoms.
   #
-  # What is known of modules comes from `opts[:lookup]` (`KinoTrace.Plan.Lookup`,
+  # What is known of modules comes from `opts[:lookup]` (`KinoTrace.Base.Lookup`,
   # this node's by default), for all patterns at once: the modules named as text that
   # were no atoms here, the modules (loaded there) and their functions, and, for "did
   # you mean" on unknown modules, the modules of the code path (listed once for all of

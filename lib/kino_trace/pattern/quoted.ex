@@ -3,11 +3,12 @@ defmodule KinoTrace.Pattern.Quoted do
   # Parses pattern text into Elixir's quoted form without creating atoms.
   #
   # `Code.string_to_quoted/2` turns every identifier, alias and atom into an atom.
-  # Here, a name whose atom does not exist yet becomes a `KinoTrace.Pattern.Name`
+  # Here, a name whose atom does not exist yet becomes a `KinoTrace.Base.Name`
   # in the quoted form instead, so parsing any text leaves the atom table as it was
-  # (see `KinoTrace.Pattern.Name` for what each kind of name then means).
+  # (see `KinoTrace.Base.Name` for what each kind of name then means).
 
-  alias KinoTrace.Pattern.{Edit, Name}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Edit
 
   # Placeholders stand for names while `Macro.to_string/1` prints; they exist from
   # the moment this module is loaded, like every other atom of its code.
@@ -26,7 +27,7 @@ defmodule KinoTrace.Pattern.Quoted do
 
       iex> {:ok, quoted} = KinoTrace.Pattern.Quoted.parse("{:ok, kino_trace_new_var_7c1d}")
       iex> quoted
-      {:ok, {%KinoTrace.Pattern.Name{text: "kino_trace_new_var_7c1d"}, [line: 1], nil}}
+      {:ok, {%KinoTrace.Base.Name{text: "kino_trace_new_var_7c1d"}, [line: 1], nil}}
       iex> KinoTrace.Pattern.Quoted.to_string(quoted)
       "{:ok, kino_trace_new_var_7c1d}"
 
@@ -128,7 +129,7 @@ defmodule KinoTrace.Pattern.Quoted do
 
       iex> {:ok, quoted} = KinoTrace.Pattern.Quoted.parse("{:ok, kino_trace_new_var_7c1e}")
       iex> KinoTrace.Pattern.Quoted.names(quoted)
-      [%KinoTrace.Pattern.Name{text: "kino_trace_new_var_7c1e"}]
+      [%KinoTrace.Base.Name{text: "kino_trace_new_var_7c1e"}]
   """
   @spec names(Macro.t()) :: [Name.t()]
   def names(quoted), do: quoted |> names(MapSet.new()) |> MapSet.to_list()

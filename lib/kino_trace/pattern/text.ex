@@ -9,10 +9,11 @@ defmodule KinoTrace.Pattern.Text do
   # not depend on it). Also: which names a text's patterns need as atoms, for
   # patterns checked on another node (`import_names/2`).
 
-  import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Pattern.{MatchSpec, Name, Quoted}
-  alias KinoTrace.Plan.Lookup
-  alias KinoTrace.Render.MFA
+  import KinoTrace.Base.Name, only: [is_name: 1]
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.{MatchSpec, Quoted}
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Base.MFA
 
   # Texts that trace every function.
   @everything ["*", "_", "*.*", "_._/_"]

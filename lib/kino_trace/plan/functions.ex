@@ -18,7 +18,8 @@ defmodule KinoTrace.Plan.Functions do
 
   alias KinoTrace.Pattern
   alias KinoTrace.Pattern.Generated
-  alias KinoTrace.Plan.{Lookup, TailCalls}
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Plan.TailCalls
 
   defstruct steps: [], no_returns: MapSet.new(), transient_returns: false
 
@@ -44,7 +45,7 @@ defmodule KinoTrace.Plan.Functions do
 
   Options: `:force` (trace returns of tail-recursive functions a pattern names),
   `:local` (whether local calls are traced, default `true`), `:lookup`, where the
-  modules are read (`KinoTrace.Plan.Lookup`: this node by default, or the node the
+  modules are read (`KinoTrace.Base.Lookup`: this node by default, or the node the
   plan is for) and `:cycles`, the function that gives a module's tail-call cycles
   (default: `KinoTrace.Plan.TailCalls.cycles_all/3` with the scope `:local` says, every
   module at once).
@@ -155,7 +156,7 @@ defmodule KinoTrace.Plan.Functions do
   @doc """
   The `:trace` calls that set the plan's steps with `flags` (`[:local]` or `[:global]`),
   as `{ops, after}`: `{fun, args}` for `:trace.fun(session, args...)`, the `after` ones to
-  run whether the others succeeded or not (`KinoTrace.Session.Backend.run/3`).
+  run whether the others succeeded or not (`KinoTrace.Backend.run/3`).
 
   A process that loops through a tail call must never see a return action on it, even
   for the moment between a module-wide step and the step that takes the returns off
@@ -221,7 +222,7 @@ defmodule KinoTrace.Plan.Functions do
   @doc """
   The BIFs the plan traces, each with the match spec it ends up with, in the form
   `:trace.function/4` takes. Setting them again switches their tracing back on after
-  OTP 27.3 switched it off (erlang/otp#10349, see `KinoTrace.Session.BifWorkaround`). A step on every
+  OTP 27.3 switched it off (erlang/otp#10349, see `KinoTrace.Backend.BifWorkaround`). A step on every
   module (`{:_, :_, :_}`) is left out.
 
       iex> {:ok, ets} = KinoTrace.Pattern.parse(":ets.insert/2")
@@ -234,7 +235,7 @@ defmodule KinoTrace.Plan.Functions do
   def bif_steps(%__MODULE__{steps: steps}) do
     steps
     |> Enum.reduce(%{}, fn {target, spec}, acc ->
-      Enum.reduce(KinoTrace.Session.Reaper.bifs(target), acc, &Map.put(&2, &1, vm_spec(spec)))
+      Enum.reduce(KinoTrace.Base.Bifs.bifs(target), acc, &Map.put(&2, &1, vm_spec(spec)))
     end)
     |> Enum.sort()
   end

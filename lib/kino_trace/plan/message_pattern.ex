@@ -9,7 +9,7 @@ defmodule KinoTrace.Plan.MessagePattern do
   #
   # Parsing creates no atom: variables may have any name, and a literal atom that
   # does not exist yet is refused, since no message can contain it (see
-  # `KinoTrace.Pattern.Name`).
+  # `KinoTrace.Base.Name`).
 
   alias KinoTrace.Pattern.{MatchSpec, Quoted}
 

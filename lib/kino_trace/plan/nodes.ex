@@ -8,8 +8,6 @@ defmodule KinoTrace.Plan.Nodes do
   # (`Kino.Trace.Plan.node_part!/3`), looking its modules and names up there with plain
   # OTP calls.
 
-  @call_timeout 15_000
-
   @doc """
   Resolves the `nodes:` option: a node, a list of nodes, or `:all` (this node and every
   connected node, hidden connections included: `Node.list(:connected)`). Raises `ArgumentError` naming a node that is not connected or runs
@@ -63,17 +61,13 @@ defmodule KinoTrace.Plan.Nodes do
   defp check_node!(other),
     do: raise(ArgumentError, "invalid value for :nodes: #{inspect(other)} is not a node name")
 
-  @doc "How long a call to another node may take (ms): `call/4`, `KinoTrace.Plan.Lookup`."
-  @spec call_timeout() :: pos_integer()
-  def call_timeout, do: @call_timeout
-
   @doc """
   Calls `m.f(a...)` on `node`: its result, or `{:error, message}` when the node cannot be
   reached or the call raises (a call of kino_trace's code where it is not loaded says so).
   """
   @spec call(node(), module(), atom(), list()) :: term()
   def call(node, m, f, a) do
-    :erpc.call(node, m, f, a, @call_timeout)
+    :erpc.call(node, m, f, a, KinoTrace.Base.Lookup.call_timeout())
   catch
     :error, {:erpc, reason} ->
       {:error, "node unreachable (#{inspect(reason)})"}

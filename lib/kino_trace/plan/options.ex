@@ -6,7 +6,7 @@ defmodule KinoTrace.Plan.Options do
   # `ArgumentError` that names it and says what it takes.
 
   alias KinoTrace.Limits
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Base.Lookup
 
   @doc """
   The default options.
@@ -328,7 +328,7 @@ defmodule KinoTrace.Plan.Options do
   # The pid of a process name, looked up as GenServer does; raises naming it when none.
   defp whereis!(name), do: pid!(name, Lookup.whereis(Lookup.local(), [name])[name])
 
-  # What `KinoTrace.Plan.Lookup.whereis/2` found for `name`: its pid, or an error naming it.
+  # What `KinoTrace.Base.Lookup.whereis/2` found for `name`: its pid, or an error naming it.
   defp pid!(_name, {:ok, pid}) when is_pid(pid), do: pid
 
   defp pid!(name, {:ok, nil}),
@@ -356,7 +356,7 @@ defmodule KinoTrace.Plan.Options do
 
   @doc """
   Resolves the `:pids` option into what `:trace.process/4` takes: a list of `:all`,
-  `:new`, `:existing` or pids of the lookup's node (`KinoTrace.Plan.Lookup`: this node
+  `:new`, `:existing` or pids of the lookup's node (`KinoTrace.Base.Lookup`: this node
   by default, or another node, which needs no kino_trace). Names (registered atoms,
   `{:global, name}`, `{:via, module, name}`) are looked up there, all at once; one
   that names no process raises `ArgumentError` naming it.

@@ -17,7 +17,7 @@ defmodule KinoTrace.Plan.TailCalls do
   # `__MODULE__.loop(...)`). A function on such a cycle is found whichever of its
   # functions is traced: with `loop -> helper -> loop`, both are.
 
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Base.Lookup
 
   @table __MODULE__
   @max_cached 1_024
@@ -57,7 +57,7 @@ defmodule KinoTrace.Plan.TailCalls do
       :unknown
 
   The module may be on another node, one without kino_trace: `cycles_all/3` reads it
-  there through a `KinoTrace.Plan.Lookup` (a module loaded there with
+  there through a `KinoTrace.Base.Lookup` (a module loaded there with
   `:code.load_binary/3` and no object file on its code path gives `:unknown` too).
 
   Results are cached per module version (the module's MD5), in a bounded table.
@@ -68,15 +68,15 @@ defmodule KinoTrace.Plan.TailCalls do
   end
 
   @doc """
-  `cycles/2` of each module, read where `lookup` looks (`KinoTrace.Plan.Lookup`: this
+  `cycles/2` of each module, read where `lookup` looks (`KinoTrace.Base.Lookup`: this
   node by default, or another node, which needs no kino_trace): the modules are loaded
   there, and their object code is read from that node's code path when it is the
   loaded version. All modules are looked up at once.
 
-      iex> KinoTrace.Plan.TailCalls.cycles_all([:lists, :erlang], :local, KinoTrace.Plan.Lookup.local())[:erlang]
+      iex> KinoTrace.Plan.TailCalls.cycles_all([:lists, :erlang], :local, KinoTrace.Base.Lookup.local())[:erlang]
       :unknown
   """
-  @spec cycles_all([module()], scope(), KinoTrace.Plan.Lookup.t()) :: %{module() => cycles()}
+  @spec cycles_all([module()], scope(), KinoTrace.Base.Lookup.t()) :: %{module() => cycles()}
   def cycles_all(modules, scope \\ :local, lookup \\ Lookup.local())
       when scope in [:local, :global] do
     modules = Enum.uniq(modules)

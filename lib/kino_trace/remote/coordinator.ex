@@ -8,10 +8,10 @@ defmodule KinoTrace.Remote.Coordinator do
   # sessions through KinoTrace.Client. It owns one session per node and subscribes to each:
   # their events are renumbered, kept in the trace's history and sent on to its own
   # subscribers. While one of those is backlogged (KinoTrace.Server.Delivery) it
-  # holds the batches for them and lets them through as the subscriber catches up; the
-  # sessions count what it holds as unread, so past a session's allowance they hold back
-  # and their nodes drop and count, as for any subscriber. It never waits, so it answers
-  # requests meanwhile. Requests go to the
+  # holds the batches for them (KinoTrace.Remote.Holding) and lets them through as the
+  # subscriber catches up; the sessions count what it holds as unread, so past a
+  # session's allowance they hold back and their nodes drop and count, as for any
+  # subscriber. It never waits, so it answers requests meanwhile. Requests go to the
   # nodes in parallel and wait for at most 2 s in all: a node that does not answer
   # in time is marked `:unresponsive`, skipped (and reported) by later requests until it
   # answers one of the info requests sent on every tick; its last known counters stay in
@@ -26,19 +26,17 @@ defmodule KinoTrace.Remote.Coordinator do
 
   alias Kino.Trace.Plan
   alias KinoTrace.{Client, Remote, Server}
-  alias KinoTrace.Remote.{Merge, Nodes, Recording}
+  alias KinoTrace.Remote.{Holding, Merge, Nodes, Recording}
   alias KinoTrace.Server.Delivery
-  alias KinoTrace.Session.{History, Recorder}
-
-  # How soon batches held for a backlogged subscriber are offered again.
-  @relay_ms 5
+  alias KinoTrace.History
+  alias KinoTrace.Session.Recorder
 
   defstruct [
     :id,
     :owner_ref,
     :plan,
     :history,
-    # what it keeps since the start (KinoTrace.Stats.Kept: latency, slow calls)
+    # what it keeps since the start (KinoTrace.Latency.Kept: latency, slow calls)
     :kept,
     :started_at,
     # a recorder's snapshots (KinoTrace.Session.Recorder), or nil
@@ -78,7 +76,7 @@ defmodule KinoTrace.Remote.Coordinator do
       owner_ref: Process.monitor(owner),
       plan: plan,
       history: History.new(plan.options[:history]),
-      kept: KinoTrace.Stats.Kept.new(plan.options),
+      kept: KinoTrace.Latency.Kept.new(plan.options),
       recorder: Recorder.new(plan.record),
       started_at: System.os_time(:microsecond)
     }
@@ -155,22 +153,22 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request(:latency, _from, state),
-    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.latency(&1.kept), &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.latency(&1.kept), &1})
 
   def handle_request(:latency_processes, _from, state),
     do:
       caught_up(state)
-      |> then(&{:reply, KinoTrace.Stats.Kept.latency_processes(&1.kept), &1})
+      |> then(&{:reply, KinoTrace.Latency.Kept.latency_processes(&1.kept), &1})
 
   def handle_request(:slow_calls, _from, state),
-    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_calls(&1.kept), &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.slow_calls(&1.kept), &1})
 
   def handle_request(:slow_counts, _from, state),
-    do: caught_up(state) |> then(&{:reply, KinoTrace.Stats.Kept.slow_counts(&1.kept), &1})
+    do: caught_up(state) |> then(&{:reply, KinoTrace.Latency.Kept.slow_counts(&1.kept), &1})
 
   def handle_request({:sync, cap}, _from, state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, cap})
-    {:reply, :ok, state |> take_delivered() |> release_held()}
+    {:reply, :ok, state |> take_delivered() |> Holding.release()}
   end
 
   def handle_request(:info, _from, state) do
@@ -232,7 +230,7 @@ defmodule KinoTrace.Remote.Coordinator do
   # Each node has delivered what it had queued (bounded), and that is sent on.
   defp caught_up(state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, Server.max_sync_drain()})
-    state |> take_delivered() |> release_held()
+    state |> take_delivered() |> Holding.release()
   end
 
   defp on_node_of(state, pid, op) do
@@ -254,7 +252,7 @@ defmodule KinoTrace.Remote.Coordinator do
     {:noreply, deliver(state, node, events)}
   end
 
-  def handle_info(:relay, state), do: {:noreply, relay(%{state | relay_due: false})}
+  def handle_info(:relay, state), do: {:noreply, Holding.relay(%{state | relay_due: false})}
 
   def handle_info({:kino_trace, {id, node}, {:status, status}}, %{id: id} = state) do
     state = put_in(state.nodes[node].status, status)
@@ -309,7 +307,7 @@ defmodule KinoTrace.Remote.Coordinator do
     state = finish(state)
 
     if state.setup_error == nil,
-      do: KinoTrace.Session.Final.put(state.id, Recording.info(state))
+      do: KinoTrace.Client.Final.put(state.id, Recording.info(state))
 
     :ok
   end
@@ -318,70 +316,15 @@ defmodule KinoTrace.Remote.Coordinator do
     {events, numbering} = Remote.renumber(events, state.numbering)
     history = History.push(state.history, events)
 
-    pass_on(
+    Holding.pass_on(
       %{
         state
         | numbering: numbering,
           history: history,
-          kept: KinoTrace.Stats.Kept.add(state.kept, events, history)
+          kept: KinoTrace.Latency.Kept.add(state.kept, events, history)
       },
       events
     )
-  end
-
-  # --- holding back for a backlogged subscriber (never waiting: requests are answered) ---
-
-  # A batch goes to the subscribers at once unless one of them is backlogged or batches
-  # are held already (they keep their order). The sessions count what is held as this
-  # process's unread messages (Delivery.held/1): past their allowance they send no more.
-  defp pass_on(state, events) do
-    if :queue.is_empty(state.held) and not Delivery.backlogged?(state.subscribers, :relay) do
-      Delivery.notify(state.subscribers, {:events, events})
-      state
-    else
-      put_held(
-        %{state | held_events: state.held_events + length(events)},
-        :queue.in(events, state.held)
-      )
-      |> relay_later()
-    end
-  end
-
-  defp put_held(state, held) do
-    Delivery.held(:queue.len(held))
-    %{state | held: held}
-  end
-
-  defp relay_later(%{relay_due: true} = state), do: state
-
-  defp relay_later(state) do
-    Process.send_after(self(), :relay, @relay_ms)
-    %{state | relay_due: true}
-  end
-
-  # Lets held batches through, oldest first, while no subscriber is backlogged.
-  defp relay(state) do
-    case :queue.out(state.held) do
-      {:empty, _} ->
-        state
-
-      {{:value, events}, held} ->
-        if Delivery.backlogged?(state.subscribers, :relay) do
-          relay_later(state)
-        else
-          Delivery.notify(state.subscribers, {:events, events})
-          relay(put_held(%{state | held_events: state.held_events - length(events)}, held))
-        end
-    end
-  end
-
-  # Every held batch, now: before a status, and to answer a request for events or a
-  # sync (the caller asked for them).
-  defp release_held(state) do
-    for events <- :queue.to_list(state.held),
-        do: Delivery.notify(state.subscribers, {:events, events})
-
-    put_held(%{state | held_events: 0}, :queue.new())
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
@@ -396,7 +339,7 @@ defmodule KinoTrace.Remote.Coordinator do
 
   # (after what is held: a subscriber sees a trace's events before its end)
   defp broadcast(state, notice) do
-    state = release_held(state)
+    state = Holding.release(state)
     Delivery.notify(state.subscribers, notice)
     state
   end

@@ -75,14 +75,14 @@ defmodule KinoTrace.Remote.Merge do
 
   @doc """
   Each stopped session's last info (its final counters, and what another node's agent
-  left there), as it kept it when it ended (`KinoTrace.Session.Final`).
+  left there), as it kept it when it ended (`KinoTrace.Client.Final`).
   """
   @spec final_infos(%{node() => map()}) :: %{node() => map()}
   def final_infos(nodes) do
     Map.new(nodes, fn {node, entry} ->
       case entry.info do
         %{id: id} ->
-          case KinoTrace.Session.Final.fetch(id) do
+          case KinoTrace.Client.Final.fetch(id) do
             {:ok, info} -> {node, %{entry | info: info}}
             :error -> {node, entry}
           end

@@ -4,14 +4,15 @@ defmodule KinoTrace.Render.Flame do
   # (KinoTrace.Render.CallTree): folded stacks (flamegraph.pl, Inferno, speedscope) and
   # callgrind files (KCachegrind).
   #
-  # A frame is a function in its Elixir spelling (KinoTrace.Render.MFA.to_string/1,
+  # A frame is a function in its Elixir spelling (KinoTrace.Base.MFA.to_string/1,
   # `MyApp.a/0`, `:ets.insert/2`); a call whose end the events do not have (a tail-call
   # loop traced without returns, a call still running) is the frame `MyApp.loop/1 [no
   # return]`: its own time is unknown, so it has no value of its own, and the calls it
   # made keep their times under it. Values are self times (a node's duration less those
   # of the calls it made), summed over the processes (or one), in `unit`.
 
-  alias KinoTrace.Render.{CallTree, MFA}
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Render.CallTree
 
   @no_return " [no return]"
 

@@ -7,7 +7,8 @@ defmodule KinoTrace.Render.Sequence do
 
   alias Kino.Trace.Event
   alias KinoTrace.Render
-  alias KinoTrace.Render.{MFA, Pairs}
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Render.Pairs
   alias KinoTrace.Tracer.Aliases
 
   # Characters kept of a label when the options do not say.

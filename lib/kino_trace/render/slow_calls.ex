@@ -7,7 +7,7 @@ defmodule KinoTrace.Render.SlowCalls do
 
   alias Kino.Trace.Event
   alias KinoTrace.Render
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
 
   @doc """
   The report as text lines (iodata). Options: those of `KinoTrace.Render.format/2`
@@ -20,7 +20,7 @@ defmodule KinoTrace.Render.SlowCalls do
       iex> report |> KinoTrace.Render.SlowCalls.format() |> IO.iodata_to_binary() |> String.split("\\n", trim: true)
       ["M.f/1: the 1 slowest", "  9.0 µs #PID<0.250.0> M.f(1) -> :ok"]
   """
-  @spec format(KinoTrace.Stats.SlowCalls.report(), keyword()) :: iodata()
+  @spec format(KinoTrace.Latency.SlowCalls.report(), keyword()) :: iodata()
   def format(report, opts \\ []) do
     slowest =
       for {mfa, calls} <- Enum.sort_by(report.slowest, fn {mfa, _} -> MFA.to_string(mfa) end) do

@@ -10,27 +10,19 @@ defmodule KinoTrace.Session.Drain do
   # followed by one more drain a moment later, for an event whose wake-up was missed
   # (the producer's path has no fence: c_src/core/session_core.hpp, "Wake-up"); the
   # paced drain's timer serves for it, and a recheck of a queue already asleep arms
-  # nothing. Drained events are decoded by the session's decoder module and go to its
-  # subscribers, its history, what it keeps since the start (KinoTrace.Stats.Kept: latency
+  # nothing. Drained events come decoded from the backend and go to its
+  # subscribers, its history, what it keeps since the start (KinoTrace.Latency.Kept: latency
   # distributions, slow calls) and the stack guard's loop check.
   #
-  # Works on the session's state: its `backend`, `decoder`, `history`, `kept`, `pacing`
+  # Works on the session's state: its `backend`, `history`, `kept`, `pacing`
   # and `drain_due` fields.
 
   alias KinoTrace.Server.Delivery
 
-  alias KinoTrace.Session.{
-    Backend,
-    DrainPacing,
-    History,
-    OwnEvents,
-    Recorder,
-    Safeguards,
-    Subscribers
-  }
+  alias KinoTrace.{Backend, History}
+  alias KinoTrace.Session.{DrainPacing, OwnEvents, Recorder, Safeguards, Subscribers}
 
-  alias KinoTrace.Stats.Kept
-  alias KinoTrace.Tracer.{Decoder, NativeDecoder}
+  alias KinoTrace.Latency.Kept
 
   # Events drained, decoded and sent to subscribers at once. Small batches keep what the
   # session holds while decoding within its young heap: decoding 2 000 events at once
@@ -140,10 +132,14 @@ defmodule KinoTrace.Session.Drain do
   # (a request it answers after the messages that came before it) comes first, once the
   # VM has delivered every trace message made so far (they travel as signals from the
   # traced processes: a call made before the request may still be on its way).
-  defp first_batch(%{decoder_module: Decoder, local?: true} = state, cap) when cap > 0 do
-    trace_delivered()
-    {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
-    {deliver_events(state, events), length(events)}
+  defp first_batch(state, cap) when cap > 0 do
+    if Backend.in_flight?(state.backend) do
+      trace_delivered()
+      {events, _more, state} = drain_batch(state, min(@drain_batch, cap))
+      {deliver_events(state, events), length(events)}
+    else
+      {state, 0}
+    end
   end
 
   defp first_batch(state, _cap), do: {state, 0}
@@ -177,16 +173,10 @@ defmodule KinoTrace.Session.Drain do
     end
   end
 
-  # This node's events come decoded from the native tracer; another node's raw, decoded here.
-  defp drain_batch(%{decoder_module: Decoder} = state, max) do
-    {raw, more, context} = Backend.drain(state.backend, max)
-    {events, decoder} = Decoder.decode(state.decoder, raw, context)
-    recheck(events, more, %{state | decoder: decoder})
-  end
-
+  # Every backend drains decoded events (this node's native tracer's decoded natively).
   defp drain_batch(state, max) do
-    {events, more} = NativeDecoder.drain(state.decoder, state.backend.resource, max)
-    recheck(events, more, state)
+    {events, more, backend} = Backend.drain(state.backend, max)
+    recheck(events, more, %{state | backend: backend})
   end
 
   # The native queue just went to sleep: drain once more in a moment (see the top).

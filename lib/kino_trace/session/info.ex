@@ -1,13 +1,14 @@
 defmodule KinoTrace.Session.Info do
   @moduledoc false
-  # What a session tells of itself (Kino.Trace.info/1, and KinoTrace.Session.Final once it has
+  # What a session tells of itself (Kino.Trace.info/1, and KinoTrace.Client.Final once it has
   # ended): the tracer's counters (another node's last known ones once its agent is
   # gone), the rate sampled on the session's tick, its patterns and safeguards' figures.
   # Works on the session's state; reads it, and keeps the rate and last counters in it.
 
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
-  alias KinoTrace.Session.{Backend, StackGuard}
+  alias KinoTrace.Backend
+  alias KinoTrace.Session.StackGuard
 
   # The tracer's counters before there is a tracer (another node's trace whose agent
   # could not start one).
@@ -68,7 +69,7 @@ defmodule KinoTrace.Session.Info do
       stack_guarded: StackGuard.count(state.guard),
       subscribers: map_size(state.subscribers),
       reapplied: state.reapplied,
-      tracer: if(state.backend, do: state.backend.mode, else: :native)
+      tracer: if(state.backend, do: Backend.mode(state.backend), else: :native)
     }
     |> put_fallback(c)
     |> put_agent(state.agent)

@@ -1,7 +1,7 @@
 defmodule KinoTrace.Session.Recorder do
   @moduledoc false
   # A recorder's part of a session (`Kino.Trace.record/2`): the session's history is its
-  # ring (`KinoTrace.Session.History` bounded by `events:` and `bytes:`, counting what it
+  # ring (`KinoTrace.History` bounded by `events:` and `bytes:`, counting what it
   # overwrites), kept where every backend's events are decoded, so the native tracer,
   # the fallback and the same code hold it. This part adds:
   #
@@ -27,7 +27,8 @@ defmodule KinoTrace.Session.Recorder do
   # Works on the session's state: its `recorder` and `history` fields.
 
   alias KinoTrace.Plan.Record
-  alias KinoTrace.Session.{History, Info, Setup}
+  alias KinoTrace.History
+  alias KinoTrace.Session.{Info, Setup}
 
   defstruct [
     :config,
@@ -294,11 +295,8 @@ defmodule KinoTrace.Session.Recorder do
   @spec ring_events(map()) :: {[Kino.Trace.Event.t()], map()} | {:error, :not_a_recorder}
   def ring_events(%{recorder: nil}), do: {:error, :not_a_recorder}
 
-  def ring_events(%{local?: false, backend: backend, decoder: decoder}) when backend != nil do
-    {raw, context, figures} = KinoTrace.Session.Backend.ring(backend)
-    {events, _decoder} = KinoTrace.Tracer.Decoder.decode(decoder, raw, context)
-    {events, figures}
-  end
+  def ring_events(%{backend: %KinoTrace.Backend.Remote{} = backend}),
+    do: KinoTrace.Backend.ring(backend)
 
   def ring_events(%{history: history}),
     do: {History.take(history, History.size(history)), ring_figures(history)}

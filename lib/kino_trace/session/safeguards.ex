@@ -1,12 +1,12 @@
 defmodule KinoTrace.Session.Safeguards do
   @moduledoc false
   # What a trace of this node does that one of another node does not (that node's
-  # agent does its own there): each function here does nothing for another node's trace
-  # (`local?: false`, decided once in KinoTrace.Session.init/1). It owns
+  # agent does its own there): each function here does nothing for a backend that does
+  # not support them (`KinoTrace.Backend.safeguards?/1`). It owns
   #
   #   * keeping this session and kino_trace's own processes out of the trace
   #     (KinoTrace.Internal);
-  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Session.BifWorkaround):
+  #   * the BIF re-assert (OTP 27.3, erlang/otp#10349, see KinoTrace.Backend.BifWorkaround):
   #     the trace's BIF patterns, set again in turn on every tick;
   #   * the reload re-apply: one probe per traced module, which tells when a reload
   #     dropped the module's patterns;
@@ -17,8 +17,9 @@ defmodule KinoTrace.Session.Safeguards do
 
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, BifWorkaround, StackGuard}
-  alias KinoTrace.Tracer.LocalTracer
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.BifWorkaround
+  alias KinoTrace.Session.StackGuard
 
   # Another tool ending its trace session switches BIF tracing off without a trace of
   # it (:trace.info/3 still says traced), so a trace of BIFs sets its BIF patterns
@@ -31,45 +32,52 @@ defmodule KinoTrace.Session.Safeguards do
   and kino_trace's own processes, once the plan's process flags are set.
   """
   @spec started(map()) :: :ok
-  def started(%{local?: false}), do: :ok
-
   def started(%{backend: backend}) do
-    Backend.trace(backend, :process, [self(), false, [:all]])
-    KinoTrace.Internal.add_session(backend.session)
+    if Backend.safeguards?(backend) do
+      Backend.trace(backend, :process, [self(), false, [:all]])
+      KinoTrace.Internal.add_session(backend.session)
+    end
+
     :ok
   end
 
   @doc "After the fallback's restore: kino_trace's own processes and the stack guard's out again."
   @spec restored(map()) :: :ok
-  def restored(%{local?: false}), do: :ok
-
   def restored(state) do
-    KinoTrace.Internal.add_session(state.backend.session)
-    StackGuard.restore(state.guard)
+    if Backend.safeguards?(state.backend) do
+      KinoTrace.Internal.add_session(state.backend.session)
+      StackGuard.restore(state.guard)
+    end
+
     :ok
   end
 
   @doc """
   Before the match specs of `functions` are set: the BIF patterns to re-assert, checked
-  in before any BIF pattern is set (`KinoTrace.Session.BifWorkaround.check_in/1`), and the tracer's loop guard watching the modules with no object file when the
+  in before any BIF pattern is set (`KinoTrace.Backend.BifWorkaround.check_in/1`), and the tracer's loop guard watching the modules with no object file when the
   trace has return actions (`returns?`, see `KinoTrace.Session.StackGuard.watch/3`).
   """
   @spec prepare(map(), Functions.t(), boolean()) :: map()
-  def prepare(%{local?: false} = state, _functions, _returns?), do: %{state | bifs: []}
-
   def prepare(state, functions, returns?) do
-    StackGuard.watch(state.backend.tracer, functions, returns?)
+    if Backend.safeguards?(state.backend),
+      do: do_prepare(state, functions, returns?),
+      else: %{state | bifs: []}
+  end
+
+  defp do_prepare(state, functions, returns?) do
+    StackGuard.watch(state.backend, functions, returns?)
     %{state | bifs: BifWorkaround.check_in(functions)}
   end
 
   @doc "Once the match specs of `functions` (for `patterns`) are set: the stack guard and the probes."
   @spec installed(map(), Functions.t(), [Pattern.t()]) :: map()
-  def installed(%{local?: false} = state, _functions, _patterns),
-    do: %{state | guard: nil, probes: %{}}
-
   def installed(state, functions, patterns) do
-    guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
-    %{state | guard: guard, probes: probes(patterns)}
+    if Backend.safeguards?(state.backend) do
+      guard = StackGuard.set_plan(state.guard || start_guard(state), functions)
+      %{state | guard: guard, probes: probes(patterns)}
+    else
+      %{state | guard: nil, probes: %{}}
+    end
   end
 
   @doc "The match specs of `targets` were removed: nothing of them to guard or re-assert."
@@ -79,15 +87,17 @@ defmodule KinoTrace.Session.Safeguards do
 
   @doc "Tracing ends: this session out of KinoTrace.Internal, checked out of the BIF work-around (before the OTP session is destroyed)."
   @spec ending(map()) :: :ok
-  def ending(%{local?: false}), do: :ok
-
   def ending(state) do
-    KinoTrace.Internal.remove_session(state.backend.session)
-    # destroying a session must not switch off other traces of BIFs
-    BifWorkaround.check_out()
+    if Backend.safeguards?(state.backend) do
+      KinoTrace.Internal.remove_session(state.backend.session)
+      # destroying a session must not switch off other traces of BIFs
+      BifWorkaround.check_out()
+    end
+
+    :ok
   end
 
-  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Session.BifWorkaround) ---------------
+  # --- BIFs (OTP 27.3, erlang/otp#10349: see KinoTrace.Backend.BifWorkaround) ---------------
 
   @doc "Sets `count` of the BIF patterns again, in turn (#{@bifs_per_tick} on a tick)."
   @spec reassert_bifs(map(), non_neg_integer()) :: map()
@@ -172,7 +182,7 @@ defmodule KinoTrace.Session.Safeguards do
 
   # The stack guard samples on its own timer (a :stack_guard message to the session).
   defp start_guard(state) do
-    guard = StackGuard.new(state.backend.tracer, state.backend.session, state.plan)
+    guard = StackGuard.new(state.backend, state.plan)
     if guard, do: Process.send_after(self(), :stack_guard, StackGuard.interval())
     guard
   end
@@ -181,10 +191,10 @@ defmodule KinoTrace.Session.Safeguards do
   @spec check_stacks(map()) :: map()
   def check_stacks(state) do
     if tracing?(state) do
-      {callers, decoder} = state.decoder_module.take_callers(state.decoder)
+      {callers, backend} = Backend.take_callers(state.backend)
       {guard, moved} = StackGuard.check(state.guard, callers)
       Process.send_after(self(), :stack_guard, StackGuard.interval())
-      unpair(%{state | guard: guard, decoder: decoder}, moved)
+      unpair(%{state | guard: guard, backend: backend}, moved)
     else
       state
     end
@@ -220,12 +230,12 @@ defmodule KinoTrace.Session.Safeguards do
 
   # (no guard: nothing to move it to, it goes on)
   def loop_held(state, pid, _mfa) do
-    LocalTracer.loop_release(state.backend.tracer, pid, false)
+    if Backend.safeguards?(state.backend), do: Backend.loop_release(state.backend, pid, false)
     state
   end
 
   defp unpair(state, pids),
-    do: %{state | decoder: Enum.reduce(pids, state.decoder, &state.decoder_module.unpair(&2, &1))}
+    do: %{state | backend: Enum.reduce(pids, state.backend, &Backend.unpair(&2, &1))}
 
   defp tracing?(state), do: Backend.tracing?(state.backend)
 end

@@ -7,13 +7,15 @@ defmodule KinoTrace.Session.Setup do
   # after a reload; process flags after the fallback's restore. The local safeguards
   # that come with them are KinoTrace.Session.Safeguards'.
   #
-  # Works on the session's state: its `backend`, `plan` and `decoder` fields (and
+  # Works on the session's state: its `backend` and `plan` fields (and
   # `worker_ref` and `agent` for another node's trace).
 
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.{Backend, BifWorkaround, Safeguards, StackGuard, Subscribers}
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.BifWorkaround
+  alias KinoTrace.Session.{Safeguards, StackGuard, Subscribers}
 
   @doc """
   Sets the trace up: another node's tracer first (raises `ArgumentError` when it cannot
@@ -33,11 +35,9 @@ defmodule KinoTrace.Session.Setup do
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
     # (a recorder's ring stays on that node: its agent's worker keeps it)
     ring = plan.record && %{events: plan.record.events, bytes: plan.record.bytes}
+    opts = [agent: plan.options[:agent], ring: ring, pairing: plan.options[:return]]
 
-    case Backend.start_remote(self(), state.id, plan.limits, node,
-           agent: plan.options[:agent],
-           ring: ring
-         ) do
+    case Backend.start_remote(self(), state.id, plan.limits, node, opts) do
       {:ok, backend} ->
         %{state | backend: backend, worker_ref: Process.monitor(backend.worker), agent: :running}
 
@@ -57,7 +57,7 @@ defmodule KinoTrace.Session.Setup do
     end
 
     for {targets, flags} <- Plan.process_flags(plan), target <- targets do
-      if target in [:all, :existing] and state.local? and calls_only?(flags),
+      if target in [:all, :existing] and Backend.safeguards?(backend) and calls_only?(flags),
         do: Backend.trace(backend, :process, [target, true, flags]),
         else: trace_process!(state, target, flags)
     end
@@ -113,16 +113,11 @@ defmodule KinoTrace.Session.Setup do
   # flags, not ports', either way.)
   defp trace_process!(state, target, flags, skip \\ %{})
 
-  defp trace_process!(%{local?: true, backend: backend}, target, flags, skip)
+  defp trace_process!(%{backend: backend}, target, flags, skip)
        when target in [:all, :existing] do
-    if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
-    own = MapSet.new([self() | KinoTrace.Internal.pids()] ++ Map.keys(skip))
-
-    for pid <- Process.list(), not MapSet.member?(own, pid) do
-      unless_gone(fn -> Backend.trace(backend, :process, [pid, true, flags]) end)
-    end
-
-    :ok
+    if Backend.safeguards?(backend),
+      do: trace_each!(backend, target, flags, skip),
+      else: Backend.trace(backend, :process, [target, true, flags])
   end
 
   # A pid that exited since the options were checked is a bad target, not a crash.
@@ -135,6 +130,17 @@ defmodule KinoTrace.Session.Setup do
 
   defp trace_process!(%{backend: backend}, target, flags, _skip),
     do: Backend.trace(backend, :process, [target, true, flags])
+
+  defp trace_each!(backend, target, flags, skip) do
+    if target == :all, do: Backend.trace(backend, :process, [:new, true, flags])
+    own = MapSet.new([self() | KinoTrace.Internal.pids()] ++ Map.keys(skip))
+
+    for pid <- Process.list(), not MapSet.member?(own, pid) do
+      unless_gone(fn -> Backend.trace(backend, :process, [pid, true, flags]) end)
+    end
+
+    :ok
+  end
 
   # Runs `fun`, which sets a process's flags; a process that exited meanwhile (`:trace`
   # raises ArgumentError) is skipped.
@@ -159,8 +165,8 @@ defmodule KinoTrace.Session.Setup do
     state = Safeguards.prepare(state, functions, calls.returns != [])
     {ops, after_ops} = Functions.install_ops(functions, calls.match_flags)
     Backend.run(state.backend, ops, after_ops)
-    decoder = state.decoder_module.no_returns(state.decoder, functions.no_returns)
-    Safeguards.installed(%{state | plan: plan, decoder: decoder}, functions, calls.patterns)
+    backend = Backend.no_returns(state.backend, functions.no_returns)
+    Safeguards.installed(%{state | plan: plan, backend: backend}, functions, calls.patterns)
   end
 
   @doc "Sets `patterns` (in place of the plan's) in the trace."

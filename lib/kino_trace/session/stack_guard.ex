@@ -38,8 +38,8 @@ defmodule KinoTrace.Session.StackGuard do
   # recursion).
 
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.BifWorkaround
-  alias KinoTrace.Tracer.LocalTracer
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.BifWorkaround
 
   @interval 200
   @rises 3
@@ -50,7 +50,8 @@ defmodule KinoTrace.Session.StackGuard do
   @loop_depth 256
 
   defstruct [
-    :tracer,
+    # this node's backend (KinoTrace.Backend.Native or Fallback): its tracer's calls
+    :backend,
     :main,
     :session,
     :plan,
@@ -92,19 +93,19 @@ defmodule KinoTrace.Session.StackGuard do
   def interval, do: @interval
 
   @doc """
-  A guard for the OTP trace session `main` (whose tracer is `tracer`), or `nil` when the
+  A guard for the OTP trace session of `backend` (the main one), or `nil` when the
   trace has no return actions (`return: false, exceptions: false`) or no calls.
   """
-  @spec new(LocalTracer.t(), term(), Kino.Trace.Plan.t()) :: t() | nil
-  def new(_tracer, _main, %Kino.Trace.Plan{calls: nil}), do: nil
+  @spec new(Backend.local(), Kino.Trace.Plan.t()) :: t() | nil
+  def new(_backend, %Kino.Trace.Plan{calls: nil}), do: nil
 
-  def new(tracer, main, %Kino.Trace.Plan{calls: calls}) do
+  def new(backend, %Kino.Trace.Plan{calls: calls}) do
     if calls.returns != [] do
       %__MODULE__{
-        tracer: tracer,
-        main: main,
+        backend: backend,
+        main: backend.session,
         flags: calls.match_flags,
-        call_flags: LocalTracer.flags(tracer, calls.flags)
+        call_flags: Backend.flags(backend, calls.flags)
       }
     end
   end
@@ -161,16 +162,16 @@ defmodule KinoTrace.Session.StackGuard do
   defp in_memory?(plan), do: in_memory_modules(plan) != []
 
   @doc """
-  Has `tracer` count the open calls of the modules of `plan` that have no object file,
+  Has the backend's tracer count the open calls of the modules of `plan` that have no object file,
   when the trace has return actions (`returns?`; none are counted otherwise): a process
   with too many is held and the session gets `{:kino_trace, id, {:loop, pid, mfa}}`
   (see `held/3`). Called before the plan's match specs are set, so that the count starts
   with the first traced call.
   """
-  @spec watch(LocalTracer.t(), Functions.t(), boolean()) :: :ok
-  def watch(tracer, plan, returns?) do
+  @spec watch(Backend.local(), Functions.t(), boolean()) :: :ok
+  def watch(backend, plan, returns?) do
     modules = if returns?, do: in_memory_modules(plan), else: []
-    LocalTracer.set_loop_modules(tracer, modules)
+    Backend.set_loop_modules(backend, modules)
   end
 
   defp in_memory_modules(plan) do
@@ -200,35 +201,25 @@ defmodule KinoTrace.Session.StackGuard do
   def held(guard, pid, mfa) do
     cond do
       is_map_key(guard.guarded, pid) ->
-        LocalTracer.loop_release(guard.tracer, pid, true)
+        Backend.loop_release(guard.backend, pid, true)
         {guard, []}
 
       tail_loop?(pid, mfa) ->
         {move(pid, guard), [pid]}
 
       true ->
-        # the fallback switched its call flag off
-        if not LocalTracer.native?(guard.tracer),
-          do: trace_process(guard.main, pid, true, guard.call_flags)
-
-        LocalTracer.loop_release(guard.tracer, pid, false)
+        # (the fallback switched its call flag off: on again)
+        Backend.loop_resume(guard.backend, guard.main, pid, guard.call_flags)
         {guard, []}
     end
-  end
-
-  defp trace_process(session, pid, on, flags) do
-    :trace.process(session, pid, on, flags)
-  rescue
-    # The process exited meanwhile.
-    ArgumentError -> 0
   end
 
   @doc "Clears the `targets` (as `Functions.targets/1` gives them) from the guard's session."
   @spec clear(t() | nil, list()) :: t() | nil
   def clear(%__MODULE__{session: session} = guard, targets) when session != nil do
-    # (a BIF's pattern is not cleared: see KinoTrace.Session.BifWorkaround.untrace_ops/2)
+    # (a BIF's pattern is not cleared: see KinoTrace.Backend.BifWorkaround.untrace_ops/2)
     ops = BifWorkaround.untrace_ops(targets, guard.flags)
-    KinoTrace.Session.Backend.run(%KinoTrace.Session.Backend{node: node(), session: session}, ops)
+    Enum.each(ops, fn {fun, args} -> apply(:trace, fun, [session | args]) end)
     guard
   end
 
@@ -338,13 +329,13 @@ defmodule KinoTrace.Session.StackGuard do
     end
 
     # the tracer's loop guard no longer counts it (its calls now open no frame)
-    LocalTracer.loop_release(guard.tracer, pid, true)
+    Backend.loop_release(guard.backend, pid, true)
     guarded = if map_size(guard.guarded) >= @max_guarded, do: %{}, else: guard.guarded
     %{guard | guarded: Map.put(guarded, pid, true), count: guard.count + 1}
   end
 
   defp ensure_session(%__MODULE__{session: nil} = guard) do
-    session = LocalTracer.session_create(guard.tracer)
+    session = Backend.session_create(guard.backend)
     guard = %{guard | session: session}
     if guard.plan, do: apply_plan(guard)
     guard
@@ -355,10 +346,6 @@ defmodule KinoTrace.Session.StackGuard do
   defp apply_plan(guard) do
     {ops, after_ops} = Functions.install_ops(guard.plan, guard.flags)
     # with the tracer: the fallback's call match specs go with its call flags
-    KinoTrace.Session.Backend.run(
-      %KinoTrace.Session.Backend{node: node(), session: guard.session, tracer: guard.tracer},
-      ops,
-      after_ops
-    )
+    Backend.run(%{guard.backend | session: guard.session}, ops, after_ops)
   end
 end

@@ -13,7 +13,7 @@ defmodule KinoTrace.Session.Subscribers do
   # and sends them what the session has for them (events, status), and tells when one
   # of this node's is too far behind for the session to go on draining.
 
-  alias KinoTrace.Session.Backend
+  alias KinoTrace.Backend
 
   @doc "Subscribes `pid`, whose messages carry `tag`; holds it. Subscribing twice is once."
   @spec subscribe(map(), pid(), term()) :: map()

@@ -157,7 +157,7 @@ defmodule KinoTrace.SmartCell.Controller do
   end
 
   # The nodes the trace is for, as far as they are connected now: patterns are checked
-  # against each one's modules (KinoTrace.Plan.Lookup), as the trace will check them.
+  # against each one's modules (KinoTrace.Base.Lookup), as the trace will check them.
   defp trace_nodes(%{"nodes" => "all"}), do: [node() | Node.list(:connected)]
 
   defp trace_nodes(%{"nodes" => "some", "node_names" => text}) do
@@ -176,7 +176,7 @@ defmodule KinoTrace.SmartCell.Controller do
   # Each line's result on `node`; an error there names the node when it is another one.
   defp parse_on(lines, node) do
     opts =
-      [lookup: KinoTrace.Plan.Lookup.new(node)] ++
+      [lookup: KinoTrace.Base.Lookup.new(node)] ++
         Kino.Trace.Plan.pattern_opts(KinoTrace.Plan.Options.defaults())
 
     for {input, result} <- Pattern.parse_each(lines, opts) do

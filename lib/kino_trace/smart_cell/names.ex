@@ -10,11 +10,12 @@ defmodule KinoTrace.SmartCell.Names do
   # are literals only (atoms, numbers, strings, and lists and tuples of them), so no
   # field can carry code into the cell, not even from attrs saved in a notebook someone
   # else wrote. A pid becomes `:c.pid(0, 123, 0)`, which needs no IEx helper. An atom
-  # that does not exist yet stays a `KinoTrace.Pattern.Name` (written as the atom it
+  # that does not exist yet stays a `KinoTrace.Base.Name` (written as the atom it
   # names, see `KinoTrace.Pattern.Quoted.to_string/1`).
 
-  import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Pattern.{Name, Quoted}
+  import KinoTrace.Base.Name, only: [is_name: 1]
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
 
   @pid ~r/^(?:#PID<|<|pid\(\s*"|:c\.pid\(\s*)(\d+)[.,]\s*(\d+)[.,]\s*(\d+)(?:>|"\s*\)|\s*\))$/
   @node ~r/^[A-Za-z0-9_\-.]+@[A-Za-z0-9_\-.]+$/
@@ -49,7 +50,7 @@ defmodule KinoTrace.SmartCell.Names do
 
   @doc """
   Each node name in `text` (separated by commas or spaces), as an atom, or as a
-  `KinoTrace.Pattern.Name` when its atom does not exist; or `{:error, message}` naming
+  `KinoTrace.Base.Name` when its atom does not exist; or `{:error, message}` naming
   the first bad one.
   """
   @spec nodes(String.t()) :: {:ok, [atom() | Name.t()]} | {:error, String.t()}

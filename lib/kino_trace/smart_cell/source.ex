@@ -7,7 +7,8 @@ defmodule KinoTrace.SmartCell.Source do
   # `KinoTrace.Stats.Options.defaults/0`) are written, patterns are a list of strings,
   # and the code is formatted by `Code.format_string!/2`.
 
-  alias KinoTrace.Pattern.{Name, Quoted}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
   alias KinoTrace.SmartCell.{Form, Names}
 
   @doc """

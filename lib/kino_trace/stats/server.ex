@@ -2,7 +2,7 @@ defmodule KinoTrace.Stats.Server do
   @moduledoc false
   # The process behind one stats session: it runs, on this node, one OTP `:trace` session
   # with the VM's call counters (`call_time`, `call_memory`) on the
-  # session's functions for each node counted (`KinoTrace.Session.Backend.start_counters/2`):
+  # session's functions for each node counted (`KinoTrace.Backend.start_counters/2`):
   # this node's directly, another node's through a worker of kino_trace's agent there,
   # so that node needs no kino_trace.
   #
@@ -26,8 +26,10 @@ defmodule KinoTrace.Stats.Server do
   use GenServer
 
   alias Kino.Trace.Stats.Snapshot
-  alias KinoTrace.Session.{Backend, BifWorkaround}
-  alias KinoTrace.Stats.{Latency, Options}
+  alias KinoTrace.Backend
+  alias KinoTrace.Backend.BifWorkaround
+  alias KinoTrace.Latency
+  alias KinoTrace.Stats.Options
 
   # `session`: this node's OTP session (nil when this node is not counted, or ended).
   # `parts`: one per node, %{node, backend, mfas, targets, ref, status}.
@@ -103,7 +105,9 @@ defmodule KinoTrace.Stats.Server do
     Enum.reduce_while(parts, {:ok, state}, fn {node, _patterns, mfas, targets}, {:ok, state} ->
       case Backend.start_counters(node, state.id) do
         {:ok, backend} ->
-          ref = if Backend.local?(backend), do: nil, else: Process.monitor(backend.worker)
+          # (this node's counters are safeguarded here, another node's by its agent)
+          local? = Backend.safeguards?(backend)
+          ref = if local?, do: nil, else: Process.monitor(backend.worker)
 
           part = %{
             node: node,
@@ -114,7 +118,7 @@ defmodule KinoTrace.Stats.Server do
             status: :running
           }
 
-          session = if Backend.local?(backend), do: backend.session, else: state.session
+          session = if local?, do: backend.session, else: state.session
           {:cont, {:ok, %{state | parts: state.parts ++ [part], session: session}}}
 
         {:error, message} ->
@@ -124,7 +128,7 @@ defmodule KinoTrace.Stats.Server do
     end)
   end
 
-  defp local_part(state), do: Enum.find(state.parts, &Backend.local?(&1.backend))
+  defp local_part(state), do: Enum.find(state.parts, &Backend.safeguards?(&1.backend))
 
   # call_time and call_memory count only in processes with the `call` flag in this
   # session (which is why call_count, which counts everywhere, is never used). With no
@@ -134,7 +138,7 @@ defmodule KinoTrace.Stats.Server do
   defp set_process_flags(%{backend: backend, targets: targets}, opts) do
     flags = [:call] ++ if(opts[:children], do: [:set_on_spawn], else: [])
     ops = for target <- targets, do: {:process, [target, true, flags]}
-    own = if Backend.local?(backend), do: [{:process, [self(), false, [:all]]}], else: []
+    own = if Backend.safeguards?(backend), do: [{:process, [self(), false, [:all]]}], else: []
     results = Backend.trace_many(backend, ops ++ own)
 
     # a process that has exited since the options were checked
@@ -209,7 +213,8 @@ defmodule KinoTrace.Stats.Server do
   # of durations (`latency: true`).
   def handle_call(:internals, _from, state) do
     parts =
-      for part <- state.parts, do: %{node: part.node, worker: part.backend && part.backend.worker}
+      for part <- state.parts,
+          do: %{node: part.node, worker: part.backend && Map.get(part.backend, :worker)}
 
     {:reply, %{otp_session: state.session, parts: parts, latency_trace: state.latency_trace},
      state}

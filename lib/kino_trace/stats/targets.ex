@@ -12,7 +12,7 @@ defmodule KinoTrace.Stats.Targets do
 
   alias KinoTrace.Pattern
   alias KinoTrace.Pattern.Generated
-  alias KinoTrace.Plan.Lookup
+  alias KinoTrace.Base.Lookup
 
   @doc """
   Raises `ArgumentError` naming every pattern with argument patterns or guards.
@@ -46,7 +46,7 @@ defmodule KinoTrace.Stats.Targets do
   module-wide pattern leaves out the functions the compiler adds
   (`KinoTrace.Pattern.Generated`); a pattern that names one counts it.
   Options: `:local` (default `true`) - include private functions; `:lookup` - the
-  node whose code is read (`KinoTrace.Plan.Lookup`, this node's by default): its
+  node whose code is read (`KinoTrace.Base.Lookup`, this node's by default): its
   modules' functions are asked for all at once, one round trip on another node.
 
       iex> {:ok, all} = KinoTrace.Pattern.parse(":erl_eval")

@@ -8,7 +8,7 @@ defmodule KinoTrace.Tracer.Decoder do
   # each return its duration. The state is a plain struct, so the pairing is a pure
   # function of the raw events.
   #
-  # It decodes the raw events of this node's fallback tracer (`KinoTrace.Tracer.LocalTracer`,
+  # It decodes the raw events of this node's fallback tracer (`KinoTrace.Backend.Fallback`,
   # where the NIF could not be loaded) and those of every other node (`decode/3`, with that
   # node's names and time offset). This node's native tracer decodes its own events in the
   # NIF (`KinoTrace.Tracer.NativeDecoder`), with the other implementation of the same rule,
@@ -73,6 +73,9 @@ defmodule KinoTrace.Tracer.Decoder do
             batch_names: %{}
 
   @type t :: %__MODULE__{}
+
+  @typedoc "What decoding another node's batch needs: that node's names and time offset (`nil`: this node's)."
+  @type context :: nil | %{names: %{pid() => atom() | nil}, time_offset: integer()}
 
   @doc """
   A new decoder. With `pairing: false` (a trace without return values, where calls
@@ -168,7 +171,7 @@ defmodule KinoTrace.Tracer.Decoder do
 
   @doc """
   Decodes a batch of raw events traced on another node, with that node's `context`
-  (`KinoTrace.Session.Backend.drain/2`): the registered names of the batch's processes and
+  (`KinoTrace.Backend.drain/2`): the registered names of the batch's processes and
   the node's time offset, so times are that node's system time.
 
       iex> pid = :c.pid(0, 250, 0)
@@ -178,7 +181,7 @@ defmodule KinoTrace.Tracer.Decoder do
       iex> {event.node, event.name, event.time}
       {:a@host, :server, 5_001}
   """
-  @spec decode(t(), [KinoTrace.Tracer.raw_event()], KinoTrace.Session.Backend.context()) ::
+  @spec decode(t(), [KinoTrace.Tracer.raw_event()], context()) ::
           {[Event.t()], t()}
   def decode(decoder, raw, nil),
     do: decode_batch(%{decoder | time_offset: :erlang.time_offset(:nanosecond)}, raw)

@@ -1,7 +1,7 @@
 defmodule KinoTrace.Widget.LatencyPayload do
   @moduledoc false
   # The trace widget's latency columns (its Stats tab): the distributions of the calls
-  # the widget has pushed to browsers (KinoTrace.Stats.Latency, by function and by
+  # the widget has pushed to browsers (KinoTrace.Latency, by function and by
   # function and process, nothing kept per call), so the work is bounded by the pushes'
   # (at most `:max_batch` events an `:interval`) and the columns count the calls the tab
   # counts; and the JSON-able `"latency"` payload made of them:
@@ -18,10 +18,10 @@ defmodule KinoTrace.Widget.LatencyPayload do
   # `KinoTrace.Widget.StatsPayload.latency/1` makes it (µs, at most 24 histogram bars).
   # Bounded: at most `:rows` functions (most calls first, default 500) and
   # `:processes` processes a function (default 20), and the accumulators' own bound on
-  # keys (KinoTrace.Stats.Latency).
+  # keys (KinoTrace.Latency).
 
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Stats.Latency
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Latency
   alias KinoTrace.Widget.StatsPayload
 
   defstruct functions: Latency.new(), processes: Latency.new(by: :process), changed?: false

@@ -14,7 +14,8 @@ defmodule KinoTrace.Widget.Payload do
 
   alias Kino.Trace.{Cut, Event}
   alias KinoTrace.Render
-  alias KinoTrace.Render.{MFA, Pairs}
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Render.Pairs
 
   @default_limits Render.term_limits()
 
@@ -98,7 +99,7 @@ defmodule KinoTrace.Widget.Payload do
       id: event.id,
       kind: Atom.to_string(event.kind),
       time: event.time,
-      node: event.node && KinoTrace.Pattern.Name.text(event.node),
+      node: event.node && KinoTrace.Base.Name.text(event.node),
       pid: event.pid && inspect(event.pid),
       name: event.name && Render.process_name(event.name),
       mfa: mfa(event.module, event.function, event.arity),

@@ -10,14 +10,14 @@ defmodule KinoTrace.Widget.SlowPayload do
   # the row's key: its `mfa`, `"Mod.fun/arity"`, as KinoTrace.Widget.Payload.event/2
   # names it) with `reply/4`: `for_function/3` of the slow calls the trace keeps
   # (`slowest:`, `slower_than:`), else of the events the widget keeps
-  # (`KinoTrace.Stats.SlowCalls.of_events/2`, their slowest 5). Each row's link
-  # shows `keyed/1` of the trace's `KinoTrace.Stats.SlowCalls.counts/1`
+  # (`KinoTrace.Latency.SlowCalls.of_events/2`, their slowest 5). Each row's link
+  # shows `keyed/1` of the trace's `KinoTrace.Latency.SlowCalls.counts/1`
   # (KinoTrace.Widget.LatencyPayload's `slow`). Bounded: at most @max_shown calls of
   # each list, the others counted.
 
   alias Kino.Trace.Event
-  alias KinoTrace.Render.MFA
-  alias KinoTrace.Stats.SlowCalls
+  alias KinoTrace.Base.MFA
+  alias KinoTrace.Latency.SlowCalls
   alias KinoTrace.Widget.Payload
 
   # the most calls of each list (slowest, over the threshold) a reply holds
@@ -39,7 +39,7 @@ defmodule KinoTrace.Widget.SlowPayload do
 
   @doc """
   The slow calls of the function `key` (`"Mod.fun/arity"`) in `report` (as
-  `Kino.Trace.slow_calls/2` and `KinoTrace.Stats.SlowCalls.of_trace/3` give it): its
+  `Kino.Trace.slow_calls/2` and `KinoTrace.Latency.SlowCalls.of_trace/3` give it): its
   slowest, slowest first, and those over the threshold, oldest first, with the figures
   of the whole trace (`over`, `left_out`). `limits` are `KinoTrace.Widget.Payload.event/2`'s.
 
@@ -50,7 +50,7 @@ defmodule KinoTrace.Widget.SlowPayload do
       iex> {slow.call.call, slow.end.result, length(slow.events)}
       {"Enum.sum([1, 2])", "3", 2}
   """
-  @spec for_function(KinoTrace.Stats.SlowCalls.report(), String.t(), Payload.limits()) :: map()
+  @spec for_function(KinoTrace.Latency.SlowCalls.report(), String.t(), Payload.limits()) :: map()
   def for_function(report, key, limits \\ []) when is_binary(key) do
     mine? = fn mfa -> MFA.to_string(mfa) == key end
 
@@ -112,7 +112,7 @@ defmodule KinoTrace.Widget.SlowPayload do
       iex> KinoTrace.Widget.SlowPayload.counts(Kino.Trace.slow_calls(capture))
       %{"Enum.sum/1" => 1}
   """
-  @spec counts(KinoTrace.Stats.SlowCalls.report()) :: %{String.t() => pos_integer()}
+  @spec counts(KinoTrace.Latency.SlowCalls.report()) :: %{String.t() => pos_integer()}
   def counts(report), do: report |> SlowCalls.counts() |> keyed()
 
   @doc """
@@ -142,7 +142,7 @@ defmodule KinoTrace.Widget.SlowPayload do
   end
 
   @doc """
-  Counts by function (`KinoTrace.Stats.SlowCalls.counts/1`) by key (`"Mod.fun/arity"`).
+  Counts by function (`KinoTrace.Latency.SlowCalls.counts/1`) by key (`"Mod.fun/arity"`).
 
       iex> KinoTrace.Widget.SlowPayload.keyed(%{{Enum, :sum, 1} => 2})
       %{"Enum.sum/1" => 2}

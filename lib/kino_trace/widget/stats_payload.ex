@@ -56,7 +56,7 @@ defmodule KinoTrace.Widget.StatsPayload do
   `p99` and `max`.
   """
   @type latency ::
-          KinoTrace.Stats.Latency.report(
+          KinoTrace.Latency.report(
             [[number()]],
             %{
               count: non_neg_integer(),
@@ -112,7 +112,7 @@ defmodule KinoTrace.Widget.StatsPayload do
     {shown, hidden} = Enum.split(s.rows, Keyword.get(opts, :rows, 500))
     max_processes = Keyword.get(opts, :processes, 20)
     # two functions the compiler made in one function are told apart (issue 39 item 10)
-    names = KinoTrace.Render.MFA.labels(Enum.map(shown, & &1.mfa))
+    names = KinoTrace.Base.MFA.labels(Enum.map(shown, & &1.mfa))
 
     %{
       id: s.id,

@@ -3,7 +3,7 @@ defmodule Kino.Trace.LatencyTest do
   # shape (issue 38.1, 38.3, 38.4).
   use ExUnit.Case, async: false
 
-  alias KinoTrace.Stats.Histogram
+  alias KinoTrace.Latency.Histogram
   alias KinoTraceTest.Sample.Timing
 
   @err Histogram.relative_error()

@@ -78,7 +78,7 @@ defmodule Kino.Trace.RecordTest do
       end
 
       test "bytes: bounds the ring by its events' size", %{worker: worker} do
-        one = KinoTrace.Session.History.bytes_of(%Trace.Event{kind: :call, args: [1]})
+        one = KinoTrace.History.bytes_of(%Trace.Event{kind: :call, args: [1]})
 
         rec =
           Trace.record(["KinoTraceTest.Sample.Math.echo/1"],

@@ -6,9 +6,9 @@ defmodule Kino.Trace.SlowCallsTest do
   alias KinoTrace.Limits
   alias KinoTraceTest.Sample.Timing
 
-  doctest KinoTrace.Stats.SlowCalls
+  doctest KinoTrace.Latency.SlowCalls
   doctest KinoTrace.Render.SlowCalls
-  doctest KinoTrace.Stats.Kept
+  doctest KinoTrace.Latency.Kept
   doctest KinoTrace.Widget.SlowPayload
 
   @tracers [:native, :fallback]
@@ -251,9 +251,9 @@ defmodule Kino.Trace.SlowCallsTest do
     assert "3 calls over the threshold" in lines
   end
 
-  describe "KinoTrace.Stats.SlowCalls on events" do
+  describe "KinoTrace.Latency.SlowCalls on events" do
     alias Kino.Trace.Event
-    alias KinoTrace.Stats.SlowCalls
+    alias KinoTrace.Latency.SlowCalls
 
     defp call(id, pid, depth),
       do: %Event{
@@ -346,7 +346,7 @@ defmodule Kino.Trace.SlowCallsTest do
 
   test "latency and slow calls give the tracer nothing more than return: true: the same flags, match specs and limits" do
     # (issue 38.5: no per-call work in the traced process beyond return: true; the
-    # session does their work as it decodes, KinoTrace.Stats.Kept)
+    # session does their work as it decodes, KinoTrace.Latency.Kept)
     patterns = ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing"]
     plain = Kino.Trace.Plan.new!([calls: patterns], pids: self(), return: true)
 

@@ -464,7 +464,7 @@ defmodule Kino.Trace.SmartCellTest do
             "kino trace sc quoted 9a",
             "kino_trace_sc_node_9a@host"
           ],
-          do: assert(KinoTrace.Pattern.Name.existing(text) == nil, text)
+          do: assert(KinoTrace.Base.Name.existing(text) == nil, text)
 
       for source <- sources do
         refute source =~ "raise", source

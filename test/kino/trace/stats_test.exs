@@ -265,7 +265,7 @@ defmodule Kino.Trace.StatsTest do
 
       assert :ok = Stats.stop(stats)
       assert_receive {:DOWN, ^ref, :process, _, _}
-      KinoTrace.Session.Reaper.sync()
+      KinoTrace.Backend.Reaper.sync()
       refute Enum.member?(:trace.session_info(:all), weak)
       assert :ok = Stats.stop(stats)
 
@@ -301,7 +301,7 @@ defmodule Kino.Trace.StatsTest do
       Process.exit(owner, :kill)
 
       assert_receive {:DOWN, ^ref, :process, _, _}, 5_000
-      KinoTrace.Session.Reaper.sync()
+      KinoTrace.Backend.Reaper.sync()
       refute Enum.member?(:trace.session_info(:all), weak)
     end
 

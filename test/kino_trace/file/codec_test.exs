@@ -46,7 +46,7 @@ defmodule KinoTrace.File.CodecTest do
       make_ref(),
       hd(Port.list()),
       %Kino.Trace.Foreign{type: :pid, text: "#PID<1.2.3>"},
-      %KinoTrace.Pattern.Name{text: "kt_codec_never_an_atom"}
+      %KinoTrace.Base.Name{text: "kt_codec_never_an_atom"}
     ]
 
     for term <- terms, do: assert(round_trip(term) === term, inspect(term))

@@ -6,7 +6,7 @@ defmodule KinoTrace.File.FormatFuzzTest do
 
   alias Kino.Trace.Event
   alias KinoTrace.File.{Codec, Format}
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Base.Name
 
   setup do
     dir = Path.join(System.tmp_dir!(), "kino_trace_fuzz_#{System.unique_integer([:positive])}")

@@ -10,10 +10,11 @@ defmodule KinoTrace.Pattern.AtomsTest do
   @moduletag :slow
 
   alias KinoTrace.Pattern
-  alias KinoTrace.Pattern.{Name, Quoted}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
   alias KinoTrace.Widget.Controller
 
-  doctest KinoTrace.Pattern.Name
+  doctest KinoTrace.Base.Name
   doctest KinoTrace.Pattern.Quoted
 
   @moduletag timeout: 900_000

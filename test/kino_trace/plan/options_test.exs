@@ -39,7 +39,7 @@ defmodule KinoTrace.Plan.OptionsTest do
       text -> assert error.message == text
     end
 
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
     assert :trace.session_info(:all) == sessions
     assert DynamicSupervisor.count_children(KinoTrace.SessionSupervisor) == children
     error.message

@@ -6,8 +6,9 @@ defmodule KinoTrace.Plan.RemoteTest do
   @moduletag :slow
 
   alias Kino.Trace.Plan
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Plan.{Lookup, TailCalls}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Base.Lookup
+  alias KinoTrace.Plan.TailCalls
 
   doctest Lookup
 
@@ -63,7 +64,7 @@ defmodule KinoTrace.Plan.RemoteTest do
   test "the peer has no kino_trace, and Elixir" do
     {_peer, node} = start_peer(:bare)
     assert :erpc.call(node, :code, :which, [KinoTrace.Session]) == :non_existing
-    assert :erpc.call(node, :code, :which, [KinoTrace.Plan.Lookup]) == :non_existing
+    assert :erpc.call(node, :code, :which, [KinoTrace.Base.Lookup]) == :non_existing
     assert is_list(:erpc.call(node, :code, :which, [Enum]))
   end
 
@@ -167,11 +168,11 @@ defmodule KinoTrace.Plan.RemoteTest do
 
     error =
       assert_raise ArgumentError, fn ->
-        Plan.new!([calls: ["KinoTrace.Plan.Lookup.run/2"]], nodes: [node(), node], force: true)
+        Plan.new!([calls: ["KinoTrace.Base.Lookup.run/2"]], nodes: [node(), node], force: true)
       end
 
     assert error.message ==
-             "on node #{inspect(node)}: invalid trace pattern \"KinoTrace.Plan.Lookup.run/2\": unknown module KinoTrace.Plan.Lookup"
+             "on node #{inspect(node)}: invalid trace pattern \"KinoTrace.Base.Lookup.run/2\": unknown module KinoTrace.Base.Lookup"
   end
 
   test "a typo gets a did-you-mean from the peer's functions and modules" do

@@ -6,7 +6,7 @@ defmodule KinoTrace.Render.CallTreeTest do
 
   doctest CallTree
   doctest KinoTrace.Render.Source
-  doctest KinoTrace.Stats.Latency
+  doctest KinoTrace.Latency
 
   defp pid, do: :c.pid(0, 250, 0)
 
@@ -82,7 +82,7 @@ defmodule KinoTrace.Stats.LatencyTest do
   use ExUnit.Case, async: true
 
   alias Kino.Trace.Event
-  alias KinoTrace.Stats.Latency
+  alias KinoTrace.Latency
 
   test "at most 2 000 functions are kept; the events of the others are counted" do
     events =

@@ -212,7 +212,7 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
 
   defp elixir_decode(decoder, raw, nil), do: Decoder.decode(decoder, raw)
 
-  # Another node's batch, as KinoTrace.Session.Backend.drain/2 gives it: raw events of that
+  # Another node's batch, as KinoTrace.Backend.drain/2 gives it: raw events of that
   # node's pids, with their registered names and that node's time offset (here `delta`
   # ahead of this one's). Its events are made this node's again to be compared.
   defp elixir_decode(decoder, raw, remote) do

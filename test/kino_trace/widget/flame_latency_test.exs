@@ -159,7 +159,7 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     WireSchema.check_effects!(effects)
     assert [%{rows: [row], rows_omitted: 0}] = for({:broadcast, "latency", p} <- effects, do: p)
     assert {row.mfa, row.latency.count, row.latency.unknown} == {@leaf, 5, 0}
-    assert row.latency.p50 >= 1000 * (1 - KinoTrace.Stats.Histogram.relative_error())
+    assert row.latency.p50 >= 1000 * (1 - KinoTrace.Latency.Histogram.relative_error())
     assert row.latency.max >= row.latency.p99 and row.latency.p99 >= row.latency.p50
     assert [%{pid: p, latency: %{count: 5}}] = row.processes
     assert p == inspect(pid)

@@ -11,7 +11,7 @@ defmodule KinoTrace.Widget.ReadableTest do
   alias KinoTraceTest.AgentSample
 
   doctest KinoTrace.Render, only: [process_name: 1, banner: 3, message: 2]
-  doctest KinoTrace.Render.MFA, only: [labels: 1]
+  doctest KinoTrace.Base.MFA, only: [labels: 1]
 
   # A named Agent called twice by a process: both traced, on `tracer`.
   defp agent_calls(name, tracer) do

@@ -187,6 +187,6 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
     report = Kino.Trace.slow_calls(capture, slowest: 2, slower_than: 0)
     # each call once: the 2 slowest are among the 3 over the threshold
     assert SlowPayload.counts(report) == %{"KinoTraceTest.Sample.Timing.leaf/0" => 3}
-    assert KinoTrace.Stats.SlowCalls.counts(report) == %{{Timing, :leaf, 0} => 3}
+    assert KinoTrace.Latency.SlowCalls.counts(report) == %{{Timing, :leaf, 0} => 3}
   end
 end

@@ -168,7 +168,7 @@ defmodule Kino.Trace.Stats.Row do
   """
   @spec name(t() | mfa()) :: String.t()
   def name(%__MODULE__{mfa: mfa}), do: name(mfa)
-  def name({m, f, a}), do: KinoTrace.Render.MFA.label({m, f, a})
+  def name({m, f, a}), do: KinoTrace.Base.MFA.label({m, f, a})
 
   @doc """
   The function as unique text (two anonymous functions of one function differ).
@@ -180,5 +180,5 @@ defmodule Kino.Trace.Stats.Row do
   """
   @spec key(t() | mfa()) :: String.t()
   def key(%__MODULE__{mfa: mfa}), do: key(mfa)
-  def key({m, f, a}), do: KinoTrace.Render.MFA.to_string({m, f, a})
+  def key({m, f, a}), do: KinoTrace.Base.MFA.to_string({m, f, a})
 end

@@ -6,11 +6,12 @@ defmodule KinoTrace.Pattern.MatchSpec.Guard do
   # functions; `:"$1"`, `:"$_"`, `:"$$"` and other atoms a match spec reads as
   # variables are `{:const, atom}`.
 
-  import KinoTrace.Pattern.Name, only: [is_name: 1]
+  import KinoTrace.Base.Name, only: [is_name: 1]
   import KinoTrace.Pattern.MatchSpec.Literal, only: [unsupported: 2, unsupported: 3]
-  alias KinoTrace.Pattern.{Name, Quoted}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
   alias KinoTrace.Pattern.MatchSpec.Head
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
 
   @comparisons %{
     ==: :==,

@@ -10,11 +10,12 @@ defmodule KinoTrace.Pattern.MatchSpec.Head do
   # with `:literal` for bindings, reads literal terms (`literal_term/2`), for the
   # guard compiler and for map keys and struct names.
 
-  import KinoTrace.Pattern.Name, only: [is_name: 1]
+  import KinoTrace.Base.Name, only: [is_name: 1]
   import KinoTrace.Pattern.MatchSpec.Literal, only: [unsupported: 2, unsupported: 3]
-  alias KinoTrace.Pattern.{Name, Quoted}
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.Quoted
   alias KinoTrace.Pattern.MatchSpec.Literal
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.MFA
 
   # Match variables of one pattern, at most (each is an atom `:"$N"`, shared by
   # every pattern; the bound keeps their number bounded).

@@ -6,8 +6,9 @@ defmodule KinoTrace.Pattern.MatchSpec.Literal do
   # build (`check_sizes/2`), and the messages the compilers share for what they
   # refuse.
 
-  import KinoTrace.Pattern.Name, only: [is_name: 1]
-  alias KinoTrace.Pattern.{Bits, Name, Quoted}
+  import KinoTrace.Base.Name, only: [is_name: 1]
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Pattern.{Bits, Quoted}
 
   # `<<1, 2>>`, `<<"abc", 0>>`, `<<1::16>>`, `<<"é"::utf8>>`: only literal
   # segments are allowed (match specs cannot match parts of a binary). Built by

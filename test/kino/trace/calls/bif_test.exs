@@ -42,7 +42,7 @@ defmodule Kino.Trace.Calls.BifTest do
   # canary (it goes when the last trace that watches ends): their destroys, parked too
   # while the traces of BIFs below run, would take the count past 1 000 early.
   defp nothing_parked do
-    KinoTraceTest.Helpers.wait_until(fn -> KinoTrace.Session.Reaper.parked() == 0 end)
+    KinoTraceTest.Helpers.wait_until(fn -> KinoTrace.Backend.Reaper.parked() == 0 end)
 
     KinoTraceTest.Helpers.wait_until(fn ->
       Enum.all?(:trace.session_info(:all), fn
@@ -61,13 +61,13 @@ defmodule Kino.Trace.Calls.BifTest do
       spawn(fn ->
         receive do
           :reassert_bifs -> send(me, {:told, self()})
-          :end -> KinoTrace.Session.Reaper.bif_trace_ended()
+          :end -> KinoTrace.Backend.Reaper.bif_trace_ended()
         end
 
         receive(do: (:exit -> :ok))
       end)
 
-    KinoTrace.Session.Reaper.bif_trace(pid)
+    KinoTrace.Backend.Reaper.bif_trace(pid)
     pid
   end
 
@@ -77,7 +77,7 @@ defmodule Kino.Trace.Calls.BifTest do
     sessions =
       for i <- 1..n, do: :trace.session_create(:"kino_trace_reaper_test_#{rem(i, 3)}", tracer, [])
 
-    Enum.each(sessions, &KinoTrace.Session.Reaper.destroy/1)
+    Enum.each(sessions, &KinoTrace.Backend.Reaper.destroy/1)
     {sessions, tracer}
   end
 
@@ -85,7 +85,7 @@ defmodule Kino.Trace.Calls.BifTest do
   # while captures kept running; at the 1 001st every parked session was destroyed at
   # once, which switched off the BIF tracing of the captures that ran.
   # (only a VM with the bug parks sessions)
-  @bif_bug_only if(KinoTrace.Session.Reaper.bif_bug?(),
+  @bif_bug_only if(KinoTrace.Backend.Reaper.bif_bug?(),
                   do: false,
                   else: "this VM does not have erlang/otp#10349"
                 )
@@ -100,17 +100,17 @@ defmodule Kino.Trace.Calls.BifTest do
     running = bif_trace_stand_in()
     {sessions, tracer} = park(1_001)
     # the count is bounded, and nothing was destroyed under the running trace of BIFs
-    assert KinoTrace.Session.Reaper.parked() == 1_001
+    assert KinoTrace.Backend.Reaper.parked() == 1_001
     assert Enum.all?(Enum.take(sessions, 3), &(elem(&1, 1) in :trace.session_info(:all)))
 
     # a new trace of BIFs waits to check in
-    newcomer = Task.async(fn -> KinoTrace.Session.Reaper.bif_trace() == :ok end)
+    newcomer = Task.async(fn -> KinoTrace.Backend.Reaper.bif_trace() == :ok end)
     refute Task.yield(newcomer, 100)
 
     # the running one ends: the parked sessions go, then the newcomer is in
     send(running, :end)
     assert Task.await(newcomer, 120_000)
-    assert KinoTrace.Session.Reaper.parked() == 0
+    assert KinoTrace.Backend.Reaper.parked() == 0
     assert Enum.all?(sessions, &(elem(&1, 1) not in :trace.session_info(:all)))
     refute_received {:told, _}
     send(running, :exit)
@@ -125,9 +125,9 @@ defmodule Kino.Trace.Calls.BifTest do
     {sessions, tracer} = park(1_001)
     # (destroying 1 001 sessions takes a while on a loaded machine)
     assert_receive {:told, ^running}, 120_000
-    assert KinoTrace.Session.Reaper.parked() == 0
+    assert KinoTrace.Backend.Reaper.parked() == 0
     assert Enum.all?(sessions, &(elem(&1, 1) not in :trace.session_info(:all)))
-    KinoTrace.Session.Reaper.bif_trace_ended(running)
+    KinoTrace.Backend.Reaper.bif_trace_ended(running)
     send(running, :exit)
     Process.exit(tracer, :kill)
   end
@@ -160,7 +160,7 @@ defmodule Kino.Trace.Calls.BifTest do
     end
 
     # every session parked meanwhile is destroyed once no trace of BIFs runs
-    assert KinoTrace.Session.Reaper.parked() == 0
+    assert KinoTrace.Backend.Reaper.parked() == 0
     assert for({:kino_trace, _} = s <- :trace.session_info(:all), do: s) == []
   end
 end

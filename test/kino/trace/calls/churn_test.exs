@@ -46,7 +46,7 @@ defmodule Kino.Trace.Calls.ChurnTest do
 
       Process.exit(owner, :kill)
       # the ended traces' OTP sessions destroyed before the next module runs
-      KinoTrace.Session.Reaper.sync()
+      KinoTrace.Backend.Reaper.sync()
     end)
 
     :ok

@@ -79,7 +79,7 @@ defmodule Kino.Trace.Calls.CleanupTest do
       assert counters.queued == 0
     end
 
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
     assert :trace.session_info(:all) == sessions_before
     elapsed = System.monotonic_time(:millisecond) - t0
     # generous: a few ms per cycle is expected even on 2 busy cores

@@ -39,7 +39,7 @@ defmodule Kino.Trace.Calls.FloodTest do
   # :trace.session_info/1 lists sessions by their weak handle (once the reaper has dealt
   # with the sessions handed to it: stop/1 hands the trace's over and returns)
   defp gone?({_strong, weak}) do
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
     weak not in :trace.session_info(:all)
   end
 

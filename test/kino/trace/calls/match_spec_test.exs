@@ -34,7 +34,7 @@ defmodule Kino.Trace.Calls.MatchSpecTest do
     assert match_spec(trace, {:ets, :insert, 2}) == []
 
     # the session sets its BIF patterns again on its tick (once a second; OTP 27.3's
-    # erlang/otp#10349, see KinoTrace.Session.Reaper); info/1, answered after the tick,
+    # erlang/otp#10349, see KinoTrace.Backend.Reaper); info/1, answered after the tick,
     # tells it was handled
     KinoTraceTest.Helpers.await_received(trace.session, :tick)
     Trace.info(trace)

@@ -141,7 +141,7 @@ defmodule Kino.Trace.Capture.BifTest do
 
   # (once the reaper has dealt with the sessions handed to it: ended traces hand theirs over)
   defp canary_sessions do
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
     for {:kino_trace_canary, _} = s <- :trace.session_info(:all), do: s
   end
 
@@ -160,7 +160,7 @@ defmodule Kino.Trace.Capture.BifTest do
     assert Capture.complete?(capture)
     assert inserts(capture) == 1
     # with no trace of BIFs left running, its session is destroyed, not parked
-    assert KinoTrace.Session.Reaper.parked() == 0
+    assert KinoTrace.Backend.Reaper.parked() == 0
     assert canary_sessions() == []
 
     # a capture that raises lets it go too, as does one whose owner exits

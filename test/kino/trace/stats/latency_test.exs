@@ -6,7 +6,7 @@ defmodule Kino.Trace.Stats.LatencyTest do
   import KinoTraceTest.Helpers, only: [wait_until: 1]
 
   alias Kino.Trace.Stats
-  alias KinoTrace.Stats.Histogram
+  alias KinoTrace.Latency.Histogram
   alias KinoTraceTest.Sample.Timing
 
   @err Histogram.relative_error()
@@ -19,7 +19,7 @@ defmodule Kino.Trace.Stats.LatencyTest do
 
   # kino_trace's trace and stats sessions (once the reaper has dealt with ended ones)
   defp sessions do
-    KinoTrace.Session.Reaper.sync()
+    KinoTrace.Backend.Reaper.sync()
 
     for {name, _} = s <- :trace.session_info(:all),
         name in [:kino_trace, :kino_trace_stats],

@@ -13,7 +13,7 @@ defmodule Kino.Trace.Stats.RemoteTest do
   alias Kino.Trace.Stats.{Row, Snapshot}
   alias KinoTraceTest.Remote.Echo
 
-  doctest KinoTrace.Session.Backend
+  doctest KinoTrace.Backend
 
   @moduletag timeout: 180_000
   @double {Echo, :double, 1}
@@ -146,7 +146,7 @@ defmodule Kino.Trace.Stats.RemoteTest do
 
   test "Targets.expand/2 reads the functions of that node's loaded code" do
     {_peer, n, _tmp} = bare_peer(:expand)
-    lookup = KinoTrace.Plan.Lookup.new(n)
+    lookup = KinoTrace.Base.Lookup.new(n)
     {[everything], _} = KinoTrace.Pattern.parse_all!(["_"], force: true)
     {:ok, echo} = KinoTrace.Pattern.parse("KinoTraceTest.Remote.Echo")
 

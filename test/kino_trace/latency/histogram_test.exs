@@ -1,7 +1,7 @@
-defmodule KinoTrace.Stats.HistogramTest do
+defmodule KinoTrace.Latency.HistogramTest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Stats.Histogram
+  alias KinoTrace.Latency.Histogram
 
   doctest Histogram
 

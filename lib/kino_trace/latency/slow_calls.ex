@@ -1,4 +1,4 @@
-defmodule KinoTrace.Stats.SlowCalls do
+defmodule KinoTrace.Latency.SlowCalls do
   @moduledoc false
   # Slow calls kept whole from a trace's events, as they are decoded: per function the
   # `slowest` k (`slowest: k`), and every call of at least `threshold` (`slower_than:
@@ -11,7 +11,7 @@ defmodule KinoTrace.Stats.SlowCalls do
   # what its process did beneath it, and its end, at most `:slow_call_events` of them,
   # and `:slow_kept_events` for all the kept calls together (past that, a call is kept
   # without them). The slowest are kept for as many functions as have distributions
-  # (KinoTrace.Stats.Latency.max_functions/0); returns of others are passed over.
+  # (KinoTrace.Latency.max_functions/0); returns of others are passed over.
   #
   # Arguments: the end of a call does not carry them, so the open calls of each process
   # are kept (their `:call` events, innermost first, by the depths the pairing rule gave
@@ -22,7 +22,7 @@ defmodule KinoTrace.Stats.SlowCalls do
   # A process's entry goes when its outermost call ends.
   #
   # Events: at keep time, from `events_fun.(call_id, end_event)` (the session's history:
-  # KinoTrace.Session.History.since/3), nil when the trace no longer has them; or, for a
+  # KinoTrace.History.since/3), nil when the trace no longer has them; or, for a
   # list of events, `fill_events/2` after the fact.
 
   alias Kino.Trace.Event
@@ -31,7 +31,7 @@ defmodule KinoTrace.Stats.SlowCalls do
   @max_open Limits.default(:slow_open_calls)
   @max_kept_events Limits.default(:slow_kept_events)
   # the functions whose slowest calls are kept: as many as have distributions
-  @max_functions KinoTrace.Stats.Latency.max_functions()
+  @max_functions KinoTrace.Latency.max_functions()
 
   defstruct slowest: nil,
             threshold: nil,
@@ -104,8 +104,8 @@ defmodule KinoTrace.Stats.SlowCalls do
       ...>   %Event{id: 3, kind: :call, pid: pid, module: M, function: :f, arity: 1, args: [2], depth: 0},
       ...>   %Event{id: 4, kind: :return, pid: pid, module: M, function: :f, arity: 1, return: :ok, call_id: 3, duration: 9_000, depth: 0}
       ...> ]
-      iex> acc = KinoTrace.Stats.SlowCalls.new(slowest: 1) |> KinoTrace.Stats.SlowCalls.add(events, nil)
-      iex> [slow] = KinoTrace.Stats.SlowCalls.report(acc).slowest[{M, :f, 1}]
+      iex> acc = KinoTrace.Latency.SlowCalls.new(slowest: 1) |> KinoTrace.Latency.SlowCalls.add(events, nil)
+      iex> [slow] = KinoTrace.Latency.SlowCalls.report(acc).slowest[{M, :f, 1}]
       iex> {slow.args, slow.result, slow.duration}
       {[2], {:return, :ok}, 9_000}
   """
@@ -299,7 +299,7 @@ defmodule KinoTrace.Stats.SlowCalls do
   threshold, each call once.
 
       iex> call = %{mfa: {M, :f, 0}, end_id: 2}
-      iex> KinoTrace.Stats.SlowCalls.counts(%{slowest: %{{M, :f, 0} => [call]}, slower_than: [call]})
+      iex> KinoTrace.Latency.SlowCalls.counts(%{slowest: %{{M, :f, 0} => [call]}, slower_than: [call]})
       %{{M, :f, 0} => 1}
   """
   @spec counts(%{slowest: %{mfa() => [map()]}, slower_than: [map()]}) :: %{mfa() => pos_integer()}
@@ -320,7 +320,7 @@ defmodule KinoTrace.Stats.SlowCalls do
       ...>   %Event{id: 3, kind: :return, pid: pid, module: M, function: :b, arity: 0, call_id: 2, duration: 400, depth: 1},
       ...>   %Event{id: 4, kind: :return, pid: pid, module: M, function: :a, arity: 0, call_id: 1, duration: 1_000, depth: 0}
       ...> ]
-      iex> %{slowest: %{{M, :a, 0} => [a]}} = KinoTrace.Stats.SlowCalls.of_events(events, slowest: 1)
+      iex> %{slowest: %{{M, :a, 0} => [a]}} = KinoTrace.Latency.SlowCalls.of_events(events, slowest: 1)
       iex> Enum.map(a.events, & &1.id)
       [1, 2, 3, 4]
   """

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Remote.AgentClusterTest do
+defmodule KinoTrace.Agent.ClusterTest do
   # Issue 16: a cluster for real (bare peers: OTP and Elixir only), several traces of one
   # node, and the agent's safety rules.
   use ExUnit.Case, async: false

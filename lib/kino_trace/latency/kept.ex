@@ -1,16 +1,17 @@
-defmodule KinoTrace.Stats.Kept do
+defmodule KinoTrace.Latency.Kept do
   @moduledoc false
   # What a trace keeps since its start as its events are decoded, for the functions that
   # ask a running trace (KinoTrace.Session and KinoTrace.Remote.Coordinator keep one each):
-  # its latency distributions (`latency: true`, KinoTrace.Stats.Latency) and its slow calls
-  # (`slowest:`, `slower_than:`, KinoTrace.Stats.SlowCalls, their events from the trace's
+  # its latency distributions (`latency: true`, KinoTrace.Latency) and its slow calls
+  # (`slowest:`, `slower_than:`, KinoTrace.Latency.SlowCalls, their events from the trace's
   # history). `nil` when the trace keeps neither. A stats session's trace of durations
   # (KinoTrace.Stats.Options.latency_plan/2) also keeps them per function and process
   # (`latency_by_process: true` in its plan's options, set there, no option of a trace):
   # its widget's per-process drill-down.
 
-  alias KinoTrace.Session.History
-  alias KinoTrace.Stats.{Latency, SlowCalls}
+  alias KinoTrace.History
+  alias KinoTrace.Latency
+  alias KinoTrace.Latency.SlowCalls
 
   defstruct [:latency, :processes, :slow]
 
@@ -25,9 +26,9 @@ defmodule KinoTrace.Stats.Kept do
   @doc """
   What a trace with these options keeps (`nil`: nothing).
 
-      iex> KinoTrace.Stats.Kept.new(latency: false)
+      iex> KinoTrace.Latency.Kept.new(latency: false)
       nil
-      iex> KinoTrace.Stats.Kept.new(latency: true) |> KinoTrace.Stats.Kept.slow_calls()
+      iex> KinoTrace.Latency.Kept.new(latency: true) |> KinoTrace.Latency.Kept.slow_calls()
       nil
   """
   @spec new(keyword()) :: t()
@@ -55,29 +56,29 @@ defmodule KinoTrace.Stats.Kept do
     }
   end
 
-  @doc "The latency distributions (`KinoTrace.Stats.Latency`), or `nil`."
+  @doc "The latency distributions (`KinoTrace.Latency`), or `nil`."
   @spec latency(t()) :: Latency.t() | nil
   def latency(kept), do: kept && kept.latency
 
   @doc """
-  The latency distributions per function and process (`KinoTrace.Stats.Latency`, `by:
+  The latency distributions per function and process (`KinoTrace.Latency`, `by:
   :process`), kept with `latency_by_process: true`, else `nil`.
 
-      iex> kept = KinoTrace.Stats.Kept.new(latency: true, latency_by_process: true)
-      iex> KinoTrace.Stats.Kept.latency_processes(kept).by
+      iex> kept = KinoTrace.Latency.Kept.new(latency: true, latency_by_process: true)
+      iex> KinoTrace.Latency.Kept.latency_processes(kept).by
       :process
-      iex> KinoTrace.Stats.Kept.new(latency: true) |> KinoTrace.Stats.Kept.latency_processes()
+      iex> KinoTrace.Latency.Kept.new(latency: true) |> KinoTrace.Latency.Kept.latency_processes()
       nil
   """
   @spec latency_processes(t()) :: Latency.t() | nil
   def latency_processes(kept), do: kept && kept.processes
 
-  @doc "The slow calls (`KinoTrace.Stats.SlowCalls.report/1`), or `nil`."
+  @doc "The slow calls (`KinoTrace.Latency.SlowCalls.report/1`), or `nil`."
   @spec slow_calls(t()) :: SlowCalls.report() | nil
   def slow_calls(kept), do: kept && kept.slow && SlowCalls.report(kept.slow)
 
   @doc """
-  How many slow calls it keeps per function (`KinoTrace.Stats.SlowCalls.counts/1`: a
+  How many slow calls it keeps per function (`KinoTrace.Latency.SlowCalls.counts/1`: a
   small map, where `slow_calls/1` holds every kept call whole), or `nil`.
   """
   @spec slow_counts(t()) :: %{mfa() => pos_integer()} | nil

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Plan.Lookup do
+defmodule KinoTrace.Base.Lookup do
   @moduledoc false
   # Where a plan's facts come from: which modules exist and what they define, their
   # object code (`KinoTrace.Plan.TailCalls`), and the processes names stand for. A lookup
@@ -11,32 +11,38 @@ defmodule KinoTrace.Plan.Lookup do
   #
   # Every function takes a list and answers for all of it: on another node the calls
   # are sent together and their answers collected, one round trip per step however long
-  # the list, within `KinoTrace.Plan.Nodes.call_timeout/0`. A node that goes away or does
+  # the list, within `call_timeout/0`. A node that goes away or does
   # not answer in time raises `ArgumentError` naming it.
 
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Base.Name
 
   @enforce_keys [:node]
   defstruct [:node]
 
   @type t :: %__MODULE__{node: node()}
 
+  @call_timeout 15_000
+
   @typedoc "A process name, as `:pids` takes it."
   @type name :: atom() | {:global, term()} | {:via, module(), term()}
+
+  @doc "How long a call to another node may take (ms): a lookup's, `KinoTrace.Plan.Nodes.call/4`'s."
+  @spec call_timeout() :: pos_integer()
+  def call_timeout, do: @call_timeout
 
   @doc """
   The lookup of this node.
 
   ## Examples
 
-      iex> lookup = KinoTrace.Plan.Lookup.local()
-      iex> KinoTrace.Plan.Lookup.ensure_loaded(lookup, [:lists, :kino_trace_no_such_module])
+      iex> lookup = KinoTrace.Base.Lookup.local()
+      iex> KinoTrace.Base.Lookup.ensure_loaded(lookup, [:lists, :kino_trace_no_such_module])
       %{lists: {:module, :lists}, kino_trace_no_such_module: {:error, :nofile}}
-      iex> KinoTrace.Plan.Lookup.module_info(lookup, [:lists], [:exports])[:lists][:exports] |> Keyword.has_key?(:sum)
+      iex> KinoTrace.Base.Lookup.module_info(lookup, [:lists], [:exports])[:lists][:exports] |> Keyword.has_key?(:sum)
       true
-      iex> KinoTrace.Plan.Lookup.whereis(lookup, [:kino_trace_nobody])
+      iex> KinoTrace.Base.Lookup.whereis(lookup, [:kino_trace_nobody])
       %{kino_trace_nobody: {:ok, nil}}
-      iex> KinoTrace.Plan.Lookup.new(node()) == lookup
+      iex> KinoTrace.Base.Lookup.new(node()) == lookup
       true
 
   Atoms: what another node answers is decoded here, so the names it returns (its
@@ -59,9 +65,9 @@ defmodule KinoTrace.Plan.Lookup do
   `{:error, exception}` when it raised (an Erlang error normalized as Elixir does, so
   an `:undef` is an `UndefinedFunctionError`).
 
-      iex> lookup = KinoTrace.Plan.Lookup.local()
-      iex> [{:ok, 1}, {:error, %ArgumentError{}}] = KinoTrace.Plan.Lookup.run(lookup, [{:erlang, :abs, [-1]}, {:erlang, :abs, [:x]}])
-      iex> [{:error, %UndefinedFunctionError{function: :nope}}] = KinoTrace.Plan.Lookup.run(lookup, [{:lists, :nope, []}])
+      iex> lookup = KinoTrace.Base.Lookup.local()
+      iex> [{:ok, 1}, {:error, %ArgumentError{}}] = KinoTrace.Base.Lookup.run(lookup, [{:erlang, :abs, [-1]}, {:erlang, :abs, [:x]}])
+      iex> [{:error, %UndefinedFunctionError{function: :nope}}] = KinoTrace.Base.Lookup.run(lookup, [{:lists, :nope, []}])
   """
   @spec run(t(), [{module(), atom(), list()}]) :: [{:ok, term()} | {:error, Exception.t()}]
   def run(%__MODULE__{node: node}, calls) when node == node() do
@@ -75,7 +81,7 @@ defmodule KinoTrace.Plan.Lookup do
   end
 
   def run(%__MODULE__{node: node}, calls) do
-    deadline = System.monotonic_time(:millisecond) + KinoTrace.Plan.Nodes.call_timeout()
+    deadline = System.monotonic_time(:millisecond) + call_timeout()
     requests = for {m, f, a} <- calls, do: :erpc.send_request(node, m, f, a)
     collect(requests, node, deadline, [])
   end
@@ -115,7 +121,7 @@ defmodule KinoTrace.Plan.Lookup do
 
   defp unreachable(node, :timeout),
     do:
-      "#{inspect(node)} did not answer within #{KinoTrace.Plan.Nodes.call_timeout()} ms while its modules and names were looked up"
+      "#{inspect(node)} did not answer within #{call_timeout()} ms while its modules and names were looked up"
 
   defp unreachable(node, reason),
     do:
@@ -189,7 +195,7 @@ defmodule KinoTrace.Plan.Lookup do
   on the lookup's node: its atom exists there or its `.beam` is on its code path. A
   text with no such module is left out.
 
-      iex> KinoTrace.Plan.Lookup.module_atoms(KinoTrace.Plan.Lookup.local(), ["Elixir.Enum", "kino_trace_no_such_mod_5d1e"])
+      iex> KinoTrace.Base.Lookup.module_atoms(KinoTrace.Base.Lookup.local(), ["Elixir.Enum", "kino_trace_no_such_mod_5d1e"])
       %{"Elixir.Enum" => Enum}
   """
   @spec module_atoms(t(), [String.t()]) :: %{String.t() => module()}
@@ -220,7 +226,7 @@ defmodule KinoTrace.Plan.Lookup do
   @doc """
   The atoms named by `texts` that exist on the lookup's node (they then exist here too).
 
-      iex> KinoTrace.Plan.Lookup.existing_atoms(KinoTrace.Plan.Lookup.local(), ["ok", "kino_trace_no_such_atom_9b2c"])
+      iex> KinoTrace.Base.Lookup.existing_atoms(KinoTrace.Base.Lookup.local(), ["ok", "kino_trace_no_such_atom_9b2c"])
       %{"ok" => :ok}
   """
   @spec existing_atoms(t(), [String.t()]) :: %{String.t() => atom()}

@@ -1,10 +1,10 @@
-defmodule KinoTrace.Render.MFATest do
+defmodule KinoTrace.Base.MFATest do
   use ExUnit.Case, async: true
 
-  alias KinoTrace.Pattern.Name
-  alias KinoTrace.Render.MFA
+  alias KinoTrace.Base.Name
+  alias KinoTrace.Base.MFA
 
-  doctest KinoTrace.Render.MFA
+  doctest KinoTrace.Base.MFA
 
   test "names without atoms are written as the pattern would write them" do
     module = %Name{text: "kino_trace_no_such_mod_1f3c"}

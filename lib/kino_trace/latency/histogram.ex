@@ -1,4 +1,4 @@
-defmodule KinoTrace.Stats.Histogram do
+defmodule KinoTrace.Latency.Histogram do
   @moduledoc false
   # A log-linear histogram of non-negative integers (durations in nanoseconds, in
   # kino_trace), as an HDR histogram keeps them: bounded memory, a stated relative error,
@@ -54,8 +54,8 @@ defmodule KinoTrace.Stats.Histogram do
   @doc """
   An empty histogram.
 
-      iex> h = KinoTrace.Stats.Histogram.new()
-      iex> {KinoTrace.Stats.Histogram.count(h), KinoTrace.Stats.Histogram.percentile(h, 50)}
+      iex> h = KinoTrace.Latency.Histogram.new()
+      iex> {KinoTrace.Latency.Histogram.count(h), KinoTrace.Latency.Histogram.percentile(h, 50)}
       {0, nil}
   """
   @spec new() :: t()
@@ -64,7 +64,7 @@ defmodule KinoTrace.Stats.Histogram do
   @doc """
   Records one value (a non-negative integer).
 
-      iex> alias KinoTrace.Stats.Histogram
+      iex> alias KinoTrace.Latency.Histogram
       iex> h = Enum.reduce([5, 1_000, 1_000_000], Histogram.new(), &Histogram.record(&2, &1))
       iex> {Histogram.count(h), Histogram.min(h), Histogram.max(h)}
       {3, 5, 1_000_000}
@@ -96,7 +96,7 @@ defmodule KinoTrace.Stats.Histogram do
   @doc """
   Both histograms' values in one (the same as recording them all in one).
 
-      iex> alias KinoTrace.Stats.Histogram
+      iex> alias KinoTrace.Latency.Histogram
       iex> a = Histogram.record(Histogram.new(), 10)
       iex> b = Histogram.record(Histogram.new(), 20)
       iex> Histogram.merge(a, b) == Histogram.record(a, 20)
@@ -137,7 +137,7 @@ defmodule KinoTrace.Stats.Histogram do
   of the sorted values, at least the first), as the middle of its bucket within the
   exact min and max (the first and last ranks exactly); `nil` when empty. Within `relative_error/0` of the exact value.
 
-      iex> alias KinoTrace.Stats.Histogram
+      iex> alias KinoTrace.Latency.Histogram
       iex> h = Enum.reduce(1..100, Histogram.new(), &Histogram.record(&2, &1 * 1_000))
       iex> p = Histogram.percentile(h, 90)
       iex> abs(p - 90_000) / 90_000 <= Histogram.relative_error()
@@ -182,7 +182,7 @@ defmodule KinoTrace.Stats.Histogram do
   The buckets used, lowest first: `{bucket_low, count}` (a bucket holds the values from
   its low up to the next power-of-two step, see the module notes).
 
-      iex> alias KinoTrace.Stats.Histogram
+      iex> alias KinoTrace.Latency.Histogram
       iex> h = Enum.reduce([3, 3, 1_000, 1_010], Histogram.new(), &Histogram.record(&2, &1))
       iex> Histogram.to_list(h)
       [{3, 2}, {1000, 1}, {1008, 1}]

@@ -4,14 +4,14 @@ defmodule SuggestTestSample do
   def put(a, b, c), do: {a, b, c}
 end
 
-defmodule KinoTrace.SuggestTest do
+defmodule KinoTrace.Base.SuggestTest do
   use ExUnit.Case, async: true
 
   alias KinoTrace.Assertions.{CallPattern, Format, Validation}
   alias SuggestTestSample, as: Sample
-  alias KinoTrace.Suggest
+  alias KinoTrace.Base.Suggest
 
-  doctest KinoTrace.Suggest
+  doctest KinoTrace.Base.Suggest
 
   describe "the rule" do
     test "a few edits away, a quarter of the name's length (1 to 3), a swap counting as one" do
@@ -47,7 +47,7 @@ defmodule KinoTrace.SuggestTest do
   end
 
   describe "every front end suggests by the rule" do
-    # `fetch` for `fetch_all`: a stem. Before KinoTrace.Suggest the pattern checks did
+    # `fetch` for `fetch_all`: a stem. Before KinoTrace.Base.Suggest the pattern checks did
     # not suggest it (they wanted a Jaro similarity of 0.9; it is 0.85), the assertions
     # did (0.8 and 0.75), as did the options (above 0.8).
     test "options, patterns, assertions and failure messages give the same suggestion" do
@@ -138,10 +138,10 @@ defmodule KinoTrace.SuggestTest do
                ~r/^unknown option :tiem \(did you mean :time\?\)\. Known options: :pids, /
     end
 
-    test "the rule lives in KinoTrace.Suggest only: no other module measures names" do
+    test "the rule lives in KinoTrace.Base.Suggest only: no other module measures names" do
       offenders =
         for path <- Path.wildcard("lib/**/*.ex"),
-            path != "lib/kino_trace/suggest.ex",
+            path != "lib/kino_trace/base/suggest.ex",
             File.read!(path) =~ ~r/jaro_distance|edit_distance/,
             do: path
 

@@ -1,8 +1,8 @@
-defmodule KinoTrace.Session.BifWorkaround do
+defmodule KinoTrace.Backend.BifWorkaround do
   @moduledoc false
   # The one facade of the OTP 27.3 BIF work-around (erlang/otp#10349, fixed upstream:
   # destroying any trace session, or clearing a BIF's pattern in one, switches off the
-  # tracing of every BIF in every other session). `KinoTrace.Session.Reaper` runs it
+  # tracing of every BIF in every other session). `KinoTrace.Backend.Reaper` runs it
   # (its moduledoc tells how); everything else asks here, so what a trace must do about
   # the bug is written in one place:
   #
@@ -11,15 +11,17 @@ defmodule KinoTrace.Session.BifWorkaround do
   #     stats server;
   #   * a running trace of BIFs sets its BIF patterns again, in turn (`reassert_batch/3`);
   #   * a trace session is destroyed only through the reaper (`destroy/2`), and a BIF's
-  #     pattern is never cleared (`untrace_ops/2`): the session's backend, its setup and
-  #     its stack guard, and the capture's trace of sends;
+  #     pattern is never cleared (`untrace_ops/2`): the backend's modes of this node
+  #     (`KinoTrace.Backend.Local`), the session's setup and its stack guard, and the
+  #     capture's trace of sends;
   #   * a trace that must know whether BIF calls went untraced watches (`watch/1`,
   #     `unwatch/1`, on the BIFs of `covered/1`): `Kino.Trace.capture/3`.
   #
   # On a VM without the bug every part of it is a no-op but `destroy/2`, which destroys.
 
   alias KinoTrace.Plan.Functions
-  alias KinoTrace.Session.Reaper
+  alias KinoTrace.Backend.Reaper
+  alias KinoTrace.Base.Bifs
 
   @typedoc "A BIF step: a BIF with the match spec it is traced with (`:trace.function/4`'s)."
   @type bif_step :: {mfa(), list() | boolean()}
@@ -45,7 +47,7 @@ defmodule KinoTrace.Session.BifWorkaround do
   end
 
   def check_in(targets) when is_list(targets) do
-    bifs = for {m, f, a} = target <- targets, Reaper.bif?(m, f, a), do: target
+    bifs = for {m, f, a} = target <- targets, Bifs.bif?(m, f, a), do: target
     if bifs != [], do: Reaper.bif_trace()
     bifs
   end
@@ -59,7 +61,7 @@ defmodule KinoTrace.Session.BifWorkaround do
   turn, and the cursor after them; `nil` when there is nothing to set again (no BIF
   step, or a VM without the bug).
 
-      iex> KinoTrace.Session.BifWorkaround.reassert_batch([], 0, 32)
+      iex> KinoTrace.Backend.BifWorkaround.reassert_batch([], 0, 32)
       nil
   """
   @spec reassert_batch([bif_step()], non_neg_integer(), non_neg_integer()) ::
@@ -77,14 +79,14 @@ defmodule KinoTrace.Session.BifWorkaround do
 
   @doc """
   The `:trace.function/4` calls that stop tracing `targets` without switching BIF
-  tracing off elsewhere (see `KinoTrace.Session.Reaper.untrace_ops/2`).
+  tracing off elsewhere (see `KinoTrace.Backend.Reaper.untrace_ops/2`).
   """
   @spec untrace_ops([target()], [:local | :global]) :: [{:function, list()}]
   defdelegate untrace_ops(targets, flags), to: Reaper
 
   @doc """
   Destroys a trace session (a handle from `:trace.session_create/3`) through the reaper:
-  now, or once no trace of BIFs runs (see `KinoTrace.Session.Reaper.destroy/2`).
+  now, or once no trace of BIFs runs (see `KinoTrace.Backend.Reaper.destroy/2`).
   """
   @spec destroy(term(), [target()]) :: :ok
   defdelegate destroy(session, functions \\ []), to: Reaper
@@ -95,7 +97,7 @@ defmodule KinoTrace.Session.BifWorkaround do
 
       iex> {:ok, ets} = KinoTrace.Pattern.parse(":ets.insert/2")
       iex> {:ok, enum} = KinoTrace.Pattern.parse("Enum.map/2")
-      iex> KinoTrace.Session.BifWorkaround.covered(KinoTrace.Plan.Functions.build([ets, enum], [], []))
+      iex> KinoTrace.Backend.BifWorkaround.covered(KinoTrace.Plan.Functions.build([ets, enum], [], []))
       [{:ets, :insert, 2}]
   """
   @spec covered(Functions.t()) :: [target()]
@@ -108,7 +110,7 @@ defmodule KinoTrace.Session.BifWorkaround do
   @doc """
   Starts watching for BIF tracing being switched off, until `unwatch/1` or `owner`
   exits: the watch and the count of switch-offs so far (see
-  `KinoTrace.Session.Reaper.watch/1`).
+  `KinoTrace.Backend.Reaper.watch/1`).
   """
   @spec watch(pid()) :: {reference() | nil, non_neg_integer()}
   defdelegate watch(owner), to: Reaper

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Render.MFA do
+defmodule KinoTrace.Base.MFA do
   @moduledoc false
   # How a function is written in messages, printed lines, the widget and the stats:
   # `Module.function/arity`, as Elixir code names it.
@@ -7,16 +7,16 @@ defmodule KinoTrace.Render.MFA do
   # atoms (`:ets`). A function name is written as it stands after a dot in a remote call:
   # operators and identifiers as they are (`Kernel.+/2`), any other name quoted
   # (`MyApp."-run/2-fun-0-"/1`). Modules and functions may also be
-  # `KinoTrace.Pattern.Name`s, the names a pattern holds as text when no atom exists.
+  # `KinoTrace.Base.Name`s, the names a pattern holds as text when no atom exists.
   #
   # The arity `:_` (a pattern's "any arity") is written `/*`; `nil` writes no arity.
 
-  alias KinoTrace.Pattern.Name
+  alias KinoTrace.Base.Name
 
-  @typedoc "A module: an atom, or a `KinoTrace.Pattern.Name` when no atom of it exists."
+  @typedoc "A module: an atom, or a `KinoTrace.Base.Name` when no atom of it exists."
   @type module_name :: module() | Name.t()
 
-  @typedoc "A function name: an atom, or a `KinoTrace.Pattern.Name`."
+  @typedoc "A function name: an atom, or a `KinoTrace.Base.Name`."
   @type function_name :: atom() | Name.t()
 
   @typedoc "An arity; `:_` is any arity (written `/*`), `nil` none (nothing written)."
@@ -26,30 +26,30 @@ defmodule KinoTrace.Render.MFA do
   `Module.function/arity` for `{module, function, arity}`, or `function/arity` for a
   local `{function, arity}`.
 
-      iex> KinoTrace.Render.MFA.to_string({Map, :get, 2})
+      iex> KinoTrace.Base.MFA.to_string({Map, :get, 2})
       "Map.get/2"
-      iex> KinoTrace.Render.MFA.to_string({%KinoTrace.Pattern.Name{text: "Elixir.NoSuch1f3c"}, :run, 0})
+      iex> KinoTrace.Base.MFA.to_string({%KinoTrace.Base.Name{text: "Elixir.NoSuch1f3c"}, :run, 0})
       "NoSuch1f3c.run/0"
-      iex> KinoTrace.Render.MFA.to_string({:valid?, 1})
+      iex> KinoTrace.Base.MFA.to_string({:valid?, 1})
       "valid?/1"
 
   ## Examples
 
-      iex> KinoTrace.Render.MFA.to_string({Enum, :map, 2})
+      iex> KinoTrace.Base.MFA.to_string({Enum, :map, 2})
       "Enum.map/2"
-      iex> KinoTrace.Render.MFA.to_string({:ets, :insert, 2})
+      iex> KinoTrace.Base.MFA.to_string({:ets, :insert, 2})
       ":ets.insert/2"
-      iex> KinoTrace.Render.MFA.to_string({Kernel, :+, 2})
+      iex> KinoTrace.Base.MFA.to_string({Kernel, :+, 2})
       "Kernel.+/2"
-      iex> KinoTrace.Render.MFA.to_string({MyApp, :"-run/2-fun-0-", 1})
+      iex> KinoTrace.Base.MFA.to_string({MyApp, :"-run/2-fun-0-", 1})
       ~s(MyApp."-run/2-fun-0-"/1)
-      iex> KinoTrace.Render.MFA.to_string({:ets, :insert, :_})
+      iex> KinoTrace.Base.MFA.to_string({:ets, :insert, :_})
       ":ets.insert/*"
-      iex> KinoTrace.Render.MFA.to_string({:ets, :insert, nil})
+      iex> KinoTrace.Base.MFA.to_string({:ets, :insert, nil})
       ":ets.insert"
-      iex> KinoTrace.Render.MFA.to_string({:map, 2})
+      iex> KinoTrace.Base.MFA.to_string({:map, 2})
       "map/2"
-      iex> KinoTrace.Render.MFA.call(Enum, :map)
+      iex> KinoTrace.Base.MFA.call(Enum, :map)
       "Enum.map"
   """
   @spec to_string({module_name(), function_name(), arity_spec()} | {function_name(), arity()}) ::
@@ -60,9 +60,9 @@ defmodule KinoTrace.Render.MFA do
   @doc """
   `Module.function` as written in a remote call.
 
-      iex> KinoTrace.Render.MFA.call(:ets, :lookup)
+      iex> KinoTrace.Base.MFA.call(:ets, :lookup)
       ":ets.lookup"
-      iex> KinoTrace.Render.MFA.call(MyApp, :"a b")
+      iex> KinoTrace.Base.MFA.call(MyApp, :"a b")
       ~s(MyApp."a b")
   """
   @spec call(module_name(), function_name()) :: String.t()
@@ -77,15 +77,15 @@ defmodule KinoTrace.Render.MFA do
   The raw name (`to_string/1`) stays the function's identity: two such functions of one
   function read alike.
 
-      iex> KinoTrace.Render.MFA.label({Enum, :"-sum/1-lists^foldl/2-0-", 2})
+      iex> KinoTrace.Base.MFA.label({Enum, :"-sum/1-lists^foldl/2-0-", 2})
       "anonymous fn/2 in Enum.sum/1"
-      iex> KinoTrace.Render.MFA.label({MyApp, :"-run/2-fun-0-", 1})
+      iex> KinoTrace.Base.MFA.label({MyApp, :"-run/2-fun-0-", 1})
       "anonymous fn/1 in MyApp.run/2"
-      iex> KinoTrace.Render.MFA.label({:lists, :"-filter/2-lc$^0/1-0-", 2})
+      iex> KinoTrace.Base.MFA.label({:lists, :"-filter/2-lc$^0/1-0-", 2})
       "anonymous fn/2 in :lists.filter/2"
-      iex> KinoTrace.Render.MFA.label({Kernel, :"-//2-fun-0-", 1})
+      iex> KinoTrace.Base.MFA.label({Kernel, :"-//2-fun-0-", 1})
       "anonymous fn/1 in Kernel.//2"
-      iex> KinoTrace.Render.MFA.label({Enum, :map, 2})
+      iex> KinoTrace.Base.MFA.label({Enum, :map, 2})
       "Enum.map/2"
   """
   @spec label({module_name(), function_name(), arity_spec()}) :: String.t()
@@ -106,7 +106,7 @@ defmodule KinoTrace.Render.MFA do
   `lists^foldl/2-0`: the kind and index the compiler named it by). The others read as
   `label/1` reads them.
 
-      iex> labels = KinoTrace.Render.MFA.labels([
+      iex> labels = KinoTrace.Base.MFA.labels([
       ...>   {Enum, :"-reduce/3-lists^foldl/2-0-", 3}, {Enum, :"-reduce/3-anonymous-1-", 3}, {Enum, :"-map/2-fun-0-", 3}])
       iex> labels[{Enum, :"-reduce/3-lists^foldl/2-0-", 3}]
       "anonymous fn/3 in Enum.reduce/3 (lists^foldl/2-0)"
@@ -137,9 +137,9 @@ defmodule KinoTrace.Render.MFA do
   `call/2` with them in parentheses, or, for a function the compiler made (see
   `label/1`), as Elixir's stacktraces write a call of an anonymous function.
 
-      iex> KinoTrace.Render.MFA.label_call(Enum, :"-sum/1-lists^foldl/2-0-", "[1, 2], 0")
+      iex> KinoTrace.Base.MFA.label_call(Enum, :"-sum/1-lists^foldl/2-0-", "[1, 2], 0")
       "anonymous fn([1, 2], 0) in Enum.sum/1"
-      iex> KinoTrace.Render.MFA.label_call(Enum, :map, "[1], :f")
+      iex> KinoTrace.Base.MFA.label_call(Enum, :map, "[1], :f")
       "Enum.map([1], :f)"
   """
   @spec label_call(module_name(), function_name(), String.t()) :: String.t()
@@ -153,9 +153,9 @@ defmodule KinoTrace.Render.MFA do
   @doc """
   Whether `label/1` reads the function otherwise than `to_string/1`.
 
-      iex> KinoTrace.Render.MFA.compiler_made?(:"-sum/1-lists^foldl/2-0-")
+      iex> KinoTrace.Base.MFA.compiler_made?(:"-sum/1-lists^foldl/2-0-")
       true
-      iex> KinoTrace.Render.MFA.compiler_made?(:sum)
+      iex> KinoTrace.Base.MFA.compiler_made?(:sum)
       false
   """
   @spec compiler_made?(function_name()) :: boolean()

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Remote.AgentTmpdirTest do
+defmodule KinoTrace.Agent.TmpdirTest do
   # Issue 27, item 3 and the review's held cases: where the agent puts the native
   # tracer's library on a traced node, against another user of that machine who
   # pre-creates names and races into new directories, and in a full temporary directory.

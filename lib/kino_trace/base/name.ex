@@ -1,4 +1,4 @@
-defmodule KinoTrace.Pattern.Name do
+defmodule KinoTrace.Base.Name do
   @moduledoc false
   # A name written in a pattern that is not an atom, kept as text.
   #
@@ -27,15 +27,15 @@ defmodule KinoTrace.Pattern.Name do
 
   ## Examples
 
-      iex> KinoTrace.Pattern.Name.resolve("ok")
+      iex> KinoTrace.Base.Name.resolve("ok")
       :ok
-      iex> KinoTrace.Pattern.Name.resolve("nil")
+      iex> KinoTrace.Base.Name.resolve("nil")
       nil
-      iex> KinoTrace.Pattern.Name.resolve("kino_trace_no_such_atom_1f3c")
-      %KinoTrace.Pattern.Name{text: "kino_trace_no_such_atom_1f3c"}
-      iex> KinoTrace.Pattern.Name.module_name(["Enum"])
+      iex> KinoTrace.Base.Name.resolve("kino_trace_no_such_atom_1f3c")
+      %KinoTrace.Base.Name{text: "kino_trace_no_such_atom_1f3c"}
+      iex> KinoTrace.Base.Name.module_name(["Enum"])
       Enum
-      iex> KinoTrace.Pattern.Name.inspect_module(KinoTrace.Pattern.Name.module_name(["KinoTraceNoSuchAlias1f3c", "Zz"]))
+      iex> KinoTrace.Base.Name.inspect_module(KinoTrace.Base.Name.module_name(["KinoTraceNoSuchAlias1f3c", "Zz"]))
       "KinoTraceNoSuchAlias1f3c.Zz"
   """
   defguard is_name(term) when is_atom(term) or is_struct(term, __MODULE__)
@@ -88,7 +88,7 @@ defmodule KinoTrace.Pattern.Name do
   @doc """
   The full text of the module atom named by alias segments (atoms, `Name`s or texts).
 
-      iex> KinoTrace.Pattern.Name.module_text(["MyApp", %KinoTrace.Pattern.Name{text: "Repo"}])
+      iex> KinoTrace.Base.Name.module_text(["MyApp", %KinoTrace.Base.Name{text: "Repo"}])
       "Elixir.MyApp.Repo"
   """
   @spec module_text([atom() | t() | String.t()]) :: String.t()
@@ -114,9 +114,9 @@ defmodule KinoTrace.Pattern.Name do
   The object file name of the module named `text` (`~c"Elixir.Enum.beam"`), to find
   with `:code.where_is_file/1`, or `nil` when `text` cannot name a module file.
 
-      iex> KinoTrace.Pattern.Name.beam_file("Elixir.Enum")
+      iex> KinoTrace.Base.Name.beam_file("Elixir.Enum")
       ~c"Elixir.Enum.beam"
-      iex> KinoTrace.Pattern.Name.beam_file("../etc")
+      iex> KinoTrace.Base.Name.beam_file("../etc")
       nil
   """
   @spec beam_file(String.t()) :: charlist() | nil
@@ -128,7 +128,7 @@ defmodule KinoTrace.Pattern.Name do
   @doc """
   How a module (an atom or a `Name`) is written: `Enum`, `:ets`.
 
-      iex> KinoTrace.Pattern.Name.inspect_module(%KinoTrace.Pattern.Name{text: "no such mod"})
+      iex> KinoTrace.Base.Name.inspect_module(%KinoTrace.Base.Name{text: "no such mod"})
       ~S(:"no such mod")
   """
   @spec inspect_module(module() | t()) :: String.t()
@@ -166,9 +166,9 @@ end
 
 # A name stands where an atom this node does not know was (in a pattern, or in a trace
 # file's events): it inspects as that atom would.
-defimpl Inspect, for: KinoTrace.Pattern.Name do
+defimpl Inspect, for: KinoTrace.Base.Name do
   def inspect(%{text: text} = name, _opts) when is_binary(text),
-    do: KinoTrace.Pattern.Name.inspect_module(name)
+    do: KinoTrace.Base.Name.inspect_module(name)
 
   def inspect(name, opts), do: Inspect.Any.inspect(name, opts)
 end

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Session.Final do
+defmodule KinoTrace.Client.Final do
   @moduledoc false
   # The last `Kino.Trace.info/1` of traces that have ended, so a trace stopped with
   # `Kino.Trace.stop/1` (whose session process is gone) still tells how it ended: status
@@ -17,11 +17,11 @@ defmodule KinoTrace.Session.Final do
 
   ## Examples
 
-      iex> KinoTrace.Session.Final.put(-1, %{status: :stopped})
+      iex> KinoTrace.Client.Final.put(-1, %{status: :stopped})
       :ok
-      iex> KinoTrace.Session.Final.fetch(-1)
+      iex> KinoTrace.Client.Final.fetch(-1)
       {:ok, %{status: :stopped}}
-      iex> KinoTrace.Session.Final.fetch(-2)
+      iex> KinoTrace.Client.Final.fetch(-2)
       :error
   """
   @spec put(integer(), map()) :: :ok

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Session.History do
+defmodule KinoTrace.History do
   @moduledoc false
   # The last events of a trace, at most `max` of them, for `Kino.Trace.events/2`.
   #
@@ -41,13 +41,13 @@ defmodule KinoTrace.Session.History do
 
   ## Examples
 
-      iex> history = KinoTrace.Session.History.new(3)
-      iex> history = history |> KinoTrace.Session.History.push([1, 2]) |> KinoTrace.Session.History.push([3, 4])
-      iex> KinoTrace.Session.History.take(history, 10)
+      iex> history = KinoTrace.History.new(3)
+      iex> history = history |> KinoTrace.History.push([1, 2]) |> KinoTrace.History.push([3, 4])
+      iex> KinoTrace.History.take(history, 10)
       [2, 3, 4]
-      iex> KinoTrace.Session.History.take(history, 2)
+      iex> KinoTrace.History.take(history, 2)
       [3, 4]
-      iex> KinoTrace.Session.History.size(history)
+      iex> KinoTrace.History.size(history)
       3
 
   Only the process that made it can use it, and the table goes with that process.
@@ -63,9 +63,9 @@ defmodule KinoTrace.Session.History do
   Adds a batch of events (oldest first), dropping (overwriting) the oldest beyond `max`
   events and `max_bytes` bytes.
 
-      iex> ring = KinoTrace.Session.History.new(10, 3 * KinoTrace.Session.History.bytes_of({1}))
-      iex> ring = KinoTrace.Session.History.push(ring, [{1}, {2}, {3}, {4}, {5}])
-      iex> {KinoTrace.Session.History.take(ring, 10), KinoTrace.Session.History.overwritten(ring)}
+      iex> ring = KinoTrace.History.new(10, 3 * KinoTrace.History.bytes_of({1}))
+      iex> ring = KinoTrace.History.push(ring, [{1}, {2}, {3}, {4}, {5}])
+      iex> {KinoTrace.History.take(ring, 10), KinoTrace.History.overwritten(ring)}
       {[{3}, {4}, {5}], 2}
   """
   @spec push(t(), [term()]) :: t()
@@ -111,16 +111,16 @@ defmodule KinoTrace.Session.History do
   @doc """
   The events of a call's process from its call (`call_id`) to its end (`end_event`,
   the newest kept), oldest first; `nil` when the history no longer holds the call (or
-  it is more than #{@max_walk} events back). For `KinoTrace.Stats.SlowCalls`.
+  it is more than #{@max_walk} events back). For `KinoTrace.Latency.SlowCalls`.
 
       iex> alias Kino.Trace.Event
       iex> [p, q] = [:c.pid(0, 250, 0), :c.pid(0, 251, 0)]
-      iex> history = KinoTrace.Session.History.new(10) |> KinoTrace.Session.History.push(
+      iex> history = KinoTrace.History.new(10) |> KinoTrace.History.push(
       ...>   [%Event{id: 1, pid: p}, %Event{id: 2, pid: p}, %Event{id: 3, pid: q}])
-      iex> history = KinoTrace.Session.History.push(history, [%Event{id: 4, pid: p}])
-      iex> KinoTrace.Session.History.call_events(history, 2, %Event{id: 4, pid: p}) |> Enum.map(& &1.id)
+      iex> history = KinoTrace.History.push(history, [%Event{id: 4, pid: p}])
+      iex> KinoTrace.History.call_events(history, 2, %Event{id: 4, pid: p}) |> Enum.map(& &1.id)
       [2, 4]
-      iex> KinoTrace.Session.History.call_events(KinoTrace.Session.History.new(1), 2, %Event{id: 4, pid: p})
+      iex> KinoTrace.History.call_events(KinoTrace.History.new(1), 2, %Event{id: 4, pid: p})
       nil
   """
   @spec call_events(t(), pos_integer(), Kino.Trace.Event.t()) :: [Kino.Trace.Event.t()] | nil
@@ -147,9 +147,9 @@ defmodule KinoTrace.Session.History do
   @doc """
   Leaves out the events `fun` is true of, wherever they are.
 
-      iex> history = KinoTrace.Session.History.new(5) |> KinoTrace.Session.History.push([1, 2, 3])
-      iex> history = KinoTrace.Session.History.reject(history, &(&1 == 2))
-      iex> {KinoTrace.Session.History.take(history, 5), KinoTrace.Session.History.size(history)}
+      iex> history = KinoTrace.History.new(5) |> KinoTrace.History.push([1, 2, 3])
+      iex> history = KinoTrace.History.reject(history, &(&1 == 2))
+      iex> {KinoTrace.History.take(history, 5), KinoTrace.History.size(history)}
       {[1, 3], 2}
   """
   @spec reject(t(), (term() -> boolean())) :: t()

@@ -1,9 +1,9 @@
-defmodule KinoTrace.Stats.Latency do
+defmodule KinoTrace.Latency do
   @moduledoc false
   # Latency distributions per function from a trace's events: each `:return` and
   # `:exception` the call pairing rule (KinoTrace.Tracer.Decoder) paired with its call
   # carries the call's duration, which goes into the function's histogram
-  # (KinoTrace.Stats.Histogram; exceptions into one of their own). Nothing is kept per
+  # (KinoTrace.Latency.Histogram; exceptions into one of their own). Nothing is kept per
   # call: per function a count of calls and of their ends, so `unknown` (calls whose
   # end the events do not have: traced without returns, still running, their return
   # lost) is the difference, never a zero duration.
@@ -14,7 +14,7 @@ defmodule KinoTrace.Stats.Latency do
   # are counted in `functions_left_out`.
 
   alias Kino.Trace.Event
-  alias KinoTrace.Stats.Histogram
+  alias KinoTrace.Latency.Histogram
 
   @max_functions 2_000
 
@@ -82,7 +82,7 @@ defmodule KinoTrace.Stats.Latency do
       ...>   %Event{id: 2, kind: :return, module: M, function: :f, arity: 0, call_id: 1, duration: 5_000},
       ...>   %Event{id: 3, kind: :call, module: M, function: :f, arity: 0}
       ...> ]
-      iex> %{{M, :f, 0} => f} = KinoTrace.Stats.Latency.new() |> KinoTrace.Stats.Latency.add(events) |> KinoTrace.Stats.Latency.report()
+      iex> %{{M, :f, 0} => f} = KinoTrace.Latency.new() |> KinoTrace.Latency.add(events) |> KinoTrace.Latency.report()
       iex> {f.count, f.p50, f.unknown, f.exceptions.count}
       {1, 5.0, 1, 0}
   """

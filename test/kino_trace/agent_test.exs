@@ -1,4 +1,4 @@
-defmodule KinoTrace.Remote.AgentTest do
+defmodule KinoTrace.AgentTest do
   # Issue 16: tracing nodes that never had kino_trace. Every peer here is started with
   # OTP's and Elixir's code paths alone; kino_trace's agent is shipped to it for the
   # trace and must leave nothing behind.

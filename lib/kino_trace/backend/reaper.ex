@@ -1,4 +1,4 @@
-defmodule KinoTrace.Session.Reaper do
+defmodule KinoTrace.Backend.Reaper do
   @moduledoc false
   # Destroys the OTP trace sessions of ended traces, without breaking the traces of BIFs
   # that are still running.
@@ -67,7 +67,7 @@ defmodule KinoTrace.Session.Reaper do
   # moment with no trace of BIFs running (see above); the application's
   # :reaper_gate_ms when set (tests)
   @gate_ms 500
-  alias KinoTrace.Session.Reaper.Canary
+  alias KinoTrace.Backend.Reaper.Canary
 
   @doc false
   def start_link(_opts), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
@@ -80,9 +80,9 @@ defmodule KinoTrace.Session.Reaper do
   ## Examples
 
       iex> session = :trace.session_create(:reaper_doc, self(), [])
-      iex> KinoTrace.Session.Reaper.destroy(session)
+      iex> KinoTrace.Backend.Reaper.destroy(session)
       :ok
-      iex> KinoTrace.Session.Reaper.sync()
+      iex> KinoTrace.Backend.Reaper.sync()
       :ok
       iex> elem(session, 1) in :trace.session_info(:all)
       false
@@ -125,8 +125,8 @@ defmodule KinoTrace.Session.Reaper do
   was found so far. The same count from `unwatch/1`, called once a trace's calls were
   delivered, means none of them was lost to a switch-off.
 
-      iex> {watch, n} = KinoTrace.Session.Reaper.watch(self())
-      iex> KinoTrace.Session.Reaper.unwatch(watch) == n
+      iex> {watch, n} = KinoTrace.Backend.Reaper.watch(self())
+      iex> KinoTrace.Backend.Reaper.unwatch(watch) == n
       true
   """
   @spec watch(pid()) :: {reference() | nil, non_neg_integer()}
@@ -138,7 +138,7 @@ defmodule KinoTrace.Session.Reaper do
   def unwatch(watch) when is_reference(watch), do: call({:unwatch, watch}, 0)
 
   @doc """
-  The `:trace.function/4` calls (as `{:function, args}`, see `KinoTrace.Session.Backend.run/3`)
+  The `:trace.function/4` calls (as `{:function, args}`, see `KinoTrace.Backend.run/3`)
   that stop tracing `targets` (`{m, f, a}` with `:_` as wildcards), traced with `flags`
   (`[:local]` or `[:global]`), without switching off BIF tracing elsewhere: clearing a
   BIF's pattern switches its tracing off in every session (erlang/otp#10349), so a
@@ -146,7 +146,7 @@ defmodule KinoTrace.Session.Reaper do
   the session); the others are cleared. Only a target on every module is cleared all
   the same (the canary sees that).
 
-      iex> KinoTrace.Session.Reaper.untrace_ops([{:ets, :insert, 2}, {Enum, :map, 2}], [:local])
+      iex> KinoTrace.Backend.Reaper.untrace_ops([{:ets, :insert, 2}, {Enum, :map, 2}], [:local])
       [{:function, [{:ets, :insert, 2}, [{:_, [false], []}], [:local]]},
        {:function, [{Enum, :map, 2}, false, [:local]]},
        {:function, [{Enum, :map, 2}, false, [:global]]}]
@@ -445,42 +445,5 @@ defmodule KinoTrace.Session.Reaper do
     ArgumentError -> :ok
   end
 
-  @doc """
-  Whether `{m, f, a}` (`:_` as wildcards) names or covers a BIF.
-
-      iex> KinoTrace.Session.Reaper.bif?(:ets, :insert, 2)
-      true
-      iex> KinoTrace.Session.Reaper.bif?(:ets, :_, :_)
-      true
-      iex> KinoTrace.Session.Reaper.bif?(Enum, :map, 2)
-      false
-  """
-  @spec bif?(atom(), atom(), atom() | arity()) :: boolean()
-  def bif?(:_, _f, _a), do: true
-  def bif?(m, f, a), do: bifs({m, f, a}) != []
-
-  @doc """
-  The BIFs that `{m, f, a}` (`:_` as wildcards, but in the module) names or covers.
-
-      iex> KinoTrace.Session.Reaper.bifs({:ets, :insert, :_})
-      [{:ets, :insert, 2}]
-  """
-  @spec bifs({atom(), atom(), atom() | arity()}) :: [mfa()]
-  def bifs({:_, _f, _a}), do: []
-
-  def bifs({m, f, a}) do
-    candidates = if is_integer(a), do: [{f, a}], else: exports(m)
-
-    for {ef, ea} <- candidates,
-        f in [:_, ef],
-        a in [:_, ea],
-        :erlang.is_builtin(m, ef, ea),
-        do: {m, ef, ea}
-  end
-
-  defp exports(m) do
-    if :erlang.module_loaded(m), do: m.module_info(:exports), else: []
-  rescue
-    _ -> []
-  end
+  defp bif?(m, f, a), do: KinoTrace.Base.Bifs.bif?(m, f, a)
 end

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Suggest do
+defmodule KinoTrace.Base.Suggest do
   @moduledoc false
   # "Did you mean": the one rule every front end suggests names with (an unknown option
   # in `KinoTrace.Options`, an unknown module or function in a pattern
@@ -27,9 +27,9 @@ defmodule KinoTrace.Suggest do
   The names among `candidates` close to `given`, closest first (`given` itself is left
   out).
 
-      iex> KinoTrace.Suggest.similar("fetch", ["fetch", "put", "fetch_all", "fetch!"])
+      iex> KinoTrace.Base.Suggest.similar("fetch", ["fetch", "put", "fetch_all", "fetch!"])
       ["fetch!", "fetch_all"]
-      iex> KinoTrace.Suggest.similar(:tiem, [:pids, :time, :memory])
+      iex> KinoTrace.Base.Suggest.similar(:tiem, [:pids, :time, :memory])
       [:time]
   """
   @spec similar(name(), [name()]) :: [name()]
@@ -55,9 +55,9 @@ defmodule KinoTrace.Suggest do
   @doc """
   The name among `candidates` closest to `given`, or `nil` when none is close.
 
-      iex> KinoTrace.Suggest.closest("Enumm", ["Enum", "Map", "Stream"])
+      iex> KinoTrace.Base.Suggest.closest("Enumm", ["Enum", "Map", "Stream"])
       "Enum"
-      iex> KinoTrace.Suggest.closest("Colour", ["Enum", "Map"])
+      iex> KinoTrace.Base.Suggest.closest("Colour", ["Enum", "Map"])
       nil
   """
   @spec closest(name(), [name()]) :: name() | nil
@@ -71,9 +71,9 @@ defmodule KinoTrace.Suggest do
   @doc """
   Whether `candidate` is close to `given` (and not `given` itself).
 
-      iex> KinoTrace.Suggest.close?(:fetch, :fetch_all)
+      iex> KinoTrace.Base.Suggest.close?(:fetch, :fetch_all)
       true
-      iex> KinoTrace.Suggest.close?(:fetch, :put)
+      iex> KinoTrace.Base.Suggest.close?(:fetch, :put)
       false
   """
   @spec close?(name(), name()) :: boolean()
@@ -83,9 +83,9 @@ defmodule KinoTrace.Suggest do
   ` (did you mean :known?)` for the known name closest to `given`, or `""` when none is
   close (or none is known).
 
-      iex> KinoTrace.Suggest.hint(:tiem, [:pids, :time, :memory])
+      iex> KinoTrace.Base.Suggest.hint(:tiem, [:pids, :time, :memory])
       " (did you mean :time?)"
-      iex> KinoTrace.Suggest.hint(:colour, [:pids, :time, :memory])
+      iex> KinoTrace.Base.Suggest.hint(:colour, [:pids, :time, :memory])
       ""
   """
   @spec hint(atom(), [atom()]) :: String.t()
@@ -99,7 +99,7 @@ defmodule KinoTrace.Suggest do
   @doc """
   The error message for the unknown option `given`: its hint and the known options.
 
-      iex> KinoTrace.Suggest.unknown_option(:tiem, [:time, :memory])
+      iex> KinoTrace.Base.Suggest.unknown_option(:tiem, [:time, :memory])
       "unknown option :tiem (did you mean :time?). Known options: :time, :memory"
   """
   @spec unknown_option(atom(), [atom()]) :: String.t()

@@ -1,4 +1,4 @@
-defmodule KinoTrace.Remote.Agent do
+defmodule KinoTrace.Agent do
   @moduledoc false
   # Traces another node through kino_trace's agent (`src/kino_trace_agent.erl`), which is
   # shipped there for the duration of the trace: that node needs nothing of kino_trace.

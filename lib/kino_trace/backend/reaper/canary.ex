@@ -1,6 +1,6 @@
-defmodule KinoTrace.Session.Reaper.Canary do
+defmodule KinoTrace.Backend.Reaper.Canary do
   @moduledoc false
-  # The reaper's canary (see KinoTrace.Session.Reaper): one BIF, `:erlang.adler32_combine/3`,
+  # The reaper's canary (see KinoTrace.Backend.Reaper): one BIF, `:erlang.adler32_combine/3`,
   # traced in a session of the reaper's own for one process of its own that calls it
   # only when a check asks, so the reaper sees when BIF tracing was switched off; and
   # the probe, when the reaper starts, of whether this VM has erlang/otp#10349. Runs in
