@@ -19,6 +19,15 @@ defmodule KinoTrace.Tracer.Decoder do
   # requires the same events. A change to the rule is made in both, and that test says
   # whether they still agree.
   #
+  # Why two rather than the NIF pairing every tracer's events (issue 35, "One pairing
+  # rule"): the fallback tracer is what runs where the NIF is not loaded (not built, or
+  # refused to load: `KinoTrace.Tracer.load_error/0`), and there no NIF can pair anything,
+  # so this implementation must exist and be right anyway. Having the NIF pair the
+  # fallback's and other nodes' events too would also mean mapping every remote pid to an
+  # integer here before each batch, and back after (one more pass over every batch, not
+  # measured). So the rule is kept one by the differential test, which fails on the first
+  # event where the two differ, not by one implementation.
+  #
   # ## The call pairing rule
   #
   #   1. **Order.** A batch is sorted by monotonic time, stably: the tracers hand events out
