@@ -146,17 +146,23 @@ defmodule KinoTrace.Internal do
   def init([]) do
     :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
     register(self())
-    Enum.each(signal_handlers(), &register/1)
+    Enum.each(vm_helpers(), &register/1)
     {:ok, %{}}
   end
 
-  # The VM's handlers of signals to processes running on dirty schedulers: every time one
-  # of kino_trace's processes collects garbage on a dirty scheduler they receive a
-  # message about it, which a trace of every process's messages would record.
-  defp signal_handlers do
+  # Processes of the VM that tracing itself keeps busy, whose messages a trace of every
+  # process's messages would record:
+  #   * the handlers of signals to processes running on dirty schedulers: every time one
+  #     of kino_trace's processes collects garbage on a dirty scheduler they receive a
+  #     message about it;
+  #   * the trace cleaner: after each trace session ends it signals every process and
+  #     receives each one's ack, a message per process per session ended (93 627 events
+  #     in 1 s of a trace of every message, during a full test run's session churn).
+  @vm_helpers [{:erts_dirty_process_signal_handler, :start, 0}, {:erts_trace_cleaner, :start, 0}]
+  defp vm_helpers do
     for pid <- Process.list(),
-        Process.info(pid, :initial_call) ==
-          {:initial_call, {:erts_dirty_process_signal_handler, :start, 0}},
+        {:initial_call, mfa} = Process.info(pid, :initial_call) || {:initial_call, nil},
+        mfa in @vm_helpers,
         do: pid
   end
 
