@@ -185,23 +185,25 @@ class SpscQueue {
       if (!b) return;
       volatile unsigned char* bytes = b->storage;
       for (std::size_t at = 0; at < sizeof(b->storage); at += 4096) bytes[at] = 0;
-      spares_[give_at_].store(b, std::memory_order_release);
-      give_at_ = (give_at_ + 1) % kSpares;
+      give(b);  // the slot is empty: only this consumer fills slots
     }
   }
 
-  // The consumer hands an emptied block back in the next slot of the spares' ring if that
-  // slot is empty, else frees it. The ring is a single-producer single-consumer ring of
-  // slots, each empty when null: the consumer fills slots in order and only null ones,
-  // the producer empties them in order and only full ones, so neither passes the other
-  // (each sees the other's store to a slot before it acts on that slot).
+  // Consumer: puts `b` in the next slot of the spares' ring; false when that slot is still
+  // full. The ring is a single-producer single-consumer ring of slots, each empty when
+  // null: the consumer fills slots in order and only null ones, the producer empties them
+  // in order and only full ones, so neither passes the other (each sees the other's
+  // store to a slot before it acts on that slot).
+  bool give(Block* b) {
+    if (spares_[give_at_].load(std::memory_order_acquire) != nullptr) return false;
+    spares_[give_at_].store(b, std::memory_order_release);
+    give_at_ = (give_at_ + 1) % kSpares;
+    return true;
+  }
+
+  // The consumer hands an emptied block back as a spare, or frees it when the ring is full.
   void recycle(Block* b) {
-    if (spares_[give_at_].load(std::memory_order_acquire) == nullptr) {
-      spares_[give_at_].store(b, std::memory_order_release);
-      give_at_ = (give_at_ + 1) % kSpares;
-    } else {
-      free_block(b);
-    }
+    if (!give(b)) free_block(b);
   }
 
   // The producer's line.
