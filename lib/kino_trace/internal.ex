@@ -161,7 +161,7 @@ defmodule KinoTrace.Internal do
   @vm_helpers [{:erts_dirty_process_signal_handler, :start, 0}, {:erts_trace_cleaner, :start, 0}]
   defp vm_helpers do
     for pid <- Process.list(),
-        {:initial_call, mfa} = Process.info(pid, :initial_call) || {:initial_call, nil},
+        {:initial_call, mfa} <- [Process.info(pid, :initial_call)],
         mfa in @vm_helpers,
         do: pid
   end
