@@ -89,7 +89,8 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
 
     worker =
       Task.async(fn ->
-        for ms <- [1, 9, 2, 5], do: Timing.wait(ms)
+        # the two slowest by far (a loaded machine delays the others by some milliseconds)
+        for ms <- [1, 90, 2, 50], do: Timing.wait(ms)
         Timing.b(3)
         catch_error(Timing.fail(1))
         self()
@@ -109,15 +110,15 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
              {@wait, "trace", 0, []}
 
     # slowest first, with their arguments, results, durations and process
-    assert [nine, five] = reply.slowest
+    assert [ninety, fifty] = reply.slowest
 
-    assert {nine.call.call, nine.end.result, five.call.call} ==
-             {"KinoTraceTest.Sample.Timing.wait(9)", ":ok", "KinoTraceTest.Sample.Timing.wait(5)"}
+    assert {ninety.call.call, ninety.end.result, fifty.call.call} ==
+             {"KinoTraceTest.Sample.Timing.wait(90)", ":ok", "KinoTraceTest.Sample.Timing.wait(50)"}
 
-    assert nine.duration >= 9_000_000 and five.duration >= 5_000_000 and
-             nine.duration > five.duration
+    assert ninety.duration >= 90_000_000 and fifty.duration >= 50_000_000 and
+             ninety.duration > fifty.duration
 
-    assert nine.pid == inspect(worker)
+    assert ninety.pid == inspect(worker)
 
     # the call tree beneath a slow call: b, its two leaves, their returns, b's return
     %{slowest: [b]} = ask(controller, %{"mfa" => @b})
@@ -146,7 +147,9 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
     trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.wait/1"])
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _} = Controller.init(trace, lifeline: false)
-    Task.async(fn -> for ms <- [1, 4, 2, 1, 1, 1, 3], do: Timing.wait(ms) end) |> Task.await()
+    # the slowest by far: a loaded machine delays the others by some milliseconds
+    # (wait(2) once took longer than wait(4))
+    Task.async(fn -> for ms <- [1, 200, 2, 1, 1, 1, 3], do: Timing.wait(ms) end) |> Task.await()
     controller = drive(controller, 7)
     {rows, controller} = latency_rows(controller)
     assert rows[@wait].slow == nil
@@ -155,7 +158,7 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
     assert reply.from == "events"
     # the widget's events: its slowest 5, slowest first
     assert length(reply.slowest) == 5
-    assert hd(reply.slowest).call.call == "KinoTraceTest.Sample.Timing.wait(4)"
+    assert hd(reply.slowest).call.call == "KinoTraceTest.Sample.Timing.wait(200)"
     durations = Enum.map(reply.slowest, & &1.duration)
     assert durations == Enum.sort(durations, :desc)
   end
