@@ -102,6 +102,7 @@ defmodule KinoTrace.Session do
     guard: nil,
     bifs: [],
     bif_cursor: 0,
+    bif_watch: nil,
     counters: nil,
     pacing: DrainPacing.new(),
     drain_due: false

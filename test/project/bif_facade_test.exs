@@ -1,9 +1,10 @@
 defmodule KinoTraceTest.Project.BifFacadeTest do
   # The OTP 27.3 BIF work-around (erlang/otp#10349) has one facade (issue 35):
   # KinoTrace.Backend.BifWorkaround is the only module that asks the Reaper (which runs
-  # it), and the traces ask the facade: the backend's modes of this node (their destroy),
-  # the session's parts, the stats server, and the capture (its watch, its trace of
-  # sends). Checked with `mix xref callers`.
+  # it), and only the traces ask the facade: the session's parts, the stats server, and
+  # the backend's modes of this node, which destroy their sessions through it. A
+  # capture's watch is its session's (`Kino.Trace.Plan.watch_bifs/1`), its trace of
+  # sends a backend's. Checked with `mix xref callers`.
   use ExUnit.Case, async: false
 
   import ExUnit.CaptureIO
@@ -14,8 +15,7 @@ defmodule KinoTraceTest.Project.BifFacadeTest do
 
   @facade_callers ~w(lib/kino_trace/backend/local.ex lib/kino_trace/session/safeguards.ex
                      lib/kino_trace/session/setup.ex lib/kino_trace/session/stack_guard.ex
-                     lib/kino_trace/stats/server.ex lib/kino/trace/capture.ex
-                     lib/kino_trace/capture/sends.ex)
+                     lib/kino_trace/stats/server.ex)
 
   test "only the facade asks the Reaper, and only the traces ask the facade" do
     assert callers(KinoTrace.Backend.Reaper) -- @reaper_callers == []

@@ -53,7 +53,6 @@ defmodule Kino.Trace.Capture do
   alias KinoTrace.Capture.{Collector, Sends}
   alias KinoTrace.Limits
   alias KinoTrace.Plan.Options
-  alias KinoTrace.Backend.BifWorkaround
   alias KinoTrace.Base.MFA
 
   @no_drops %{rate: 0, queue_full: 0, max_events: 0, closed: 0, no_memory: 0}
@@ -324,15 +323,12 @@ defmodule Kino.Trace.Capture do
         if(messages?, do: [messages: targets], else: []) ++
         if(processes?, do: [processes: targets], else: [])
 
-    plan = Plan.new!(what, Keyword.put(opts, :pids, targets), @defaults)
+    # its session tells whether BIF calls went untraced (see KinoTrace.Backend.BifWorkaround)
+    plan = what |> Plan.new!(Keyword.put(opts, :pids, targets), @defaults) |> Plan.watch_bifs()
 
     # started before the trace, so it is not one of the processes the block spawns
     collector = Collector.start(owner)
     started = System.monotonic_time(:nanosecond)
-    # BIF tracing watched from before the BIF patterns are set to after the block's
-    # calls were delivered (see KinoTrace.Backend.BifWorkaround)
-    bifs = if plan.calls, do: BifWorkaround.covered(plan.calls.functions), else: []
-    {watch, switch_offs} = if bifs != [], do: BifWorkaround.watch(owner), else: {nil, 0}
 
     {trace, sends} =
       try do
@@ -342,7 +338,6 @@ defmodule Kino.Trace.Capture do
       rescue
         e ->
           Collector.stop(collector)
-          BifWorkaround.unwatch(watch)
           reraise e, __STACKTRACE__
       end
 
@@ -352,15 +347,11 @@ defmodule Kino.Trace.Capture do
       collector: collector,
       started: started,
       trace: trace,
-      sends: sends,
-      bifs: bifs,
-      watch: watch,
-      switch_offs: switch_offs
+      sends: sends
     }
   end
 
-  defp stop(%{trace: trace, sends: sends, collector: collector, watch: watch}) do
-    BifWorkaround.unwatch(watch)
+  defp stop(%{trace: trace, sends: sends, collector: collector}) do
     Sends.stop(sends)
     Client.stop(trace)
     Collector.stop(collector)
@@ -370,12 +361,6 @@ defmodule Kino.Trace.Capture do
     ran = System.convert_time_unit(t1 - setup.started, :nanosecond, :millisecond)
     {events, info} = collect(trace, setup.collector)
     events = Enum.filter(events, &in_block?(&1, owner, t0, t1))
-    bifs = setup.bifs
-
-    untraced_bifs =
-      if bifs != [] and BifWorkaround.unwatch(setup.watch) != setup.switch_offs,
-        do: bifs,
-        else: []
 
     %__MODULE__{
       events: events,
@@ -386,7 +371,7 @@ defmodule Kino.Trace.Capture do
       truncated: ended_early(info, opts[:timeout], ran),
       limits: Map.new([:limit, :queue, :rate, :timeout], &{&1, opts[&1]}),
       untraced_receivers: Sends.untraced(setup.sends, trace),
-      untraced_bifs: untraced_bifs
+      untraced_bifs: Map.get(info, :untraced_bifs, [])
     }
   end
 

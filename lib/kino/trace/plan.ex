@@ -56,7 +56,8 @@ defmodule Kino.Trace.Plan do
     messages: nil,
     processes: nil,
     parts: %{},
-    record: nil
+    record: nil,
+    watch_bifs: false
   ]
 
   # Whose events: `:all`, `:new`, `:existing` or pids (names are resolved).
@@ -98,7 +99,8 @@ defmodule Kino.Trace.Plan do
             messages: messages() | nil,
             processes: processes() | nil,
             parts: %{node() => t()},
-            record: KinoTrace.Plan.Record.t() | nil
+            record: KinoTrace.Plan.Record.t() | nil,
+            watch_bifs: boolean()
           }
 
   @what [:calls, :messages, :processes]
@@ -137,6 +139,13 @@ defmodule Kino.Trace.Plan do
     plan = if node() in nodes, do: part!(plan, Lookup.local()), else: plan
     %{plan | parts: parts}
   end
+
+  # A capture must know whether BIF calls went untraced (OTP 27.3's BIF bug, see
+  # KinoTrace.Backend.BifWorkaround): its session watches for BIF tracing being switched
+  # off and tells it in its info, as `untraced_bifs`.
+  @doc false
+  @spec watch_bifs(t()) :: t()
+  def watch_bifs(%__MODULE__{} = plan), do: %{plan | watch_bifs: true}
 
   @typedoc "What a trace traces, as `summary/1` tells it."
   @type summary :: %{

@@ -14,8 +14,10 @@ defmodule KinoTrace.Backend.BifWorkaround do
   #     pattern is never cleared (`untrace_ops/2`): the backend's modes of this node
   #     (`KinoTrace.Backend.Local`), the session's setup and its stack guard, and the
   #     capture's trace of sends;
-  #   * a trace that must know whether BIF calls went untraced watches (`watch/1`,
-  #     `unwatch/1`, on the BIFs of `covered/1`): `Kino.Trace.capture/3`.
+  #   * a trace that must know whether BIF calls went untraced (a capture's: its plan
+  #     says so, `Kino.Trace.Plan.watch_bifs/1`) watches the BIFs of `covered/1`, from
+  #     before its BIF patterns are set until it ends (`watch/1`, `switch_offs/1`,
+  #     `unwatch/1`): the session, which tells them in its info (`untraced_bifs`).
   #
   # On a VM without the bug every part of it is a no-op but `destroy/2`, which destroys.
 
@@ -114,6 +116,10 @@ defmodule KinoTrace.Backend.BifWorkaround do
   """
   @spec watch(pid()) :: {reference() | nil, non_neg_integer()}
   defdelegate watch(owner), to: Reaper
+
+  @doc "The count of switch-offs so far, checked once more, the watch going on."
+  @spec switch_offs(reference() | nil) :: non_neg_integer()
+  defdelegate switch_offs(watch), to: Reaper
 
   @doc "Ends a watch: the count of switch-offs, the same as `watch/1`'s when none happened."
   @spec unwatch(reference() | nil) :: non_neg_integer()

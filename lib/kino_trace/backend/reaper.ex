@@ -56,7 +56,7 @@ defmodule KinoTrace.Backend.Reaper do
   # off since the previous check: the count goes up, the canary is set again and the
   # running traces of BIFs set their patterns again at once. A trace that watches before
   # it sets its BIF patterns and unwatches once its calls were delivered (as
-  # `Kino.Trace.capture/3` does) knows from the two counts whether it may have lost some.
+  # the session of a `Kino.Trace.capture/3` does) knows from the two counts whether it may have lost some.
   # With no one watching there is no canary: no session, no process (its session goes as
   # any other, parked while a trace of BIFs runs).
 
@@ -131,6 +131,11 @@ defmodule KinoTrace.Backend.Reaper do
   """
   @spec watch(pid()) :: {reference() | nil, non_neg_integer()}
   def watch(owner) when is_pid(owner), do: call({:watch, owner}, {nil, 0})
+
+  @doc "Checks once more and returns the count, the watch going on (see `watch/1`)."
+  @spec switch_offs(reference() | nil) :: non_neg_integer()
+  def switch_offs(nil), do: 0
+  def switch_offs(watch) when is_reference(watch), do: call({:switch_offs, watch}, 0)
 
   @doc "Checks once more, ends the watch and returns the count (see `watch/1`)."
   @spec unwatch(reference() | nil) :: non_neg_integer()
@@ -248,6 +253,14 @@ defmodule KinoTrace.Backend.Reaper do
   end
 
   def handle_call({:unwatch, _ended}, _from, state), do: {:reply, state.switch_offs, state}
+
+  def handle_call({:switch_offs, watch}, _from, %{watchers: watchers} = state)
+      when is_map_key(watchers, watch) do
+    state = Canary.check(state)
+    {:reply, state.switch_offs, state}
+  end
+
+  def handle_call({:switch_offs, _ended}, _from, state), do: {:reply, state.switch_offs, state}
 
   @impl true
   def handle_cast({:bif_trace_ended, pid}, state), do: {:noreply, ended(state, pid)}

@@ -27,7 +27,6 @@ defmodule KinoTrace.Capture.Sends do
 
   alias Kino.Trace.Event
   alias KinoTrace.{Backend, Internal}
-  alias KinoTrace.Backend.BifWorkaround
 
   @max_sends 100_000
   @max_listed 5
@@ -106,14 +105,13 @@ defmodule KinoTrace.Capture.Sends do
   end
 
   @doc """
-  Ends the trace of sends: destroys its session (through
-  `KinoTrace.Backend.BifWorkaround.destroy/2`, like every trace session) and frees its queue.
+  Ends the trace of sends: destroys its session (`KinoTrace.Backend.destroy/2`, through
+  the BIF work-around like every trace session) and frees its queue.
   """
   @spec stop(t()) :: :ok
   def stop(%__MODULE__{session: session, backend: backend}) do
     Internal.remove_session(session)
-    BifWorkaround.destroy(session)
-    Backend.close(backend)
+    backend |> Backend.destroy([]) |> Backend.close()
   end
 
   @doc """

@@ -8,7 +8,7 @@ defmodule KinoTrace.Session.Info do
   alias Kino.Trace.Plan
   alias KinoTrace.Pattern
   alias KinoTrace.Backend
-  alias KinoTrace.Session.StackGuard
+  alias KinoTrace.Session.{Safeguards, StackGuard}
 
   # The tracer's counters before there is a tracer (another node's trace whose agent
   # could not start one).
@@ -74,7 +74,12 @@ defmodule KinoTrace.Session.Info do
     |> put_fallback(c)
     |> put_agent(state.agent)
     |> put_ring(c)
+    |> put_untraced_bifs(Safeguards.untraced_bifs(state))
   end
+
+  # A capture's session tells whether BIF calls went untraced (KinoTrace.Session.Safeguards).
+  defp put_untraced_bifs(info, nil), do: info
+  defp put_untraced_bifs(info, bifs), do: Map.put(info, :untraced_bifs, bifs)
 
   # A recorder's ring kept on another node by its agent: its figures (for
   # KinoTrace.Session.Recorder.put_info/2).

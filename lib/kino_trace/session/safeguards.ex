@@ -13,7 +13,12 @@ defmodule KinoTrace.Session.Safeguards do
   #   * the stack guard (KinoTrace.Session.StackGuard): started with the patterns, sampling on
   #     its own timer, taking tail-call loops off return tracing as they show.
   #
-  # Works on the session's state: its `bifs`, `bif_cursor`, `probes` and `guard` fields.
+  #   * the BIF watch of a plan that asks for it (`Kino.Trace.Plan.watch_bifs/1`, a
+  #     capture's): whether BIF tracing was switched off since before its BIF patterns
+  #     were set, which the info tells (`untraced_bifs/1`).
+  #
+  # Works on the session's state: its `bifs`, `bif_cursor`, `bif_watch`, `probes` and
+  # `guard` fields.
 
   alias KinoTrace.Pattern
   alias KinoTrace.Plan.Functions
@@ -66,8 +71,38 @@ defmodule KinoTrace.Session.Safeguards do
 
   defp do_prepare(state, functions, returns?) do
     StackGuard.watch(state.backend, functions, returns?)
+    state = watch_bifs(state, functions)
     %{state | bifs: BifWorkaround.check_in(functions)}
   end
+
+  # Watched from before the BIF patterns are set (a plan's patterns set again keep the
+  # first watch, and cover the BIFs of the new ones).
+  defp watch_bifs(%{plan: %{watch_bifs: true}} = state, functions) do
+    case {BifWorkaround.covered(functions), state.bif_watch} do
+      {[], nil} ->
+        state
+
+      {covered, nil} ->
+        {watch, count} = BifWorkaround.watch(self())
+        %{state | bif_watch: {watch, count, covered}}
+
+      {covered, {watch, count, _}} ->
+        %{state | bif_watch: {watch, count, covered}}
+    end
+  end
+
+  defp watch_bifs(state, _functions), do: state
+
+  @doc """
+  The BIFs whose calls may have gone untraced since the watch began (BIF tracing was
+  switched off meanwhile: all the BIFs the trace covers), `[]` when none; `nil` when
+  the session does not watch.
+  """
+  @spec untraced_bifs(map()) :: [mfa()] | nil
+  def untraced_bifs(%{bif_watch: nil}), do: nil
+
+  def untraced_bifs(%{bif_watch: {watch, count, covered}}),
+    do: if(BifWorkaround.switch_offs(watch) != count, do: covered, else: [])
 
   @doc "Once the match specs of `functions` (for `patterns`) are set: the stack guard and the probes."
   @spec installed(map(), Functions.t(), [Pattern.t()]) :: map()
@@ -90,6 +125,7 @@ defmodule KinoTrace.Session.Safeguards do
   def ending(state) do
     if Backend.safeguards?(state.backend) do
       KinoTrace.Internal.remove_session(state.backend.session)
+      if state.bif_watch, do: BifWorkaround.unwatch(elem(state.bif_watch, 0))
       # destroying a session must not switch off other traces of BIFs
       BifWorkaround.check_out()
     end
