@@ -160,6 +160,9 @@ handle_call({start_worker, Config}, _From, #keeper{} = State0) ->
             OwnerRef = erlang:monitor(process, maps:get(owner, Config)),
             {reply, {ok, Worker, Mode}, State#keeper{workers = Workers#{Worker => {Ref, Pids, Session}},
                                                      owners = (State#keeper.owners)#{OwnerRef => Worker}}};
+        %% (a worker that refuses its config says why)
+        {'DOWN', Ref, process, Worker, {refused, Message}} when is_binary(Message) ->
+            maybe_end({error, Message}, State, reply);
         {'DOWN', Ref, process, Worker, Reason} ->
             maybe_end({error, format("the agent's worker did not start: ~tp", [Reason])}, State, reply)
     end;

@@ -256,7 +256,11 @@ defmodule Kino.Trace do
   With `nodes:`, each node keeps its own ring, bounded there (another node's is kept by
   kino_trace's agent there, and nothing of it comes to this node until a snapshot asks):
   `snapshot/1` fetches every node's ring and merges them by time into one snapshot.
-  Triggers (`on:`) are not supported there yet.
+  Triggers (`on:`) run where each ring is, and another node's snapshots wait there
+  (at most `snapshots:` and `snapshot_bytes:`, the oldest going first) until
+  `snapshots/1` fetches them. `slower_than:` needs the native tracer there (the
+  pure-Erlang one pairs no calls: such a node refuses it); a triggered snapshot of
+  another node holds what its ring held, without the open calls it overwrote.
 
       iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self(), events: 4, return: false)
       iex> for n <- 1..6, do: Enum.sum([n])
@@ -287,14 +291,6 @@ defmodule Kino.Trace do
 
         plan = Plan.new!(what, trace_opts)
         record = KinoTrace.Plan.Record.new!(record_opts, plan.options, Keyword.keys(what))
-
-        if Plan.remote?(plan) and record.on != [],
-          do:
-            raise(
-              ArgumentError,
-              "invalid value for :on: a recorder of other nodes (nodes:) takes snapshots with snapshot/1 only (triggers there are not supported yet)"
-            )
-
         start(%{plan | record: record}, owner)
       end)
     end)

@@ -32,6 +32,7 @@ defmodule KinoTrace.Agent do
     :kino_trace_agent,
     :kino_trace_agent_worker,
     :kino_trace_agent_native,
+    :kino_trace_trigger,
     :kino_trace_fallback,
     :kino_trace_fallback_event,
     :kino_trace_fallback_gate,

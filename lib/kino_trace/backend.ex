@@ -144,6 +144,15 @@ defmodule KinoTrace.Backend do
   @spec ring(Remote.t()) :: {[Event.t()], map()}
   def ring(%Remote{} = backend), do: Remote.ring(backend)
 
+  @doc """
+  The snapshots a recorder's triggers took on another node (its agent's worker keeps them
+  until taken), taken now, oldest first: `{meta, events}` each, decoded; `meta` has the
+  `:trigger`, the triggering event's `:pid` and `:time` (monotonic, on that node) and
+  `:taken_at`.
+  """
+  @spec take_snapshots(Remote.t()) :: [{map(), [Event.t()]}]
+  def take_snapshots(%Remote{} = backend), do: Remote.take_snapshots(backend)
+
   @doc "The tracer's counters (see `KinoTrace.Tracer.counters/1`); the last known ones once the agent is gone."
   @spec counters(t()) :: map()
   def counters(%module{} = backend), do: module.counters(backend)

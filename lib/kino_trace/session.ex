@@ -237,8 +237,9 @@ defmodule KinoTrace.Session do
   def handle_request(:ring, _from, state),
     do: state |> Drain.for_request() |> then(&{:reply, Recorder.ring_events(&1), &1})
 
+  # (another node's triggered snapshots are fetched now: its agent's worker kept them)
   def handle_request(:snapshots, _from, state) do
-    {snapshots, state} = Recorder.snapshots(state)
+    {snapshots, state} = state |> Recorder.fetch() |> Recorder.snapshots()
     {:reply, snapshots, state}
   end
 

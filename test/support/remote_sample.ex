@@ -3,6 +3,14 @@ defmodule KinoTraceTest.Remote.Echo do
   # A function to trace on other nodes, and a process that echoes messages back.
   def double(x), do: x * 2
 
+  # Raises for a negative `x` (an exception for a recorder's trigger).
+  def checked(x) when x >= 0, do: double(x)
+  def checked(x), do: :erlang.error({:negative, x})
+
+  # A call that takes `ms` (for slower_than:).
+  # time is the subject: a call slower than a recorder's threshold
+  def slow(ms), do: Process.sleep(ms)
+
   # A fun to run on another node (it must come from a module that node has loaded).
   def double_fun(x), do: fn -> double(x) end
 

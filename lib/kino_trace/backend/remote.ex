@@ -81,6 +81,36 @@ defmodule KinoTrace.Backend.Remote do
     {events, figures}
   end
 
+  @doc """
+  What the agent's worker takes to keep a recorder's ring on its node and run its
+  triggers there (`kino_trace_agent_worker`): the ring's bounds, the triggers (plain
+  terms), the after-window and the snapshots' bounds, and what it needs to see events
+  as this node does.
+  """
+  @spec ring_config(KinoTrace.Plan.Record.t()) :: map()
+  def ring_config(record) do
+    record
+    |> Map.take([:events, :bytes, :snapshots, :snapshot_bytes, :after])
+    |> Map.merge(%{
+      triggers: record.on,
+      window_ms: KinoTrace.Plan.Record.events_window_ms(),
+      timeout_marker: KinoTrace.Plan.MessagePattern.timeout_marker(),
+      fields: KinoTrace.Tracer.NativeDecoder.fields()
+    })
+  end
+
+  @doc "Its worker's triggered snapshots, taken (see `KinoTrace.Backend.take_snapshots/1`)."
+  @spec take_snapshots(t()) :: [{map(), [Kino.Trace.Event.t()]}]
+  def take_snapshots(%__MODULE__{worker: worker, decoder: decoder}) do
+    {taken, names, offset} = call!(worker, :take_snapshots)
+
+    # (each decoded from the decoder's first state, as a ring is)
+    for {meta, raw} <- taken do
+      {events, _decoder} = Decoder.decode(decoder, raw, %{names: names, time_offset: offset})
+      {meta, events}
+    end
+  end
+
   @impl true
   def counters(%__MODULE__{worker: worker}), do: %{} = call!(worker, :counters)
 

@@ -19,12 +19,12 @@ defmodule KinoTrace.Plan.Record do
 
   alias KinoTrace.{Limits, Options, Pattern}
 
-  @typedoc "A trigger, compiled: a call pattern's MFA and compiled match spec."
-  @type trigger ::
-          {:exception, true}
-          | {:slower_than, pos_integer()}
-          | {:match, {String.t(), mfa(), term()}}
-          | {:message, {String.t(), term()}}
+  @typedoc """
+  A trigger, as `:kino_trace_trigger` runs it (src/kino_trace_trigger.erl, the one
+  definition of when an event fires one, here and in the agent on another node): plain
+  terms, a call pattern's MFA and match spec (compiled where it runs).
+  """
+  @type trigger :: :kino_trace_trigger.trigger()
 
   @type t :: %{
           events: pos_integer(),
@@ -36,6 +36,13 @@ defmodule KinoTrace.Plan.Record do
         }
 
   @keys [:events, :bytes, :snapshots, :snapshot_bytes, :on, :after]
+
+  @doc """
+  How long an after-window of n events waits for them at most (ms): after a crash that
+  ends the triggering process, or on a trace that goes quiet, they may never come.
+  """
+  @spec events_window_ms() :: pos_integer()
+  def events_window_ms, do: 5_000
 
   @doc "The options that are a recorder's (not the trace's)."
   @spec keys() :: [atom()]
@@ -128,8 +135,7 @@ defmodule KinoTrace.Plan.Record do
 
     case parsed do
       {[pattern], _warnings} ->
-        spec = :ets.match_spec_compile(Pattern.match_spec(pattern, [true]))
-        {:match, {text, Pattern.mfa(pattern), spec}}
+        {:match, {text, Pattern.mfa(pattern), Pattern.match_spec(pattern, [true])}}
 
       _ ->
         invalid!("match: expected one call pattern, got: #{inspect(text)}")
@@ -143,9 +149,7 @@ defmodule KinoTrace.Plan.Record do
     case KinoTrace.Plan.MessagePattern.compile(text, false, max_bytes: options[:max_bytes]) do
       {:ok, %{send: send}} when is_list(send) ->
         # (the send match spec matches [receiver, message]; its actions become `true`)
-        {:message,
-         {text,
-          :ets.match_spec_compile(for {head, guards, _} <- send, do: {head, guards, [true]})}}
+        {:message, {text, for({head, guards, _} <- send, do: {head, guards, [true]})}}
 
       {:error, message} ->
         invalid!("message: " <> message)
@@ -172,41 +176,4 @@ defmodule KinoTrace.Plan.Record do
   end
 
   defp invalid!(message), do: raise(ArgumentError, "invalid value for :on: " <> message)
-
-  @doc """
-  The name of the trigger `event` fires among `triggers`, or nil.
-
-      iex> KinoTrace.Plan.Record.fires([{:exception, true}], %Kino.Trace.Event{kind: :exception})
-      :exception
-      iex> KinoTrace.Plan.Record.fires([{:slower_than, 1}], %Kino.Trace.Event{kind: :return, duration: 500_000})
-      nil
-  """
-  @spec fires([trigger()], Kino.Trace.Event.t()) ::
-          :exception | :slower_than | :match | :message | nil
-  def fires(triggers, event), do: Enum.find_value(triggers, &fire(&1, event))
-
-  defp fire({:exception, true}, %{kind: :exception}), do: :exception
-
-  defp fire({:slower_than, ms}, %{kind: kind, duration: ns})
-       when kind in [:return, :exception] and is_integer(ns),
-       do: if(ns > ms * 1_000_000, do: :slower_than)
-
-  defp fire({:match, {_text, {m, f, a}, spec}}, %{
-         kind: :call,
-         module: em,
-         function: ef,
-         arity: ea,
-         args: args
-       })
-       when (m == :_ or m == em) and (f == :_ or f == ef) and (a == :_ or a == ea) and
-              is_list(args) do
-    if :ets.match_spec_run([args], spec) != [], do: :match
-  end
-
-  defp fire({:message, {_text, spec}}, %{kind: kind, pid: pid, peer: peer, data: message})
-       when kind in [:send, :send_to_non_existing, :receive] do
-    if :ets.match_spec_run([[peer || pid, message]], spec) != [], do: :message
-  end
-
-  defp fire(_trigger, _event), do: nil
 end

@@ -185,8 +185,8 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   def handle_request(:snapshots, _from, state) do
-    {snapshots, state} = Recorder.snapshots(state)
-    {:reply, snapshots, state}
+    {reply, state} = Recording.snapshots(state)
+    {:reply, reply, state}
   end
 
   # (a trace of several nodes has no OTP session on this node of its own)

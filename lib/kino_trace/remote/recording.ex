@@ -7,6 +7,12 @@ defmodule KinoTrace.Remote.Recording do
   # rings by time into one trace value the coordinator owns, kept with
   # `KinoTrace.Session.Recorder`'s snapshots (its state's `recorder` field).
   #
+  # Triggers run where each ring is: this node's session runs them on its events, and
+  # another node's agent's worker on that node's (`kino_trace_agent_worker`, with
+  # `:kino_trace_trigger`, the one definition of when an event fires one), which keeps
+  # the snapshots they take there, bounded there, until `snapshots/1` fetches them: each
+  # becomes a trace value of that node's session here.
+  #
   # Works on the coordinator's state: its `nodes`, `plan` and `recorder` fields.
 
   alias KinoTrace.Remote
@@ -33,6 +39,24 @@ defmodule KinoTrace.Remote.Recording do
   end
 
   @doc """
+  The snapshots, newest first: those taken with `snapshot/1` (this process's) and those
+  the triggers took on each node (its session's, fetched from that node now). Returns
+  them (as `Recorder.snapshots/1` does) and the state.
+  """
+  @spec snapshots(map()) :: {[map()], map()}
+  def snapshots(%{recorder: nil} = state), do: {[], state}
+
+  def snapshots(state) do
+    {own, state} = Recorder.snapshots(state)
+
+    {replies, state} =
+      if state.plan.record.on == [], do: {[], state}, else: Nodes.on_nodes(state, :snapshots)
+
+    triggered = for {_node, list} <- replies, is_list(list), snapshot <- list, do: snapshot
+    {Enum.sort_by(own ++ triggered, & &1.taken_at, :desc), state}
+  end
+
+  @doc """
   The trace's info (`Merge.info/1`); a recorder's has `:recorder`: its nodes' rings
   summed (each node's own under `:nodes`) and its snapshots' figures.
   """
@@ -49,7 +73,9 @@ defmodule KinoTrace.Remote.Recording do
       |> Map.merge(%{
         events: config.events,
         bytes: config.bytes,
-        triggers: [],
+        triggers: Enum.map(config.on, &Recorder.trigger_text/1),
+        fired: sum_fired(rings),
+        recording_after: Enum.any?(rings, &Map.get(&1, :recording_after, false)),
         after: config.after,
         snapshots: length(rec.snapshots),
         snapshot_bytes: rec.snapshot_bytes,
@@ -59,5 +85,11 @@ defmodule KinoTrace.Remote.Recording do
       })
 
     Map.put(info, :recorder, figures)
+  end
+
+  defp sum_fired(rings) do
+    for ring <- rings, {trigger, n} <- Map.get(ring, :fired, %{}), reduce: %{} do
+      sum -> Map.update(sum, trigger, n, &(&1 + n))
+    end
   end
 end

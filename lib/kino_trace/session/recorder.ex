@@ -32,6 +32,8 @@ defmodule KinoTrace.Session.Recorder do
 
   defstruct [
     :config,
+    # the config's triggers, compiled (:kino_trace_trigger, which runs them)
+    triggers: [],
     # newest first: %{pid, id, bytes, events, trigger, taken_at, trigger_us}
     snapshots: [],
     snapshot_bytes: 0,
@@ -47,8 +49,8 @@ defmodule KinoTrace.Session.Recorder do
     stacks: %{},
     stack_bytes: 0,
     # processes whose last event was an exception: the same exception going up through
-    # more traced calls fires no trigger again
-    raising: MapSet.new()
+    # more traced calls fires no trigger again (:kino_trace_trigger.raising/2)
+    raising: %{}
   ]
 
   @stack_depth 32
@@ -56,14 +58,16 @@ defmodule KinoTrace.Session.Recorder do
   # an after-window of n events ends at the latest this long after its trigger, with the
   # events it has: after a crash that ends the triggering process, or on a trace that
   # goes quiet, they may never come (the docs of Kino.Trace.record/2 and the guide say 5 s)
-  @events_window_ms 5_000
+  @events_window_ms Record.events_window_ms()
 
   @type t :: %__MODULE__{}
 
   @doc "A recorder for the plan's `:record` (`KinoTrace.Plan.Record.t/0`), or nil."
   @spec new(Record.t() | nil) :: t() | nil
   def new(nil), do: nil
-  def new(config), do: %__MODULE__{config: config}
+
+  def new(config),
+    do: %__MODULE__{config: config, triggers: :kino_trace_trigger.compile(config.on)}
 
   @doc "The ring a recorder's session keeps as its history."
   @spec ring(Record.t()) :: History.t()
@@ -118,25 +122,13 @@ defmodule KinoTrace.Session.Recorder do
     missing ++ events
   end
 
-  defp fires(rec, event) do
-    case Record.fires(rec.config.on, event) do
-      :exception -> if not MapSet.member?(rec.raising, event.pid), do: :exception
-      trigger -> trigger
-    end
-  end
+  defp fires(rec, event), do: :kino_trace_trigger.fires(rec.triggers, event, rec.raising)
 
   # Keeps each process's open calls: a call is pushed, its return or exception pops it
   # (and any left above it); lost events forget what was open.
   defp track(rec, event), do: rec |> raising(event) |> stack(event)
 
-  defp raising(%{raising: raising} = rec, %{kind: :exception, pid: pid}) do
-    raising = if MapSet.size(raising) >= @stack_pids, do: MapSet.new(), else: raising
-    %{rec | raising: MapSet.put(raising, pid)}
-  end
-
-  defp raising(%{raising: raising} = rec, %{pid: pid}) do
-    if MapSet.member?(raising, pid), do: %{rec | raising: MapSet.delete(raising, pid)}, else: rec
-  end
+  defp raising(rec, event), do: %{rec | raising: :kino_trace_trigger.raising(rec.raising, event)}
 
   defp stack(rec, %{kind: :call, pid: pid} = event) do
     rec =
@@ -302,6 +294,30 @@ defmodule KinoTrace.Session.Recorder do
     do: {History.take(history, History.size(history)), ring_figures(history)}
 
   @doc """
+  Takes in the snapshots that the triggers of a recorder of another node took there
+  (its agent's worker keeps them until then: `KinoTrace.Backend.take_snapshots/1`),
+  each made a trace value as this node's are.
+  """
+  @spec fetch(map()) :: map()
+  def fetch(%{recorder: %__MODULE__{}, backend: %KinoTrace.Backend.Remote{} = backend} = state) do
+    backend
+    |> KinoTrace.Backend.take_snapshots()
+    |> Enum.reduce(state, fn {meta, events}, state ->
+      event = Enum.find(events, &(&1.pid == meta.pid and &1.monotonic == meta.time))
+
+      take(state, events, %{
+        trigger: meta.trigger,
+        event: event && event.id,
+        pid: meta.pid,
+        trigger_time: event && event.time,
+        taken_at: meta.taken_at
+      })
+    end)
+  end
+
+  def fetch(state), do: state
+
+  @doc """
   Takes a snapshot now of `events` (oldest first), a trace whose `info/1` is `info` with
   the snapshot's figures: a recorder of several nodes (`KinoTrace.Remote.Coordinator`,
   whose state has a `recorder` field too) gives its nodes' rings merged. Returns as
@@ -328,8 +344,12 @@ defmodule KinoTrace.Session.Recorder do
 
   defp put_snapshot(%{recorder: rec} = state, events, trigger, info) do
     bytes = Enum.reduce(events, 0, &(History.bytes_of(&1) + &2))
-    taken_at = System.os_time(:microsecond)
-    snapshot = Map.merge(trigger, %{taken_at: taken_at, events: length(events), bytes: bytes})
+    # (when its trigger does not say when it was taken, elsewhere)
+    snapshot =
+      %{taken_at: System.os_time(:microsecond)}
+      |> Map.merge(trigger)
+      |> Map.merge(%{events: length(events), bytes: bytes})
+
     info = Map.put(info, :snapshot, snapshot)
     # (its events are given once it runs, not as the supervisor's start argument)
     with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
@@ -453,7 +473,9 @@ defmodule KinoTrace.Session.Recorder do
     }
   end
 
-  defp trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
-  defp trigger_text({:message, {text, _spec}}), do: {:message, text}
-  defp trigger_text(trigger), do: trigger
+  @doc "A trigger as `info/1` shows it: its text for a pattern's."
+  @spec trigger_text(Record.trigger()) :: term()
+  def trigger_text({:match, {text, _mfa, _spec}}), do: {:match, text}
+  def trigger_text({:message, {text, _spec}}), do: {:message, text}
+  def trigger_text(trigger), do: trigger
 end

@@ -33,8 +33,9 @@ defmodule KinoTrace.Session.Setup do
 
   # The tracer of a trace of another node, started there by kino_trace's agent.
   defp start_remote(%{backend: nil, plan: %Plan{nodes: [node]} = plan} = state) do
-    # (a recorder's ring stays on that node: its agent's worker keeps it)
-    ring = plan.record && %{events: plan.record.events, bytes: plan.record.bytes}
+    # (a recorder's ring stays on that node: its agent's worker keeps it, and runs its
+    # triggers)
+    ring = plan.record && Backend.Remote.ring_config(plan.record)
     opts = [agent: plan.options[:agent], ring: ring, pairing: plan.options[:return]]
 
     case Backend.start_remote(self(), state.id, plan.limits, node, opts) do

@@ -123,13 +123,93 @@ defmodule Kino.Trace.RecordNodesTest do
     :ok = Trace.stop(rec)
   end
 
-  test "triggers are refused with nodes:, a clear error before anything is traced" do
-    {_peer, n, _tmp} = bare_peer(:record_triggers)
+  for agent <- [:auto, :fallback] do
+    test "triggers run on the node; their snapshots wait there, bounded, until snapshots/1 (agent: #{agent})" do
+      {_peer, n, tmp} = bare_peer(:"record_on_#{unquote(agent)}")
+      before = warmed_footprint(n, tmp)
 
-    assert_raise ArgumentError, ~r/invalid value for :on: a recorder of other nodes/, fn ->
-      Trace.record(["KinoTraceTest.Remote.Echo.double/1"], nodes: [n], on: [exception: true])
+      rec =
+        Trace.record(["KinoTraceTest.Remote.Echo"],
+          nodes: [n],
+          agent: unquote(agent),
+          snapshots: 2,
+          on: [exception: true, match: "KinoTraceTest.Remote.Echo.double(7)"]
+        )
+
+      for x <- 1..3, do: :erpc.call(n, Echo, :double, [x])
+      catch_error(:erpc.call(n, Echo, :checked, [-1]))
+      :erpc.call(n, Echo, :double, [7])
+
+      fired = fn -> Trace.info(rec).recorder.fired end
+      wait_until(fn -> fired.() == %{exception: 1, match: 1, slower_than: 0, message: 0} end)
+      # nothing came here: the snapshots wait on the node
+      assert Trace.info(rec).nodes[n].recorder.snapshots_waiting == 2
+      assert Trace.events(rec) == []
+
+      assert [match, exception] = Trace.snapshots(rec)
+      assert %{trigger: :exception, pid: pid} = Trace.info(exception).snapshot
+      assert node(pid) == n
+      # the ring up to its trigger: the calls before it, then the exception raised
+      assert [_ | _] = events = Trace.events(exception)
+      assert {:exception, :checked} = {List.last(events).kind, List.last(events).function}
+      assert [[1], [2], [3]] = for(%{kind: :call, function: :double} = e <- events, do: e.args)
+      assert Trace.info(exception).snapshot.event == List.last(events).id
+
+      assert Trace.info(match).snapshot.trigger == :match
+      last = match |> Trace.events() |> List.last()
+      assert {last.kind, last.args} == {:call, [7]}
+
+      # bounded there: three more fire, two wait (the oldest went first, counted)
+      for _ <- 1..3, do: :erpc.call(n, Echo, :double, [7])
+      wait_until(fn -> fired.().match == 4 end)
+
+      assert %{snapshots_waiting: 2, snapshots_dropped_waiting: 1} =
+               Trace.info(rec).nodes[n].recorder
+
+      assert length(Trace.snapshots(rec)) == 2
+
+      :ok = Trace.stop(rec)
+      assert_clean(n, tmp, before)
+      refute Process.alive?(match.session)
+    end
+  end
+
+  test "slower_than on the node: the native agent pairs calls there; the pure-Erlang one refuses it" do
+    {_peer, n, tmp} = bare_peer(:record_slower)
+    warmed_footprint(n, tmp)
+
+    assert_raise ArgumentError, ~r/slower_than: needs the calls paired .* pure-Erlang/, fn ->
+      Trace.record(["KinoTraceTest.Remote.Echo"],
+        nodes: [n],
+        agent: :fallback,
+        on: [slower_than: 50]
+      )
     end
 
-    assert kino_modules(n) == []
+    # nothing of the refused start stays (the OTP modules its message and the user's
+    # sleep load are the node's own)
+    wait_until(fn -> kino_modules(n) == [] and kino_sessions(n) == [] end)
+    :erpc.call(n, Echo, :slow, [0])
+    before = settled_footprint(n, tmp)
+
+    rec = Trace.record(["KinoTraceTest.Remote.Echo"], nodes: [n], on: [slower_than: 50], after: 2)
+    :erpc.call(n, Echo, :double, [1])
+    :erpc.call(n, Echo, :slow, [100])
+    :erpc.call(n, Echo, :double, [2])
+    :erpc.call(n, Echo, :double, [3])
+
+    snap = wait_until(fn -> match?([_], s = Trace.snapshots(rec)) && hd(s) end)
+    assert Trace.info(snap).snapshot.trigger == :slower_than
+
+    # its ring up to the slow call's return, then the after-window's 2 events
+    assert [{:call, :double}, {:return, :double}, {:call, :slow}, {:return, :slow} | after_] =
+             for(e <- Trace.events(snap), do: {e.kind, e.function})
+
+    assert after_ == [{:call, :double}, {:return, :double}]
+    slow = Enum.find(Trace.events(snap), &(&1.kind == :return and &1.function == :slow))
+    assert slow.duration >= 100_000_000 and Trace.info(snap).snapshot.event == slow.id
+
+    :ok = Trace.stop(rec)
+    assert_clean(n, tmp, before)
   end
 end
