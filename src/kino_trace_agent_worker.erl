@@ -26,6 +26,12 @@
 %% durations slower_than needs come from the call pairing of the native tracer's
 %% decoder (kino_trace_tracer:decode_events/2, the NIF's implementation of the rule):
 %% a worker on the pure-Erlang tracer has no pairing, and refuses slower_than.
+%%
+%% A trace with `to:' writes this node's events to trace files on this node: the
+%% tracing node's writer (KinoTrace.File.Writer) sends the ready frames here
+%% (kino_trace_files messages after a files_open request), and kino_trace_agent_files
+%% writes them within the cap. The files get their end frames when the worker ends,
+%% and stay.
 -module(kino_trace_agent_worker).
 
 -export([run/5]).
@@ -51,7 +57,9 @@
     %% guard has the worker set again after it switched tracing off
     flags = [] :: [list()],
     %% a recorder's ring, or undefined (the local session drains the tracer)
-    ring :: map() | undefined
+    ring :: map() | undefined,
+    %% the trace files of this node's events (the `to:' option), or undefined
+    files :: kino_trace_agent_files:state() | undefined
 }).
 
 %% raw events drained into the ring per wake-up, before the mailbox is looked at again
@@ -117,6 +125,9 @@ worker_loop(#worker{owner = Owner, owner_ref = OwnerRef, id = Id} = State) ->
         {kino_trace, _NativeId, Message} ->
             Owner ! {kino_trace, Id, Message},
             worker_loop(State);
+        %% the tracing node's writer: frames for this node's trace files
+        {kino_trace_files, Op} ->
+            worker_loop(State#worker{files = kino_trace_agent_files:handle(Op, State#worker.files)});
         {untrace, Pids} ->
             untrace(State#worker.session, Pids),
             worker_loop(State#worker{agents = lists:usort(Pids ++ State#worker.agents)});
@@ -176,6 +187,10 @@ request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
     {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
 request(counters, #worker{module = M, handle = H} = State) ->
     {M:counters(H), State};
+%% the trace files of this node's events start (kino_trace_agent_files)
+request({files_open, Paths, PerFile, Frames}, #worker{files = Files} = State) ->
+    {Reply, Next} = kino_trace_agent_files:start(Paths, PerFile, Frames, Files),
+    {Reply, State#worker{files = Next}};
 request(close, #worker{module = none} = State) ->
     {ok, State};
 request(close, #worker{module = M, handle = H} = State) ->
@@ -197,9 +212,11 @@ restore(#worker{flags = Flags} = State) ->
     [trace_call(State, process, Args) || Args <- lists:reverse(Flags)],
     untrace(State#worker.session, State#worker.agents).
 
-%% The local session is gone (ended, or the connection dropped): so is the trace here.
+%% The local session is gone (ended, or the connection dropped): so is the trace here
+%% (its files get their end frames: complete files, which stay).
 end_trace(#worker{module = M, handle = H} = State) ->
     _ = M =/= none andalso kino_trace_agent:quiet(fun() -> M:close(H) end),
+    _ = kino_trace_agent_files:handle(close, State#worker.files),
     destroy(State),
     exit(normal).
 

@@ -613,8 +613,12 @@ defmodule Kino.Trace do
     Front.run(fn ->
       opts =
         KinoTrace.Options.validate!(opts,
-          slowest: {5, KinoTrace.Options.bounded_pos_integer(KinoTrace.Limits.max(:slowest), nil: true)},
-          slower_than: {nil, {"a number of milliseconds (0 or more)", &(is_nil(&1) or (is_number(&1) and &1 >= 0))}},
+          slowest:
+            {5, KinoTrace.Options.bounded_pos_integer(KinoTrace.Limits.max(:slowest), nil: true)},
+          slower_than:
+            {nil,
+             {"a number of milliseconds (0 or more)",
+              &(is_nil(&1) or (is_number(&1) and &1 >= 0))}},
           last: {10_000, KinoTrace.Options.pos_integer()}
         )
 
@@ -1006,13 +1010,30 @@ defmodule Kino.Trace do
   `max_bytes:` bytes decompressed (default 64 MB). A file it cannot open raises
   `Kino.Trace.FileError`, naming the file and the byte offset of the fault.
 
+  `open({node, path})` opens a file on another (connected) node, such as the files the
+  `:to` option of a trace of that node (`nodes:`) writes there, which stay there: its
+  bytes are fetched over the distribution (with OTP's `:file` alone; that node needs
+  nothing of kino_trace), only when the file is no larger than `max_bytes:`, then
+  opened here with the same rules. `info/1`'s `:file` has `:fetched_from`, the node;
+  an error names the node too.
+
       iex> Kino.Trace.open("no/such.ktrace")
       ** (Kino.Trace.FileError) cannot open the trace file no/such.ktrace: no such file or directory
   """
-  @spec open(Path.t(), keyword()) :: t()
-  def open(path, opts \\ []) do
-    path = IO.chardata_to_string(path)
+  @spec open(Path.t() | {node(), Path.t()}, keyword()) :: t()
+  def open(path, opts \\ [])
 
+  def open({node, path}, opts) when is_atom(node) do
+    path = IO.chardata_to_string(path)
+    if node == node(), do: open(path, opts), else: open_source({node, path}, path, opts)
+  end
+
+  def open(path, opts) do
+    path = IO.chardata_to_string(path)
+    open_source(path, path, opts)
+  end
+
+  defp open_source(source, path, opts) do
     schema =
       for {key, default} <- KinoTrace.File.Format.default_caps(),
           do: {key, {default, KinoTrace.Options.pos_integer()}}
@@ -1021,7 +1042,7 @@ defmodule Kino.Trace do
     owner = self()
 
     Front.run(fn ->
-      case KinoTrace.Replay.start(owner, {:file, path, caps}) do
+      case KinoTrace.Replay.start(owner, {:file, source, caps}) do
         {:ok, pid, id} ->
           %__MODULE__{id: id, session: pid, node: node()}
 

@@ -31,6 +31,7 @@ defmodule KinoTrace.Agent do
   @agent_modules [
     :kino_trace_agent,
     :kino_trace_agent_worker,
+    :kino_trace_agent_files,
     :kino_trace_agent_native,
     :kino_trace_trigger,
     :kino_trace_fallback,

@@ -34,7 +34,9 @@ defmodule KinoTrace.Replay do
   defstruct [:id, :owner_ref, :source, :history, :info, :error, count: 0, subscribers: %{}]
 
   @typedoc "What it serves: a trace file (read with caps), or events and their trace's info."
-  @type source :: {:file, Path.t(), keyword()} | {:events, map(), [Kino.Trace.Event.t()] | :put}
+  @type source ::
+          {:file, Path.t() | {node(), Path.t()}, keyword()}
+          | {:events, map(), [Kino.Trace.Event.t()] | :put}
 
   # How many events one message to a subscriber carries.
   @batch 1_000
@@ -81,23 +83,39 @@ defmodule KinoTrace.Replay do
   defp load({:events, info, :put}), do: {:ok, Map.put(info, :awaiting_events, true), []}
   defp load({:events, info, events}), do: {:ok, info, events}
 
-  defp load({:file, path, caps}) do
-    case Format.read(path, caps) do
+  defp load({:file, source, caps}) do
+    {node, path} = with path when is_binary(path) <- source, do: {nil, path}
+
+    case read(node, path, caps) do
       {:ok, %{info: info, events: events, file: file}} ->
         file = Map.merge(file, %{path: path, status: info.status})
+        file = if node, do: Map.put(file, :fetched_from, node), else: file
         {:ok, Map.put(info, :file, file), events}
 
       {:error, reason, offset} ->
-        {:error, %Kino.Trace.FileError{path: path, offset: offset, reason: reason}}
+        {:error, %Kino.Trace.FileError{path: path, node: node, offset: offset, reason: reason}}
     end
   rescue
     # (a fault of the reader's own, which the fuzz tests look for: still a clear error)
     e ->
+      {node, path} = with path when is_binary(path) <- source, do: {nil, path}
+
       {:error,
        %Kino.Trace.FileError{
          path: path,
+         node: node,
          reason: "an unexpected fault while reading it: " <> Exception.message(e)
        }}
+  end
+
+  defp read(nil, path, caps), do: Format.read(path, caps)
+
+  # another node's file: fetched (at most max_bytes: of it), then read as one here is
+  defp read(node, path, caps) do
+    max = Keyword.get(caps, :max_bytes, Format.default_caps()[:max_bytes])
+
+    with {:ok, bytes} <- KinoTrace.File.Fetch.bytes(node, path, max),
+         do: Format.read({:ram, bytes}, caps)
   end
 
   @impl true
@@ -141,6 +159,7 @@ defmodule KinoTrace.Replay do
 
   def handle_request(:info, _from, state), do: {:reply, info(state), state}
   def handle_request(:tracer, _from, state), do: {:reply, nil, state}
+  def handle_request(:workers, _from, state), do: {:reply, %{}, state}
   # nothing kept since a start: latency/2 and slow_calls/2 read its events
   def handle_request(kept, _from, state)
       when kept in [:latency, :latency_processes, :slow_calls, :slow_counts],

@@ -40,6 +40,8 @@ defmodule KinoTrace.Server do
       subscribers' mailboxes;
     * `:info` - `t:Kino.Trace.info/0`;
     * `:tracer` - what this node's OTP session names as its tracer, `nil` if none;
+    * `:workers` - node => the pid of its agent's worker (`nil` for this node), for
+      each node it traces: where `KinoTrace.File.Writer` writes that node's files;
     * `{:set_patterns, inputs}` - a result per input;
     * `:pause`, `:resume`, `:stop` - `:ok`;
     * `:internals` - what tests and debugging read of its state, a map: a session's
@@ -62,6 +64,7 @@ defmodule KinoTrace.Server do
           | {:sync, non_neg_integer() | :infinity}
           | :info
           | :tracer
+          | :workers
           | {:set_patterns, term()}
           | :pause
           | :resume

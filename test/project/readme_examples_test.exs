@@ -45,6 +45,8 @@ defmodule KinoTraceTest.Project.ReadmeExamplesTest do
       "needs a running node to connect to (agent_test.exs traces real nodes that have nothing of kino_trace)",
     ~s|Node.connect(:"shop@10.0.0.12")| =>
       "needs a running node to connect to (as the README's example)",
+    ~s|nodes: [:"app@host"], to: [path: "/var/tmp/repo.ktrace"| =>
+      "needs a running node to trace (files_nodes_test.exs writes and fetches the files of real nodes)",
     ~s|nodes: [:"app@host"], events: 10_000| =>
       "needs a running node to record (record_nodes_test.exs records real nodes that have nothing of kino_trace)"
   }

@@ -3,6 +3,9 @@ defmodule KinoTraceTest.Remote.Echo do
   # A function to trace on other nodes, and a process that echoes messages back.
   def double(x), do: x * 2
 
+  # Any term back (a payload for trace files).
+  def echo(x), do: x
+
   # Raises for a negative `x` (an exception for a recorder's trigger).
   def checked(x) when x >= 0, do: double(x)
   def checked(x), do: :erlang.error({:negative, x})

@@ -85,12 +85,15 @@ defmodule KinoTrace.File.Format do
     end
   end
 
-  @doc "The header frame of a file of the trace whose info is `info`."
-  @spec header_frame(map()) :: iodata()
-  def header_frame(info) do
+  @doc """
+  The header frame of a file of the trace whose info is `info`, written on `node` (the
+  `to:` option's files of another node's events are written there).
+  """
+  @spec header_frame(map(), node()) :: iodata()
+  def header_frame(info, node \\ node()) do
     header = %{
       info: info,
-      node: node(),
+      node: node,
       otp: System.otp_release(),
       written_at: System.os_time(:microsecond)
     }
@@ -171,13 +174,21 @@ defmodule KinoTrace.File.Format do
   @doc """
   Reads the file at `path` within `caps` (`default_caps/0`): `{:ok, contents}`, or
   `{:error, reason, offset}` (`offset` is `nil` when the file could not be read at all).
+  `{:ram, bytes}` reads a file's bytes, with the same rules (another node's file,
+  fetched: `KinoTrace.File.Fetch`).
   """
-  @spec read(Path.t(), keyword()) ::
+  @spec read(Path.t() | {:ram, binary()}, keyword()) ::
           {:ok, contents()} | {:error, String.t(), non_neg_integer() | nil}
   def read(path, caps \\ []) do
     caps = Keyword.merge(default_caps(), caps)
 
-    case :file.open(path, [:read, :binary, :raw]) do
+    opened =
+      case path do
+        {:ram, bytes} when is_binary(bytes) -> :file.open(bytes, [:ram, :read, :binary])
+        path -> :file.open(path, [:read, :binary, :raw])
+      end
+
+    case opened do
       {:ok, io} ->
         try do
           {:ok, size} = :file.position(io, :eof)

@@ -12,6 +12,14 @@ defmodule KinoTrace.File.Writer do
   # writer counts it in its state). A write that fails (a full disk) ends the writer.
   # A file being written when the VM stops is cut short, and opens with its torn tail
   # counted.
+  #
+  # A trace of other nodes (`nodes:`) writes each node's events on that node, at `path`
+  # there (relative to that node's working directory): this process keeps the rules (the
+  # frames, when to rotate) and sends that node's ready frames to its agent's worker,
+  # whose `kino_trace_agent_files` writes them and holds the cap on that node's disk (it
+  # refuses a write past a file's share, and gives the file being written its end frame
+  # when the trace ends there). Nothing of those events is written here;
+  # `Kino.Trace.open({node, path})` fetches a file.
 
   alias KinoTrace.{Client, Internal}
   alias KinoTrace.File.Format
@@ -33,9 +41,9 @@ defmodule KinoTrace.File.Writer do
   end
 
   @doc """
-  Starts writing `trace`'s events to `spec`'s files and returns the writer's pid. Raises
-  `ArgumentError` when a file cannot hold a header and an event frame, or
-  `File.Error` when the first file cannot be written.
+  Starts writing `trace`'s events to `spec`'s files (each node's on that node) and
+  returns the writer's pid. Raises `ArgumentError` when a file cannot hold a header and
+  an event frame, or `File.Error` when the first file cannot be written.
   """
   @spec attach(Client.trace(), spec()) :: pid()
   def attach(trace, spec) do
@@ -50,22 +58,12 @@ defmodule KinoTrace.File.Writer do
           "to: max_bytes gives each of the #{spec.files} files #{per_file} bytes, too few for a trace file (at least #{header + reserve() + 256})"
         )
 
-    # what was there under these names counts against the cap: it goes first
-    Enum.each(paths(spec), &File.rm/1)
+    files =
+      Map.new(Client.call(trace, :workers), fn {node, sink} ->
+        file = %{node: node, sink: sink, paths: List.to_tuple(paths(spec)), per_file: per_file}
+        {node, start!(file, info)}
+      end)
 
-    state = %{
-      trace: trace,
-      paths: List.to_tuple(paths(spec)),
-      per_file: per_file,
-      info: info,
-      index: 0,
-      io: nil,
-      size: 0,
-      count: 0,
-      dropped: 0
-    }
-
-    state = open_file!(state, 0)
     parent = self()
 
     pid =
@@ -74,36 +72,79 @@ defmodule KinoTrace.File.Writer do
           {:go, ^parent} -> :ok
         end
 
-        loop(%{state | io: reopen(state)}, Process.monitor(trace.session))
+        files = Map.new(files, fn {node, file} -> {node, reopen(file)} end)
+        state = %{trace: trace, info: info, files: files, dropped: 0}
+        loop(state, Process.monitor(trace.session))
       end)
 
     Internal.register(pid)
-    :file.close(state.io)
+    for {_node, %{sink: nil, io: io}} <- files, do: :file.close(io)
     Client.subscribe(trace, pid)
     send(pid, {:go, parent})
     pid
   end
 
-  # (the file is opened here first, so a path that cannot be written is the caller's
-  # error; then again, appending, by the writer that owns it)
-  defp open_file!(state, index) do
-    path = elem(state.paths, index)
+  # The first file of a node: what was there under these names counts against the cap,
+  # it goes first. This node's is opened here first, so a path that cannot be written
+  # is the caller's error (then again, appending, by the writer that owns it); another
+  # node's worker deletes and opens them there.
+  defp start!(%{sink: nil} = file, info) do
+    Enum.each(Tuple.to_list(file.paths), &File.rm/1)
+    open_file!(Map.merge(file, %{io: nil, index: 0, size: 0, count: 0}), 0, info)
+  end
+
+  defp start!(%{node: node, sink: worker} = file, info) when is_pid(worker) do
+    header = IO.iodata_to_binary(Format.header_frame(info, node))
+    paths = Tuple.to_list(file.paths)
+
+    case KinoTrace.Agent.call(worker, {:files_open, paths, file.per_file, {header, end_frame(0)}}) do
+      :ok ->
+        Map.merge(file, %{io: nil, index: 0, size: byte_size(header), count: 0})
+
+      {:error, reason} ->
+        raise File.Error,
+          reason: reason,
+          action: "write trace file on node #{inspect(node)}",
+          path: hd(paths)
+    end
+  end
+
+  defp start!(%{node: node, sink: error}, _info),
+    do:
+      raise(
+        ArgumentError,
+        "to: cannot write the files of node #{inspect(node)}: #{inspect(error)}"
+      )
+
+  # (this node's files are opened by the process that writes them: raw files are its own)
+  defp open_file!(%{sink: nil} = file, index, info) do
+    path = elem(file.paths, index)
 
     case :file.open(path, [:write, :binary, :raw]) do
       {:ok, io} ->
-        header = Format.header_frame(state.info)
+        header = Format.header_frame(info)
         :ok = :file.write(io, header)
-        %{state | io: io, index: index, size: IO.iodata_length(header), count: 0}
+        %{file | io: io, index: index, size: IO.iodata_length(header), count: 0}
 
       {:error, reason} ->
         raise File.Error, reason: reason, action: "write trace file", path: path
     end
   end
 
-  defp reopen(state) do
-    {:ok, io} = :file.open(elem(state.paths, state.index), [:append, :binary, :raw])
-    io
+  defp open_file!(%{sink: worker, node: node} = file, index, info) do
+    header = IO.iodata_to_binary(Format.header_frame(info, node))
+    send(worker, {:kino_trace_files, {:rotate, index, header, end_frame(0)}})
+    %{file | index: index, size: byte_size(header), count: 0}
   end
+
+  defp reopen(%{sink: nil} = file) do
+    {:ok, io} = :file.open(elem(file.paths, file.index), [:append, :binary, :raw])
+    %{file | io: io}
+  end
+
+  defp reopen(file), do: file
+
+  defp end_frame(count), do: IO.iodata_to_binary(Format.end_frame(count))
 
   # room kept in every file for its end frame
   defp reserve, do: IO.iodata_length(Format.end_frame(Bitwise.bsl(1, 62))) + 16
@@ -126,39 +167,72 @@ defmodule KinoTrace.File.Writer do
     end
   end
 
+  # each node's events to its files (events of a node with none are left out, counted)
   defp write(state, events) do
-    room = state.per_file - IO.iodata_length(Format.header_frame(state.info)) - reserve()
-
     events
-    |> Format.event_frames(max(div(room, 2), 64))
-    |> Enum.reduce(state, fn {frame, n}, state ->
-      cond do
-        # one event too large for any file
-        byte_size(frame) > room ->
-          %{state | dropped: state.dropped + n}
+    |> Enum.group_by(&(&1.node || node()))
+    |> Enum.reduce(state, fn {node, events}, state ->
+      case state.files do
+        %{^node => file} ->
+          {file, dropped} = write_file(file, events, state.info)
+          %{state | files: Map.put(state.files, node, file), dropped: state.dropped + dropped}
 
-        state.size + byte_size(frame) + reserve() > state.per_file ->
-          state |> rotate() |> put(frame, n)
-
-        true ->
-          put(state, frame, n)
+        _ ->
+          %{state | dropped: state.dropped + length(events)}
       end
     end)
   end
 
-  defp put(state, frame, n) do
-    :ok = :file.write(state.io, frame)
-    %{state | size: state.size + byte_size(frame), count: state.count + n}
+  defp write_file(file, events, info) do
+    room = file.per_file - IO.iodata_length(Format.header_frame(info, file.node)) - reserve()
+
+    events
+    |> Format.event_frames(max(div(room, 2), 64))
+    |> Enum.reduce({file, 0}, fn {frame, n}, {file, dropped} ->
+      cond do
+        # one event too large for any file
+        byte_size(frame) > room ->
+          {file, dropped + n}
+
+        file.size + byte_size(frame) + reserve() > file.per_file ->
+          {file |> rotate(info) |> put(frame, n), dropped}
+
+        true ->
+          {put(file, frame, n), dropped}
+      end
+    end)
   end
 
-  defp rotate(state) do
-    :ok = :file.write(state.io, Format.end_frame(state.count))
-    :file.close(state.io)
-    open_file!(state, rem(state.index + 1, tuple_size(state.paths)))
+  defp put(%{sink: nil} = file, frame, n) do
+    :ok = :file.write(file.io, frame)
+    %{file | size: file.size + byte_size(frame), count: file.count + n}
   end
+
+  # (with the end frame of the file as it is after this frame: the worker gives the file
+  # the last one it had when the trace ends there)
+  defp put(%{sink: worker} = file, frame, n) do
+    send(worker, {:kino_trace_files, {:write, frame, end_frame(file.count + n)}})
+    %{file | size: file.size + byte_size(frame), count: file.count + n}
+  end
+
+  defp rotate(%{sink: nil} = file, info) do
+    :ok = :file.write(file.io, Format.end_frame(file.count))
+    :file.close(file.io)
+    open_file!(file, rem(file.index + 1, tuple_size(file.paths)), info)
+  end
+
+  defp rotate(file, info), do: open_file!(file, rem(file.index + 1, tuple_size(file.paths)), info)
 
   defp finish(state) do
-    :file.write(state.io, Format.end_frame(state.count))
-    :file.close(state.io)
+    for {_node, file} <- state.files do
+      case file.sink do
+        nil ->
+          :file.write(file.io, Format.end_frame(file.count))
+          :file.close(file.io)
+
+        worker ->
+          send(worker, {:kino_trace_files, :close})
+      end
+    end
   end
 end

@@ -192,6 +192,20 @@ defmodule KinoTrace.Remote.Coordinator do
   # (a trace of several nodes has no OTP session on this node of its own)
   def handle_request(:tracer, _from, state), do: {:reply, nil, state}
 
+  # Each node's agent worker (nil for this node's): where the `to:` files of its events
+  # are written (KinoTrace.File.Writer); a node that did not answer, its error.
+  def handle_request(:workers, _from, state) do
+    {replies, state} = Nodes.on_nodes(state, :workers)
+
+    workers =
+      for {node, reply} <- replies, reduce: %{} do
+        acc when is_map(reply) -> Map.merge(acc, reply)
+        acc -> Map.put(acc, node, reply)
+      end
+
+    {:reply, workers, state}
+  end
+
   # What tests and debugging read of the coordinator (KinoTrace.Client.internals/1).
   def handle_request(:internals, _from, state) do
     internals = %{

@@ -200,8 +200,10 @@ defmodule KinoTrace.Agent.ClusterTest do
     assert Enum.sort(kino_modules(n)) ==
              Enum.sort([
                :kino_trace_agent,
+               :kino_trace_agent_files,
                :kino_trace_agent_native,
                :kino_trace_agent_worker,
+               :kino_trace_trigger,
                :kino_trace_fallback,
                :kino_trace_fallback_event,
                :kino_trace_fallback_gate,
