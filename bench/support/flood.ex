@@ -1,8 +1,10 @@
 defmodule KinoTraceBench.Flood do
   @moduledoc false
   # The flood: one process makes `calls` traced calls as fast as it can, under
-  # kino_trace with its default options (caps, queue, return: true), then under a
-  # :trace session with a pid tracer (call + return events, like kino_trace's default).
+  # kino_trace with its default options (caps, queue, return: true), into a flight
+  # recorder's ring with its defaults (Kino.Trace.record/2: the newest events kept, the
+  # rest overwritten; issue 37 asks its memory to stay flat), then under a :trace session
+  # with a pid tracer (call + return events, like kino_trace's default).
   # A sampler records peak VM memory and peak memory of the tracing side; it stops the
   # run when VM memory passes the safety cap.
 
@@ -20,7 +22,7 @@ defmodule KinoTraceBench.Flood do
       "\nFlood: #{calls} calls as fast as the workload goes, safety stop at VM memory > #{Report.mb(cap)}"
     )
 
-    for kind <- [:kino, :pid_tracer] do
+    for kind <- [:kino, :kino_record, :pid_tracer] do
       r = flood(kind, calls, cap)
       print(kind, r)
       r
@@ -35,6 +37,7 @@ defmodule KinoTraceBench.Flood do
     ctx =
       case kind do
         :kino -> Tracers.start(:kino, [worker], [])
+        :kino_record -> Tracers.start(:kino_record, [worker], [])
         :pid_tracer -> Tracers.start(:pid_tracer, [worker], return: true)
       end
 
@@ -113,7 +116,13 @@ defmodule KinoTraceBench.Flood do
   end
 
   defp print(kind, r) do
-    name = if kind == :kino, do: "kino_trace (defaults)", else: "pid tracer (call+return)"
+    name =
+      case kind do
+        :kino -> "kino_trace (defaults)"
+        :kino_record -> "recorder (defaults)"
+        :pid_tracer -> "pid tracer (call+return)"
+      end
+
     stopped = if r.peaks.stopped, do: "  STOPPED by the memory cap", else: ""
 
     IO.puts(
@@ -128,6 +137,13 @@ defmodule KinoTraceBench.Flood do
           "  #{String.pad_trailing("", 26)} accepted #{info.accepted}, delivered #{info.delivered}, " <>
             "dropped #{inspect(info.dropped)}"
         )
+
+        with %{recorder: ring} <- info do
+          IO.puts(
+            "  #{String.pad_trailing("", 26)} ring: kept #{ring.kept} (#{Report.mb(ring.memory)}), " <>
+              "overwritten #{ring.overwritten}"
+          )
+        end
 
       %{left_in_mailbox: left} ->
         IO.puts("  #{String.pad_trailing("", 26)} left in its mailbox at the end: #{left}")
