@@ -6,8 +6,8 @@ defmodule KinoTrace.Backend.Counters do
   # It has no tracer of kino_trace's: no events, and the counters of `counters/1` are 0.
 
   @behaviour KinoTrace.Backend.Mode
-
-  alias KinoTrace.Backend.Local
+  # trace/3, trace_many/2, run/3 and destroy/2: those of every mode of this node
+  use KinoTrace.Backend.Local
 
   @enforce_keys [:node, :id, :session]
   defstruct [:node, :id, :session]
@@ -23,14 +23,6 @@ defmodule KinoTrace.Backend.Counters do
       session: :trace.session_create(:kino_trace_stats, self(), [])
     }
 
-  @impl true
-  def trace(backend, fun, args), do: Local.trace(backend, fun, args)
-  @impl true
-  def trace_many(backend, calls), do: Local.trace_many(backend, calls)
-  @impl true
-  def run(backend, ops, after_ops), do: Local.run(backend, ops, after_ops)
-  @impl true
-  def destroy(backend, functions), do: Local.destroy(backend, functions)
   @impl true
   def trace_args(_backend, _fun, args), do: args
   @impl true

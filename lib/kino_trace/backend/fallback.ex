@@ -13,9 +13,10 @@ defmodule KinoTrace.Backend.Fallback do
   # process, which is one of kino_trace's own (`KinoTrace.Internal`): no trace records it.
 
   @behaviour KinoTrace.Backend.Mode
+  # trace/3, trace_many/2, run/3 and destroy/2: those of every mode of this node
+  use KinoTrace.Backend.Local
 
   alias KinoTrace.{Internal, Tracer}
-  alias KinoTrace.Backend.Local
   alias KinoTrace.Tracer.Decoder
 
   @enforce_keys [:node, :id, :handle, :session, :decoder, :why]
@@ -63,15 +64,6 @@ defmodule KinoTrace.Backend.Fallback do
   @spec attach(t()) :: :ok
   def attach(%__MODULE__{handle: handle, session: session}),
     do: :kino_trace_fallback.attach(handle, session, :owner)
-
-  @impl true
-  def trace(backend, fun, args), do: Local.trace(backend, fun, args)
-  @impl true
-  def trace_many(backend, calls), do: Local.trace_many(backend, calls)
-  @impl true
-  def run(backend, ops, after_ops), do: Local.run(backend, ops, after_ops)
-  @impl true
-  def destroy(backend, functions), do: Local.destroy(backend, functions)
 
   # Process flags with `:call` get `:arity` (and a timestamp) and call match specs send
   # the arguments only when they do not look huge, so the VM does not copy them whole.

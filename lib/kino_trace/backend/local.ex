@@ -6,6 +6,21 @@ defmodule KinoTrace.Backend.Local do
 
   alias KinoTrace.Backend.BifWorkaround
 
+  # A mode of this node (`use KinoTrace.Backend.Local`) takes its `trace/3`,
+  # `trace_many/2`, `run/3` and `destroy/2` callbacks from here.
+  defmacro __using__(_opts) do
+    quote do
+      @impl true
+      defdelegate trace(backend, fun, args), to: KinoTrace.Backend.Local
+      @impl true
+      defdelegate trace_many(backend, calls), to: KinoTrace.Backend.Local
+      @impl true
+      defdelegate run(backend, ops, after_ops), to: KinoTrace.Backend.Local
+      @impl true
+      defdelegate destroy(backend, functions), to: KinoTrace.Backend.Local
+    end
+  end
+
   @doc "`:trace.fun(session, args...)` on the backend's session."
   @spec trace(struct(), atom(), list()) :: term()
   def trace(%module{session: session} = backend, fun, args),

@@ -6,8 +6,9 @@ defmodule KinoTrace.Backend.Native do
   # NIF call per batch (`KinoTrace.Tracer.NativeDecoder`).
 
   @behaviour KinoTrace.Backend.Mode
+  # trace/3, trace_many/2, run/3 and destroy/2: those of every mode of this node
+  use KinoTrace.Backend.Local
 
-  alias KinoTrace.Backend.Local
   alias KinoTrace.Tracer
   alias KinoTrace.Tracer.NativeDecoder
 
@@ -44,14 +45,6 @@ defmodule KinoTrace.Backend.Native do
   @spec attach(t()) :: :ok
   def attach(%__MODULE__{}), do: :ok
 
-  @impl true
-  def trace(backend, fun, args), do: Local.trace(backend, fun, args)
-  @impl true
-  def trace_many(backend, calls), do: Local.trace_many(backend, calls)
-  @impl true
-  def run(backend, ops, after_ops), do: Local.run(backend, ops, after_ops)
-  @impl true
-  def destroy(backend, functions), do: Local.destroy(backend, functions)
   @impl true
   def trace_args(_backend, _fun, args), do: args
 
