@@ -145,6 +145,14 @@ defmodule KinoTrace.Backend do
   def ring(%Remote{} = backend), do: Remote.ring(backend)
 
   @doc """
+  The trace's node and, for another node's, that node's agent worker (where the `to:`
+  option's files of its events are written: `KinoTrace.File.Writer`); `nil` for this node.
+  """
+  @spec workers(struct() | nil) :: %{node() => pid() | nil}
+  def workers(%Remote{node: node, worker: worker}), do: %{node => worker}
+  def workers(_backend), do: %{node() => nil}
+
+  @doc """
   The snapshots a recorder's triggers took on another node (its agent's worker keeps them
   until taken), taken now, oldest first: `{meta, events}` each, decoded; `meta` has the
   `:trigger`, the triggering event's `:pid` and `:time` (monotonic, on that node) and

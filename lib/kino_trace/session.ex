@@ -270,15 +270,7 @@ defmodule KinoTrace.Session do
 
   # Its node and, for another node's trace, that node's agent worker (where the `to:`
   # option's files of its events are written: KinoTrace.File.Writer).
-  def handle_request(:workers, _from, state) do
-    workers =
-      case state.backend do
-        %KinoTrace.Backend.Remote{node: node, worker: worker} -> %{node => worker}
-        _ -> %{node() => nil}
-      end
-
-    {:reply, workers, state}
-  end
+  def handle_request(:workers, _from, state), do: {:reply, Backend.workers(state.backend), state}
 
   # What tests and debugging read of the session (KinoTrace.Client.internals/1).
   def handle_request(:internals, _from, %{backend: backend} = state) do
