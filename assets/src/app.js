@@ -15,6 +15,11 @@
 //
 // Only the Transport talks to the server; the state and the data know no DOM; the views
 // report the user's actions to callbacks given here.
+//
+// A recorder's snapshot clicked in its panel (recorder_panel.js) shows in the usual tabs:
+// a TraceWidget of its own, on a ViewTransport (the server's "view" events), the widget a
+// trace from Kino.Trace.open/1 has, in place of the live header and tabs until "Back to
+// the live recorder".
 
 import { LogModel } from "./model.js";
 import { TraceState } from "./trace_state.js";
@@ -29,6 +34,7 @@ import { CallTree } from "./call_tree.js";
 import { SequenceLayout, SequenceView, detailEntry } from "./sequence.js";
 import { exportData, exportText, downloadJson, copyText } from "./export.js";
 import { RecorderPanel } from "./recorder_panel.js";
+import { ViewTransport } from "./view_transport.js";
 import { h, button } from "./dom.js";
 import { formatCount } from "./format.js";
 
@@ -107,7 +113,8 @@ export class TraceWidget {
     server.on("slow_calls", (payload) => this.slowCalls.render(payload));
     // a recorder's panel (recorder_panel.js): pushed at the first tick, then when it changes
     server.on("recorder", (payload) => this.recorder.render(payload));
-    server.on("snapshot", (reply) => this.recorder.showSnapshot(reply));
+    server.on("snapshot", (reply) => this.showSnapshot(reply));
+    server.on("view", (message) => this.snapshotView && this.snapshotView.transport.receive(message));
     server.on("snapshot_file", (reply) => this.recorder.download(reply));
     server.on("counters", (counters) => {
       this.state.setCounters(counters);
@@ -207,12 +214,64 @@ export class TraceWidget {
 
     this.recorder = new RecorderPanel(null, {
       onOpen: (id) => this.server.push("open_snapshot", { id }),
+      onBack: () => this.closeSnapshot(),
       onDownload: (id) => this.server.push("get_snapshot_file", { id }),
     });
-    this.root.append(this.header.el, this.recorder.el, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.flamePanel, this.detail.el);
+    this.snapshotView = null; // { transport, widget }: a snapshot shown in the tabs
+    // the live trace's tabs (hidden while a snapshot shows in their place)
+    this.live = h("div", { class: "kt-live", "data-testid": "live" }, tabs, this.log.el, this.sequencePanel, this.statsPanel, this.callsPanel, this.flamePanel, this.detail.el);
+    this.root.append(this.header.el, this.recorder.el, this.live);
     root.appendChild(this.root);
-    this.header.listen(document);
+    this.unlisten = this.header.listen(document);
     this.showTab("log");
+  }
+
+  // --- a recorder's snapshot in the tabs ---------------------------------------------
+
+  /**
+   * Shows a "snapshot" reply (the snapshot the panel asked for): its own widget, from its
+   * connect payload, in place of the live header and tabs; or the server's error.
+   */
+  showSnapshot(reply) {
+    // (an answer to an earlier click, or for a snapshot no longer asked for)
+    if (reply.id == null || reply.id !== this.recorder.openId) return;
+    if (reply.error != null) {
+      this.closeSnapshot();
+      return this.recorder.showError(reply.error);
+    }
+    this.dropSnapshotView();
+    const el = h("div", { class: "kt-snapshot-view", "data-testid": "snapshot-view", "data-snapshot-id": String(reply.id) });
+    this.root.appendChild(el);
+    const transport = new ViewTransport(this.server, reply.id, el);
+    this.snapshotView = { transport, widget: new TraceWidget(transport, reply.view) };
+    this.header.el.hidden = true;
+    this.live.hidden = true;
+    this.recorder.shown(reply.id);
+  }
+
+  /** Back to the live recorder. */
+  closeSnapshot() {
+    this.dropSnapshotView();
+    this.recorder.closed();
+    if (!this.live.hidden) return;
+    this.header.el.hidden = false;
+    this.live.hidden = false;
+    // (drawn while hidden: measured again)
+    this.showTab(this.tab);
+  }
+
+  dropSnapshotView() {
+    if (!this.snapshotView) return;
+    this.snapshotView.widget.dispose();
+    this.snapshotView.transport.root.remove();
+    this.snapshotView = null;
+  }
+
+  /** Stops what this widget started outside itself: its listeners and timers. */
+  dispose() {
+    this.dropSnapshotView();
+    this.unlisten();
+    for (const timer of [this.flameTimer, this.sequenceTimer, this.mermaidTimer]) clearTimeout(timer);
   }
 
   // --- data -------------------------------------------------------------------------

@@ -70,13 +70,15 @@ export class HeaderView {
     this.flashTimer = null;
   }
 
-  /** Closes a menu on a click elsewhere in the page. */
+  /** Closes a menu on a click elsewhere in the page. Returns what stops listening. */
   listen(doc) {
-    doc.addEventListener("click", (e) => {
+    const close = (e) => {
       const path = e.composedPath();
       if (!this.menu.hidden && !path.includes(this.exportWrap)) this.menu.hidden = true;
       if (!this.pauseMenu.hidden && !path.includes(this.pauseWrap)) this.pauseMenu.hidden = true;
-    });
+    };
+    doc.addEventListener("click", close);
+    return () => doc.removeEventListener("click", close);
   }
 
   /** Draws the status, the counters and which controls are enabled. */

@@ -1,16 +1,16 @@
 // A recorder's panel (issue 37.5), above the tabs of a trace widget whose trace is a
 // recorder (Kino.Trace.record/2): how full its ring is (events kept of its capacity,
 // bytes, how many were overwritten), its triggers and how often each fired, and its
-// frozen snapshots, newest first (time, trigger, events). A snapshot opens under the
-// list as its call trees and rows ("open_snapshot", the reply "snapshot"), and downloads
-// as the trace file Kino.Trace.save/2 writes ("get_snapshot_file", the reply
-// "snapshot_file", base64). The server sends the panel ("recorder",
-// KinoTrace.Widget.RecorderPayload) when it changes; the widget asks for it once at start.
+// frozen snapshots, newest first (time, trigger, events). A click on a snapshot asks for
+// it ("open_snapshot"); the widget (app.js) shows the reply, the snapshot's own widget
+// (KinoTrace.Widget.Views), in the usual tabs in place of the live ones, until "Back to
+// the live recorder" or until the snapshot leaves the list. Download saves its trace
+// file, as Kino.Trace.save/2 writes it ("get_snapshot_file", the reply "snapshot_file",
+// base64). The server sends the panel ("recorder", KinoTrace.Widget.RecorderPayload)
+// when it changes; the widget asks for it once at start.
 
 import { h, button } from "./dom.js";
-import { formatCount, formatTime, entryLine } from "./format.js";
-import { renderList } from "./call_tree.js";
-import { slowCallTree } from "./slow_calls_view.js";
+import { formatCount, formatTime } from "./format.js";
 import { downloadBytes } from "./export.js";
 
 /** Bytes with a unit. */
@@ -37,19 +37,22 @@ export function triggersText(p) {
 export class RecorderPanel {
   /**
    * @param {HTMLElement | null} parent (the caller places `el` itself when null)
-   * @param {object} opts onOpen(id) asks for a snapshot's events, onDownload(id) for its file
+   * @param {object} opts onOpen(id) asks for a snapshot (the widget shows the reply),
+   *   onBack() goes back to the live recorder, onDownload(id) asks for a snapshot's file
    */
-  constructor(parent, { onOpen, onDownload }) {
+  constructor(parent, { onOpen, onBack, onDownload }) {
     this.onOpen = onOpen;
+    this.onBack = onBack;
     this.onDownload = onDownload;
     this.panel = null;
-    this.openId = null;
+    this.openId = null; // the snapshot asked for or shown in the tabs
+    this.shownId = null; // the snapshot shown in the tabs
     this.el = h("div", { class: "kt-recorder", "data-testid": "recorder", hidden: "" });
     this.summary = h("div", { class: "kt-recorder-figures" });
     this.list = h("ul", { class: "kt-recorder-snapshots" });
-    this.view = h("div", { class: "kt-recorder-snapshot", "data-testid": "recorder-snapshot", hidden: "" });
+    this.bar = h("div", { class: "kt-recorder-bar", "data-testid": "recorder-bar", hidden: "" });
     this.error = h("div", { class: "kt-recorder-error kt-exception", hidden: "" });
-    this.el.append(this.summary, this.list, this.error, this.view);
+    this.el.append(this.summary, this.list, this.bar, this.error);
     if (parent) parent.appendChild(this.el);
   }
 
@@ -64,43 +67,79 @@ export class RecorderPanel {
       h("div", { class: "kt-muted", text: `${formatCount(p.snapshots.length)} snapshots kept · ${formatCount(p.snapshots_taken)} taken${dropped}` })
     );
     this.list.replaceChildren(...p.snapshots.map((s) => this.item(s)));
-    // a snapshot shown that is no longer kept
-    if (this.openId != null && !p.snapshots.some((s) => s.id === this.openId)) this.closeSnapshot();
+    // a snapshot asked for or shown that is no longer kept: back to the live recorder
+    if (this.openId != null && !p.snapshots.some((s) => s.id === this.openId)) this.onBack();
+  }
+
+  /** The snapshot `id` of the list, or undefined. */
+  snapshot(id) {
+    return this.panel ? this.panel.snapshots.find((s) => s.id === id) : undefined;
   }
 
   item(s) {
     const who = s.pid ? ` in ${s.pid}` : "";
+    const open = s.id === this.openId;
     return h(
       "li",
-      { class: "kt-recorder-item", "data-snapshot-id": String(s.id) },
+      { class: `kt-recorder-item${open ? " kt-recorder-item-open" : ""}`, "data-snapshot-id": String(s.id), "aria-current": open ? "true" : null },
       h("button", {
         class: "kt-link kt-recorder-open",
         type: "button",
         "data-action": "open-snapshot",
-        title: "Show this snapshot's events",
+        title: "Show this snapshot in the tabs (Log, Sequence, Stats, Calls, Flame)",
         text: `${formatTime(s.taken_at)} · ${s.trigger}${who} · ${formatCount(s.events)} events (${formatBytes(s.bytes)})`,
-        onclick: () => {
-          this.openId = s.id;
-          this.view.hidden = false;
-          this.view.replaceChildren(h("div", { class: "kt-muted", text: "loading…" }));
-          this.onOpen(s.id);
-        },
+        onclick: () => this.open(s.id),
       }),
       button("Download", "download-snapshot", () => this.onDownload(s.id), "kt-button kt-recorder-download")
     );
   }
 
-  /** Draws a "snapshot" reply: the snapshot's call trees and rows, or why not. */
-  showSnapshot(reply) {
-    if (reply.id !== this.openId && reply.id != null) return;
-    if (reply.error != null) return this.showError(reply.error);
-    const events = reply.events || [];
-    this.view.hidden = false;
-    this.view.replaceChildren(
-      h("div", { class: "kt-drill-title" }, h("span", { text: `Snapshot ${reply.id}: ${formatCount(events.length)} events${reply.omitted ? ` (the newest; ${formatCount(reply.omitted)} older in its file)` : ""}` }), button("Close", "close-snapshot", () => this.closeSnapshot(), "kt-button")),
-      renderList(slowCallTree(events)),
-      h("pre", { class: "kt-mono kt-recorder-rows", "data-testid": "recorder-rows", text: events.map(entryLine).join("\n") })
-    );
+  /** Asks for snapshot `id`; the bar says so until the widget shows it (`shown`). */
+  open(id) {
+    this.openId = id;
+    this.shownId = null;
+    this.error.hidden = true;
+    this.drawBar(`Opening ${this.label(id)}…`);
+    this.mark();
+    this.onOpen(id);
+  }
+
+  /** The widget shows snapshot `id` in the tabs. */
+  shown(id) {
+    this.openId = this.shownId = id;
+    const s = this.snapshot(id);
+    const what = s ? ` (${s.trigger}${s.pid ? ` in ${s.pid}` : ""}, ${formatCount(s.events)} events)` : "";
+    this.drawBar(`Showing ${this.label(id)}${what} in the tabs below`);
+    this.mark();
+  }
+
+  /** Back to the live recorder: no snapshot asked for or shown. */
+  closed() {
+    this.openId = this.shownId = null;
+    this.bar.hidden = true;
+    this.bar.replaceChildren();
+    this.mark();
+  }
+
+  // a snapshot by its time (its id is the trace's: a long number)
+  label(id) {
+    const s = this.snapshot(id);
+    return s ? `the snapshot of ${formatTime(s.taken_at)}` : "the snapshot";
+  }
+
+  drawBar(text) {
+    this.bar.hidden = false;
+    this.bar.replaceChildren(h("span", { "data-testid": "recorder-bar-text", text }), button("← Back to the live recorder", "back-to-live", () => this.onBack(), "kt-button"));
+  }
+
+  // the list's item of the snapshot asked for or shown
+  mark() {
+    for (const li of this.list.children) {
+      const open = li.dataset.snapshotId === String(this.openId);
+      li.classList.toggle("kt-recorder-item-open", open);
+      if (open) li.setAttribute("aria-current", "true");
+      else li.removeAttribute("aria-current");
+    }
   }
 
   /** Offers a "snapshot_file" reply as a download, or shows why not. */
@@ -113,11 +152,5 @@ export class RecorderPanel {
   showError(message) {
     this.error.hidden = false;
     this.error.textContent = message;
-  }
-
-  closeSnapshot() {
-    this.openId = null;
-    this.view.hidden = true;
-    this.view.replaceChildren();
   }
 }

@@ -28,9 +28,17 @@ defmodule KinoTraceTest.WireSchema do
     end
   end
 
-  @doc "Checks each `{:broadcast | :reply, event, payload}` effect; others are skipped."
+  @doc """
+  Checks each `{:broadcast | :reply, event, payload}` effect; others are skipped. A
+  snapshot view's event (`"view"`, KinoTrace.Widget.Views) is checked, then the event
+  it carries.
+  """
   def check_effects!(effects) do
     for {kind, event, payload} <- effects,
+        kind in [:broadcast, :reply],
+        do: check_event!(event, payload)
+
+    for {kind, "view", %{event: event, payload: payload}} <- effects,
         kind in [:broadcast, :reply],
         do: check_event!(event, payload)
 

@@ -25,7 +25,7 @@ if Code.ensure_loaded?(Kino.JS.Live) do
 
     use KinoTrace.Widget.Live,
       assets_path: "lib/assets/trace/build",
-      controller: KinoTrace.Widget.Controller
+      controller: KinoTrace.Widget.Views
 
     @doc """
     Builds the widget for a running trace.

@@ -42,10 +42,10 @@ defmodule KinoTrace.Widget.Controller do
   # (`%{"ids" => [id]}`: the events of the sequence rows in view, at most
   # `@max_mermaid_ids` ids), `"get_flame"` (`%{"process" => pid_text | nil}`),
   # `"get_slow_calls"` (`%{"mfa" => "Mod.fun/arity"}`: a Stats tab row's slow calls),
-  # `"open_snapshot"`, `"get_snapshot_file"` (`KinoTrace.Widget.RecorderPayload.reply/4`). A `"set_patterns"`
-  # event is bounded (`KinoTrace.Pattern.Edit.bounds/0`: so many lines, bytes per line
-  # and bytes in all); a larger one is refused as a whole and answered with a `"patterns"` reply whose
-  # `error` says why (see `KinoTrace.Widget.Payload.pattern_error/2`).
+  # `"get_snapshot_file"` (`KinoTrace.Widget.RecorderPayload.reply/4`; `"open_snapshot"`:
+  # `KinoTrace.Widget.Views`). A `"set_patterns"` event is bounded (`KinoTrace.Pattern.Edit.bounds/0`:
+  # so many lines, bytes per line and bytes in all); a larger one is refused as a whole and
+  # answered with a `"patterns"` reply whose `error` says why (`Payload.pattern_error/2`).
   #
   # ## Examples
   #

@@ -8,9 +8,9 @@ defmodule KinoTrace.Widget.RecorderPayload do
   #     first (time, trigger, events, bytes). The controller broadcasts it as
   #     `"recorder"` when it changed or a browser connected (checked once a tick, from
   #     the info it asks anyway).
-  #   * `snapshot_events/3` - the reply to `"open_snapshot"` (`%{"id" => id}`): a
-  #     snapshot's events as the log's rows (`KinoTrace.Widget.Payload.events/2`), at
-  #     most @max_rows, the newest.
+  #   * `find/2` - the snapshot a browser's `%{"id" => id}` names, as a trace: what
+  #     `KinoTrace.Widget.Views` opens in the usual tabs for `"open_snapshot"` (the
+  #     controller a trace from `Kino.Trace.open/1` has: a snapshot is a trace value).
   #   * `snapshot_file/2` - the reply to `"get_snapshot_file"` (`%{"id" => id}`): the
   #     snapshot's trace file, the bytes `Kino.Trace.save/2` writes (it writes them),
   #     base64, at most @max_file_bytes (a larger one is an error saying to save it).
@@ -20,8 +20,6 @@ defmodule KinoTrace.Widget.RecorderPayload do
 
   alias KinoTrace.Widget.Payload
 
-  # the most events of a snapshot a browser is sent to show (its file has them all)
-  @max_rows 5_000
   # the largest trace file a browser is sent to download
   @max_file_bytes 32 * 1024 * 1024
 
@@ -130,25 +128,6 @@ defmodule KinoTrace.Widget.RecorderPayload do
   def tick(%{recorder: previous}), do: {[], previous}
 
   @doc """
-  The events of the snapshot `request` names (`%{"id" => id}`) as the log's rows:
-  `%{id: id, events: rows, omitted: n}` (its newest #{@max_rows} events, the older
-  counted), or `%{id: id, error: message}`.
-  """
-  @spec snapshot_events(KinoTrace.Client.trace(), term(), Payload.limits()) :: map()
-  def snapshot_events(recorder, request, limits \\ []) do
-    with {:ok, snapshot} <- find(recorder, request),
-         {:ok, events} <- KinoTrace.Client.try_events(snapshot, 0xFFFFFFFF) do
-      # (the newest @max_rows)
-      shown = Enum.take(events, -@max_rows)
-      omitted = length(events) - length(shown)
-      %{id: snapshot.id, events: Payload.events(shown, limits), omitted: omitted}
-    else
-      {:error, message} when is_binary(message) -> %{id: id_of(request), error: message}
-      {:error, :ended} -> %{id: id_of(request), error: gone()}
-    end
-  end
-
-  @doc """
   The trace file of the snapshot `request` names (`%{"id" => id}`), as
   `Kino.Trace.save/2` writes it: `%{id: id, name: file_name, data: base64}`, or
   `%{id: id, error: message}`.
@@ -164,17 +143,13 @@ defmodule KinoTrace.Widget.RecorderPayload do
   end
 
   @doc """
-  The reply to a browser's `"open_snapshot"` (`"snapshot"`, `snapshot_events/3`) or
-  `"get_snapshot_file"` (`"snapshot_file"`, `snapshot_file/2`), as the controller's
-  effects; none for any other event (the controller hands it every event it does not
-  know).
+  The reply to a browser's `"get_snapshot_file"` (`"snapshot_file"`, `snapshot_file/2`),
+  as the controller's effects; none for any other event (the controller hands it every
+  event it does not know).
   """
   @spec reply(String.t(), term(), KinoTrace.Client.trace(), Payload.limits()) :: [
           {:reply, String.t(), map()}
         ]
-  def reply("open_snapshot", request, trace, limits),
-    do: [{:reply, "snapshot", snapshot_events(trace, request, limits)}]
-
   def reply("get_snapshot_file", request, trace, _limits),
     do: [{:reply, "snapshot_file", snapshot_file(trace, request)}]
 
@@ -185,8 +160,13 @@ defmodule KinoTrace.Widget.RecorderPayload do
   @spec max_file_bytes() :: pos_integer()
   def max_file_bytes, do: @max_file_bytes
 
-  # The snapshot of the recorder's list that `request` names, as a trace.
-  defp find(recorder, request) do
+  @doc """
+  The snapshot of `recorder`'s list that a browser's `request` (`%{"id" => id}`) names,
+  as a trace: `{:ok, trace}`, or `{:error, message}` when the recorder does not list it
+  (it was stopped, pushed out by newer ones, or never was).
+  """
+  @spec find(KinoTrace.Client.trace(), term()) :: {:ok, Kino.Trace.t()} | {:error, String.t()}
+  def find(recorder, request) do
     with id when is_integer(id) <- id_of(request),
          {:ok, list} when is_list(list) <- KinoTrace.Client.request(recorder, :snapshots),
          %{pid: pid, id: ^id} <- Enum.find(list, &(&1.id == id)) do
@@ -228,8 +208,17 @@ defmodule KinoTrace.Widget.RecorderPayload do
     end
   end
 
-  defp id_of(%{"id" => id}) when is_integer(id), do: id
-  defp id_of(_request), do: nil
+  @doc """
+  The snapshot id a browser's request names, or `nil`.
+
+      iex> KinoTrace.Widget.RecorderPayload.id_of(%{"id" => 7})
+      7
+      iex> KinoTrace.Widget.RecorderPayload.id_of(%{"id" => "7"})
+      nil
+  """
+  @spec id_of(term()) :: integer() | nil
+  def id_of(%{"id" => id}) when is_integer(id), do: id
+  def id_of(_request), do: nil
 
   defp gone, do: "this snapshot is no longer kept (stopped, or pushed out by newer ones)"
 

@@ -2,8 +2,8 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
   # The trace widget's recorder panel (issue 37 item 5), on the Elixir side: a real
   # recorder through the real controller, every payload checked against the wire's
   # schema. The panel has the ring's fullness, the overwritten events, the triggers and
-  # how often they fired, and the frozen snapshots; a snapshot opens as log rows and
-  # downloads as the trace file Kino.Trace.save/2 writes.
+  # how often they fired, and the frozen snapshots; a snapshot downloads as the trace
+  # file Kino.Trace.save/2 writes (it opens in the usual tabs: views_test.exs).
   use ExUnit.Case, async: false
 
   alias Kino.Trace
@@ -95,14 +95,7 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       WireSchema.check_connect!(payload)
       {[^panel], controller} = tick(controller)
 
-      # opened: its events as the log's rows
-      {[{:reply, "snapshot", opened}], controller} =
-        reply(controller, "open_snapshot", %{"id" => id})
-
-      assert opened.id == id
-      assert opened.omitted == 0
-      assert length(opened.events) == n
-      assert %{kind: "exception"} = List.last(opened.events)
+      # (opened in the usual tabs: test/kino_trace/widget/views_test.exs)
 
       # downloaded: a trace file that opens as the snapshot
       {[{:reply, "snapshot_file", file}], controller} =
@@ -136,18 +129,19 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
 
       # an id the recorder does not list, or none, is refused by name
       for request <- [%{"id" => id + 1_000}, %{"id" => "1"}, %{}] do
-        {[{:reply, "snapshot", %{error: error}}], _} = reply(controller, "open_snapshot", request)
-        assert error =~ "no longer kept"
-
-        {[{:reply, "snapshot_file", %{error: _}}], _} =
+        {[{:reply, "snapshot_file", %{error: error}}], _} =
           reply(controller, "get_snapshot_file", request)
+
+        assert error =~ "no longer kept"
       end
 
       # a snapshot stopped by hand leaves the panel
       Trace.stop(snap)
       {[after_stop], controller} = tick(controller)
       assert after_stop.snapshots == []
-      {[{:reply, "snapshot", %{error: _}}], _} = reply(controller, "open_snapshot", %{"id" => id})
+
+      {[{:reply, "snapshot_file", %{error: _}}], _} =
+        reply(controller, "get_snapshot_file", %{"id" => id})
 
       # the recorder ended: its snapshots with it, and the panel says so
       manual = Trace.snapshot(rec)
@@ -159,29 +153,6 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       # nothing left behind in the temporary directory
       assert Path.wildcard(Path.join(System.tmp_dir!(), "kino_trace_widget_*.ktrace")) == []
     end
-  end
-
-  test "a large snapshot opens with its newest events, the older counted" do
-    worker = Worker.start()
-    on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
-
-    rec =
-      Trace.record(["KinoTraceTest.PanelOrders.noise/1"],
-        pids: worker,
-        return: false,
-        events: 7_000
-      )
-
-    Worker.run(worker, fn -> for n <- 1..6_000, do: Orders.noise(n) end)
-    Helpers.trace_delivered(worker)
-    :ok = Trace.flush(rec)
-    snap = Trace.snapshot(rec)
-    {controller, _} = Controller.init(rec, lifeline: false)
-
-    {[{:reply, "snapshot", opened}], _} = reply(controller, "open_snapshot", %{"id" => snap.id})
-    assert length(opened.events) == 5_000 and opened.omitted == 1_000
-    assert List.last(opened.events).call =~ "noise(6000)"
-    Trace.stop(rec)
   end
 
   test "a trace that is not a recorder has no panel, and asks nothing" do
