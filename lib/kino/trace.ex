@@ -338,7 +338,7 @@ defmodule Kino.Trace do
   def snapshots(%__MODULE__{} = recorder) do
     case Client.call(recorder, :snapshots) do
       list when is_list(list) ->
-        for %{pid: pid, id: id} <- list, do: %__MODULE__{id: id, session: pid, node: node()}
+        for %{session: pid, id: id} <- list, do: %__MODULE__{id: id, session: pid, node: node()}
 
       _ ->
         raise ArgumentError,

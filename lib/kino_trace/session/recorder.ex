@@ -274,7 +274,7 @@ defmodule KinoTrace.Session.Recorder do
   def snapshot(state) do
     events = History.take(state.history, History.size(state.history))
     state = take(state, events, %{trigger: :manual, event: nil, pid: nil, trigger_time: nil})
-    %{pid: pid, id: id} = hd(state.recorder.snapshots)
+    %{session: pid, id: id} = hd(state.recorder.snapshots)
     {{pid, id}, state}
   end
 
@@ -335,7 +335,7 @@ defmodule KinoTrace.Session.Recorder do
 
     case state.recorder do
       %{taken: ^taken} -> {{:error, :failed}, state}
-      %{snapshots: [%{pid: pid, id: id} | _]} -> {{pid, id}, state}
+      %{snapshots: [%{session: pid, id: id} | _]} -> {{pid, id}, state}
     end
   end
 
@@ -355,7 +355,8 @@ defmodule KinoTrace.Session.Recorder do
     with {:ok, pid, id} <- KinoTrace.Replay.start(self(), {:events, info, :put}),
          {:ok, :ok} <- KinoTrace.Client.request(pid, {:put_events, events}, :infinity) do
       # (a snapshot stopped by hand leaves the list: snapshot_down/2)
-      entry = Map.merge(snapshot, %{pid: pid, id: id, ref: Process.monitor(pid)})
+      # (`session`: its server; `pid` stays the triggering process)
+      entry = Map.merge(snapshot, %{session: pid, id: id, ref: Process.monitor(pid)})
 
       rec = %{
         rec
@@ -397,7 +398,7 @@ defmodule KinoTrace.Session.Recorder do
     if length(snapshots) > config.snapshots or rec.snapshot_bytes > config.snapshot_bytes do
       oldest = List.last(snapshots)
       Process.demonitor(oldest.ref, [:flush])
-      KinoTrace.Client.stop(oldest.pid)
+      KinoTrace.Client.stop(oldest.session)
 
       evict(%{
         rec
@@ -413,7 +414,8 @@ defmodule KinoTrace.Session.Recorder do
   defp evict(rec), do: rec
 
   @doc """
-  The snapshots kept, newest first (`%{pid, id, ...figures}` each), and the state without
+  The snapshots kept, newest first (`%{session, id, ...figures}` each, `pid` the
+  triggering process), and the state without
   those that have ended (stopped by hand: their monitor's message may still be on its way).
   """
   @spec snapshots(map()) :: {[map()], map()}
@@ -422,7 +424,7 @@ defmodule KinoTrace.Session.Recorder do
   def snapshots(%{recorder: rec} = state) do
     state =
       Enum.reduce(rec.snapshots, state, fn snapshot, state ->
-        if Process.alive?(snapshot.pid) do
+        if Process.alive?(snapshot.session) do
           state
         else
           Process.demonitor(snapshot.ref, [:flush])

@@ -169,7 +169,7 @@ defmodule KinoTrace.Widget.RecorderPayload do
   def find(recorder, request) do
     with id when is_integer(id) <- id_of(request),
          {:ok, list} when is_list(list) <- KinoTrace.Client.request(recorder, :snapshots),
-         %{pid: pid, id: ^id} <- Enum.find(list, &(&1.id == id)) do
+         %{session: pid, id: ^id} <- Enum.find(list, &(&1.id == id)) do
       {:ok, %Kino.Trace{id: id, session: pid, node: node()}}
     else
       _ -> {:error, gone()}

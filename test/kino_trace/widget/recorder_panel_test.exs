@@ -84,7 +84,9 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       assert %{kept: 6, capacity: 6} = panel
       assert panel.overwritten > 0
       assert [%{trigger: "exception", fired: 1}, %{fired: 0}] = panel.triggers
-      assert [%{trigger: "exception", id: id, events: n}] = panel.snapshots
+      assert [%{trigger: "exception", id: id, events: n, pid: pid}] = panel.snapshots
+      # the process the exception was raised in, not the snapshot's server (its id says that)
+      assert pid == inspect(worker)
       assert panel.snapshots_taken == 1
       [snap] = Trace.snapshots(rec)
       assert snap.id == id
