@@ -161,7 +161,16 @@ defmodule Kino.Trace.Calls.OwnWorkTest do
           do: {e.pid, e.module, e.function}
 
     assert seen == [],
-           "#{length(seen)} calls of kino_trace's own processes: #{inspect(Enum.take(seen, 5))}"
+           "#{length(seen)} calls of kino_trace's own processes: #{inspect(Enum.take(seen, 5))}; " <>
+             "the processes: #{inspect(for {pid, _, _} <- Enum.uniq_by(seen, &elem(&1, 0)), do: whose(pid))}"
+  end
+
+  # What a process is, to tell which of kino_trace's own a failure names (it failed about
+  # one run in three of the calls tests together, never alone).
+  defp whose(pid) do
+    {pid,
+     Process.info(pid, [:registered_name, :initial_call, :current_function]) ||
+       :exited, get_in(Process.info(pid, [:dictionary]) || [], [:dictionary, :"$initial_call"])}
   end
 
   # --- the widgets' processes (issue 23 item 2) -------------------------------------------
