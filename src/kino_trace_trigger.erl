@@ -18,7 +18,10 @@
 %%   * {match, {Text, {M, F, A}, MatchSpec}}: a call of M:F/A (each may be '_') whose
 %%     argument list MatchSpec matches;
 %%   * {message, {Text, MatchSpec}}: a message sent or received; MatchSpec matches
-%%     [Peer, Message] (the receiver, or the receiving process).
+%%     [Peer, Message] (the receiver, or the receiving process);
+%%   * {telemetry, EventNames}: a :telemetry event, which is no trace event: it never
+%%     fires here; a session of this node attaches a handler for it
+%%     (KinoTrace.Session.Recorder).
 %%
 %% compile/1 compiles the match specs on the node that runs them (a compiled match spec
 %% is a reference valid on its own node only).
@@ -31,7 +34,8 @@
 
 -type trigger() :: {exception, boolean()} | {slower_than, pos_integer()}
                  | {match, {binary(), {atom(), atom(), arity() | '_'}, term()}}
-                 | {message, {binary(), term()}}.
+                 | {message, {binary(), term()}}
+                 | {telemetry, [[atom()]]}.
 %% pid => true: processes whose last event was an exception
 -type raising() :: #{pid() | port() => true}.
 -export_type([trigger/0, raising/0]).
@@ -98,7 +102,7 @@ raising(Raising, #{pid := Pid}) ->
 
 %% @doc The triggers' names, each fired count's key.
 -spec names() -> [atom()].
-names() -> [exception, slower_than, match, message].
+names() -> [exception, slower_than, match, message, telemetry].
 
 %% @doc What the triggers read of a raw event (kino_trace_raw_event.hrl), as the decoder
 %% names it (KinoTrace.Tracer.Decoder: kind, and the fields below), with Duration (nil

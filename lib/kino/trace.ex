@@ -238,7 +238,10 @@ defmodule Kino.Trace do
       `match: "MyApp.Orders.place(%{total: t}) when t > 1000"` (a call that matches a
       pattern, in the syntax of `calls/2`'s patterns), `message: "{:error, _}"` (a
       message sent or received that matches a message pattern, as `messages/2`'s
-      `:pattern` takes it);
+      `:pattern` takes it), `telemetry: [:my_app, :order, :failed]` (a `:telemetry`
+      event, or a list of them: when the optional `:telemetry` package is loaded, and
+      on this node only; the ring is frozen as the recorder hears of the event, with
+      the emitting process's open calls);
     * `after:` - what a triggered snapshot records after its trigger: `n` events (or
       `{n, :events}`; when fewer come, the window ends 5 s after its trigger with those
       that came) or `{ms, :ms}`; none by default.
@@ -327,8 +330,8 @@ defmodule Kino.Trace do
   @doc """
   A recorder's snapshots, newest first (triggered or taken with `snapshot/1`); each is a
   trace, whose `info/1` has `:snapshot`: its `:trigger` (`:exception`, `:slower_than`,
-  `:match` or `:manual`), the triggering event's `:event` id and `:pid`, `:trigger_time`
-  (the event's time) and `:taken_at` (system microseconds), its `:events` and `:bytes`.
+  `:match`, `:message`, `:telemetry` or `:manual`), the triggering event's `:event` id
+  and `:pid` (the emitting process for `:telemetry`), `:trigger_time` (the event's time) and `:taken_at` (system microseconds), its `:events` and `:bytes`.
 
       iex> rec = Kino.Trace.record(["Enum.sum/1"], pids: self())
       iex> Kino.Trace.snapshots(rec)

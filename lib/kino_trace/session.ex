@@ -338,6 +338,9 @@ defmodule KinoTrace.Session do
   defp message({:kino_trace_record_after, ref}, state),
     do: {:noreply, state |> Drain.for_request() |> Recorder.window_ended(ref)}
 
+  defp message({:kino_trace_telemetry, _name, pid, time}, state),
+    do: {:noreply, state |> Drain.for_request() |> Recorder.telemetry(pid, time)}
+
   # This node's fallback tracer: its mailbox guard switched the session's process flags
   # off, and its mailbox is empty again.
   defp message({:kino_trace, id, :restore}, %{tracer_id: id} = state) do
@@ -453,6 +456,7 @@ defmodule KinoTrace.Session do
 
   defp do_end_tracing(state, status, mode) do
     Safeguards.ending(state)
+    if state.recorder, do: KinoTrace.Session.TelemetryTrigger.detach(state.recorder.config.on)
     backend = Backend.destroy(state.backend, Enum.map(Setup.patterns(state), &Pattern.mfa/1))
     state = Safeguards.stop_guard(%{state | backend: backend})
     # what was queued before is delivered; then the native session closes

@@ -11,7 +11,9 @@ defmodule KinoTrace.Plan.Record do
   #     call), `slower_than: ms` (a call that returned, or raised, after more than `ms`),
   #     `match: "Mod.fun(args) when guard"` (a call that matches a pattern in the
   #     patterns' syntax); `message: "{:error, _}"` (a message sent or received that
-  #     matches a message pattern, as the `:pattern` option takes it);
+  #     matches a message pattern, as the `:pattern` option takes it); `telemetry:
+  #     [:my_app, :repo, :query]` (a `:telemetry` event, or a list of them; only when the
+  #     optional `:telemetry` package is loaded, and on this node);
   #   * `after:` - what a triggered snapshot records after its trigger: `n` (or `{n,
   #     :events}`) events, or `{ms, :ms}` milliseconds; `0` (none) by default.
   #
@@ -36,6 +38,8 @@ defmodule KinoTrace.Plan.Record do
         }
 
   @keys [:events, :bytes, :snapshots, :snapshot_bytes, :on, :after]
+  # the :telemetry events one recorder may attach to
+  @max_telemetry_events 64
 
   @doc """
   How long an after-window of n events waits for them at most (ms): after a crash that
@@ -63,7 +67,7 @@ defmodule KinoTrace.Plan.Record do
       snapshot_bytes: cap(:snapshot_bytes),
       on:
         {[],
-         {"a keyword list of triggers: exception: true, slower_than: ms, match: \"Mod.fun(args)\"",
+         {"a keyword list of triggers: exception: true, slower_than: ms, match: \"Mod.fun(args)\", telemetry: [:app, :event]",
           &Keyword.keyword?/1}},
       after: {0, &check_after/1}
     ]
@@ -156,14 +160,39 @@ defmodule KinoTrace.Plan.Record do
     end
   end
 
+  defp trigger!({:telemetry, names}, options) when is_list(names) and names != [] do
+    names = if Enum.all?(names, &is_atom/1), do: [names], else: names
+
+    cond do
+      not Enum.all?(names, &telemetry_name?/1) or length(names) > @max_telemetry_events ->
+        invalid!(
+          "telemetry: expected an event name (a list of atoms) or at most " <>
+            "#{@max_telemetry_events} of them, got: #{inspect(names)}"
+        )
+
+      options[:nodes] not in [nil, [], node(), [node()]] ->
+        invalid!("telemetry: runs on this node only (a recorder with nodes: cannot take it)")
+
+      not Code.ensure_loaded?(:telemetry) ->
+        invalid!(
+          "telemetry: needs the :telemetry package loaded (an optional dependency: " <>
+            "add {:telemetry, \"~> 1.0\"} to your dependencies)"
+        )
+
+      true ->
+        {:telemetry, Enum.uniq(names)}
+    end
+  end
+
   defp trigger!({key, value}, _options)
-       when key in [:exception, :slower_than, :match, :message] do
+       when key in [:exception, :slower_than, :match, :message, :telemetry] do
     expected =
       %{
         exception: "true",
         slower_than: "a positive number of milliseconds",
         match: "a call pattern as a string",
-        message: "a message pattern as a string"
+        message: "a message pattern as a string",
+        telemetry: "an event name (a list of atoms) or a list of them"
       }[key]
 
     invalid!("#{key}: expected #{expected}, got: #{inspect(value)}")
@@ -171,9 +200,12 @@ defmodule KinoTrace.Plan.Record do
 
   defp trigger!({key, _value}, _options) do
     invalid!(
-      "unknown trigger #{inspect(key)} (known: :exception, :slower_than, :match, :message)"
+      "unknown trigger #{inspect(key)} (known: :exception, :slower_than, :match, :message, :telemetry)"
     )
   end
+
+  defp telemetry_name?(name),
+    do: is_list(name) and name != [] and Enum.all?(name, &is_atom/1)
 
   defp invalid!(message), do: raise(ArgumentError, "invalid value for :on: " <> message)
 end

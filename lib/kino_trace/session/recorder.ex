@@ -16,10 +16,9 @@ defmodule KinoTrace.Session.Recorder do
   #     that fires while a window is open counts in `fired` and takes no other snapshot;
   #   * an exception fires once, where it is raised: as it goes up through more traced
   #     calls of its process (their exception events) it fires nothing again;
-  #   * the open calls of each process (with triggers): a trigger's snapshot has the
-  #     calls that led to it in its process even when the ring overwrote them (at most
-  #     @stack_depth per process, @stack_pids processes, and a quarter of the ring's
-  #     bytes in all: beyond, the oldest are forgotten);
+  #   * the open calls of each process (with triggers, KinoTrace.Session.OpenCalls): a
+  #     trigger's snapshot has the calls that led to it in its process even when the
+  #     ring overwrote them (within a quarter of the ring's bytes);
   #   * counters for `Kino.Trace.info/1`'s `:recorder`: what the ring keeps and overwrote,
   #     own events left out (`KinoTrace.Session.OwnEvents`), so that
   #     accepted == kept + overwritten + own + queued + discarded.
@@ -28,7 +27,7 @@ defmodule KinoTrace.Session.Recorder do
 
   alias KinoTrace.Plan.Record
   alias KinoTrace.History
-  alias KinoTrace.Session.{Info, Setup}
+  alias KinoTrace.Session.{Info, OpenCalls, Setup}
 
   defstruct [
     :config,
@@ -38,23 +37,20 @@ defmodule KinoTrace.Session.Recorder do
     snapshots: [],
     snapshot_bytes: 0,
     dropped: 0,
-    fired: %{exception: 0, slower_than: 0, match: 0, message: 0},
+    fired: %{exception: 0, slower_than: 0, match: 0, message: 0, telemetry: 0},
     taken: 0,
     # snapshots that could not be made (their replay did not start)
     failed: 0,
     own: 0,
     # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
     pending: nil,
-    # pid => open call events with their bytes, innermost first; their bytes in all
-    stacks: %{},
-    stack_bytes: 0,
+    # each process's open calls (KinoTrace.Session.OpenCalls)
+    open_calls: nil,
     # processes whose last event was an exception: the same exception going up through
     # more traced calls fires no trigger again (:kino_trace_trigger.raising/2)
     raising: %{}
   ]
 
-  @stack_depth 32
-  @stack_pids 1_000
   # an after-window of n events ends at the latest this long after its trigger, with the
   # events it has: after a crash that ends the triggering process, or on a trace that
   # goes quiet, they may never come (the docs of Kino.Trace.record/2 and the guide say 5 s)
@@ -66,8 +62,40 @@ defmodule KinoTrace.Session.Recorder do
   @spec new(Record.t() | nil) :: t() | nil
   def new(nil), do: nil
 
-  def new(config),
-    do: %__MODULE__{config: config, triggers: :kino_trace_trigger.compile(config.on)}
+  def new(config) do
+    KinoTrace.Session.TelemetryTrigger.attach(config.on)
+
+    %__MODULE__{
+      config: config,
+      triggers: :kino_trace_trigger.compile(config.on),
+      # a quarter of the ring's bytes at most
+      open_calls: OpenCalls.new(div(config.bytes, 4))
+    }
+  end
+
+  @doc """
+  A `:telemetry` event (`KinoTrace.Session.TelemetryTrigger`) emitted by `pid` at `time`
+  (system microseconds), the queued events delivered first: the snapshot a trace
+  event's trigger takes (the ring, `pid`'s open calls, the after-window), or a count
+  when a window is open. Nothing once tracing ended.
+  """
+  @spec telemetry(map(), pid(), integer()) :: map()
+  def telemetry(%{status: status, recorder: %{} = rec} = state, pid, time)
+      when status in [:running, :paused] do
+    rec = %{rec | fired: Map.update!(rec.fired, :telemetry, &(&1 + 1))}
+    state = %{state | recorder: rec}
+
+    if rec.pending,
+      do: state,
+      else:
+        open(state, freeze(state.history, rec, 0, pid), :telemetry, %{
+          id: nil,
+          pid: pid,
+          time: time
+        })
+  end
+
+  def telemetry(state, _pid, _time), do: state
 
   @doc "The ring a recorder's session keeps as its history."
   @spec ring(Record.t()) :: History.t()
@@ -115,7 +143,7 @@ defmodule KinoTrace.Session.Recorder do
     first = match?([_ | _], events) && hd(events).id
 
     missing =
-      for {event, _bytes} <- Enum.reverse(Map.get(rec.stacks, pid, [])),
+      for event <- OpenCalls.of(rec.open_calls, pid),
           first == false or event.id < first,
           do: event
 
@@ -124,49 +152,11 @@ defmodule KinoTrace.Session.Recorder do
 
   defp fires(rec, event), do: :kino_trace_trigger.fires(rec.triggers, event, rec.raising)
 
-  # Keeps each process's open calls: a call is pushed, its return or exception pops it
-  # (and any left above it); lost events forget what was open.
-  defp track(rec, event), do: rec |> raising(event) |> stack(event)
-
-  defp raising(rec, event), do: %{rec | raising: :kino_trace_trigger.raising(rec.raising, event)}
-
-  defp stack(rec, %{kind: :call, pid: pid} = event) do
-    rec =
-      if map_size(rec.stacks) >= @stack_pids and not Map.has_key?(rec.stacks, pid),
-        do: %{rec | stacks: %{}, stack_bytes: 0},
-        else: rec
-
-    old = Map.get(rec.stacks, pid, [])
-    {kept, gone} = if event.lost, do: {[], old}, else: Enum.split(old, @stack_depth - 1)
-    bytes = History.bytes_of(event)
-    stack_bytes = rec.stack_bytes + bytes - sum_bytes(gone)
-
-    # beyond their bytes' bound, every process's open calls are forgotten
-    if stack_bytes > div(rec.config.bytes, 4),
-      do: %{rec | stacks: %{}, stack_bytes: 0},
-      else: %{
-        rec
-        | stacks: Map.put(rec.stacks, pid, [{event, bytes} | kept]),
-          stack_bytes: stack_bytes
-      }
+  # (the open calls: KinoTrace.Session.OpenCalls)
+  defp track(rec, event) do
+    rec = %{rec | raising: :kino_trace_trigger.raising(rec.raising, event)}
+    %{rec | open_calls: OpenCalls.track(rec.open_calls, event)}
   end
-
-  defp stack(rec, %{kind: kind, pid: pid, call_id: call_id}) when kind in [:return, :exception] do
-    with %{^pid => stack} <- rec.stacks,
-         {inner, [{%{id: ^call_id}, _} = call | outer]} <-
-           Enum.split_while(stack, fn {e, _} -> e.id != call_id end) do
-      stacks =
-        if outer == [], do: Map.delete(rec.stacks, pid), else: Map.put(rec.stacks, pid, outer)
-
-      %{rec | stacks: stacks, stack_bytes: rec.stack_bytes - sum_bytes([call | inner])}
-    else
-      _ -> rec
-    end
-  end
-
-  defp stack(rec, _event), do: rec
-
-  defp sum_bytes(entries), do: Enum.reduce(entries, 0, fn {_event, bytes}, sum -> sum + bytes end)
 
   defp open(%{recorder: rec} = state, frozen, trigger, event) do
     window = %{
@@ -450,7 +440,7 @@ defmodule KinoTrace.Session.Recorder do
       %{
         events: rec.config.events,
         bytes: rec.config.bytes,
-        open_calls_bytes: rec.stack_bytes,
+        open_calls_bytes: OpenCalls.bytes(rec.open_calls),
         own: rec.own,
         triggers: Enum.map(rec.config.on, &trigger_text/1),
         after: rec.config.after,

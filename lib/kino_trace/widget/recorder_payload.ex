@@ -229,6 +229,7 @@ defmodule KinoTrace.Widget.RecorderPayload do
         {:slower_than, ms} -> {:slower_than, "slower than #{ms} ms"}
         {:match, text} -> {:match, "match #{text}"}
         {:message, text} -> {:message, "message #{text}"}
+        {:telemetry, names} -> {:telemetry, "telemetry #{Enum.map_join(names, ", ", &inspect/1)}"}
         other -> {:other, inspect(other)}
       end
 

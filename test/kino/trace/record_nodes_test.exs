@@ -141,7 +141,7 @@ defmodule Kino.Trace.RecordNodesTest do
       :erpc.call(n, Echo, :double, [7])
 
       fired = fn -> Trace.info(rec).recorder.fired end
-      wait_until(fn -> fired.() == %{exception: 1, match: 1, slower_than: 0, message: 0} end)
+      wait_until(fn -> fired.() == %{exception: 1, match: 1, slower_than: 0, message: 0, telemetry: 0} end)
       # nothing came here: the snapshots wait on the node
       assert Trace.info(rec).nodes[n].recorder.snapshots_waiting == 2
       assert Trace.events(rec) == []
