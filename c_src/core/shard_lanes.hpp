@@ -31,6 +31,17 @@
 
 #include <concurrentqueue.h>
 
+#if defined(__SANITIZE_THREAD__)
+#define KINO_TRACE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KINO_TRACE_TSAN 1
+#endif
+#endif
+#ifdef KINO_TRACE_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #include "spsc_queue.hpp"
 
 namespace kino_trace {
@@ -82,12 +93,68 @@ struct MoodycamelTraits : moodycamel::ConcurrentQueueDefaultTraits {
 //   frees an explicit producer's block early): a lane holds what its largest backlog
 //   needed, which the caller's caps (queue events and bytes) bound.
 //
-// TSan. moodycamel orders a block's reuse with standalone fences (the consumer's release
-// fence after it moved items out of a block, the producer's acquire fence before it
-// writes into that block again), which TSan does not model: it reports the producer's
-// new item against the consumer's read of the old one in the same slot. The Catch2 suite
-// suppresses races with a frame in moodycamel's header (c_src/tests/tsan_suppressions.cpp,
-// which says what stays checked).
+// TSan. moodycamel hands an emptied block back to its producer through standalone
+// fences: the producer finds the block empty with relaxed loads of its empty flags or
+// count, then an acquire fence, before it writes into it again (and the consumer sets
+// small blocks' flags after a release fence). TSan does not model standalone fences, so
+// it reported every item written into a reused block's slot against the consumer's read
+// of the one before: about 3 reports for 4 items. Suppressed, each still took TSan's
+// report path (stacks restored, symbolized, matched, under its global mutex): 200 000
+// items through one lane took 108 s, a stress test with every shard on moodycamel ran
+// past 9 minutes, and now and then a report whose stack TSan could no longer restore
+// escaped the suppression (issue 40). So, under TSan only, the queue holds each item in
+// a MoodycamelSlots::Stored whose base tells TSan the order the fences give: it acquires
+// on the slot's address when the producer constructs an item there, and releases on it
+// when the consumer's dequeue destroys the item it moved out (before moodycamel counts
+// the slot empty). Without TSan the queue holds T itself. What TSan still cannot see is
+// the block index entry the producer rewrites for a block it reuses, inside moodycamel's
+// enqueue: the Catch2 suite suppresses that (c_src/tests/tsan_suppressions.cpp), a few
+// reports per reused block, not per item.
+template <class T>
+struct MoodycamelSlots {
+#ifdef KINO_TRACE_TSAN
+  struct Order {
+    Order() noexcept { __tsan_acquire(this); }
+    Order(const Order&) noexcept { __tsan_acquire(this); }
+    Order& operator=(const Order&) = delete;
+    ~Order() { __tsan_release(this); }  // a base's: runs after the item's destructor
+  };
+  struct Stored : Order {
+    explicit Stored(T&& v) noexcept : item(std::move(v)) {}
+    Stored(Stored&& other) noexcept : Order(), item(std::move(other.item)) {}
+    T item;
+  };
+  // What moodycamel's bulk dequeue writes through: each slot's item moved to out[k].
+  struct Out {
+    T* at;
+    Out& operator*() noexcept { return *this; }
+    Out& operator++() noexcept {
+      ++at;
+      return *this;
+    }
+    Out operator++(int) noexcept { return Out{at++}; }
+    Out& operator=(Stored&& slot) noexcept {
+      *at = std::move(slot.item);
+      return *this;
+    }
+  };
+  template <class Queue, class Token>
+  static bool enqueue(Queue& queue, const Token& token, T& item) {
+    Stored slot(std::move(item));
+    if (queue.enqueue(token, std::move(slot))) return true;
+    item = std::move(slot.item);  // left intact, as moodycamel leaves what it could not enqueue
+    return false;
+  }
+#else
+  using Stored = T;
+  using Out = T*;
+  template <class Queue, class Token>
+  static bool enqueue(Queue& queue, const Token& token, T& item) {
+    return queue.enqueue(token, std::move(item));
+  }
+#endif
+};
+
 template <class T, std::size_t kBlock, class Alloc>
 class MoodycamelLanes {
   static_assert(std::is_nothrow_move_constructible<T>::value, "moodycamel's enqueue must not throw");
@@ -105,7 +172,7 @@ class MoodycamelLanes {
 
   bool push(std::size_t i, T&& item) {
     Lane& lane = lanes_[i];
-    if (!queue_.enqueue(tokens_[i], std::move(item))) return false;
+    if (!Slots::enqueue(queue_, tokens_[i], item)) return false;
     lane.pushed.store(lane.pushed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return true;
   }
@@ -119,7 +186,7 @@ class MoodycamelLanes {
     std::size_t n = 0;
     // one call takes what it can of the producer's current block run; loop for the rest
     while (n < want) {
-      const std::size_t got = queue_.try_dequeue_bulk_from_producer(tokens_[i], out + n, want - n);
+      const std::size_t got = queue_.try_dequeue_bulk_from_producer(tokens_[i], typename Slots::Out{out + n}, want - n);
       if (got == 0) break;
       n += got;
     }
@@ -128,7 +195,8 @@ class MoodycamelLanes {
   }
 
  private:
-  using Queue = moodycamel::ConcurrentQueue<T, MoodycamelTraits<kBlock, Alloc>>;
+  using Slots = MoodycamelSlots<T>;
+  using Queue = moodycamel::ConcurrentQueue<typename Slots::Stored, MoodycamelTraits<kBlock, Alloc>>;
   // The producer's line (its tail), then the consumer's.
   struct alignas(64) Lane {
     std::atomic<std::uint64_t> pushed{0};
