@@ -1,14 +1,14 @@
 // The queues under a ShardedQueue's shards (issue 40): one FIFO lane per shard, each with
 // one producer at a time and one consumer; free of erl_nif. Two implementations with one
-// interface, and the two together (ShardLanes, at the end):
+// interface, and the two together (ShardLanes, at the end, which chooses):
 //
 //   MoodycamelLanes  one moodycamel::ConcurrentQueue (the design card's queue) with an
 //                    explicit ProducerToken per lane: a lane's enqueue touches only that
 //                    producer's block and indices; the consumer takes a lane's items in
 //                    order with try_dequeue_bulk_from_producer.
 //   SpscLanes        one SpscQueue per lane (issue 26's hand-written queue).
-//   SchedulerLanes   SpscLanes for the scheduler shards, MoodycamelLanes for the shared
-//                    one (issue 40's A/B: the default).
+//   ShardLanes       SpscLanes for the scheduler shards, MoodycamelLanes for the shared
+//                    one (issue 40's A/B; ShardedQueue's lanes).
 //
 // The interface, for lane i in 0 .. lanes-1:
 //   bool push(i, T&&)             producer: false when no memory (the item left intact)
@@ -208,16 +208,23 @@ class MoodycamelLanes {
   std::vector<Lane> lanes_;
 };
 
-// What issue 40's A/B kept (bench/RESULTS.md): the scheduler shards on SpscQueue, whose
-// producer writes only its own lines (moodycamel's consumer writes the producer's
-// indices' line with its read-modify-writes on every bulk dequeue: row 3 was 24 % slower
-// and the consumer half as fast across three VMs), and the last lane, the shared shard
-// that dirty schedulers and other threads take turns on under ShardedQueue's mutex, on
-// moodycamel's queue.
+// The one place the shards' queue is chosen (issue 40's A/B, bench/RESULTS.md: three
+// fresh VMs each, alternating, on a loaded machine). With every shard on moodycamel, row
+// 3 (the user path) was 24 % slower across the VMs' median (1690 ns against 1367), beyond
+// the issue's 5 % rule; 3n on two processes scaled 0.80 of the untraced loop's against
+// 1.05, and the consumer was half as fast (2.19 M events/s against 4.28). So:
+// - the scheduler shards are on SpscQueue: its producer writes only its own lines and
+//   the consumer none of them, where moodycamel's bulk dequeue does its read-modify-writes
+//   (dequeueOptimisticCount, dequeueOvercommit, headIndex) on the producer object whose
+//   line also holds the producer's tailIndex, so each drain pulls the traced process's
+//   line to the consumer's core and back; and SpscQueue prefetches the slot two ahead,
+//   which moodycamel's interface cannot;
+// - the last lane, the shared shard that dirty schedulers and other threads take turns
+//   on under ShardedQueue's mutex (several producers meet there), is on moodycamel's.
 template <class T, std::size_t kBlock, class Alloc>
-class SchedulerLanes {
+class ShardLanes {
  public:
-  explicit SchedulerLanes(std::size_t lanes) : shared_at_(lanes - 1), spsc_(lanes - 1), shared_(1) {}
+  explicit ShardLanes(std::size_t lanes) : shared_at_(lanes - 1), spsc_(lanes - 1), shared_(1) {}
 
   bool push(std::size_t i, T&& item) { return i < shared_at_ ? spsc_.push(i, std::move(item)) : shared_.push(0, std::move(item)); }
   std::uint64_t pushed(std::size_t i) const { return i < shared_at_ ? spsc_.pushed(i) : shared_.pushed(0); }
@@ -230,15 +237,5 @@ class SchedulerLanes {
   SpscLanes<T, kBlock, Alloc> spsc_;
   MoodycamelLanes<T, kBlock, Alloc> shared_;
 };
-
-// KINO_TRACE_SHARD_QUEUE=moodycamel (CMake) puts every shard on moodycamel, to rerun
-// the A/B on a quieter host.
-#ifdef KINO_TRACE_MOODYCAMEL_SHARDS
-template <class T, std::size_t kBlock, class Alloc>
-using ShardLanes = MoodycamelLanes<T, kBlock, Alloc>;
-#else
-template <class T, std::size_t kBlock, class Alloc>
-using ShardLanes = SchedulerLanes<T, kBlock, Alloc>;
-#endif
 
 }  // namespace kino_trace

@@ -31,7 +31,7 @@ struct LanesFailingAlloc {
 
 TEMPLATE_TEST_CASE("ShardLanes: each lane is FIFO across blocks, lanes apart", "[lanes]",
                    (MoodycamelLanes<std::uint64_t, 4, SpscNewDelete>), (SpscLanes<std::uint64_t, 4, SpscNewDelete>),
-                   (SchedulerLanes<std::uint64_t, 4, SpscNewDelete>)) {
+                   (ShardLanes<std::uint64_t, 4, SpscNewDelete>)) {
   TestType lanes(3);
   for (std::uint64_t i = 0; i < 50; ++i) {
     REQUIRE(lanes.push(i % 3, std::uint64_t{i}));
@@ -49,7 +49,7 @@ TEMPLATE_TEST_CASE("ShardLanes: each lane is FIFO across blocks, lanes apart", "
 TEMPLATE_TEST_CASE("ShardLanes: a push that finds no memory is false and leaves the item intact", "[lanes][alloc]",
                    (MoodycamelLanes<std::shared_ptr<int>, 2, LanesFailingAlloc>),
                    (SpscLanes<std::shared_ptr<int>, 2, LanesFailingAlloc>),
-                   (SchedulerLanes<std::shared_ptr<int>, 2, LanesFailingAlloc>)) {
+                   (ShardLanes<std::shared_ptr<int>, 2, LanesFailingAlloc>)) {
   TestType lanes(1);
   auto item = std::make_shared<int>(7);
   LanesFailingAlloc::fail = true;
@@ -68,7 +68,7 @@ TEMPLATE_TEST_CASE("ShardLanes: a push that finds no memory is false and leaves 
 TEMPLATE_TEST_CASE("ShardLanes: items still queued are destroyed with the lanes", "[lanes]",
                    (MoodycamelLanes<std::shared_ptr<int>, 2, SpscNewDelete>),
                    (SpscLanes<std::shared_ptr<int>, 2, SpscNewDelete>),
-                   (SchedulerLanes<std::shared_ptr<int>, 2, SpscNewDelete>)) {
+                   (ShardLanes<std::shared_ptr<int>, 2, SpscNewDelete>)) {
   auto item = std::make_shared<int>(1);
   {
     TestType lanes(2);
