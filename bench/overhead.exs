@@ -8,9 +8,6 @@
 # each prints its table, its core-to-core trip and issue 40's targets' values; then the
 # median and spread across the VMs, near and far states apart. The first VM runs every
 # case, the others the cases the targets need. BENCH_VMS=0 runs once in this VM instead.
-# BENCH_AB=1: the A/B of issue 40, each VM number once with the default build (scheduler
-# shards on SpscQueue) and once with every shard on moodycamel's queue (built in
-# _build_moodycamel on first use).
 #
 # Environment: BENCH_ROUNDS (default 3 a VM), BENCH_SCALE (calls per run, default 1.0),
 # BENCH_CONSUMER=0 to skip the consumer case, BENCH_FLOOD=0 to skip the flood,
@@ -57,7 +54,7 @@ end
 case {System.get_env("BENCH_VM"), String.to_integer(System.get_env("BENCH_VMS", "3"))} do
   {nil, vms} when vms > 0 ->
     KinoTraceBench.Report.machine() |> IO.puts()
-    VMs.run(vms: vms, variants: VMs.variants(System.get_env("BENCH_AB", "0") == "1"))
+    VMs.run(vms: vms)
 
   {nil, _} ->
     one_vm.()

@@ -7,11 +7,6 @@ defmodule KinoTraceBench.VMs do
   # on one line; then prints the median and the spread (min-max) of each value across the
   # VMs, for the near and far states apart when both occur, and judges the targets on the
   # median of all VMs.
-  #
-  # Variants (the A/B of issue 40, BENCH_AB=1): each VM number runs once per variant,
-  # alternating, so both see the same host states. "spsc" is the default build (the
-  # scheduler shards on SpscQueue); "moodycamel" the NIF with every shard on moodycamel's
-  # queue (-DKINO_TRACE_SHARD_QUEUE=moodycamel, its own build root _build_moodycamel).
 
   alias KinoTraceBench.Targets
 
@@ -20,32 +15,13 @@ defmodule KinoTraceBench.VMs do
   # The host's far state: a cache line's trip between CPUs 0 and 1 at or above this.
   @far_ns 200
 
-  def variants(ab?) do
-    base = [{"spsc", []}]
-
-    if ab?,
-      do:
-        base ++
-          [
-            {"moodycamel",
-             [
-               {"MIX_BUILD_ROOT", Path.expand("_build_moodycamel")},
-               {"KINO_TRACE_CMAKE_ARGS", "-DKINO_TRACE_SHARD_QUEUE=moodycamel"}
-             ]}
-          ],
-      else: base
-  end
-
   def run(opts) do
     vms = Keyword.fetch!(opts, :vms)
-    variants = Keyword.fetch!(opts, :variants)
     far_ns = Keyword.get(opts, :far_ns, @far_ns)
 
     results =
-      for i <- 1..vms, {name, env} <- variants do
-        IO.puts(
-          "\n======== VM #{i} of #{vms}#{if length(variants) > 1, do: " (#{name})"} ========"
-        )
+      for i <- 1..vms do
+        IO.puts("\n======== VM #{i} of #{vms} ========")
 
         # The first VM runs every case (the full table); the others the targets' rows.
         cases =
@@ -53,15 +29,10 @@ defmodule KinoTraceBench.VMs do
             do: [],
             else: [{"BENCH_CASES", Enum.join(Targets.cases(), ",")}]
 
-        {name, i, run_vm([{"BENCH_VM", Integer.to_string(i)} | cases ++ env])}
+        {i, run_vm([{"BENCH_VM", Integer.to_string(i)} | cases])}
       end
 
-    for {name, _} <- variants do
-      mine = for {^name, i, r} <- results, r != nil, do: {i, r}
-      report(name, mine, far_ns)
-    end
-
-    if length(variants) > 1, do: ab(variants, results)
+    report(for({i, r} <- results, r != nil, do: {i, r}), far_ns)
     results
   end
 
@@ -137,8 +108,8 @@ defmodule KinoTraceBench.VMs do
           )
   end
 
-  defp report(name, results, far_ns) do
-    IO.puts("\n======== Across #{length(results)} fresh VMs (#{name}): median [min-max] ========")
+  defp report(results, far_ns) do
+    IO.puts("\n======== Across #{length(results)} fresh VMs: median [min-max] ========")
 
     per_vm =
       Enum.map(results, fn {i, r} -> {i, r, Targets.values(r), Targets.state(r, far_ns)} end)
@@ -192,49 +163,4 @@ defmodule KinoTraceBench.VMs do
 
   defp fmt_summary(%{median: m, min: lo, max: hi}),
     do: "#{Targets.fmt(m)} [#{Targets.fmt(lo)}-#{Targets.fmt(hi)}]"
-
-  # The A/B: each variant's median of rows 3, 3n, 6 and of 3n's scaling, and the second
-  # over the first (issue 40's rule: keep moodycamel unless row 3 is > 5 % slower).
-  defp ab(variants, results) do
-    [{first, _} | _] = variants
-    IO.puts("\n======== A/B: median across VMs, and each variant / #{first} ========")
-
-    keys = [
-      {:ns3, "row 3, ns"},
-      {:ns3n, "row 3n, ns"},
-      {:ns6, "row 6, ns"},
-      {:ns3n_2p, "row 3n on 2 processes, ns"},
-      {:scal3n, "3n scaling / untraced's"},
-      {:d3, "row 3 - row 2b, floors"},
-      {:consumer, "consumer, M events/s"}
-    ]
-
-    med = fn name, key ->
-      s =
-        results
-        |> Enum.filter(fn {n, _, r} -> n == name and r end)
-        |> Enum.map(fn {_, _, r} -> Targets.values(r)[key] end)
-        |> Targets.summary()
-
-      s && s.median
-    end
-
-    for {key, label} <- keys do
-      base = med.(first, key)
-
-      cells =
-        Enum.map_join(variants, fn {name, _} ->
-          v = med.(name, key)
-
-          rel =
-            if is_number(v) and is_number(base) and base != 0,
-              do: " (#{Targets.fmt(v / base)})",
-              else: ""
-
-          String.pad_leading("#{name} #{Targets.fmt(v)}#{rel}", 28)
-        end)
-
-      IO.puts("  " <> String.pad_trailing(label, 30) <> cells)
-    end
-  end
 end

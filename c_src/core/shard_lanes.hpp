@@ -1,14 +1,14 @@
 // The queues under a ShardedQueue's shards (issue 40): one FIFO lane per shard, each with
 // one producer at a time and one consumer; free of erl_nif. Two implementations with one
-// interface, and the two together (ShardLanes, at the end):
+// interface, and the two together (ShardLanes, at the end, which chooses):
 //
 //   MoodycamelLanes  one moodycamel::ConcurrentQueue (the design card's queue) with an
 //                    explicit ProducerToken per lane: a lane's enqueue touches only that
 //                    producer's block and indices; the consumer takes a lane's items in
 //                    order with try_dequeue_bulk_from_producer.
 //   SpscLanes        one SpscQueue per lane (issue 26's hand-written queue).
-//   SchedulerLanes   SpscLanes for the scheduler shards, MoodycamelLanes for the shared
-//                    one (issue 40's A/B: the default).
+//   ShardLanes       SpscLanes for the scheduler shards, MoodycamelLanes for the shared
+//                    one (issue 40's A/B; ShardedQueue's lanes).
 //
 // The interface, for lane i in 0 .. lanes-1:
 //   bool push(i, T&&)             producer: false when no memory (the item left intact)
@@ -30,6 +30,17 @@
 #include <vector>
 
 #include <concurrentqueue.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define KINO_TRACE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KINO_TRACE_TSAN 1
+#endif
+#endif
+#ifdef KINO_TRACE_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include "spsc_queue.hpp"
 
@@ -82,12 +93,68 @@ struct MoodycamelTraits : moodycamel::ConcurrentQueueDefaultTraits {
 //   frees an explicit producer's block early): a lane holds what its largest backlog
 //   needed, which the caller's caps (queue events and bytes) bound.
 //
-// TSan. moodycamel orders a block's reuse with standalone fences (the consumer's release
-// fence after it moved items out of a block, the producer's acquire fence before it
-// writes into that block again), which TSan does not model: it reports the producer's
-// new item against the consumer's read of the old one in the same slot. The Catch2 suite
-// suppresses races with a frame in moodycamel's header (c_src/tests/tsan_suppressions.cpp,
-// which says what stays checked).
+// TSan. moodycamel hands an emptied block back to its producer through standalone
+// fences: the producer finds the block empty with relaxed loads of its empty flags or
+// count, then an acquire fence, before it writes into it again (and the consumer sets
+// small blocks' flags after a release fence). TSan does not model standalone fences, so
+// it reported every item written into a reused block's slot against the consumer's read
+// of the one before: about 3 reports for 4 items. Suppressed, each still took TSan's
+// report path (stacks restored, symbolized, matched, under its global mutex): 200 000
+// items through one lane took 108 s, a stress test with every shard on moodycamel ran
+// past 9 minutes, and now and then a report whose stack TSan could no longer restore
+// escaped the suppression (issue 40). So, under TSan only, the queue holds each item in
+// a MoodycamelSlots::Stored whose base tells TSan the order the fences give: it acquires
+// on the slot's address when the producer constructs an item there, and releases on it
+// when the consumer's dequeue destroys the item it moved out (before moodycamel counts
+// the slot empty). Without TSan the queue holds T itself. What TSan still cannot see is
+// the block index entry the producer rewrites for a block it reuses, inside moodycamel's
+// enqueue: the Catch2 suite suppresses that (c_src/tests/tsan_suppressions.cpp), a few
+// reports per reused block, not per item.
+template <class T>
+struct MoodycamelSlots {
+#ifdef KINO_TRACE_TSAN
+  struct Order {
+    Order() noexcept { __tsan_acquire(this); }
+    Order(const Order&) noexcept { __tsan_acquire(this); }
+    Order& operator=(const Order&) = delete;
+    ~Order() { __tsan_release(this); }  // a base's: runs after the item's destructor
+  };
+  struct Stored : Order {
+    explicit Stored(T&& v) noexcept : item(std::move(v)) {}
+    Stored(Stored&& other) noexcept : Order(), item(std::move(other.item)) {}
+    T item;
+  };
+  // What moodycamel's bulk dequeue writes through: each slot's item moved to out[k].
+  struct Out {
+    T* at;
+    Out& operator*() noexcept { return *this; }
+    Out& operator++() noexcept {
+      ++at;
+      return *this;
+    }
+    Out operator++(int) noexcept { return Out{at++}; }
+    Out& operator=(Stored&& slot) noexcept {
+      *at = std::move(slot.item);
+      return *this;
+    }
+  };
+  template <class Queue, class Token>
+  static bool enqueue(Queue& queue, const Token& token, T& item) {
+    Stored slot(std::move(item));
+    if (queue.enqueue(token, std::move(slot))) return true;
+    item = std::move(slot.item);  // left intact, as moodycamel leaves what it could not enqueue
+    return false;
+  }
+#else
+  using Stored = T;
+  using Out = T*;
+  template <class Queue, class Token>
+  static bool enqueue(Queue& queue, const Token& token, T& item) {
+    return queue.enqueue(token, std::move(item));
+  }
+#endif
+};
+
 template <class T, std::size_t kBlock, class Alloc>
 class MoodycamelLanes {
   static_assert(std::is_nothrow_move_constructible<T>::value, "moodycamel's enqueue must not throw");
@@ -105,7 +172,7 @@ class MoodycamelLanes {
 
   bool push(std::size_t i, T&& item) {
     Lane& lane = lanes_[i];
-    if (!queue_.enqueue(tokens_[i], std::move(item))) return false;
+    if (!Slots::enqueue(queue_, tokens_[i], item)) return false;
     lane.pushed.store(lane.pushed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return true;
   }
@@ -119,7 +186,7 @@ class MoodycamelLanes {
     std::size_t n = 0;
     // one call takes what it can of the producer's current block run; loop for the rest
     while (n < want) {
-      const std::size_t got = queue_.try_dequeue_bulk_from_producer(tokens_[i], out + n, want - n);
+      const std::size_t got = queue_.try_dequeue_bulk_from_producer(tokens_[i], typename Slots::Out{out + n}, want - n);
       if (got == 0) break;
       n += got;
     }
@@ -128,7 +195,8 @@ class MoodycamelLanes {
   }
 
  private:
-  using Queue = moodycamel::ConcurrentQueue<T, MoodycamelTraits<kBlock, Alloc>>;
+  using Slots = MoodycamelSlots<T>;
+  using Queue = moodycamel::ConcurrentQueue<typename Slots::Stored, MoodycamelTraits<kBlock, Alloc>>;
   // The producer's line (its tail), then the consumer's.
   struct alignas(64) Lane {
     std::atomic<std::uint64_t> pushed{0};
@@ -140,16 +208,23 @@ class MoodycamelLanes {
   std::vector<Lane> lanes_;
 };
 
-// What issue 40's A/B kept (bench/RESULTS.md): the scheduler shards on SpscQueue, whose
-// producer writes only its own lines (moodycamel's consumer writes the producer's
-// indices' line with its read-modify-writes on every bulk dequeue: row 3 was 24 % slower
-// and the consumer half as fast across three VMs), and the last lane, the shared shard
-// that dirty schedulers and other threads take turns on under ShardedQueue's mutex, on
-// moodycamel's queue.
+// The one place the shards' queue is chosen (issue 40's A/B, bench/RESULTS.md: three
+// fresh VMs each, alternating, on a loaded machine). With every shard on moodycamel, row
+// 3 (the user path) was 24 % slower across the VMs' median (1690 ns against 1367), beyond
+// the issue's 5 % rule; 3n on two processes scaled 0.80 of the untraced loop's against
+// 1.05, and the consumer was half as fast (2.19 M events/s against 4.28). So:
+// - the scheduler shards are on SpscQueue: its producer writes only its own lines and
+//   the consumer none of them, where moodycamel's bulk dequeue does its read-modify-writes
+//   (dequeueOptimisticCount, dequeueOvercommit, headIndex) on the producer object whose
+//   line also holds the producer's tailIndex, so each drain pulls the traced process's
+//   line to the consumer's core and back; and SpscQueue prefetches the slot two ahead,
+//   which moodycamel's interface cannot;
+// - the last lane, the shared shard that dirty schedulers and other threads take turns
+//   on under ShardedQueue's mutex (several producers meet there), is on moodycamel's.
 template <class T, std::size_t kBlock, class Alloc>
-class SchedulerLanes {
+class ShardLanes {
  public:
-  explicit SchedulerLanes(std::size_t lanes) : shared_at_(lanes - 1), spsc_(lanes - 1), shared_(1) {}
+  explicit ShardLanes(std::size_t lanes) : shared_at_(lanes - 1), spsc_(lanes - 1), shared_(1) {}
 
   bool push(std::size_t i, T&& item) { return i < shared_at_ ? spsc_.push(i, std::move(item)) : shared_.push(0, std::move(item)); }
   std::uint64_t pushed(std::size_t i) const { return i < shared_at_ ? spsc_.pushed(i) : shared_.pushed(0); }
@@ -162,15 +237,5 @@ class SchedulerLanes {
   SpscLanes<T, kBlock, Alloc> spsc_;
   MoodycamelLanes<T, kBlock, Alloc> shared_;
 };
-
-// KINO_TRACE_SHARD_QUEUE=moodycamel (CMake) puts every shard on moodycamel, to rerun
-// the A/B on a quieter host.
-#ifdef KINO_TRACE_MOODYCAMEL_SHARDS
-template <class T, std::size_t kBlock, class Alloc>
-using ShardLanes = MoodycamelLanes<T, kBlock, Alloc>;
-#else
-template <class T, std::size_t kBlock, class Alloc>
-using ShardLanes = SchedulerLanes<T, kBlock, Alloc>;
-#endif
 
 }  // namespace kino_trace
