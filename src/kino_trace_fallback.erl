@@ -61,9 +61,10 @@
 %%   `return_from' and `exception_from' message, also for a trace without returns that
 %%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
 %%   `skip_returns'). A call whose arguments look huge may well return a huge term (its
-%%   argument), so its return action takes a ticket of the session's slot: at most 2
-%%   between two moments the tracer's mailbox is empty (it gives them back then), so
-%%   the bound holds whether the tracer runs or not (issue 36). A call without a ticket sends its arguments' cut
+%%   argument), so its return action takes a ticket of the session's slot: one between
+%%   two moments the tracer's mailbox is empty (it gives it back then), so the bound
+%%   holds whether the tracer runs or not (issue 36); a session beyond the 5 slots gets
+%%   none. A call without a ticket sends its arguments' cut
 %%   (`kino_trace_cut_noret') and no return action; the tracer counts its return as
 %%   `dropped_queue_full' (with `skip_returns', its process is marked only). A function
 %%   with small arguments returning a huge term in a sustained loop is bounded by the

@@ -37,7 +37,7 @@
          tickets/1]).
 
 -define(SLOTS, 5).                 % slots of 1 + ?TICKETS bits, from the word's top down
--define(TICKETS, 2).               % return frames of calls with huge arguments per window
+-define(TICKETS, 1).               % return frames of calls with huge arguments per window
 -define(SHARED_BIT, 16).           % the gate of the sessions without a slot
 
 -type gate() :: {slot, 0..31} | shared.

@@ -40,8 +40,8 @@ ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_p
 ix(mailbox_bytes_peak) -> 17; ix(gate_reasserts) -> 18.
 
 %% @doc Starts the tracer process for Owner with read limits L
-%% (kino_trace_fallback_limits:read/1). Returns its pid, its session's id and its
-%% counters.
+%% (kino_trace_fallback_limits:read/1). Returns its pid, its session's id, its
+%% counters and its gate (kino_trace_fallback_gate:claim/1).
 -spec start(pid(), map()) -> {pid(), pos_integer(), atomics:atomics_ref(), kino_trace_fallback_gate:gate()}.
 start(Owner, L) ->
     Id = erlang:unique_integer([positive, monotonic]),
@@ -259,16 +259,16 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate}
 
 %% The mailbox is empty: every return frame a ticket was taken for has sent its message
 %% and it was taken in (but those of calls still running, and messages on their way),
-%% so the tickets are given back; then it waits for a message.
+%% so the tickets are given back (and a gate a stale write closed is opened); then it
+%% waits for a message.
 idle(#s{gate = Gate, closed = Closed} = S) ->
     Closed orelse kino_trace_fallback_gate:refill(Gate),
     receive Msg -> handle(Msg, S) end.
 
 %% A return or exception message may be huge, and stays on the heap once taken in until
-%% a garbage collection: the next turn of the loop collects once the heap grew by
-%% ?SWEEP_BYTES, or by what was left after the last one if more (so a long queue is not
-%% copied at every return); its tickets bound what is in flight, not what was taken
-%% in. A call that found no ticket left pushed no return frame: once the call is
+%% a garbage collection: the next turn of the loop (the message no longer live) collects
+%% once the heap grew by ?SWEEP_BYTES since the last one; its tickets bound what is in
+%% flight, not what was taken in. A call that found no ticket left pushed no return frame: once the call is
 %% offered, its return is counted as dropped (its process marked), or, when returns are
 %% skipped, its process is marked only.
 returned(Msg, S) when element(3, Msg) =:= return_from; element(3, Msg) =:= exception_from ->
@@ -284,7 +284,7 @@ returned(Msg, #s{skip_returns = Skip, counters = C, marks = Marks, closed = Clos
 
 sweep(#s{heap_after_gc = After} = S) ->
     {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
-    case Words * erlang:system_info(wordsize) - After > max(?SWEEP_BYTES, After) of
+    case Words * erlang:system_info(wordsize) - After > ?SWEEP_BYTES of
         true -> gc(S#s{sweep = false});
         false -> S#s{sweep = false}
     end.

@@ -182,7 +182,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   # by @loop_bound more traced than untraced (each from what it was with the argument
   # built); past @loop_cap the sampler kills the looper (the test then fails, the
   # machine is spared).
-  @loop_ms 1_200
+  @loop_ms 1_500
   @loop_bound 100 * 1024 * 1024
   @loop_cap 1024 * 1024 * 1024
   @echo "KinoTraceTest.FallbackFlood.echo/1"
@@ -444,7 +444,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       calls = for e <- events, e.kind == :call, do: e
       assert length(calls) == length(huge ++ small)
       # every return, but those of calls with huge arguments beyond the tickets
-      # (kino_trace_fallback_gate: 2 between two empty mailboxes of the tracer), each
+      # (kino_trace_fallback_gate: 1 between two empty mailboxes of the tracer), each
       # counted as dropped
       returns = length(for e <- events, e.kind == :return, do: e)
       assert returns >= length(small)
@@ -547,13 +547,20 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       assert %{accepted: 0, dropped_queue_full: 5} = :kino_trace_fallback.counters(handle)
       assert %{received: 5} = :kino_trace_fallback.info(handle)
 
-      # open again: the calls (their huge argument cut) and their returns
+      # open again: the calls (their huge argument cut) and their returns (the second
+      # one's when the tracer gave its ticket back in between, else counted as dropped)
       send(caller, :open)
       assert_receive {:called, :open}, 30_000
       KinoTraceTest.Helpers.trace_delivered(caller)
       :ok = :kino_trace_fallback.attach(handle, session, :owner)
       {events, false} = :kino_trace_fallback.drain(handle, 100)
-      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from]
+
+      assert Enum.map(events, &elem(&1, 0)) in [
+               [:call, :return_from, :call, :return_from],
+               [:call, :return_from, :call]
+             ]
+
+      assert length(events) + :kino_trace_fallback.counters(handle).dropped_queue_full == 4 + 5
       :kino_trace_fallback.close(handle)
       # nothing left behind
       assert gate_bits(gate) == 0
