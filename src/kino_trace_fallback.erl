@@ -42,25 +42,33 @@
 %%   mailbox goes on growing; so the bound is soft: the flood test (2 cores shared with
 %%   other work) sees up to ~4 times `mailbox' with 10 000 at times. A single message
 %%   can exceed the bound: the guard sees it only once the VM has built it.</li>
-%% <li>The gate: a bit of the node's trace control word for each session (its high 16
-%%   bits; sessions beyond 16 share them), read by the call match specs of trace_args/3
-%%   at each call. The switch-off waits for the running callers, which go on calling
-%%   meanwhile (up to a time slice of calls, each copying its arguments or return value
-%%   whole); a closed gate takes effect at the next call: the call sends its MFA alone
-%%   (`{kino_trace_off}'), with no return action, and is counted as `dropped_queue_full'.
-%%   The gate opens again with the flags; close/1 and a new tracer open it too. A user's
-%%   own match specs that set the trace control word's high bits close gates.</li>
+%% <li>The gate: a slot of the node's trace control word held by each session's tracer
+%%   (kino_trace_fallback_gate: 3 bits of its high half; sessions beyond 5 share one
+%%   gate bit and take no ticket),
+%%   read by the call match specs of trace_args/3 at each call. The switch-off waits for
+%%   the running callers, which go on calling meanwhile (up to a time slice of calls,
+%%   each copying its arguments or return value whole); a closed gate takes effect at
+%%   the next call: the call sends its MFA alone (`{kino_trace_off}'), with no return
+%%   action, and is counted as `dropped_queue_full'. The gate opens again with the
+%%   flags; close/1 and a new tracer open it too. A user's own match specs that set the
+%%   trace control word's high bits change gates.</li>
 %% <li>Huge arguments: sessions set up through trace_args/3 trace calls with `arity'
 %%   and match specs that send the arguments only when guards do not find them huge (a
 %%   long list, a large tuple or map, a deep nesting), so the VM never builds those
 %%   messages; such a call's arguments are cuts (`bytes'). The guards look at the first
-%%   levels only: what they let through is bounded by the mailbox guard. Return and
-%%   exception values are looked at by no match spec: the VM copies them whole into each
+%%   levels only: what they let through is bounded by the mailbox guard.</li>
+%% <li>Return values: looked at by no match spec, the VM copies them whole into each
 %%   `return_from' and `exception_from' message, also for a trace without returns that
 %%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
-%%   `skip_returns'). A function returning a huge term in a sustained loop is bounded by
-%%   the mailbox guard and its gate alone, which act only when the tracer gets to run
-%%   (issue 36).</li>
+%%   `skip_returns'). A call whose arguments look huge may well return a huge term (its
+%%   argument), so its return action takes a ticket of the session's slot: one between
+%%   two moments the tracer's mailbox is empty (it gives it back then), so the bound
+%%   holds whether the tracer runs or not (issue 36); a session beyond the 5 slots gets
+%%   none. A call without a ticket sends its arguments' cut
+%%   (`kino_trace_cut_noret') and no return action; the tracer counts its return as
+%%   `dropped_queue_full' (with `skip_returns', its process is marked only). A function
+%%   with small arguments returning a huge term in a sustained loop is bounded by the
+%%   mailbox guard and its gate alone, which act only when the tracer gets to run.</li>
 %% <li>Rate limit: the NIF's token bucket, run on each event's own timestamp; an event
 %%   over the rate is dropped (`dropped_rate') and tracing goes on.</li>
 %% <li>Drop marks: `Epoch + Slot', Slot counting the drops of the processes hashed to
@@ -98,13 +106,13 @@
 %% (shipped and removed together with it: KinoTrace.Agent).
 -module(kino_trace_fallback).
 
--export([new_session/2, tracer/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
+-export([new_session/2, tracer/1, gate/1, attach/2, attach/3, session_id/1, drain/2, counters/1, info/1, close/1,
          roundtrip/2, flags/1, process_flags/1, trace_args/3, set_loop_modules/2, loop_release/3]).
 
 -define(ARG_POSITIONS, 8).         % the arguments a call match spec looks at (the first ones)
 -define(MAX_SPINE, 16).            % the deepest nesting it looks for
 
--record(h, {pid, id, counters, items, depth, gate}).
+-record(h, {pid, id, counters, items, depth, gate, arity = any}).
 
 -opaque handle() :: #h{}.
 -export_type([handle/0]).
@@ -118,13 +126,17 @@ new_session(Owner, Limits) ->
     is_pid(Owner) andalso node(Owner) =:= node() orelse kino_trace_fallback_limits:argument_error(<<"expected the owner to be a local pid">>),
     is_map(Limits) orelse kino_trace_fallback_limits:argument_error(<<"expected the limits to be a map">>),
     L = kino_trace_fallback_limits:read(Limits),
-    {Pid, Id, Counters} = kino_trace_fallback_process:start(Owner, L),
+    {Pid, Id, Counters, Gate} = kino_trace_fallback_process:start(Owner, L),
     #h{pid = Pid, id = Id, counters = Counters, items = maps:get(max_items, L), depth = maps:get(max_depth, L),
-       gate = kino_trace_fallback_gate:bit(Id)}.
+       gate = Gate}.
 
 %% @doc The pid to give `trace:session_create/3' as the tracer.
 -spec tracer(handle()) -> pid().
 tracer(#h{pid = Pid}) -> Pid.
+
+%% @doc The session's gate and tickets (kino_trace_fallback_gate).
+-spec gate(handle()) -> kino_trace_fallback_gate:gate().
+gate(#h{gate = G}) -> G.
 
 %% @doc Gives the tracer its trace session (a handle from `trace:session_create/3'; it
 %% keeps only the weak part), so it can switch the session's process flags off and on.
@@ -176,10 +188,12 @@ counters(#h{id = Id, counters = C}) ->
 
 %% @doc The fallback's own figures: trace messages received (= accepted + all drops),
 %% how often the mailbox guard switched tracing off, the longest mailbox it saw (in
-%% messages and in bytes), and the time its switch-offs took in all (microseconds).
--spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us := non_neg_integer()}.
+%% messages and in bytes), the time its switch-offs took in all (microseconds), and how
+%% often it found its gate opened by a stale write while over its bound and closed it
+%% again (kino_trace_fallback_gate).
+-spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us | gate_reasserts := non_neg_integer()}.
 info(#h{counters = C}) ->
-    maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us]]).
+    maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us, gate_reasserts]]).
 
 %% @doc The loop guard, as the NIF's (`kino_trace_tracer:set_loop_modules/2'): the
 %% tracer counts per process its open calls of `Modules' as their messages come; a
@@ -247,7 +261,7 @@ trace_args(#h{}, process, [Who, true, Flags]) -> [Who, true, process_flags(Flags
 trace_args(#h{} = H, function, [MFA, Spec, Flags]) when is_list(Flags) ->
     Counters = [call_count, call_time, call_memory],
     case [F || F <- Flags, lists:member(F, Counters)] of
-        [] -> [MFA, match_spec(H, Spec), Flags];
+        [] -> [MFA, match_spec(H#h{arity = arity(MFA)}, Spec), Flags];
         _ -> [MFA, Spec, Flags]
     end;
 trace_args(#h{}, _Fun, Args) -> Args.
@@ -268,7 +282,7 @@ clauses(H, {Head, Guards, Body}) when is_list(Guards), is_list(Body) ->
 clauses(_, Clause) -> [Clause].
 
 %% A guard true while the session's gate is closed.
-closed(#h{gate = Bit}) -> kino_trace_fallback_gate:closed_guard(Bit).
+closed(#h{gate = G}) -> kino_trace_fallback_gate:closed_guard(G).
 
 open_clauses(H, {Head, Guards, Body}) ->
     IsMessage = fun(Action) -> is_tuple(Action) andalso tuple_size(Action) =:= 2 andalso element(1, Action) =:= message end,
@@ -286,16 +300,36 @@ open_clauses(H, {Head, Guards, Body}) ->
             %% the clause sends no message: the VM copies nothing
             [{Head, Guards, Body}];
         _ ->
-            Positions = case Head of
-                            [_ | _] -> min(length(Head), ?ARG_POSITIONS);
-                            [] -> 0;
+            Positions = case {Head, H#h.arity} of
+                            {[_ | _], _} -> min(length(Head), ?ARG_POSITIONS);
+                            {[], _} -> 0;
+                            {_, Arity} when is_integer(Arity) -> min(Arity, ?ARG_POSITIONS);
                             _ -> ?ARG_POSITIONS
                         end,
             Cut = {message, {list_to_tuple([kino_trace_cut | Extra])}},
             Args = {message, {list_to_tuple([kino_trace_args, '$_' | Extra])}},
-            [{Head, Guards ++ [huge(H, I)], Actions ++ [Cut]} || I <- lists:seq(1, Positions)] ++
-                [{Head, Guards, Actions ++ [Args]}]
+            Huge = [huge(H, I) || I <- lists:seq(1, Positions)],
+            case lists:partition(fun(A) -> A =:= {return_trace} orelse A =:= {exception_trace} end, Actions) of
+                {[], _} ->
+                    [{Head, Guards ++ [G], Actions ++ [Cut]} || G <- Huge];
+                {_, Others} ->
+                    %% a return action copies the return value whole (it may well be as
+                    %% huge: a function returning its argument): the call takes a ticket
+                    %% of the session's slot (kino_trace_fallback_gate) for it; with none
+                    %% free, the cut comes without it (`kino_trace_cut_noret': the tracer
+                    %% counts the return as dropped). A clause each (a guard that raises
+                    %% fails its clause alone), the ticket's guard first (it is cheap).
+                    NoRet = {message, {list_to_tuple([kino_trace_cut_noret | Extra])}},
+                    Tickets = kino_trace_fallback_gate:ticket_guards(H#h.gate),
+                    lists:append([[{Head, Guards ++ [Free, G], Actions ++ [Take, Cut]} || {Free, Take} <- Tickets] ++
+                                      [{Head, Guards ++ [G], Others ++ [NoRet]}]
+                                  || G <- Huge])
+            end ++ [{Head, Guards, Actions ++ [Args]}]
     end.
+
+%% The arity a pattern `{M, F, A}' names, or any.
+arity({_, _, A}) when is_integer(A) -> A;
+arity(_) -> any.
 
 %% A guard true when the call has an I-th argument and it looks huge. `length/1' comes
 %% last: it raises on an improper list (the clause then fails: not found huge).

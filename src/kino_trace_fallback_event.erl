@@ -61,6 +61,8 @@ call_data(call, {ok, {M, F, A}}, {ok, Message}) when is_integer(A), is_tuple(Mes
         {kino_trace_args, Args, Extra} when is_list(Args) -> {{ok, {M, F, Args}}, {ok, Extra}};
         {kino_trace_cut} -> {{ok, {M, F, {cut, A}}}, none};
         {kino_trace_cut, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
+        {kino_trace_cut_noret} -> {{ok, {M, F, {cut, A}}}, none};
+        {kino_trace_cut_noret, Extra} -> {{ok, {M, F, {cut, A}}}, {ok, Extra}};
         _ -> {{ok, {M, F, A}}, {ok, Message}}
     end;
 call_data(_, Data1, Data2) -> {Data1, Data2}.

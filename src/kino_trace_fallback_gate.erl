@@ -1,33 +1,125 @@
-%% @doc The gate of a kino_trace_fallback session: a bit of the node's trace control word,
-%% read by the call match specs of kino_trace_fallback:trace_args/3 at each call. While it
-%% is set, those match specs send `{kino_trace_off}' (the call's MFA alone, no return
-%% action), so the VM copies neither arguments nor return values. The mailbox guard
-%% (kino_trace_fallback_process) sets it the moment it trips: a `:trace' switch-off
-%% waits for the running processes, which go on calling meanwhile (one time slice:
-%% thousands of calls), while a match spec reads the word at each call. 16 bits (the
-%% word's high half): sessions beyond share them (a gate closed by one drops the calls of
-%% the others too, counted there as well).
+%% @doc The gate and the return tickets of a kino_trace_fallback session: bits of the
+%% high half of the node's trace control word, read (and, for a ticket, set) by the call
+%% match specs of kino_trace_fallback:trace_args/3 at each call.
+%%
+%% The gate: while its bit is set, those match specs send `{kino_trace_off}' (the call's
+%% MFA alone, no return action), so the VM copies neither arguments nor return values.
+%% The mailbox guard (kino_trace_fallback_process) closes it the moment it trips: a
+%% `:trace' switch-off waits for the running processes, which go on calling meanwhile
+%% (one time slice: thousands of calls), while a match spec reads the word at each call.
+%%
+%% The tickets: a call whose arguments look huge (the match spec's guards find them so)
+%% may well return a huge term (a function returning its argument, or a part of it), and
+%% the VM copies the return value whole into its `return_from' or `exception_from'
+%% message, which no match spec can look at. A sustained loop of such calls made GBs of
+%% them while the tracer process did not run (issue 36). So such a call asks for its
+%% return action only with a ticket: one of ?TICKETS bits of its session's slot, free,
+%% which it sets; with none free, it sends its arguments' cut with no return action
+%% (`kino_trace_cut_noret') and the tracer counts its return as dropped. The tracer
+%% clears them whenever its mailbox is empty: between two such moments at most ?TICKETS
+%% such return frames are pushed, whatever the callers do and whether the tracer runs or
+%% not. Calls whose arguments do not look huge take no ticket.
+%%
+%% A slot (a gate bit and ?TICKETS ticket bits) is a session's alone: its tracer process
+%% holds it by a registered name (claim/1), freed when the process ends; a tracer that
+%% finds every one of the ?SLOTS taken gets the shared gate (bit ?SHARED_BIT) and no
+%% ticket (its calls with huge arguments never get a return action).
+%%
+%% The word has no compare-and-swap: a match spec's ticket is a read and a write of the
+%% whole word, which writes back the bits it read. A gate closed (by any session) between
+%% the two is opened again, a stale write: so a tracer over its bound looks at its gate
+%% at every message and closes it again (reassert/1). Two callers taking the same ticket
+%% at the same instant on two schedulers push one frame more (the next empty mailbox
+%% clears it).
 -module(kino_trace_fallback_gate).
 
--export([bit/1, close/1, open/1, closed_guard/1, gated/1]).
+-export([claim/1, close/1, open/1, refill/1, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
+         tickets/1]).
 
--define(GATE_BITS, 16).            % the trace control word's bits the gates take (its high half)
+-define(SLOTS, 5).                 % slots of 1 + ?TICKETS bits, from the word's top down
+-define(TICKETS, 1).               % return frames of calls with huge arguments per window
+-define(SHARED_BIT, 16).           % the gate of the sessions without a slot
 
-%% @doc The bit of the trace control word that is the gate of the session `Id'.
--spec bit(pos_integer()) -> pos_integer().
-bit(Id) -> 1 bsl (32 - ?GATE_BITS + Id rem ?GATE_BITS).
+-type gate() :: {slot, 0..31} | shared.
+-export_type([gate/0]).
 
-%% @doc Closes the gate `Bit'.
--spec close(pos_integer()) -> ok.
-close(Bit) -> tcw(fun(W) -> W bor Bit end).
+%% @doc Takes a free slot for the tracer process `Pid' (held by a registered name until
+%% it ends), or the shared gate when none is free. Its gate starts open, its tickets free
+%% (a tracer that was killed with its gate closed left it so).
+-spec claim(pid()) -> gate().
+claim(Pid) -> claim(Pid, 0).
 
-%% @doc Opens the gate `Bit'.
--spec open(pos_integer()) -> ok.
-open(Bit) -> tcw(fun(W) -> W band (bnot Bit) end).
+claim(_Pid, ?SLOTS) -> shared;
+claim(Pid, N) ->
+    Name = name(N),
+    case whereis(Name) =:= undefined andalso quiet_register(Name, Pid) of
+        true ->
+            G = {slot, 32 - (1 + ?TICKETS) * (N + 1)},
+            open(G),
+            G;
+        false -> claim(Pid, N + 1)
+    end.
 
-%% The word has no compare-and-swap, only an exchange: a change made by another session
-%% between the read and the write is written again (a few tries).
-tcw(F) -> tcw(F, erlang:system_info(trace_control_word), 8).
+name(0) -> kino_trace_fallback_slot_0;
+name(1) -> kino_trace_fallback_slot_1;
+name(2) -> kino_trace_fallback_slot_2;
+name(3) -> kino_trace_fallback_slot_3;
+name(4) -> kino_trace_fallback_slot_4.
+
+quiet_register(Name, Pid) ->
+    try register(Name, Pid)
+    catch error:badarg -> false
+    end.
+
+%% @doc The return frames of calls with huge arguments the session of `Gate' may push
+%% between two empty mailboxes of its tracer.
+-spec tickets(gate()) -> non_neg_integer().
+tickets({slot, _}) -> ?TICKETS;
+tickets(shared) -> 0.
+
+closed_bit({slot, Off}) -> 1 bsl Off;
+closed_bit(shared) -> 1 bsl ?SHARED_BIT.
+
+ticket_bits({slot, Off}) -> [1 bsl (Off + I) || I <- lists:seq(1, ?TICKETS)];
+ticket_bits(shared) -> [].
+
+all_bits(G) -> lists:foldl(fun(B, Acc) -> Acc bor B end, closed_bit(G), ticket_bits(G)).
+
+%% @doc Closes the gate `G'.
+-spec close(gate()) -> ok.
+close(G) -> set(closed_bit(G), 0).
+
+%% @doc Opens the gate `G', with every ticket free.
+-spec open(gate()) -> ok.
+open(G) -> set(0, all_bits(G)).
+
+%% @doc While the session is not over its bound: frees the tickets taken, and opens a
+%% gate a stale write closed. Writes the word only when a bit is set. (The shared gate
+%% is left as it is: another session may be over its bound.)
+-spec refill(gate()) -> ok.
+refill(shared) -> ok;
+refill(G) ->
+    case erlang:system_info(trace_control_word) band all_bits(G) of
+        0 -> ok;
+        _ -> open(G)
+    end.
+
+%% @doc While the session is over its bound: closes its gate again if a stale write
+%% opened it. Whether it had to.
+-spec reassert(gate()) -> boolean().
+reassert(G) ->
+    Bit = closed_bit(G),
+    case erlang:system_info(trace_control_word) band Bit of
+        0 -> close(G), true;
+        _ -> false
+    end.
+
+%% Sets the bits `Set' and clears the bits `Clear' of the word. No compare-and-swap,
+%% only an exchange: a change made by another session or a match spec between the read
+%% and the write is written again (a few tries).
+set(Set, Clear) ->
+    F = fun(W) -> (W band (bnot Clear)) bor Set end,
+    tcw(F, erlang:system_info(trace_control_word), 8).
 
 tcw(F, Old, Tries) ->
     case erlang:system_flag(trace_control_word, F(Old)) of
@@ -36,11 +128,24 @@ tcw(F, Old, Tries) ->
         _ -> ok
     end.
 
-%% @doc A match spec guard true while the gate `Bit' is closed.
--spec closed_guard(pos_integer()) -> tuple().
-closed_guard(Bit) -> {'=/=', {'band', {get_tcw}, Bit}, 0}.
+%% @doc A match spec guard true while the gate `G' is closed.
+-spec closed_guard(gate()) -> tuple().
+closed_guard(G) -> {'=/=', {'band', {get_tcw}, closed_bit(G)}, 0}.
+
+%% @doc For each ticket of `G': a guard true while it is free and the action that takes
+%% it (sets its bit: no carry into another session's bits).
+-spec ticket_guards(gate()) -> [{tuple(), tuple()}].
+ticket_guards(G) ->
+    [{{'==', {'band', {get_tcw}, B}, 0}, {set_tcw, {'bor', {get_tcw}, B}}} || B <- ticket_bits(G)].
 
 %% @doc Whether a trace message is a call made while the gate was closed.
 -spec gated(tuple()) -> boolean().
 gated(Msg) ->
     element(3, Msg) =:= call andalso tuple_size(Msg) >= 5 andalso element(5, Msg) =:= {kino_trace_off}.
+
+%% @doc Whether a trace message is a call that found no ticket left: its return frame was
+%% not pushed.
+-spec noret(tuple()) -> boolean().
+noret(Msg) ->
+    element(3, Msg) =:= call andalso tuple_size(Msg) >= 5 andalso is_tuple(element(5, Msg)) andalso
+        tuple_size(element(5, Msg)) >= 1 andalso element(1, element(5, Msg)) =:= kino_trace_cut_noret.

@@ -21,14 +21,15 @@
 -define(LOOP_EXEMPT, exempt).
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
+-define(SWEEP_BYTES, 4194304).     % heap growth after a return past which it is collected
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
-               limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak]).
+               limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak, gate_reasserts]).
 
 -record(s, {owner, id, gate, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
             closed = false, session, suspended = false, tick = ?TICK, restore = snapshot,
-            loop_modules = [], loop = #{}}).
+            loop_modules = [], loop = #{}, sweep = false}).
 
 %% @doc The index in the counters' atomics array of each counter.
 -spec ix(atom()) -> pos_integer().
@@ -36,24 +37,25 @@ ix(accepted) -> 1; ix(delivered) -> 2; ix(discarded) -> 3; ix(bytes_queued) -> 4
 ix(dropped_closed) -> 5; ix(dropped_rate) -> 6; ix(dropped_queue_full) -> 7;
 ix(dropped_max_events) -> 8; ix(dropped_no_memory) -> 9; ix(wakeups) -> 10; ix(closed) -> 11;
 ix(limit_reached) -> 12; ix(received) -> 13; ix(guard_trips) -> 14; ix(mailbox_peak) -> 15; ix(trip_us) -> 16;
-ix(mailbox_bytes_peak) -> 17.
+ix(mailbox_bytes_peak) -> 17; ix(gate_reasserts) -> 18.
 
 %% @doc Starts the tracer process for Owner with read limits L
-%% (kino_trace_fallback_limits:read/1). Returns its pid, its session's id and its
-%% counters.
--spec start(pid(), map()) -> {pid(), pos_integer(), atomics:atomics_ref()}.
+%% (kino_trace_fallback_limits:read/1). Returns its pid, its session's id, its
+%% counters and its gate (kino_trace_fallback_gate:claim/1).
+-spec start(pid(), map()) -> {pid(), pos_integer(), atomics:atomics_ref(), kino_trace_fallback_gate:gate()}.
 start(Owner, L) ->
     Id = erlang:unique_integer([positive, monotonic]),
     Counters = atomics:new(length(?KEYS), [{signed, false}]),
     {Interval, Burst} = rate(maps:get(rate, L)),
-    S = #s{owner = Owner, id = Id, gate = kino_trace_fallback_gate:bit(Id), counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
+    S = #s{owner = Owner, id = Id, counters = Counters, marks = atomics:new(?MARK_SLOTS, [{signed, false}]),
            caps = kino_trace_fallback_limits:caps(L),
            skip_returns = maps:get(skip_returns, L), limit = maps:get(limit, L), interval = Interval,
            burst = Burst, start = erlang:monotonic_time(nanosecond), queue_events = maps:get(events, L),
            queue_bytes = maps:get(bytes, L), mailbox = maps:get(mailbox, L),
            mailbox_bytes = maps:get(mailbox_bytes, L), checked = erlang:monotonic_time(nanosecond) - ?CHECK_NS},
-    Pid = spawn_opt(fun() -> init(S) end, [{message_queue_data, off_heap}, {priority, high}]),
-    {Pid, Id, Counters}.
+    Parent = self(),
+    Pid = spawn_opt(fun() -> init(S, Parent) end, [{message_queue_data, off_heap}, {priority, high}]),
+    receive {Pid, kino_trace_fallback_gate, Gate} -> {Pid, Id, Counters, Gate} end.
 
 %% The NIF's token bucket (c_src/core/rate_limiter.hpp): `interval' ns per token,
 %% a burst of `count' tokens.
@@ -64,20 +66,34 @@ rate(_) -> {0, 0}.
 
 %% --- the tracer process ----------------------------------------------------------
 
-init(#s{owner = Owner, gate = Gate} = S) ->
+%% Its gate: a slot of the trace control word its own while it lives (or the shared one).
+init(#s{owner = Owner} = S, Parent) ->
     erlang:monitor(process, Owner),
-    %% (a tracer that was killed with its gate closed left it so)
-    kino_trace_fallback_gate:open(Gate),
-    loop(S).
+    Gate = kino_trace_fallback_gate:claim(self()),
+    Parent ! {self(), kino_trace_fallback_gate, Gate},
+    loop(S#s{gate = Gate}).
+
+%% Over its bound (suspended), at every message: a ticket a match spec took may have
+%% written back the word it read before the gate closed, opening it again
+%% (kino_trace_fallback_gate): it is closed again, and counted.
+reassert(#s{gate = Gate, counters = C, closed = false}) ->
+    kino_trace_fallback_gate:reassert(Gate) andalso atomics:add(C, ix(gate_reasserts), 1);
+reassert(_) -> ok.
 
 %% The guard looks at the mailbox before a message is taken from it: a message it then
 %% drops is never held while the process runs (a garbage collection would copy it).
+loop(#s{suspended = false, sweep = true} = S) ->
+    loop(sweep(S));
 loop(#s{suspended = false} = S0) ->
     case guard(S0) of
-        #s{suspended = false} = S -> receive Msg -> handle(Msg, S) end;
+        #s{suspended = false} = S ->
+            receive Msg -> handle(Msg, S)
+            after 0 -> idle(S)
+            end;
         S -> loop(S)
     end;
 loop(S) ->
+    reassert(S),
     receive Msg -> handle(Msg, S)
     after 0 -> loop(resume(S))
     end.
@@ -85,8 +101,8 @@ loop(S) ->
 handle(Msg, S) when element(1, Msg) =:= trace; element(1, Msg) =:= trace_ts ->
     case kino_trace_fallback_gate:gated(Msg) of
         true -> loop(gated(Msg, S));
-        false when S#s.loop_modules =:= [] -> loop(offer(Msg, S));
-        false -> loop(offer(Msg, loop_count(Msg, S)))
+        false when S#s.loop_modules =:= [] -> loop(returned(Msg, offer(Msg, S)));
+        false -> loop(returned(Msg, offer(Msg, loop_count(Msg, S))))
     end;
 handle({'$kino_trace_fallback', From, Ref, Request}, S) ->
     case request(Request, S) of
@@ -239,7 +255,39 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate}
     Closed orelse [quiet(fun() -> trace:process(Session, Item, true, Flags) end) || {Item, Flags} <- Snapshot],
     S1#s{suspended = false}.
 
-%% --- the gate (kino_trace_fallback_gate) ---------------------------------------
+%% --- the gate and the tickets (kino_trace_fallback_gate) ---------------------------
+
+%% The mailbox is empty: every return frame a ticket was taken for has sent its message
+%% and it was taken in (but those of calls still running, and messages on their way),
+%% so the tickets are given back (and a gate a stale write closed is opened); then it
+%% waits for a message.
+idle(#s{gate = Gate, closed = Closed} = S) ->
+    Closed orelse kino_trace_fallback_gate:refill(Gate),
+    receive Msg -> handle(Msg, S) end.
+
+%% A return or exception message may be huge, and stays on the heap once taken in until
+%% a garbage collection: the next turn of the loop (the message no longer live) collects
+%% once the heap grew by ?SWEEP_BYTES since the last one; its tickets bound what is in
+%% flight, not what was taken in. A call that found no ticket left pushed no return frame: once the call is
+%% offered, its return is counted as dropped (its process marked), or, when returns are
+%% skipped, its process is marked only.
+returned(Msg, S) when element(3, Msg) =:= return_from; element(3, Msg) =:= exception_from ->
+    S#s{sweep = true};
+returned(Msg, #s{skip_returns = Skip, counters = C, marks = Marks, closed = Closed} = S) ->
+    case kino_trace_fallback_gate:noret(Msg) of
+        false -> S;
+        true when Skip -> atomics:add(Marks, erlang:phash2(element(2, Msg), ?MARK_SLOTS) + 1, 1), S;
+        true ->
+            atomics:add(C, ix(received), 1),
+            drop(case Closed of true -> dropped_closed; false -> dropped_queue_full end, element(2, Msg), S)
+    end.
+
+sweep(#s{heap_after_gc = After} = S) ->
+    {total_heap_size, Words} = erlang:process_info(self(), total_heap_size),
+    case Words * erlang:system_info(wordsize) - After > ?SWEEP_BYTES of
+        true -> gc(S#s{sweep = false});
+        false -> S#s{sweep = false}
+    end.
 
 %% A call made while the gate was closed.
 gated(Msg, #s{counters = C, closed = Closed} = S) ->
@@ -260,7 +308,12 @@ gated(Msg, #s{counters = C, closed = Closed} = S) ->
 %% without returns, or switches its flag back on and releases it).
 loop_count(Msg, #s{loop_modules = Modules, loop = Loop} = S) ->
     case element(3, Msg) of
-        call -> loop_step(Msg, Modules, Loop, 1, S);
+        call ->
+            %% (a call that found no ticket pushed no frame: kino_trace_fallback_gate)
+            case kino_trace_fallback_gate:noret(Msg) of
+                true -> S;
+                false -> loop_step(Msg, Modules, Loop, 1, S)
+            end;
         return_from -> loop_step(Msg, Modules, Loop, -1, S);
         exception_from -> loop_step(Msg, Modules, Loop, -1, S);
         _ -> S

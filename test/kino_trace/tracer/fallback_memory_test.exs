@@ -72,16 +72,90 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
         calls(x, n - 1)
       end
 
-      # The node's peak `:erlang.memory(:total)`, sampled every millisecond until
-      # `{:stop, from}`.
-      def sampler, do: spawn(fn -> sample(:erlang.memory(:total)) end)
+      # A process that builds `kind`'s argument, tells `parent`, waits for :go, then
+      # calls echo/1 with it in a loop for `ms` milliseconds (each call returns the 1 M
+      # element list: 16 MB as a return message) and tells `parent` how many calls it
+      # made. A sustained caller: the VM makes its trace messages as fast as it calls,
+      # whether the tracer runs or not.
+      def looper(parent, kind, ms) do
+        spawn(fn ->
+          x = arg(kind)
+          send(parent, {:built, self()})
+          receive(do: (:go -> :ok))
+          deadline = :erlang.monotonic_time(:millisecond) + ms
+          send(parent, {:looped, self(), loop(x, deadline, 1)})
+        end)
+      end
 
-      defp sample(peak) do
+      defp loop(x, deadline, n) do
+        ^x = echo(x)
+
+        if :erlang.monotonic_time(:millisecond) < deadline,
+          do: loop(x, deadline, n + 1),
+          else: n
+      end
+
+      # The node's peak `:erlang.memory(:total)`, sampled every millisecond until
+      # `{:stop, from}`, and the six processes that held the most memory (with
+      # `:erlang.memory/0` by type) each time it was 8 MiB over the last such look and
+      # more than 64 MiB over its first sample (what a failure says). With `{:cap, bytes, pid}`,
+      # it kills `pid` once the node's memory grew by more than `bytes` from its first
+      # sample: a test that finds the memory unbounded stops the growth before it hurts
+      # the machine. At high priority: at normal, a loaded machine's callers keep it
+      # from sampling for long, and it misses peaks.
+      def sampler do
+        :erlang.spawn_opt(
+          fn ->
+            base = :erlang.memory(:total)
+            sample(base, base, nil, [])
+          end,
+          [{:priority, :high}]
+        )
+      end
+
+      defp sample(base, peak, cap, held) do
+        cap =
+          case cap do
+            {bytes, pid} when peak - base > bytes ->
+              Process.exit(pid, :kill)
+              nil
+
+            _ ->
+              cap
+          end
+
         receive do
-          {:stop, from} -> send(from, {:peak, self(), peak})
+          {:stop, from} -> send(from, {:peak, self(), peak, held})
+          {:cap, bytes, pid} -> sample(base, peak, {bytes, pid}, held)
         after
-          1 -> sample(max(peak, :erlang.memory(:total)))
+          1 ->
+            case :erlang.memory(:total) do
+              now
+              when now - base > 64 * 1024 * 1024 and
+                     (held == [] or now > elem(hd(held), 1) + 8 * 1024 * 1024) ->
+                sample(base, max(peak, now), cap, holders())
+
+              now ->
+                sample(base, max(peak, now), cap, held)
+            end
         end
+      end
+
+      defp holders do
+        keys = [:memory, :message_queue_len, :total_heap_size, :current_function]
+
+        all =
+          for pid <- :erlang.processes(),
+              pid != self(),
+              info = :erlang.process_info(pid, keys),
+              info != :undefined,
+              do: {:proplists.get_value(:memory, info), pid, info}
+
+        top =
+          for {_, pid, info} <- :lists.sublist(:lists.reverse(:lists.sort(all)), 6),
+              do: {pid, info}
+
+        [{:total, :erlang.memory(:total)}, {:memory, :erlang.memory()} | top]
       end
 
       # Returns once every trace message made on this node so far is delivered.
@@ -100,6 +174,19 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   # processes hold (16 MB each for the long list), and room for the rest.
   @bound 200 * 1024 * 1024
 
+  # Issue 36 item 1: one process calling a traced function in a sustained loop with a
+  # 1 M-element list as its return value (16 MB as a message) grew the node by hundreds
+  # of MB to GBs, on this node's fallback and through the agent's: the VM copies each
+  # return value whole, and the tracer's guard acts only when the tracer runs. The loop
+  # runs @loop_ms, first untraced, then traced: the node's memory at its peak may grow
+  # by @loop_bound more traced than untraced (each from what it was with the argument
+  # built); past @loop_cap the sampler kills the looper (the test then fails, the
+  # machine is spared).
+  @loop_ms 1_500
+  @loop_bound 100 * 1024 * 1024
+  @loop_cap 1024 * 1024 * 1024
+  @echo "KinoTraceTest.FallbackFlood.echo/1"
+
   setup_all do
     ensure_distribution()
   end
@@ -116,8 +203,40 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     for pid <- flooders, do: assert_receive({:flooded, ^pid}, 120_000)
     :ok = :erpc.call(node, Flood, :delivered, [])
     send(sampler, {:stop, me})
-    assert_receive {:peak, ^sampler, peak}, 10_000
+    assert_receive {:peak, ^sampler, peak, _held}, 10_000
     peak - baseline
+  end
+
+  # Runs a looper (`kind`'s argument, echo/1 called for @loop_ms) on `node`; returns the
+  # growth of the node's memory at its peak (once every trace message made is
+  # delivered), the calls made and the processes that held the most at the peak. The
+  # sampler kills the looper past @loop_cap.
+  defp sustained(node, kind) do
+    me = self()
+    looper = :erpc.call(node, Flood, :looper, [me, kind, @loop_ms])
+    assert_receive({:built, ^looper}, 60_000)
+    baseline = :erpc.call(node, :erlang, :memory, [:total])
+    sampler = :erpc.call(node, Flood, :sampler, [])
+    send(sampler, {:cap, @loop_cap, looper})
+    ref = Process.monitor(looper)
+    send(looper, :go)
+
+    calls =
+      receive do
+        {:looped, ^looper, calls} ->
+          calls
+
+        {:DOWN, ^ref, :process, _, reason} ->
+          flunk(
+            "the looper was killed (#{inspect(reason)}): the node's memory grew by more than " <>
+              "#{div(@loop_cap, 1024 * 1024)} MiB"
+          )
+      end
+
+    :ok = :erpc.call(node, Flood, :delivered, [])
+    send(sampler, {:stop, me})
+    assert_receive {:peak, ^sampler, peak, held}, 10_000
+    {peak - baseline, calls, held}
   end
 
   # The info `read` gives once the tracer has taken in every call (or its guard switched
@@ -143,11 +262,54 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     {received, switched_off, dropped}
   end
 
-  defp report(where, kind, growth, {received, switched_off, dropped}, calls) do
+  defp report(where, kind, growth, {received, switched_off, dropped}, calls, untraced \\ nil) do
     IO.puts(
       "\n  #{where} fallback, #{kind}: #{calls} calls, #{received} traced, #{dropped} dropped, " <>
-        "#{switched_off} switch-offs; node memory +#{div(growth, 1024 * 1024)} MiB at peak"
+        "#{switched_off} switch-offs; node memory +#{div(growth, 1024 * 1024)} MiB at peak" <>
+        if(untraced, do: " (untraced: +#{div(untraced, 1024 * 1024)} MiB)", else: "")
     )
+  end
+
+  # The bits of the trace control word that `gate` (kino_trace_fallback_gate) holds.
+  defp gate_bits({:slot, off}),
+    do: :erlang.system_info(:trace_control_word) |> Bitwise.bsr(off) |> Bitwise.band(7)
+
+  defp gate_bits(:shared),
+    do: :erlang.system_info(:trace_control_word) |> Bitwise.bsr(16) |> Bitwise.band(1)
+
+  # A process that calls echo/1 when asked.
+  defp echo_loop do
+    receive do
+      {:echo, from, x, n} ->
+        for _ <- 1..n, do: Flood.echo(x)
+        send(from, {:echoed, self()})
+        echo_loop()
+    end
+  end
+
+  # Has `caller` (echo_loop/0) call echo(x) `n` times; returns once its trace messages
+  # are delivered.
+  defp echo(caller, x, n) do
+    send(caller, {:echo, self(), x, n})
+    assert_receive {:echoed, ^caller}, 10_000
+    KinoTraceTest.Helpers.trace_delivered(caller)
+  end
+
+  # Spins (no sleep: what it waits for lasts milliseconds) until `fun` is true, 5 s at most.
+  defp spin_until(fun, deadline \\ nil) do
+    deadline = deadline || System.monotonic_time(:millisecond) + 5_000
+
+    cond do
+      fun.() -> :ok
+      System.monotonic_time(:millisecond) > deadline -> flunk("condition not met in 5 s")
+      true -> spin_until(fun, deadline)
+    end
+  end
+
+  defp assert_loop_bound(growth, untraced, held) do
+    assert growth - untraced < @loop_bound,
+           "the node's memory grew by #{div(growth, 1024 * 1024)} MiB traced, " <>
+             "#{div(untraced, 1024 * 1024)} MiB untraced; most held by #{inspect(held)}"
   end
 
   # What each flood's events show: the huge arguments cut (the match spec sent none of
@@ -188,6 +350,65 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     end
   end
 
+  describe "a sustained loop returning a 1 M-element list (issue 36 item 1)" do
+    for return <- [true, false] do
+      test "this node's fallback, return: #{return}: the memory grows by less than #{div(@loop_bound, 1024 * 1024)} MiB over the untraced loop's" do
+        KinoTraceTest.Helpers.use_fallback_tracer()
+        {untraced, _, _} = sustained(node(), :long_list)
+        trace = Kino.Trace.calls([@echo], return: unquote(return))
+        assert {:fallback, _} = Kino.Trace.info(trace).tracer
+        {growth, calls, held} = sustained(node(), :long_list)
+        # a call and its return (with return: false, the tracer skips the returns
+        # `exceptions: true` makes, uncounted)
+        messages = if unquote(return), do: 2 * calls, else: calls
+        info = Kino.Trace.info(trace)
+        events = Kino.Trace.events(trace, 10_000)
+        counts = assert_accounted(info, messages)
+        where = "this node's"
+
+        report(
+          where,
+          "echo/1 loop, return: #{unquote(return)}",
+          growth,
+          counts,
+          messages,
+          untraced
+        )
+
+        Kino.Trace.stop(trace)
+        assert_args(events, :long_list)
+        assert_loop_bound(growth, untraced, held)
+      end
+
+      test "agent: :fallback on a bare peer, return: #{return}: the peer's memory grows by less than #{div(@loop_bound, 1024 * 1024)} MiB over the untraced loop's" do
+        {_peer, n, _tmp} = bare_peer(:loop_echo)
+        {:module, Flood} = :erpc.call(n, :code, :load_binary, [Flood, ~c"flood.beam", @beam])
+        {untraced, _, _} = sustained(n, :long_list)
+        trace = Kino.Trace.calls([@echo], nodes: [n], agent: :fallback, return: unquote(return))
+        assert {:fallback, _} = Kino.Trace.info(trace).nodes[n].tracer
+        {growth, calls, held} = sustained(n, :long_list)
+        messages = if unquote(return), do: 2 * calls, else: calls
+        info = settled(fn -> Kino.Trace.info(trace).nodes[n] end, messages)
+        :ok = Kino.Trace.flush(trace)
+        events = Kino.Trace.events(trace, 10_000)
+        counts = assert_accounted(info, messages)
+
+        report(
+          "peer's",
+          "echo/1 loop, return: #{unquote(return)}",
+          growth,
+          counts,
+          messages,
+          untraced
+        )
+
+        Kino.Trace.stop(trace)
+        assert_args(events, :long_list)
+        assert_loop_bound(growth, untraced, held)
+      end
+    end
+  end
+
   describe "this node's fallback tracer" do
     setup do
       KinoTraceTest.Helpers.use_fallback_tracer()
@@ -218,10 +439,16 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       Enum.each(huge ++ small, &Flood.f/1)
 
       events = KinoTraceTest.Helpers.events_after(trace)
+      info = Kino.Trace.info(trace)
       Kino.Trace.stop(trace)
       calls = for e <- events, e.kind == :call, do: e
       assert length(calls) == length(huge ++ small)
-      assert length(for e <- events, e.kind == :return, do: e) == length(calls)
+      # every return, but those of calls with huge arguments beyond the tickets
+      # (kino_trace_fallback_gate: 1 between two empty mailboxes of the tracer), each
+      # counted as dropped
+      returns = length(for e <- events, e.kind == :return, do: e)
+      assert returns >= length(small)
+      assert returns + info.dropped.queue_full == length(calls)
       assert [{Enum, _, _}] = calls |> Enum.map(& &1.caller) |> Enum.uniq()
       {cut, copied} = Enum.split(calls, length(huge))
       assert Enum.all?(cut, &match?([%Cut{kind: :bytes}], &1.args))
@@ -273,7 +500,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     # Issue 36 item 1: the guard's switch-off waits for the running callers, which go on
     # calling meanwhile (a time slice of calls, each copying its return value whole into
     # a message: GBs in under a second). The moment the guard trips, it closes the
-    # session's gate, a bit of the node's trace control word that its call match specs
+    # session's gate, a slot of the node's trace control word that its call match specs
     # read at each call: calls then send their MFA alone, with no return action, and each
     # is counted as dropped. Here the gate is closed by hand while the tracer is
     # suspended: five calls returning a 1 M-element list (16 MB as a message) must put
@@ -304,20 +531,15 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
         end)
 
       :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
-      gate = :kino_trace_fallback_gate.bit(:kino_trace_fallback.session_id(handle))
-
-      tcw = fn update ->
-        word = :erlang.system_info(:trace_control_word)
-        :erlang.system_flag(:trace_control_word, update.(word))
-      end
+      gate = :kino_trace_fallback.gate(handle)
 
       true = :erlang.suspend_process(tracer)
-      tcw.(&Bitwise.bor(&1, gate))
+      :kino_trace_fallback_gate.close(gate)
       send(caller, :closed)
       assert_receive {:called, :closed}, 30_000
       KinoTraceTest.Helpers.trace_delivered(caller)
       {:memory, held} = Process.info(tracer, :memory)
-      tcw.(&Bitwise.band(&1, Bitwise.bnot(gate)))
+      :kino_trace_fallback_gate.open(gate)
       true = :erlang.resume_process(tracer)
       # a request is answered after the messages before it
       :ok = :kino_trace_fallback.attach(handle, session, :owner)
@@ -325,16 +547,140 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       assert %{accepted: 0, dropped_queue_full: 5} = :kino_trace_fallback.counters(handle)
       assert %{received: 5} = :kino_trace_fallback.info(handle)
 
-      # open again: the calls (their huge argument cut) and their returns
+      # open again: the calls (their huge argument cut) and their returns (the second
+      # one's when the tracer gave its ticket back in between, else counted as dropped)
       send(caller, :open)
       assert_receive {:called, :open}, 30_000
       KinoTraceTest.Helpers.trace_delivered(caller)
       :ok = :kino_trace_fallback.attach(handle, session, :owner)
       {events, false} = :kino_trace_fallback.drain(handle, 100)
-      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from]
+
+      assert Enum.map(events, &elem(&1, 0)) in [
+               [:call, :return_from, :call, :return_from],
+               [:call, :return_from, :call]
+             ]
+
+      assert length(events) + :kino_trace_fallback.counters(handle).dropped_queue_full == 4 + 5
       :kino_trace_fallback.close(handle)
       # nothing left behind
-      assert Bitwise.band(:erlang.system_info(:trace_control_word), gate) == 0
+      assert gate_bits(gate) == 0
+    end
+
+    # Issue 36 item 1: a session's tickets (kino_trace_fallback_gate) bound the return
+    # frames of its calls with huge arguments between two empty mailboxes of its tracer.
+    # Slots taken by the session's id modulo 5 were shared: another session's tracer,
+    # emptying its mailbox, gave back the tickets of one whose tracer did not run, and a
+    # sustained loop then pushed a huge return frame at every call (the spikes of
+    # hundreds of MiB seen in one run in five, with other traces running). Six sessions
+    # here (two shared a slot by pigeonhole): each one's tracer is suspended while its
+    # caller calls with huge arguments, the five others' take in a call and give their
+    # tickets back, and its caller calls again: its mailbox holds at most its tickets'
+    # returns.
+    test "a session's tickets are its own: another tracer giving its tickets back gives none of this one's" do
+      huge = Enum.to_list(1..1000)
+      spec = [{:_, [], [{:return_trace}]}]
+
+      sessions =
+        for _ <- 1..6 do
+          handle = :kino_trace_fallback.new_session(self(), %{})
+          tracer = :kino_trace_fallback.tracer(handle)
+          session = :trace.session_create(:fallback_memory_test, tracer, [])
+          on_exit(fn -> :trace.session_destroy(session) end)
+          :ok = :kino_trace_fallback.attach(handle, session, :owner)
+
+          [mfa, spec, flags] =
+            :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+          :trace.function(session, mfa, spec, flags)
+          caller = spawn_link(fn -> echo_loop() end)
+          :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+          {handle, tracer, caller}
+        end
+
+      gates = for {handle, _, _} <- sessions, do: :kino_trace_fallback.gate(handle)
+      slots = for {:slot, off} <- gates, do: off
+      assert slots == Enum.uniq(slots) and length(slots) == min(5, length(gates))
+
+      for {handle, tracer, caller} = this <- sessions do
+        true = :erlang.suspend_process(tracer)
+        echo(caller, huge, 2)
+
+        for {_, other, other_caller} <- sessions -- [this] do
+          echo(other_caller, :small, 1)
+          # (no message says its mailbox was found empty: it waits in idle/1 then)
+          wait_until(fn ->
+            Process.info(other, :current_function) ==
+              {:current_function, {:kino_trace_fallback_process, :idle, 1}}
+          end)
+        end
+
+        echo(caller, huge, 2)
+        {:messages, messages} = Process.info(tracer, :messages)
+        returns = Enum.count(messages, &(elem(&1, 2) == :return_from))
+        tickets = :kino_trace_fallback_gate.tickets(:kino_trace_fallback.gate(handle))
+        assert returns == tickets, "#{returns} returns pushed with #{tickets} tickets"
+        true = :erlang.resume_process(tracer)
+      end
+
+      for {handle, _, _} <- sessions, do: :kino_trace_fallback.close(handle)
+      assert Enum.map(gates, &gate_bits/1) == List.duplicate(0, length(gates))
+    end
+
+    # Issue 36 item 1: a ticket is a match spec's read and write of the whole trace
+    # control word, which writes back the bits it read: a gate another session closed in
+    # between is open again (a stale write). Session A's guard trips (a mailbox over its
+    # 100 messages) and its tracer is suspended mid-drain, its gate closed; the word B's
+    # ticket take writes when it read the word before A's gate closed is written then
+    # (B's caller took a ticket: the VM's race is too narrow to hit on purpose). A's
+    # tracer, still over its bound, must close its gate again at its next message.
+    test "a stale write from another session's ticket opens no gate for long: the tracer over its bound closes it again" do
+      a = :kino_trace_fallback.new_session(self(), %{mailbox: 100})
+      tracer = :kino_trace_fallback.tracer(a)
+      b = :kino_trace_fallback.new_session(self(), %{})
+      session_b = :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(b), [])
+      on_exit(fn -> :trace.session_destroy(session_b) end)
+      :ok = :kino_trace_fallback.attach(b, session_b, :owner)
+      spec = [{:_, [], [{:return_trace}]}]
+
+      [mfa, spec, flags] =
+        :kino_trace_fallback.trace_args(b, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+      :trace.function(session_b, mfa, spec, flags)
+      caller_b = spawn_link(fn -> echo_loop() end)
+      :trace.process(session_b, caller_b, true, :kino_trace_fallback.process_flags([:call]))
+
+      true = :erlang.suspend_process(:kino_trace_fallback.tracer(b))
+      echo(caller_b, Enum.to_list(1..1000), 1)
+      stale = :erlang.system_info(:trace_control_word)
+      assert gate_bits(:kino_trace_fallback.gate(b)) != 0, "B's caller took no ticket"
+
+      # A's mailbox: 200 000 messages (its tracer drops them once its guard tripped)
+      true = :erlang.suspend_process(tracer)
+      n = 200_000
+      for _ <- 1..n, do: send(tracer, {:trace, self(), :call, {Flood, :f, 1}})
+      true = :erlang.resume_process(tracer)
+      spin_until(fn -> :kino_trace_fallback.info(a).guard_trips == 1 end)
+      true = :erlang.suspend_process(tracer)
+
+      assert :kino_trace_fallback.info(a).received < n,
+             "the tracer drained its mailbox before it was suspended"
+
+      assert gate_bits(:kino_trace_fallback.gate(a)) |> Bitwise.band(1) == 1
+      :erlang.system_flag(:trace_control_word, stale)
+      assert gate_bits(:kino_trace_fallback.gate(a)) |> Bitwise.band(1) == 0
+      true = :erlang.resume_process(tracer)
+      # a request is answered after the messages before it
+      :ok = :kino_trace_fallback.attach(a, :fallback_memory_test_none, :owner)
+      info = :kino_trace_fallback.info(a)
+
+      assert Map.get(info, :gate_reasserts, 0) == 1,
+             "A's gate was not closed again (#{inspect(info)})"
+
+      assert info.received == n and info.guard_trips == 1
+      true = :erlang.resume_process(:kino_trace_fallback.tracer(b))
+      :kino_trace_fallback.close(a)
+      :kino_trace_fallback.close(b)
+      assert gate_bits(:kino_trace_fallback.gate(a)) == 0
     end
 
     test "a bad mailbox_bytes is refused, naming it" do
