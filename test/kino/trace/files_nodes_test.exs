@@ -127,7 +127,9 @@ defmodule Kino.Trace.FilesNodesTest do
     # a bit flipped in the first event frame's body (after the header frame)
     <<_type, header_size::32, _::binary>> = bytes
     at = 9 + header_size
-    <<pre::binary-size(at + 20), byte, post::binary>> = bytes
+    # (binary_part: a size(...) of a variable bound before the match warns on Elixir 1.20)
+    pre = binary_part(bytes, 0, at + 20)
+    <<byte, post::binary>> = binary_part(bytes, at + 20, byte_size(bytes) - at - 20)
     bad = Path.join(dir, "bad.ktrace")
 
     :ok =

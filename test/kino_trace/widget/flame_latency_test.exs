@@ -76,7 +76,15 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _} = Controller.init(trace, lifeline: false)
     # two processes run the nested pattern: the same stacks, added up
-    [one, _two] = for _ <- 1..2, do: Task.async(fn -> Timing.run() && self() end) |> Task.await()
+    [one, _two] =
+      for _ <- 1..2,
+          do:
+            Task.async(fn ->
+              Timing.run()
+              self()
+            end)
+            |> Task.await()
+
     {controller, _} = drive(controller, &returns(&1, 16))
 
     {[{:reply, "flame", all}], controller} = Controller.handle_event(controller, "get_flame", %{})
@@ -152,7 +160,14 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
     trace = Kino.Trace.calls(["KinoTraceTest.Sample.Timing.leaf/0"])
     on_exit(fn -> Kino.Trace.stop(trace) end)
     {controller, _} = Controller.init(trace, lifeline: false)
-    pid = Task.async(fn -> for(_ <- 1..5, do: Timing.leaf()) && self() end) |> Task.await()
+
+    pid =
+      Task.async(fn ->
+        for _ <- 1..5, do: Timing.leaf()
+        self()
+      end)
+      |> Task.await()
+
     {controller, _} = drive(controller, &returns(&1, 5))
 
     {:ok, effects, controller} = Controller.handle_info(controller, :tick)
