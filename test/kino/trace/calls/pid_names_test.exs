@@ -29,6 +29,9 @@ defmodule Kino.Trace.Calls.PidNamesTest do
   } do
     for name <- names do
       trace = Kino.Trace.calls([&Math.echo/1], pids: name, return: false)
+      # calls/2 returns after at most a second still setting up (a loaded machine's full
+      # run: the worker's call came before the pattern was set); info/1 answers once set
+      _ = Kino.Trace.info(trace)
       Math.echo(:caller)
       Worker.run(worker, fn -> Math.echo(name) end)
 
