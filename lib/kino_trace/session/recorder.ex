@@ -37,7 +37,8 @@ defmodule KinoTrace.Session.Recorder do
     snapshots: [],
     snapshot_bytes: 0,
     dropped: 0,
-    fired: %{exception: 0, slower_than: 0, match: 0, message: 0, telemetry: 0},
+    # trigger name => times fired (each of :kino_trace_trigger.names/0, set by new/1)
+    fired: %{},
     taken: 0,
     # snapshots that could not be made (their replay did not start)
     failed: 0,
@@ -68,6 +69,7 @@ defmodule KinoTrace.Session.Recorder do
     %__MODULE__{
       config: config,
       triggers: :kino_trace_trigger.compile(config.on),
+      fired: Map.new(:kino_trace_trigger.names(), &{&1, 0}),
       # a quarter of the ring's bytes at most
       open_calls: OpenCalls.new(div(config.bytes, 4))
     }
