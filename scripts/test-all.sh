@@ -27,18 +27,38 @@ export CI=true
 passed=0
 failed=0
 failures=()
+# Each suite's output is also kept, so that the summary at the end (what a CI log's tail
+# shows) can name what failed: ExUnit's numbered failures, warnings and failed checks.
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
 
 suite() {
   local name="$1"; shift
   printf '\n\033[1m===== %s =====\033[0m\n' "$name"
   local start=$SECONDS
-  if "$@"; then
+  local log="$logs/$((passed + failed)).log"
+  if "$@" 2>&1 | tee "$log"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
     failures+=("$name")
+    {
+      printf '\n%s failed:\n' "$name"
+      what_failed <"$log"
+    } >>"$logs/summary"
   fi
   printf -- '-- %s: %d s\n' "$name" $((SECONDS - start))
+}
+
+# The lines that say what failed, at most 60: an ExUnit failure's first 6 lines (name,
+# file, error), a compiler warning's first 3 and its abort, and other suites' FAILED/error
+# lines.
+what_failed() {
+  sed 's/\x1b\[[0-9;]*m//g' | awk '
+    /^ +[0-9]+\) / { keep = 6 }
+    /^warning: / { keep = 3 }
+    /aborted after successful execution|FAILED|[Ee]rror:|[0-9]+ failures?/ && keep == 0 { keep = 1 }
+    keep > 0 { print "  " $0; keep--; if (++n >= 60) exit }'
 }
 
 # Runs a command with toolchain set $1 on PATH (and its build root).
@@ -67,7 +87,8 @@ fi
 
 printf '\n\033[1m===== summary =====\033[0m\n'
 if [ "$failed" -gt 0 ]; then
-  printf 'failed suites: %s\n' "${failures[*]}"
+  cat "$logs/summary"
+  printf '\nfailed suites: %s\n' "${failures[*]}"
 fi
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
