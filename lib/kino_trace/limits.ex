@@ -206,7 +206,8 @@ defmodule KinoTrace.Limits do
       default: 100_000,
       max: nil,
       unit: "events",
-      why: "a bound on the events the kept slow calls hold in all (past it, calls are kept without them)",
+      why:
+        "a bound on the events the kept slow calls hold in all (past it, calls are kept without them)",
       enforced_by: ["lib/kino_trace/latency/slow_calls.ex (within_budget/3)"]
     },
     %{
@@ -215,7 +216,8 @@ defmodule KinoTrace.Limits do
       default: 100_000,
       max: nil,
       unit: "calls",
-      why: "a bound on the open calls whose arguments are kept for slow calls, all processes together",
+      why:
+        "a bound on the open calls whose arguments are kept for slow calls, all processes together",
       enforced_by: ["lib/kino_trace/latency/slow_calls.ex (add_one/3)"]
     },
     %{
@@ -253,6 +255,15 @@ defmodule KinoTrace.Limits do
       unit: "bytes",
       why: "the snapshots' bytes are counted in 64 bits",
       enforced_by: ["lib/kino_trace/session/recorder.ex (KinoTrace.Session.Recorder: dropped)"]
+    },
+    %{
+      name: :telemetry_events,
+      option: nil,
+      default: 64,
+      max: nil,
+      unit: "events",
+      why: "a bound on the :telemetry events one recorder's trigger attaches a handler to",
+      enforced_by: ["lib/kino_trace/plan/record.ex (trigger!: telemetry)"]
     },
     %{
       name: :mailbox,

@@ -39,7 +39,7 @@ defmodule KinoTrace.Plan.Record do
 
   @keys [:events, :bytes, :snapshots, :snapshot_bytes, :on, :after]
   # the :telemetry events one recorder may attach to
-  @max_telemetry_events 64
+  @max_telemetry_events KinoTrace.Limits.default(:telemetry_events)
 
   @doc """
   How long an after-window of n events waits for them at most (ms): after a crash that

@@ -75,14 +75,17 @@ defmodule Kino.Trace.RecordTelemetryTest do
       assert error.message =~ "invalid value for :on: telemetry: expected an event name"
     end
 
-    too_many = for n <- 1..65, do: [:kino_trace_test, :"e#{n}"]
+    # the bound is the table of limits' (and the guide's)
+    max = KinoTrace.Limits.default(:telemetry_events)
+    assert File.read!("guides/options_and_limits.md") =~ "a list of at most #{max} event names"
+    too_many = for n <- 1..(max + 1), do: [:kino_trace_test, :"e#{n}"]
 
     error =
       assert_raise ArgumentError, fn ->
         Trace.record(["Enum.sum/1"], on: [telemetry: too_many])
       end
 
-    assert error.message =~ "at most 64"
+    assert error.message =~ "at most #{max}"
   end
 
   test "without the :telemetry package loaded, a clear error names the dependency" do
