@@ -280,6 +280,8 @@ await check("the Stats tab links to the slow calls: a row's count, its slowest c
   });
   // its call tree: b over its two leaves, each with its duration
   await page.locator('[data-testid="slow-calls"] .kt-slow-tree > summary').first().click();
+  // (a <details>' toggle event, which draws the tree, comes after the click, as a task)
+  await page.waitForSelector('[data-testid="slow-calls"] .kt-slow-tree .kt-call');
   const tree = await page.$$eval('[data-testid="slow-calls"] .kt-slow-tree .kt-call', (els) => els.map((e) => e.textContent));
   assert(JSON.stringify(tree) === JSON.stringify(["KinoTraceTest.Sample.Timing.b(1)", "KinoTraceTest.Sample.Timing.leaf()", "KinoTraceTest.Sample.Timing.leaf()"]), `tree ${tree}`);
   await page.locator('[data-testid="slow-calls"]').scrollIntoViewIfNeeded();
