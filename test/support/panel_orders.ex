@@ -7,3 +7,26 @@ defmodule KinoTraceTest.PanelOrders do
   def fail(reason), do: raise(ArgumentError, reason)
   def noise(n), do: n
 end
+
+defmodule KinoTraceTest.OrderRuns do
+  @moduledoc false
+  # What the recorder tests run against an orders module (KinoTraceTest.PanelOrders, or
+  # a module with the same calls), from a module of their own: the funs here are no
+  # traced module's.
+
+  alias KinoTraceTest.Sample.Worker
+
+  @doc """
+  Runs in `worker` an order that raises inside two calls of `orders` (handle/1, then
+  process/1), rescued there; returns the exception.
+  """
+  def fail_once(worker, orders \\ KinoTraceTest.PanelOrders) do
+    Worker.run(worker, fn ->
+      try do
+        orders.handle(fn -> orders.fail("no stock") end)
+      rescue
+        e -> e
+      end
+    end)
+  end
+end

@@ -8,7 +8,7 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
 
   alias Kino.Trace
   alias KinoTrace.Widget.{Controller, RecorderPayload}
-  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.{Helpers, OrderRuns}
   alias KinoTraceTest.PanelOrders, as: Orders
   alias KinoTraceTest.Sample.Worker
   alias KinoTraceTest.WireSchema
@@ -16,9 +16,6 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
   @moduletag timeout: 60_000
 
   doctest KinoTrace.Widget.RecorderPayload
-
-  defp tracer(:native), do: :ok
-  defp tracer(:fallback), do: Helpers.use_fallback_tracer()
 
   defp tick(controller) do
     {:ok, effects, controller} = Controller.handle_info(controller, :tick)
@@ -36,23 +33,12 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
   defp after_header(<<1, size::32, _crc::32, _header::binary-size(size), rest::binary>>),
     do: rest
 
-  defp fail_once(worker) do
-    Worker.run(worker, fn ->
-      try do
-        Orders.handle(fn -> Orders.fail("no stock") end)
-      rescue
-        e -> e
-      end
-    end)
-  end
-
   for tracer <- [:native, :fallback] do
     @tag tracer: tracer
     test "a recorder's panel: ring, triggers fired, snapshots opened and downloaded (#{tracer})",
          %{tracer: tracer} do
-      tracer(tracer)
-      worker = Worker.start()
-      on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
+      Helpers.use_tracer(tracer)
+      worker = Helpers.start_worker()
 
       rec =
         Trace.record(["KinoTraceTest.PanelOrders"],
@@ -76,7 +62,7 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       {[], controller} = tick(controller)
 
       Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
-      fail_once(worker)
+      OrderRuns.fail_once(worker)
       Helpers.trace_delivered(worker)
       :ok = Trace.flush(rec)
 

@@ -12,7 +12,7 @@ defmodule Kino.Trace.Widget.RecorderBrowserTest do
   alias Kino.Trace
   alias KinoTrace.Widget.Views
   alias KinoTraceTest.Browser
-  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.{Helpers, OrderRuns}
   alias KinoTraceTest.PanelOrders, as: Orders
   alias KinoTraceTest.Sample.Worker
 
@@ -20,8 +20,7 @@ defmodule Kino.Trace.Widget.RecorderBrowserTest do
   @moduletag timeout: 300_000
 
   test "a recorder's panel, a snapshot opened in the usual tabs and back, downloaded, in Chromium" do
-    worker = Worker.start()
-    on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
+    worker = Helpers.start_worker()
 
     rec =
       Trace.record(["KinoTraceTest.PanelOrders"], pids: worker, events: 6, on: [exception: true])
@@ -32,13 +31,7 @@ defmodule Kino.Trace.Widget.RecorderBrowserTest do
 
     Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
 
-    Worker.run(worker, fn ->
-      try do
-        Orders.handle(fn -> Orders.fail("no stock") end)
-      rescue
-        e -> e
-      end
-    end)
+    OrderRuns.fail_once(worker)
 
     Helpers.trace_delivered(worker)
     :ok = Trace.flush(rec)
