@@ -17,6 +17,28 @@ defmodule KinoTraceTest.OrderRuns do
   alias KinoTraceTest.Sample.Worker
 
   @doc """
+  A worker (stopped when the test ends) and a recorder of its calls of
+  KinoTraceTest.PanelOrders, with a ring of 6 events and the triggers `on`: what the
+  recorder panel's tests watch. Returns `{worker, rec}`.
+  """
+  def recorder(on) do
+    worker = KinoTraceTest.Helpers.start_worker()
+    {worker, Kino.Trace.record(["KinoTraceTest.PanelOrders"], pids: worker, events: 6, on: on)}
+  end
+
+  @doc """
+  What the recorder panel's tests record: `worker` makes 10 calls of noise/1 (more than
+  their ring of 6 keeps), then an order that fails once (`fail_once/1`); returns once the
+  recorder `rec` has taken in all their events.
+  """
+  def noise_then_fail(rec, worker) do
+    Worker.run(worker, fn -> for n <- 1..10, do: KinoTraceTest.PanelOrders.noise(n) end)
+    fail_once(worker)
+    KinoTraceTest.Helpers.trace_delivered(worker)
+    :ok = Kino.Trace.flush(rec)
+  end
+
+  @doc """
   Runs in `worker` an order that raises inside two calls of `orders` (handle/1, then
   process/1), rescued there; returns the exception.
   """

@@ -10,27 +10,18 @@ defmodule KinoTrace.Widget.ViewsTest do
 
   alias Kino.Trace
   alias KinoTrace.Widget.{Controller, Views}
-  alias KinoTraceTest.{Helpers, OrderRuns}
+  alias KinoTraceTest.{Helpers, OrderRuns, WidgetDriver, WireSchema}
   alias KinoTraceTest.PanelOrders, as: Orders
   alias KinoTraceTest.Sample.Worker
-  alias KinoTraceTest.WireSchema
 
   @moduletag timeout: 60_000
 
-  defp event(views, event, payload) do
-    {effects, views} = Views.handle_event(views, event, payload)
-    WireSchema.check_effects!(effects)
-    {effects, views}
-  end
+  defp event(views, event, payload), do: WidgetDriver.event(Views, views, event, payload)
 
   defp view_event(views, id, event, payload),
     do: event(views, "view", %{"id" => id, "event" => event, "payload" => payload})
 
-  defp info(views, message) do
-    {:ok, effects, views} = Views.handle_info(views, message)
-    WireSchema.check_effects!(effects)
-    {effects, views}
-  end
+  defp info(views, message), do: WidgetDriver.info(Views, views, message)
 
   defp open(views, id) do
     {[{:reply, "snapshot", %{id: ^id, view: connect}} | timers], views} =
@@ -72,22 +63,12 @@ defmodule KinoTrace.Widget.ViewsTest do
     test "a snapshot clicked in the panel opens in the usual tabs, as Kino.Trace.open/1's trace (#{tracer})",
          %{tracer: tracer} do
       Helpers.use_tracer(tracer)
-      worker = Helpers.start_worker()
-
-      rec =
-        Trace.record(["KinoTraceTest.PanelOrders"],
-          pids: worker,
-          events: 6,
-          on: [exception: true]
-        )
+      {worker, rec} = OrderRuns.recorder(exception: true)
 
       on_exit(fn -> Trace.stop(rec) end)
       {views, _effects} = Views.init(rec, lifeline: false)
 
-      Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
-      OrderRuns.fail_once(worker)
-      Helpers.trace_delivered(worker)
-      :ok = Trace.flush(rec)
+      OrderRuns.noise_then_fail(rec, worker)
 
       {effects, views} = info(views, :tick)
       [%{snapshots: [%{id: id}]}] = for {:broadcast, "recorder", panel} <- effects, do: panel
