@@ -44,6 +44,11 @@ defmodule Kino.Trace.RecordTest do
     :ok = Trace.flush(rec)
   end
 
+  # A recorder of `worker`'s calls of Math.double/1 (no returns), with `opts`.
+  defp record_doubles(worker, opts) do
+    Trace.record(["KinoTraceTest.Sample.Math.double/1"], [pids: worker, return: false] ++ opts)
+  end
+
   defp calls(worker, range), do: Worker.run(worker, fn -> for n <- range, do: Math.double(n) end)
 
   for tracer <- @tracers do
@@ -56,12 +61,7 @@ defmodule Kino.Trace.RecordTest do
       test "keeps the newest events, counts the overwritten ones, accounting exact", %{
         worker: worker
       } do
-        rec =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            events: 10
-          )
+        rec = record_doubles(worker, events: 10)
 
         assert Trace.info(rec).tracer ==
                  if(unquote(tracer) == :native, do: :native, else: Trace.info(rec).tracer)
@@ -159,12 +159,7 @@ defmodule Kino.Trace.RecordTest do
       test "snapshots are bounded in number and bytes: the oldest go first, counted", %{
         worker: worker
       } do
-        rec =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            snapshots: 2
-          )
+        rec = record_doubles(worker, snapshots: 2)
 
         snaps =
           for n <- 1..4 do
@@ -187,12 +182,7 @@ defmodule Kino.Trace.RecordTest do
         # bytes: one snapshot's worth of bytes keeps the newest only
         bytes = Trace.info(s4).snapshot.bytes
 
-        rec2 =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            snapshot_bytes: bytes + 1
-          )
+        rec2 = record_doubles(worker, snapshot_bytes: bytes + 1)
 
         calls(worker, 1..4)
         [_, t2] = for _ <- 1..2, do: Trace.snapshot(rec2)
