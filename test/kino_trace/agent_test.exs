@@ -84,12 +84,7 @@ defmodule KinoTrace.AgentTest do
     # A first trace loads the OTP modules tracing needs (they are the node's own, and
     # stay); from then on, a trace leaves the node exactly as it was.
     defp warmed_footprint(n, tmp) do
-      trace = Kino.Trace.calls([Echo], nodes: [n])
-      :erpc.call(n, Echo, :double, [1])
-      await_events(trace, &(&1 != []))
-      Kino.Trace.stop(trace)
-      wait_until(fn -> kino_modules(n) == [] end)
-      before = settled_footprint(n, tmp)
+      before = footprint_after_trace(n, tmp)
       assert before.tmp == []
       before
     end

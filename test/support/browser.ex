@@ -5,6 +5,7 @@ defmodule KinoTraceTest.Browser do
 
   import ExUnit.Assertions
 
+  alias KinoTrace.SmartCell.Controller, as: CellController
   alias KinoTrace.Widget.Controller
 
   @root Path.expand("../..", __DIR__)
@@ -14,10 +15,7 @@ defmodule KinoTraceTest.Browser do
   file, removed when the test exits) and asserts it exited 0, printing its output.
   """
   def run(script, fixture) do
-    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
-    File.mkdir_p!(dir)
-    ExUnit.Callbacks.on_exit(fn -> File.rm_rf(dir) end)
-    path = Path.join(dir, "payloads.json")
+    path = Path.join(tmp_dir(), "payloads.json")
     File.write!(path, JSON.encode!(fixture))
 
     {output, status} =
@@ -27,6 +25,33 @@ defmodule KinoTraceTest.Browser do
 
     IO.puts(output)
     assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+  end
+
+  @doc """
+  A fresh temporary directory (for a fixture, or the file a harness records the
+  browser's pushes in), removed when the test exits.
+  """
+  def tmp_dir do
+    dir = Path.join(System.tmp_dir!(), "kino_trace_browser_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    ExUnit.Callbacks.on_exit(fn -> File.rm_rf(dir) end)
+    dir
+  end
+
+  @doc """
+  Replays the updates a smart cell's form pushed in the browser (`pushed_out`, the
+  harness's record) through a smart cell controller started from `saved`, as Kino
+  would, refuting an error reply to any; returns the controller.
+  """
+  def replay_cell(saved, pushed_out) do
+    pushed_out
+    |> File.read!()
+    |> JSON.decode!()
+    |> Enum.reduce(CellController.init(saved), fn update, controller ->
+      {effects, controller} = CellController.handle_event(controller, "update", update)
+      refute Enum.any?(effects, &match?({:reply, "error", _}, &1)), inspect({update, effects})
+      controller
+    end)
   end
 
   @doc """

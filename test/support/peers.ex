@@ -187,6 +187,21 @@ defmodule KinoTraceTest.Peers do
   end
 
   @doc """
+  `node`'s footprint (`settled_footprint/2`) once a first trace there has come and gone:
+  it loads the OTP modules tracing needs (the node's own, they stay), so a footprint
+  taken after the next trace compares equal. `node` has KinoTraceTest.Remote.Echo
+  (`bare_peer/2`).
+  """
+  def footprint_after_trace(node, tmp) do
+    trace = Kino.Trace.calls([KinoTraceTest.Remote.Echo], nodes: [node])
+    :erpc.call(node, KinoTraceTest.Remote.Echo, :double, [1])
+    KinoTraceTest.Helpers.await_events(trace, &(&1 != []))
+    Kino.Trace.stop(trace)
+    KinoTraceTest.Helpers.wait_until(fn -> kino_modules(node) == [] end)
+    settled_footprint(node, tmp)
+  end
+
+  @doc """
   Waits (10 s at most) until `node` is as `before` (`footprint/2`), then asserts it, saying
   what differs: nothing of kino_trace is left there.
   """

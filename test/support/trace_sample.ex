@@ -125,6 +125,20 @@ defmodule KinoTraceTest.Helpers do
   end
 
   @doc """
+  Makes the traces started from now on use `tracer`: `:native` (the default, nothing to
+  change) or `:fallback` (`use_fallback_tracer/0`), for the tests written once for both.
+  """
+  def use_tracer(:native), do: :ok
+  def use_tracer(:fallback), do: use_fallback_tracer()
+
+  @doc "Starts a worker (linked to the caller), stopped when the calling test ends."
+  def start_worker do
+    worker = Worker.start()
+    ExUnit.Callbacks.on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
+    worker
+  end
+
+  @doc """
   Polls `fun` every 10 ms until it returns a truthy value, and returns that value; fails the
   test after `tries` polls, with `message.()` as the reason. The one polling loop of the
   suite: use it only where no message, monitor or `trace_delivered` says the thing happened.

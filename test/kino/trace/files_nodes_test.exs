@@ -3,20 +3,12 @@ defmodule Kino.Trace.FilesNodesTest do
   # another node writes that node's events on that node, within the cap there, and
   # `Kino.Trace.open({node, path})` fetches one; the node is left as it was, but for the
   # files.
-  use ExUnit.Case, async: false
+  use KinoTraceTest.PeerCase, async: false
 
-  @moduletag :slow
-  @moduletag timeout: 180_000
-
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 3]
-  import KinoTraceTest.Peers
+  import KinoTraceTest.Helpers, only: [wait_until: 3]
 
   alias Kino.Trace
   alias KinoTraceTest.Remote.Echo
-
-  setup_all do
-    ensure_distribution()
-  end
 
   # A peer whose working directory is a folder of its own (outside the temporary
   # directory its footprint lists): relative paths there are not paths here. A first
@@ -27,13 +19,7 @@ defmodule Kino.Trace.FilesNodesTest do
     File.mkdir_p!(cwd)
     on_exit(fn -> File.rm_rf(cwd) end)
     :ok = :erpc.call(n, :file, :set_cwd, [cwd])
-
-    trace = Trace.calls([Echo], nodes: [n])
-    :erpc.call(n, Echo, :double, [1])
-    await_events(trace, &(&1 != []))
-    Trace.stop(trace)
-    wait_until(fn -> kino_modules(n) == [] end)
-    {n, tmp, cwd, settled_footprint(n, tmp)}
+    {n, tmp, cwd, footprint_after_trace(n, tmp)}
   end
 
   # the files `to:` writes (repo.N.ktrace) in that node's working directory, and their

@@ -2,39 +2,25 @@ defmodule Kino.Trace.RecordNodesTest do
   # A recorder of other nodes (issue 37 item 4): the ring is kept on the traced node by
   # kino_trace's agent, bounded there, nothing of it comes here until snapshot/1 fetches
   # it; with the native agent and the pure-Erlang one; the node is left as it was.
-  use ExUnit.Case, async: false
+  use KinoTraceTest.PeerCase, async: false
 
-  @moduletag :slow
-  @moduletag timeout: 180_000
-
-  import KinoTraceTest.Helpers, only: [await_events: 2, wait_until: 1, wait_until: 3]
-  import KinoTraceTest.Peers
+  import KinoTraceTest.Helpers, only: [wait_until: 1, wait_until: 3]
 
   alias Kino.Trace
   alias KinoTraceTest.Remote.Echo
 
-  setup_all do
-    ensure_distribution()
-  end
-
-  # A first trace loads the OTP modules tracing needs (the node's own, they stay).
-  defp warmed_footprint(n, tmp) do
-    trace = Trace.calls([Echo], nodes: [n])
-    :erpc.call(n, Echo, :double, [1])
-    await_events(trace, &(&1 != []))
-    Trace.stop(trace)
-    wait_until(fn -> kino_modules(n) == [] end)
-    settled_footprint(n, tmp)
+  # A bare peer, its footprint once a first trace has come and gone there, and a
+  # recorder of `patterns` there with `opts`: {node, tmp, footprint, recorder}.
+  defp recording_peer(name, patterns, opts) do
+    {_peer, n, tmp} = bare_peer(name)
+    before = footprint_after_trace(n, tmp)
+    {n, tmp, before, Trace.record(patterns, [nodes: [n]] ++ opts)}
   end
 
   for agent <- [:auto, :fallback] do
     test "the ring stays on the node, bounded there; snapshot/1 fetches it (agent: #{agent})" do
-      {_peer, n, tmp} = bare_peer(:"record_#{unquote(agent)}")
-      before = warmed_footprint(n, tmp)
-
-      rec =
-        Trace.record(["KinoTraceTest.Remote.Echo.double/1"],
-          nodes: [n],
+      {n, tmp, before, rec} =
+        recording_peer(:"record_#{unquote(agent)}", ["KinoTraceTest.Remote.Echo.double/1"],
           agent: unquote(agent),
           events: 5,
           return: false
@@ -125,12 +111,8 @@ defmodule Kino.Trace.RecordNodesTest do
 
   for agent <- [:auto, :fallback] do
     test "triggers run on the node; their snapshots wait there, bounded, until snapshots/1 (agent: #{agent})" do
-      {_peer, n, tmp} = bare_peer(:"record_on_#{unquote(agent)}")
-      before = warmed_footprint(n, tmp)
-
-      rec =
-        Trace.record(["KinoTraceTest.Remote.Echo"],
-          nodes: [n],
+      {n, tmp, before, rec} =
+        recording_peer(:"record_on_#{unquote(agent)}", ["KinoTraceTest.Remote.Echo"],
           agent: unquote(agent),
           snapshots: 2,
           on: [exception: true, match: "KinoTraceTest.Remote.Echo.double(7)"]
@@ -141,7 +123,11 @@ defmodule Kino.Trace.RecordNodesTest do
       :erpc.call(n, Echo, :double, [7])
 
       fired = fn -> Trace.info(rec).recorder.fired end
-      wait_until(fn -> fired.() == %{exception: 1, match: 1, slower_than: 0, message: 0, telemetry: 0} end)
+
+      wait_until(fn ->
+        fired.() == %{exception: 1, match: 1, slower_than: 0, message: 0, telemetry: 0}
+      end)
+
       # nothing came here: the snapshots wait on the node
       assert Trace.info(rec).nodes[n].recorder.snapshots_waiting == 2
       assert Trace.events(rec) == []
@@ -176,7 +162,7 @@ defmodule Kino.Trace.RecordNodesTest do
 
   test "slower_than on the node: the native agent pairs calls there; the pure-Erlang one refuses it" do
     {_peer, n, tmp} = bare_peer(:record_slower)
-    warmed_footprint(n, tmp)
+    footprint_after_trace(n, tmp)
 
     assert_raise ArgumentError, ~r/slower_than: needs the calls paired .* pure-Erlang/, fn ->
       Trace.record(["KinoTraceTest.Remote.Echo"],

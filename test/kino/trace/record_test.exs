@@ -25,13 +25,10 @@ defmodule Kino.Trace.RecordTest do
   use Kino.Trace.Assertions
 
   alias Kino.Trace
-  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.{Helpers, OrderRuns}
   alias KinoTraceTest.Sample.{Math, Worker}
 
   @tracers [:native, :fallback]
-
-  defp tracer(:native), do: :ok
-  defp tracer(:fallback), do: Helpers.use_fallback_tracer()
 
   # accepted == kept + overwritten + own + queued + discarded, each counted
   defp assert_accounted(info) do
@@ -41,33 +38,36 @@ defmodule Kino.Trace.RecordTest do
            inspect(info, pretty: true)
   end
 
+  # Waits until `pid`'s trace messages are delivered and the recorder `rec` took them in.
+  defp taken_in(rec, pid) do
+    Helpers.trace_delivered(pid)
+    :ok = Trace.flush(rec)
+  end
+
+  # A recorder of `worker`'s calls of Math.double/1 (no returns), with `opts`.
+  defp record_doubles(worker, opts) do
+    Trace.record(["KinoTraceTest.Sample.Math.double/1"], [pids: worker, return: false] ++ opts)
+  end
+
   defp calls(worker, range), do: Worker.run(worker, fn -> for n <- range, do: Math.double(n) end)
 
   for tracer <- @tracers do
     describe "#{tracer} tracer" do
       setup do
-        tracer(unquote(tracer))
-        worker = Worker.start()
-        on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
-        %{worker: worker}
+        Helpers.use_tracer(unquote(tracer))
+        %{worker: Helpers.start_worker()}
       end
 
       test "keeps the newest events, counts the overwritten ones, accounting exact", %{
         worker: worker
       } do
-        rec =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            events: 10
-          )
+        rec = record_doubles(worker, events: 10)
 
         assert Trace.info(rec).tracer ==
                  if(unquote(tracer) == :native, do: :native, else: Trace.info(rec).tracer)
 
         calls(worker, 1..25)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
 
         assert rec |> Trace.events(100) |> Enum.map(& &1.args) == Enum.map(16..25, &[&1])
         info = Trace.info(rec)
@@ -88,8 +88,7 @@ defmodule Kino.Trace.RecordTest do
           )
 
         Worker.run(worker, fn -> for n <- 1..200, do: Math.echo(String.duplicate("x", n)) end)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
 
         info = Trace.info(rec)
         assert info.recorder.kept_bytes <= 20 * one
@@ -160,12 +159,7 @@ defmodule Kino.Trace.RecordTest do
       test "snapshots are bounded in number and bytes: the oldest go first, counted", %{
         worker: worker
       } do
-        rec =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            snapshots: 2
-          )
+        rec = record_doubles(worker, snapshots: 2)
 
         snaps =
           for n <- 1..4 do
@@ -188,12 +182,7 @@ defmodule Kino.Trace.RecordTest do
         # bytes: one snapshot's worth of bytes keeps the newest only
         bytes = Trace.info(s4).snapshot.bytes
 
-        rec2 =
-          Trace.record(["KinoTraceTest.Sample.Math.double/1"],
-            pids: worker,
-            return: false,
-            snapshot_bytes: bytes + 1
-          )
+        rec2 = record_doubles(worker, snapshot_bytes: bytes + 1)
 
         calls(worker, 1..4)
         [_, t2] = for _ <- 1..2, do: Trace.snapshot(rec2)
@@ -292,11 +281,14 @@ defmodule Kino.Trace.RecordTest do
   alias KinoTraceTest.RecordOrders, as: Orders
 
   describe "triggers" do
+    setup %{tracer: tracer} do
+      Helpers.use_tracer(tracer)
+      :ok
+    end
+
     for tracer <- @tracers do
       @tag tracer: tracer
-      test "exception: a snapshot with the calls that led to it, even those the ring overwrote (#{tracer})",
-           %{tracer: tracer} do
-        tracer(tracer)
+      test "exception: a snapshot with the calls that led to it, even those the ring overwrote (#{tracer})" do
         {a, b} = {Worker.start(), Worker.start()}
         test = self()
 
@@ -325,13 +317,11 @@ defmodule Kino.Trace.RecordTest do
         assert_receive :inside
         # the ring overwrites the handle/process calls with b's noise
         Worker.run(b, fn -> for n <- 1..100, do: Orders.noise(n) end)
-        Helpers.trace_delivered(b)
-        :ok = Trace.flush(rec)
+        taken_in(rec, b)
         assert Trace.info(rec).recorder.overwritten > 0
         send(a_pid_of(task, a), :go)
         assert %ArgumentError{} = Task.await(task)
-        Helpers.trace_delivered(a)
-        :ok = Trace.flush(rec)
+        taken_in(rec, a)
 
         assert [snap] = Trace.snapshots(rec)
         info = Trace.info(snap)
@@ -366,25 +356,12 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "an exception fires once, not again as it goes up through traced calls (#{tracer})", %{
-        tracer: tracer
-      } do
-        tracer(tracer)
-        worker = Worker.start()
-        rec = Trace.record(["KinoTraceTest.RecordOrders"], pids: worker, on: [exception: true])
+      test "an exception fires once, not again as it goes up through traced calls (#{tracer})" do
+        {worker, rec} = record_orders(on: [exception: true])
 
-        for _ <- 1..2 do
-          Worker.run(worker, fn ->
-            try do
-              Orders.handle(fn -> Orders.fail("no stock") end)
-            rescue
-              e -> e
-            end
-          end)
-        end
+        for _ <- 1..2, do: OrderRuns.fail_once(worker, Orders)
 
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         assert [second, first] = Trace.snapshots(rec)
         assert Trace.info(rec).recorder.fired.exception == 2
 
@@ -396,15 +373,9 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "slower_than: and match: fire on the calls they name only (#{tracer})", %{
-        tracer: tracer
-      } do
-        tracer(tracer)
-        worker = Worker.start()
-
-        rec =
-          Trace.record(["KinoTraceTest.RecordOrders"],
-            pids: worker,
+      test "slower_than: and match: fire on the calls they name only (#{tracer})" do
+        {worker, rec} =
+          record_orders(
             on: [
               slower_than: 20,
               match: "KinoTraceTest.RecordOrders.place(%{total: t}) when t > 1000"
@@ -416,20 +387,17 @@ defmodule Kino.Trace.RecordTest do
           Orders.place(%{total: 10})
         end)
 
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         assert Trace.snapshots(rec) == []
 
         Worker.run(worker, fn -> Orders.place(%{total: 5000}) end)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         assert [match] = Trace.snapshots(rec)
         assert Trace.info(match).snapshot.trigger == :match
         assert List.last(Trace.events(match)).args == [%{total: 5000}]
 
         Worker.run(worker, fn -> Orders.slow(40) end)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         assert [slow, ^match] = Trace.snapshots(rec)
         assert Trace.info(slow).snapshot.trigger == :slower_than
         assert %{kind: :return, function: :slow} = List.last(Trace.events(slow))
@@ -438,10 +406,7 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "message: fires on a message that matches, sent or received (#{tracer})", %{
-        tracer: tracer
-      } do
-        tracer(tracer)
+      test "message: fires on a message that matches, sent or received (#{tracer})" do
         worker = Worker.start()
 
         rec =
@@ -458,8 +423,7 @@ defmodule Kino.Trace.RecordTest do
           receive do: ({:error, _} -> :ok)
         end)
 
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         # its send, then its receive (the worker sent it to itself)
         assert [received, sent] = Trace.snapshots(rec)
         assert %{kind: :send, data: {:error, :timeout}} = List.last(Trace.events(sent))
@@ -469,16 +433,9 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "an after-window of events still open when the trace reaches its limit ends there (#{tracer})",
-           %{
-             tracer: tracer
-           } do
-        tracer(tracer)
-        worker = Worker.start()
-
-        rec =
-          Trace.record(["KinoTraceTest.RecordOrders"],
-            pids: worker,
+      test "an after-window of events still open when the trace reaches its limit ends there (#{tracer})" do
+        {worker, rec} =
+          record_orders(
             return: false,
             limit: 3,
             on: [match: "KinoTraceTest.RecordOrders.place(:now)"],
@@ -499,10 +456,7 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer, capture_log: true
-      test "an after-window of events closes when they never come: the process died (#{tracer})",
-           %{tracer: tracer} do
-        tracer(tracer)
-
+      test "an after-window of events closes when they never come: the process died (#{tracer})" do
         pid =
           spawn(fn ->
             receive do: (:go -> Orders.handle(fn -> Orders.fail("crashed") end))
@@ -539,9 +493,7 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "the open calls kept for triggers stay within a quarter of the ring's bytes (#{tracer})",
-           %{tracer: tracer} do
-        tracer(tracer)
+      test "the open calls kept for triggers stay within a quarter of the ring's bytes (#{tracer})" do
         test = self()
 
         rec =
@@ -574,28 +526,20 @@ defmodule Kino.Trace.RecordTest do
       end
 
       @tag tracer: tracer
-      test "after: {ms, :ms} records the window, then the snapshot is there (#{tracer})", %{
-        tracer: tracer
-      } do
-        tracer(tracer)
-        worker = Worker.start()
-
-        rec =
-          Trace.record(["KinoTraceTest.RecordOrders"],
-            pids: worker,
+      test "after: {ms, :ms} records the window, then the snapshot is there (#{tracer})" do
+        {worker, rec} =
+          record_orders(
             return: false,
             on: [match: "KinoTraceTest.RecordOrders.place(:now)"],
             after: {200, :ms}
           )
 
         Worker.run(worker, fn -> Orders.noise(1) && Orders.place(:now) && Orders.noise(2) end)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
         assert Trace.info(rec).recorder.recording_after
         # a trigger while the window is open counts, and takes no other snapshot
         Worker.run(worker, fn -> Orders.place(:now) && Orders.noise(3) end)
-        Helpers.trace_delivered(worker)
-        :ok = Trace.flush(rec)
+        taken_in(rec, worker)
 
         [snap] =
           Helpers.wait_until(fn -> match?([_], Trace.snapshots(rec)) && Trace.snapshots(rec) end)
@@ -606,6 +550,12 @@ defmodule Kino.Trace.RecordTest do
         Trace.stop(rec)
       end
     end
+  end
+
+  # A fresh worker, and a recorder of KinoTraceTest.RecordOrders's calls in it with `opts`.
+  defp record_orders(opts) do
+    worker = Worker.start()
+    {worker, Trace.record(["KinoTraceTest.RecordOrders"], [pids: worker] ++ opts)}
   end
 
   # (the worker runs the task's function: the message goes to the worker)

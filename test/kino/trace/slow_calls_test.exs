@@ -13,8 +13,22 @@ defmodule Kino.Trace.SlowCallsTest do
 
   @tracers [:native, :fallback]
 
-  defp tracer!(:fallback), do: KinoTraceTest.Helpers.use_fallback_tracer()
-  defp tracer!(:native), do: :ok
+  # b(n) waits n ms, then calls leaf/0 twice
+  @b_and_leaf ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"]
+
+  # A trace of `patterns` in this process, with `opts`.
+  defp trace_self(patterns, opts), do: Kino.Trace.calls(patterns, [pids: self()] ++ opts)
+
+  # What `trace` kept of slow calls, and its events; the trace stopped.
+  defp report_and_stop(trace) do
+    report = Kino.Trace.slow_calls(trace)
+    events = Kino.Trace.events(trace)
+    :ok = Kino.Trace.stop(trace)
+    {report, events}
+  end
+
+  # b(n) for each n of `ns`, captured with the leaves.
+  defp capture_b(ns), do: Kino.Trace.capture(@b_and_leaf, fn -> for n <- ns, do: Timing.b(n) end)
 
   defp ids(events), do: Enum.map(events, &{&1.kind, &1.function})
 
@@ -28,20 +42,13 @@ defmodule Kino.Trace.SlowCallsTest do
 
   for tracer <- @tracers do
     test "slowest: k keeps each function's k slowest calls whole: arguments, result, duration, process, events (#{tracer})" do
-      tracer!(unquote(tracer))
+      KinoTraceTest.Helpers.use_tracer(unquote(tracer))
 
-      trace =
-        Kino.Trace.calls(
-          ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
-          pids: self(),
-          slowest: 2
-        )
+      trace = trace_self(@b_and_leaf, slowest: 2)
 
       # b(n) waits n ms, then calls leaf twice
       for n <- [1, 30, 2, 20, 3], do: Timing.b(n)
-      report = Kino.Trace.slow_calls(trace)
-      events = Kino.Trace.events(trace)
-      :ok = Kino.Trace.stop(trace)
+      {report, events} = report_and_stop(trace)
 
       assert [b30, b20] = report.slowest[{Timing, :b, 1}]
       assert [b30.call_id, b20.call_id] == events |> by_duration(:b) |> Enum.take(2)
@@ -68,20 +75,16 @@ defmodule Kino.Trace.SlowCallsTest do
     end
 
     test "slower_than: ms keeps every call over it, an exception too, and counts them (#{tracer})" do
-      tracer!(unquote(tracer))
+      KinoTraceTest.Helpers.use_tracer(unquote(tracer))
 
       trace =
-        Kino.Trace.calls(
-          ["KinoTraceTest.Sample.Timing.wait/1", "KinoTraceTest.Sample.Timing.fail/1"],
-          pids: self(),
+        trace_self(["KinoTraceTest.Sample.Timing.wait/1", "KinoTraceTest.Sample.Timing.fail/1"],
           slower_than: 15
         )
 
       for ms <- [1, 20, 2, 25], do: Timing.wait(ms)
       catch_error(Timing.fail(18))
-      report = Kino.Trace.slow_calls(trace)
-      events = Kino.Trace.events(trace)
-      :ok = Kino.Trace.stop(trace)
+      {report, events} = report_and_stop(trace)
 
       over =
         for e <- events, e.kind in [:return, :exception], e.duration >= 15_000_000, do: e.call_id
@@ -98,12 +101,11 @@ defmodule Kino.Trace.SlowCallsTest do
     end
 
     test "calls traced without returns (a tail-call loop) keep nothing open (#{tracer})" do
-      tracer!(unquote(tracer))
+      KinoTraceTest.Helpers.use_tracer(unquote(tracer))
 
       trace =
-        Kino.Trace.calls(
+        trace_self(
           ["KinoTraceTest.Sample.Timing.looping/1", "KinoTraceTest.Sample.Timing.count_down/1"],
-          pids: self(),
           slowest: 1
         )
 
@@ -133,12 +135,7 @@ defmodule Kino.Trace.SlowCallsTest do
   end
 
   test "a call the history no longer has keeps its arguments, without its events" do
-    trace =
-      Kino.Trace.calls(["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
-        pids: self(),
-        slowest: 1,
-        history: 3
-      )
+    trace = trace_self(@b_and_leaf, slowest: 1, history: 3)
 
     Timing.b(2)
     %{slowest: %{{Timing, :b, 1} => [b]}} = Kino.Trace.slow_calls(trace)
@@ -165,13 +162,7 @@ defmodule Kino.Trace.SlowCallsTest do
   end
 
   test "a capture, a list of events and a trace without the options give those of their events" do
-    capture =
-      Kino.Trace.capture(
-        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
-        fn ->
-          for n <- [1, 15, 2], do: Timing.b(n)
-        end
-      )
+    capture = capture_b([1, 15, 2])
 
     # b(n) takes n ms and two leaves' (1 ms each): b(15) is over 12 ms
     report = Kino.Trace.slow_calls(capture, slowest: 1, slower_than: 12)
@@ -195,13 +186,7 @@ defmodule Kino.Trace.SlowCallsTest do
   end
 
   test "an opened file gives the slow calls and the latency of its events (latency/2 gave :ok)" do
-    capture =
-      Kino.Trace.capture(
-        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
-        fn ->
-          for n <- [1, 15, 2], do: Timing.b(n)
-        end
-      )
+    capture = capture_b([1, 15, 2])
 
     # it kept nothing since a start (KinoTrace.Replay): its events are read
     path =
@@ -217,12 +202,7 @@ defmodule Kino.Trace.SlowCallsTest do
 
   test "the printer prints them: each call as code with its end, then its events" do
     capture =
-      Kino.Trace.capture(
-        ["KinoTraceTest.Sample.Timing.b/1", "KinoTraceTest.Sample.Timing.leaf/0"],
-        fn ->
-          Timing.b(1)
-        end
-      )
+      Kino.Trace.capture(@b_and_leaf, fn -> Timing.b(1) end)
 
     {:ok, device} = StringIO.open("")
 

@@ -306,6 +306,43 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     end
   end
 
+  # A bare peer with the flood's module loaded there; returns its node.
+  defp flood_peer(name) do
+    {_peer, n, _tmp} = bare_peer(name)
+    {:module, Flood} = :erpc.call(n, :code, :load_binary, [Flood, ~c"flood.beam", @beam])
+    n
+  end
+
+  # What `trace` took of `messages` trace messages made on `node` by a flood or a loop
+  # (`title` in the report), whose arguments were `kind`'s: every message accounted for,
+  # the figures reported, the trace stopped, the arguments cut as `assert_args/2` says.
+  # On a peer, every trace message is in the peer's tracer's mailbox: it counts each as
+  # it takes it (its counters are read without asking it).
+  defp assert_traced(trace, node, messages, kind, title, growth, untraced \\ nil) do
+    {where, info} =
+      if node == node() do
+        {"this node's", Kino.Trace.info(trace)}
+      else
+        info = settled(fn -> Kino.Trace.info(trace).nodes[node] end, messages)
+        :ok = Kino.Trace.flush(trace)
+        {"peer's", info}
+      end
+
+    events = Kino.Trace.events(trace, 10_000)
+    counts = assert_accounted(info, messages)
+    report(where, title, growth, counts, messages, untraced)
+    Kino.Trace.stop(trace)
+    assert_args(events, kind)
+  end
+
+  # `assert_traced/7` for the echo/1 loop's `calls`: a call and its return each (with
+  # return: false, the tracer skips the returns `exceptions: true` makes, uncounted).
+  defp assert_loop_traced(trace, node, return, growth, calls, untraced) do
+    messages = if return, do: 2 * calls, else: calls
+    title = "echo/1 loop, return: #{return}"
+    assert_traced(trace, node, messages, :long_list, title, growth, untraced)
+  end
+
   defp assert_loop_bound(growth, untraced, held) do
     assert growth - untraced < @loop_bound,
            "the node's memory grew by #{div(growth, 1024 * 1024)} MiB traced, " <>
@@ -330,22 +367,13 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     for {kind, calls} <- @floods do
       @tag flood: kind
       test "#{kind}: the node's memory stays bounded and every call is accounted for" do
-        {_peer, n, _tmp} = bare_peer(unquote(kind))
-        {:module, Flood} = :erpc.call(n, :code, :load_binary, [Flood, ~c"flood.beam", @beam])
+        n = flood_peer(unquote(kind))
         trace = Kino.Trace.calls([@pattern], nodes: [n], agent: :fallback, return: false)
         assert {:fallback, _} = Kino.Trace.info(trace).nodes[n].tracer
 
         growth = flood(n, unquote(kind), unquote(calls))
         assert growth < @bound, "the node's memory grew by #{div(growth, 1024 * 1024)} MiB"
-        # every trace message is in the peer's tracer's mailbox: it counts each as it
-        # takes it (its counters are read without asking it)
-        info = settled(fn -> Kino.Trace.info(trace).nodes[n] end, 2 * unquote(calls))
-        :ok = Kino.Trace.flush(trace)
-        events = Kino.Trace.events(trace, 10_000)
-        counts = assert_accounted(info, 2 * unquote(calls))
-        report("peer's", unquote(kind), growth, counts, 2 * unquote(calls))
-        Kino.Trace.stop(trace)
-        assert_args(events, unquote(kind))
+        assert_traced(trace, n, 2 * unquote(calls), unquote(kind), unquote(kind), growth)
       end
     end
   end
@@ -358,52 +386,17 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
         trace = Kino.Trace.calls([@echo], return: unquote(return))
         assert {:fallback, _} = Kino.Trace.info(trace).tracer
         {growth, calls, held} = sustained(node(), :long_list)
-        # a call and its return (with return: false, the tracer skips the returns
-        # `exceptions: true` makes, uncounted)
-        messages = if unquote(return), do: 2 * calls, else: calls
-        info = Kino.Trace.info(trace)
-        events = Kino.Trace.events(trace, 10_000)
-        counts = assert_accounted(info, messages)
-        where = "this node's"
-
-        report(
-          where,
-          "echo/1 loop, return: #{unquote(return)}",
-          growth,
-          counts,
-          messages,
-          untraced
-        )
-
-        Kino.Trace.stop(trace)
-        assert_args(events, :long_list)
+        assert_loop_traced(trace, node(), unquote(return), growth, calls, untraced)
         assert_loop_bound(growth, untraced, held)
       end
 
       test "agent: :fallback on a bare peer, return: #{return}: the peer's memory grows by less than #{div(@loop_bound, 1024 * 1024)} MiB over the untraced loop's" do
-        {_peer, n, _tmp} = bare_peer(:loop_echo)
-        {:module, Flood} = :erpc.call(n, :code, :load_binary, [Flood, ~c"flood.beam", @beam])
+        n = flood_peer(:loop_echo)
         {untraced, _, _} = sustained(n, :long_list)
         trace = Kino.Trace.calls([@echo], nodes: [n], agent: :fallback, return: unquote(return))
         assert {:fallback, _} = Kino.Trace.info(trace).nodes[n].tracer
         {growth, calls, held} = sustained(n, :long_list)
-        messages = if unquote(return), do: 2 * calls, else: calls
-        info = settled(fn -> Kino.Trace.info(trace).nodes[n] end, messages)
-        :ok = Kino.Trace.flush(trace)
-        events = Kino.Trace.events(trace, 10_000)
-        counts = assert_accounted(info, messages)
-
-        report(
-          "peer's",
-          "echo/1 loop, return: #{unquote(return)}",
-          growth,
-          counts,
-          messages,
-          untraced
-        )
-
-        Kino.Trace.stop(trace)
-        assert_args(events, :long_list)
+        assert_loop_traced(trace, n, unquote(return), growth, calls, untraced)
         assert_loop_bound(growth, untraced, held)
       end
     end

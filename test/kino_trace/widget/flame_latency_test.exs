@@ -6,7 +6,7 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
 
   alias KinoTrace.Widget.{Controller, FlamePayload}
   alias KinoTraceTest.Sample.Timing
-  alias KinoTraceTest.WireSchema
+  alias KinoTraceTest.{WidgetDriver, WireSchema}
 
   @moduletag timeout: 60_000
 
@@ -18,44 +18,9 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
   @b "KinoTraceTest.Sample.Timing.b/1"
   @leaf "KinoTraceTest.Sample.Timing.leaf/0"
 
-  # Handles the widget's messages until the trace's events are all in the store
-  # (`returns` returns pushed), carrying out timers as its process would.
-  defp drive(controller, done?, sent \\ []) do
-    if done?.(sent) do
-      {controller, sent}
-    else
-      receive do
-        message ->
-          case Controller.handle_info(controller, message) do
-            {:ok, effects, controller} ->
-              WireSchema.check_effects!(effects)
-
-              more =
-                Enum.flat_map(effects, fn
-                  {:send_after, :tick, _ms} ->
-                    []
-
-                  {:send_after, message, ms} ->
-                    Process.send_after(self(), message, ms)
-                    []
-
-                  effect ->
-                    [effect]
-                end)
-
-              drive(controller, done?, sent ++ more)
-
-            :unknown ->
-              drive(controller, done?, sent)
-          end
-      after
-        10_000 -> flunk("timed out; sent so far: #{inspect(sent, limit: 5)}")
-      end
-    end
-  end
-
+  # the trace's events are all in the widget's store: `n` returns pushed
   defp returns(sent, n) do
-    rows = for {:broadcast, "events", %{events: rows}} <- sent, row <- rows, do: row
+    rows = WidgetDriver.rows(sent)
     Enum.count(rows, &(&1.kind == "return")) >= n
   end
 
@@ -85,7 +50,7 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
             end)
             |> Task.await()
 
-    {controller, _} = drive(controller, &returns(&1, 16))
+    {controller, _} = WidgetDriver.drive(controller, &returns(&1, 16))
 
     {[{:reply, "flame", all}], controller} = Controller.handle_event(controller, "get_flame", %{})
     WireSchema.check_event!("flame", all)
@@ -168,10 +133,9 @@ defmodule KinoTrace.Widget.FlameLatencyTest do
       end)
       |> Task.await()
 
-    {controller, _} = drive(controller, &returns(&1, 5))
+    {controller, _} = WidgetDriver.drive(controller, &returns(&1, 5))
 
-    {:ok, effects, controller} = Controller.handle_info(controller, :tick)
-    WireSchema.check_effects!(effects)
+    {effects, controller} = WidgetDriver.info(Controller, controller, :tick)
     assert [%{rows: [row], rows_omitted: 0}] = for({:broadcast, "latency", p} <- effects, do: p)
     assert {row.mfa, row.latency.count, row.latency.unknown} == {@leaf, 5, 0}
     assert row.latency.p50 >= 1000 * (1 - KinoTrace.Latency.Histogram.relative_error())

@@ -8,58 +8,30 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
 
   alias Kino.Trace
   alias KinoTrace.Widget.{Controller, RecorderPayload}
-  alias KinoTraceTest.Helpers
-  alias KinoTraceTest.PanelOrders, as: Orders
-  alias KinoTraceTest.Sample.Worker
-  alias KinoTraceTest.WireSchema
+  alias KinoTraceTest.{Helpers, OrderRuns, WidgetDriver, WireSchema}
 
   @moduletag timeout: 60_000
 
   doctest KinoTrace.Widget.RecorderPayload
 
-  defp tracer(:native), do: :ok
-  defp tracer(:fallback), do: Helpers.use_fallback_tracer()
-
   defp tick(controller) do
-    {:ok, effects, controller} = Controller.handle_info(controller, :tick)
-    WireSchema.check_effects!(effects)
+    {effects, controller} = WidgetDriver.info(Controller, controller, :tick)
     {for({:broadcast, "recorder", panel} <- effects, do: panel), controller}
   end
 
-  defp reply(controller, event, payload) do
-    {effects, controller} = Controller.handle_event(controller, event, payload)
-    WireSchema.check_effects!(effects)
-    {effects, controller}
-  end
+  defp reply(controller, event, payload),
+    do: WidgetDriver.event(Controller, controller, event, payload)
 
   # a trace file's frames after its header (whose term has the time it was written)
   defp after_header(<<1, size::32, _crc::32, _header::binary-size(size), rest::binary>>),
     do: rest
 
-  defp fail_once(worker) do
-    Worker.run(worker, fn ->
-      try do
-        Orders.handle(fn -> Orders.fail("no stock") end)
-      rescue
-        e -> e
-      end
-    end)
-  end
-
   for tracer <- [:native, :fallback] do
     @tag tracer: tracer
     test "a recorder's panel: ring, triggers fired, snapshots opened and downloaded (#{tracer})",
          %{tracer: tracer} do
-      tracer(tracer)
-      worker = Worker.start()
-      on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
-
-      rec =
-        Trace.record(["KinoTraceTest.PanelOrders"],
-          pids: worker,
-          events: 6,
-          on: [exception: true, slower_than: 60_000]
-        )
+      Helpers.use_tracer(tracer)
+      {worker, rec} = OrderRuns.recorder(exception: true, slower_than: 60_000)
 
       {controller, _effects} = Controller.init(rec, lifeline: false)
 
@@ -75,10 +47,7 @@ defmodule KinoTrace.Widget.RecorderPanelTest do
       # unchanged: no broadcast
       {[], controller} = tick(controller)
 
-      Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
-      fail_once(worker)
-      Helpers.trace_delivered(worker)
-      :ok = Trace.flush(rec)
+      OrderRuns.noise_then_fail(rec, worker)
 
       {[panel], controller} = tick(controller)
       assert %{kept: 6, capacity: 6} = panel

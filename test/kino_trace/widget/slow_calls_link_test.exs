@@ -9,7 +9,7 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
 
   alias KinoTrace.Widget.{Controller, SlowPayload}
   alias KinoTraceTest.Sample.Timing
-  alias KinoTraceTest.WireSchema
+  alias KinoTraceTest.{WidgetDriver, WireSchema}
 
   @moduletag timeout: 60_000
 
@@ -17,49 +17,19 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
   @b "KinoTraceTest.Sample.Timing.b/1"
   @fail "KinoTraceTest.Sample.Timing.fail/1"
 
-  # Handles the widget's messages until `n` returns or exceptions were pushed, carrying
-  # out timers as its process would (ticks are left to the test).
-  defp drive(controller, n, sent \\ []) do
-    ends =
-      for({:broadcast, "events", %{events: rows}} <- sent, row <- rows, do: row)
-      |> Enum.count(&(&1.kind in ["return", "exception"]))
+  # Handles the widget's messages until `n` returns or exceptions were pushed
+  # (WidgetDriver.drive/2: ticks are left to the test).
+  defp drive(controller, n) do
+    {controller, _sent} =
+      WidgetDriver.drive(controller, fn sent ->
+        Enum.count(WidgetDriver.rows(sent), &(&1.kind in ["return", "exception"])) >= n
+      end)
 
-    if ends >= n do
-      controller
-    else
-      receive do
-        message ->
-          case Controller.handle_info(controller, message) do
-            {:ok, effects, controller} ->
-              WireSchema.check_effects!(effects)
-
-              more =
-                Enum.flat_map(effects, fn
-                  {:send_after, :tick, _ms} ->
-                    []
-
-                  {:send_after, message, ms} ->
-                    Process.send_after(self(), message, ms)
-                    []
-
-                  effect ->
-                    [effect]
-                end)
-
-              drive(controller, n, sent ++ more)
-
-            :unknown ->
-              drive(controller, n, sent)
-          end
-      after
-        10_000 -> flunk("timed out; sent so far: #{inspect(sent, limit: 5)}")
-      end
-    end
+    controller
   end
 
   defp latency_rows(controller) do
-    {:ok, effects, controller} = Controller.handle_info(controller, :tick)
-    WireSchema.check_effects!(effects)
+    {effects, controller} = WidgetDriver.info(Controller, controller, :tick)
     [%{rows: rows}] = for {:broadcast, "latency", p} <- effects, do: p
     {Map.new(rows, &{&1.mfa, &1}), controller}
   end
@@ -113,7 +83,8 @@ defmodule KinoTrace.Widget.SlowCallsLinkTest do
     assert [ninety, fifty] = reply.slowest
 
     assert {ninety.call.call, ninety.end.result, fifty.call.call} ==
-             {"KinoTraceTest.Sample.Timing.wait(90)", ":ok", "KinoTraceTest.Sample.Timing.wait(50)"}
+             {"KinoTraceTest.Sample.Timing.wait(90)", ":ok",
+              "KinoTraceTest.Sample.Timing.wait(50)"}
 
     assert ninety.duration >= 90_000_000 and fifty.duration >= 50_000_000 and
              ninety.duration > fifty.duration

@@ -10,30 +10,18 @@ defmodule KinoTrace.Widget.ViewsTest do
 
   alias Kino.Trace
   alias KinoTrace.Widget.{Controller, Views}
-  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.{Helpers, OrderRuns, WidgetDriver, WireSchema}
   alias KinoTraceTest.PanelOrders, as: Orders
   alias KinoTraceTest.Sample.Worker
-  alias KinoTraceTest.WireSchema
 
   @moduletag timeout: 60_000
 
-  defp tracer(:native), do: :ok
-  defp tracer(:fallback), do: Helpers.use_fallback_tracer()
-
-  defp event(views, event, payload) do
-    {effects, views} = Views.handle_event(views, event, payload)
-    WireSchema.check_effects!(effects)
-    {effects, views}
-  end
+  defp event(views, event, payload), do: WidgetDriver.event(Views, views, event, payload)
 
   defp view_event(views, id, event, payload),
     do: event(views, "view", %{"id" => id, "event" => event, "payload" => payload})
 
-  defp info(views, message) do
-    {:ok, effects, views} = Views.handle_info(views, message)
-    WireSchema.check_effects!(effects)
-    {effects, views}
-  end
+  defp info(views, message), do: WidgetDriver.info(Views, views, message)
 
   defp open(views, id) do
     {[{:reply, "snapshot", %{id: ^id, view: connect}} | timers], views} =
@@ -70,43 +58,17 @@ defmodule KinoTrace.Widget.ViewsTest do
     end
   end
 
-  defp start_worker do
-    worker = Worker.start()
-    on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
-    worker
-  end
-
-  defp fail_once(worker) do
-    Worker.run(worker, fn ->
-      try do
-        Orders.handle(fn -> Orders.fail("no stock") end)
-      rescue
-        e -> e
-      end
-    end)
-  end
-
   for tracer <- [:native, :fallback] do
     @tag tracer: tracer
     test "a snapshot clicked in the panel opens in the usual tabs, as Kino.Trace.open/1's trace (#{tracer})",
          %{tracer: tracer} do
-      tracer(tracer)
-      worker = start_worker()
-
-      rec =
-        Trace.record(["KinoTraceTest.PanelOrders"],
-          pids: worker,
-          events: 6,
-          on: [exception: true]
-        )
+      Helpers.use_tracer(tracer)
+      {worker, rec} = OrderRuns.recorder(exception: true)
 
       on_exit(fn -> Trace.stop(rec) end)
       {views, _effects} = Views.init(rec, lifeline: false)
 
-      Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
-      fail_once(worker)
-      Helpers.trace_delivered(worker)
-      :ok = Trace.flush(rec)
+      OrderRuns.noise_then_fail(rec, worker)
 
       {effects, views} = info(views, :tick)
       [%{snapshots: [%{id: id}]}] = for {:broadcast, "recorder", panel} <- effects, do: panel
@@ -208,7 +170,7 @@ defmodule KinoTrace.Widget.ViewsTest do
   end
 
   test "views are bounded, the least recently opened closed first, and no longer followed" do
-    worker = start_worker()
+    worker = Helpers.start_worker()
     rec = Trace.record(["KinoTraceTest.PanelOrders.noise/1"], pids: worker, return: false)
     on_exit(fn -> Trace.stop(rec) end)
 
@@ -251,7 +213,7 @@ defmodule KinoTrace.Widget.ViewsTest do
   end
 
   test "a browser's ids are checked: unknown, not an integer, or no snapshot of a recorder" do
-    worker = start_worker()
+    worker = Helpers.start_worker()
     rec = Trace.record(["KinoTraceTest.PanelOrders.noise/1"], pids: worker)
     on_exit(fn -> Trace.stop(rec) end)
     snap = Trace.snapshot(rec)

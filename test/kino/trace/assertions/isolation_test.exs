@@ -9,6 +9,7 @@
 defmodule Kino.Trace.AssertionsIsolationTest.Shared do
   @moduledoc false
   use Kino.Trace.Assertions
+  import ExUnit.Assertions
 
   alias Kino.Trace.AssertionsRendezvous, as: Rendezvous
   alias SampleApp.Shared
@@ -18,8 +19,6 @@ defmodule Kino.Trace.AssertionsIsolationTest.Shared do
   # the other async modules may hold for tens of seconds on a loaded 2-core machine
   # (30 s was once too short in a full run); it only delays a real failure.
   @timeout 180_000
-
-  def calls, do: @calls
 
   # Runs one side: traces SampleApp.Shared.ping/2 while calling it @calls times with
   # `tag`, in step with the other side.
@@ -32,6 +31,19 @@ defmodule Kino.Trace.AssertionsIsolationTest.Shared do
       meet!({:isolation, :called})
       tag
     end)
+  end
+
+  # One side's test, run in its test process: its trace has its own @calls calls, all
+  # made by this process, and none of the other side's (`other`).
+  def assert_sees_own_calls(tag, other) do
+    trace = run(tag)
+    calls = @calls
+
+    assert trace.result == tag
+    assert_called trace, Shared.ping(^tag, _), times: calls, pid: self()
+    assert_called trace, &Shared.ping/2, times: calls
+    refute_called trace, Shared.ping(^other, _)
+    assert_called_in_order trace, [Shared.ping(^tag, 1), Shared.ping(^tag, ^calls)]
   end
 
   defp meet!(point) do
@@ -48,45 +60,27 @@ end
 
 defmodule Kino.Trace.AssertionsIsolationTest.A do
   use ExUnit.Case, async: true
-  use Kino.Trace.Assertions
 
   # (the rendezvous may wait up to Shared's @timeout)
   @moduletag timeout: 300_000
 
   alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
-  alias SampleApp.Shared
 
   test "sees only the calls of its own test process" do
-    trace = Side.run(:a)
-    calls = Side.calls()
-
-    assert trace.result == :a
-    assert_called trace, Shared.ping(:a, _), times: calls, pid: self()
-    assert_called trace, &Shared.ping/2, times: calls
-    refute_called trace, Shared.ping(:b, _)
-    assert_called_in_order trace, [Shared.ping(:a, 1), Shared.ping(:a, ^calls)]
+    Side.assert_sees_own_calls(:a, :b)
   end
 end
 
 defmodule Kino.Trace.AssertionsIsolationTest.B do
   use ExUnit.Case, async: true
-  use Kino.Trace.Assertions
 
   # (the rendezvous may wait up to Shared's @timeout)
   @moduletag timeout: 300_000
 
   alias Kino.Trace.AssertionsIsolationTest.Shared, as: Side
-  alias SampleApp.Shared
 
   test "sees only the calls of its own test process" do
-    trace = Side.run(:b)
-    calls = Side.calls()
-
-    assert trace.result == :b
-    assert_called trace, Shared.ping(:b, _), times: calls, pid: self()
-    assert_called trace, &Shared.ping/2, times: calls
-    refute_called trace, Shared.ping(:a, _)
-    assert_called_in_order trace, [Shared.ping(:b, 1), Shared.ping(:b, ^calls)]
+    Side.assert_sees_own_calls(:b, :a)
   end
 end
 

@@ -12,12 +12,17 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
 
   defp kinds(events), do: Enum.map(events, &{&1.kind, Event.mfa(&1)})
 
+  # A fresh worker, and a trace of `patterns` in it with `opts`.
+  defp traced_worker(patterns, opts \\ []) do
+    worker = Worker.start()
+    {worker, Trace.calls(patterns, [pids: worker] ++ opts)}
+  end
+
   defp line(event), do: event |> Printer.format(time: false) |> IO.iodata_to_binary()
 
   describe "return_to: true" do
     test "records where a traced call returns into, after an exception caught there too" do
-      worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker, return_to: true)
+      {worker, trace} = traced_worker(["KinoTraceTest.Sample.Math"], return_to: true)
       Worker.run(worker, fn -> Math.safe_boom("no") end)
 
       assert [
@@ -34,11 +39,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "without return tracing, once per chain of tail calls, inside the function returned into" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math"],
-          pids: worker,
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math"],
           return_to: true,
           return: false,
           exceptions: false
@@ -67,8 +69,7 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "the console and the widget show the function returned into" do
-      worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math.boom/1"], pids: worker, return_to: true)
+      {worker, trace} = traced_worker(["KinoTraceTest.Sample.Math.boom/1"], return_to: true)
       Worker.run(worker, fn -> Math.safe_boom("no") end)
 
       assert [_call, _exception, %Event{kind: :return_to, depth: 0} = back] = Trace.events(trace)
@@ -101,8 +102,7 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "no return_to events unless asked" do
-      worker = Worker.start()
-      trace = Trace.calls(["KinoTraceTest.Sample.Math"], pids: worker)
+      {worker, trace} = traced_worker(["KinoTraceTest.Sample.Math"])
       Worker.run(worker, fn -> Math.safe_boom("no") end)
       refute Enum.any?(Trace.events(trace), &(&1.kind == :return_to))
     end
@@ -110,14 +110,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
 
   describe "caller: :line" do
     test "gives the file and line each call was made from" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
-          pids: worker,
-          caller: :line,
-          return: false
-        )
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math.echo/1"], caller: :line, return: false)
 
       first = __ENV__.line + 4
       second = first + 1
@@ -139,13 +133,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "a call from another module's function, and the caller of a BIF" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.boom/1", ":erlang.phash2/1"],
-          pids: worker,
-          caller: :line
-        )
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math.boom/1", ":erlang.phash2/1"], caller: :line)
 
       Worker.run(worker, fn -> Math.safe_boom("no") end)
       Worker.run(worker, fn -> {:erlang.phash2(:x)} end)
@@ -166,14 +155,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "the console and the widget show where the call was made" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
-          pids: worker,
-          caller: :line,
-          return: false
-        )
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math.echo/1"], caller: :line, return: false)
 
       Worker.run(worker, fn -> {Math.echo(:hi)} end)
       line = __ENV__.line - 1
@@ -189,11 +172,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "a file name longer than :max_items keeps its first characters" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
-          pids: worker,
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math.echo/1"],
           caller: :line,
           return: false,
           max_items: 4
@@ -206,14 +186,8 @@ defmodule Kino.Trace.Calls.CallerReturnToTest do
     end
 
     test "caller: true stays the function alone" do
-      worker = Worker.start()
-
-      trace =
-        Trace.calls(["KinoTraceTest.Sample.Math.echo/1"],
-          pids: worker,
-          caller: true,
-          return: false
-        )
+      {worker, trace} =
+        traced_worker(["KinoTraceTest.Sample.Math.echo/1"], caller: true, return: false)
 
       Worker.run(worker, fn -> {Math.echo(1)} end)
       assert [%Event{caller: {__MODULE__, fun, 0}}] = Trace.events(trace)

@@ -14,8 +14,6 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
   @moduletag :browser
   @moduletag timeout: 300_000
 
-  @root Path.expand("../../../..", __DIR__)
-
   test "the form works in Chromium, and what it sends makes the code of the trace it shows" do
     saved = %{
       "mode" => "calls",
@@ -31,12 +29,7 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
         {text, Controller.check(Form.new(%{saved | "patterns" => text}))}
       end
 
-    dir =
-      Path.join(System.tmp_dir!(), "kino_trace_smart_cell_#{System.unique_integer([:positive])}")
-
-    File.mkdir_p!(dir)
-    on_exit(fn -> File.rm_rf(dir) end)
-    pushed_out = Path.join(dir, "pushed.json")
+    pushed_out = Path.join(Browser.tmp_dir(), "pushed.json")
 
     fixture = %{
       connect: Controller.connect(Controller.init(saved)),
@@ -53,27 +46,10 @@ defmodule Kino.Trace.SmartCell.BrowserTest do
     # the server's check of the half-typed line the browser test pauses on (issue 25)
     assert [%{ok: false}] = checks[":ets.insert_n"].patterns.results
 
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/smart_cell.test.mjs"), path],
-        stderr_to_stdout: true
-      )
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+    Browser.run("smart_cell.test.mjs", fixture)
 
     # Replay the browser's updates through the real controller, as Kino would.
-    controller =
-      pushed_out
-      |> File.read!()
-      |> JSON.decode!()
-      |> Enum.reduce(Controller.init(saved), fn update, controller ->
-        {effects, controller} = Controller.handle_event(controller, "update", update)
-        refute Enum.any?(effects, &match?({:reply, "error", _}, &1)), inspect({update, effects})
-        controller
-      end)
+    controller = Browser.replay_cell(saved, pushed_out)
 
     source = Controller.to_source(Controller.to_attrs(controller))
 

@@ -9,13 +9,11 @@ defmodule Kino.Trace.SmartCell.RecordBrowserTest do
   use ExUnit.Case, async: false
 
   alias KinoTrace.SmartCell.{Controller, Form}
-  alias KinoTraceTest.Helpers
+  alias KinoTraceTest.{Browser, Helpers}
   alias KinoTraceTest.Sample.{Math, Worker}
 
   @moduletag :browser
   @moduletag timeout: 300_000
-
-  @root Path.expand("../../../..", __DIR__)
 
   test "Record mode in Chromium makes a recorder: started, triggered, its snapshot saved" do
     saved = %{"mode" => "calls", "patterns" => "KinoTraceTest.Sample.Math"}
@@ -31,11 +29,7 @@ defmodule Kino.Trace.SmartCell.RecordBrowserTest do
     assert checks[bad].on_match =~ "did you mean"
     assert checks[good].on_match == nil
 
-    dir =
-      Path.join(System.tmp_dir!(), "kino_trace_sc_record_#{System.unique_integer([:positive])}")
-
-    File.mkdir_p!(dir)
-    on_exit(fn -> File.rm_rf(dir) end)
+    dir = Browser.tmp_dir()
     pushed_out = Path.join(dir, "pushed.json")
 
     fixture = %{
@@ -46,27 +40,10 @@ defmodule Kino.Trace.SmartCell.RecordBrowserTest do
       pushed_out: pushed_out
     }
 
-    path = Path.join(dir, "payloads.json")
-    File.write!(path, JSON.encode!(fixture))
-
-    {output, status} =
-      System.cmd("node", [Path.join(@root, "test/browser/smart_cell_record.test.mjs"), path],
-        stderr_to_stdout: true
-      )
-
-    IO.puts(output)
-    assert status == 0, "browser test failed (exit #{status}):\n#{output}"
+    Browser.run("smart_cell_record.test.mjs", fixture)
 
     # Replay the browser's updates through the real controller, as Kino would.
-    controller =
-      pushed_out
-      |> File.read!()
-      |> JSON.decode!()
-      |> Enum.reduce(Controller.init(saved), fn update, controller ->
-        {effects, controller} = Controller.handle_event(controller, "update", update)
-        refute Enum.any?(effects, &match?({:reply, "error", _}, &1)), inspect({update, effects})
-        controller
-      end)
+    controller = Browser.replay_cell(saved, pushed_out)
 
     source = Controller.to_source(Controller.to_attrs(controller))
 

@@ -233,10 +233,7 @@ defmodule Kino.Trace.Widget.BrowserTest do
     {controller, _effects} = Controller.init(trace, lifeline: false)
     {connect, controller} = Controller.connect(controller)
 
-    pushed_out =
-      Path.join(System.tmp_dir!(), "kino_trace_pause_#{System.unique_integer([:positive])}.json")
-
-    on_exit(fn -> File.rm(pushed_out) end)
+    pushed_out = Path.join(Browser.tmp_dir(), "pushed.json")
 
     Browser.run("pause.test.mjs", %{phase: "click", connect: connect, pushed_out: pushed_out})
     controller = replay(controller, pushed_out)

@@ -11,37 +11,19 @@ defmodule Kino.Trace.Widget.RecorderBrowserTest do
 
   alias Kino.Trace
   alias KinoTrace.Widget.Views
-  alias KinoTraceTest.Browser
-  alias KinoTraceTest.Helpers
-  alias KinoTraceTest.PanelOrders, as: Orders
-  alias KinoTraceTest.Sample.Worker
+  alias KinoTraceTest.{Browser, OrderRuns}
 
   @moduletag :browser
   @moduletag timeout: 300_000
 
   test "a recorder's panel, a snapshot opened in the usual tabs and back, downloaded, in Chromium" do
-    worker = Worker.start()
-    on_exit(fn -> Process.alive?(worker) && Worker.stop(worker) end)
-
-    rec =
-      Trace.record(["KinoTraceTest.PanelOrders"], pids: worker, events: 6, on: [exception: true])
+    {worker, rec} = OrderRuns.recorder(exception: true)
 
     on_exit(fn -> Trace.stop(rec) end)
     {views, _} = Views.init(rec, lifeline: false)
     {connect, views} = Views.connect(views)
 
-    Worker.run(worker, fn -> for n <- 1..10, do: Orders.noise(n) end)
-
-    Worker.run(worker, fn ->
-      try do
-        Orders.handle(fn -> Orders.fail("no stock") end)
-      rescue
-        e -> e
-      end
-    end)
-
-    Helpers.trace_delivered(worker)
-    :ok = Trace.flush(rec)
+    OrderRuns.noise_then_fail(rec, worker)
 
     # the recorder's own log: its events as they came
     {live, views} = live_events(views, rec.id)
