@@ -17,8 +17,8 @@
 %% A trace with `to:' writes this node's events to trace files on this node: the
 %% tracing node's writer (KinoTrace.File.Writer) sends the ready frames here
 %% (kino_trace_files messages after a files_open request), and kino_trace_agent_files
-%% writes them within the cap. The files get their end frames when the worker ends,
-%% and stay.
+%% writes them within the cap (the writer catches up, files_sync, before the trace
+%% ends here). The files get their end frames when the worker ends, and stay.
 -module(kino_trace_agent_worker).
 
 -export([run/5]).
@@ -176,6 +176,9 @@ request(counters, #worker{module = M, handle = H} = State) ->
 request({files_open, Paths, PerFile, Frames}, #worker{files = Files} = State) ->
     {Reply, Next} = kino_trace_agent_files:start(Paths, PerFile, Frames, Files),
     {Reply, State#worker{files = Next}};
+%% (answered after the frames the writer sent before: they are in the files)
+request(files_sync, State) ->
+    {ok, State};
 request(close, #worker{module = none} = State) ->
     {ok, State};
 request(close, #worker{module = M, handle = H} = State) ->
