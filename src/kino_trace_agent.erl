@@ -35,7 +35,7 @@
 
 -export([hold/3, release/1, start_worker/1, end_worker/1, version/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
--export([quiet/1, format/2]).
+-export([quiet/1, format/2, registered_name/1]).
 
 %% The tracer a worker runs (kino_trace_agent_worker): the NIF, the pure-Erlang one
 %% (and why), or none (call counters only).
@@ -324,6 +324,15 @@ quiet(F) ->
 %% A binary of io_lib:format/2's text.
 -spec format(io:format(), [term()]) -> binary().
 format(Format, Args) -> iolist_to_binary(io_lib:format(Format, Args)).
+
+%% The registered name of Pid (a process of this node), or nil: what the tracing
+%% node's decoder names its events with.
+-spec registered_name(pid()) -> atom().
+registered_name(Pid) ->
+    case erlang:process_info(Pid, registered_name) of
+        {registered_name, Name} when is_atom(Name) -> Name;
+        _ -> nil
+    end.
 
 to_binary(B) when is_binary(B) -> B;
 to_binary(Other) -> format("~tp", [Other]).

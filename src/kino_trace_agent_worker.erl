@@ -8,30 +8,17 @@
 %% or the connection drops, the worker destroys the trace session and ends. No agent
 %% process is ever traced by its session.
 %%
-%% A recorder's worker (config key ring => #{events, bytes}) keeps the ring here: on
-%% its tracer's wake-ups it drains the tracer itself into a ring of the newest raw
-%% events, bounded in events and bytes (each event's size in memory), the older ones
-%% overwritten and counted, and answers ring requests with the ring's events (the local
-%% session decodes them for a snapshot). Nothing of the trace leaves this node until
-%% a snapshot asks.
-%%
-%% A recorder's triggers (ring key triggers, as KinoTrace.Plan.Record makes them) run
-%% here too, on each event as it goes into the ring, with kino_trace_trigger (the one
-%% definition of when an event fires one): a trigger freezes the ring (the queue as it
-%% is: nothing is copied), then the after-window adds what comes next (after: {events,
-%% N}, ended at the latest window_ms after the trigger, or {ms, N}; at most the ring's
-%% bytes), and the snapshot is kept here, at most `snapshots' of them and
-%% `snapshot_bytes' in all (the oldest go first, counted), until the local session takes
-%% them (take_snapshots: KinoTrace.Session.Recorder makes them trace values). The
-%% durations slower_than needs come from the call pairing of the native tracer's
-%% decoder (kino_trace_tracer:decode_events/2, the NIF's implementation of the rule):
-%% a worker on the pure-Erlang tracer has no pairing, and refuses slower_than.
+%% A recorder's worker (config key ring => #{events, bytes}) keeps the ring here
+%% (kino_trace_agent_ring): on its tracer's wake-ups it drains the tracer itself into
+%% the ring, which runs the triggers, and answers ring and take_snapshots requests with
+%% raw events (the local session decodes them). Nothing of the trace leaves this node
+%% until a snapshot asks.
 %%
 %% A trace with `to:' writes this node's events to trace files on this node: the
 %% tracing node's writer (KinoTrace.File.Writer) sends the ready frames here
 %% (kino_trace_files messages after a files_open request), and kino_trace_agent_files
-%% writes them within the cap. The files get their end frames when the worker ends,
-%% and stay.
+%% writes them within the cap (the writer catches up, files_sync, before the trace
+%% ends here). The files get their end frames when the worker ends, and stay.
 -module(kino_trace_agent_worker).
 
 -export([run/5]).
@@ -75,7 +62,7 @@ run(Keeper, Config, Mode, Agents, Sessions) ->
     [untrace(Session, [self()]) || Session <- Sessions],
     process_flag(trap_exit, true),
     #{owner := Owner, id := Id, limits := Limits} = Config,
-    Ring = new_ring(maps:get(ring, Config, undefined), Mode),
+    Ring = kino_trace_agent_ring:new(maps:get(ring, Config, undefined), Mode),
     {Module, Handle, Tracer} =
         case Mode of
             native ->
@@ -162,9 +149,9 @@ request(ring, #worker{ring = undefined} = State) ->
 request(ring, State0) ->
     %% (what is queued now goes in first)
     State = fill(State0, ?REQUEST_FILL),
-    #{queue := Q} = Ring = State#worker.ring,
-    Raw = [Event || {_Bytes, Event} <- queue:to_list(Q)],
-    {{Raw, names(Raw), erlang:time_offset(nanosecond), figures(Ring)}, State};
+    Ring = State#worker.ring,
+    Raw = kino_trace_agent_ring:events(Ring),
+    {{Raw, names(Raw), erlang:time_offset(nanosecond), kino_trace_agent_ring:figures(Ring)}, State};
 %% a recorder's triggered snapshots, oldest first, taken away: {[{Meta, Raw}], Names,
 %% TimeOffset}; Meta: its trigger, the triggering event's pid and time (monotonic, here),
 %% taken_at (system microseconds here)
@@ -172,16 +159,14 @@ request(take_snapshots, #worker{ring = undefined} = State) ->
     {{error, not_a_recorder}, State};
 request(take_snapshots, State0) ->
     State = fill(State0, ?REQUEST_FILL),
-    #{snaps := Snaps} = Ring = State#worker.ring,
-    Taken = [{maps:with([trigger, pid, time, taken_at], Snap), Raw} || #{raw := Raw} = Snap <- lists:reverse(Snaps)],
+    {Taken, Ring} = kino_trace_agent_ring:take_snapshots(State#worker.ring),
     Names = names(lists:append([Raw || {_, Raw} <- Taken])),
-    {{Taken, Names, erlang:time_offset(nanosecond)},
-     State#worker{ring = Ring#{snaps := [], snap_bytes := 0}}};
+    {{Taken, Names, erlang:time_offset(nanosecond)}, State#worker{ring = Ring}};
 %% a recorder's counters have its ring's figures
 request(counters, #worker{ring = Ring} = State0) when Ring =/= undefined ->
     State = fill(State0, ?REQUEST_FILL),
     {Counters, _} = request(counters, State#worker{ring = undefined}),
-    {maps:put(ring, figures(State#worker.ring), Counters), State};
+    {maps:put(ring, kino_trace_agent_ring:figures(State#worker.ring), Counters), State};
 request(counters, #worker{module = ?FALLBACK, handle = H} = State) ->
     %% and what only the fallback knows: what it received, how often it switched off
     {maps:put(fallback, ?FALLBACK:info(H), ?FALLBACK:counters(H)), State};
@@ -191,6 +176,9 @@ request(counters, #worker{module = M, handle = H} = State) ->
 request({files_open, Paths, PerFile, Frames}, #worker{files = Files} = State) ->
     {Reply, Next} = kino_trace_agent_files:start(Paths, PerFile, Frames, Files),
     {Reply, State#worker{files = Next}};
+%% (answered after the frames the writer sent before: they are in the files)
+request(files_sync, State) ->
+    {ok, State};
 request(close, #worker{module = none} = State) ->
     {ok, State};
 request(close, #worker{module = M, handle = H} = State) ->
@@ -267,33 +255,7 @@ untrace(Session, Pids) ->
     _ = [kino_trace_agent:quiet(fun() -> trace:process(Session, Pid, false, [all]) end) || Pid <- Pids, is_pid(Pid)],
     ok.
 
-%% --- a recorder's ring ----------------------------------------------------------------
-
-new_ring(undefined, _Mode) ->
-    undefined;
-new_ring(#{events := Events, bytes := Bytes} = Config, Mode) ->
-    Triggers = maps:get(triggers, Config, []),
-    Slower = lists:keymember(slower_than, 1, Triggers),
-    Decoder =
-        case {Slower, Mode} of
-            {false, _} -> undefined;
-            {true, native} -> kino_trace_tracer:new_decoder(true, node());
-            {true, {fallback, Why}} ->
-                exit({refused, kino_trace_agent:format(
-                                 "slower_than: needs the calls paired with their returns, which only the "
-                                 "native tracer does on another node, and node ~p runs the pure-Erlang one (~ts)",
-                                 [node(), Why])})
-        end,
-    #{max_events => Events, max_bytes => Bytes, queue => queue:new(), size => 0, bytes => 0,
-      overwritten => 0,
-      %% the triggers, compiled here, what they keep, what they fired
-      triggers => kino_trace_trigger:compile(Triggers), raising => #{}, decoder => Decoder,
-      fields => maps:get(fields, Config, []), marker => maps:get(timeout_marker, Config, undefined),
-      fired => maps:from_list([{Name, 0} || Name <- kino_trace_trigger:names()]),
-      'after' => maps:get('after', Config, {events, 0}), window_ms => maps:get(window_ms, Config, 5000),
-      %% an open after-window, the snapshots kept here (newest first) and their bounds
-      pending => undefined, snaps => [], snap_bytes => 0, taken => 0, dropped => 0,
-      max_snaps => maps:get(snapshots, Config, 1), max_snap_bytes => maps:get(snapshot_bytes, Config, Bytes)}.
+%% --- a recorder's ring (kino_trace_agent_ring) ---------------------------------------
 
 %% Drains the tracer into the ring, Budget events at most (then a ring_fill message goes
 %% on, so requests are answered meanwhile); a drain that put the native queue to sleep is
@@ -307,139 +269,21 @@ fill(State, Budget) when is_integer(Budget), Budget =< 0 ->
     State;
 fill(#worker{module = M, handle = H, ring = Ring} = State, Budget) ->
     {Raw, More} = M:drain(H, 500),
-    Next = State#worker{ring = push(Raw, Ring)},
+    Next = State#worker{ring = kino_trace_agent_ring:push(Raw, Ring)},
     case More of
         true -> fill(Next, Budget - length(Raw));
         recheck -> erlang:send_after(1, self(), ring_fill), Next;
         _ -> Next
     end.
 
-%% (memory: the events' and, per event, the queue's cons cell and {Bytes, Event} tuple)
-figures(#{size := Size, bytes := Bytes, overwritten := Overwritten} = Ring) ->
-    #{kept => Size, kept_bytes => Bytes, overwritten => Overwritten,
-      memory => Bytes + Size * 5 * erlang:system_info(wordsize),
-      fired => maps:get(fired, Ring), recording_after => maps:get(pending, Ring) =/= undefined,
-      %% triggered snapshots kept here until taken, and those that went before
-      snapshots_waiting => length(maps:get(snaps, Ring)),
-      snapshots_dropped_waiting => maps:get(dropped, Ring)}.
-
-push(Raw, #{triggers := []} = Ring) ->
-    lists:foldl(fun(Event, R) -> element(2, ring_in(Event, R)) end, Ring, Raw);
-push(Raw0, Ring) ->
-    %% (in time order, as the decoder takes them: each view is its event's)
-    Raw = lists:keysort(3, Raw0),
-    lists:foldl(fun step/2, Ring, lists:zip(Raw, views(Raw, Ring))).
-
-ring_in(Event, #{queue := Q, size := Size, bytes := Bytes} = Ring) ->
-    B = erts_debug:flat_size(Event) * erlang:system_info(wordsize),
-    {B, overwrite(Ring#{queue := queue:in({B, Event}, Q), size := Size + 1, bytes := Bytes + B})}.
-
-%% One event into the ring, then the triggers and the after-window.
-step({Event, View}, #{triggers := Triggers, raising := Raising} = Ring0) ->
-    {B, Ring1} = ring_in(Event, Ring0),
-    Fired = kino_trace_trigger:fires(Triggers, View, Raising),
-    Ring = Ring1#{raising := kino_trace_trigger:raising(Raising, View)},
-    case {Fired, maps:get(pending, Ring)} of
-        {nil, undefined} -> Ring;
-        {nil, Window} -> feed(B, Event, Window, Ring);
-        {Name, undefined} -> open(Name, count(Name, Ring));
-        {Name, Window} -> feed(B, Event, Window, count(Name, Ring))
-    end.
-
-count(Name, #{fired := Fired} = Ring) ->
-    Ring#{fired := maps:update_with(Name, fun(N) -> N + 1 end, Fired)}.
-
-%% What the triggers see of each event: the native decoder's event when there is one
-%% (slower_than needs durations), else the raw event's view.
-views(Raw, #{decoder := undefined, marker := Marker}) ->
-    [kino_trace_trigger:view(E, {nil, Marker}) || E <- Raw];
-views(Raw, #{decoder := Decoder, fields := Fields} = Ring) ->
-    case decode(Decoder, Raw) of
-        Decoded when length(Decoded) =:= length(Raw) ->
-            [maps:from_list(lists:zip(Fields, tuple_to_list(T))) || T <- Decoded];
-        _ ->
-            views(Raw, Ring#{decoder := undefined})
-    end.
-
-decode(Decoder, Raw) ->
-    case kino_trace_tracer:decode_events(Decoder, Raw) of
-        {names, Pids} ->
-            ok = kino_trace_tracer:decoder_put_names(Decoder, [{P, name(P)} || P <- Pids]),
-            decode(Decoder, Raw);
-        Decoded ->
-            Decoded
-    end.
-
-%% A trigger fired on the newest event: the ring is frozen with it, the window opens.
-open(Trigger, #{queue := Q, bytes := Bytes, window_ms := WindowMs,
-                max_events := MaxEvents} = Ring) ->
-    Window = #{frozen => Q, frozen_bytes => Bytes, tail => [], bytes => 0,
-               trigger => Trigger, timer => undefined},
-    case maps:get('after', Ring) of
-        {_, 0} -> finish(Ring#{pending := Window});
-        {events, N} -> Ring#{pending := Window#{left => N, timer => timer(WindowMs)}};
-        {ms, Ms} -> Ring#{pending := Window#{left => MaxEvents, timer => timer(Ms)}}
-    end.
-
-timer(Ms) ->
-    Ref = make_ref(),
-    {erlang:send_after(Ms, self(), {ring_after, Ref}), Ref}.
-
-feed(B, Event, #{tail := Tail, left := Left, bytes := Bytes} = Window, #{max_bytes := Max} = Ring) ->
-    Next = Window#{tail := [{B, Event} | Tail], left := Left - 1, bytes := Bytes + B},
-    case Left - 1 =< 0 orelse Bytes + B >= Max of
-        true -> finish(Ring#{pending := Next});
-        false -> Ring#{pending := Next}
-    end.
-
-window_ended(#worker{ring = #{pending := #{timer := {_, Ref}}} = Ring} = State, Ref) ->
-    State#worker{ring = finish(Ring)};
-window_ended(State, _Ref) ->
-    State.
-
-%% The open window's snapshot is made: kept here, the oldest going while over the bounds.
-finish(#{pending := Window, snaps := Snaps, snap_bytes := SnapBytes, taken := Taken} = Ring) ->
-    #{frozen := Q, frozen_bytes := FrozenBytes, tail := Tail, bytes := Bytes,
-      trigger := Trigger, timer := Timer} = Window,
-    _ = case Timer of
-            {TRef, _} -> erlang:cancel_timer(TRef);
-            undefined -> ok
-        end,
-    Raw = [E || {_, E} <- queue:to_list(Q)] ++ [E || {_, E} <- lists:reverse(Tail)],
-    %% (the triggering event is the frozen ring's newest)
-    {value, {_, Fired}} = queue:peek_r(Q),
-    Snap = #{trigger => Trigger, pid => element(2, Fired), time => element(3, Fired),
-             taken_at => os:system_time(microsecond),
-             raw => Raw, bytes => FrozenBytes + Bytes},
-    evict(Ring#{pending := undefined, snaps := [Snap | Snaps],
-                snap_bytes := SnapBytes + FrozenBytes + Bytes, taken := Taken + 1}).
-
-evict(#{snaps := Snaps, snap_bytes := Bytes, max_snaps := Max, max_snap_bytes := MaxBytes,
-        dropped := Dropped} = Ring)
-  when length(Snaps) > 1, length(Snaps) > Max orelse Bytes > MaxBytes ->
-    #{bytes := B} = lists:last(Snaps),
-    evict(Ring#{snaps := lists:droplast(Snaps), snap_bytes := Bytes - B, dropped := Dropped + 1});
-evict(Ring) ->
-    Ring.
-
-%% The oldest events go while the ring is over its bounds (the newest always stays).
-overwrite(#{size := Size, bytes := Bytes, max_events := MaxEvents, max_bytes := MaxBytes,
-            queue := Q, overwritten := Overwritten} = Ring)
-  when Size > 1, Size > MaxEvents orelse Bytes > MaxBytes ->
-    {{value, {B, _Event}}, Rest} = queue:out(Q),
-    overwrite(Ring#{queue := Rest, size := Size - 1, bytes := Bytes - B,
-                    overwritten := Overwritten + 1});
-overwrite(Ring) ->
-    Ring.
+window_ended(#worker{ring = undefined} = State, _Ref) ->
+    State;
+window_ended(#worker{ring = Ring} = State, Ref) ->
+    State#worker{ring = kino_trace_agent_ring:window_ended(Ring, Ref)}.
 
 %% The registered names of the processes of a batch, for the tracing node.
 names(Raw) ->
     Pids = lists:usort([Pid || Event <- Raw, Pid <- [element(#kino_trace_raw_event.pid, Event)], is_pid(Pid)]),
-    maps:from_list([{Pid, name(Pid)} || Pid <- Pids]).
+    maps:from_list([{Pid, kino_trace_agent:registered_name(Pid)} || Pid <- Pids]).
 
-name(Pid) ->
-    case erlang:process_info(Pid, registered_name) of
-        {registered_name, Name} when is_atom(Name) -> Name;
-        _ -> nil
-    end.
 

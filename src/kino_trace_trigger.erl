@@ -104,14 +104,15 @@ raising(Raising, #{pid := Pid}) ->
 -spec names() -> [atom()].
 names() -> [exception, slower_than, match, message, telemetry].
 
-%% @doc What the triggers read of a raw event (kino_trace_raw_event.hrl), as the decoder
-%% names it (KinoTrace.Tracer.Decoder: kind, and the fields below), with Duration (nil
-%% when its call is not paired). TimeoutMarker: a receive's that timed out.
+%% @doc What the triggers (and kino_trace_open_calls) read of a raw event
+%% (kino_trace_raw_event.hrl), as the decoder names it (KinoTrace.Tracer.Decoder: kind,
+%% and the fields below), with Duration (nil when its call is not paired) and its drop
+%% mark. TimeoutMarker: a receive's that timed out.
 -spec view(tuple(), {integer() | nil, atom()}) -> map().
 view(Raw, {Duration, TimeoutMarker}) ->
-    {Tag, Pid, _Time, _Scheduler, M, F, A, First, Second} = erlang:delete_element(10, pad(Raw)),
+    {Tag, Pid, _Time, _Scheduler, M, F, A, First, Second, Mark} = pad(Raw),
     Base = #{pid => Pid, module => M, function => F, arity => A, duration => Duration,
-             args => nil, peer => nil, data => nil},
+             args => nil, peer => nil, data => nil, mark => Mark},
     case Tag of
         call -> Base#{kind => call, args => First};
         return_from -> Base#{kind => return};

@@ -10,6 +10,25 @@ defmodule KinoTraceTest.Remote.Echo do
   def checked(x) when x >= 0, do: double(x)
   def checked(x), do: :erlang.error({:negative, x})
 
+  # Nested calls, nested -> outer -> inner, that wait inside for `:go`, then call
+  # `checked(x)` (which raises for a negative `x`, caught by `nested/2`): the calls that
+  # lead to a recorder's trigger. `inner/2` tells `parent` `{:inside, pid}` first.
+  def nested(parent, x) do
+    outer(parent, x)
+  catch
+    :error, reason -> {:raised, reason}
+  end
+
+  def outer(parent, x), do: {:ok, inner(parent, x)}
+
+  def inner(parent, x) do
+    send(parent, {:inside, self()})
+
+    receive do
+      :go -> checked(x)
+    end
+  end
+
   # A call that takes `ms` (for slower_than:).
   # time is the subject: a call slower than a recorder's threshold
   def slow(ms), do: Process.sleep(ms)

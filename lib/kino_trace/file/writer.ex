@@ -18,8 +18,11 @@ defmodule KinoTrace.File.Writer do
   # frames, when to rotate) and sends that node's ready frames to its agent's worker,
   # whose `kino_trace_agent_files` writes them and holds the cap on that node's disk (it
   # refuses a write past a file's share, and gives the file being written its end frame
-  # when the trace ends there). Nothing of those events is written here;
-  # `Kino.Trace.open({node, path})` fetches a file.
+  # when the trace ends there). Before those workers end, the trace (its coordinator)
+  # has this process send them the frames of every event it delivered, and waits until
+  # they took them in (a sync, bounded in time): a file there holds every event the
+  # trace delivered, even one delivered just before `stop/1`. Nothing of those events is
+  # written here; `Kino.Trace.open({node, path})` fetches a file.
 
   alias KinoTrace.{Client, Internal}
   alias KinoTrace.File.Format
@@ -80,6 +83,11 @@ defmodule KinoTrace.File.Writer do
     Internal.register(pid)
     for {_node, %{sink: nil, io: io}} <- files, do: :file.close(io)
     Client.subscribe(trace, pid)
+
+    # (other nodes' files: the trace has this writer catch up before their workers end)
+    if Enum.any?(files, fn {_node, file} -> is_pid(file.sink) end),
+      do: :ok = Client.call(trace, {:files_writer, pid})
+
     send(pid, {:go, parent})
     pid
   end
@@ -162,6 +170,13 @@ defmodule KinoTrace.File.Writer do
       {:kino_trace, ^id, {:status, _ended}} ->
         finish(state)
 
+      # the trace is ending: what it delivered before is written here, or sent to the
+      # workers of other nodes and taken in there
+      {:kino_trace_files_sync, from, sync, deadline} ->
+        synced(state, deadline)
+        send(from, {sync, :synced})
+        loop(state, ref)
+
       {:DOWN, ^ref, :process, _, _} ->
         finish(state)
     end
@@ -222,6 +237,14 @@ defmodule KinoTrace.File.Writer do
   end
 
   defp rotate(file, info), do: open_file!(file, rem(file.index + 1, tuple_size(file.paths)), info)
+
+  # Each worker has taken in the frames sent before (a call answered after them), by
+  # `deadline` (monotonic milliseconds) at the latest.
+  defp synced(state, deadline) do
+    for {_node, %{sink: worker}} when is_pid(worker) <- state.files,
+        request = :gen_server.send_request(worker, :files_sync),
+        do: :gen_server.receive_response(request, {:abs, deadline})
+  end
 
   defp finish(state) do
     for {_node, file} <- state.files do

@@ -54,7 +54,9 @@ defmodule KinoTrace.Remote.Coordinator do
     # pending tick info requests
     requests: :gen_server.reqids_new(),
     numbering: {1, %{}},
-    setup_error: nil
+    setup_error: nil,
+    # the `to:` option's writer of other nodes' files (KinoTrace.File.Writer), or nil
+    files_writer: nil
   ]
 
   @doc """
@@ -241,6 +243,11 @@ defmodule KinoTrace.Remote.Coordinator do
 
   def handle_request(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
 
+  # The writer of the `to:` files of other nodes, which their agents' workers write:
+  # before they end with the trace, it sends them what was delivered (`finish/1`).
+  def handle_request({:files_writer, pid}, _from, state),
+    do: {:reply, :ok, %{state | files_writer: pid}}
+
   # Each node has delivered what it had queued (bounded), and that is sent on.
   defp caught_up(state) do
     {_replies, state} = Nodes.on_nodes(state, {:sync, Server.max_sync_drain()})
@@ -375,12 +382,40 @@ defmodule KinoTrace.Remote.Coordinator do
   # --- ending --------------------------------------------------------------------------------
 
   defp finish(state) do
-    state = stop_nodes(state)
+    state = state |> sync_files() |> stop_nodes()
 
     if state.status in [:running, :paused],
       do: broadcast(%{state | status: :stopped}, {:status, :stopped}),
       else: state
   end
+
+  # The events delivered so far (those held too) reach the writer of other nodes' files,
+  # and it sends their frames to those nodes' workers, which write them there before
+  # they end with their sessions (the files' end frames come then). Bounded: half the
+  # time a node has to answer (stop_nodes/1 may take twice that, within the caller's
+  # bound on stop/1).
+  defp sync_files(%{files_writer: writer, status: status} = state)
+       when is_pid(writer) and status in [:running, :paused] do
+    state = state |> take_delivered() |> Holding.release()
+    ref = Process.monitor(writer)
+    wait = div(Nodes.timeout(), 2)
+
+    send(
+      writer,
+      {:kino_trace_files_sync, self(), ref, System.monotonic_time(:millisecond) + wait}
+    )
+
+    receive do
+      {^ref, :synced} -> Process.demonitor(ref, [:flush])
+      {:DOWN, ^ref, :process, _, _} -> :ok
+    after
+      wait -> Process.demonitor(ref, [:flush])
+    end
+
+    state
+  end
+
+  defp sync_files(state), do: state
 
   # Stops every node's session: those that do not answer in time are killed, and each
   # is waited for (its monitor) for a bounded time.

@@ -69,7 +69,8 @@ defmodule KinoTrace.Remote.Recording do
     sum = fn key -> rings |> Enum.map(&Map.get(&1, key, 0)) |> Enum.sum() end
 
     figures =
-      Map.new([:kept, :kept_bytes, :memory, :overwritten, :own], &{&1, sum.(&1)})
+      [:kept, :kept_bytes, :memory, :overwritten, :own, :open_calls_bytes]
+      |> Map.new(&{&1, sum.(&1)})
       |> Map.merge(%{
         events: config.events,
         bytes: config.bytes,

@@ -16,9 +16,10 @@ defmodule KinoTrace.Session.Recorder do
   #     that fires while a window is open counts in `fired` and takes no other snapshot;
   #   * an exception fires once, where it is raised: as it goes up through more traced
   #     calls of its process (their exception events) it fires nothing again;
-  #   * the open calls of each process (with triggers, KinoTrace.Session.OpenCalls): a
-  #     trigger's snapshot has the calls that led to it in its process even when the
-  #     ring overwrote them (within a quarter of the ring's bytes);
+  #   * the open calls of each process (with triggers, :kino_trace_open_calls, the one
+  #     definition of them, which another node's agent runs too): a trigger's snapshot
+  #     has the calls that led to it in its process even when the ring overwrote them
+  #     (within a quarter of the ring's bytes);
   #   * counters for `Kino.Trace.info/1`'s `:recorder`: what the ring keeps and overwrote,
   #     own events left out (`KinoTrace.Session.OwnEvents`), so that
   #     accepted == kept + overwritten + own + queued + discarded.
@@ -27,7 +28,7 @@ defmodule KinoTrace.Session.Recorder do
 
   alias KinoTrace.Plan.Record
   alias KinoTrace.History
-  alias KinoTrace.Session.{Info, OpenCalls, Setup}
+  alias KinoTrace.Session.{Info, Setup}
 
   defstruct [
     :config,
@@ -45,7 +46,7 @@ defmodule KinoTrace.Session.Recorder do
     own: 0,
     # an open after-window: %{frozen, tail (newest first), left, bytes, trigger, timer}
     pending: nil,
-    # each process's open calls (KinoTrace.Session.OpenCalls)
+    # each process's open calls (:kino_trace_open_calls, keyed by event id)
     open_calls: nil,
     # processes whose last event was an exception: the same exception going up through
     # more traced calls fires no trigger again (:kino_trace_trigger.raising/2)
@@ -71,7 +72,7 @@ defmodule KinoTrace.Session.Recorder do
       triggers: :kino_trace_trigger.compile(config.on),
       fired: Map.new(:kino_trace_trigger.names(), &{&1, 0}),
       # a quarter of the ring's bytes at most
-      open_calls: OpenCalls.new(div(config.bytes, 4))
+      open_calls: :kino_trace_open_calls.new(div(config.bytes, 4))
     }
   end
 
@@ -142,22 +143,16 @@ defmodule KinoTrace.Session.Recorder do
   defp freeze(history, rec, after_count, pid) do
     events = History.take(history, History.size(history))
     events = Enum.take(events, length(events) - after_count)
-    first = match?([_ | _], events) && hd(events).id
-
-    missing =
-      for event <- OpenCalls.of(rec.open_calls, pid),
-          first == false or event.id < first,
-          do: event
-
-    missing ++ events
+    first = if events == [], do: :none, else: hd(events).id
+    :kino_trace_open_calls.overwritten(rec.open_calls, pid, first) ++ events
   end
 
   defp fires(rec, event), do: :kino_trace_trigger.fires(rec.triggers, event, rec.raising)
 
-  # (the open calls: KinoTrace.Session.OpenCalls)
+  # (the open calls: :kino_trace_open_calls, each kept as its event, keyed by its id)
   defp track(rec, event) do
     rec = %{rec | raising: :kino_trace_trigger.raising(rec.raising, event)}
-    %{rec | open_calls: OpenCalls.track(rec.open_calls, event)}
+    %{rec | open_calls: :kino_trace_open_calls.track(rec.open_calls, event, event.id, event)}
   end
 
   defp open(%{recorder: rec} = state, frozen, trigger, event) do
@@ -442,7 +437,7 @@ defmodule KinoTrace.Session.Recorder do
       %{
         events: rec.config.events,
         bytes: rec.config.bytes,
-        open_calls_bytes: OpenCalls.bytes(rec.open_calls),
+        open_calls_bytes: :kino_trace_open_calls.bytes(rec.open_calls),
         own: rec.own,
         triggers: Enum.map(rec.config.on, &trigger_text/1),
         after: rec.config.after,

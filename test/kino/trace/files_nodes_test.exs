@@ -99,6 +99,40 @@ defmodule Kino.Trace.FilesNodesTest do
     end
   end
 
+  # The writer here sends that node's frames to its agent's worker there, which ends
+  # with the trace: stopped right after its events were delivered (the writer still
+  # busy with them), the files there still get every one of them, then their end
+  # frames. It lost the last ones before the trace had its writer catch up first.
+  for agent <- [:auto, :fallback] do
+    test "the files there hold every event the trace delivered, stopped at once after (agent: #{agent})" do
+      {n, tmp, _cwd, before} = peer_with_cwd(:"files_stop_#{unquote(agent)}")
+
+      trace =
+        Trace.calls(["KinoTraceTest.Remote.Echo.echo/1"],
+          nodes: [n],
+          agent: unquote(agent),
+          return: false,
+          to: [path: "repo.ktrace", max_bytes: 10_000_000, files: 2]
+        )
+
+      # (random payloads: zlib cannot shrink them, the writer has work to do)
+      payloads = for i <- 1..5_000, do: {i, :crypto.strong_rand_bytes(200)}
+      :erpc.call(n, :lists, :foreach, [&Echo.echo/1, payloads])
+      :ok = Trace.flush(trace)
+      delivered = for %{kind: :call} = e <- Trace.events(trace, 100_000), do: hd(e.args)
+      assert delivered == payloads
+      ids = for {i, _} <- delivered, do: i
+      :ok = Trace.stop(trace)
+      assert_clean(n, tmp, before)
+
+      opened = Trace.open({n, "repo.0.ktrace"})
+      assert %{complete: true, torn_bytes: 0} = Trace.info(opened).file
+      written = for %{kind: :call} = e <- Trace.events(opened, 100_000), do: hd(e.args)
+      assert for({i, _} <- written, do: i) == ids
+      assert written == delivered
+    end
+  end
+
   test "a hostile or oversized file there is a clear error naming the node, the file and the offset" do
     {_peer, n, _tmp} = bare_peer(:files_hostile)
     dir = Path.join(System.tmp_dir!(), "kino_trace_hostile_#{System.unique_integer([:positive])}")

@@ -160,6 +160,76 @@ defmodule Kino.Trace.RecordNodesTest do
     end
   end
 
+  # A trigger's snapshot has the calls of its process that led to it, even those the ring
+  # overwrote, as a recorder of this node's has them (record_test.exs): the worker there
+  # keeps each process's open calls (kino_trace_open_calls). With the native agent and
+  # the pure-Erlang one, which read raw events, and the native agent's decoder (which
+  # slower_than: has the triggers read).
+  for {agent, on} <- [
+        auto: [exception: true],
+        fallback: [exception: true],
+        auto: [exception: true, slower_than: 60_000]
+      ] do
+    test "a trigger's snapshot has the calls that led to it, even those the ring overwrote (agent: #{agent}, on: #{inspect(Keyword.keys(on))})" do
+      {_peer, n, tmp} = bare_peer(:"record_open_#{unquote(agent)}_#{length(unquote(on))}")
+      before = warmed_footprint(n, tmp)
+
+      rec =
+        Trace.record(["KinoTraceTest.Remote.Echo"],
+          nodes: [n],
+          agent: unquote(agent),
+          events: 20,
+          on: unquote(on),
+          after: 2
+        )
+
+      # a process there inside nested/2, outer/2 and inner/2
+      pid = :erpc.call(n, :erlang, :spawn, [Echo, :nested, [self(), -1]])
+      assert_receive {:inside, ^pid}, 10_000
+      # the ring overwrites those calls with another process's: 200 events, 20 kept
+      :erpc.call(n, :lists, :foreach, [&Echo.double/1, Enum.to_list(1..100)])
+
+      wait_until(fn -> Trace.info(rec).recorder.overwritten >= 3 + 200 - 20 end, 1_000, fn ->
+        "not overwritten: #{inspect(Trace.info(rec).recorder)}"
+      end)
+
+      # the node keeps that process's open calls (within a quarter of the ring's bytes)
+      open_bytes = Trace.info(rec).nodes[n].recorder.open_calls_bytes
+      assert open_bytes > 0 and open_bytes == Trace.info(rec).recorder.open_calls_bytes
+
+      # checked(-1) raises, through inner/2 and outer/2
+      send(pid, :go)
+      snap = wait_until(fn -> match?([_], s = Trace.snapshots(rec)) && hd(s) end)
+      info = Trace.info(snap)
+      assert %{trigger: :exception, pid: ^pid} = info.snapshot
+      events = Trace.events(snap, 1_000)
+
+      assert for(e <- events, e.pid == pid, do: {e.kind, e.function}) == [
+               {:call, :nested},
+               {:call, :outer},
+               {:call, :inner},
+               {:call, :checked},
+               {:exception, :checked},
+               {:exception, :inner},
+               {:exception, :outer}
+             ]
+
+      # paired with their calls there too, in the order they were made
+      [nested, outer, inner | _] = for e <- events, e.pid == pid, do: e
+      assert [nested.depth, outer.depth, inner.depth] == [0, 1, 2]
+      assert Enum.map(events, & &1.id) == Enum.to_list(1..length(events))
+
+      exception = Enum.find(events, &(&1.kind == :exception and &1.function == :outer))
+      assert exception.call_id == outer.id
+      # the 3 the ring overwrote, its 20 up to the trigger, the after-window's 2
+      assert length(events) == 3 + 20 + 2
+
+      assert Trace.info(rec).recorder.fired.exception == 1
+      :ok = Trace.stop(rec)
+      assert_clean(n, tmp, before)
+    end
+  end
+
   test "slower_than on the node: the native agent pairs calls there; the pure-Erlang one refuses it" do
     {_peer, n, tmp} = bare_peer(:record_slower)
     footprint_after_trace(n, tmp)
