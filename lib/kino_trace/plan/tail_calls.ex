@@ -21,6 +21,9 @@ defmodule KinoTrace.Plan.TailCalls do
 
   @table __MODULE__
   @max_cached 1_024
+  # (a module another process is analysing: see claim/2)
+  @poll_ms 5
+  @wait_ms 10_000
 
   @type cycles :: MapSet.t({atom(), arity()}) | :unknown
   @type scope :: :local | :global
@@ -90,21 +93,89 @@ defmodule KinoTrace.Plan.TailCalls do
         end
       end)
 
-    missing = for {module, {:miss, _md5}} <- known, do: module
+    # (a module another process is analysing already: its result is waited for)
+    {mine, theirs} =
+      known
+      |> Enum.filter(&match?({_, {:miss, _}}, &1))
+      |> Enum.split_with(fn {module, {:miss, md5}} -> claim(module, md5) end)
+
+    missing = for {module, _} <- mine, do: module
     beams = if missing == [], do: %{}, else: Lookup.object_code(lookup, missing)
 
+    analysed =
+      try do
+        Map.new(mine, fn {module, {:miss, md5}} ->
+          found = analyze(module, md5, beams[module])
+          store(module, md5, found)
+          {module, found}
+        end)
+      after
+        Enum.each(mine, fn {module, {:miss, md5}} -> unclaim(module, md5) end)
+      end
+
+    waited =
+      Map.new(theirs, fn {module, {:miss, md5}} ->
+        {module, waited(module, md5, lookup, System.monotonic_time(:millisecond) + @wait_ms)}
+      end)
+
     Map.new(known, fn
-      {module, {:ok, found}} ->
-        {module, pick(found, scope)}
-
-      {module, {:miss, md5}} ->
-        found = analyze(module, md5, beams[module])
-        store(module, md5, found)
-        {module, pick(found, scope)}
-
-      {module, :unknown} ->
-        {module, :unknown}
+      {module, {:ok, found}} -> {module, pick(found, scope)}
+      {module, :unknown} -> {module, :unknown}
+      {module, {:miss, _md5}} -> {module, pick(analysed[module] || waited[module], scope)}
     end)
+  end
+
+  # Analysing a large module takes a while (tens of ms for :ets alone, which became
+  # seconds with 8 traces of :ets.insert/2 starting at once on a loaded machine, each
+  # reading and disassembling the same object code, issue 36 item 2): the first process
+  # to miss a module version claims it; the others wait for its result, polling the
+  # cache every @poll_ms, and analyse it themselves once the claim is gone without one
+  # (its process died) or after @wait_ms.
+  defp claim(module, md5) do
+    :ets.whereis(@table) == :undefined or
+      :ets.insert_new(@table, {{:claim, module, md5}, self()})
+  rescue
+    ArgumentError -> true
+  end
+
+  defp unclaim(module, md5) do
+    :ets.delete(@table, {:claim, module, md5})
+    :ok
+  rescue
+    ArgumentError -> :ok
+  end
+
+  defp waited(module, md5, lookup, deadline) do
+    claimer =
+      case :ets.lookup(@table, {:claim, module, md5}) do
+        [{_, pid}] -> pid
+        [] -> nil
+      end
+
+    case cached(module, md5) do
+      {:ok, found} ->
+        found
+
+      :miss when claimer != nil ->
+        cond do
+          not Process.alive?(claimer) ->
+            unclaim(module, md5)
+            analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+
+          System.monotonic_time(:millisecond) < deadline ->
+            receive after: (@poll_ms -> :ok)
+            waited(module, md5, lookup, deadline)
+
+          true ->
+            analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+        end
+
+      :miss ->
+        analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+    end
+  rescue
+    # the table went away with the application
+    ArgumentError -> analyze(module, md5, Lookup.object_code(lookup, [module])[module])
   end
 
   @doc """

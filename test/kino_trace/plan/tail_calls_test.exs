@@ -45,4 +45,32 @@ defmodule KinoTrace.Plan.TailCallsTest do
     assert [{Loop, md5, %{local: _, global: _}}] = :ets.lookup(TailCalls, Loop)
     assert md5 == Loop.module_info(:md5)
   end
+
+  # Issue 36 item 2: 8 traces of :ets.insert/2 starting at once each read and
+  # disassembled :ets (a large module): seconds on a loaded machine. The first to miss
+  # analyses it; the others wait for its result.
+  test "processes asking at once for a module not yet analysed have it analysed once" do
+    # (:dets: a large module no other test looks at)
+    :ets.delete(TailCalls, :dets)
+
+    tasks =
+      for _ <- 1..8 do
+        Task.async(fn ->
+          receive do: (:go -> :ok)
+          TailCalls.cycles(:dets)
+        end)
+      end
+
+    pids = Enum.map(tasks, & &1.pid)
+    trace = Kino.Trace.calls([":beam_disasm.file/1"], pids: pids, return: false)
+    _ = Kino.Trace.info(trace)
+    for pid <- pids, do: send(pid, :go)
+    [cycles | others] = Task.await_many(tasks)
+    assert Enum.all?(others, &(&1 == cycles))
+    assert %MapSet{} = cycles
+    KinoTraceTest.Helpers.trace_delivered(:all)
+    disassembled = for %{kind: :call} <- Kino.Trace.events(trace, 100), do: :disassembled
+    Kino.Trace.stop(trace)
+    assert disassembled == [:disassembled]
+  end
 end
