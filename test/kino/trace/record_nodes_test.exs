@@ -172,7 +172,7 @@ defmodule Kino.Trace.RecordNodesTest do
       ] do
     test "a trigger's snapshot has the calls that led to it, even those the ring overwrote (agent: #{agent}, on: #{inspect(Keyword.keys(on))})" do
       {_peer, n, tmp} = bare_peer(:"record_open_#{unquote(agent)}_#{length(unquote(on))}")
-      before = warmed_footprint(n, tmp)
+      before = footprint_after_trace(n, tmp)
 
       rec =
         Trace.record(["KinoTraceTest.Remote.Echo"],
