@@ -72,7 +72,9 @@ defmodule KinoTrace.Session do
       fallback's restore;
     * `counters`: the tracer's last counters, what info/1 tells once another node's agent
       is gone;
-    * `drain_due`: a paced drain is due (its timer runs).
+    * `drain_due`: a paced drain is due (its timer runs);
+    * `files_writer`: the `to:` option's writer (KinoTrace.File.Writer), which stop/1
+      waits for.
   """
   @type t :: %__MODULE__{}
 
@@ -97,6 +99,7 @@ defmodule KinoTrace.Session do
     rate: 0.0,
     rate_sample: {0, 0},
     setup_error: nil,
+    files_writer: nil,
     probes: %{},
     reapplied: 0,
     guard: nil,
@@ -304,9 +307,15 @@ defmodule KinoTrace.Session do
 
   def handle_request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
+  # (stop/1 answers once the `to:` files hold what was delivered: their writer ended)
   def handle_request(:stop, _from, state) do
-    {:stop, :normal, :ok, finish(state, :stopped, :discard)}
+    state = finish(state, :stopped, :discard)
+    KinoTrace.File.Writer.await_end(state.files_writer)
+    {:stop, :normal, :ok, state}
   end
+
+  def handle_request({:files_writer, pid}, _from, state),
+    do: {:reply, :ok, %{state | files_writer: pid}}
 
   defp kept_reply(:latency, kept), do: Kept.latency(kept)
   defp kept_reply(:latency_processes, kept), do: Kept.latency_processes(kept)

@@ -27,6 +27,9 @@ defmodule KinoTrace.File.Writer do
   alias KinoTrace.{Client, Internal}
   alias KinoTrace.File.Format
 
+  # how long stop/1 waits for the writer to write what was delivered (await_end/2)
+  @await_end_ms 1_000
+
   @typedoc "Where to write: as the `:to` option takes it."
   @type spec :: %{path: Path.t(), max_bytes: pos_integer(), files: pos_integer()}
 
@@ -84,12 +87,33 @@ defmodule KinoTrace.File.Writer do
     for {_node, %{sink: nil, io: io}} <- files, do: :file.close(io)
     Client.subscribe(trace, pid)
 
-    # (other nodes' files: the trace has this writer catch up before their workers end)
-    if Enum.any?(files, fn {_node, file} -> is_pid(file.sink) end),
-      do: :ok = Client.call(trace, {:files_writer, pid})
+    # (the trace's stop/1 waits for this writer to end, and has it catch up first
+    # with the workers of other nodes before they end)
+    :ok = Client.call(trace, {:files_writer, pid})
 
     send(pid, {:go, parent})
     pid
+  end
+
+  @doc """
+  Waits until the writer `pid` (nil: none) has ended, its files closed with their end
+  frames, for at most `timeout` ms: `stop/1` answers after it, so that a file opened
+  then holds every event the trace delivered. A writer slower than that goes on.
+  """
+  @spec await_end(pid() | nil, timeout()) :: :ok
+  def await_end(pid, timeout \\ @await_end_ms)
+  def await_end(nil, _timeout), do: :ok
+
+  def await_end(pid, timeout) when is_pid(pid) do
+    ref = Process.monitor(pid)
+
+    receive do
+      {:DOWN, ^ref, :process, _, _} -> :ok
+    after
+      timeout -> Process.demonitor(ref, [:flush])
+    end
+
+    :ok
   end
 
   # The first file of a node: what was there under these names counts against the cap,

@@ -241,10 +241,15 @@ defmodule KinoTrace.Remote.Coordinator do
     end
   end
 
-  def handle_request(:stop, _from, state), do: {:stop, :normal, :ok, finish(state)}
+  # (stop/1 answers once the `to:` files hold what was delivered: their writer ended)
+  def handle_request(:stop, _from, state) do
+    state = finish(state)
+    KinoTrace.File.Writer.await_end(state.files_writer)
+    {:stop, :normal, :ok, state}
+  end
 
-  # The writer of the `to:` files of other nodes, which their agents' workers write:
-  # before they end with the trace, it sends them what was delivered (`finish/1`).
+  # The writer of the `to:` files: before other nodes' workers end with the trace, it
+  # sends them what was delivered (`finish/1`); stop/1 waits for it to end.
   def handle_request({:files_writer, pid}, _from, state),
     do: {:reply, :ok, %{state | files_writer: pid}}
 

@@ -198,6 +198,30 @@ defmodule Kino.Trace.FilesTest do
     Worker.stop(worker)
   end
 
+  for tracer <- [:native, :fallback] do
+    @tag tracer: tracer
+    test "to: the file holds every event the trace delivered once stop/1 returns (#{tracer})",
+         %{dir: dir} = ctx do
+      if ctx.tracer == :fallback, do: Helpers.use_fallback_tracer()
+      worker = Worker.start()
+      path = Path.join(dir, "all.ktrace")
+      trace = Trace.calls(["KinoTraceTest.Sample.Math.echo/1"], pids: worker, to: [path: path])
+      Worker.run(worker, fn -> for i <- 1..5_000, do: Math.echo(i) end)
+      Helpers.trace_delivered(worker)
+      :ok = Trace.flush(trace)
+      delivered = Trace.info(trace).delivered
+      :ok = Trace.stop(trace)
+      # at once: no wait for the writer
+      opened = Trace.open(Path.join(dir, "all.0.ktrace"))
+      calls = for %{kind: :call} = e <- Trace.events(opened, 100_000), do: hd(e.args)
+      assert Trace.info(opened).file.complete
+      assert calls == Enum.to_list(1..5_000)
+      assert delivered >= 10_000
+      Trace.stop(opened)
+      Worker.stop(worker)
+    end
+  end
+
   test "to: refuses files too small to hold a trace, and leaves no trace running", %{dir: dir} do
     before = Helpers.kino_sessions()
 
