@@ -211,9 +211,8 @@ defmodule KinoTrace.Session do
   def handle_request({:subscribe, pid}, from, state),
     do: handle_request({:subscribe, pid, state.id}, from, state)
 
-  def handle_request({:subscribe, pid, tag}, _from, state) do
-    {:reply, :ok, state |> forget_own(pid) |> Subscribers.subscribe(pid, tag)}
-  end
+  def handle_request({:subscribe, pid, tag}, _from, state),
+    do: {:reply, :ok, state |> forget_own(pid) |> Subscribers.subscribe(pid, tag)}
 
   def handle_request({:unsubscribe, pid}, _from, state),
     do: {:reply, :ok, Subscribers.unsubscribe(state, pid)}
@@ -225,10 +224,8 @@ defmodule KinoTrace.Session do
   def handle_request({:release, pid}, _from, state),
     do: {:reply, :ok, Subscribers.release(state, pid)}
 
-  def handle_request({:events, n}, _from, state) do
-    state = Drain.for_request(state)
-    {:reply, History.take(state.history, n), state}
-  end
+  def handle_request({:events, n}, _from, state),
+    do: state |> Drain.for_request() |> then(&{:reply, History.take(&1.history, n), &1})
 
   # A recorder's snapshot now (Kino.Trace.snapshot/1), of what is queued too (capped).
   def handle_request(:snapshot, _from, state) do
@@ -267,9 +264,8 @@ defmodule KinoTrace.Session do
 
   # What this node's OTP session names as its tracer (KinoTrace.Capture.Sends asks);
   # nil for another node's trace.
-  def handle_request(:tracer, _from, state) do
-    {:reply, state.backend && Backend.tracer_spec(state.backend), state}
-  end
+  def handle_request(:tracer, _from, state),
+    do: {:reply, state.backend && Backend.tracer_spec(state.backend), state}
 
   # Its node and, for another node's trace, that node's agent worker (where the `to:`
   # option's files of its events are written: KinoTrace.File.Writer).
@@ -307,12 +303,10 @@ defmodule KinoTrace.Session do
 
   def handle_request(op, _from, state) when op in [:pause, :resume], do: {:reply, :ok, state}
 
-  # (stop/1 answers once the `to:` files hold what was delivered: their writer ended)
-  def handle_request(:stop, _from, state) do
-    state = finish(state, :stopped, :discard)
-    KinoTrace.File.Writer.await_end(state.files_writer)
-    {:stop, :normal, :ok, state}
-  end
+  # (stop/1 answers once the `to:` option's files hold what was delivered: their writer
+  # told its pid, and stop/1 waits for it to end)
+  def handle_request(:stop, _from, state),
+    do: {:stop, :normal, :ok, finish(state, :stopped, :discard) |> await_writer()}
 
   def handle_request({:files_writer, pid}, _from, state),
     do: {:reply, :ok, %{state | files_writer: pid}}
@@ -478,6 +472,7 @@ defmodule KinoTrace.Session do
   end
 
   defp broadcast_status(state), do: Subscribers.broadcast(state, {:status, state.status})
+  defp await_writer(state), do: tap(state, &KinoTrace.File.Writer.await_end(&1.files_writer))
 
   # A subscriber of kino_trace's own (a widget) registered as such before it subscribed,
   # but its birth may have been recorded before that (KinoTrace.Session.OwnEvents).

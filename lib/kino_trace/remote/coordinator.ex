@@ -242,11 +242,9 @@ defmodule KinoTrace.Remote.Coordinator do
   end
 
   # (stop/1 answers once the `to:` files hold what was delivered: their writer ended)
-  def handle_request(:stop, _from, state) do
-    state = finish(state)
-    KinoTrace.File.Writer.await_end(state.files_writer)
-    {:stop, :normal, :ok, state}
-  end
+  def handle_request(:stop, _from, state),
+    do:
+      {:stop, :normal, :ok, tap(finish(state), &KinoTrace.File.Writer.await_end(&1.files_writer))}
 
   # The writer of the `to:` files: before other nodes' workers end with the trace, it
   # sends them what was delivered (`finish/1`); stop/1 waits for it to end.
@@ -331,26 +329,15 @@ defmodule KinoTrace.Remote.Coordinator do
   @impl true
   def terminate(_reason, state) do
     state = finish(state)
-
-    if state.setup_error == nil,
-      do: KinoTrace.Client.Final.put(state.id, Recording.info(state))
-
+    if state.setup_error == nil, do: KinoTrace.Client.Final.put(state.id, Recording.info(state))
     :ok
   end
 
   defp deliver(state, _node, events) do
     {events, numbering} = Remote.renumber(events, state.numbering)
     history = History.push(state.history, events)
-
-    Holding.pass_on(
-      %{
-        state
-        | numbering: numbering,
-          history: history,
-          kept: KinoTrace.Latency.Kept.add(state.kept, events, history)
-      },
-      events
-    )
+    kept = KinoTrace.Latency.Kept.add(state.kept, events, history)
+    Holding.pass_on(%{state | numbering: numbering, history: history, kept: kept}, events)
   end
 
   # The events the nodes delivered before answering a request, now in the mailbox.
