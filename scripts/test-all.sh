@@ -51,14 +51,24 @@ suite() {
 }
 
 # The lines that say what failed, at most 60: an ExUnit failure's first 6 lines (name,
-# file, error), a compiler warning's first 3 and its abort, and other suites' FAILED/error
-# lines.
+# file, error) and other suites' FAILED/error lines; compiler warnings (their first 3
+# lines, those with a file) only when they aborted the suite, after the failures.
 what_failed() {
   sed 's/\x1b\[[0-9;]*m//g' | awk '
+    function out(line) { if (n < 60) print "  " line; n++ }
+    /^warning: / { warn = 3; block = "" }
+    warn > 0 { block = block $0 "\n"; warn--; if (warn == 0 && block !~ /nofile/) warnings = warnings block; next }
+    /aborted after successful execution/ { aborted = $0; next }
     /^ +[0-9]+\) / { keep = 6 }
-    /^warning: / { keep = 3 }
-    /aborted after successful execution|FAILED|[Ee]rror:|[0-9]+ failures?/ && keep == 0 { keep = 1 }
-    keep > 0 { print "  " $0; keep--; if (++n >= 60) exit }'
+    /FAILED|[Ee]rror:|[0-9]+ failures?/ && keep == 0 { keep = 1 }
+    keep > 0 { out($0); keep-- }
+    END {
+      if (aborted != "") {
+        k = split(warnings, lines, "\n")
+        for (i = 1; i <= k; i++) if (lines[i] != "") out(lines[i])
+        out(aborted)
+      }
+    }'
 }
 
 # Runs a command with toolchain set $1 on PATH (and its build root).

@@ -374,8 +374,20 @@ defmodule Kino.Trace do
   # How long a trace of this node may take to set its patterns before it is returned,
   # still setting them: each `:trace` call waits for the VM, one at a time VM-wide, and
   # with the traced functions hot and other traces starting and ending that took seconds
-  # (issue 36 item 2).
+  # (issue 36 item 2). The application's `:setup_wait` (ms, or :infinity) changes it.
   @setup_wait 1_000
+
+  defp setup_wait do
+    case Application.get_env(:kino_trace, :setup_wait, @setup_wait) do
+      ms when (is_integer(ms) and ms >= 0) or ms == :infinity ->
+        ms
+
+      bad ->
+        raise ArgumentError,
+              "invalid :setup_wait in the :kino_trace application's environment: " <>
+                "expected a non-negative integer (ms) or :infinity, got: #{inspect(bad)}"
+    end
+  end
 
   @doc """
   Starts a trace that runs `plan` (`Kino.Trace.Plan.new!/3`), owned by `owner`, and
@@ -392,7 +404,7 @@ defmodule Kino.Trace do
   """
   @spec run(Plan.t(), pid()) :: t()
   def run(%Plan{} = plan, owner \\ self()) do
-    %{id: id, session: pid, node: node} = Launcher.start!(plan, owner, @setup_wait)
+    %{id: id, session: pid, node: node} = Launcher.start!(plan, owner, setup_wait())
     %__MODULE__{id: id, session: pid, node: node}
   end
 

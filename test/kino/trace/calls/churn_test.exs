@@ -29,6 +29,11 @@ defmodule Kino.Trace.Calls.ChurnTest do
   @moduletag timeout: 300_000
 
   setup do
+    # the bound checked here is the default :setup_wait's (test_helper.exs waits for the
+    # setup in every other test)
+    previous = Application.fetch_env!(:kino_trace, :setup_wait)
+    Application.delete_env(:kino_trace, :setup_wait)
+    on_exit(fn -> Application.put_env(:kino_trace, :setup_wait, previous) end)
     owner = spawn(fn -> Process.sleep(:infinity) end)
 
     :ets.new(:kino_trace_churn_test, [:public, :named_table, write_concurrency: true, heir: :none])
@@ -124,5 +129,22 @@ defmodule Kino.Trace.Calls.ChurnTest do
     assert info.status == :stopped
     assert info.patterns == ["KinoTraceTest.Hot.f/1"]
     assert is_integer(info.accepted)
+  end
+
+  test ":setup_wait: a trace returned before it is set up answers once it is; a bad value is an error naming it" do
+    Application.put_env(:kino_trace, :setup_wait, 0)
+    trace = Trace.calls(["KinoTraceTest.Hot.f/1"], pids: self(), return: false)
+    # (requests wait for the setup)
+    assert Trace.info(trace).patterns == ["KinoTraceTest.Hot.f/1"]
+    Hot.f(1)
+    :ok = Trace.flush(trace)
+    assert [%{kind: :call, args: [1]}] = Trace.events(trace)
+    Trace.stop(trace)
+
+    Application.put_env(:kino_trace, :setup_wait, :soon)
+
+    assert_raise ArgumentError, ~r/invalid :setup_wait .* got: :soon/, fn ->
+      Trace.calls(["KinoTraceTest.Hot.f/1"])
+    end
   end
 end
