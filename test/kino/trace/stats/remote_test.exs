@@ -129,18 +129,34 @@ defmodule Kino.Trace.Stats.RemoteTest do
       :ok = Stats.reset(stats)
       counter = :trace.session_create(:stats_remote_test, self(), [])
       on_exit(fn -> :trace.session_destroy(counter) end)
-      :trace.process(counter, stats.server, true, [:send])
 
+      [{:trace_many, infos}, {:trace_all, restarts, []}] =
+        counted_requests(stats, n, worker, counter)
+
+      assert length(infos) == 2 * Stats.info(stats).functions
+      assert length(restarts) == Stats.info(stats).functions
+      Stats.stop(stats)
+    end
+
+    # The requests the stats server sends `worker` for a snapshot and a reset, seen by a
+    # send trace. Never more than one of each (what the test checks); the snapshot's was
+    # still missing at times from the trace (a full OTP 27 run): then the two are asked
+    # again, at most 3 times in all.
+    defp counted_requests(stats, n, worker, counter, attempt \\ 1) do
+      :trace.process(counter, stats.server, true, [:send])
       :erpc.call(n, :lists, :seq, [1, 10])
       assert Snapshot.row(Stats.snapshot(stats), {:lists, :seq, 2}).calls >= 1
       :ok = Stats.reset(stats)
       :trace.process(counter, stats.server, false, [:send])
-
       requests = receive_sends(stats.server, worker)
-      assert [{:trace_many, infos}, {:trace_all, restarts, []}] = requests
-      assert length(infos) == 2 * Stats.info(stats).functions
-      assert length(restarts) == Stats.info(stats).functions
-      Stats.stop(stats)
+      kinds = Enum.map(requests, &elem(&1, 0))
+
+      assert kinds -- [:trace_many, :trace_all] == [],
+             "more than one request each: #{inspect(kinds)}"
+
+      if kinds == [:trace_many, :trace_all] or attempt == 3,
+        do: requests,
+        else: counted_requests(stats, n, worker, counter, attempt + 1)
     end
   end
 
