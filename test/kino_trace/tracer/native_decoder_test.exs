@@ -12,6 +12,7 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
 
   alias Kino.Trace.Cut
   alias KinoTrace.Tracer.{Decoder, NativeDecoder}
+  import Bitwise, only: [<<<: 2]
 
   import KinoTraceTest.Helpers, only: [drain_all: 1, trace_delivered: 1]
 
@@ -305,6 +306,45 @@ defmodule KinoTrace.Tracer.NativeDecoderTest do
     pids: pids
   } do
     for seed <- 61..80, do: compare(workload(seed, pids), pairing: false)
+  end
+
+  # :kino_trace_open_calls (a recorder's open calls, also on another node's agent, where
+  # no decoder may run) states the pairing rule again on what a ring needs: the calls it
+  # holds open after each batch are the decoder's open frames, outermost first, for every
+  # process whose stack stayed within its depth (32) since it was last empty.
+  test "a recorder's open calls are the decoder's open frames on generated workloads", %{
+    pids: pids
+  } do
+    checked =
+      for seed <- 106..125, reduce: 0 do
+        checked ->
+          batches = for {:batch, raw} <- workload(seed, pids), do: raw
+          start = {Decoder.new([]), :kino_trace_open_calls.new(1 <<< 40), MapSet.new(), checked}
+          {_, _, _, checked} = Enum.reduce(batches, start, &check_open_calls(&1, &2, seed))
+          checked
+      end
+
+    assert checked > 500
+  end
+
+  defp check_open_calls(raw, {decoder, open, deep, checked}, seed) do
+    {events, decoder} = Decoder.decode(decoder, raw)
+    open = Enum.reduce(events, open, &:kino_trace_open_calls.track(&2, &1, &1.id, &1))
+    # (a process whose stack went past 32: its outermost calls are no longer open calls)
+    deeper = for %{kind: :call, depth: depth, pid: pid} <- events, depth >= 31, do: pid
+    emptied = for pid <- deep, not is_map_key(decoder.stacks, pid), do: pid
+    deep = deep |> MapSet.union(MapSet.new(deeper)) |> MapSet.difference(MapSet.new(emptied))
+
+    checked =
+      for {pid, {_depth, _n, frames}} <- decoder.stacks, pid not in deep, reduce: checked do
+        checked ->
+          expected = frames |> Enum.map(&elem(&1, 0)) |> Enum.reverse()
+          got = for e <- :kino_trace_open_calls.overwritten(open, pid, :none), do: e.id
+          assert got == expected, "seed #{seed}, #{inspect(pid)}"
+          checked + 1
+      end
+
+    {decoder, open, deep, checked}
   end
 
   test "another node's raw events pair as this node's: Decoder.decode/3 against the native decoder",
