@@ -152,30 +152,31 @@ defmodule KinoTrace.Plan.TailCalls do
         [] -> nil
       end
 
+    alive? = claimer != nil and Process.alive?(claimer)
+    wait? = alive? and System.monotonic_time(:millisecond) < deadline
+
     case cached(module, md5) do
       {:ok, found} ->
         found
 
-      :miss when claimer != nil ->
-        cond do
-          not Process.alive?(claimer) ->
-            unclaim(module, md5)
-            analyze(module, md5, Lookup.object_code(lookup, [module])[module])
-
-          System.monotonic_time(:millisecond) < deadline ->
-            receive after: (@poll_ms -> :ok)
-            waited(module, md5, lookup, deadline)
-
-          true ->
-            analyze(module, md5, Lookup.object_code(lookup, [module])[module])
-        end
+      :miss when wait? ->
+        receive after: (@poll_ms -> :ok)
+        waited(module, md5, lookup, deadline)
 
       :miss ->
-        analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+        if claimer != nil and not alive?, do: unclaim(module, md5)
+        analyze_here(module, md5, lookup)
     end
   rescue
     # the table went away with the application
-    ArgumentError -> analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+    ArgumentError -> analyze_here(module, md5, lookup)
+  end
+
+  # Without the claimer's result: read and analysed by this process (and cached).
+  defp analyze_here(module, md5, lookup) do
+    found = analyze(module, md5, Lookup.object_code(lookup, [module])[module])
+    store(module, md5, found)
+    found
   end
 
   @doc """

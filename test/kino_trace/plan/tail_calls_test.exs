@@ -73,4 +73,18 @@ defmodule KinoTrace.Plan.TailCallsTest do
     Kino.Trace.stop(trace)
     assert disassembled == [:disassembled]
   end
+
+  test "a module claimed by a process that died is analysed by the next one that asks" do
+    # (:beam_disasm: a module no other test claims)
+    :ets.delete(TailCalls, :beam_disasm)
+    md5 = :beam_disasm.module_info(:md5)
+    dead = spawn(fn -> :ok end)
+    ref = Process.monitor(dead)
+    assert_receive {:DOWN, ^ref, :process, _, _}
+    true = :ets.insert_new(TailCalls, {{:claim, :beam_disasm, md5}, dead})
+
+    assert %MapSet{} = TailCalls.cycles(:beam_disasm)
+    assert :ets.lookup(TailCalls, {:claim, :beam_disasm, md5}) == []
+    assert [{:beam_disasm, ^md5, _}] = :ets.lookup(TailCalls, :beam_disasm)
+  end
 end
