@@ -62,8 +62,10 @@
 %%   traces exceptions (`exception_trace' makes both; the tracer then drops the returns,
 %%   `skip_returns'). A call whose arguments look huge may well return a huge term (its
 %%   argument), so its return action takes a ticket of the session's slot: one between
-%%   two moments the tracer's mailbox is empty (it gives it back then), so the bound
-%%   holds whether the tracer runs or not (issue 36); a session beyond the 5 slots gets
+%%   two moments the tracer's mailbox is empty (it gives it back then, while the node's
+%%   memory is near its low of the last second: what it collected comes back to the
+%%   node only when the caller's scheduler gets to it), so the bound holds whether the
+%%   tracer runs or not (issue 36); a session beyond the 5 slots gets
 %%   none. A call without a ticket sends its arguments' cut
 %%   (`kino_trace_cut_noret') and no return action; the tracer counts its return as
 %%   `dropped_queue_full' (with `skip_returns', its process is marked only). A function
@@ -190,10 +192,11 @@ counters(#h{id = Id, counters = C}) ->
 %% how often the mailbox guard switched tracing off, the longest mailbox it saw (in
 %% messages and in bytes), the time its switch-offs took in all (microseconds), and how
 %% often it found its gate opened by a stale write while over its bound and closed it
-%% again (kino_trace_fallback_gate).
--spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us | gate_reasserts := non_neg_integer()}.
+%% again (kino_trace_fallback_gate), and how often, its mailbox empty, it kept a return
+%% ticket back because the node's memory was up (`tickets_held': a look a millisecond).
+-spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us | gate_reasserts | tickets_held := non_neg_integer()}.
 info(#h{counters = C}) ->
-    maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us, gate_reasserts]]).
+    maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us, gate_reasserts, tickets_held]]).
 
 %% @doc The loop guard, as the NIF's (`kino_trace_tracer:set_loop_modules/2'): the
 %% tracer counts per process its open calls of `Modules' as their messages come; a

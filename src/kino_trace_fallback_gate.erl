@@ -20,6 +20,15 @@
 %% such return frames are pushed, whatever the callers do and whether the tracer runs or
 %% not. Calls whose arguments do not look huge take no ticket.
 %%
+%% Taken in and collected, such a message is not yet memory the node has back: the
+%% scheduler that allocated it (the caller's) frees it when it next gets to, which it
+%% does not while the caller runs on it, and a caller whose every call copies its
+%% return value runs long time slices (an eager loop put +991 MiB in flight, issue 36).
+%% So the tracer gives tickets back only while the node's memory is within an eighth of
+%% `mailbox_bytes' of the lowest it saw in the last second (kino_trace_fallback_process);
+%% otherwise the calls go on without return actions (their returns counted as dropped),
+%% the caller's slices end, and the memory comes back.
+%%
 %% A slot (a gate bit and ?TICKETS ticket bits) is a session's alone: its tracer process
 %% holds it by a registered name (claim/1), freed when the process ends; a tracer that
 %% finds every one of the ?SLOTS taken gets the shared gate (bit ?SHARED_BIT) and no
@@ -33,7 +42,7 @@
 %% clears it).
 -module(kino_trace_fallback_gate).
 
--export([claim/1, close/1, open/1, refill/1, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
+-export([claim/1, close/1, open/1, refill/2, taken/1, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
          tickets/1]).
 
 -define(SLOTS, 5).                 % slots of 1 + ?TICKETS bits, from the word's top down
@@ -93,16 +102,27 @@ close(G) -> set(closed_bit(G), 0).
 -spec open(gate()) -> ok.
 open(G) -> set(0, all_bits(G)).
 
-%% @doc While the session is not over its bound: frees the tickets taken, and opens a
-%% gate a stale write closed. Writes the word only when a bit is set. (The shared gate
-%% is left as it is: another session may be over its bound.)
--spec refill(gate()) -> ok.
-refill(shared) -> ok;
-refill(G) ->
+%% @doc While the session is not over its bound: opens a gate a stale write closed and,
+%% with `Tickets', frees the tickets taken. Writes the word only when a bit is set. (The
+%% shared gate is left as it is: another session may be over its bound.)
+-spec refill(gate(), boolean()) -> ok.
+refill(shared, _Tickets) -> ok;
+refill(G, true) ->
     case erlang:system_info(trace_control_word) band all_bits(G) of
         0 -> ok;
         _ -> open(G)
+    end;
+refill(G, false) ->
+    Bit = closed_bit(G),
+    case erlang:system_info(trace_control_word) band Bit of
+        0 -> ok;
+        _ -> set(0, Bit)
     end.
+
+%% @doc Whether a ticket of `G' is taken.
+-spec taken(gate()) -> boolean().
+taken(G) ->
+    lists:any(fun(B) -> erlang:system_info(trace_control_word) band B =/= 0 end, ticket_bits(G)).
 
 %% @doc While the session is over its bound: closes its gate again if a stale write
 %% opened it. Whether it had to.

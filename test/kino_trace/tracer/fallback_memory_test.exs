@@ -77,22 +77,38 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       # element list: 16 MB as a return message) and tells `parent` how many calls it
       # made. A sustained caller: the VM makes its trace messages as fast as it calls,
       # whether the tracer runs or not.
-      def looper(parent, kind, ms) do
+      #
+      # `:eager`: before each call it waits, spinning on the trace control word, until no
+      # bit of the word's high half (the fallback's gates and tickets) is set, so that
+      # each call finds its session's return ticket free: every call copies its return
+      # value, and the spinning costs next to no reductions, so the looper holds its
+      # scheduler for long time slices. Memory that another scheduler frees (the tracer
+      # collecting those return messages) goes back through that scheduler, which does
+      # not get to it while the looper runs: issue 36 item 1 seen again, +900 MiB, in a
+      # full run where the looper happened to call at that pace.
+      def looper(parent, kind, ms, pace \\ :plain) do
         spawn(fn ->
           x = arg(kind)
           send(parent, {:built, self()})
           receive(do: (:go -> :ok))
           deadline = :erlang.monotonic_time(:millisecond) + ms
-          send(parent, {:looped, self(), loop(x, deadline, 1)})
+          send(parent, {:looped, self(), loop(x, deadline, pace, 1)})
         end)
       end
 
-      defp loop(x, deadline, n) do
+      defp loop(x, deadline, pace, n) do
+        if pace == :eager, do: ticket_free(deadline)
         ^x = echo(x)
 
         if :erlang.monotonic_time(:millisecond) < deadline,
-          do: loop(x, deadline, n + 1),
+          do: loop(x, deadline, pace, n + 1),
           else: n
+      end
+
+      defp ticket_free(deadline) do
+        if :erlang.band(:erlang.system_info(:trace_control_word), 0xFFFF0000) != 0 and
+             :erlang.monotonic_time(:millisecond) < deadline,
+           do: ticket_free(deadline)
       end
 
       # The node's peak `:erlang.memory(:total)`, sampled every millisecond until
@@ -211,9 +227,9 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   # growth of the node's memory at its peak (once every trace message made is
   # delivered), the calls made and the processes that held the most at the peak. The
   # sampler kills the looper past @loop_cap.
-  defp sustained(node, kind) do
+  defp sustained(node, kind, pace \\ :plain) do
     me = self()
-    looper = :erpc.call(node, Flood, :looper, [me, kind, @loop_ms])
+    looper = :erpc.call(node, Flood, :looper, [me, kind, @loop_ms, pace])
     assert_receive({:built, ^looper}, 60_000)
     baseline = :erpc.call(node, :erlang, :memory, [:total])
     sampler = :erpc.call(node, Flood, :sampler, [])
@@ -399,6 +415,28 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
         assert_loop_traced(trace, n, unquote(return), growth, calls, untraced)
         assert_loop_bound(growth, untraced, held)
       end
+    end
+  end
+
+  describe "an eager loop returning a 1 M-element list (issue 36 item 1)" do
+    test "this node's fallback: each call as soon as a ticket is free, the memory grows by less than #{div(@loop_bound, 1024 * 1024)} MiB over the untraced loop's" do
+      KinoTraceTest.Helpers.use_fallback_tracer()
+      {untraced, _, _} = sustained(node(), :long_list, :eager)
+      trace = Kino.Trace.calls([@echo], return: true)
+      assert {:fallback, _} = Kino.Trace.info(trace).tracer
+      {growth, calls, held} = sustained(node(), :long_list, :eager)
+      assert_loop_traced(trace, node(), true, growth, calls, untraced)
+      assert_loop_bound(growth, untraced, held)
+    end
+
+    test "agent: :fallback on a bare peer: each call as soon as a ticket is free, the peer's memory grows by less than #{div(@loop_bound, 1024 * 1024)} MiB over the untraced loop's" do
+      n = flood_peer(:loop_eager)
+      {untraced, _, _} = sustained(n, :long_list, :eager)
+      trace = Kino.Trace.calls([@echo], nodes: [n], agent: :fallback, return: true)
+      assert {:fallback, _} = Kino.Trace.info(trace).nodes[n].tracer
+      {growth, calls, held} = sustained(n, :long_list, :eager)
+      assert_loop_traced(trace, n, true, growth, calls, untraced)
+      assert_loop_bound(growth, untraced, held)
     end
   end
 
@@ -617,6 +655,61 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
 
       for {handle, _, _} <- sessions, do: :kino_trace_fallback.close(handle)
       assert Enum.map(gates, &gate_bits/1) == List.duplicate(0, length(gates))
+    end
+
+    # Issue 36 item 1: a return message the tracer took in and collected is memory the
+    # node gets back only when the caller's scheduler gets to it, which it does not while
+    # the caller runs (an eager loop put +991 MiB in flight). So the tracer gives a ticket
+    # back only while the node's memory is near the lowest it saw in the last second:
+    # here 64 MiB held by this process keep the ticket taken (the next call's return is
+    # not pushed, and counted as dropped), and it is free again once they are released.
+    test "a ticket is not given back while the node's memory is up, and is once it is down" do
+      handle = :kino_trace_fallback.new_session(self(), %{})
+
+      session =
+        :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(handle), [])
+
+      on_exit(fn -> :trace.session_destroy(session) end)
+      :ok = :kino_trace_fallback.attach(handle, session, :owner)
+      spec = [{:_, [], [{:return_trace}]}]
+
+      [mfa, spec, flags] =
+        :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+      :trace.function(session, mfa, spec, flags)
+      caller = spawn_link(fn -> echo_loop() end)
+      :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+      gate = :kino_trace_fallback.gate(handle)
+      huge = Enum.to_list(1..1000)
+      ticket_taken? = fn -> Bitwise.band(gate_bits(gate), 2) != 0 end
+
+      # the memory as it is: the ticket comes back (the tracer's low is taken now)
+      echo(caller, huge, 1)
+      wait_until(fn -> not ticket_taken?.() end)
+
+      held = :binary.copy(<<0>>, 64 * 1024 * 1024)
+      echo(caller, huge, 1)
+      # the tracer took the call in: it gave the ticket back, or it holds it (and looks
+      # again every millisecond)
+      wait_until(fn ->
+        Map.get(:kino_trace_fallback.info(handle), :tickets_held, 0) >= 3 or not ticket_taken?.()
+      end)
+
+      assert ticket_taken?.(), "the ticket was given back with 64 MiB more in use"
+      echo(caller, huge, 1)
+      assert byte_size(held) > 0
+
+      {events, false} = :kino_trace_fallback.drain(handle, 100)
+      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from, :call]
+      assert :kino_trace_fallback.counters(handle).dropped_queue_full == 1
+
+      # released: the ticket comes back
+      held = nil
+      :erlang.garbage_collect()
+      wait_until(fn -> not ticket_taken?.() end)
+      assert held == nil
+      :kino_trace_fallback.close(handle)
+      assert gate_bits(gate) == 0
     end
 
     # Issue 36 item 1: a ticket is a match spec's read and write of the whole trace
