@@ -25,7 +25,7 @@
 %% does not while the caller runs on it, and a caller whose every call copies its
 %% return value runs long time slices (an eager loop put +991 MiB in flight, issue 36).
 %% So the tracer gives tickets back only while the node's memory is within an eighth of
-%% `mailbox_bytes' of the lowest it saw in the last second (kino_trace_fallback_process);
+%% `mailbox_bytes' of the lowest it saw in the last second (give_back/3);
 %% otherwise the calls go on without return actions (their returns counted as dropped),
 %% the caller's slices end, and the memory comes back.
 %%
@@ -42,15 +42,17 @@
 %% clears it).
 -module(kino_trace_fallback_gate).
 
--export([claim/1, close/1, open/1, refill/2, taken/1, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
+-export([claim/1, close/1, open/1, refill/2, taken/1, give_back/3, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
          tickets/1]).
 
 -define(SLOTS, 5).                 % slots of 1 + ?TICKETS bits, from the word's top down
 -define(TICKETS, 1).               % return frames of calls with huge arguments per window
 -define(SHARED_BIT, 16).           % the gate of the sessions without a slot
+-define(LOW_MS, 1000).             % how long the node's lowest memory seen is kept (give_back/3)
 
 -type gate() :: {slot, 0..31} | shared.
--export_type([gate/0]).
+-type low() :: none | {Bytes :: non_neg_integer(), SinceMs :: integer()}.
+-export_type([gate/0, low/0]).
 
 %% @doc Takes a free slot for the tracer process `Pid' (held by a registered name until
 %% it ends), or the shared gate when none is free. Its gate starts open, its tickets free
@@ -123,6 +125,26 @@ refill(G, false) ->
 -spec taken(gate()) -> boolean().
 taken(G) ->
     lists:any(fun(B) -> erlang:system_info(trace_control_word) band B =/= 0 end, ticket_bits(G)).
+
+%% @doc The tracer's mailbox is empty and its session is not over its bound: opens a gate
+%% a stale write closed and gives the tickets taken back, while the node's memory is
+%% within `Slack' bytes of `Low', the lowest seen here in the last ?LOW_MS (`none' at
+%% first). Whether it held a ticket back, and the low to give next time.
+-spec give_back(gate(), low(), non_neg_integer()) -> {boolean(), low()}.
+give_back(G, Low0, Slack) ->
+    case taken(G) of
+        false -> refill(G, false), {false, Low0};
+        true ->
+            Memory = erlang:memory(total),
+            Now = erlang:monotonic_time(millisecond),
+            Low = case Low0 of
+                      {L, T} when Now - T < ?LOW_MS -> {min(L, Memory), T};
+                      _ -> {Memory, Now}
+                  end,
+            Free = Memory =< element(1, Low) + Slack,
+            refill(G, Free),
+            {not Free, Low}
+    end.
 
 %% @doc While the session is over its bound: closes its gate again if a stale write
 %% opened it. Whether it had to.

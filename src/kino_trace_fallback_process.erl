@@ -22,7 +22,6 @@
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
 -define(SWEEP_BYTES, 4194304).     % heap growth after a return past which it is collected
--define(LOW_MS, 1000).             % how long the node's lowest memory seen is kept (memory_low/1)
 -define(HOLD_MS, 1).               % how long a ticket held back waits before another look
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
@@ -32,7 +31,7 @@
 -record(s, {owner, id, gate, counters, marks, caps, skip_returns, limit, interval, burst, tat = 0, start,
             queue_events, queue_bytes, mailbox, mailbox_bytes, checked, heap_after_gc = 0, accepted = 0, q = queue:new(), qlen = 0, qbytes = 0, epoch = 0,
             closed = false, session, suspended = false, tick = ?TICK, restore = snapshot,
-            loop_modules = [], loop = #{}, sweep = false, low}).
+            loop_modules = [], loop = #{}, sweep = false, low = none}).
 
 %% @doc The index in the counters' atomics array of each counter.
 -spec ix(atom()) -> pos_integer().
@@ -262,34 +261,16 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate}
 
 %% The mailbox is empty: every return frame a ticket was taken for has sent its message
 %% and it was taken in (but those of calls still running, and messages on their way),
-%% so the tickets are given back (and a gate a stale write closed is opened), while the
-%% node's memory is near its low (memory_low/1); then it waits for a message, or, when
-%% it kept a ticket back, ?HOLD_MS at most before it looks again (a caller waiting for
-%% a free ticket may send nothing meanwhile).
+%% so the tickets are given back while the node's memory is near its low (give_back/3);
+%% then it waits for a message, or ?HOLD_MS holding one back (its caller may wait).
 idle(#s{closed = true} = S) ->
     receive Msg -> handle(Msg, S) end;
-idle(#s{gate = Gate, counters = C} = S0) ->
-    {Free, S} = case kino_trace_fallback_gate:taken(Gate) of
-                    true -> memory_low(S0);
-                    false -> {true, S0}
-                end,
-    kino_trace_fallback_gate:refill(Gate, Free),
-    Free orelse atomics:add(C, ix(tickets_held), 1),
-    receive Msg -> handle(Msg, S)
-    after (case Free of true -> infinity; false -> ?HOLD_MS end) -> loop(S)
+idle(#s{gate = Gate, counters = C, low = Low0, mailbox_bytes = MaxBytes} = S0) ->
+    {Held, Low} = kino_trace_fallback_gate:give_back(Gate, Low0, MaxBytes div 8),
+    Held andalso atomics:add(C, ix(tickets_held), 1),
+    receive Msg -> handle(Msg, S0#s{low = Low})
+    after (case Held of true -> ?HOLD_MS; false -> infinity end) -> loop(S0#s{low = Low})
     end.
-
-%% Whether the node's memory is within an eighth of `mailbox_bytes' of the lowest this
-%% process saw here in the last ?LOW_MS (kino_trace_fallback_gate: memory the tracer
-%% collected comes back to the node only when the caller's scheduler gets to it).
-memory_low(#s{low = Low0, mailbox_bytes = MaxBytes} = S) ->
-    Memory = erlang:memory(total),
-    Now = erlang:monotonic_time(millisecond),
-    {Low, _} = Since = case Low0 of
-                           {L, T} when Now - T < ?LOW_MS -> {min(L, Memory), T};
-                           _ -> {Memory, Now}
-                       end,
-    {Memory =< Low + MaxBytes div 8, S#s{low = Since}}.
 
 %% A return or exception message may be huge, and stays on the heap once taken in until
 %% a garbage collection: the next turn of the loop (the message no longer live) collects

@@ -293,6 +293,66 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   defp gate_bits(:shared),
     do: :erlang.system_info(:trace_control_word) |> Bitwise.bsr(16) |> Bitwise.band(1)
 
+  # The test above, once: {:ok} or, when its part between the tracer's low and the third
+  # call took longer than the tracer keeps a low (1 s: a loaded machine), again (3 times
+  # at most; on the old code every attempt fails on the ticket given back).
+  defp held_ticket(attempt) do
+    handle = :kino_trace_fallback.new_session(self(), %{})
+
+    session =
+      :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(handle), [])
+
+    on_exit(fn -> :trace.session_destroy(session) end)
+    :ok = :kino_trace_fallback.attach(handle, session, :owner)
+    spec = [{:_, [], [{:return_trace}]}]
+
+    [mfa, spec, flags] =
+      :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+    :trace.function(session, mfa, spec, flags)
+    caller = spawn_link(fn -> echo_loop() end)
+    :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+    gate = :kino_trace_fallback.gate(handle)
+    huge = Enum.to_list(1..1000)
+    ticket_taken? = fn -> Bitwise.band(gate_bits(gate), 2) != 0 end
+
+    # the memory as it is: the ticket comes back (the tracer's low is taken now)
+    t0 = System.monotonic_time(:millisecond)
+    echo(caller, huge, 1)
+    wait_until(fn -> not ticket_taken?.() end)
+
+    held = :binary.copy(<<0>>, 64 * 1024 * 1024)
+    echo(caller, huge, 1)
+    # the tracer took the call in: it gave the ticket back, or it holds it (and looks
+    # again every millisecond)
+    wait_until(fn ->
+      Map.get(:kino_trace_fallback.info(handle), :tickets_held, 0) >= 3 or not ticket_taken?.()
+    end)
+
+    taken = ticket_taken?.()
+    echo(caller, huge, 1)
+    slow = System.monotonic_time(:millisecond) - t0 >= 900
+    assert byte_size(held) > 0
+
+    if slow and attempt < 3 do
+      :kino_trace_fallback.close(handle)
+      held_ticket(attempt + 1)
+    else
+      assert taken, "the ticket was given back with 64 MiB more in use"
+      {events, false} = :kino_trace_fallback.drain(handle, 100)
+      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from, :call]
+      assert :kino_trace_fallback.counters(handle).dropped_queue_full == 1
+
+      # released: the ticket comes back
+      held = nil
+      :erlang.garbage_collect()
+      wait_until(fn -> not ticket_taken?.() end)
+      assert held == nil
+      :kino_trace_fallback.close(handle)
+      assert gate_bits(gate) == 0
+    end
+  end
+
   # A process that calls echo/1 when asked.
   defp echo_loop do
     receive do
@@ -664,52 +724,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     # here 64 MiB held by this process keep the ticket taken (the next call's return is
     # not pushed, and counted as dropped), and it is free again once they are released.
     test "a ticket is not given back while the node's memory is up, and is once it is down" do
-      handle = :kino_trace_fallback.new_session(self(), %{})
-
-      session =
-        :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(handle), [])
-
-      on_exit(fn -> :trace.session_destroy(session) end)
-      :ok = :kino_trace_fallback.attach(handle, session, :owner)
-      spec = [{:_, [], [{:return_trace}]}]
-
-      [mfa, spec, flags] =
-        :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
-
-      :trace.function(session, mfa, spec, flags)
-      caller = spawn_link(fn -> echo_loop() end)
-      :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
-      gate = :kino_trace_fallback.gate(handle)
-      huge = Enum.to_list(1..1000)
-      ticket_taken? = fn -> Bitwise.band(gate_bits(gate), 2) != 0 end
-
-      # the memory as it is: the ticket comes back (the tracer's low is taken now)
-      echo(caller, huge, 1)
-      wait_until(fn -> not ticket_taken?.() end)
-
-      held = :binary.copy(<<0>>, 64 * 1024 * 1024)
-      echo(caller, huge, 1)
-      # the tracer took the call in: it gave the ticket back, or it holds it (and looks
-      # again every millisecond)
-      wait_until(fn ->
-        Map.get(:kino_trace_fallback.info(handle), :tickets_held, 0) >= 3 or not ticket_taken?.()
-      end)
-
-      assert ticket_taken?.(), "the ticket was given back with 64 MiB more in use"
-      echo(caller, huge, 1)
-      assert byte_size(held) > 0
-
-      {events, false} = :kino_trace_fallback.drain(handle, 100)
-      assert Enum.map(events, &elem(&1, 0)) == [:call, :return_from, :call, :return_from, :call]
-      assert :kino_trace_fallback.counters(handle).dropped_queue_full == 1
-
-      # released: the ticket comes back
-      held = nil
-      :erlang.garbage_collect()
-      wait_until(fn -> not ticket_taken?.() end)
-      assert held == nil
-      :kino_trace_fallback.close(handle)
-      assert gate_bits(gate) == 0
+      held_ticket(1)
     end
 
     # Issue 36 item 1: a ticket is a match spec's read and write of the whole trace
