@@ -13,7 +13,8 @@
 // requests, or to a line that has changed since, are dropped.
 //
 // Keys while the list is open: Down/Up move (wrapping), Enter or Tab accept, Escape
-// closes. A click on an item accepts it. Moving the cursor or leaving the field closes
+// closes (with the list closed, Escape drops the answer on its way). A click on an item
+// accepts it. Moving the cursor or leaving the field closes
 // the list. Accepting changes the field's value and fires an "input" event (bubbling),
 // as typing does, without asking for completions again.
 
@@ -178,7 +179,9 @@ export class CompleteDropdown {
     if (action === "move") this.renderSelection();
     else if (action === "accept") this.accept();
     else if (action === "close") this.close();
-    else if (CURSOR_KEYS.has(e.key)) this.close();
+    // (Escape with the list closed: an answer still on its way must not open it, and
+    // turn the Enter that follows into an accept; the key goes through)
+    else if (CURSOR_KEYS.has(e.key) || e.key === "Escape") this.close();
   }
 
   /** Replaces the typed prefix with the selected item. */

@@ -141,6 +141,19 @@ describe("CompleteDropdown", () => {
     expect(key("Tab").defaultPrevented).toBe(false);
   });
 
+  // Seen in Chromium under load: the answer came after Escape, opened the list, and the
+  // Enter meant for a new line accepted a completion instead.
+  it("Escape pressed before the answer comes drops it: the next Enter is a new line's", () => {
+    type("Enum.ma");
+    const seq = lastRequest()[1];
+    expect(dropdown.open).toBe(false);
+    expect(key("Escape").defaultPrevented).toBe(false);
+    dropdown.receive({ seq, prefix: "ma", items: [{ label: "map/2", insert: "map/2", kind: "function", detail: "Enum.map/2" }] });
+    expect(dropdown.open).toBe(false);
+    expect(key("Enter").defaultPrevented).toBe(false);
+    expect(textarea.value).toBe("Enum.ma");
+  });
+
   it("drops answers to older requests and to a line that has changed", () => {
     type("Enum.m");
     const first = lastRequest()[1];
