@@ -192,8 +192,8 @@ counters(#h{id = Id, counters = C}) ->
 %% how often the mailbox guard switched tracing off, the longest mailbox it saw (in
 %% messages and in bytes), the time its switch-offs took in all (microseconds), and how
 %% often it found its gate opened by a stale write while over its bound and closed it
-%% again (kino_trace_fallback_gate), and how often, its mailbox empty, it kept a return
-%% ticket back because the node's memory was up (`tickets_held': a look a millisecond).
+%% again (kino_trace_fallback_gate), and how often its mailbox was empty while it kept
+%% a return ticket back because the node's memory was up (`tickets_held').
 -spec info(handle()) -> #{received | guard_trips | mailbox_peak | mailbox_bytes_peak | trip_us | gate_reasserts | tickets_held := non_neg_integer()}.
 info(#h{counters = C}) ->
     maps:from_list([{K, atomics:get(C, kino_trace_fallback_process:ix(K))} || K <- [received, guard_trips, mailbox_peak, mailbox_bytes_peak, trip_us, gate_reasserts, tickets_held]]).

@@ -49,9 +49,10 @@
 -define(TICKETS, 1).               % return frames of calls with huge arguments per window
 -define(SHARED_BIT, 16).           % the gate of the sessions without a slot
 -define(LOW_MS, 1000).             % how long the node's lowest memory seen is kept (give_back/3)
+-define(HOLD_MS, 1).               % how long a ticket held back waits before another look
 
 -type gate() :: {slot, 0..31} | shared.
--type low() :: none | {Bytes :: non_neg_integer(), SinceMs :: integer()}.
+-type low() :: none | {Bytes :: non_neg_integer(), SinceMs :: integer(), HeldAtMs :: integer() | none}.
 -export_type([gate/0, low/0]).
 
 %% @doc Takes a free slot for the tracer process `Pid' (held by a registered name until
@@ -128,22 +129,35 @@ taken(G) ->
 
 %% @doc The tracer's mailbox is empty and its session is not over its bound: opens a gate
 %% a stale write closed and gives the tickets taken back, while the node's memory is
-%% within `Slack' bytes of `Low', the lowest seen here in the last ?LOW_MS (`none' at
-%% first). Whether it held a ticket back, and the low to give next time.
--spec give_back(gate(), low(), non_neg_integer()) -> {boolean(), low()}.
-give_back(G, Low0, Slack) ->
-    case taken(G) of
-        false -> refill(G, false), {false, Low0};
-        true ->
-            Memory = erlang:memory(total),
-            Now = erlang:monotonic_time(millisecond),
-            Low = case Low0 of
-                      {L, T} when Now - T < ?LOW_MS -> {min(L, Memory), T};
-                      _ -> {Memory, Now}
-                  end,
-            Free = Memory =< element(1, Low) + Slack,
-            refill(G, Free),
-            {not Free, Low}
+%% within `Slack' bytes of the lowest seen here in the last ?LOW_MS. Holding a ticket
+%% back, it looks again ?HOLD_MS later at the soonest (a look costs tens of
+%% microseconds; messages may come faster). Returns how long the tracer may wait for a
+%% message before it calls this again (`infinity' unless it holds a ticket back), and
+%% `Low' for the next call (`none' at first).
+-spec give_back(gate(), low(), non_neg_integer()) -> {timeout(), low()}.
+give_back(G, Low, Slack) ->
+    case {taken(G), Low} of
+        {false, _} -> refill(G, false), {infinity, Low};
+        {true, {_, _, HeldAt}} when is_integer(HeldAt) ->
+            case erlang:monotonic_time(millisecond) - HeldAt of
+                Ago when Ago < ?HOLD_MS -> {?HOLD_MS - Ago, Low};
+                _ -> look(G, Low, Slack)
+            end;
+        {true, _} -> look(G, Low, Slack)
+    end.
+
+look(G, Low0, Slack) ->
+    Memory = erlang:memory(total),
+    Now = erlang:monotonic_time(millisecond),
+    {L, Since} = case Low0 of
+                     {L0, T, _} when Now - T < ?LOW_MS -> {min(L0, Memory), T};
+                     _ -> {Memory, Now}
+                 end,
+    Free = Memory =< L + Slack,
+    refill(G, Free),
+    case Free of
+        true -> {infinity, {L, Since, none}};
+        false -> {?HOLD_MS, {L, Since, Now}}
     end.
 
 %% @doc While the session is over its bound: closes its gate again if a stale write

@@ -22,7 +22,6 @@
 -define(LOOP_LOOK, 256).           % open calls from which the mailbox counts too
 -define(LOOP_MAX_PIDS, 10000).     % processes counted at once, at most
 -define(SWEEP_BYTES, 4194304).     % heap growth after a return past which it is collected
--define(HOLD_MS, 1).               % how long a ticket held back waits before another look
 -define(KEYS, [accepted, delivered, discarded, bytes_queued, dropped_closed, dropped_rate,
                dropped_queue_full, dropped_max_events, dropped_no_memory, wakeups, closed,
                limit_reached, received, guard_trips, mailbox_peak, trip_us, mailbox_bytes_peak, gate_reasserts,
@@ -262,14 +261,14 @@ resume(#s{suspended = Snapshot, session = Session, closed = Closed, gate = Gate}
 %% The mailbox is empty: every return frame a ticket was taken for has sent its message
 %% and it was taken in (but those of calls still running, and messages on their way),
 %% so the tickets are given back while the node's memory is near its low (give_back/3);
-%% then it waits for a message, or ?HOLD_MS holding one back (its caller may wait).
+%% then it waits for a message, or a millisecond holding one back (its caller may wait).
 idle(#s{closed = true} = S) ->
     receive Msg -> handle(Msg, S) end;
 idle(#s{gate = Gate, counters = C, low = Low0, mailbox_bytes = MaxBytes} = S0) ->
-    {Held, Low} = kino_trace_fallback_gate:give_back(Gate, Low0, MaxBytes div 8),
-    Held andalso atomics:add(C, ix(tickets_held), 1),
+    {Wait, Low} = kino_trace_fallback_gate:give_back(Gate, Low0, MaxBytes div 8),
+    Wait =:= infinity orelse atomics:add(C, ix(tickets_held), 1),
     receive Msg -> handle(Msg, S0#s{low = Low})
-    after (case Held of true -> ?HOLD_MS; false -> infinity end) -> loop(S0#s{low = Low})
+    after Wait -> loop(S0#s{low = Low})
     end.
 
 %% A return or exception message may be huge, and stays on the heap once taken in until

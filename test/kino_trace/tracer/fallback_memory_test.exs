@@ -297,21 +297,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   # call took longer than the tracer keeps a low (1 s: a loaded machine), again (3 times
   # at most; on the old code every attempt fails on the ticket given back).
   defp held_ticket(attempt) do
-    handle = :kino_trace_fallback.new_session(self(), %{})
-
-    session =
-      :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(handle), [])
-
-    on_exit(fn -> :trace.session_destroy(session) end)
-    :ok = :kino_trace_fallback.attach(handle, session, :owner)
-    spec = [{:_, [], [{:return_trace}]}]
-
-    [mfa, spec, flags] =
-      :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
-
-    :trace.function(session, mfa, spec, flags)
-    caller = spawn_link(fn -> echo_loop() end)
-    :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+    {handle, caller} = echo_session()
     gate = :kino_trace_fallback.gate(handle)
     huge = Enum.to_list(1..1000)
     ticket_taken? = fn -> Bitwise.band(gate_bits(gate), 2) != 0 end
@@ -351,6 +337,26 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
       :kino_trace_fallback.close(handle)
       assert gate_bits(gate) == 0
     end
+  end
+
+  # A fallback session with `limits` whose echo/1 calls are traced with returns, in a
+  # trace session of this test, and a process calling echo/1 when asked (echo/3), traced
+  # there: {handle, caller}.
+  defp echo_session(limits \\ %{}) do
+    handle = :kino_trace_fallback.new_session(self(), limits)
+    tracer = :kino_trace_fallback.tracer(handle)
+    session = :trace.session_create(:fallback_memory_test, tracer, [])
+    on_exit(fn -> :trace.session_destroy(session) end)
+    :ok = :kino_trace_fallback.attach(handle, session, :owner)
+    spec = [{:_, [], [{:return_trace}]}]
+
+    [mfa, spec, flags] =
+      :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+
+    :trace.function(session, mfa, spec, flags)
+    caller = spawn_link(fn -> echo_loop() end)
+    :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
+    {handle, caller}
   end
 
   # A process that calls echo/1 when asked.
@@ -669,23 +675,11 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     # returns.
     test "a session's tickets are its own: another tracer giving its tickets back gives none of this one's" do
       huge = Enum.to_list(1..1000)
-      spec = [{:_, [], [{:return_trace}]}]
 
       sessions =
         for _ <- 1..6 do
-          handle = :kino_trace_fallback.new_session(self(), %{})
-          tracer = :kino_trace_fallback.tracer(handle)
-          session = :trace.session_create(:fallback_memory_test, tracer, [])
-          on_exit(fn -> :trace.session_destroy(session) end)
-          :ok = :kino_trace_fallback.attach(handle, session, :owner)
-
-          [mfa, spec, flags] =
-            :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
-
-          :trace.function(session, mfa, spec, flags)
-          caller = spawn_link(fn -> echo_loop() end)
-          :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
-          {handle, tracer, caller}
+          {handle, caller} = echo_session()
+          {handle, :kino_trace_fallback.tracer(handle), caller}
         end
 
       gates = for {handle, _, _} <- sessions, do: :kino_trace_fallback.gate(handle)
@@ -737,18 +731,7 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     test "a stale write from another session's ticket opens no gate for long: the tracer over its bound closes it again" do
       a = :kino_trace_fallback.new_session(self(), %{mailbox: 100})
       tracer = :kino_trace_fallback.tracer(a)
-      b = :kino_trace_fallback.new_session(self(), %{})
-      session_b = :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(b), [])
-      on_exit(fn -> :trace.session_destroy(session_b) end)
-      :ok = :kino_trace_fallback.attach(b, session_b, :owner)
-      spec = [{:_, [], [{:return_trace}]}]
-
-      [mfa, spec, flags] =
-        :kino_trace_fallback.trace_args(b, :function, [{Flood, :echo, 1}, spec, [:local]])
-
-      :trace.function(session_b, mfa, spec, flags)
-      caller_b = spawn_link(fn -> echo_loop() end)
-      :trace.process(session_b, caller_b, true, :kino_trace_fallback.process_flags([:call]))
+      {b, caller_b} = echo_session()
 
       true = :erlang.suspend_process(:kino_trace_fallback.tracer(b))
       echo(caller_b, Enum.to_list(1..1000), 1)
