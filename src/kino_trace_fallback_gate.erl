@@ -42,7 +42,7 @@
 %% clears it).
 -module(kino_trace_fallback_gate).
 
--export([claim/1, close/1, open/1, refill/2, taken/1, give_back/3, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
+-export([claim/1, close/1, open/1, give_back/3, reassert/1, closed_guard/1, ticket_guards/1, gated/1, noret/1,
          tickets/1]).
 
 -define(SLOTS, 5).                 % slots of 1 + ?TICKETS bits, from the word's top down
@@ -105,7 +105,7 @@ close(G) -> set(closed_bit(G), 0).
 -spec open(gate()) -> ok.
 open(G) -> set(0, all_bits(G)).
 
-%% @doc While the session is not over its bound: opens a gate a stale write closed and,
+%% While the session is not over its bound: opens a gate a stale write closed and,
 %% with `Tickets', frees the tickets taken. Writes the word only when a bit is set. (The
 %% shared gate is left as it is: another session may be over its bound.)
 -spec refill(gate(), boolean()) -> ok.
@@ -122,7 +122,7 @@ refill(G, false) ->
         _ -> set(0, Bit)
     end.
 
-%% @doc Whether a ticket of `G' is taken.
+%% Whether a ticket of `G' is taken.
 -spec taken(gate()) -> boolean().
 taken(G) ->
     lists:any(fun(B) -> erlang:system_info(trace_control_word) band B =/= 0 end, ticket_bits(G)).

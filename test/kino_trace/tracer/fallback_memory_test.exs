@@ -293,9 +293,9 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
   defp gate_bits(:shared),
     do: :erlang.system_info(:trace_control_word) |> Bitwise.bsr(16) |> Bitwise.band(1)
 
-  # The test above, once: {:ok} or, when its part between the tracer's low and the third
-  # call took longer than the tracer keeps a low (1 s: a loaded machine), again (3 times
-  # at most; on the old code every attempt fails on the ticket given back).
+  # The test below, once; again when its part between the tracer's low and the third
+  # call took longer than the tracer keeps a low (1 s: a loaded machine), 3 times at most
+  # (on the old code every attempt fails on the ticket given back).
   defp held_ticket(attempt) do
     {handle, caller} = echo_session()
     gate = :kino_trace_fallback.gate(handle)
@@ -339,21 +339,32 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     end
   end
 
-  # A fallback session with `limits` whose echo/1 calls are traced with returns, in a
-  # trace session of this test, and a process calling echo/1 when asked (echo/3), traced
-  # there: {handle, caller}.
-  defp echo_session(limits \\ %{}) do
-    handle = :kino_trace_fallback.new_session(self(), limits)
-    tracer = :kino_trace_fallback.tracer(handle)
-    session = :trace.session_create(:fallback_memory_test, tracer, [])
+  # A fallback session whose echo/1 calls are traced with `action` (`:return_trace` or
+  # `:exception_trace`), in a trace session of this test: {handle, session}.
+  defp echo_traced(action) do
+    handle = :kino_trace_fallback.new_session(self(), %{})
+
+    session =
+      :trace.session_create(:fallback_memory_test, :kino_trace_fallback.tracer(handle), [])
+
     on_exit(fn -> :trace.session_destroy(session) end)
     :ok = :kino_trace_fallback.attach(handle, session, :owner)
-    spec = [{:_, [], [{:return_trace}]}]
 
     [mfa, spec, flags] =
-      :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
+      :kino_trace_fallback.trace_args(handle, :function, [
+        {Flood, :echo, 1},
+        [{:_, [], [{action}]}],
+        [:local]
+      ])
 
     :trace.function(session, mfa, spec, flags)
+    {handle, session}
+  end
+
+  # echo_traced/1 with returns, and a process calling echo/1 when asked (echo/3),
+  # traced there: {handle, caller}.
+  defp echo_session do
+    {handle, session} = echo_traced(:return_trace)
     caller = spawn_link(fn -> echo_loop() end)
     :trace.process(session, caller, true, :kino_trace_fallback.process_flags([:call]))
     {handle, caller}
@@ -603,17 +614,8 @@ defmodule KinoTrace.Tracer.FallbackMemoryTest do
     # suspended: five calls returning a 1 M-element list (16 MB as a message) must put
     # next to nothing in its mailbox.
     test "while the gate is closed, calls copy neither arguments nor return values, and each is counted" do
-      handle = :kino_trace_fallback.new_session(self(), %{})
+      {handle, session} = echo_traced(:exception_trace)
       tracer = :kino_trace_fallback.tracer(handle)
-      session = :trace.session_create(:fallback_memory_test, tracer, [])
-      on_exit(fn -> :trace.session_destroy(session) end)
-      :ok = :kino_trace_fallback.attach(handle, session, :owner)
-      spec = [{:_, [], [{:exception_trace}]}]
-
-      [mfa, spec, flags] =
-        :kino_trace_fallback.trace_args(handle, :function, [{Flood, :echo, 1}, spec, [:local]])
-
-      :trace.function(session, mfa, spec, flags)
       parent = self()
 
       caller =
